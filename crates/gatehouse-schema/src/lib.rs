@@ -1,0 +1,64 @@
+//! gatehouse-schema: GraphQL SDL files in, the typed [`Model`] out.
+//!
+//! The loader parses with apollo-compiler, enforces the rules of CONTRACT §2,
+//! and binds every root field by convention. Every problem is reported in one
+//! run as a [`Diagnostic`] (`path:line:col: error: message`). Nothing here does
+//! IO other than reading the schema files.
+
+mod bind;
+mod diag;
+mod load;
+pub mod model;
+mod scaffold;
+
+use std::path::PathBuf;
+
+pub use bind::{RESERVED_TABLE_PREFIX, default_rest_path, valid_scope};
+pub use diag::{Diagnostic, Diagnostics, Severity};
+pub use load::{LoadOptions, PRELUDE_PATH, Source, directive_declarations};
+pub use model::*;
+pub use scaffold::scaffold;
+
+/// Reads and loads the schema files and directories at `paths`.
+pub fn load_paths(paths: &[PathBuf]) -> Result<Model, Diagnostics> {
+    load_paths_with(paths, LoadOptions::default())
+}
+
+/// [`load_paths`] with options.
+pub fn load_paths_with(paths: &[PathBuf], opts: LoadOptions) -> Result<Model, Diagnostics> {
+    let (sources, mut diags) = load::read_sources(paths);
+    if diags.has_errors() && sources.is_empty() {
+        diags.sort();
+        return Err(diags);
+    }
+    match load_sources_with(&sources, opts) {
+        Ok(model) if !diags.has_errors() => Ok(model),
+        Ok(_) => {
+            diags.sort();
+            Err(diags)
+        }
+        Err(more) => {
+            diags.0.extend(more.0);
+            diags.sort();
+            Err(diags)
+        }
+    }
+}
+
+/// Loads schema sources already in memory.
+pub fn load_sources(sources: &[Source]) -> Result<Model, Diagnostics> {
+    load_sources_with(sources, LoadOptions::default())
+}
+
+/// [`load_sources`] with options.
+pub fn load_sources_with(sources: &[Source], opts: LoadOptions) -> Result<Model, Diagnostics> {
+    let mut diags = Diagnostics::default();
+    let schema = load::parse_and_build(sources, opts, &mut diags);
+    let model = bind::Binder::new(&schema, &mut diags).bind();
+    diags.sort();
+    if diags.has_errors() {
+        Err(diags)
+    } else {
+        Ok(model)
+    }
+}

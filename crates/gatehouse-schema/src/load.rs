@@ -1,0 +1,466 @@
+//! Reading schema files, parsing them, and the rules that need the per-file
+//! AST (root types whole in one file, unsupported kinds of definitions).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use apollo_compiler::Schema;
+use apollo_compiler::ast::{Definition, Document};
+use apollo_compiler::parser::{Parser, SourceMap, SourceSpan};
+use apollo_compiler::validation::DiagnosticList;
+
+use crate::diag::{Diagnostic, Diagnostics, Severity};
+
+/// One schema source: a path for diagnostics and its text.
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// Path shown in diagnostics.
+    pub path: String,
+    /// SDL text.
+    pub text: String,
+}
+
+/// Name under which the built-in declarations appear in diagnostics.
+pub const PRELUDE_PATH: &str = "<gatehouse built-ins>";
+
+/// Declarations every schema gets without writing them.
+const PRELUDE_DIRECTIVES: &[(&str, &str)] = &[
+    (
+        "unique",
+        "\"Values of this field are unique across the collection.\"\ndirective @unique on FIELD_DEFINITION",
+    ),
+    (
+        "index",
+        "\"Ask for an index on this field.\"\ndirective @index on FIELD_DEFINITION",
+    ),
+    (
+        "relation",
+        "\"Names the to-one field of the listed type that this to-many field is the inverse of.\"\ndirective @relation(field: String!) on FIELD_DEFINITION",
+    ),
+    (
+        "rest",
+        "\"Overrides the REST collection path segment of this type.\"\ndirective @rest(path: String!) on OBJECT",
+    ),
+    (
+        "auth",
+        "\"Scopes required: read/write on a type, scope on a root field.\"\ndirective @auth(read: String, write: String, scope: String) on OBJECT | FIELD_DEFINITION",
+    ),
+];
+
+/// The declarations of gatehouse's built-in directives (`@unique`, `@index`,
+/// `@relation`, `@rest`, `@auth`), as SDL.
+pub fn directive_declarations() -> String {
+    let mut out = String::new();
+    for (_, decl) in PRELUDE_DIRECTIVES {
+        out.push_str(decl);
+        out.push_str("\n\n");
+    }
+    out
+}
+
+const PRELUDE_DATE: &str = "\"An ISO-8601 calendar date, `YYYY-MM-DD`.\"\nscalar Date @specifiedBy(url: \"https://www.rfc-editor.org/rfc/rfc3339#section-5.6\")";
+
+/// Collects the `.graphql` / `.graphqls` files under `paths` (files are taken
+/// as named, directories are walked recursively in name order).
+pub fn read_sources(paths: &[PathBuf]) -> (Vec<Source>, Diagnostics) {
+    let mut sources = Vec::new();
+    let mut diags = Diagnostics::default();
+    for path in paths {
+        if path.is_dir() {
+            let mut found = Vec::new();
+            walk(path, &mut found, &mut diags);
+            if found.is_empty() {
+                diags.0.push(file_error(
+                    path,
+                    "no .graphql or .graphqls files in this directory",
+                ));
+            }
+            found.sort();
+            for file in found {
+                read_one(&file, &mut sources, &mut diags);
+            }
+        } else {
+            read_one(path, &mut sources, &mut diags);
+        }
+    }
+    (sources, diags)
+}
+
+fn walk(dir: &Path, found: &mut Vec<PathBuf>, diags: &mut Diagnostics) {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) => {
+            diags
+                .0
+                .push(file_error(dir, &format!("cannot read directory: {e}")));
+            return;
+        }
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            walk(&path, found, diags);
+        } else if matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("graphql" | "graphqls")
+        ) {
+            found.push(path);
+        }
+    }
+}
+
+fn read_one(path: &Path, sources: &mut Vec<Source>, diags: &mut Diagnostics) {
+    match std::fs::read(path) {
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(text) => sources.push(Source {
+                path: path.display().to_string(),
+                text,
+            }),
+            Err(_) => diags.0.push(file_error(path, "file is not valid UTF-8")),
+        },
+        Err(e) => diags
+            .0
+            .push(file_error(path, &format!("cannot read file: {e}"))),
+    }
+}
+
+fn file_error(path: &Path, message: &str) -> Diagnostic {
+    Diagnostic {
+        file: path.display().to_string(),
+        line: 0,
+        column: 0,
+        severity: Severity::Error,
+        message: message.to_string(),
+        hint: None,
+    }
+}
+
+/// Options that relax the loader for tooling.
+#[derive(Debug, Clone, Copy)]
+pub struct LoadOptions {
+    /// Whether a schema without `type Query` is an error (off for `schema scaffold`).
+    pub require_query: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        Self {
+            require_query: true,
+        }
+    }
+}
+
+/// Parses every source, checks the per-file rules, and builds one apollo
+/// schema (possibly partial when there were errors).
+pub(crate) fn parse_and_build(
+    sources: &[Source],
+    opts: LoadOptions,
+    diags: &mut Diagnostics,
+) -> Schema {
+    let mut docs = Vec::new();
+    for source in sources {
+        let doc = match Parser::new().parse_ast(source.text.as_str(), &source.path) {
+            Ok(doc) => doc,
+            Err(with_errors) => {
+                push_apollo(&with_errors.errors, diags);
+                with_errors.partial
+            }
+        };
+        docs.push(doc);
+    }
+
+    let declared = file_rules(&docs, opts, diags);
+
+    let mut prelude = String::new();
+    if !declared.date {
+        prelude.push_str(PRELUDE_DATE);
+        prelude.push('\n');
+    }
+    for (name, decl) in PRELUDE_DIRECTIVES {
+        if !declared.directives.iter().any(|d| d == name) {
+            prelude.push_str(decl);
+            prelude.push('\n');
+        }
+    }
+    let mut builder = Schema::builder();
+    if !prelude.is_empty() {
+        match Parser::new().parse_ast(prelude, PRELUDE_PATH) {
+            Ok(doc) => builder = builder.add_ast(&doc),
+            Err(with_errors) => push_apollo(&with_errors.errors, diags),
+        }
+    }
+    for doc in &docs {
+        builder = builder.add_ast(doc);
+    }
+    let schema = match builder.build() {
+        Ok(schema) => schema,
+        Err(with_errors) => {
+            push_apollo(&with_errors.errors, diags);
+            with_errors.partial
+        }
+    };
+    // Validation reports undefined types and bad directive uses; it runs on a
+    // partial schema too, so every problem is reported in one run.
+    match schema.clone().validate() {
+        Ok(_) => {}
+        Err(with_errors) => push_apollo(&with_errors.errors, diags),
+    }
+    schema
+}
+
+/// What the user declared of the built-ins.
+struct Declared {
+    date: bool,
+    directives: Vec<String>,
+}
+
+const ROOTS: [&str; 3] = ["Query", "Mutation", "Subscription"];
+
+fn file_rules(docs: &[Document], opts: LoadOptions, diags: &mut Diagnostics) -> Declared {
+    let mut declared = Declared {
+        date: false,
+        directives: Vec::new(),
+    };
+    // Where each root type is defined: (file, location).
+    let mut root_defs: HashMap<&str, Vec<(String, Option<SourceSpan>)>> = HashMap::new();
+    let mut root_exts: Vec<(&str, String, Option<SourceSpan>)> = Vec::new();
+
+    for doc in docs {
+        let file = doc
+            .sources
+            .values()
+            .next()
+            .map(|s| s.path().display().to_string());
+        let file = file.unwrap_or_default();
+        let here =
+            |d: &mut Diagnostics, loc: Option<SourceSpan>, msg: String, hint: Option<&str>| {
+                d.0.push(at(&doc.sources, loc, msg, hint.map(str::to_string)));
+            };
+        for def in &doc.definitions {
+            match def {
+                Definition::ObjectTypeDefinition(t) if ROOTS.contains(&t.name.as_str()) => {
+                    let name = ROOTS.iter().copied().find(|r| *r == t.name.as_str());
+                    if let Some(name) = name {
+                        root_defs
+                            .entry(name)
+                            .or_default()
+                            .push((file.clone(), t.location()));
+                    }
+                }
+                Definition::ObjectTypeExtension(t) if ROOTS.contains(&t.name.as_str()) => {
+                    if let Some(name) = ROOTS.iter().copied().find(|r| *r == t.name.as_str()) {
+                        root_exts.push((name, file.clone(), t.location()));
+                    }
+                }
+                Definition::ScalarTypeDefinition(s) => {
+                    if s.name == "Date" {
+                        declared.date = true;
+                    } else {
+                        here(
+                            diags,
+                            s.location(),
+                            format!("custom scalar `{}` is not supported", s.name),
+                            Some("use one of Boolean, Date, Float, ID, Int, String, or an enum"),
+                        );
+                    }
+                }
+                Definition::ScalarTypeExtension(s) => here(
+                    diags,
+                    s.location(),
+                    format!("extending scalar `{}` is not supported", s.name),
+                    None,
+                ),
+                Definition::InterfaceTypeDefinition(i) => here(
+                    diags,
+                    i.location(),
+                    format!("interface `{}` is not supported", i.name),
+                    Some("declare the shared fields on each object type"),
+                ),
+                Definition::InterfaceTypeExtension(i) => here(
+                    diags,
+                    i.location(),
+                    format!("interface `{}` is not supported", i.name),
+                    None,
+                ),
+                Definition::UnionTypeDefinition(u) => here(
+                    diags,
+                    u.location(),
+                    format!("union `{}` is not supported", u.name),
+                    Some("use separate fields, one per member type"),
+                ),
+                Definition::UnionTypeExtension(u) => here(
+                    diags,
+                    u.location(),
+                    format!("union `{}` is not supported", u.name),
+                    None,
+                ),
+                Definition::SchemaDefinition(s) => here(
+                    diags,
+                    s.location(),
+                    "a `schema { ... }` definition is not supported".to_string(),
+                    Some("name the root types Query, Mutation and Subscription"),
+                ),
+                Definition::SchemaExtension(s) => here(
+                    diags,
+                    s.location(),
+                    "`extend schema` is not supported".to_string(),
+                    Some("name the root types Query, Mutation and Subscription"),
+                ),
+                Definition::DirectiveDefinition(d) => {
+                    declared.directives.push(d.name.to_string());
+                }
+                Definition::ObjectTypeDefinition(t) if !t.implements_interfaces.is_empty() => {
+                    here(
+                        diags,
+                        t.location(),
+                        format!(
+                            "`{}` implements an interface; interfaces are not supported",
+                            t.name
+                        ),
+                        None,
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+
+    for root in ROOTS {
+        let defs = root_defs.get(root).map(Vec::as_slice).unwrap_or(&[]);
+        if defs.is_empty() && root == "Query" && opts.require_query {
+            diags.0.push(Diagnostic {
+                file: docs
+                    .first()
+                    .and_then(|d| d.sources.values().next())
+                    .map(|s| s.path().display().to_string())
+                    .unwrap_or_else(|| "<schema>".to_string()),
+                line: 0,
+                column: 0,
+                severity: Severity::Error,
+                message: "the schema has no `type Query`".to_string(),
+                hint: Some(
+                    "declare exactly one `type Query`; `gatehouse schema scaffold` prints one for your types"
+                        .to_string(),
+                ),
+            });
+        }
+        if let Some((first_file, _)) = defs.first() {
+            for (file, loc) in defs.iter().skip(1) {
+                diags.0.push(located(
+                    file,
+                    loc,
+                    docs,
+                    format!("`type {root}` is defined more than once; the first definition is in {first_file}"),
+                    Some(format!("a schema has exactly one `type {root}`")),
+                ));
+            }
+            for (name, file, loc) in &root_exts {
+                if *name == root && file != first_file {
+                    diags.0.push(located(
+                        file,
+                        loc,
+                        docs,
+                        format!(
+                            "`extend type {root}` in {file}: the root type `{root}` is defined in {first_file} and must be defined whole in that one file"
+                        ),
+                        Some(format!("move these fields into `type {root}` in {first_file}")),
+                    ));
+                }
+            }
+        }
+    }
+    declared
+}
+
+fn located(
+    file: &str,
+    loc: &Option<SourceSpan>,
+    docs: &[Document],
+    message: String,
+    hint: Option<String>,
+) -> Diagnostic {
+    let sources = docs
+        .iter()
+        .find(|d| {
+            d.sources
+                .values()
+                .any(|s| s.path().display().to_string() == file)
+        })
+        .map(|d| &d.sources);
+    match sources {
+        Some(sources) => at(sources, *loc, message, hint),
+        None => Diagnostic {
+            file: file.to_string(),
+            line: 0,
+            column: 0,
+            severity: Severity::Error,
+            message,
+            hint,
+        },
+    }
+}
+
+/// An error at a source span.
+pub(crate) fn at(
+    sources: &SourceMap,
+    loc: Option<SourceSpan>,
+    message: String,
+    hint: Option<String>,
+) -> Diagnostic {
+    let (file, line, column) = position(sources, loc);
+    Diagnostic {
+        file,
+        line,
+        column,
+        severity: Severity::Error,
+        message,
+        hint,
+    }
+}
+
+pub(crate) fn position(sources: &SourceMap, loc: Option<SourceSpan>) -> (String, usize, usize) {
+    let Some(loc) = loc else {
+        return ("<schema>".to_string(), 0, 0);
+    };
+    let file = sources
+        .get(&loc.file_id())
+        .map(|s| s.path().display().to_string())
+        .unwrap_or_else(|| "<schema>".to_string());
+    match loc.line_column(sources) {
+        Some(lc) => (file, lc.line, lc.column),
+        None => (file, 0, 0),
+    }
+}
+
+/// apollo's own wording of a rule gatehouse reports itself, with a hint.
+const REPORTED_OURSELVES: &[&str] = &[
+    "missing query root operation type",
+    "the type `Query` is defined multiple times",
+    "the type `Mutation` is defined multiple times",
+    "the type `Subscription` is defined multiple times",
+];
+
+fn push_apollo(list: &DiagnosticList, diags: &mut Diagnostics) {
+    for d in list.iter() {
+        let message = d.error.to_string();
+        if REPORTED_OURSELVES.iter().any(|m| message.contains(m)) {
+            continue;
+        }
+        let (line, column) = d
+            .line_column_range()
+            .map(|r| (r.start.line, r.start.column))
+            .unwrap_or((0, 0));
+        let file = apollo_compiler::diagnostic::ToCliReport::location(d.error)
+            .and_then(|loc| d.sources.get(&loc.file_id()))
+            .map(|s| s.path().display().to_string())
+            .unwrap_or_else(|| "<schema>".to_string());
+        diags.0.push(Diagnostic {
+            file,
+            line,
+            column,
+            severity: Severity::Error,
+            message,
+            hint: None,
+        });
+    }
+}

@@ -1,0 +1,659 @@
+//! The typed Model: everything later layers (storage, GraphQL, REST) know
+//! about the user's schema. It is built once at load time; nothing downstream
+//! reads SDL again.
+
+use serde::Serialize;
+
+/// The whole bound schema.
+#[derive(Debug, Clone, Serialize)]
+pub struct Model {
+    /// Stored collections, in declaration order.
+    pub entities: Vec<Entity>,
+    /// Enum types declared by the schema (field enums and `orderBy` enums alike).
+    pub enums: Vec<EnumDef>,
+    /// Input object types declared by the schema (create/update inputs, `where` inputs).
+    pub inputs: Vec<InputObject>,
+    /// `where` inputs with the entity they filter and the meaning of each field.
+    pub where_inputs: Vec<WhereInput>,
+    /// `orderBy` enums with the meaning of each value.
+    pub order_enums: Vec<OrderEnum>,
+    /// Fields of `type Query`.
+    pub queries: Vec<RootField>,
+    /// Fields of `type Mutation` (empty when there is none).
+    pub mutations: Vec<RootField>,
+    /// Fields of `type Subscription` (empty when there is none).
+    pub subscriptions: Vec<RootField>,
+    /// Standalone SDL of the effective schema, built-in declarations included.
+    pub sdl: String,
+}
+
+impl Model {
+    /// The entity called `name`.
+    pub fn entity(&self, name: &str) -> Option<&Entity> {
+        self.entities.iter().find(|e| e.name == name)
+    }
+
+    /// The enum called `name`.
+    pub fn enum_def(&self, name: &str) -> Option<&EnumDef> {
+        self.enums.iter().find(|e| e.name == name)
+    }
+
+    /// The input object called `name`.
+    pub fn input(&self, name: &str) -> Option<&InputObject> {
+        self.inputs.iter().find(|e| e.name == name)
+    }
+
+    /// The `where` input called `name`.
+    pub fn where_input(&self, name: &str) -> Option<&WhereInput> {
+        self.where_inputs.iter().find(|e| e.name == name)
+    }
+
+    /// The `orderBy` enum called `name`.
+    pub fn order_enum(&self, name: &str) -> Option<&OrderEnum> {
+        self.order_enums.iter().find(|e| e.name == name)
+    }
+}
+
+/// An object type other than the roots: a stored collection.
+#[derive(Debug, Clone, Serialize)]
+pub struct Entity {
+    /// GraphQL type name (`BookReview`).
+    pub name: String,
+    /// SQL table name (`book_review`).
+    pub table: String,
+    /// REST collection segment (`book-reviews`, or the `@rest(path:)` value).
+    pub rest_path: String,
+    /// Description from the SDL.
+    pub description: Option<String>,
+    /// Fields in declaration order; the first is always `id`.
+    pub fields: Vec<Field>,
+    /// `@auth(read:, write:)` on the type.
+    pub auth: TypeAuth,
+}
+
+impl Entity {
+    /// The field called `name`.
+    pub fn field(&self, name: &str) -> Option<&Field> {
+        self.fields.iter().find(|f| f.name == name)
+    }
+
+    /// Fields that are columns of this entity's table (`id`, values, to-one references).
+    pub fn stored_fields(&self) -> impl Iterator<Item = &Field> {
+        self.fields.iter().filter(|f| f.is_stored())
+    }
+
+    /// The scope reading this type needs: `@auth(read:)` or `read`.
+    pub fn read_scope(&self) -> &str {
+        self.auth.read.as_deref().unwrap_or(DEFAULT_READ_SCOPE)
+    }
+
+    /// The scope writing this type needs: `@auth(write:)` or `write`.
+    pub fn write_scope(&self) -> &str {
+        self.auth.write.as_deref().unwrap_or(DEFAULT_WRITE_SCOPE)
+    }
+
+    /// To-many relation fields (inverses of another entity's to-one field).
+    pub fn to_many_fields(&self) -> impl Iterator<Item = &Field> {
+        self.fields
+            .iter()
+            .filter(|f| matches!(f.kind, FieldKind::ToMany { .. }))
+    }
+}
+
+/// Scope queries and subscriptions need unless `@auth` says otherwise.
+pub const DEFAULT_READ_SCOPE: &str = "read";
+/// Scope mutations need unless `@auth` says otherwise.
+pub const DEFAULT_WRITE_SCOPE: &str = "write";
+
+/// Scopes an entity requires, from `@auth(read:, write:)`; `None` means the
+/// defaults (`read` / `write`).
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct TypeAuth {
+    /// Scope needed to read this type.
+    pub read: Option<String>,
+    /// Scope needed to create, update or delete this type.
+    pub write: Option<String>,
+}
+
+/// A field of an entity.
+#[derive(Debug, Clone, Serialize)]
+pub struct Field {
+    /// GraphQL field name (`publishedOn`).
+    pub name: String,
+    /// SQL column name (`published_on`; `author_id` for a to-one `author`).
+    /// Empty for to-many fields, which have no column.
+    pub column: String,
+    /// Description from the SDL.
+    pub description: Option<String>,
+    /// What the field holds.
+    pub kind: FieldKind,
+    /// `T!`: the value can never be null (for lists: the list itself).
+    pub required: bool,
+    /// `@unique`.
+    pub unique: bool,
+    /// `@index` (to-one references are always indexed, whatever this says).
+    pub index: bool,
+    /// The field's GraphQL output type as written.
+    pub ty: TypeRef,
+}
+
+impl Field {
+    /// Whether the field is a column of its entity's table.
+    pub fn is_stored(&self) -> bool {
+        !matches!(self.kind, FieldKind::ToMany { .. })
+    }
+
+    /// The value type a filter on this field compares with: the referenced id
+    /// for a to-one, the element type for a list. `None` for to-many fields.
+    pub fn filter_type(&self) -> Option<ValueType> {
+        match &self.kind {
+            FieldKind::Id => Some(ValueType::Scalar(Scalar::Id)),
+            FieldKind::Value { ty, .. } => Some(ty.clone()),
+            FieldKind::ToOne { .. } => Some(ValueType::Scalar(Scalar::Id)),
+            FieldKind::ToMany { .. } => None,
+        }
+    }
+}
+
+/// What an entity field holds.
+// The Model is built once at load time and only read afterwards, so the size
+// of the to-many variant costs nothing worth boxing for.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum FieldKind {
+    /// The primary key `id: ID!`.
+    Id,
+    /// A stored scalar or enum, or a list of them (stored as JSON).
+    Value {
+        /// Scalar or enum type (of the elements, for a list).
+        ty: ValueType,
+        /// `Some` for a list: whether its elements are non-null (`[T!]`).
+        list: Option<ListItems>,
+    },
+    /// A stored reference to one row of `target`.
+    ToOne {
+        /// The referenced entity.
+        target: String,
+    },
+    /// The inverse of `target.via`, a to-one field pointing back here.
+    ToMany {
+        /// The entity whose rows are listed.
+        target: String,
+        /// The to-one field of `target` that points at this entity.
+        via: String,
+        /// REST segment for nested paths (`reviewed-tasks`).
+        rest_segment: String,
+        /// Whether the list elements are non-null (`[T!]`).
+        items_required: bool,
+        /// Count/offset/filter/order arguments, bound like a root list field.
+        list: ListBinding,
+        /// The arguments as declared (for building the GraphQL schema).
+        args: Vec<InputValue>,
+    },
+}
+
+/// Nullability of a list's elements.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct ListItems {
+    /// `[T!]`.
+    pub items_required: bool,
+}
+
+/// A stored value's type.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, Hash)]
+#[serde(tag = "type", content = "name", rename_all = "snake_case")]
+pub enum ValueType {
+    /// One of the six built-in scalars.
+    Scalar(Scalar),
+    /// A schema enum, by name.
+    Enum(String),
+}
+
+impl ValueType {
+    /// The GraphQL type name.
+    pub fn graphql_name(&self) -> &str {
+        match self {
+            ValueType::Scalar(s) => s.graphql_name(),
+            ValueType::Enum(name) => name,
+        }
+    }
+
+    /// Whether `<`, `>` and friends are meaningful for this type.
+    pub fn is_ordered(&self) -> bool {
+        matches!(
+            self,
+            ValueType::Scalar(
+                Scalar::Int | Scalar::Float | Scalar::String | Scalar::Date | Scalar::Id
+            )
+        )
+    }
+
+    /// Whether `_contains`, `_starts_with`, `_ends_with` apply.
+    pub fn is_text(&self) -> bool {
+        matches!(self, ValueType::Scalar(Scalar::String | Scalar::Id))
+    }
+}
+
+/// The scalars gatehouse supports.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Hash)]
+pub enum Scalar {
+    /// `Boolean`.
+    Boolean,
+    /// `Date`: an ISO-8601 calendar date, `YYYY-MM-DD`.
+    Date,
+    /// `Float`: a finite double.
+    Float,
+    /// `ID`: an opaque string.
+    Id,
+    /// `Int`: a signed 32-bit integer.
+    Int,
+    /// `String`.
+    String,
+}
+
+impl Scalar {
+    /// Parses a GraphQL scalar name.
+    pub fn from_graphql(name: &str) -> Option<Self> {
+        Some(match name {
+            "Boolean" => Scalar::Boolean,
+            "Date" => Scalar::Date,
+            "Float" => Scalar::Float,
+            "ID" => Scalar::Id,
+            "Int" => Scalar::Int,
+            "String" => Scalar::String,
+            _ => return None,
+        })
+    }
+
+    /// The GraphQL name.
+    pub fn graphql_name(self) -> &'static str {
+        match self {
+            Scalar::Boolean => "Boolean",
+            Scalar::Date => "Date",
+            Scalar::Float => "Float",
+            Scalar::Id => "ID",
+            Scalar::Int => "Int",
+            Scalar::String => "String",
+        }
+    }
+}
+
+/// A GraphQL type reference, as written in the SDL (serialized as that text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TypeRef {
+    /// A named type, nullable.
+    Named(String),
+    /// `T!`.
+    NonNull(Box<TypeRef>),
+    /// `[T]`.
+    List(Box<TypeRef>),
+}
+
+impl TypeRef {
+    /// The innermost named type.
+    pub fn base_name(&self) -> &str {
+        match self {
+            TypeRef::Named(n) => n,
+            TypeRef::NonNull(t) | TypeRef::List(t) => t.base_name(),
+        }
+    }
+
+    /// Whether the outermost type is non-null.
+    pub fn is_non_null(&self) -> bool {
+        matches!(self, TypeRef::NonNull(_))
+    }
+
+    /// The type with an outer `!` removed.
+    pub fn nullable(&self) -> &TypeRef {
+        match self {
+            TypeRef::NonNull(t) => t,
+            t => t,
+        }
+    }
+
+    /// Whether the type (ignoring an outer `!`) is a list.
+    pub fn is_list(&self) -> bool {
+        matches!(self.nullable(), TypeRef::List(_))
+    }
+
+    /// The element type of a list (ignoring an outer `!`).
+    pub fn list_item(&self) -> Option<&TypeRef> {
+        match self.nullable() {
+            TypeRef::List(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+impl Serialize for TypeRef {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl std::fmt::Display for TypeRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TypeRef::Named(n) => f.write_str(n),
+            TypeRef::NonNull(t) => write!(f, "{t}!"),
+            TypeRef::List(t) => write!(f, "[{t}]"),
+        }
+    }
+}
+
+/// A constant value from the SDL (argument and input field defaults).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+pub enum ConstValue {
+    /// `null`.
+    Null,
+    /// An integer literal.
+    Int(i64),
+    /// A float literal.
+    Float(f64),
+    /// A string literal.
+    String(String),
+    /// `true` / `false`.
+    Boolean(bool),
+    /// An enum value name.
+    Enum(String),
+    /// A list literal.
+    List(Vec<ConstValue>),
+    /// An input object literal.
+    Object(Vec<(String, ConstValue)>),
+}
+
+/// An argument or input-object field as declared.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct InputValue {
+    /// Name.
+    pub name: String,
+    /// Declared type.
+    pub ty: TypeRef,
+    /// Declared default, if any.
+    pub default: Option<ConstValue>,
+    /// Description from the SDL.
+    pub description: Option<String>,
+}
+
+/// An enum type.
+#[derive(Debug, Clone, Serialize)]
+pub struct EnumDef {
+    /// Name.
+    pub name: String,
+    /// Values in declaration order.
+    pub values: Vec<String>,
+    /// Description from the SDL.
+    pub description: Option<String>,
+}
+
+/// An input object type.
+#[derive(Debug, Clone, Serialize)]
+pub struct InputObject {
+    /// Name.
+    pub name: String,
+    /// Fields in declaration order.
+    pub fields: Vec<InputValue>,
+    /// Description from the SDL.
+    pub description: Option<String>,
+}
+
+/// Comparison operators, from the argument-name suffixes of CONTRACT §2.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum FilterOp {
+    /// No suffix: equality.
+    Eq,
+    /// `_not`.
+    Not,
+    /// `_in` (a list argument).
+    In,
+    /// `_not_in` (a list argument).
+    NotIn,
+    /// `_lt`.
+    Lt,
+    /// `_lte`.
+    Lte,
+    /// `_gt`.
+    Gt,
+    /// `_gte`.
+    Gte,
+    /// `_contains`: substring of a String/ID, or element of a list field.
+    Contains,
+    /// `_starts_with`.
+    StartsWith,
+    /// `_ends_with`.
+    EndsWith,
+    /// `_is_null` (a Boolean argument).
+    IsNull,
+}
+
+impl FilterOp {
+    /// Every suffixed operator, longest suffix first so that `_not_in` wins over `_in`.
+    pub const SUFFIXED: [(&'static str, FilterOp); 11] = [
+        ("_starts_with", FilterOp::StartsWith),
+        ("_ends_with", FilterOp::EndsWith),
+        ("_contains", FilterOp::Contains),
+        ("_is_null", FilterOp::IsNull),
+        ("_not_in", FilterOp::NotIn),
+        ("_lte", FilterOp::Lte),
+        ("_gte", FilterOp::Gte),
+        ("_not", FilterOp::Not),
+        ("_in", FilterOp::In),
+        ("_lt", FilterOp::Lt),
+        ("_gt", FilterOp::Gt),
+    ];
+
+    /// The argument-name suffix (`""` for equality).
+    pub fn suffix(self) -> &'static str {
+        match self {
+            FilterOp::Eq => "",
+            op => Self::SUFFIXED
+                .iter()
+                .find(|(_, o)| *o == op)
+                .map(|(s, _)| *s)
+                .unwrap_or(""),
+        }
+    }
+
+    /// Whether the operand is a list of the field's type.
+    pub fn takes_list(self) -> bool {
+        matches!(self, FilterOp::In | FilterOp::NotIn)
+    }
+}
+
+/// One filter: an argument (or `where` input field) compared with a field.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Filter {
+    /// Argument or input-field name (`year_gt`).
+    pub arg: String,
+    /// Entity field compared (`year`).
+    pub field: String,
+    /// Operator.
+    pub op: FilterOp,
+}
+
+/// The binding of a list field (root list query or to-many relation field).
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct ListBinding {
+    /// Name of the count argument (`first`, `limit`, `count` or `take`).
+    pub count: Option<String>,
+    /// Name of the offset argument (`offset` or `skip`).
+    pub offset: Option<String>,
+    /// Filter arguments.
+    pub filters: Vec<Filter>,
+    /// The `where` argument: its name and input type.
+    pub where_arg: Option<ArgOfType>,
+    /// The `orderBy` argument: its name and enum type.
+    pub order_by: Option<ArgOfType>,
+}
+
+/// An argument whose meaning is carried by its (input object or enum) type.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ArgOfType {
+    /// Argument name.
+    pub arg: String,
+    /// Named type of the argument (a `WhereInput` or an `OrderEnum`).
+    pub type_name: String,
+}
+
+/// A `where` input object bound to an entity.
+#[derive(Debug, Clone, Serialize)]
+pub struct WhereInput {
+    /// Input type name.
+    pub name: String,
+    /// Entity it filters.
+    pub entity: String,
+    /// Field filters.
+    pub filters: Vec<Filter>,
+    /// Name of the `AND` field, when declared.
+    pub and: Option<String>,
+    /// Name of the `OR` field, when declared.
+    pub or: Option<String>,
+    /// Name of the `NOT` field, when declared.
+    pub not: Option<String>,
+}
+
+/// An `orderBy` enum bound to an entity.
+#[derive(Debug, Clone, Serialize)]
+pub struct OrderEnum {
+    /// Enum type name.
+    pub name: String,
+    /// Entity it orders.
+    pub entity: String,
+    /// Each enum value's meaning.
+    pub values: Vec<OrderValue>,
+}
+
+/// One value of an `orderBy` enum: `<field>_ASC` or `<field>_DESC`.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct OrderValue {
+    /// Enum value (`title_DESC`).
+    pub value: String,
+    /// Field ordered on.
+    pub field: String,
+    /// Descending.
+    pub desc: bool,
+}
+
+/// A field of `Query`, `Mutation` or `Subscription` with its binding.
+#[derive(Debug, Clone, Serialize)]
+pub struct RootField {
+    /// Field name.
+    pub name: String,
+    /// Description from the SDL.
+    pub description: Option<String>,
+    /// Entity the operation is about.
+    pub entity: String,
+    /// Arguments as declared.
+    pub args: Vec<InputValue>,
+    /// Return type as declared.
+    pub ty: TypeRef,
+    /// `@auth(scope:)` on the field: the scope it needs instead of the default.
+    pub scope: Option<String>,
+    /// What the field does.
+    pub binding: Binding,
+}
+
+/// What a root field does.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Binding {
+    /// Query returning a list of the entity.
+    List(ListBinding),
+    /// Query returning the one row matching every filter, or null.
+    Lookup {
+        /// Filter arguments (all must be given values to match).
+        filters: Vec<Filter>,
+        /// Optional `where` argument.
+        where_arg: Option<ArgOfType>,
+    },
+    /// Insert one row.
+    Create(WriteInput),
+    /// Partial update of the row whose id is given.
+    Update {
+        /// Name of the `ID!` argument.
+        id_arg: String,
+        /// Where the new values come from.
+        input: WriteInput,
+    },
+    /// Delete the row whose id is given.
+    Delete {
+        /// Name of the `ID!` argument.
+        id_arg: String,
+        /// What the field returns.
+        returns: DeleteReturn,
+    },
+    /// Change events of the entity.
+    Subscribe {
+        /// Which change.
+        event: ChangeKind,
+        /// Equality filters applied to each event's row.
+        filters: Vec<Filter>,
+    },
+}
+
+/// Where a create/update takes its values from.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(tag = "from", rename_all = "snake_case")]
+pub enum WriteInput {
+    /// One input-object argument whose fields are entity fields of the same name.
+    Object {
+        /// Argument name (`input`, `data`, ...).
+        arg: String,
+        /// Input type name.
+        type_name: String,
+        /// Entity fields the input object may set (its field names).
+        fields: Vec<String>,
+    },
+    /// The field's own arguments are entity fields of the same name.
+    Args {
+        /// Entity fields set by arguments (argument names).
+        fields: Vec<String>,
+    },
+}
+
+impl WriteInput {
+    /// The entity fields this input can set.
+    pub fn fields(&self) -> &[String] {
+        match self {
+            WriteInput::Object { fields, .. } | WriteInput::Args { fields } => fields,
+        }
+    }
+}
+
+/// What a delete mutation returns.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum DeleteReturn {
+    /// The deleted row.
+    Entity,
+    /// The deleted row's id.
+    Id,
+    /// `true` when a row was deleted.
+    Boolean,
+}
+
+/// Kinds of change events.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// A row was inserted.
+    Created,
+    /// A row was updated or replaced.
+    Updated,
+    /// A row was deleted.
+    Deleted,
+}
+
+impl ChangeKind {
+    /// The subscription field-name suffix (`Created`).
+    pub fn suffix(self) -> &'static str {
+        match self {
+            ChangeKind::Created => "Created",
+            ChangeKind::Updated => "Updated",
+            ChangeKind::Deleted => "Deleted",
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! `gatehouse schema scaffold`: the root fields and input types the
+//! conventions would bind for a schema's entities, as SDL to copy.
+
+use std::fmt::Write;
+
+use heck::ToLowerCamelCase;
+
+use crate::model::{Entity, FieldKind, Model, Scalar, TypeRef, ValueType};
+
+/// SDL declaring, for every entity: a list query with paging, filters,
+/// `where` and `orderBy`; a lookup by id; create/update/delete mutations with
+/// input types; and the three change subscriptions.
+pub fn scaffold(model: &Model) -> String {
+    let mut query = String::new();
+    let mut mutation = String::new();
+    let mut subscription = String::new();
+    let mut types = String::new();
+    for e in &model.entities {
+        let n = &e.name;
+        let one = n.to_lower_camel_case();
+        let plural = crate::default_rest_path(n).to_lower_camel_case();
+        let many = if plural == one {
+            format!("{one}List")
+        } else {
+            plural
+        };
+        let _ = writeln!(
+            query,
+            "  {many}(first: Int, offset: Int, where: {n}Where, orderBy: [{n}OrderBy!]): [{n}!]!\n  {one}(id: ID!): {n}"
+        );
+        let _ = writeln!(
+            mutation,
+            "  create{n}(input: {n}CreateInput!): {n}!\n  update{n}(id: ID!, input: {n}UpdateInput!): {n}!\n  delete{n}(id: ID!): {n}"
+        );
+        let _ = writeln!(
+            subscription,
+            "  {one}Created: {n}!\n  {one}Updated: {n}!\n  {one}Deleted: {n}!"
+        );
+        where_input(e, &mut types);
+        order_enum(e, &mut types);
+        write_inputs(e, &mut types);
+    }
+    let mut out = String::new();
+    let _ = writeln!(out, "type Query {{\n{query}}}\n");
+    let _ = writeln!(out, "type Mutation {{\n{mutation}}}\n");
+    let _ = writeln!(out, "type Subscription {{\n{subscription}}}\n");
+    out.push_str(&types);
+    out
+}
+
+fn where_input(e: &Entity, out: &mut String) {
+    let n = &e.name;
+    let _ = writeln!(out, "input {n}Where {{");
+    for f in e.stored_fields() {
+        let Some(vt) = f.filter_type() else { continue };
+        let t = vt.graphql_name();
+        let name = &f.name;
+        if matches!(f.kind, FieldKind::Value { list: Some(_), .. }) {
+            let _ = writeln!(out, "  {name}_contains: {t}");
+        } else {
+            let _ = writeln!(
+                out,
+                "  {name}: {t}\n  {name}_not: {t}\n  {name}_in: [{t}!]\n  {name}_not_in: [{t}!]"
+            );
+            // Ids are opaque: equality and sets are what users filter them by.
+            let is_id = vt == ValueType::Scalar(Scalar::Id);
+            if vt.is_ordered() && !is_id {
+                let _ = writeln!(
+                    out,
+                    "  {name}_lt: {t}\n  {name}_lte: {t}\n  {name}_gt: {t}\n  {name}_gte: {t}"
+                );
+            }
+            if vt.is_text() && !is_id {
+                let _ = writeln!(
+                    out,
+                    "  {name}_contains: {t}\n  {name}_starts_with: {t}\n  {name}_ends_with: {t}"
+                );
+            }
+        }
+        if !f.required {
+            let _ = writeln!(out, "  {name}_is_null: Boolean");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "  AND: [{n}Where!]\n  OR: [{n}Where!]\n  NOT: {n}Where\n}}\n"
+    );
+}
+
+fn order_enum(e: &Entity, out: &mut String) {
+    let _ = writeln!(out, "enum {}OrderBy {{", e.name);
+    for f in e.stored_fields() {
+        if matches!(f.kind, FieldKind::Value { list: Some(_), .. }) {
+            continue;
+        }
+        let _ = writeln!(out, "  {0}_ASC\n  {0}_DESC", f.name);
+    }
+    let _ = writeln!(out, "}}\n");
+}
+
+fn write_inputs(e: &Entity, out: &mut String) {
+    for (suffix, create) in [("CreateInput", true), ("UpdateInput", false)] {
+        let _ = writeln!(out, "input {}{suffix} {{", e.name);
+        for f in e.stored_fields() {
+            let ty = match f.kind {
+                FieldKind::Id if !create => continue,
+                FieldKind::Id => TypeRef::Named("ID".into()),
+                FieldKind::ToOne { .. } => TypeRef::Named("ID".into()),
+                _ => f.ty.nullable().clone(),
+            };
+            let bang = if create && f.required && f.kind != FieldKind::Id {
+                "!"
+            } else {
+                ""
+            };
+            let _ = writeln!(out, "  {}: {ty}{bang}", f.name);
+        }
+        let _ = writeln!(out, "}}\n");
+    }
+}

@@ -1,0 +1,361 @@
+//! Every invalid schema gives exact diagnostics (snapshotted with file:line:col).
+
+use crate::{BASE_TYPES, load_err};
+
+/// A case: the base types plus `extra` in `b.graphql`.
+fn with_base(extra: &str) -> String {
+    load_err(&[("a.graphql", BASE_TYPES), ("b.graphql", extra)])
+}
+
+macro_rules! case {
+    ($name:ident, $extra:expr) => {
+        #[test]
+        fn $name() {
+            insta::assert_snapshot!(with_base($extra));
+        }
+    };
+}
+
+macro_rules! raw_case {
+    ($name:ident, $($file:expr => $text:expr),+ $(,)?) => {
+        #[test]
+        fn $name() {
+            insta::assert_snapshot!(load_err(&[$(($file, $text)),+]));
+        }
+    };
+}
+
+const Q: &str = "type Query {\n  books: [Book!]!\n}\n";
+
+// ---- root types ---------------------------------------------------------
+
+raw_case!(no_query_type, "a.graphql" => "type Book { id: ID! }\n");
+raw_case!(
+    query_defined_twice,
+    "a.graphql" => "type Book { id: ID! }\ntype Query { books: [Book!]! }\n",
+    "b.graphql" => "type Query { book(id: ID!): Book }\n",
+);
+raw_case!(
+    query_extended_in_another_file,
+    "a.graphql" => "type Book { id: ID! }\ntype Query { books: [Book!]! }\n",
+    "b.graphql" => "extend type Query {\n  book(id: ID!): Book\n}\n",
+);
+raw_case!(
+    mutation_extended_in_another_file,
+    "a.graphql" => "type Book { id: ID! title: String }\ntype Query { books: [Book!]! }\ntype Mutation { createBook(title: String): Book }\n",
+    "b.graphql" => "extend type Mutation {\n  deleteBook(id: ID!): Boolean\n}\n",
+);
+raw_case!(
+    schema_definition_not_supported,
+    "a.graphql" => "schema { query: Root }\ntype Root { x: Int }\ntype Query { x: Int }\n",
+);
+raw_case!(
+    syntax_error,
+    "a.graphql" => "type Book {\n  id: ID!\n  title String\n}\ntype Query { books: [Book!]! }\n",
+);
+raw_case!(
+    operation_in_schema_file,
+    "a.graphql" => "type Book { id: ID! }\ntype Query { books: [Book!]! }\nquery { books { id } }\n",
+);
+
+// ---- types and scalars --------------------------------------------------
+
+case!(custom_scalar, &format!("{Q}scalar DateTime\n"));
+case!(
+    interface_not_supported,
+    &format!("{Q}interface Node {{ id: ID! }}\n")
+);
+case!(
+    union_not_supported,
+    &format!("{Q}union Item = Book | Author\n")
+);
+case!(
+    undefined_type,
+    &format!("{Q}type Shelf {{ id: ID! book: Boook }}\n")
+);
+case!(
+    entity_without_id,
+    &format!("{Q}type Shelf {{ label: String }}\n")
+);
+case!(
+    id_of_wrong_type,
+    &format!("{Q}type Shelf {{ id: String }}\n")
+);
+case!(
+    nested_list_field,
+    &format!("{Q}type Shelf {{ id: ID! grid: [[Int]] }}\n")
+);
+case!(
+    arguments_on_a_scalar_field,
+    &format!("{Q}type Shelf {{ id: ID! label(upper: Boolean): String }}\n")
+);
+case!(
+    field_returning_a_root_type,
+    &format!("{Q}type Shelf {{ id: ID! q: Query }}\n")
+);
+case!(
+    two_fields_one_column,
+    &format!("{Q}type Shelf {{ id: ID! shelfLabel: String shelf_label: String }}\n")
+);
+
+// ---- relations ----------------------------------------------------------
+
+case!(
+    to_many_without_inverse,
+    &format!("{Q}type Shelf {{ id: ID! books: [Book!]! }}\n")
+);
+raw_case!(
+    ambiguous_inverse,
+    "a.graphql" => "type Person { id: ID! wrote: [Book!]! }\ntype Book { id: ID! author: Person editor: Person }\ntype Query { books: [Book!]! }\n",
+);
+raw_case!(
+    relation_names_a_missing_field,
+    "a.graphql" => "type Person { id: ID! wrote: [Book!]! @relation(field: \"writer\") }\ntype Book { id: ID! author: Person editor: Person }\ntype Query { books: [Book!]! }\n",
+);
+raw_case!(
+    relation_on_a_scalar_field,
+    "a.graphql" => "type Book { id: ID! title: String @relation(field: \"x\") }\ntype Query { books: [Book!]! }\n",
+);
+raw_case!(
+    unique_on_a_to_many_field,
+    "a.graphql" => "type Author { id: ID! books: [Book!]! @unique }\ntype Book { id: ID! author: Author }\ntype Query { books: [Book!]! }\n",
+);
+
+// ---- directives ---------------------------------------------------------
+
+case!(
+    rest_path_invalid,
+    &format!("{Q}type Shelf @rest(path: \"Shelves/All\") {{ id: ID! }}\n")
+);
+case!(
+    rest_path_taken,
+    &format!("{Q}type Novel @rest(path: \"books\") {{ id: ID! }}\n")
+);
+case!(
+    auth_on_entity_field,
+    &format!("{Q}type Shelf {{ id: ID! label: String @auth(read: \"admin\") }}\n")
+);
+case!(
+    auth_scope_on_type,
+    &format!("{Q}type Shelf @auth(scope: \"admin\") {{ id: ID! }}\n")
+);
+case!(
+    auth_invalid_scope,
+    &format!("{Q}type Shelf @auth(read: \"two words\") {{ id: ID! }}\n")
+);
+raw_case!(
+    auth_read_on_root_field,
+    "a.graphql" => "type Book { id: ID! }\ntype Query { books: [Book!]! @auth(read: \"x\") }\n",
+);
+raw_case!(
+    directive_on_root_type,
+    "a.graphql" => "type Book { id: ID! }\ntype Query @auth(read: \"x\") { books: [Book!]! }\n",
+);
+case!(
+    unknown_directive,
+    &format!("{Q}type Shelf {{ id: ID! label: String @lowercase }}\n")
+);
+
+// ---- queries ------------------------------------------------------------
+
+const T: &str = BASE_TYPES;
+
+fn q(fields: &str) -> String {
+    load_err(&[
+        ("a.graphql", T),
+        ("b.graphql", &format!("type Query {{\n{fields}\n}}\n")),
+    ])
+}
+
+macro_rules! query_case {
+    ($name:ident, $fields:expr) => {
+        #[test]
+        fn $name() {
+            insta::assert_snapshot!(q($fields));
+        }
+    };
+}
+
+query_case!(query_returning_a_scalar, "  bookCount: Int");
+query_case!(lookup_without_arguments, "  latestBook: Book");
+query_case!(lookup_with_paging, "  book(id: ID!, first: Int): Book");
+query_case!(
+    argument_binds_to_nothing,
+    "  books(publisher: String): [Book!]!"
+);
+query_case!(filter_type_mismatch, "  books(year_gt: String): [Book!]!");
+query_case!(
+    order_operator_on_boolean,
+    "  books(available_gt: Boolean): [Book!]!"
+);
+query_case!(
+    text_operator_on_int,
+    "  books(year_contains: Int): [Book!]!"
+);
+query_case!(in_operator_not_a_list, "  books(year_in: Int): [Book!]!");
+query_case!(is_null_not_boolean, "  books(year_is_null: Int): [Book!]!");
+query_case!(count_not_int, "  books(first: String): [Book!]!");
+query_case!(
+    two_count_arguments,
+    "  books(first: Int, limit: Int): [Book!]!"
+);
+query_case!(
+    two_offset_arguments,
+    "  books(offset: Int, skip: Int): [Book!]!"
+);
+query_case!(operator_on_list_field, "  books(tags_gt: String): [Book!]!");
+query_case!(
+    order_operator_on_enum,
+    "  books(status_lt: Status): [Book!]!"
+);
+query_case!(relation_filter_not_id, "  books(author: String): [Book!]!");
+query_case!(where_not_an_input, "  books(where: String): [Book!]!");
+query_case!(orderby_not_an_enum, "  books(orderBy: String): [Book!]!");
+query_case!(
+    where_input_unknown_field,
+    "  books(where: BookWhere): [Book!]!\n}\ninput BookWhere {\n  title: String\n  publisher: String\n"
+);
+query_case!(
+    where_input_bad_and,
+    "  books(where: BookWhere): [Book!]!\n}\ninput BookWhere {\n  title: String\n  AND: BookWhere\n  NOT: [BookWhere!]\n"
+);
+query_case!(
+    where_input_used_for_two_types,
+    "  books(where: W): [Book!]!\n  authors(where: W): [Author!]!\n}\ninput W {\n  id: ID\n"
+);
+query_case!(
+    orderby_value_names_no_field,
+    "  books(orderBy: [BookOrder!]): [Book!]!\n}\nenum BookOrder {\n  title_ASC\n  publisher_DESC\n  year_UP\n  tags_ASC\n"
+);
+query_case!(
+    to_many_argument_binds_to_nothing,
+    "  authors: [Author!]!\n}\nextend type Author {\n  drafts(year_after: Int): [Book!]!\n"
+);
+
+// ---- mutations ----------------------------------------------------------
+
+fn m(fields: &str) -> String {
+    load_err(&[
+        ("a.graphql", T),
+        (
+            "b.graphql",
+            &format!("type Query {{ books: [Book!]! }}\ntype Mutation {{\n{fields}\n}}\n"),
+        ),
+    ])
+}
+
+macro_rules! mutation_case {
+    ($name:ident, $fields:expr) => {
+        #[test]
+        fn $name() {
+            insta::assert_snapshot!(m($fields));
+        }
+    };
+}
+
+mutation_case!(mutation_fits_no_convention, "  publishBook(id: ID!): Book");
+mutation_case!(
+    mutation_names_an_unknown_type,
+    "  createBooks(title: String!): Book"
+);
+mutation_case!(
+    create_returns_another_type,
+    "  createBook(title: String!): Author"
+);
+mutation_case!(
+    create_missing_required_field,
+    "  createBook(year: Int): Book"
+);
+mutation_case!(
+    create_required_field_nullable,
+    "  createBook(title: String, year: Int): Book"
+);
+mutation_case!(
+    create_field_wrong_type,
+    "  createBook(title: String!, year: String): Book"
+);
+mutation_case!(
+    create_unknown_field,
+    "  createBook(title: String!, pages: Int): Book"
+);
+mutation_case!(
+    create_sets_to_many,
+    "  createAuthor(name: String!, books: [ID!]): Author"
+);
+mutation_case!(
+    create_relation_not_id,
+    "  createBook(title: String!, author: Author): Book"
+);
+mutation_case!(
+    create_input_object_mismatch,
+    "  createBook(input: BookInput!): Book\n}\ninput BookInput {\n  title: String!\n  year: Float\n  pages: Int\n"
+);
+mutation_case!(update_without_id, "  updateBook(title: String): Book");
+mutation_case!(
+    update_id_nullable,
+    "  updateBook(id: ID, title: String): Book"
+);
+mutation_case!(update_sets_nothing, "  updateBook(id: ID!): Book");
+mutation_case!(
+    update_changes_id,
+    "  updateBook(id: ID!, input: BookPatch!): Book\n}\ninput BookPatch {\n  id: ID\n  title: String\n"
+);
+mutation_case!(
+    delete_wrong_arguments,
+    "  deleteBook(id: ID!, hard: Boolean): Book"
+);
+mutation_case!(delete_returns_string, "  deleteBook(id: ID!): String");
+mutation_case!(
+    mutation_with_unique,
+    "  deleteBook(id: ID!): Boolean @unique"
+);
+
+// ---- subscriptions ------------------------------------------------------
+
+fn s(fields: &str) -> String {
+    load_err(&[
+        ("a.graphql", T),
+        (
+            "b.graphql",
+            &format!("type Query {{ books: [Book!]! }}\ntype Subscription {{\n{fields}\n}}\n"),
+        ),
+    ])
+}
+
+#[test]
+fn subscription_fits_no_convention() {
+    insta::assert_snapshot!(s(
+        "  onBook: Book\n  bookChanged: Book\n  shelfCreated: Book"
+    ));
+}
+
+#[test]
+fn subscription_returns_another_type() {
+    insta::assert_snapshot!(s("  bookCreated: Author"));
+}
+
+#[test]
+fn subscription_with_operator_filter() {
+    insta::assert_snapshot!(s("  bookCreated(year_gt: Int, title: String): Book"));
+}
+
+// ---- everything in one run -----------------------------------------------
+
+#[test]
+fn every_problem_reported_in_one_run() {
+    let out = load_err(&[
+        (
+            "a.graphql",
+            "scalar JSON\ntype Book { id: String title: String author: Writer }\n",
+        ),
+        (
+            "b.graphql",
+            "type Query {\n  books(sort: String): [Book!]!\n  count: Int\n}\ntype Mutation {\n  publish(id: ID!): Book\n}\n",
+        ),
+    ]);
+    insta::assert_snapshot!(out);
+    assert!(
+        out.lines().filter(|l| l.contains(": error: ")).count() >= 5,
+        "{out}"
+    );
+}

@@ -1,0 +1,155 @@
+//! Valid schemas: the bound Model, printing and scaffolding.
+
+use gatehouse_schema::{
+    Binding, FieldKind, LoadOptions, default_rest_path, load_sources, scaffold,
+};
+
+use crate::{BASE_TYPES, load_ok, sources};
+
+fn example() -> Vec<(&'static str, &'static str)> {
+    vec![
+        (
+            "types.graphql",
+            include_str!("../../../../examples/library/schema/types.graphql"),
+        ),
+        (
+            "reviews.graphql",
+            include_str!("../../../../examples/library/schema/reviews.graphql"),
+        ),
+        (
+            "inputs.graphql",
+            include_str!("../../../../examples/library/schema/inputs.graphql"),
+        ),
+        (
+            "root.graphql",
+            include_str!("../../../../examples/library/schema/root.graphql"),
+        ),
+    ]
+}
+
+#[test]
+fn example_model() {
+    let model = load_ok(&example());
+    insta::assert_yaml_snapshot!(model, { ".sdl" => "[printed sdl: see example_sdl]" });
+}
+
+#[test]
+fn example_sdl() {
+    insta::assert_snapshot!(load_ok(&example()).sdl);
+}
+
+#[test]
+fn printed_sdl_loads_again_to_the_same_model() {
+    let model = load_ok(&example());
+    let again = load_ok(&[("printed.graphql", model.sdl.as_str())]);
+    let strip = |m: &gatehouse_schema::Model| {
+        let mut v = serde_json::to_value(m).unwrap();
+        v.as_object_mut().unwrap().remove("sdl");
+        v
+    };
+    assert_eq!(strip(&model), strip(&again));
+}
+
+#[test]
+fn type_extension_across_files_adds_fields() {
+    let model = load_ok(&example());
+    let book = model.entity("Book").unwrap();
+    assert!(
+        book.field("shelf").is_some(),
+        "extend type Book in another file"
+    );
+}
+
+#[test]
+fn minimal_schema() {
+    let model = load_ok(&[(
+        "a.graphql",
+        "type Note { id: ID! text: String }\ntype Query { notes: [Note] }\n",
+    )]);
+    insta::assert_yaml_snapshot!(model, { ".sdl" => "[sdl]" });
+}
+
+#[test]
+fn declaring_date_and_builtin_directives_is_accepted() {
+    load_ok(&[(
+        "a.graphql",
+        "scalar Date\ndirective @unique on FIELD_DEFINITION\ntype Note { id: ID! on: Date code: String @unique }\ntype Query { notes: [Note!]! }\n",
+    )]);
+}
+
+#[test]
+fn self_relation_with_relation_directive() {
+    let model = load_ok(&[(
+        "a.graphql",
+        "type Person { id: ID! manager: Person mentor: Person reports: [Person!]! @relation(field: \"manager\") }\ntype Query { people: [Person!]! }\n",
+    )]);
+    let p = model.entity("Person").unwrap();
+    match &p.field("reports").unwrap().kind {
+        FieldKind::ToMany { via, target, .. } => {
+            assert_eq!(via, "manager");
+            assert_eq!(target, "Person");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(p.rest_path, "people");
+}
+
+#[test]
+fn every_filter_operator_binds() {
+    let model = load_ok(&[
+        ("a.graphql", BASE_TYPES),
+        (
+            "b.graphql",
+            "type Query {\n  books(title: String, title_not: String, title_in: [String!], title_not_in: [String], year_lt: Int, year_lte: Int, year_gt: Int, year_gte: Int, title_contains: String, title_starts_with: String, title_ends_with: String, year_is_null: Boolean, tags_contains: String, author: ID, take: Int, skip: Int): [Book!]!\n}\n",
+        ),
+    ]);
+    insta::assert_yaml_snapshot!(model.queries[0].binding);
+}
+
+#[test]
+fn mutation_and_subscription_shapes() {
+    let model = load_ok(&[
+        ("a.graphql", BASE_TYPES),
+        (
+            "b.graphql",
+            "type Query { books: [Book!]! }\ntype Mutation {\n  addBook(title: String!, author: ID): Book!\n  insertAuthor(name: String!): Author\n  updateBook(id: ID!, title: String, year: Int): Book\n  removeBook(id: ID!): ID!\n  deleteAuthor(id: ID!): Boolean!\n}\ntype Subscription {\n  bookCreated(author: ID): Book!\n  bookUpdated: Book\n  authorDeleted: Author!\n}\n",
+        ),
+    ]);
+    let ops: Vec<(&str, &Binding)> = model
+        .mutations
+        .iter()
+        .chain(&model.subscriptions)
+        .map(|f| (f.name.as_str(), &f.binding))
+        .collect();
+    insta::assert_yaml_snapshot!(ops);
+}
+
+#[test]
+fn rest_paths_are_plural_kebab_case() {
+    assert_eq!(default_rest_path("Book"), "books");
+    assert_eq!(default_rest_path("BookReview"), "book-reviews");
+    assert_eq!(default_rest_path("Person"), "people");
+    assert_eq!(default_rest_path("Category"), "categories");
+    assert_eq!(default_rest_path("Goal"), "goals");
+}
+
+#[test]
+fn scaffold_of_types_alone() {
+    let opts = LoadOptions {
+        require_query: false,
+    };
+    let model =
+        gatehouse_schema::load_sources_with(&sources(&[("a.graphql", BASE_TYPES)]), opts).unwrap();
+    let out = scaffold(&model);
+    insta::assert_snapshot!(out);
+    // What the scaffold prints binds: types + scaffold is a complete valid schema.
+    let full = load_sources(&sources(&[
+        ("a.graphql", BASE_TYPES),
+        ("scaffold.graphql", &out),
+    ]));
+    assert!(
+        full.is_ok(),
+        "{}",
+        full.err().map(|d| d.to_string()).unwrap_or_default()
+    );
+}
