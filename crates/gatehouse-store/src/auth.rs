@@ -1,0 +1,670 @@
+//! [`SqlAuthRepo`]: the OAuth persistence of `gatehouse-auth`
+//! ([`AuthRepo`]) over the store's pools, so that every instance on one
+//! PostgreSQL database shares clients, users, signing keys and token records.
+//!
+//! One internal table per record type (the `_gatehouse` prefix is reserved,
+//! so the Model's tables never clash and migration plans never list them):
+//! lists (scopes, grants, audiences) are JSON text, hashes and sealed keys
+//! are stored exactly as the records hold them (`BLOB` / `BYTEA`), times are
+//! seconds since the epoch (`BIGINT`).
+//!
+//! Every method is one statement (`purge_expired` is two in one transaction).
+//! The single-use guarantee of refresh tokens rests on
+//! [`AuthRepo::mark_refresh_used`] and [`AuthRepo::replace_successor`] being
+//! conditional `UPDATE`s whose `WHERE` re-checks the state: PostgreSQL
+//! re-evaluates it on the locked row after a concurrent update commits
+//! (READ COMMITTED), SQLite runs one writer at a time, so of two racing
+//! requests exactly one sees a changed row.
+
+use async_trait::async_trait;
+use gatehouse_auth::{
+    AuthRepo, ClientRecord, KeyRecord, RepoError, TokenKind, TokenRecord, UserRecord,
+};
+use sea_query::Value;
+use serde_json::Value as Json;
+use sqlx::error::ErrorKind;
+
+use crate::db::{Built, Conn, Db, DbRow, unhex};
+use crate::error::from_sqlx;
+use crate::migrate::q;
+use crate::value::{Dialect, SqlKind};
+use crate::{Store, StoreError};
+
+const CLIENTS: &str = "_gatehouse_oauth_clients";
+const USERS: &str = "_gatehouse_oauth_users";
+const KEYS: &str = "_gatehouse_oauth_keys";
+const TOKENS: &str = "_gatehouse_oauth_tokens";
+
+/// Creates the OAuth tables and their indexes when missing (called with the
+/// other internal tables, under the migration lock).
+pub(crate) async fn ensure_tables(conn: &mut Conn<'_>, d: Dialect) -> Result<(), sqlx::Error> {
+    // Byte-wise collation on PostgreSQL so "ordered by id" means the same
+    // thing as on SQLite and in `MemoryRepo`.
+    let text = match d {
+        Dialect::Sqlite => "TEXT",
+        Dialect::Postgres => "TEXT COLLATE \"C\"",
+    };
+    let blob = match d {
+        Dialect::Sqlite => "BLOB",
+        Dialect::Postgres => "BYTEA",
+    };
+    let boolean = match d {
+        Dialect::Sqlite => "INTEGER",
+        Dialect::Postgres => "BOOLEAN",
+    };
+    let statements = [
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (client_id {text} PRIMARY KEY NOT NULL, \
+             secret_hash {blob} NOT NULL, grants TEXT NOT NULL, scopes TEXT NOT NULL, \
+             audiences TEXT NOT NULL, created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL)",
+            q(CLIENTS)
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (username {text} PRIMARY KEY NOT NULL, \
+             password_hash TEXT NOT NULL, scopes TEXT NOT NULL, \
+             created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL)",
+            q(USERS)
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (kid {text} PRIMARY KEY NOT NULL, alg TEXT NOT NULL, \
+             public_jwk TEXT NOT NULL, private_sealed {blob} NOT NULL, created_at BIGINT NOT NULL, \
+             retired_at BIGINT, publish_until BIGINT)",
+            q(KEYS)
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (id {text} PRIMARY KEY NOT NULL, kind TEXT NOT NULL, \
+             subject {text} NOT NULL, username {text}, client_id {text} NOT NULL, \
+             scope TEXT NOT NULL, audience TEXT NOT NULL, issued_at BIGINT NOT NULL, \
+             expires_at BIGINT NOT NULL, revoked {boolean} NOT NULL DEFAULT FALSE, \
+             family_id {text} NOT NULL, parent_id {text}, used_at BIGINT, successor_id {text})",
+            q(TOKENS)
+        ),
+        // Lookups by id use the primary key; these serve the set-based
+        // revocations and the purge.
+        index(TOKENS, "family_id"),
+        index(TOKENS, "client_id"),
+        index(TOKENS, "subject"),
+        index(TOKENS, "username"),
+        index(TOKENS, "expires_at"),
+    ];
+    for sql in &statements {
+        conn.ddl(sql).await?;
+    }
+    Ok(())
+}
+
+fn index(table: &str, column: &str) -> String {
+    format!(
+        "CREATE INDEX IF NOT EXISTS {} ON {} ({})",
+        q(&format!("{table}_{column}_idx")),
+        q(table),
+        q(column)
+    )
+}
+
+/// The [`AuthRepo`] of a gatehouse instance, in the same database as its
+/// data. Cheap to clone.
+///
+/// The tables are created when [`Store::connect`] migrates; a store opened
+/// without migrating gets them on the repository's first use.
+#[derive(Debug, Clone)]
+pub struct SqlAuthRepo {
+    store: Store,
+}
+
+const CLIENT_COLS: &str =
+    "client_id, secret_hash, grants, scopes, audiences, created_at, updated_at";
+const CLIENT_KINDS: &[SqlKind] = &[
+    SqlKind::Text,
+    SqlKind::Bytes,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Count,
+    SqlKind::Count,
+];
+const USER_COLS: &str = "username, password_hash, scopes, created_at, updated_at";
+const USER_KINDS: &[SqlKind] = &[
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Count,
+    SqlKind::Count,
+];
+const KEY_COLS: &str =
+    "kid, alg, public_jwk, private_sealed, created_at, retired_at, publish_until";
+const KEY_KINDS: &[SqlKind] = &[
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Bytes,
+    SqlKind::Count,
+    SqlKind::Count,
+    SqlKind::Count,
+];
+const TOKEN_COLS: &str = "id, kind, subject, username, client_id, scope, audience, issued_at, \
+                          expires_at, revoked, family_id, parent_id, used_at, successor_id";
+const TOKEN_KINDS: &[SqlKind] = &[
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Count,
+    SqlKind::Count,
+    SqlKind::Bool,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Count,
+    SqlKind::Text,
+];
+
+impl SqlAuthRepo {
+    /// The repository over `store`'s database.
+    pub fn new(store: Store) -> SqlAuthRepo {
+        SqlAuthRepo { store }
+    }
+
+    fn db(&self) -> &Db {
+        self.store.db()
+    }
+
+    fn dialect(&self) -> Dialect {
+        self.db().dialect()
+    }
+
+    /// Makes sure the tables exist: a no-op once the store has migrated or
+    /// created them, so only a store opened without migrating pays for it.
+    async fn ready(&self) -> Result<(), RepoError> {
+        self.store
+            .ensure_internal_tables()
+            .await
+            .map_err(|e| RepoError::new(format!("creating the OAuth tables: {e}")))
+    }
+
+    /// `sql` written with `?` placeholders, for this backend.
+    fn built(&self, sql: &str, values: Vec<Value>) -> Built {
+        Built::raw(placeholders(self.dialect(), sql), values)
+    }
+
+    async fn fetch(
+        &self,
+        op: &'static str,
+        sql: &str,
+        values: Vec<Value>,
+        kinds: &[SqlKind],
+    ) -> Result<Vec<DbRow>, RepoError> {
+        self.ready().await?;
+        let q = self.built(sql, values);
+        let mut pooled = self.db().read().await.map_err(|e| store_err(op, e))?;
+        pooled
+            .conn()
+            .fetch(q, kinds)
+            .await
+            .map_err(|e| sqlx_err(op, e))
+    }
+
+    async fn execute(
+        &self,
+        op: &'static str,
+        sql: &str,
+        values: Vec<Value>,
+    ) -> Result<u64, RepoError> {
+        self.ready().await?;
+        let q = self.built(sql, values);
+        let mut pooled = self.db().write().await.map_err(|e| store_err(op, e))?;
+        pooled.conn().execute(q).await.map_err(|e| sqlx_err(op, e))
+    }
+}
+
+/// Rewrites `?` placeholders as `$1, $2, ...` for PostgreSQL. The SQL here
+/// is fixed text without string literals, so every `?` is a placeholder.
+fn placeholders(d: Dialect, sql: &str) -> String {
+    match d {
+        Dialect::Sqlite => sql.to_string(),
+        Dialect::Postgres => {
+            let mut out = String::with_capacity(sql.len() + 8);
+            let mut n = 0;
+            for ch in sql.chars() {
+                if ch == '?' {
+                    n += 1;
+                    out.push('$');
+                    out.push_str(&n.to_string());
+                } else {
+                    out.push(ch);
+                }
+            }
+            out
+        }
+    }
+}
+
+fn store_err(op: &str, e: StoreError) -> RepoError {
+    RepoError::new(format!("{op}: {e}"))
+}
+
+/// Driver errors as [`RepoError`]s. A duplicate key gets its own message;
+/// anything else goes through the store's classification (which logs
+/// internal causes). Bound values, hashes included, are never part of it.
+fn sqlx_err(op: &str, e: sqlx::Error) -> RepoError {
+    if let sqlx::Error::Database(db) = &e
+        && matches!(db.kind(), ErrorKind::UniqueViolation)
+    {
+        return RepoError::new(format!("{op}: duplicate id"));
+    }
+    store_err(op, from_sqlx(e))
+}
+
+fn text(v: impl Into<String>) -> Value {
+    Value::String(Some(v.into()))
+}
+
+fn opt_text(v: Option<&str>) -> Value {
+    Value::String(v.map(str::to_string))
+}
+
+fn int(v: i64) -> Value {
+    Value::BigInt(Some(v))
+}
+
+fn opt_int(v: Option<i64>) -> Value {
+    Value::BigInt(v)
+}
+
+fn bytes(v: &[u8]) -> Value {
+    Value::Bytes(Some(v.to_vec()))
+}
+
+fn list(v: &[String]) -> Result<Value, RepoError> {
+    serde_json::to_string(v)
+        .map(text)
+        .map_err(|e| RepoError::new(format!("encoding a list: {e}")))
+}
+
+/// Reads the columns of one decoded row in order.
+struct Cols {
+    row: std::vec::IntoIter<Json>,
+    what: &'static str,
+}
+
+impl Cols {
+    fn new(row: DbRow, what: &'static str) -> Self {
+        Cols {
+            row: row.into_iter(),
+            what,
+        }
+    }
+
+    fn bad(&self, expected: &str) -> RepoError {
+        RepoError::new(format!("{}: a stored value is not {expected}", self.what))
+    }
+
+    fn opt_string(&mut self) -> Result<Option<String>, RepoError> {
+        match self.row.next() {
+            Some(Json::String(s)) => Ok(Some(s)),
+            Some(Json::Null) => Ok(None),
+            _ => Err(self.bad("text")),
+        }
+    }
+
+    fn string(&mut self) -> Result<String, RepoError> {
+        self.opt_string()?.ok_or_else(|| self.bad("text"))
+    }
+
+    fn opt_int(&mut self) -> Result<Option<i64>, RepoError> {
+        match self.row.next() {
+            Some(Json::Null) => Ok(None),
+            Some(Json::Number(n)) => n.as_i64().map(Some).ok_or_else(|| self.bad("an integer")),
+            _ => Err(self.bad("an integer")),
+        }
+    }
+
+    fn int(&mut self) -> Result<i64, RepoError> {
+        self.opt_int()?.ok_or_else(|| self.bad("an integer"))
+    }
+
+    fn boolean(&mut self) -> Result<bool, RepoError> {
+        match self.row.next() {
+            Some(Json::Bool(b)) => Ok(b),
+            _ => Err(self.bad("a boolean")),
+        }
+    }
+
+    fn bytes(&mut self) -> Result<Vec<u8>, RepoError> {
+        let s = self.string()?;
+        unhex(&s).ok_or_else(|| self.bad("binary"))
+    }
+
+    fn list(&mut self) -> Result<Vec<String>, RepoError> {
+        let s = self.string()?;
+        serde_json::from_str(&s).map_err(|_| self.bad("a JSON list of strings"))
+    }
+}
+
+fn client(row: DbRow) -> Result<ClientRecord, RepoError> {
+    let mut c = Cols::new(row, "client");
+    Ok(ClientRecord {
+        client_id: c.string()?,
+        secret_hash: c.bytes()?,
+        grants: c.list()?,
+        scopes: c.list()?,
+        audiences: c.list()?,
+        created_at: c.int()?,
+        updated_at: c.int()?,
+    })
+}
+
+fn user(row: DbRow) -> Result<UserRecord, RepoError> {
+    let mut c = Cols::new(row, "user");
+    Ok(UserRecord {
+        username: c.string()?,
+        password_hash: c.string()?,
+        scopes: c.list()?,
+        created_at: c.int()?,
+        updated_at: c.int()?,
+    })
+}
+
+fn key(row: DbRow) -> Result<KeyRecord, RepoError> {
+    let mut c = Cols::new(row, "signing key");
+    Ok(KeyRecord {
+        kid: c.string()?,
+        alg: c.string()?,
+        public_jwk: c.string()?,
+        private_sealed: c.bytes()?,
+        created_at: c.int()?,
+        retired_at: c.opt_int()?,
+        publish_until: c.opt_int()?,
+    })
+}
+
+fn token(row: DbRow) -> Result<TokenRecord, RepoError> {
+    let mut c = Cols::new(row, "token");
+    Ok(TokenRecord {
+        id: c.string()?,
+        kind: {
+            let k = c.string()?;
+            TokenKind::parse(&k).ok_or_else(|| c.bad("a token kind"))?
+        },
+        subject: c.string()?,
+        username: c.opt_string()?,
+        client_id: c.string()?,
+        scope: c.list()?,
+        audience: c.list()?,
+        issued_at: c.int()?,
+        expires_at: c.int()?,
+        revoked: c.boolean()?,
+        family_id: c.string()?,
+        parent_id: c.opt_string()?,
+        used_at: c.opt_int()?,
+        successor_id: c.opt_string()?,
+    })
+}
+
+#[async_trait]
+impl AuthRepo for SqlAuthRepo {
+    async fn get_client(&self, client_id: &str) -> Result<Option<ClientRecord>, RepoError> {
+        let sql = format!(
+            "SELECT {CLIENT_COLS} FROM {} WHERE client_id = ?",
+            q(CLIENTS)
+        );
+        let rows = self
+            .fetch("get_client", &sql, vec![text(client_id)], CLIENT_KINDS)
+            .await?;
+        rows.into_iter().next().map(client).transpose()
+    }
+
+    async fn upsert_client(&self, c: &ClientRecord) -> Result<(), RepoError> {
+        let sql = format!(
+            "INSERT INTO {} ({CLIENT_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?) \
+             ON CONFLICT (client_id) DO UPDATE SET secret_hash = excluded.secret_hash, \
+             grants = excluded.grants, scopes = excluded.scopes, \
+             audiences = excluded.audiences, created_at = excluded.created_at, \
+             updated_at = excluded.updated_at",
+            q(CLIENTS)
+        );
+        let values = vec![
+            text(c.client_id.as_str()),
+            bytes(&c.secret_hash),
+            list(&c.grants)?,
+            list(&c.scopes)?,
+            list(&c.audiences)?,
+            int(c.created_at),
+            int(c.updated_at),
+        ];
+        self.execute("upsert_client", &sql, values).await?;
+        Ok(())
+    }
+
+    async fn list_clients(&self) -> Result<Vec<ClientRecord>, RepoError> {
+        let sql = format!(
+            "SELECT {CLIENT_COLS} FROM {} ORDER BY client_id",
+            q(CLIENTS)
+        );
+        let rows = self
+            .fetch("list_clients", &sql, vec![], CLIENT_KINDS)
+            .await?;
+        rows.into_iter().map(client).collect()
+    }
+
+    async fn delete_client(&self, client_id: &str) -> Result<bool, RepoError> {
+        let sql = format!("DELETE FROM {} WHERE client_id = ?", q(CLIENTS));
+        Ok(self
+            .execute("delete_client", &sql, vec![text(client_id)])
+            .await?
+            > 0)
+    }
+
+    async fn find_user(&self, username: &str) -> Result<Option<UserRecord>, RepoError> {
+        let sql = format!("SELECT {USER_COLS} FROM {} WHERE username = ?", q(USERS));
+        let rows = self
+            .fetch("find_user", &sql, vec![text(username)], USER_KINDS)
+            .await?;
+        rows.into_iter().next().map(user).transpose()
+    }
+
+    async fn upsert_user(&self, u: &UserRecord) -> Result<(), RepoError> {
+        let sql = format!(
+            "INSERT INTO {} ({USER_COLS}) VALUES (?, ?, ?, ?, ?) \
+             ON CONFLICT (username) DO UPDATE SET password_hash = excluded.password_hash, \
+             scopes = excluded.scopes, created_at = excluded.created_at, \
+             updated_at = excluded.updated_at",
+            q(USERS)
+        );
+        let values = vec![
+            text(u.username.as_str()),
+            text(u.password_hash.as_str()),
+            list(&u.scopes)?,
+            int(u.created_at),
+            int(u.updated_at),
+        ];
+        self.execute("upsert_user", &sql, values).await?;
+        Ok(())
+    }
+
+    async fn list_users(&self) -> Result<Vec<UserRecord>, RepoError> {
+        let sql = format!("SELECT {USER_COLS} FROM {} ORDER BY username", q(USERS));
+        let rows = self.fetch("list_users", &sql, vec![], USER_KINDS).await?;
+        rows.into_iter().map(user).collect()
+    }
+
+    async fn delete_user(&self, username: &str) -> Result<bool, RepoError> {
+        let sql = format!("DELETE FROM {} WHERE username = ?", q(USERS));
+        Ok(self
+            .execute("delete_user", &sql, vec![text(username)])
+            .await?
+            > 0)
+    }
+
+    async fn load_keys(&self) -> Result<Vec<KeyRecord>, RepoError> {
+        // Oldest first, like the insertion order of `MemoryRepo`.
+        let sql = format!(
+            "SELECT {KEY_COLS} FROM {} ORDER BY created_at, kid",
+            q(KEYS)
+        );
+        let rows = self.fetch("load_keys", &sql, vec![], KEY_KINDS).await?;
+        rows.into_iter().map(key).collect()
+    }
+
+    async fn insert_key(&self, k: &KeyRecord) -> Result<(), RepoError> {
+        let sql = format!(
+            "INSERT INTO {} ({KEY_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            q(KEYS)
+        );
+        let values = vec![
+            text(k.kid.as_str()),
+            text(k.alg.as_str()),
+            text(k.public_jwk.as_str()),
+            bytes(&k.private_sealed),
+            int(k.created_at),
+            opt_int(k.retired_at),
+            opt_int(k.publish_until),
+        ];
+        self.execute("insert_key", &sql, values).await?;
+        Ok(())
+    }
+
+    async fn retire_key(
+        &self,
+        kid: &str,
+        retired_at: i64,
+        publish_until: i64,
+    ) -> Result<(), RepoError> {
+        let sql = format!(
+            "UPDATE {} SET retired_at = ?, publish_until = ? WHERE kid = ?",
+            q(KEYS)
+        );
+        let values = vec![int(retired_at), int(publish_until), text(kid)];
+        self.execute("retire_key", &sql, values).await?;
+        Ok(())
+    }
+
+    async fn insert_token(&self, t: &TokenRecord) -> Result<(), RepoError> {
+        let sql = format!(
+            "INSERT INTO {} ({TOKEN_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            q(TOKENS)
+        );
+        let values = vec![
+            text(t.id.as_str()),
+            text(t.kind.as_str()),
+            text(t.subject.as_str()),
+            opt_text(t.username.as_deref()),
+            text(t.client_id.as_str()),
+            list(&t.scope)?,
+            list(&t.audience)?,
+            int(t.issued_at),
+            int(t.expires_at),
+            Value::Bool(Some(t.revoked)),
+            text(t.family_id.as_str()),
+            opt_text(t.parent_id.as_deref()),
+            opt_int(t.used_at),
+            opt_text(t.successor_id.as_deref()),
+        ];
+        self.execute("insert_token", &sql, values).await?;
+        Ok(())
+    }
+
+    async fn get_token(&self, id: &str) -> Result<Option<TokenRecord>, RepoError> {
+        let sql = format!("SELECT {TOKEN_COLS} FROM {} WHERE id = ?", q(TOKENS));
+        let rows = self
+            .fetch("get_token", &sql, vec![text(id)], TOKEN_KINDS)
+            .await?;
+        rows.into_iter().next().map(token).transpose()
+    }
+
+    async fn revoke_token(&self, id: &str) -> Result<bool, RepoError> {
+        // Every row with the id counts, already revoked or not (as in
+        // `MemoryRepo`): "there was one" is what the caller asks.
+        let sql = format!("UPDATE {} SET revoked = TRUE WHERE id = ?", q(TOKENS));
+        Ok(self.execute("revoke_token", &sql, vec![text(id)]).await? > 0)
+    }
+
+    async fn revoke_family(&self, family_id: &str) -> Result<u64, RepoError> {
+        let sql = format!(
+            "UPDATE {} SET revoked = TRUE WHERE family_id = ? AND NOT revoked",
+            q(TOKENS)
+        );
+        self.execute("revoke_family", &sql, vec![text(family_id)])
+            .await
+    }
+
+    async fn revoke_client_tokens(&self, client_id: &str) -> Result<u64, RepoError> {
+        let sql = format!(
+            "UPDATE {} SET revoked = TRUE WHERE client_id = ? AND NOT revoked",
+            q(TOKENS)
+        );
+        self.execute("revoke_client_tokens", &sql, vec![text(client_id)])
+            .await
+    }
+
+    async fn revoke_user_tokens(&self, username: &str) -> Result<u64, RepoError> {
+        let sql = format!(
+            "UPDATE {} SET revoked = TRUE WHERE username = ? AND NOT revoked",
+            q(TOKENS)
+        );
+        self.execute("revoke_user_tokens", &sql, vec![text(username)])
+            .await
+    }
+
+    async fn mark_refresh_used(
+        &self,
+        id: &str,
+        used_at: i64,
+        successor_id: &str,
+    ) -> Result<bool, RepoError> {
+        // The compare-and-set: a second racer's WHERE no longer matches.
+        let sql = format!(
+            "UPDATE {} SET used_at = ?, successor_id = ? \
+             WHERE id = ? AND kind = ? AND used_at IS NULL AND NOT revoked",
+            q(TOKENS)
+        );
+        let values = vec![
+            int(used_at),
+            text(successor_id),
+            text(id),
+            text(TokenKind::Refresh.as_str()),
+        ];
+        Ok(self.execute("mark_refresh_used", &sql, values).await? == 1)
+    }
+
+    async fn replace_successor(
+        &self,
+        id: &str,
+        expected: &str,
+        successor_id: &str,
+    ) -> Result<bool, RepoError> {
+        let sql = format!(
+            "UPDATE {} SET successor_id = ? WHERE id = ? AND successor_id = ?",
+            q(TOKENS)
+        );
+        let values = vec![text(successor_id), text(id), text(expected)];
+        Ok(self.execute("replace_successor", &sql, values).await? == 1)
+    }
+
+    async fn purge_expired(&self, now: i64) -> Result<u64, RepoError> {
+        const OP: &str = "purge_expired";
+        self.ready().await?;
+        let tokens = self.built(
+            &format!("DELETE FROM {} WHERE expires_at <= ?", q(TOKENS)),
+            vec![int(now)],
+        );
+        let keys = self.built(
+            &format!(
+                "DELETE FROM {} WHERE publish_until IS NOT NULL AND publish_until <= ?",
+                q(KEYS)
+            ),
+            vec![int(now)],
+        );
+        let mut tx = self.db().begin().await.map_err(|e| store_err(OP, e))?;
+        let mut n = tx
+            .conn()
+            .execute(tokens)
+            .await
+            .map_err(|e| sqlx_err(OP, e))?;
+        n += tx.conn().execute(keys).await.map_err(|e| sqlx_err(OP, e))?;
+        tx.commit().await.map_err(|e| sqlx_err(OP, e))?;
+        Ok(n)
+    }
+}

@@ -1,0 +1,190 @@
+//! The change feed: every committed write becomes a [`ChangeEvent`].
+//!
+//! SQLite: events are published in-process right after the commit.
+//!
+//! PostgreSQL: the writing transaction also runs `pg_notify` (so the
+//! notification is delivered only if, and when, the write commits), and
+//! every instance runs a `PgListener` that re-publishes notifications from
+//! *other* instances to its local subscribers. An instance publishes its own
+//! events locally right after commit (lowest latency; works while its listener
+//! is reconnecting) and skips them when they come back through LISTEN: every
+//! payload carries the writing instance's id. Payloads above PostgreSQL's
+//! 8000-byte NOTIFY limit are stored in `_gatehouse_events` and the
+//! notification carries the row's id instead. Notifications sent while a
+//! listener is disconnected are not replayed to it.
+
+use std::time::Duration;
+
+use gatehouse_schema::ChangeKind;
+use serde::{Deserialize, Serialize};
+use sqlx::postgres::{PgListener, PgPool};
+use tokio::sync::broadcast;
+
+use crate::Row;
+use crate::migrate::{EVENTS_TABLE, q};
+
+/// The NOTIFY channel all instances listen on.
+pub(crate) const CHANNEL: &str = "gatehouse_changes";
+/// Payloads longer than this go through `_gatehouse_events` (PostgreSQL's limit is 8000 bytes).
+pub(crate) const MAX_NOTIFY_BYTES: usize = 7900;
+
+/// One committed write.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChangeEvent {
+    /// Entity (GraphQL type) name.
+    pub entity: String,
+    /// Created, updated (update or replace) or deleted.
+    pub kind: ChangeKind,
+    /// Id of the row.
+    pub id: String,
+    /// The row after the write (`None` for deletes).
+    pub new: Option<Row>,
+    /// The row before the write (`None` for inserts).
+    pub old: Option<Row>,
+}
+
+#[derive(Serialize, Deserialize)]
+pub(crate) struct Wire {
+    /// Origin: the writing instance.
+    pub o: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub e: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new: Option<Row>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old: Option<Row>,
+    /// Reference to a `_gatehouse_events` row holding the full payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub r: Option<i64>,
+}
+
+fn kind_str(k: ChangeKind) -> &'static str {
+    match k {
+        ChangeKind::Created => "created",
+        ChangeKind::Updated => "updated",
+        ChangeKind::Deleted => "deleted",
+    }
+}
+
+fn kind_from(s: &str) -> Option<ChangeKind> {
+    Some(match s {
+        "created" => ChangeKind::Created,
+        "updated" => ChangeKind::Updated,
+        "deleted" => ChangeKind::Deleted,
+        _ => return None,
+    })
+}
+
+impl Wire {
+    pub fn from_event(origin: &str, ev: &ChangeEvent) -> Wire {
+        Wire {
+            o: origin.to_string(),
+            e: Some(ev.entity.clone()),
+            k: Some(kind_str(ev.kind).to_string()),
+            id: Some(ev.id.clone()),
+            new: ev.new.clone(),
+            old: ev.old.clone(),
+            r: None,
+        }
+    }
+
+    fn into_event(self) -> Option<ChangeEvent> {
+        Some(ChangeEvent {
+            entity: self.e?,
+            kind: kind_from(self.k.as_deref()?)?,
+            id: self.id?,
+            new: self.new,
+            old: self.old,
+        })
+    }
+}
+
+/// Connects a listener and starts LISTEN; returns once notifications flow.
+pub(crate) async fn listen(pool: &PgPool) -> Result<PgListener, sqlx::Error> {
+    let mut listener = PgListener::connect_with(pool).await?;
+    listener.listen(CHANNEL).await?;
+    Ok(listener)
+}
+
+/// Re-publishes other instances' notifications until the store is dropped
+/// (the task is aborted then). Reconnects by itself.
+pub(crate) async fn run_listener(
+    mut listener: PgListener,
+    pool: PgPool,
+    origin: String,
+    tx: broadcast::Sender<ChangeEvent>,
+) {
+    loop {
+        match listener.recv().await {
+            Ok(n) => {
+                if let Some(ev) = decode(&pool, &origin, n.payload()).await {
+                    let _ = tx.send(ev);
+                }
+            }
+            Err(e) => {
+                // recv() reconnects on the next call; back off a little so a
+                // database that is down does not make this loop spin.
+                tracing::warn!(error = %e, "change listener lost its connection; reconnecting");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+}
+
+async fn decode(pool: &PgPool, origin: &str, payload: &str) -> Option<ChangeEvent> {
+    let wire: Wire = match serde_json::from_str(payload) {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::warn!(error = %e, "ignoring a malformed change notification");
+            return None;
+        }
+    };
+    if wire.o == origin {
+        return None;
+    }
+    let wire = match wire.r {
+        None => wire,
+        Some(id) => {
+            let sql = format!("SELECT payload FROM {} WHERE id = $1", q(EVENTS_TABLE));
+            let row: Result<Option<(String,)>, _> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(id)
+                .fetch_optional(pool)
+                .await;
+            match row {
+                Ok(Some((text,))) => serde_json::from_str(&text).ok()?,
+                Ok(None) => {
+                    tracing::warn!(id, "change event row already purged");
+                    return None;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read a large change event");
+                    return None;
+                }
+            }
+        }
+    };
+    wire.into_event()
+}
+
+/// The JSON text of an event for NOTIFY or the events table.
+pub(crate) fn payload(origin: &str, ev: &ChangeEvent) -> String {
+    serde_json::to_string(&Wire::from_event(origin, ev)).unwrap_or_default()
+}
+
+/// The small notification that points at a stored payload.
+pub(crate) fn reference(origin: &str, id: i64) -> String {
+    let w = Wire {
+        o: origin.to_string(),
+        e: None,
+        k: None,
+        id: None,
+        new: None,
+        old: None,
+        r: Some(id),
+    };
+    serde_json::to_string(&w).unwrap_or_default()
+}

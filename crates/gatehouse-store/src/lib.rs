@@ -1,0 +1,43 @@
+//! Storage for gatehouse: one [`Store`] over embedded SQLite (the default)
+//! and PostgreSQL, with tables derived from the [`gatehouse_schema::Model`].
+//!
+//! - Rows are [`Row`]s: JSON maps keyed by GraphQL field names. `id` is a
+//!   string (UUIDv7 unless given), a `Date` is `"YYYY-MM-DD"`, a to-one
+//!   relation is the referenced id, a list is a JSON array, an enum is its
+//!   value name. Every value is validated against the Model before any SQL runs.
+//! - Reads: [`Store::get`], [`Store::get_many`] (to-one batch),
+//!   [`Store::list`] with a [`Filter`] tree, [`Store::count`], and
+//!   [`Store::load_children`] (to-many batch: one statement for all parents).
+//! - Writes: [`Store::insert`], [`Store::update`] (partial),
+//!   [`Store::replace`], [`Store::delete`]; each commits durably (SQLite WAL
+//!   with `synchronous=FULL`) and yields a [`ChangeEvent`] on
+//!   [`Store::subscribe`]; with PostgreSQL the events reach every instance.
+//! - Migrations: [`Store::plan`] / [`Store::migrate`]; additive steps run on
+//!   connect, destructive ones need `allow_destructive`.
+//!
+//! - OAuth persistence: [`SqlAuthRepo`] implements `gatehouse_auth::AuthRepo`
+//!   over the same pools, in internal `_gatehouse_oauth_*` tables.
+//!
+//! Only this crate knows SQL. Statements are built with sea-query with every
+//! value bound as a parameter; identifiers come from the Model.
+
+#![warn(missing_docs)]
+
+mod auth;
+mod db;
+mod error;
+mod feed;
+mod migrate;
+mod query;
+mod store;
+mod value;
+
+pub use auth::SqlAuthRepo;
+pub use error::StoreError;
+pub use feed::ChangeEvent;
+pub use migrate::{ColumnLayout, Layout, MigrationStep, TableLayout};
+pub use query::{Filter, ListQuery, OrderBy};
+pub use store::{Store, StoreOptions};
+pub use value::{ColType, Row};
+
+pub use gatehouse_schema::{ChangeKind, FilterOp};

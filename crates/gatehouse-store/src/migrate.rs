@@ -1,0 +1,923 @@
+//! Tables derived from the Model: the recorded layout, the plan between the
+//! recorded layout and the Model, and applying it in one transaction.
+//!
+//! DDL is written here by hand rather than with sea-query's schema builders:
+//! it needs per-dialect column clauses (`COLLATE "C"` on PostgreSQL text),
+//! foreign keys added after every table exists (PostgreSQL) and SQLite table
+//! rebuilds, which the builders do not model. Every identifier comes from the
+//! Model (validated GraphQL names) and is quoted; no user value is ever part
+//! of DDL.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use gatehouse_schema::{FieldKind, Model, ValueType};
+use serde::{Deserialize, Serialize};
+use serde_json::Value as Json;
+
+use crate::StoreError;
+use crate::db::{Built, Conn};
+use crate::value::{ColType, Dialect, SqlKind};
+
+/// The internal table recording applied layouts (the `_gatehouse` prefix is reserved).
+pub(crate) const SCHEMA_TABLE: &str = "_gatehouse_schema";
+/// PostgreSQL: change events too large for a NOTIFY payload.
+pub(crate) const EVENTS_TABLE: &str = "_gatehouse_events";
+
+/// The stored layout: what tables and columns exist, as derived from a Model.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Layout {
+    /// Tables in Model order.
+    pub tables: Vec<TableLayout>,
+    /// Values of the enums that stored columns use.
+    pub enums: BTreeMap<String, Vec<String>>,
+}
+
+/// One entity's table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TableLayout {
+    /// Entity (GraphQL type) name.
+    pub entity: String,
+    /// Table name.
+    pub table: String,
+    /// Columns, `id` first.
+    pub columns: Vec<ColumnLayout>,
+}
+
+/// One column.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ColumnLayout {
+    /// GraphQL field name.
+    pub field: String,
+    /// Column name.
+    pub column: String,
+    /// What it holds.
+    pub ty: ColType,
+    /// NOT NULL.
+    pub required: bool,
+    /// Has a unique index.
+    pub unique: bool,
+    /// Has a plain index (to-one references always do, unless unique).
+    pub index: bool,
+}
+
+impl ColumnLayout {
+    fn index_kind(&self) -> Option<bool> {
+        if matches!(self.ty, ColType::Id) {
+            None
+        } else if self.unique {
+            Some(true)
+        } else if self.index || matches!(self.ty, ColType::Ref(_)) {
+            Some(false)
+        } else {
+            None
+        }
+    }
+}
+
+impl TableLayout {
+    fn column(&self, name: &str) -> Option<&ColumnLayout> {
+        self.columns.iter().find(|c| c.column == name)
+    }
+}
+
+impl Layout {
+    /// The layout the Model asks for.
+    pub fn from_model(model: &Model) -> Layout {
+        let mut enums = BTreeMap::new();
+        let tables = model
+            .entities
+            .iter()
+            .map(|e| TableLayout {
+                entity: e.name.clone(),
+                table: e.table.clone(),
+                columns: e
+                    .stored_fields()
+                    .filter_map(|f| {
+                        let ty = ColType::of(model, f)?;
+                        if let FieldKind::Value {
+                            ty: ValueType::Enum(name),
+                            ..
+                        } = &f.kind
+                            && let Some(def) = model.enum_def(name)
+                        {
+                            enums.insert(name.clone(), def.values.clone());
+                        }
+                        Some(ColumnLayout {
+                            field: f.name.clone(),
+                            column: f.column.clone(),
+                            ty,
+                            required: f.required || matches!(f.kind, FieldKind::Id),
+                            unique: f.unique && !matches!(f.kind, FieldKind::Id),
+                            index: f.index,
+                        })
+                    })
+                    .collect(),
+            })
+            .collect();
+        Layout { tables, enums }
+    }
+
+    fn table(&self, name: &str) -> Option<&TableLayout> {
+        self.tables.iter().find(|t| t.table == name)
+    }
+}
+
+/// One step of a migration plan. `Display` prints it for `gatehouse migrate --plan`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MigrationStep {
+    /// Create a table for a new entity (with its indexes).
+    CreateTable {
+        /// Table name.
+        table: String,
+    },
+    /// Add a column. Destructive when it is required and the table has rows
+    /// (they get a placeholder value: 0, "", false, 1970-01-01, the first enum value, []).
+    AddColumn {
+        /// Table name.
+        table: String,
+        /// Column name.
+        column: String,
+        /// Column type.
+        ty: ColType,
+        /// NOT NULL.
+        required: bool,
+        /// The table has rows that need a value.
+        table_has_rows: bool,
+    },
+    /// Create an index.
+    CreateIndex {
+        /// Table name.
+        table: String,
+        /// Column name.
+        column: String,
+        /// A unique index.
+        unique: bool,
+    },
+    /// Drop an index (no data is lost).
+    DropIndex {
+        /// Table name.
+        table: String,
+        /// Column name.
+        column: String,
+        /// A unique index.
+        unique: bool,
+    },
+    /// Allow a required column to be null (no data is lost).
+    SetOptional {
+        /// Table name.
+        table: String,
+        /// Column name.
+        column: String,
+    },
+    /// A new enum value (no DDL: enums are stored as text and validated by the store).
+    AddEnumValue {
+        /// Enum name.
+        name: String,
+        /// New value.
+        value: String,
+    },
+    /// Destructive: drop a table and its rows.
+    DropTable {
+        /// Table name.
+        table: String,
+    },
+    /// Destructive: drop a column and its values.
+    DropColumn {
+        /// Table name.
+        table: String,
+        /// Column name.
+        column: String,
+    },
+    /// Destructive: convert a column to another type (values may not convert).
+    ChangeType {
+        /// Table name.
+        table: String,
+        /// Column name.
+        column: String,
+        /// Old type.
+        from: ColType,
+        /// New type.
+        to: ColType,
+    },
+    /// Destructive: make a nullable column required (fails if a row holds null).
+    SetRequired {
+        /// Table name.
+        table: String,
+        /// Column name.
+        column: String,
+    },
+    /// Destructive: an enum value is gone (rows may still hold it).
+    RemoveEnumValue {
+        /// Enum name.
+        name: String,
+        /// Removed value.
+        value: String,
+    },
+}
+
+impl MigrationStep {
+    /// Whether the step can lose or reject existing data.
+    pub fn is_destructive(&self) -> bool {
+        match self {
+            MigrationStep::AddColumn {
+                required,
+                table_has_rows,
+                ..
+            } => *required && *table_has_rows,
+            MigrationStep::DropTable { .. }
+            | MigrationStep::DropColumn { .. }
+            | MigrationStep::ChangeType { .. }
+            | MigrationStep::SetRequired { .. }
+            | MigrationStep::RemoveEnumValue { .. } => true,
+            MigrationStep::CreateTable { .. }
+            | MigrationStep::CreateIndex { .. }
+            | MigrationStep::DropIndex { .. }
+            | MigrationStep::SetOptional { .. }
+            | MigrationStep::AddEnumValue { .. } => false,
+        }
+    }
+
+    fn table(&self) -> Option<&str> {
+        match self {
+            MigrationStep::CreateTable { table }
+            | MigrationStep::AddColumn { table, .. }
+            | MigrationStep::CreateIndex { table, .. }
+            | MigrationStep::DropIndex { table, .. }
+            | MigrationStep::SetOptional { table, .. }
+            | MigrationStep::DropTable { table }
+            | MigrationStep::DropColumn { table, .. }
+            | MigrationStep::ChangeType { table, .. }
+            | MigrationStep::SetRequired { table, .. } => Some(table),
+            MigrationStep::AddEnumValue { .. } | MigrationStep::RemoveEnumValue { .. } => None,
+        }
+    }
+}
+
+impl fmt::Display for MigrationStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mark = if self.is_destructive() {
+            "DESTRUCTIVE "
+        } else {
+            ""
+        };
+        f.write_str(mark)?;
+        match self {
+            MigrationStep::CreateTable { table } => write!(f, "create table {table}"),
+            MigrationStep::AddColumn {
+                table,
+                column,
+                ty,
+                required,
+                table_has_rows,
+            } => {
+                write!(f, "add column {table}.{column} ({ty}")?;
+                f.write_str(if *required {
+                    ", required)"
+                } else {
+                    ", nullable)"
+                })?;
+                if *required && *table_has_rows {
+                    f.write_str(": existing rows get a placeholder value")?;
+                }
+                Ok(())
+            }
+            MigrationStep::CreateIndex {
+                table,
+                column,
+                unique,
+            } => {
+                let u = if *unique { "unique " } else { "" };
+                write!(f, "create {u}index on {table}.{column}")
+            }
+            MigrationStep::DropIndex {
+                table,
+                column,
+                unique,
+            } => {
+                let u = if *unique { "unique " } else { "" };
+                write!(f, "drop {u}index on {table}.{column}")
+            }
+            MigrationStep::SetOptional { table, column } => {
+                write!(f, "make {table}.{column} nullable")
+            }
+            MigrationStep::AddEnumValue { name, value } => {
+                write!(f, "add value {value} to enum {name}")
+            }
+            MigrationStep::DropTable { table } => write!(f, "drop table {table} and all its rows"),
+            MigrationStep::DropColumn { table, column } => {
+                write!(f, "drop column {table}.{column} and its values")
+            }
+            MigrationStep::ChangeType {
+                table,
+                column,
+                from,
+                to,
+            } => {
+                write!(f, "change type of {table}.{column} from {from} to {to}")
+            }
+            MigrationStep::SetRequired { table, column } => {
+                write!(
+                    f,
+                    "make {table}.{column} required (fails if a row holds null)"
+                )
+            }
+            MigrationStep::RemoveEnumValue { name, value } => {
+                write!(
+                    f,
+                    "remove value {value} from enum {name} (rows may still hold it)"
+                )
+            }
+        }
+    }
+}
+
+/// The steps from `old` to `new`. `has_rows` tells whether a table has rows.
+pub(crate) fn plan(
+    old: &Layout,
+    new: &Layout,
+    has_rows: &dyn Fn(&str) -> bool,
+) -> Vec<MigrationStep> {
+    let mut steps = Vec::new();
+    let mut index_steps = Vec::new();
+    for t in &new.tables {
+        let Some(o) = old.table(&t.table) else {
+            steps.push(MigrationStep::CreateTable {
+                table: t.table.clone(),
+            });
+            continue;
+        };
+        for c in &t.columns {
+            let table = t.table.clone();
+            let column = c.column.clone();
+            match o.column(&c.column) {
+                None => {
+                    steps.push(MigrationStep::AddColumn {
+                        table: table.clone(),
+                        column: column.clone(),
+                        ty: c.ty.clone(),
+                        required: c.required,
+                        table_has_rows: c.required && has_rows(&t.table),
+                    });
+                    if let Some(unique) = c.index_kind() {
+                        index_steps.push(MigrationStep::CreateIndex {
+                            table,
+                            column,
+                            unique,
+                        });
+                    }
+                }
+                Some(oc) => {
+                    if oc.ty != c.ty {
+                        steps.push(MigrationStep::ChangeType {
+                            table: table.clone(),
+                            column: column.clone(),
+                            from: oc.ty.clone(),
+                            to: c.ty.clone(),
+                        });
+                    }
+                    if oc.required != c.required {
+                        steps.push(if c.required {
+                            MigrationStep::SetRequired {
+                                table: table.clone(),
+                                column: column.clone(),
+                            }
+                        } else {
+                            MigrationStep::SetOptional {
+                                table: table.clone(),
+                                column: column.clone(),
+                            }
+                        });
+                    }
+                    if oc.index_kind() != c.index_kind() {
+                        if let Some(unique) = oc.index_kind() {
+                            index_steps.push(MigrationStep::DropIndex {
+                                table: table.clone(),
+                                column: column.clone(),
+                                unique,
+                            });
+                        }
+                        if let Some(unique) = c.index_kind() {
+                            index_steps.push(MigrationStep::CreateIndex {
+                                table,
+                                column,
+                                unique,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        for oc in &o.columns {
+            if t.column(&oc.column).is_none() {
+                steps.push(MigrationStep::DropColumn {
+                    table: t.table.clone(),
+                    column: oc.column.clone(),
+                });
+            }
+        }
+    }
+    steps.extend(index_steps);
+    for (name, values) in &new.enums {
+        if let Some(old_values) = old.enums.get(name) {
+            for v in values {
+                if !old_values.contains(v) {
+                    steps.push(MigrationStep::AddEnumValue {
+                        name: name.clone(),
+                        value: v.clone(),
+                    });
+                }
+            }
+            for v in old_values {
+                if !values.contains(v) {
+                    steps.push(MigrationStep::RemoveEnumValue {
+                        name: name.clone(),
+                        value: v.clone(),
+                    });
+                }
+            }
+        }
+    }
+    for o in &old.tables {
+        if new.table(&o.table).is_none() {
+            steps.push(MigrationStep::DropTable {
+                table: o.table.clone(),
+            });
+        }
+    }
+    steps
+}
+
+pub(crate) fn q(ident: &str) -> String {
+    format!("\"{}\"", ident.replace('"', "\"\""))
+}
+
+fn lit(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+fn index_name(table: &str, column: &str, unique: bool) -> String {
+    format!("{table}_{column}_{}", if unique { "key" } else { "idx" })
+}
+
+fn fk_name(table: &str, column: &str) -> String {
+    format!("{table}_{column}_fkey")
+}
+
+fn placeholder_sql(model: &Model, ty: &ColType, dialect: Dialect) -> Option<String> {
+    let first = match ty {
+        ColType::Enum(n) => model
+            .enum_def(n)
+            .and_then(|e| e.values.first())
+            .map(String::as_str),
+        _ => None,
+    };
+    let v = ty.placeholder(first)?;
+    Some(match (ty.kind(), &v) {
+        (SqlKind::Bool, Json::Bool(b)) if dialect == Dialect::Postgres => b.to_string(),
+        (SqlKind::Bool, Json::Bool(b)) => u8::from(*b).to_string(),
+        (SqlKind::Int | SqlKind::Float | SqlKind::Count, n) => n.to_string(),
+        (SqlKind::Json, v) => lit(&v.to_string()),
+        (_, Json::String(s)) => lit(s),
+        (_, v) => lit(&v.to_string()),
+    })
+}
+
+fn column_def(c: &ColumnLayout, dialect: Dialect, inline_fk: bool) -> String {
+    let mut s = format!("{} {}", q(&c.column), c.ty.sql_type(dialect));
+    if matches!(c.ty, ColType::Id) {
+        s.push_str(" PRIMARY KEY NOT NULL");
+    } else if c.required {
+        s.push_str(" NOT NULL");
+    }
+    if inline_fk && let ColType::Ref(target) = &c.ty {
+        s.push_str(&format!(
+            " REFERENCES {}({}) ON DELETE RESTRICT",
+            q(target),
+            q("id")
+        ));
+    }
+    s
+}
+
+fn create_table_sql(t: &TableLayout, name: &str, dialect: Dialect) -> String {
+    let cols: Vec<String> = t
+        .columns
+        .iter()
+        .map(|c| column_def(c, dialect, dialect == Dialect::Sqlite))
+        .collect();
+    format!("CREATE TABLE {} ({})", q(name), cols.join(", "))
+}
+
+/// A plain index also holds `id`: the default order is by id, so "rows with
+/// X = v, first page" (and a to-many batch) reads the index in order instead
+/// of sorting every match.
+fn create_index_sql(table: &str, column: &str, unique: bool) -> String {
+    let cols = if unique {
+        q(column)
+    } else {
+        format!("{}, {}", q(column), q("id"))
+    };
+    format!(
+        "CREATE {}INDEX IF NOT EXISTS {} ON {} ({cols})",
+        if unique { "UNIQUE " } else { "" },
+        q(&index_name(table, column, unique)),
+        q(table),
+    )
+}
+
+fn add_fk_sql(table: &str, column: &str, target: &str) -> String {
+    format!(
+        "ALTER TABLE {} ADD CONSTRAINT {} FOREIGN KEY ({}) REFERENCES {}({}) ON DELETE RESTRICT",
+        q(table),
+        q(&fk_name(table, column)),
+        q(column),
+        q(target),
+        q("id")
+    )
+}
+
+/// Creates the internal tables when missing.
+pub(crate) async fn ensure_internal(
+    conn: &mut Conn<'_>,
+    dialect: Dialect,
+) -> Result<(), sqlx::Error> {
+    conn.ddl(&format!(
+        "CREATE TABLE IF NOT EXISTS {} (version BIGINT PRIMARY KEY NOT NULL, layout TEXT NOT NULL, applied_at TEXT NOT NULL)",
+        q(SCHEMA_TABLE)
+    ))
+    .await?;
+    if dialect == Dialect::Postgres {
+        conn.ddl(&format!(
+            "CREATE TABLE IF NOT EXISTS {} (id BIGSERIAL PRIMARY KEY, payload TEXT NOT NULL, created_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+            q(EVENTS_TABLE)
+        ))
+        .await?;
+    }
+    crate::auth::ensure_tables(conn, dialect).await
+}
+
+/// The last recorded layout and its version (empty and 0 when none).
+pub(crate) async fn recorded(conn: &mut Conn<'_>) -> Result<(Layout, u64), StoreError> {
+    let rows = conn
+        .fetch(
+            Built::raw(
+                format!(
+                    "SELECT version, layout FROM {} ORDER BY version DESC LIMIT 1",
+                    q(SCHEMA_TABLE)
+                ),
+                vec![],
+            ),
+            &[SqlKind::Count, SqlKind::Text],
+        )
+        .await
+        .map_err(crate::error::from_sqlx)?;
+    let Some(row) = rows.into_iter().next() else {
+        return Ok((Layout::default(), 0));
+    };
+    let version = row.first().and_then(Json::as_u64).unwrap_or(0);
+    let text = row.get(1).and_then(Json::as_str).unwrap_or("{}");
+    let layout = serde_json::from_str(text).map_err(StoreError::internal)?;
+    Ok((layout, version))
+}
+
+/// Whether `table` has at least one row.
+pub(crate) async fn has_rows(conn: &mut Conn<'_>, table: &str) -> Result<bool, StoreError> {
+    let rows = conn
+        .fetch(
+            Built::raw(format!("SELECT 1 FROM {} LIMIT 1", q(table)), vec![]),
+            &[],
+        )
+        .await
+        .map_err(crate::error::from_sqlx)?;
+    Ok(!rows.is_empty())
+}
+
+/// Tables whose rows must be checked before planning (new required columns).
+pub(crate) fn tables_needing_row_check(old: &Layout, new: &Layout) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for t in &new.tables {
+        if let Some(o) = old.table(&t.table)
+            && t.columns
+                .iter()
+                .any(|c| c.required && o.column(&c.column).is_none())
+        {
+            out.insert(t.table.clone());
+        }
+    }
+    out
+}
+
+/// Applies `steps` (computed from `old` to `new`) inside the caller's transaction.
+pub(crate) async fn apply(
+    conn: &mut Conn<'_>,
+    dialect: Dialect,
+    model: &Model,
+    old: &Layout,
+    new: &Layout,
+    steps: &[MigrationStep],
+) -> Result<(), sqlx::Error> {
+    match dialect {
+        Dialect::Sqlite => apply_sqlite(conn, model, old, new, steps).await,
+        Dialect::Postgres => apply_pg(conn, model, new, steps).await,
+    }
+}
+
+fn needs_rebuild(step: &MigrationStep) -> bool {
+    matches!(
+        step,
+        MigrationStep::DropColumn { .. }
+            | MigrationStep::ChangeType { .. }
+            | MigrationStep::SetRequired { .. }
+            | MigrationStep::SetOptional { .. }
+            | MigrationStep::AddColumn { required: true, .. }
+    )
+}
+
+async fn apply_sqlite(
+    conn: &mut Conn<'_>,
+    model: &Model,
+    old: &Layout,
+    new: &Layout,
+    steps: &[MigrationStep],
+) -> Result<(), sqlx::Error> {
+    let d = Dialect::Sqlite;
+    // SQLite's ALTER TABLE cannot change a column's type or nullability, nor
+    // add a NOT NULL column without a default: such tables are rebuilt
+    // (https://sqlite.org/lang_altertable.html#otheralter).
+    let rebuild: BTreeSet<&str> = steps
+        .iter()
+        .filter(|s| needs_rebuild(s))
+        .filter_map(MigrationStep::table)
+        .collect();
+    for step in steps {
+        if step.table().is_some_and(|t| rebuild.contains(t)) {
+            continue;
+        }
+        match step {
+            MigrationStep::CreateTable { table } => {
+                if let Some(t) = new.table(table) {
+                    conn.ddl(&create_table_sql(t, table, d)).await?;
+                    for c in &t.columns {
+                        if let Some(unique) = c.index_kind() {
+                            conn.ddl(&create_index_sql(table, &c.column, unique))
+                                .await?;
+                        }
+                    }
+                }
+            }
+            MigrationStep::AddColumn { table, column, .. } => {
+                if let Some(c) = new.table(table).and_then(|t| t.column(column)) {
+                    conn.ddl(&format!(
+                        "ALTER TABLE {} ADD COLUMN {}",
+                        q(table),
+                        column_def(c, d, true)
+                    ))
+                    .await?;
+                }
+            }
+            MigrationStep::CreateIndex {
+                table,
+                column,
+                unique,
+            } => {
+                conn.ddl(&create_index_sql(table, column, *unique)).await?;
+            }
+            MigrationStep::DropIndex {
+                table,
+                column,
+                unique,
+            } => {
+                conn.ddl(&format!(
+                    "DROP INDEX IF EXISTS {}",
+                    q(&index_name(table, column, *unique))
+                ))
+                .await?;
+            }
+            MigrationStep::DropTable { table } => {
+                conn.ddl(&format!("DROP TABLE {}", q(table))).await?;
+            }
+            _ => {}
+        }
+    }
+    for table in rebuild {
+        let (Some(o), Some(n)) = (old.table(table), new.table(table)) else {
+            continue;
+        };
+        let tmp = format!("_gatehouse_rebuild_{table}");
+        conn.ddl(&create_table_sql(n, &tmp, d)).await?;
+        let mut names = Vec::new();
+        let mut exprs = Vec::new();
+        for c in &n.columns {
+            names.push(q(&c.column));
+            exprs.push(match o.column(&c.column) {
+                Some(oc) if oc.ty == c.ty => q(&c.column),
+                Some(_) => format!("CAST({} AS {})", q(&c.column), c.ty.sql_type(d)),
+                None if c.required => {
+                    placeholder_sql(model, &c.ty, d).unwrap_or_else(|| "NULL".into())
+                }
+                None => "NULL".into(),
+            });
+        }
+        conn.ddl(&format!(
+            "INSERT INTO {} ({}) SELECT {} FROM {}",
+            q(&tmp),
+            names.join(", "),
+            exprs.join(", "),
+            q(table)
+        ))
+        .await?;
+        conn.ddl(&format!("DROP TABLE {}", q(table))).await?;
+        conn.ddl(&format!("ALTER TABLE {} RENAME TO {}", q(&tmp), q(table)))
+            .await?;
+        for c in &n.columns {
+            if let Some(unique) = c.index_kind() {
+                conn.ddl(&create_index_sql(table, &c.column, unique))
+                    .await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn apply_pg(
+    conn: &mut Conn<'_>,
+    model: &Model,
+    new: &Layout,
+    steps: &[MigrationStep],
+) -> Result<(), sqlx::Error> {
+    let d = Dialect::Postgres;
+    // Foreign keys are added once every table exists, so that tables may
+    // reference each other in any order.
+    let mut fks: Vec<(String, String, String)> = Vec::new();
+    for step in steps {
+        match step {
+            MigrationStep::CreateTable { table } => {
+                if let Some(t) = new.table(table) {
+                    conn.ddl(&create_table_sql(t, table, d)).await?;
+                    for c in &t.columns {
+                        if let ColType::Ref(target) = &c.ty {
+                            fks.push((table.clone(), c.column.clone(), target.clone()));
+                        }
+                        if let Some(unique) = c.index_kind() {
+                            conn.ddl(&create_index_sql(table, &c.column, unique))
+                                .await?;
+                        }
+                    }
+                }
+            }
+            MigrationStep::AddColumn {
+                table,
+                column,
+                ty,
+                required,
+                ..
+            } => {
+                let Some(c) = new.table(table).and_then(|t| t.column(column)) else {
+                    continue;
+                };
+                match (required, placeholder_sql(model, ty, d)) {
+                    (true, Some(p)) => {
+                        conn.ddl(&format!(
+                            "ALTER TABLE {} ADD COLUMN {} DEFAULT {p}",
+                            q(table),
+                            column_def(c, d, false)
+                        ))
+                        .await?;
+                        conn.ddl(&format!(
+                            "ALTER TABLE {} ALTER COLUMN {} DROP DEFAULT",
+                            q(table),
+                            q(column)
+                        ))
+                        .await?;
+                    }
+                    _ => {
+                        conn.ddl(&format!(
+                            "ALTER TABLE {} ADD COLUMN {}",
+                            q(table),
+                            column_def(c, d, false)
+                        ))
+                        .await?;
+                    }
+                }
+                if let ColType::Ref(target) = ty {
+                    fks.push((table.clone(), column.clone(), target.clone()));
+                }
+            }
+            MigrationStep::CreateIndex {
+                table,
+                column,
+                unique,
+            } => {
+                conn.ddl(&create_index_sql(table, column, *unique)).await?;
+            }
+            MigrationStep::DropIndex {
+                table,
+                column,
+                unique,
+            } => {
+                conn.ddl(&format!(
+                    "DROP INDEX IF EXISTS {}",
+                    q(&index_name(table, column, *unique))
+                ))
+                .await?;
+            }
+            MigrationStep::SetOptional { table, column } => {
+                conn.ddl(&format!(
+                    "ALTER TABLE {} ALTER COLUMN {} DROP NOT NULL",
+                    q(table),
+                    q(column)
+                ))
+                .await?;
+            }
+            MigrationStep::SetRequired { table, column } => {
+                conn.ddl(&format!(
+                    "ALTER TABLE {} ALTER COLUMN {} SET NOT NULL",
+                    q(table),
+                    q(column)
+                ))
+                .await?;
+            }
+            MigrationStep::DropColumn { table, column } => {
+                conn.ddl(&format!(
+                    "ALTER TABLE {} DROP COLUMN {}",
+                    q(table),
+                    q(column)
+                ))
+                .await?;
+            }
+            MigrationStep::ChangeType {
+                table,
+                column,
+                from,
+                to,
+            } => {
+                if matches!(from, ColType::Ref(_)) {
+                    conn.ddl(&format!(
+                        "ALTER TABLE {} DROP CONSTRAINT IF EXISTS {}",
+                        q(table),
+                        q(&fk_name(table, column))
+                    ))
+                    .await?;
+                }
+                let base = to.sql_type(d).trim_end_matches(" COLLATE \"C\"");
+                let using = match (from.kind(), to.kind()) {
+                    (SqlKind::Json, SqlKind::Text | SqlKind::Date) => {
+                        format!("{} #>> '{{}}'", q(column))
+                    }
+                    (_, SqlKind::Json) => format!("to_jsonb({})", q(column)),
+                    _ => q(column),
+                };
+                conn.ddl(&format!(
+                    "ALTER TABLE {} ALTER COLUMN {} TYPE {} USING ({using})::{base}",
+                    q(table),
+                    q(column),
+                    to.sql_type(d),
+                ))
+                .await?;
+                if let ColType::Ref(target) = to {
+                    fks.push((table.clone(), column.clone(), target.clone()));
+                }
+            }
+            MigrationStep::DropTable { table } => {
+                conn.ddl(&format!("DROP TABLE {} CASCADE", q(table)))
+                    .await?;
+            }
+            MigrationStep::AddEnumValue { .. } | MigrationStep::RemoveEnumValue { .. } => {}
+        }
+    }
+    for (table, column, target) in fks {
+        conn.ddl(&add_fk_sql(&table, &column, &target)).await?;
+    }
+    Ok(())
+}
+
+/// The SQL that records `layout` as the applied version `version`.
+pub(crate) fn record_sql(
+    dialect: Dialect,
+    layout: &Layout,
+    version: u64,
+) -> Result<Built, StoreError> {
+    let text = serde_json::to_string(layout).map_err(StoreError::internal)?;
+    let now = time::OffsetDateTime::now_utc()
+        .format(&time::format_description::well_known::Rfc3339)
+        .map_err(StoreError::internal)?;
+    let sql = match dialect {
+        Dialect::Sqlite => format!(
+            "INSERT INTO {} (version, layout, applied_at) VALUES (?, ?, ?)",
+            q(SCHEMA_TABLE)
+        ),
+        Dialect::Postgres => format!(
+            "INSERT INTO {} (version, layout, applied_at) VALUES ($1, $2, $3)",
+            q(SCHEMA_TABLE)
+        ),
+    };
+    Ok(Built::raw(
+        sql,
+        vec![
+            sea_query::Value::BigInt(Some(i64::try_from(version).unwrap_or(i64::MAX))),
+            sea_query::Value::String(Some(text)),
+            sea_query::Value::String(Some(now)),
+        ],
+    ))
+}

@@ -1,0 +1,422 @@
+//! Filters, ordering and paging: the query vocabulary of GraphQL and REST,
+//! turned into SQL expressions for one entity.
+
+use gatehouse_schema::{Entity, Field, FieldKind, FilterOp, Model, ValueType};
+use sea_query::{Expr, ExprTrait, Func, NullOrdering, Order, SelectStatement};
+use serde_json::Value as Json;
+
+use crate::StoreError;
+use crate::value::{ColType, Dialect, SqlKind, check_scalar, to_sql, to_value};
+
+/// A filter expression over one entity's fields.
+///
+/// Comparisons follow SQL semantics for null: a comparison with a null field
+/// is not true, so `year_not: 1999` does not match rows whose `year` is null
+/// (use `IsNull` for those), and neither does `NOT(year: 1999)`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Filter {
+    /// Every sub-filter holds (an empty list always holds).
+    And(Vec<Filter>),
+    /// At least one sub-filter holds (an empty list never holds).
+    Or(Vec<Filter>),
+    /// The sub-filter does not hold.
+    Not(Box<Filter>),
+    /// One comparison of a stored field with a value.
+    Cmp {
+        /// GraphQL field name (a to-one relation compares its referenced id).
+        field: String,
+        /// Operator.
+        op: FilterOp,
+        /// Operand: a value of the field's type, a list of them for `In` /
+        /// `NotIn`, a Boolean for `IsNull`; `null` with `Eq` / `Not` means
+        /// "is null" / "is not null".
+        value: Json,
+    },
+}
+
+impl Filter {
+    /// A comparison (shorthand for [`Filter::Cmp`]).
+    pub fn cmp(field: impl Into<String>, op: FilterOp, value: impl Into<Json>) -> Filter {
+        Filter::Cmp {
+            field: field.into(),
+            op,
+            value: value.into(),
+        }
+    }
+
+    /// Equality (shorthand for [`Filter::Cmp`] with [`FilterOp::Eq`]).
+    pub fn eq(field: impl Into<String>, value: impl Into<Json>) -> Filter {
+        Filter::cmp(field, FilterOp::Eq, value)
+    }
+}
+
+/// One ordering key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderBy {
+    /// GraphQL field name of a stored, non-list field.
+    pub field: String,
+    /// Descending. Nulls sort as the largest value: last ascending, first descending.
+    pub desc: bool,
+}
+
+impl OrderBy {
+    /// Ascending on `field`.
+    pub fn asc(field: impl Into<String>) -> Self {
+        OrderBy {
+            field: field.into(),
+            desc: false,
+        }
+    }
+
+    /// Descending on `field`.
+    pub fn desc(field: impl Into<String>) -> Self {
+        OrderBy {
+            field: field.into(),
+            desc: true,
+        }
+    }
+}
+
+/// What to list: filter, order, page and selected fields.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ListQuery {
+    /// Rows must match this filter.
+    pub filter: Option<Filter>,
+    /// Ordering keys; `id` ascending is always added as the final tie-breaker.
+    pub order: Vec<OrderBy>,
+    /// At most this many rows (`None`: no limit; the API layers enforce their page sizes).
+    pub limit: Option<u64>,
+    /// Rows to skip.
+    pub offset: u64,
+    /// Fields to return (`None`: every stored field). `id` is always returned.
+    pub select: Option<Vec<String>>,
+}
+
+/// A stored field with its column type, resolved against the Model.
+#[derive(Debug, Clone)]
+pub(crate) struct Col<'m> {
+    pub field: &'m Field,
+    pub ty: ColType,
+}
+
+impl Col<'_> {
+    pub fn kind(&self) -> SqlKind {
+        self.ty.kind()
+    }
+}
+
+/// The stored fields of `entity`, or the selected ones (with `id` first).
+pub(crate) fn columns<'m>(
+    model: &'m Model,
+    entity: &'m Entity,
+    select: Option<&[String]>,
+) -> Result<Vec<Col<'m>>, StoreError> {
+    let mut cols = Vec::new();
+    match select {
+        None => {
+            for f in entity.stored_fields() {
+                if let Some(ty) = ColType::of(model, f) {
+                    cols.push(Col { field: f, ty });
+                }
+            }
+        }
+        Some(names) => {
+            cols.push(Col {
+                field: entity.field("id").ok_or_else(|| {
+                    StoreError::internal(format!("entity {} has no id", entity.name))
+                })?,
+                ty: ColType::Id,
+            });
+            for name in names {
+                if name == "id" || cols.iter().any(|c| c.field.name == *name) {
+                    continue;
+                }
+                let f = stored_field(entity, name)?;
+                if let Some(ty) = ColType::of(model, f) {
+                    cols.push(Col { field: f, ty });
+                }
+            }
+        }
+    }
+    Ok(cols)
+}
+
+/// The stored field `name` of `entity`, or an Invalid error naming it.
+pub(crate) fn stored_field<'m>(entity: &'m Entity, name: &str) -> Result<&'m Field, StoreError> {
+    match entity.field(name) {
+        Some(f) if f.is_stored() => Ok(f),
+        Some(_) => Err(StoreError::invalid(
+            name,
+            format!("is a relation list of {}, not a stored field", entity.name),
+        )),
+        None => Err(StoreError::invalid(
+            name,
+            format!("{} has no field `{name}`", entity.name),
+        )),
+    }
+}
+
+/// A column reference qualified by the entity's table.
+pub(crate) fn col(entity: &Entity, field: &Field) -> Expr {
+    Expr::col((entity.table.clone(), field.column.clone()))
+}
+
+fn quoted(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// Builds the SQL condition for `filter` on `entity`.
+pub(crate) fn condition(
+    model: &Model,
+    entity: &Entity,
+    dialect: Dialect,
+    filter: &Filter,
+) -> Result<Expr, StoreError> {
+    Ok(match filter {
+        Filter::And(parts) => {
+            let mut acc: Option<Expr> = None;
+            for p in parts {
+                let c = condition(model, entity, dialect, p)?;
+                acc = Some(match acc {
+                    None => c,
+                    Some(a) => a.and(c),
+                });
+            }
+            acc.unwrap_or_else(always_true)
+        }
+        Filter::Or(parts) => {
+            let mut acc: Option<Expr> = None;
+            for p in parts {
+                let c = condition(model, entity, dialect, p)?;
+                acc = Some(match acc {
+                    None => c,
+                    Some(a) => a.or(c),
+                });
+            }
+            acc.unwrap_or_else(always_false)
+        }
+        Filter::Not(inner) => condition(model, entity, dialect, inner)?.not(),
+        Filter::Cmp { field, op, value } => comparison(model, entity, dialect, field, *op, value)?,
+    })
+}
+
+fn always_true() -> Expr {
+    Expr::cust("1 = 1")
+}
+
+fn always_false() -> Expr {
+    Expr::cust("1 = 0")
+}
+
+fn comparison(
+    model: &Model,
+    entity: &Entity,
+    dialect: Dialect,
+    name: &str,
+    op: FilterOp,
+    value: &Json,
+) -> Result<Expr, StoreError> {
+    let field = stored_field(entity, name)?;
+    let ty =
+        ColType::of(model, field).ok_or_else(|| StoreError::invalid(name, "cannot be filtered"))?;
+    let elem = field
+        .filter_type()
+        .ok_or_else(|| StoreError::invalid(name, "cannot be filtered"))?;
+    let c = col(entity, field);
+    let is_list = matches!(field.kind, FieldKind::Value { list: Some(_), .. });
+    let arg = format!("{name}{}", op.suffix());
+    let unsupported = || {
+        StoreError::invalid(
+            &arg,
+            format!(
+                "the `{}` operator does not apply to {} fields",
+                op_name(op),
+                ty
+            ),
+        )
+    };
+
+    if op == FilterOp::IsNull {
+        return match value {
+            Json::Bool(true) => Ok(c.is_null()),
+            Json::Bool(false) => Ok(c.is_not_null()),
+            other => Err(StoreError::invalid(
+                &arg,
+                format!("expected a Boolean, got {other}"),
+            )),
+        };
+    }
+    if is_list {
+        if op != FilterOp::Contains {
+            return Err(unsupported());
+        }
+        let v = check_scalar(model, &arg, &elem, value)?;
+        return Ok(match dialect {
+            Dialect::Sqlite => Expr::cust_with_values(
+                format!(
+                    "EXISTS (SELECT 1 FROM json_each({}.{}) WHERE json_each.value = ?)",
+                    quoted(&entity.table),
+                    quoted(&field.column)
+                ),
+                [scalar_value(dialect, &elem, &v)],
+            ),
+            Dialect::Postgres => Expr::cust_with_exprs(
+                "$1 @> $2",
+                [
+                    c,
+                    Expr::val(sea_query::Value::Json(Some(Box::new(Json::Array(vec![v]))))),
+                ],
+            ),
+        });
+    }
+
+    let one = |v: &Json| -> Result<Expr, StoreError> {
+        let v = check_scalar(model, &arg, &elem, v)?;
+        Ok(to_sql(dialect, &ty, &v))
+    };
+    Ok(match op {
+        FilterOp::Eq if value.is_null() => c.is_null(),
+        FilterOp::Not if value.is_null() => c.is_not_null(),
+        FilterOp::Eq => c.eq(one(value)?),
+        FilterOp::Not => c.ne(one(value)?),
+        FilterOp::In | FilterOp::NotIn => {
+            let Json::Array(items) = value else {
+                return Err(StoreError::invalid(&arg, "expected a list"));
+            };
+            if items.is_empty() {
+                return Ok(if op == FilterOp::In {
+                    always_false()
+                } else {
+                    always_true()
+                });
+            }
+            let exprs = items.iter().map(one).collect::<Result<Vec<_>, _>>()?;
+            if op == FilterOp::In {
+                c.is_in(exprs)
+            } else {
+                c.is_not_in(exprs)
+            }
+        }
+        FilterOp::Lt | FilterOp::Lte | FilterOp::Gt | FilterOp::Gte => {
+            if !elem.is_ordered() {
+                return Err(unsupported());
+            }
+            let v = one(value)?;
+            match op {
+                FilterOp::Lt => c.lt(v),
+                FilterOp::Lte => c.lte(v),
+                FilterOp::Gt => c.gt(v),
+                _ => c.gte(v),
+            }
+        }
+        FilterOp::Contains | FilterOp::StartsWith | FilterOp::EndsWith => {
+            if !elem.is_text() {
+                return Err(unsupported());
+            }
+            // Functions rather than LIKE: no wildcard escaping, and the same
+            // case-sensitive semantics on both backends.
+            let v = check_scalar(model, &arg, &elem, value)?;
+            let p = || Expr::val(to_value(dialect, &ty, &v));
+            // (sea-query's `cust_with_exprs` leaves `$n` unreplaced for SQLite:
+            // plain function calls are used instead.)
+            let f = |name: &'static str, args: Vec<Expr>| Expr::from(Func::cust(name).args(args));
+            let len = |e: Expr| f("length", vec![e]);
+            match (op, dialect) {
+                (FilterOp::Contains, Dialect::Sqlite) => f("instr", vec![c, p()]).gt(0),
+                (FilterOp::Contains, Dialect::Postgres) => f("strpos", vec![c, p()]).gt(0),
+                (FilterOp::StartsWith, Dialect::Sqlite) => {
+                    f("substr", vec![c, Expr::val(1), len(p())]).eq(p())
+                }
+                (FilterOp::StartsWith, Dialect::Postgres) => f("left", vec![c, len(p())]).eq(p()),
+                // substr(c, length(c) - length(v) + 1) = v
+                (_, Dialect::Sqlite) => {
+                    f("substr", vec![c.clone(), len(c).sub(len(p())).add(1)]).eq(p())
+                }
+                (_, Dialect::Postgres) => f("right", vec![c, len(p())]).eq(p()),
+            }
+        }
+        FilterOp::IsNull => unreachable_is_null(),
+    })
+}
+
+#[allow(clippy::missing_const_for_fn)]
+fn unreachable_is_null() -> Expr {
+    // IsNull returns early above; kept total without a panic.
+    always_false()
+}
+
+fn scalar_value(dialect: Dialect, ty: &ValueType, v: &Json) -> sea_query::Value {
+    let ct = match ty {
+        ValueType::Enum(n) => ColType::Enum(n.clone()),
+        ValueType::Scalar(s) => match s {
+            gatehouse_schema::Scalar::Boolean => ColType::Boolean,
+            gatehouse_schema::Scalar::Date => ColType::Date,
+            gatehouse_schema::Scalar::Float => ColType::Float,
+            gatehouse_schema::Scalar::Int => ColType::Int,
+            gatehouse_schema::Scalar::Id | gatehouse_schema::Scalar::String => ColType::Text,
+        },
+    };
+    to_value(dialect, &ct, v)
+}
+
+fn op_name(op: FilterOp) -> &'static str {
+    match op {
+        FilterOp::Eq => "equals",
+        FilterOp::Not => "_not",
+        FilterOp::In => "_in",
+        FilterOp::NotIn => "_not_in",
+        FilterOp::Lt => "_lt",
+        FilterOp::Lte => "_lte",
+        FilterOp::Gt => "_gt",
+        FilterOp::Gte => "_gte",
+        FilterOp::Contains => "_contains",
+        FilterOp::StartsWith => "_starts_with",
+        FilterOp::EndsWith => "_ends_with",
+        FilterOp::IsNull => "_is_null",
+    }
+}
+
+/// The ordering expressions (with the id tie-breaker) as (expr, order, nulls).
+pub(crate) fn ordering(
+    entity: &Entity,
+    order: &[OrderBy],
+) -> Result<Vec<(Expr, Order, NullOrdering)>, StoreError> {
+    let mut out = Vec::with_capacity(order.len() + 1);
+    let mut has_id = false;
+    for o in order {
+        let f = stored_field(entity, &o.field)?;
+        if matches!(f.kind, FieldKind::Value { list: Some(_), .. }) {
+            return Err(StoreError::invalid(
+                &o.field,
+                "a list field cannot be ordered on",
+            ));
+        }
+        has_id |= matches!(f.kind, FieldKind::Id);
+        let (ord, nulls) = if o.desc {
+            (Order::Desc, NullOrdering::First)
+        } else {
+            (Order::Asc, NullOrdering::Last)
+        };
+        out.push((col(entity, f), ord, nulls));
+        if has_id {
+            break;
+        }
+    }
+    if !has_id {
+        let id = stored_field(entity, "id")?;
+        out.push((col(entity, id), Order::Asc, NullOrdering::Last));
+    }
+    Ok(out)
+}
+
+/// Applies `ordering` to a select, omitting NULLS clauses for `id` (never null).
+pub(crate) fn apply_order(
+    select: &mut SelectStatement,
+    entity: &Entity,
+    order: &[OrderBy],
+) -> Result<(), StoreError> {
+    for (expr, ord, nulls) in ordering(entity, order)? {
+        select.order_by_expr_with_nulls(expr, ord, nulls);
+    }
+    Ok(())
+}

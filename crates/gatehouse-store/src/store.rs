@@ -1,0 +1,908 @@
+//! The [`Store`]: every operation GraphQL and REST need, over either backend.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use gatehouse_schema::{ChangeKind, Entity, FieldKind, Model};
+use sea_query::{Expr, ExprTrait, Func, LockType, Order, Query, SelectStatement, WindowStatement};
+use serde_json::Value as Json;
+use sqlx::error::ErrorKind;
+use tokio::sync::broadcast;
+use tokio::task::JoinHandle;
+
+use crate::db::{Built, Conn, Db, DbRow, Pools};
+use crate::error::from_sqlx;
+use crate::feed::{self, ChangeEvent};
+use crate::migrate::{self, Layout, MigrationStep, q};
+use crate::query::{
+    Col, Filter, ListQuery, apply_order, col, columns, condition, ordering, stored_field,
+};
+use crate::value::{Dialect, SqlKind, check_field, check_keys, to_sql};
+use crate::{Row, StoreError};
+
+/// How to open a [`Store`].
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// Bring the tables to the Model on connect (default `true`). Set it to
+    /// `false` to inspect [`Store::plan`] without changing anything.
+    pub migrate: bool,
+    /// Apply destructive migration steps too (default `false`: they are refused
+    /// with [`StoreError::DestructiveMigration`] listing the plan).
+    pub allow_destructive: bool,
+    /// Pool size (default: 4 SQLite readers, 10 PostgreSQL connections).
+    pub max_connections: Option<u32>,
+    /// How long an operation waits for a free connection before failing with
+    /// [`StoreError::Unavailable`] (default 5 s).
+    pub acquire_timeout: Duration,
+    /// Events buffered per subscriber before a slow one starts missing them
+    /// (it then gets `RecvError::Lagged`). Default 1024.
+    pub event_capacity: usize,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            migrate: true,
+            allow_destructive: false,
+            max_connections: None,
+            acquire_timeout: Duration::from_secs(5),
+            event_capacity: 1024,
+        }
+    }
+}
+
+/// The storage of one gatehouse instance: rows of the Model's entities in
+/// SQLite or PostgreSQL, and the feed of their changes.
+///
+/// Cheap to clone (shared inside). Rows are JSON maps keyed by GraphQL field
+/// names (see [`Row`]); nothing here exposes SQL.
+#[derive(Debug, Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    db: Db,
+    model: Arc<Model>,
+    events: broadcast::Sender<ChangeEvent>,
+    /// This instance's id, carried by its PostgreSQL notifications.
+    origin: String,
+    listener: Option<JoinHandle<()>>,
+    /// The internal tables are known to exist (created by a migration or
+    /// [`Store::ensure_internal_tables`] of this instance).
+    internal_ready: AtomicBool,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(h) = &self.listener {
+            h.abort();
+        }
+    }
+}
+
+impl Store {
+    /// Opens the database at `url` (`sqlite://PATH`, created with its parent
+    /// directory when missing, or `postgres://...`) for `model`, and unless
+    /// `opts.migrate` is false brings its tables to the Model.
+    pub async fn connect(
+        url: &str,
+        model: Arc<Model>,
+        opts: StoreOptions,
+    ) -> Result<Store, StoreError> {
+        let db = Db::open(url, &opts).await?;
+        let (events, _) = broadcast::channel(opts.event_capacity.max(1));
+        let origin = uuid::Uuid::now_v7().to_string();
+        let listener = match &db.pools {
+            Pools::Postgres(pool) => {
+                let l = feed::listen(pool).await.map_err(from_sqlx)?;
+                Some(tokio::spawn(feed::run_listener(
+                    l,
+                    pool.clone(),
+                    origin.clone(),
+                    events.clone(),
+                )))
+            }
+            Pools::Sqlite { .. } => None,
+        };
+        let store = Store {
+            inner: Arc::new(Inner {
+                db,
+                model,
+                events,
+                origin,
+                listener,
+                internal_ready: AtomicBool::new(false),
+            }),
+        };
+        if opts.migrate {
+            store.migrate(opts.allow_destructive).await?;
+        }
+        Ok(store)
+    }
+
+    /// The Model the store serves.
+    pub fn model(&self) -> &Arc<Model> {
+        &self.inner.model
+    }
+
+    /// `"sqlite"` or `"postgres"`.
+    pub fn backend(&self) -> &'static str {
+        match self.dialect() {
+            Dialect::Sqlite => "sqlite",
+            Dialect::Postgres => "postgres",
+        }
+    }
+
+    /// How many SQL statements the store has sent since it was opened
+    /// (queries and writes, not transaction control or DDL). Tests use it to
+    /// prove that relation loading is batched.
+    pub fn statements(&self) -> u64 {
+        self.inner.db.statements.load(Ordering::Relaxed)
+    }
+
+    /// A receiver of every change committed from now on (bounded: see
+    /// [`StoreOptions::event_capacity`]). With PostgreSQL it also receives
+    /// changes written by other instances on the same database.
+    pub fn subscribe(&self) -> broadcast::Receiver<ChangeEvent> {
+        self.inner.events.subscribe()
+    }
+
+    /// Checks that the database answers (for `/readyz`).
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        let mut c = self.inner.db.read().await?;
+        c.conn().ping().await.map_err(from_sqlx)
+    }
+
+    /// Closes the connection pools; later operations fail with `Unavailable`.
+    pub async fn close(&self) {
+        // The listener holds a pooled connection: stop it first, or closing
+        // the pool would wait for that connection forever.
+        if let Some(h) = &self.inner.listener {
+            h.abort();
+        }
+        self.inner.db.close().await;
+    }
+
+    fn dialect(&self) -> Dialect {
+        self.inner.db.dialect()
+    }
+
+    /// The connection pools, for the internal tables' repositories.
+    pub(crate) fn db(&self) -> &Db {
+        &self.inner.db
+    }
+
+    /// Creates the internal tables when missing, one instance at a time (the
+    /// same lock as [`Store::migrate`]). `connect` does this when it migrates;
+    /// this covers stores opened with `migrate: false`.
+    pub(crate) async fn ensure_internal_tables(&self) -> Result<(), StoreError> {
+        if self.inner.internal_ready.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let d = self.dialect();
+        let mut tx = self.inner.db.begin().await?;
+        let mut c = tx.conn();
+        if d == Dialect::Postgres {
+            c.ddl("SELECT pg_advisory_xact_lock(7428190341)")
+                .await
+                .map_err(from_sqlx)?;
+        }
+        migrate::ensure_internal(&mut c, d)
+            .await
+            .map_err(from_sqlx)?;
+        tx.commit().await.map_err(from_sqlx)?;
+        self.inner.internal_ready.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    fn entity(&self, name: &str) -> Result<&Entity, StoreError> {
+        self.inner
+            .model
+            .entity(name)
+            .ok_or_else(|| StoreError::invalid(name, format!("unknown entity `{name}`")))
+    }
+
+    // ---------------------------------------------------------------- migration
+
+    /// The steps that would bring the tables to the Model (empty when they match).
+    pub async fn plan(&self) -> Result<Vec<MigrationStep>, StoreError> {
+        let mut pooled = self.inner.db.write().await?;
+        let mut c = pooled.conn();
+        migrate::ensure_internal(&mut c, self.dialect())
+            .await
+            .map_err(from_sqlx)?;
+        let (steps, _, _) = self.compute_plan(&mut c).await?;
+        Ok(steps)
+    }
+
+    /// The applied layout version (0 before the first migration).
+    pub async fn schema_version(&self) -> Result<u64, StoreError> {
+        let mut pooled = self.inner.db.write().await?;
+        let mut c = pooled.conn();
+        migrate::ensure_internal(&mut c, self.dialect())
+            .await
+            .map_err(from_sqlx)?;
+        Ok(migrate::recorded(&mut c).await?.1)
+    }
+
+    async fn compute_plan(
+        &self,
+        c: &mut Conn<'_>,
+    ) -> Result<(Vec<MigrationStep>, Layout, u64), StoreError> {
+        let (old, version) = migrate::recorded(c).await?;
+        let new = Layout::from_model(&self.inner.model);
+        let mut nonempty = std::collections::BTreeSet::new();
+        for t in migrate::tables_needing_row_check(&old, &new) {
+            if migrate::has_rows(c, &t).await? {
+                nonempty.insert(t);
+            }
+        }
+        let steps = migrate::plan(&old, &new, &|t| nonempty.contains(t));
+        Ok((steps, new, version))
+    }
+
+    /// Brings the tables to the Model in one transaction and returns the
+    /// steps applied. Destructive steps are refused unless `allow_destructive`.
+    pub async fn migrate(&self, allow_destructive: bool) -> Result<Vec<MigrationStep>, StoreError> {
+        match self.dialect() {
+            Dialect::Sqlite => {
+                let mut pooled = self.inner.db.write().await?;
+                let mut c = pooled.conn();
+                // Table rebuilds drop and rename tables that others reference:
+                // foreign keys are switched off around the transaction (the
+                // pragma is a no-op inside one) and checked before commit.
+                c.ddl("PRAGMA foreign_keys = OFF")
+                    .await
+                    .map_err(from_sqlx)?;
+                let result = self.migrate_in(&mut c, allow_destructive).await;
+                let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+                let ended = c.ddl(end).await;
+                c.ddl("PRAGMA foreign_keys = ON").await.map_err(from_sqlx)?;
+                let steps = result?;
+                ended.map_err(from_sqlx)?;
+                self.inner.internal_ready.store(true, Ordering::Release);
+                Ok(steps)
+            }
+            Dialect::Postgres => {
+                let mut tx = self.inner.db.begin().await?;
+                let steps = self.migrate_in(&mut tx.conn(), allow_destructive).await?;
+                tx.commit().await.map_err(from_sqlx)?;
+                self.inner.internal_ready.store(true, Ordering::Release);
+                Ok(steps)
+            }
+        }
+    }
+
+    async fn migrate_in(
+        &self,
+        c: &mut Conn<'_>,
+        allow_destructive: bool,
+    ) -> Result<Vec<MigrationStep>, StoreError> {
+        let d = self.dialect();
+        match d {
+            Dialect::Sqlite => c.ddl("BEGIN IMMEDIATE").await.map_err(from_sqlx)?,
+            // Instances starting together on one database migrate one at a time.
+            Dialect::Postgres => c
+                .ddl("SELECT pg_advisory_xact_lock(7428190341)")
+                .await
+                .map_err(from_sqlx)?,
+        }
+        migrate::ensure_internal(c, d).await.map_err(from_sqlx)?;
+        let (steps, new, version) = self.compute_plan(c).await?;
+        if steps.iter().any(MigrationStep::is_destructive) && !allow_destructive {
+            return Err(StoreError::DestructiveMigration {
+                steps: steps.iter().map(ToString::to_string).collect(),
+            });
+        }
+        if steps.is_empty() && version > 0 {
+            return Ok(steps);
+        }
+        let (old, _) = migrate::recorded(c).await?;
+        migrate::apply(c, d, &self.inner.model, &old, &new, &steps)
+            .await
+            .map_err(migration_error)?;
+        if d == Dialect::Sqlite {
+            let bad = c
+                .fetch(Built::raw("PRAGMA foreign_key_check", vec![]), &[])
+                .await
+                .map_err(from_sqlx)?;
+            if !bad.is_empty() {
+                return Err(StoreError::conflict(
+                    "migration failed: rows would reference missing rows after it",
+                ));
+            }
+        }
+        c.execute(migrate::record_sql(d, &new, version + 1)?)
+            .await
+            .map_err(from_sqlx)?;
+        tracing::info!(
+            version = version + 1,
+            steps = steps.len(),
+            "schema migrated"
+        );
+        Ok(steps)
+    }
+
+    // ---------------------------------------------------------------- reads
+
+    /// The row of `entity` with `id`, or `None`.
+    pub async fn get(&self, entity: &str, id: &str) -> Result<Option<Row>, StoreError> {
+        let e = self.entity(entity)?;
+        let cols = columns(&self.inner.model, e, None)?;
+        let mut s = self.select(e, &cols);
+        s.and_where(col(e, id_field(e)?).eq(id));
+        let rows = self
+            .fetch_read(Built::of(self.dialect(), &s), &kinds(&cols))
+            .await?;
+        Ok(rows.into_iter().next().map(|r| to_row(&cols, r)))
+    }
+
+    /// The rows of `entity` whose ids are in `ids`, by id, in one statement
+    /// (the to-one batch of a relation). Missing ids are absent from the map.
+    pub async fn get_many(
+        &self,
+        entity: &str,
+        ids: &[String],
+    ) -> Result<HashMap<String, Row>, StoreError> {
+        let e = self.entity(entity)?;
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let cols = columns(&self.inner.model, e, None)?;
+        let mut s = self.select(e, &cols);
+        s.and_where(col(e, id_field(e)?).is_in(ids.iter().map(|i| Expr::val(i.as_str()))));
+        let rows = self
+            .fetch_read(Built::of(self.dialect(), &s), &kinds(&cols))
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| to_row(&cols, r))
+            .filter_map(|r| Some((r.get("id")?.as_str()?.to_string(), r)))
+            .collect())
+    }
+
+    /// The rows of `entity` that match `query`, ordered and paged.
+    pub async fn list(&self, entity: &str, query: &ListQuery) -> Result<Vec<Row>, StoreError> {
+        let e = self.entity(entity)?;
+        let cols = columns(&self.inner.model, e, query.select.as_deref())?;
+        let mut s = self.select(e, &cols);
+        if let Some(f) = &query.filter {
+            s.and_where(condition(&self.inner.model, e, self.dialect(), f)?);
+        }
+        apply_order(&mut s, e, &query.order)?;
+        if query.limit == Some(0) {
+            return Ok(Vec::new());
+        }
+        if let Some(l) = query.limit {
+            s.limit(l);
+        }
+        if query.offset > 0 {
+            if query.limit.is_none() && self.dialect() == Dialect::Sqlite {
+                // SQLite has no OFFSET without LIMIT.
+                s.limit(i64::MAX as u64);
+            }
+            s.offset(query.offset);
+        }
+        let rows = self
+            .fetch_read(Built::of(self.dialect(), &s), &kinds(&cols))
+            .await?;
+        Ok(rows.into_iter().map(|r| to_row(&cols, r)).collect())
+    }
+
+    /// How many rows of `entity` match `filter` (all of them for `None`).
+    pub async fn count(&self, entity: &str, filter: Option<&Filter>) -> Result<u64, StoreError> {
+        let e = self.entity(entity)?;
+        let mut s = Query::select();
+        s.expr(Expr::cust("COUNT(*)")).from(e.table.clone());
+        if let Some(f) = filter {
+            s.and_where(condition(&self.inner.model, e, self.dialect(), f)?);
+        }
+        let rows = self
+            .fetch_read(Built::of(self.dialect(), &s), &[SqlKind::Count])
+            .await?;
+        Ok(rows
+            .first()
+            .and_then(|r| r.first())
+            .and_then(Json::as_u64)
+            .unwrap_or(0))
+    }
+
+    /// The to-many batch of a relation: the rows of `entity` whose to-one
+    /// field `via` references one of `parent_ids`, grouped by parent, in ONE
+    /// statement whatever the number of parents. `query`'s filter, order,
+    /// limit and offset apply per parent (via `ROW_NUMBER() OVER (PARTITION
+    /// BY ...)` when paged). Every parent id is a key of the result.
+    ///
+    /// For `Author.books` (the inverse of `Book.author`): `load_children("Book", "author", ...)`.
+    pub async fn load_children(
+        &self,
+        entity: &str,
+        via: &str,
+        parent_ids: &[String],
+        query: &ListQuery,
+    ) -> Result<HashMap<String, Vec<Row>>, StoreError> {
+        let e = self.entity(entity)?;
+        let via_field = stored_field(e, via)?;
+        if !matches!(via_field.kind, FieldKind::ToOne { .. }) {
+            return Err(StoreError::invalid(via, "is not a to-one relation"));
+        }
+        let mut out: HashMap<String, Vec<Row>> =
+            parent_ids.iter().map(|p| (p.clone(), Vec::new())).collect();
+        if parent_ids.is_empty() || query.limit == Some(0) {
+            return Ok(out);
+        }
+        let d = self.dialect();
+        let cols = columns(&self.inner.model, e, query.select.as_deref())?;
+        let fk = col(e, via_field);
+        let mut inner = Query::select();
+        inner.from(e.table.clone());
+        for c in &cols {
+            inner.expr_as(col(e, c.field), format!("c_{}", c.field.column));
+        }
+        inner.expr_as(fk.clone(), "_gh_parent");
+        inner.and_where(
+            fk.clone()
+                .is_in(parent_ids.iter().map(|i| Expr::val(i.as_str()))),
+        );
+        if let Some(f) = &query.filter {
+            inner.and_where(condition(&self.inner.model, e, d, f)?);
+        }
+        let paged = query.limit.is_some() || query.offset > 0;
+        let stmt: SelectStatement = if paged {
+            let mut w = WindowStatement::partition_by((e.table.clone(), via_field.column.clone()));
+            for (expr, ord, nulls) in ordering(e, &query.order)? {
+                w.order_by_expr_with_nulls(expr, ord, nulls);
+            }
+            inner.expr_window_as(Func::cust("ROW_NUMBER"), w, "_gh_rn");
+            let mut outer = Query::select();
+            for c in &cols {
+                outer.column(format!("c_{}", c.field.column));
+            }
+            outer.column("_gh_parent");
+            outer.from_subquery(inner, "_gh_sub");
+            let lo = query.offset;
+            outer.and_where(
+                Expr::col("_gh_rn").gt(Expr::val(i64::try_from(lo).unwrap_or(i64::MAX))),
+            );
+            if let Some(l) = query.limit {
+                let hi = lo.saturating_add(l);
+                outer.and_where(
+                    Expr::col("_gh_rn").lte(Expr::val(i64::try_from(hi).unwrap_or(i64::MAX))),
+                );
+            }
+            outer
+                .order_by("_gh_parent", Order::Asc)
+                .order_by("_gh_rn", Order::Asc);
+            outer
+        } else {
+            apply_order(&mut inner, e, &query.order)?;
+            inner
+        };
+        let mut ks = kinds(&cols);
+        ks.push(SqlKind::Text);
+        let rows = self.fetch_read(Built::of(d, &stmt), &ks).await?;
+        for mut r in rows {
+            let parent = r.pop().and_then(|p| p.as_str().map(str::to_string));
+            if let Some(list) = parent.and_then(|p| out.get_mut(&p)) {
+                list.push(to_row(&cols, r));
+            }
+        }
+        Ok(out)
+    }
+
+    // ---------------------------------------------------------------- writes
+
+    /// Inserts a row and returns it as stored. The id is a new UUIDv7 unless
+    /// `row` gives one; a taken id or `@unique` value is a `Conflict`; a
+    /// reference to a missing row is `Invalid` naming the field.
+    pub async fn insert(&self, entity: &str, row: Row) -> Result<Row, StoreError> {
+        let e = self.entity(entity)?;
+        let row = self.full_row(e, &row, None)?;
+        let d = self.dialect();
+        let cols = columns(&self.inner.model, e, None)?;
+        let mut ins = Query::insert();
+        ins.into_table(e.table.clone())
+            .columns(cols.iter().map(|c| c.field.column.clone()));
+        ins.values(
+            cols.iter()
+                .map(|c| to_sql(d, &c.ty, row.get(&c.field.name).unwrap_or(&Json::Null))),
+        )
+        .map_err(StoreError::internal)?;
+        let id = row_id(&row);
+        let ev = ChangeEvent {
+            entity: e.name.clone(),
+            kind: ChangeKind::Created,
+            id,
+            new: Some(row.clone()),
+            old: None,
+        };
+        let mut tx = self.inner.db.begin().await?;
+        if let Err(err) = tx.conn().execute(Built::of(d, &ins)).await {
+            drop(tx);
+            return Err(self.write_error(e, err, Some(&row), None).await);
+        }
+        self.commit(tx, ev).await?;
+        Ok(row)
+    }
+
+    /// Partial update: fields in `patch` are set (explicit null clears),
+    /// omitted ones are untouched. `NotFound` when there is no such row;
+    /// `Invalid` naming the field when a required field is set to null.
+    pub async fn update(&self, entity: &str, id: &str, patch: Row) -> Result<Row, StoreError> {
+        let e = self.entity(entity)?;
+        check_keys(e, &patch)?;
+        let mut values = Row::new();
+        for (k, v) in &patch {
+            let f = stored_field(e, k)?;
+            if matches!(f.kind, FieldKind::Id) {
+                if v.as_str() != Some(id) {
+                    return Err(StoreError::invalid(
+                        "id",
+                        "the id of a row cannot be changed",
+                    ));
+                }
+                continue;
+            }
+            values.insert(k.clone(), check_field(&self.inner.model, f, v)?);
+        }
+        self.write_existing(e, id, values, false).await
+    }
+
+    /// Whole replacement: every field takes its value from `row` (omitted
+    /// nullable fields become null). `row` may repeat the id but not change it.
+    pub async fn replace(&self, entity: &str, id: &str, row: Row) -> Result<Row, StoreError> {
+        let e = self.entity(entity)?;
+        let full = self.full_row(e, &row, Some(id))?;
+        let values = full.into_iter().filter(|(k, _)| k != "id").collect();
+        self.write_existing(e, id, values, true).await
+    }
+
+    async fn write_existing(
+        &self,
+        e: &Entity,
+        id: &str,
+        values: Row,
+        whole: bool,
+    ) -> Result<Row, StoreError> {
+        let d = self.dialect();
+        let cols = columns(&self.inner.model, e, None)?;
+        let idf = id_field(e)?;
+        let mut sel = self.select(e, &cols);
+        sel.and_where(col(e, idf).eq(id));
+        if d == Dialect::Postgres {
+            sel.lock(LockType::Update);
+        }
+        let mut tx = self.inner.db.begin().await?;
+        let old = tx
+            .conn()
+            .fetch(Built::of(d, &sel), &kinds(&cols))
+            .await
+            .map_err(from_sqlx)?
+            .into_iter()
+            .next()
+            .map(|r| to_row(&cols, r))
+            .ok_or(StoreError::NotFound)?;
+        if values.is_empty() {
+            return Ok(old);
+        }
+        let mut new = old.clone();
+        let mut upd = Query::update();
+        upd.table(e.table.clone());
+        let mut sets = Vec::new();
+        for c in &cols {
+            if let Some(v) = values.get(&c.field.name) {
+                sets.push((c.field.column.clone(), to_sql(d, &c.ty, v)));
+                new.insert(c.field.name.clone(), v.clone());
+            }
+        }
+        debug_assert!(whole || sets.len() == values.len());
+        upd.values(sets)
+            .and_where(Expr::col(idf.column.clone()).eq(id));
+        if let Err(err) = tx.conn().execute(Built::of(d, &upd)).await {
+            drop(tx);
+            return Err(self.write_error(e, err, Some(&values), None).await);
+        }
+        let ev = ChangeEvent {
+            entity: e.name.clone(),
+            kind: ChangeKind::Updated,
+            id: id.to_string(),
+            new: Some(new.clone()),
+            old: Some(old),
+        };
+        self.commit(tx, ev).await?;
+        Ok(new)
+    }
+
+    /// Deletes the row and returns it (`None` when there was none). Deleting a
+    /// row that other rows reference is a `Conflict` naming the referencing field.
+    pub async fn delete(&self, entity: &str, id: &str) -> Result<Option<Row>, StoreError> {
+        let e = self.entity(entity)?;
+        let d = self.dialect();
+        let cols = columns(&self.inner.model, e, None)?;
+        let mut del = Query::delete();
+        del.from_table(e.table.clone())
+            .and_where(Expr::col(id_field(e)?.column.clone()).eq(id))
+            .returning(Query::returning().columns(cols.iter().map(|c| c.field.column.clone())));
+        let mut tx = self.inner.db.begin().await?;
+        let rows = match tx.conn().fetch(Built::of(d, &del), &kinds(&cols)).await {
+            Ok(rows) => rows,
+            Err(err) => {
+                drop(tx);
+                return Err(self.write_error(e, err, None, Some(id)).await);
+            }
+        };
+        let Some(old) = rows.into_iter().next().map(|r| to_row(&cols, r)) else {
+            return Ok(None);
+        };
+        let ev = ChangeEvent {
+            entity: e.name.clone(),
+            kind: ChangeKind::Deleted,
+            id: id.to_string(),
+            new: None,
+            old: Some(old.clone()),
+        };
+        self.commit(tx, ev).await?;
+        Ok(Some(old))
+    }
+
+    // ---------------------------------------------------------------- helpers
+
+    fn select(&self, e: &Entity, cols: &[Col<'_>]) -> SelectStatement {
+        let mut s = Query::select();
+        s.from(e.table.clone());
+        for c in cols {
+            s.expr(col(e, c.field));
+        }
+        s
+    }
+
+    async fn fetch_read(&self, q: Built, ks: &[SqlKind]) -> Result<Vec<DbRow>, StoreError> {
+        let mut c = self.inner.db.read().await?;
+        c.conn().fetch(q, ks).await.map_err(from_sqlx)
+    }
+
+    /// Validates a whole row (insert, replace) and returns it canonical, with an id.
+    fn full_row(&self, e: &Entity, row: &Row, fixed_id: Option<&str>) -> Result<Row, StoreError> {
+        check_keys(e, row)?;
+        let model = &self.inner.model;
+        let mut out = Row::new();
+        for f in e.stored_fields() {
+            let given = row.get(&f.name).unwrap_or(&Json::Null);
+            let v = if matches!(f.kind, FieldKind::Id) {
+                match (given, fixed_id) {
+                    (Json::Null, Some(id)) => Json::String(id.to_string()),
+                    (Json::Null, None) => Json::String(uuid::Uuid::now_v7().to_string()),
+                    (v, Some(id)) if v.as_str() != Some(id) => {
+                        return Err(StoreError::invalid(
+                            "id",
+                            "the id of a row cannot be changed",
+                        ));
+                    }
+                    (v, _) => check_field(model, f, v)?,
+                }
+            } else {
+                check_field(model, f, given)?
+            };
+            out.insert(f.name.clone(), v);
+        }
+        Ok(out)
+    }
+
+    /// Notifies other instances (PostgreSQL, inside the transaction), commits,
+    /// then publishes locally.
+    async fn commit(&self, mut tx: crate::db::Tx, ev: ChangeEvent) -> Result<(), StoreError> {
+        if self.dialect() == Dialect::Postgres {
+            let origin = &self.inner.origin;
+            let mut payload = feed::payload(origin, &ev);
+            let mut c = tx.conn();
+            if payload.len() > feed::MAX_NOTIFY_BYTES {
+                let rows = c
+                    .fetch(
+                        Built::raw(
+                            format!(
+                                "INSERT INTO {} (payload) VALUES ($1) RETURNING id",
+                                q(migrate::EVENTS_TABLE)
+                            ),
+                            vec![sea_query::Value::String(Some(payload))],
+                        ),
+                        &[SqlKind::Count],
+                    )
+                    .await
+                    .map_err(from_sqlx)?;
+                let id = rows
+                    .first()
+                    .and_then(|r| r.first())
+                    .and_then(Json::as_i64)
+                    .unwrap_or(0);
+                c.execute(Built::raw(
+                    format!(
+                        "DELETE FROM {} WHERE created_at < now() - interval '1 hour'",
+                        q(migrate::EVENTS_TABLE)
+                    ),
+                    vec![],
+                ))
+                .await
+                .map_err(from_sqlx)?;
+                payload = feed::reference(origin, id);
+            }
+            c.fetch(
+                Built::raw(
+                    "SELECT pg_notify($1, $2)",
+                    vec![
+                        sea_query::Value::String(Some(feed::CHANNEL.to_string())),
+                        sea_query::Value::String(Some(payload)),
+                    ],
+                ),
+                &[],
+            )
+            .await
+            .map_err(from_sqlx)?;
+        }
+        tx.commit().await.map_err(from_sqlx)?;
+        let _ = self.inner.events.send(ev);
+        Ok(())
+    }
+
+    /// Classifies a failed write by the database's error code (sqlx maps
+    /// SQLite extended codes and PostgreSQL SQLSTATEs to the same kinds), then
+    /// finds the field concerned to name it in the error.
+    async fn write_error(
+        &self,
+        e: &Entity,
+        err: sqlx::Error,
+        row: Option<&Row>,
+        deleting: Option<&str>,
+    ) -> StoreError {
+        let sqlx::Error::Database(db) = &err else {
+            return from_sqlx(err);
+        };
+        match kind_of(db.as_ref()) {
+            ErrorKind::UniqueViolation => {
+                let column = match db.constraint() {
+                    // PostgreSQL names the constraint: `<table>_<column>_key` / `<table>_pkey`.
+                    Some(name) => e
+                        .stored_fields()
+                        .find(|f| {
+                            name == format!("{}_{}_key", e.table, f.column)
+                                || (matches!(f.kind, FieldKind::Id)
+                                    && name == format!("{}_pkey", e.table))
+                        })
+                        .map(|f| f.column.clone()),
+                    // SQLite only says it in the message: "UNIQUE constraint failed: table.column".
+                    None => db
+                        .message()
+                        .rsplit(": ")
+                        .next()
+                        .and_then(|s| s.split(", ").next())
+                        .and_then(|s| s.rsplit('.').next())
+                        .map(str::to_string),
+                };
+                let field = column.and_then(|c| e.stored_fields().find(|f| f.column == c));
+                match field {
+                    Some(f) if matches!(f.kind, FieldKind::Id) => {
+                        let id = row
+                            .and_then(|r| r.get("id"))
+                            .and_then(Json::as_str)
+                            .unwrap_or("");
+                        StoreError::conflict(format!("a {} with id `{id}` already exists", e.name))
+                    }
+                    Some(f) => StoreError::conflict(format!(
+                        "{}.{} must be unique: another {} already has this value",
+                        e.name, f.name, e.name
+                    )),
+                    None => StoreError::conflict(format!(
+                        "a unique value of {} is already taken",
+                        e.name
+                    )),
+                }
+            }
+            ErrorKind::ForeignKeyViolation => {
+                if let Some(id) = deleting {
+                    return self.referenced_conflict(e, id).await;
+                }
+                if let Some(row) = row {
+                    for f in e.stored_fields() {
+                        let (FieldKind::ToOne { target }, Some(Json::String(v))) =
+                            (&f.kind, row.get(&f.name))
+                        else {
+                            continue;
+                        };
+                        match self.get(target, v).await {
+                            Ok(None) => {
+                                return StoreError::invalid(
+                                    &f.name,
+                                    format!("there is no {target} with id `{v}`"),
+                                );
+                            }
+                            Ok(Some(_)) => {}
+                            Err(other) => return other,
+                        }
+                    }
+                }
+                StoreError::invalid(&e.name, "a referenced row does not exist")
+            }
+            _ => from_sqlx(err),
+        }
+    }
+
+    async fn referenced_conflict(&self, e: &Entity, id: &str) -> StoreError {
+        for child in &self.inner.model.entities {
+            for f in child.stored_fields() {
+                let FieldKind::ToOne { target } = &f.kind else {
+                    continue;
+                };
+                if *target != e.name {
+                    continue;
+                }
+                let mut s = Query::select();
+                s.expr(Expr::cust("1"))
+                    .from(child.table.clone())
+                    .and_where(col(child, f).eq(id))
+                    .limit(1);
+                match self.fetch_read(Built::of(self.dialect(), &s), &[]).await {
+                    Ok(rows) if !rows.is_empty() => {
+                        return StoreError::conflict(format!(
+                            "cannot delete {} `{id}`: {} rows still reference it through `{}`",
+                            e.name, child.name, f.name
+                        ));
+                    }
+                    Ok(_) => {}
+                    Err(other) => return other,
+                }
+            }
+        }
+        StoreError::conflict(format!(
+            "cannot delete {} `{id}`: other rows still reference it",
+            e.name
+        ))
+    }
+}
+
+fn id_field(e: &Entity) -> Result<&gatehouse_schema::Field, StoreError> {
+    e.fields
+        .iter()
+        .find(|f| matches!(f.kind, FieldKind::Id))
+        .ok_or_else(|| StoreError::internal(format!("entity {} has no id field", e.name)))
+}
+
+fn row_id(row: &Row) -> String {
+    row.get("id")
+        .and_then(Json::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn kinds(cols: &[Col<'_>]) -> Vec<SqlKind> {
+    cols.iter().map(Col::kind).collect()
+}
+
+fn to_row(cols: &[Col<'_>], values: DbRow) -> Row {
+    cols.iter()
+        .zip(values)
+        .map(|(c, v)| (c.field.name.clone(), v))
+        .collect()
+}
+
+/// The kind of a constraint violation, by error code. Beyond what sqlx maps,
+/// SQLite reports `ON DELETE RESTRICT` as SQLITE_CONSTRAINT_TRIGGER (1811):
+/// the store creates no triggers, so that code is always a restricted delete.
+fn kind_of(db: &dyn sqlx::error::DatabaseError) -> ErrorKind {
+    match db.kind() {
+        ErrorKind::Other if db.code().as_deref() == Some("1811") => ErrorKind::ForeignKeyViolation,
+        k => k,
+    }
+}
+
+fn migration_error(e: sqlx::Error) -> StoreError {
+    match &e {
+        sqlx::Error::Database(db) => {
+            tracing::warn!(error = %db, "migration step failed");
+            StoreError::conflict(format!("migration failed: {}", db.message()))
+        }
+        _ => from_sqlx(e),
+    }
+}

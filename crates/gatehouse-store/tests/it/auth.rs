@@ -1,0 +1,721 @@
+//! `SqlAuthRepo` against `MemoryRepo`, the reference semantics: one case per
+//! `AuthRepo` method, each run on `MemoryRepo` and on every backend and
+//! required to give the same transcript. Then what only a database can show:
+//! racing refresh-token use across two instances, two `AuthServer`s over one
+//! database, and a restart keeping issued tokens valid.
+
+use std::sync::Arc;
+
+use gatehouse_auth::{
+    AuthConfig, AuthRepo, AuthServer, ClientRecord, Clock, Error, KeyRecord, MemoryRepo, NewClient,
+    SystemClock, SystemRandom, TokenKind, TokenRecord, UserRecord,
+};
+use gatehouse_store::{SqlAuthRepo, Store, StoreOptions};
+
+use crate::common::{SDL, databases};
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+fn client(id: &str, t: i64) -> ClientRecord {
+    ClientRecord {
+        client_id: id.into(),
+        // Zero and high bytes: the hash must come back byte for byte.
+        secret_hash: vec![0, 1, 0x7f, 0x80, 0xff, t as u8],
+        grants: strings(&["password", "refresh_token"]),
+        scopes: strings(&["read", "write"]),
+        audiences: vec![],
+        created_at: t,
+        updated_at: t,
+    }
+}
+
+fn user(name: &str, t: i64) -> UserRecord {
+    UserRecord {
+        username: name.into(),
+        password_hash: format!("$argon2id$v=19$m=19456,t=2,p=1$c2FsdA${name}"),
+        scopes: strings(&["read"]),
+        created_at: t,
+        updated_at: t,
+    }
+}
+
+fn key(kid: &str, t: i64) -> KeyRecord {
+    KeyRecord {
+        kid: kid.into(),
+        alg: "EdDSA".into(),
+        public_jwk: format!(r#"{{"kty":"OKP","crv":"Ed25519","x":"{kid}"}}"#),
+        private_sealed: vec![0, 0xff, 3, t as u8],
+        created_at: t,
+        retired_at: None,
+        publish_until: None,
+    }
+}
+
+fn token(id: &str, kind: TokenKind, family: &str, client: &str, user: Option<&str>) -> TokenRecord {
+    TokenRecord {
+        id: id.into(),
+        kind,
+        subject: user.unwrap_or(client).into(),
+        username: user.map(str::to_string),
+        client_id: client.into(),
+        scope: strings(&["read", "offline_access"]),
+        audience: strings(&["https://api.test"]),
+        issued_at: 1_000,
+        expires_at: 5_000,
+        revoked: false,
+        family_id: family.into(),
+        parent_id: None,
+        used_at: None,
+        successor_id: None,
+    }
+}
+
+/// Runs `$body` with `$r: &dyn AuthRepo` on `MemoryRepo`, then on a
+/// `SqlAuthRepo` per backend; the body's value (a transcript) must be equal.
+macro_rules! same_as_memory {
+    ($name:ident, |$r:ident| $body:block) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            let memory = MemoryRepo::new();
+            let expected = {
+                let $r: &dyn AuthRepo = &memory;
+                $body
+            };
+            for db in databases().await {
+                eprintln!("{}: {}", stringify!($name), db.backend());
+                let store = db.open(SDL).await;
+                let repo = SqlAuthRepo::new(store.clone());
+                let got = {
+                    let $r: &dyn AuthRepo = &repo;
+                    $body
+                };
+                assert_eq!(got, expected, "{}: differs from MemoryRepo", db.backend());
+                store.close().await;
+            }
+        }
+    };
+}
+
+// ------------------------------------------------------------------ clients
+
+same_as_memory!(get_client, |r| {
+    let before = r.get_client("app").await.unwrap();
+    let c = client("app", 10);
+    r.upsert_client(&c).await.unwrap();
+    let after = r.get_client("app").await.unwrap();
+    assert_eq!(after.as_ref(), Some(&c), "round trip");
+    (before, after, r.get_client("APP").await.unwrap())
+});
+
+same_as_memory!(upsert_client, |r| {
+    r.upsert_client(&client("app", 10)).await.unwrap();
+    let mut changed = client("app", 20);
+    changed.secret_hash = vec![9; 32];
+    changed.grants = strings(&["client_credentials"]);
+    changed.audiences = strings(&["https://a", "https://b"]);
+    changed.scopes = vec![];
+    r.upsert_client(&changed).await.unwrap();
+    let got = r.get_client("app").await.unwrap();
+    assert_eq!(got.as_ref(), Some(&changed), "replaced whole");
+    (got, r.list_clients().await.unwrap().len())
+});
+
+same_as_memory!(list_clients, |r| {
+    let empty = r.list_clients().await.unwrap();
+    // Byte order: upper case, then `_`, then lower case.
+    for (i, id) in ["b", "a", "_x", "B"].into_iter().enumerate() {
+        r.upsert_client(&client(id, i as i64)).await.unwrap();
+    }
+    let all = r.list_clients().await.unwrap();
+    let ids: Vec<_> = all.iter().map(|c| c.client_id.clone()).collect();
+    assert_eq!(ids, ["B", "_x", "a", "b"]);
+    (empty, all)
+});
+
+same_as_memory!(delete_client, |r| {
+    r.upsert_client(&client("app", 1)).await.unwrap();
+    r.upsert_client(&client("other", 1)).await.unwrap();
+    let first = r.delete_client("app").await.unwrap();
+    let again = r.delete_client("app").await.unwrap();
+    let unknown = r.delete_client("nobody").await.unwrap();
+    assert!(first && !again && !unknown);
+    (
+        first,
+        again,
+        unknown,
+        r.get_client("app").await.unwrap(),
+        r.list_clients().await.unwrap(),
+    )
+});
+
+// ------------------------------------------------------------------ users
+
+same_as_memory!(find_user, |r| {
+    let before = r.find_user("alice").await.unwrap();
+    let u = user("alice", 5);
+    r.upsert_user(&u).await.unwrap();
+    let after = r.find_user("alice").await.unwrap();
+    assert_eq!(after.as_ref(), Some(&u), "round trip");
+    (before, after, r.find_user("Alice").await.unwrap())
+});
+
+same_as_memory!(upsert_user, |r| {
+    r.upsert_user(&user("alice", 5)).await.unwrap();
+    let mut changed = user("alice", 6);
+    changed.password_hash = "$argon2id$new".into();
+    changed.scopes = strings(&["read", "write", "offline_access"]);
+    r.upsert_user(&changed).await.unwrap();
+    let got = r.find_user("alice").await.unwrap();
+    assert_eq!(got.as_ref(), Some(&changed));
+    (got, r.list_users().await.unwrap().len())
+});
+
+same_as_memory!(list_users, |r| {
+    let empty = r.list_users().await.unwrap();
+    for (i, name) in ["zoe", "Bob", "alice", "émile"].into_iter().enumerate() {
+        r.upsert_user(&user(name, i as i64)).await.unwrap();
+    }
+    let all = r.list_users().await.unwrap();
+    let names: Vec<_> = all.iter().map(|u| u.username.clone()).collect();
+    assert_eq!(names, ["Bob", "alice", "zoe", "émile"]);
+    (empty, all)
+});
+
+same_as_memory!(delete_user, |r| {
+    r.upsert_user(&user("alice", 1)).await.unwrap();
+    let first = r.delete_user("alice").await.unwrap();
+    let again = r.delete_user("alice").await.unwrap();
+    assert!(first && !again);
+    (first, again, r.find_user("alice").await.unwrap())
+});
+
+// ------------------------------------------------------------------ keys
+
+same_as_memory!(load_keys, |r| {
+    let empty = r.load_keys().await.unwrap();
+    r.insert_key(&key("k1", 100)).await.unwrap();
+    r.insert_key(&key("k2", 200)).await.unwrap();
+    let keys = r.load_keys().await.unwrap();
+    assert_eq!(keys, vec![key("k1", 100), key("k2", 200)]);
+    (empty, keys)
+});
+
+same_as_memory!(insert_key, |r| {
+    r.insert_key(&key("k1", 100)).await.unwrap();
+    let mut other = key("k1", 300);
+    other.alg = "ES256".into();
+    let duplicate = r.insert_key(&other).await;
+    assert!(duplicate.is_err(), "a kid is unique");
+    (duplicate.is_err(), r.load_keys().await.unwrap())
+});
+
+same_as_memory!(retire_key, |r| {
+    r.insert_key(&key("k1", 100)).await.unwrap();
+    r.insert_key(&key("k2", 200)).await.unwrap();
+    r.retire_key("k1", 200, 3_800).await.unwrap();
+    r.retire_key("unknown", 1, 2).await.unwrap();
+    let keys = r.load_keys().await.unwrap();
+    assert_eq!(keys[0].retired_at, Some(200));
+    assert_eq!(keys[0].publish_until, Some(3_800));
+    assert_eq!(keys[1].retired_at, None);
+    keys
+});
+
+// ------------------------------------------------------------------ tokens
+
+same_as_memory!(insert_token, |r| {
+    let access = token("jti-1", TokenKind::Access, "f1", "app", Some("alice"));
+    let mut refresh = token("rt-1", TokenKind::Refresh, "f1", "app", Some("alice"));
+    refresh.parent_id = Some("rt-0".into());
+    refresh.used_at = Some(1_500);
+    refresh.successor_id = Some("rt-2".into());
+    refresh.revoked = true;
+    let mut machine = token("jti-2", TokenKind::Access, "f2", "svc", None);
+    machine.scope = vec![];
+    machine.audience = vec![];
+    for t in [&access, &refresh, &machine] {
+        r.insert_token(t).await.unwrap();
+    }
+    let duplicate = r
+        .insert_token(&token("jti-1", TokenKind::Refresh, "f9", "x", None))
+        .await;
+    assert!(duplicate.is_err(), "ids are unique");
+    let mut back = Vec::new();
+    for t in [&access, &refresh, &machine] {
+        let got = r.get_token(&t.id).await.unwrap();
+        assert_eq!(got.as_ref(), Some(t), "round trip");
+        back.push(got);
+    }
+    (duplicate.is_err(), back)
+});
+
+same_as_memory!(get_token, |r| {
+    let missing = r.get_token("nope").await.unwrap();
+    r.insert_token(&token("a", TokenKind::Access, "f", "app", None))
+        .await
+        .unwrap();
+    (
+        missing,
+        r.get_token("a").await.unwrap(),
+        r.get_token("A").await.unwrap(),
+    )
+});
+
+same_as_memory!(revoke_token, |r| {
+    r.insert_token(&token("a", TokenKind::Access, "f", "app", None))
+        .await
+        .unwrap();
+    r.insert_token(&token("b", TokenKind::Access, "f", "app", None))
+        .await
+        .unwrap();
+    let first = r.revoke_token("a").await.unwrap();
+    let again = r.revoke_token("a").await.unwrap();
+    let unknown = r.revoke_token("zzz").await.unwrap();
+    let a = r.get_token("a").await.unwrap().unwrap();
+    let b = r.get_token("b").await.unwrap().unwrap();
+    assert!(a.revoked && !b.revoked);
+    (first, again, unknown, a, b)
+});
+
+same_as_memory!(revoke_family, |r| {
+    for (id, fam) in [("r1", "f1"), ("a1", "f1"), ("a2", "f1"), ("x", "f2")] {
+        r.insert_token(&token(id, TokenKind::Access, fam, "app", Some("u")))
+            .await
+            .unwrap();
+    }
+    r.revoke_token("a2").await.unwrap();
+    let n = r.revoke_family("f1").await.unwrap();
+    let again = r.revoke_family("f1").await.unwrap();
+    let none = r.revoke_family("nope").await.unwrap();
+    assert_eq!((n, again, none), (2, 0, 0));
+    let mut revoked = Vec::new();
+    for id in ["r1", "a1", "a2", "x"] {
+        revoked.push(r.get_token(id).await.unwrap().unwrap().revoked);
+    }
+    assert_eq!(revoked, [true, true, true, false]);
+    (n, again, none, revoked)
+});
+
+same_as_memory!(revoke_client_tokens, |r| {
+    for (id, client) in [("1", "app"), ("2", "app"), ("3", "other")] {
+        r.insert_token(&token(id, TokenKind::Refresh, id, client, None))
+            .await
+            .unwrap();
+    }
+    let n = r.revoke_client_tokens("app").await.unwrap();
+    let again = r.revoke_client_tokens("app").await.unwrap();
+    assert_eq!((n, again), (2, 0));
+    let mut revoked = Vec::new();
+    for id in ["1", "2", "3"] {
+        revoked.push(r.get_token(id).await.unwrap().unwrap().revoked);
+    }
+    (n, again, revoked)
+});
+
+same_as_memory!(revoke_user_tokens, |r| {
+    r.insert_token(&token("1", TokenKind::Access, "f", "app", Some("alice")))
+        .await
+        .unwrap();
+    r.insert_token(&token("2", TokenKind::Refresh, "f", "app", Some("alice")))
+        .await
+        .unwrap();
+    r.insert_token(&token("3", TokenKind::Access, "g", "app", Some("bob")))
+        .await
+        .unwrap();
+    // A client named like the user: its subject matches, its username does not.
+    r.insert_token(&token("4", TokenKind::Access, "h", "alice", None))
+        .await
+        .unwrap();
+    let n = r.revoke_user_tokens("alice").await.unwrap();
+    assert_eq!(n, 2);
+    let mut revoked = Vec::new();
+    for id in ["1", "2", "3", "4"] {
+        revoked.push(r.get_token(id).await.unwrap().unwrap().revoked);
+    }
+    assert_eq!(revoked, [true, true, false, false]);
+    (n, r.revoke_user_tokens("alice").await.unwrap(), revoked)
+});
+
+same_as_memory!(mark_refresh_used, |r| {
+    r.insert_token(&token("rt", TokenKind::Refresh, "f", "app", Some("u")))
+        .await
+        .unwrap();
+    r.insert_token(&token("at", TokenKind::Access, "f", "app", Some("u")))
+        .await
+        .unwrap();
+    r.insert_token(&token("dead", TokenKind::Refresh, "g", "app", Some("u")))
+        .await
+        .unwrap();
+    r.revoke_token("dead").await.unwrap();
+    let outcomes = vec![
+        r.mark_refresh_used("at", 2_000, "next").await.unwrap(),
+        r.mark_refresh_used("dead", 2_000, "next").await.unwrap(),
+        r.mark_refresh_used("missing", 2_000, "next").await.unwrap(),
+        r.mark_refresh_used("rt", 2_000, "next").await.unwrap(),
+        r.mark_refresh_used("rt", 2_001, "other").await.unwrap(),
+    ];
+    assert_eq!(outcomes, [false, false, false, true, false]);
+    let rt = r.get_token("rt").await.unwrap().unwrap();
+    assert_eq!(
+        (rt.used_at, rt.successor_id.as_deref()),
+        (Some(2_000), Some("next"))
+    );
+    let untouched = r.get_token("dead").await.unwrap().unwrap();
+    assert_eq!(
+        (untouched.used_at, untouched.successor_id.as_deref()),
+        (None, None)
+    );
+    (outcomes, rt, untouched)
+});
+
+same_as_memory!(replace_successor, |r| {
+    r.insert_token(&token("rt", TokenKind::Refresh, "f", "app", Some("u")))
+        .await
+        .unwrap();
+    let unused = r.replace_successor("rt", "s1", "s2").await.unwrap();
+    r.mark_refresh_used("rt", 2_000, "s1").await.unwrap();
+    let wrong = r.replace_successor("rt", "s0", "s2").await.unwrap();
+    let right = r.replace_successor("rt", "s1", "s2").await.unwrap();
+    let stale = r.replace_successor("rt", "s1", "s3").await.unwrap();
+    let missing = r.replace_successor("nope", "s1", "s2").await.unwrap();
+    assert_eq!(
+        (unused, wrong, right, stale, missing),
+        (false, false, true, false, false)
+    );
+    let rt = r.get_token("rt").await.unwrap().unwrap();
+    assert_eq!(rt.successor_id.as_deref(), Some("s2"));
+    ((unused, wrong, right, stale, missing), rt)
+});
+
+same_as_memory!(purge_expired, |r| {
+    for (id, exp) in [("t100", 100), ("t200", 200), ("t300", 300)] {
+        let mut t = token(id, TokenKind::Access, id, "app", None);
+        t.expires_at = exp;
+        r.insert_token(&t).await.unwrap();
+    }
+    r.insert_key(&key("current", 1)).await.unwrap();
+    r.insert_key(&key("old", 2)).await.unwrap();
+    r.insert_key(&key("older", 3)).await.unwrap();
+    r.retire_key("old", 50, 250).await.unwrap();
+    r.retire_key("older", 50, 150).await.unwrap();
+    let n = r.purge_expired(200).await.unwrap();
+    // Two tokens (expiry at or before now) and one key.
+    assert_eq!(n, 3);
+    let mut left = Vec::new();
+    for id in ["t100", "t200", "t300"] {
+        left.push(r.get_token(id).await.unwrap().is_some());
+    }
+    assert_eq!(left, [false, false, true]);
+    let kids: Vec<_> = r
+        .load_keys()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|k| k.kid)
+        .collect();
+    assert_eq!(kids, ["current", "old"]);
+    (n, left, kids, r.purge_expired(200).await.unwrap())
+});
+
+// ------------------------------------------------------------------ beyond MemoryRepo
+
+/// Two more stores on `db`, as two instances would open them.
+async fn second_instance(db: &crate::common::Db) -> Store {
+    db.open(SDL).await
+}
+
+/// Two instances race to spend each refresh token: exactly one wins, and the
+/// stored successor is the winner's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mark_refresh_used_race_has_one_winner() {
+    for db in databases().await {
+        eprintln!("race: {}", db.backend());
+        let s1 = db.open(SDL).await;
+        let s2 = second_instance(&db).await;
+        let r1 = Arc::new(SqlAuthRepo::new(s1.clone()));
+        let r2 = Arc::new(SqlAuthRepo::new(s2.clone()));
+        const N: usize = 40;
+        for i in 0..N {
+            r1.insert_token(&token(
+                &format!("rt{i}"),
+                TokenKind::Refresh,
+                "f",
+                "app",
+                None,
+            ))
+            .await
+            .unwrap();
+        }
+        for i in 0..N {
+            let id = format!("rt{i}");
+            let barrier = Arc::new(tokio::sync::Barrier::new(2));
+            let race = |repo: Arc<SqlAuthRepo>, who: &'static str| {
+                let id = id.clone();
+                let barrier = barrier.clone();
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    repo.mark_refresh_used(&id, 2_000, who).await.unwrap()
+                })
+            };
+            let a = race(r1.clone(), "one");
+            let b = race(r2.clone(), "two");
+            let (a, b) = (a.await.unwrap(), b.await.unwrap());
+            assert!(
+                a ^ b,
+                "{}: {id}: exactly one wins (got {a}, {b})",
+                db.backend()
+            );
+            let stored = r2.get_token(&id).await.unwrap().unwrap();
+            let winner = if a { "one" } else { "two" };
+            assert_eq!(
+                stored.successor_id.as_deref(),
+                Some(winner),
+                "{}",
+                db.backend()
+            );
+        }
+        s1.close().await;
+        s2.close().await;
+    }
+}
+
+/// Concurrent grace-period retries: only one replaces the expected successor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replace_successor_race_has_one_winner() {
+    for db in databases().await {
+        eprintln!("race: {}", db.backend());
+        let s1 = db.open(SDL).await;
+        let s2 = second_instance(&db).await;
+        let r1 = Arc::new(SqlAuthRepo::new(s1.clone()));
+        let r2 = Arc::new(SqlAuthRepo::new(s2.clone()));
+        for i in 0..20 {
+            let id = format!("rt{i}");
+            r1.insert_token(&token(&id, TokenKind::Refresh, "f", "app", None))
+                .await
+                .unwrap();
+            assert!(r1.mark_refresh_used(&id, 1, "s0").await.unwrap());
+            let (a, b) = tokio::join!(
+                r1.replace_successor(&id, "s0", "a"),
+                r2.replace_successor(&id, "s0", "b")
+            );
+            let (a, b) = (a.unwrap(), b.unwrap());
+            assert!(a ^ b, "{}: exactly one wins", db.backend());
+        }
+        s1.close().await;
+        s2.close().await;
+    }
+}
+
+const ISSUER: &str = "https://gatehouse.test";
+const SECRET: &str = "a server secret for tests, long enough to be one";
+
+async fn auth_server(store: &Store) -> Arc<AuthServer> {
+    AuthServer::start(
+        AuthConfig::new(ISSUER),
+        Arc::new(SqlAuthRepo::new(store.clone())),
+        Arc::new(SystemClock),
+        Arc::new(SystemRandom),
+        SECRET,
+    )
+    .await
+    .unwrap()
+}
+
+async fn bootstrap(auth: &AuthServer) {
+    let admin = auth.admin();
+    admin
+        .bootstrap_client(
+            &NewClient {
+                client_id: "app".into(),
+                grants: strings(&["password", "refresh_token"]),
+                scopes: strings(&["read", "write"]),
+                audiences: vec![],
+            },
+            "app-secret",
+        )
+        .await
+        .unwrap();
+    admin
+        .bootstrap_user("alice", "correct horse", &strings(&["read"]))
+        .await
+        .unwrap();
+}
+
+fn now() -> i64 {
+    SystemClock.now()
+}
+
+/// CONTRACT §9: tokens issued by one instance are valid on all, and
+/// revocations reach all. Two `AuthServer`s over two independent stores on
+/// one database (PostgreSQL when configured; SQLite too, as two processes
+/// sharing a file would).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_share_tokens_and_revocations() {
+    for db in databases().await {
+        let be = db.backend();
+        eprintln!("backend: {be}");
+        let s1 = db.open(SDL).await;
+        let s2 = second_instance(&db).await;
+        let one = auth_server(&s1).await;
+        bootstrap(&one).await;
+        let two = auth_server(&s2).await;
+        assert_eq!(
+            two.repo().load_keys().await.unwrap().len(),
+            1,
+            "{be}: the second instance uses the first one's key"
+        );
+
+        let c1 = one.authenticate_client("app", "app-secret").await.unwrap();
+        let c2 = two.authenticate_client("app", "app-secret").await.unwrap();
+        let issued = one
+            .password_grant(&c1, Some("alice"), Some("correct horse"), None, true)
+            .await
+            .unwrap();
+        let claims = two
+            .validate_access_token(&issued.access_token, now())
+            .await
+            .unwrap();
+        assert_eq!(
+            (claims.sub.as_str(), claims.client_id.as_str()),
+            ("alice", "app")
+        );
+
+        // Revocation on one, refused on the other.
+        one.revoke(&c1, &issued.access_token).await.unwrap();
+        let err = two
+            .validate_access_token(&issued.access_token, now())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::InvalidToken(_)), "{be}: {err:?}");
+
+        // Rotation on two; replaying the spent token on one revokes the
+        // family everywhere.
+        let pair = two
+            .password_grant(&c2, Some("alice"), Some("correct horse"), None, true)
+            .await
+            .unwrap();
+        let spent = pair.refresh_token.clone().unwrap();
+        let rotated = two.refresh_grant(&c2, Some(&spent), None).await.unwrap();
+        one.validate_access_token(&rotated.access_token, now())
+            .await
+            .unwrap();
+        let reuse = one
+            .refresh_grant(&c1, Some(&spent), None)
+            .await
+            .unwrap_err();
+        assert!(matches!(reuse, Error::InvalidGrant(_)), "{be}: {reuse:?}");
+        let err = two
+            .validate_access_token(&rotated.access_token, now())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidToken(_)),
+            "{be}: family revoked: {err:?}"
+        );
+        let err = two
+            .refresh_grant(&c2, rotated.refresh_token.as_deref(), None)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::InvalidGrant(_)), "{be}: {err:?}");
+
+        // Removing the user on one ends its tokens on the other.
+        let third = one
+            .password_grant(&c1, Some("alice"), Some("correct horse"), None, false)
+            .await
+            .unwrap();
+        two.admin().remove_user("alice").await.unwrap();
+        assert!(
+            one.validate_access_token(&third.access_token, now())
+                .await
+                .is_err(),
+            "{be}"
+        );
+        s1.close().await;
+        s2.close().await;
+    }
+}
+
+/// Signing keys are persisted: after a restart (new store, new server, same
+/// secret) the tokens issued before are still valid and no key was added.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_keeps_issued_tokens_valid() {
+    for db in databases().await {
+        let be = db.backend();
+        eprintln!("backend: {be}");
+        let (token, kid) = {
+            let s = db.open(SDL).await;
+            let auth = auth_server(&s).await;
+            bootstrap(&auth).await;
+            let c = auth.authenticate_client("app", "app-secret").await.unwrap();
+            let t = auth
+                .password_grant(&c, Some("alice"), Some("correct horse"), None, true)
+                .await
+                .unwrap();
+            let kid = auth.repo().load_keys().await.unwrap()[0].kid.clone();
+            drop(auth);
+            s.close().await;
+            (t, kid)
+        };
+        let s = db.open(SDL).await;
+        let auth = auth_server(&s).await;
+        let claims = auth
+            .validate_access_token(&token.access_token, now())
+            .await
+            .unwrap();
+        assert_eq!(claims.sub, "alice", "{be}");
+        let keys = auth.repo().load_keys().await.unwrap();
+        assert_eq!(keys.len(), 1, "{be}: no new key at restart");
+        assert_eq!(keys[0].kid, kid, "{be}");
+        let c = auth.authenticate_client("app", "app-secret").await.unwrap();
+        auth.refresh_grant(&c, token.refresh_token.as_deref(), None)
+            .await
+            .unwrap();
+        s.close().await;
+    }
+}
+
+/// The internal tables never show up in a migration plan, and a store opened
+/// without migrating still gets them on the repository's first use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn internal_tables_stay_out_of_migration_plans() {
+    for db in databases().await {
+        let be = db.backend();
+        eprintln!("backend: {be}");
+        let opts = StoreOptions {
+            migrate: false,
+            ..StoreOptions::default()
+        };
+        let raw = db.open_with(SDL, opts.clone()).await.unwrap();
+        let repo = SqlAuthRepo::new(raw.clone());
+        repo.upsert_client(&client("app", 1)).await.unwrap();
+        assert!(repo.get_client("app").await.unwrap().is_some(), "{be}");
+        raw.close().await;
+
+        let s = db.open(SDL).await;
+        let repo = SqlAuthRepo::new(s.clone());
+        assert!(
+            repo.get_client("app").await.unwrap().is_some(),
+            "{be}: kept"
+        );
+        assert!(s.plan().await.unwrap().is_empty(), "{be}");
+        s.close().await;
+
+        // A different Model: the plan lists the Model's tables only.
+        let other = db
+            .open_with(
+                "type Query { notes: [Note!]! } type Note { id: ID! text: String }",
+                opts,
+            )
+            .await
+            .unwrap();
+        let plan = other.plan().await.unwrap();
+        assert!(
+            plan.iter()
+                .all(|step| !step.to_string().contains("_gatehouse")),
+            "{be}: {plan:?}"
+        );
+        other.close().await;
+    }
+}

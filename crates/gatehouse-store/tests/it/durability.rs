@@ -1,0 +1,95 @@
+//! No acknowledged write is lost when the process is killed with SIGKILL.
+//!
+//! The test re-runs this test binary as a child (env `GATEHOUSE_DURABILITY_DB`
+//! set) that inserts rows and prints each id once `insert` has returned; the
+//! parent kills it with SIGKILL mid-stream, reopens the database and checks
+//! that every printed id is there.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use serde_json::json;
+
+use crate::common::{SDL, model, row};
+
+const CHILD_ENV: &str = "GATEHOUSE_DURABILITY_DB";
+
+/// The child's side; a no-op in a normal test run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn durability_child() {
+    let Ok(url) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let s = gatehouse_store::Store::connect(&url, model(SDL), Default::default())
+        .await
+        .unwrap();
+    let a = s
+        .insert("Author", row(json!({"name": "durable"})))
+        .await
+        .unwrap();
+    println!("ACK {}", a["id"].as_str().unwrap());
+    for i in 0.. {
+        let b = s
+            .insert(
+                "Book",
+                row(json!({"title": format!("b{i}"), "status": "LOST", "author": a["id"]})),
+            )
+            .await
+            .unwrap();
+        println!("ACK {}", b["id"].as_str().unwrap());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_acknowledged_writes_survive_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("durable.db").display());
+    let exe = std::env::current_exe().unwrap();
+    let mut child = Command::new(exe)
+        .args([
+            "--exact",
+            "durability::durability_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, &url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut acked = Vec::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.unwrap();
+        // libtest may print its "test ... " prefix on the same line
+        if let Some(id) = line.split_once("ACK ").map(|(_, id)| id.trim()) {
+            acked.push(id.to_string());
+            if acked.len() == 300 {
+                // SIGKILL: no destructor, no flush, no clean close.
+                child.kill().unwrap();
+                break;
+            }
+        }
+    }
+    let _ = child.wait();
+    assert_eq!(acked.len(), 300, "the child stopped early");
+    let s = gatehouse_store::Store::connect(&url, model(SDL), Default::default())
+        .await
+        .unwrap();
+    let author = s.get("Author", &acked[0]).await.unwrap();
+    assert!(author.is_some(), "the first acknowledged row is lost");
+    let books = s.get_many("Book", &acked[1..]).await.unwrap();
+    let lost: Vec<&String> = acked[1..]
+        .iter()
+        .filter(|id| !books.contains_key(*id))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "acknowledged rows lost after SIGKILL: {lost:?}"
+    );
+    eprintln!(
+        "{} acknowledged rows, all present; {} rows stored",
+        acked.len(),
+        s.count("Book", None).await.unwrap() + 1
+    );
+}

@@ -1,0 +1,119 @@
+//! The change feed: every committed write yields an event; with PostgreSQL,
+//! events cross instances.
+
+use std::time::Duration;
+
+use gatehouse_store::{ChangeEvent, ChangeKind, StoreOptions};
+use serde_json::json;
+use tokio::sync::broadcast::Receiver;
+
+use crate::common::{SDL, author, book, databases, row};
+use crate::conformance;
+
+async fn next(rx: &mut Receiver<ChangeEvent>) -> ChangeEvent {
+    match tokio::time::timeout(Duration::from_secs(5), rx.recv()).await {
+        Ok(Ok(ev)) => ev,
+        other => panic!("no change event: {other:?}"),
+    }
+}
+
+async fn nothing(rx: &mut Receiver<ChangeEvent>) {
+    if let Ok(ev) = tokio::time::timeout(Duration::from_millis(300), rx.recv()).await {
+        panic!("unexpected event {ev:?}");
+    }
+}
+
+conformance!(events_on_insert_update_replace_delete, |db, s| {
+    let mut rx = s.subscribe();
+    let a = author(&s, "A").await;
+    let ev = next(&mut rx).await;
+    assert_eq!(
+        (ev.entity.as_str(), ev.kind, ev.id.as_str()),
+        ("Author", ChangeKind::Created, a.as_str())
+    );
+    assert_eq!(ev.new.as_ref().unwrap()["name"], json!("A"));
+    assert!(ev.old.is_none());
+
+    let b = book(&s, &a, "T", json!({"year": 1})).await;
+    let id = b["id"].as_str().unwrap();
+    assert_eq!(next(&mut rx).await.kind, ChangeKind::Created);
+
+    s.update("Book", id, row(json!({"year": 2}))).await.unwrap();
+    let ev = next(&mut rx).await;
+    assert_eq!(ev.kind, ChangeKind::Updated);
+    assert_eq!(ev.old.as_ref().unwrap()["year"], json!(1));
+    assert_eq!(ev.new.as_ref().unwrap()["year"], json!(2));
+    assert_eq!(ev.new.as_ref().unwrap()["title"], json!("T"));
+
+    s.replace(
+        "Book",
+        id,
+        row(json!({"title": "R", "status": "LOST", "author": a})),
+    )
+    .await
+    .unwrap();
+    let ev = next(&mut rx).await;
+    assert_eq!(ev.kind, ChangeKind::Updated);
+    assert_eq!(ev.new.as_ref().unwrap()["year"], json!(null));
+
+    s.delete("Book", id).await.unwrap();
+    let ev = next(&mut rx).await;
+    assert_eq!((ev.kind, ev.id.as_str()), (ChangeKind::Deleted, id));
+    assert!(ev.new.is_none());
+    assert_eq!(ev.old.as_ref().unwrap()["title"], json!("R"));
+
+    // failed and no-op writes publish nothing
+    let _ = s.insert("Author", row(json!({"name": "A"}))).await;
+    let _ = s.delete("Book", id).await;
+    let _ = s.update("Book", "missing", row(json!({"year": 3}))).await;
+    nothing(&mut rx).await;
+});
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_change_reaches_another_instance() {
+    let Some(db) = databases()
+        .await
+        .into_iter()
+        .find(|d| d.backend() == "postgres")
+    else {
+        eprintln!("GATEHOUSE_TEST_POSTGRES_URL not set: skipped");
+        return;
+    };
+    let one = db.open(SDL).await;
+    let two = db.open_with(SDL, StoreOptions::default()).await.unwrap();
+    let mut rx_two = two.subscribe();
+    let mut rx_one = one.subscribe();
+
+    let a = author(&one, "Cross").await;
+    let ev = next(&mut rx_two).await;
+    assert_eq!(
+        (ev.entity.as_str(), ev.kind, ev.id.as_str()),
+        ("Author", ChangeKind::Created, a.as_str())
+    );
+    assert_eq!(ev.new.unwrap()["name"], json!("Cross"));
+    // the writer sees its own event exactly once
+    assert_eq!(next(&mut rx_one).await.id, a);
+
+    // a row too large for a NOTIFY payload (8000 bytes) travels by reference
+    let big = "x".repeat(20_000);
+    let b = book(&two, &a, &big, json!({})).await;
+    let ev = next(&mut rx_one).await;
+    assert_eq!(ev.id, b["id"].as_str().unwrap());
+    assert_eq!(next(&mut rx_two).await.id, ev.id, "own event, once");
+    assert_eq!(ev.new.unwrap()["title"].as_str().unwrap().len(), 20_000);
+
+    one.delete("Book", b["id"].as_str().unwrap()).await.unwrap();
+    let ev = next(&mut rx_two).await;
+    assert_eq!(ev.kind, ChangeKind::Deleted);
+    assert_eq!(ev.old.unwrap()["title"].as_str().unwrap().len(), 20_000);
+
+    assert_eq!(
+        next(&mut rx_one).await.kind,
+        ChangeKind::Deleted,
+        "own event, once"
+    );
+    nothing(&mut rx_one).await;
+    nothing(&mut rx_two).await;
+    one.close().await;
+    two.close().await;
+}

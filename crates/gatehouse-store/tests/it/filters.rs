@@ -1,0 +1,507 @@
+//! Every filter operator, boolean combinations, ordering, paging, counting.
+
+use gatehouse_store::{Filter, FilterOp, ListQuery, OrderBy, Store, StoreError};
+use serde_json::{Value, json};
+
+use crate::common::{author, book, titles};
+use crate::conformance;
+
+/// Five books by two authors, with nulls in the optional fields.
+async fn seed(s: &Store) -> (String, String) {
+    let a = author(s, "Alice").await;
+    let b = author(s, "Bob").await;
+    book(s, &a, "Alpha", json!({"year": 1990, "tags": ["sf", "classic"], "scores": [1, 2], "rating": 4.5, "published": "1990-01-15", "available": true})).await;
+    book(s, &a, "beta 100%", json!({"year": 2001, "tags": ["poetry"], "rating": 3.0, "published": "2001-06-30", "available": false, "status": "ON_LOAN"})).await;
+    book(s, &b, "Gamma_ray", json!({"year": 2010, "tags": [], "scores": [2], "published": "2010-12-31", "status": "LOST"})).await;
+    book(
+        s,
+        &b,
+        "Delta",
+        json!({"year": null, "rating": 1.25, "available": true}),
+    )
+    .await;
+    book(
+        s,
+        &a,
+        "Epsilon",
+        json!({"year": 1990, "tags": ["sf"], "status": "ON_LOAN"}),
+    )
+    .await;
+    (a, b)
+}
+
+async fn titles_where(s: &Store, f: Filter) -> Vec<String> {
+    let q = ListQuery {
+        filter: Some(f),
+        order: vec![OrderBy::asc("title")],
+        ..Default::default()
+    };
+    titles(&s.list("Book", &q).await.unwrap())
+}
+
+fn c(field: &str, op: FilterOp, v: Value) -> Filter {
+    Filter::cmp(field, op, v)
+}
+
+conformance!(filter_eq_and_not, |db, s| {
+    seed(&s).await;
+    assert_eq!(
+        titles_where(&s, c("year", FilterOp::Eq, json!(1990))).await,
+        ["Alpha", "Epsilon"]
+    );
+    // SQL semantics: the null year of Delta matches neither = nor <>
+    assert_eq!(
+        titles_where(&s, c("year", FilterOp::Not, json!(1990))).await,
+        ["Gamma_ray", "beta 100%"]
+    );
+    assert_eq!(
+        titles_where(&s, c("status", FilterOp::Eq, json!("LOST"))).await,
+        ["Gamma_ray"]
+    );
+    assert_eq!(
+        titles_where(&s, c("available", FilterOp::Eq, json!(true))).await,
+        ["Alpha", "Delta"]
+    );
+    assert_eq!(
+        titles_where(&s, c("rating", FilterOp::Eq, json!(1.25))).await,
+        ["Delta"]
+    );
+    assert_eq!(
+        titles_where(&s, c("published", FilterOp::Eq, json!("2010-12-31"))).await,
+        ["Gamma_ray"]
+    );
+    // equality with null means "is null"
+    assert_eq!(
+        titles_where(&s, c("year", FilterOp::Eq, json!(null))).await,
+        ["Delta"]
+    );
+    assert_eq!(
+        titles_where(&s, c("year", FilterOp::Not, json!(null)))
+            .await
+            .len(),
+        4
+    );
+});
+
+conformance!(filter_in_and_not_in, |db, s| {
+    seed(&s).await;
+    assert_eq!(
+        titles_where(&s, c("year", FilterOp::In, json!([1990, 2010]))).await,
+        ["Alpha", "Epsilon", "Gamma_ray"]
+    );
+    assert_eq!(
+        titles_where(&s, c("status", FilterOp::In, json!(["LOST", "ON_LOAN"]))).await,
+        ["Epsilon", "Gamma_ray", "beta 100%"]
+    );
+    assert_eq!(
+        titles_where(&s, c("year", FilterOp::NotIn, json!([1990]))).await,
+        ["Gamma_ray", "beta 100%"]
+    );
+    assert!(
+        titles_where(&s, c("year", FilterOp::In, json!([])))
+            .await
+            .is_empty()
+    );
+    assert_eq!(
+        titles_where(&s, c("year", FilterOp::NotIn, json!([])))
+            .await
+            .len(),
+        5
+    );
+    assert!(matches!(
+        s.list(
+            "Book",
+            &ListQuery {
+                filter: Some(c("year", FilterOp::In, json!(1990))),
+                ..Default::default()
+            }
+        )
+        .await,
+        Err(StoreError::Invalid { .. })
+    ));
+    assert!(matches!(
+        s.list(
+            "Book",
+            &ListQuery {
+                filter: Some(c("status", FilterOp::In, json!(["NOPE"]))),
+                ..Default::default()
+            }
+        )
+        .await,
+        Err(StoreError::Invalid { .. })
+    ));
+});
+
+conformance!(filter_lt_lte_gt_gte, |db, s| {
+    seed(&s).await;
+    assert_eq!(
+        titles_where(&s, c("year", FilterOp::Lt, json!(2001))).await,
+        ["Alpha", "Epsilon"]
+    );
+    assert_eq!(
+        titles_where(&s, c("year", FilterOp::Lte, json!(2001))).await,
+        ["Alpha", "Epsilon", "beta 100%"]
+    );
+    assert_eq!(
+        titles_where(&s, c("year", FilterOp::Gt, json!(2001))).await,
+        ["Gamma_ray"]
+    );
+    assert_eq!(
+        titles_where(&s, c("year", FilterOp::Gte, json!(2001))).await,
+        ["Gamma_ray", "beta 100%"]
+    );
+    assert_eq!(
+        titles_where(&s, c("rating", FilterOp::Gt, json!(2))).await,
+        ["Alpha", "beta 100%"]
+    );
+    assert_eq!(
+        titles_where(&s, c("published", FilterOp::Gte, json!("2001-06-30"))).await,
+        ["Gamma_ray", "beta 100%"]
+    );
+    assert_eq!(
+        titles_where(&s, c("published", FilterOp::Lt, json!("2001-01-01"))).await,
+        ["Alpha"]
+    );
+    // byte order on both backends: uppercase sorts before lowercase
+    assert_eq!(
+        titles_where(&s, c("title", FilterOp::Lt, json!("a"))).await,
+        ["Alpha", "Delta", "Epsilon", "Gamma_ray"]
+    );
+});
+
+conformance!(
+    filter_text_contains_starts_ends_are_literal_and_case_sensitive,
+    |db, s| {
+        seed(&s).await;
+        assert_eq!(
+            titles_where(&s, c("title", FilterOp::Contains, json!("lph"))).await,
+            ["Alpha"]
+        );
+        assert_eq!(
+            titles_where(&s, c("title", FilterOp::Contains, json!("ALPH"))).await,
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            titles_where(&s, c("title", FilterOp::Contains, json!("%"))).await,
+            ["beta 100%"]
+        );
+        assert_eq!(
+            titles_where(&s, c("title", FilterOp::Contains, json!("_"))).await,
+            ["Gamma_ray"]
+        );
+        assert_eq!(
+            titles_where(&s, c("title", FilterOp::StartsWith, json!("Ga"))).await,
+            ["Gamma_ray"]
+        );
+        assert_eq!(
+            titles_where(&s, c("title", FilterOp::StartsWith, json!("ga"))).await,
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            titles_where(&s, c("title", FilterOp::EndsWith, json!("ta"))).await,
+            ["Delta"]
+        );
+        assert_eq!(
+            titles_where(&s, c("title", FilterOp::EndsWith, json!("0%"))).await,
+            ["beta 100%"]
+        );
+        assert_eq!(
+            titles_where(
+                &s,
+                c("title", FilterOp::EndsWith, json!("a very long suffix"))
+            )
+            .await,
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            titles_where(&s, c("title", FilterOp::EndsWith, json!("")))
+                .await
+                .len(),
+            5
+        );
+        assert_eq!(
+            titles_where(&s, c("title", FilterOp::StartsWith, json!("")))
+                .await
+                .len(),
+            5
+        );
+    }
+);
+
+conformance!(filter_is_null, |db, s| {
+    seed(&s).await;
+    assert_eq!(
+        titles_where(&s, c("year", FilterOp::IsNull, json!(true))).await,
+        ["Delta"]
+    );
+    assert_eq!(
+        titles_where(&s, c("rating", FilterOp::IsNull, json!(false))).await,
+        ["Alpha", "Delta", "beta 100%"]
+    );
+    assert_eq!(
+        titles_where(&s, c("tags", FilterOp::IsNull, json!(true))).await,
+        ["Delta"]
+    );
+    assert!(matches!(
+        s.list(
+            "Book",
+            &ListQuery {
+                filter: Some(c("year", FilterOp::IsNull, json!("yes"))),
+                ..Default::default()
+            }
+        )
+        .await,
+        Err(StoreError::Invalid { .. })
+    ));
+});
+
+conformance!(filter_and_or_not, |db, s| {
+    seed(&s).await;
+    let f = Filter::And(vec![
+        c("year", FilterOp::Eq, json!(1990)),
+        c("status", FilterOp::Eq, json!("ON_LOAN")),
+    ]);
+    assert_eq!(titles_where(&s, f).await, ["Epsilon"]);
+    let f = Filter::Or(vec![
+        c("year", FilterOp::Gt, json!(2005)),
+        c("rating", FilterOp::Lt, json!(2)),
+    ]);
+    assert_eq!(titles_where(&s, f).await, ["Delta", "Gamma_ray"]);
+    let f = Filter::Not(Box::new(c("status", FilterOp::Eq, json!("AVAILABLE"))));
+    assert_eq!(
+        titles_where(&s, f).await,
+        ["Epsilon", "Gamma_ray", "beta 100%"]
+    );
+    let f = Filter::And(vec![
+        Filter::Or(vec![
+            c("title", FilterOp::StartsWith, json!("A")),
+            c("title", FilterOp::StartsWith, json!("E")),
+        ]),
+        Filter::Not(Box::new(c("tags", FilterOp::Contains, json!("classic")))),
+    ]);
+    assert_eq!(titles_where(&s, f).await, ["Epsilon"]);
+    assert_eq!(titles_where(&s, Filter::And(vec![])).await.len(), 5);
+    assert!(titles_where(&s, Filter::Or(vec![])).await.is_empty());
+});
+
+conformance!(filter_relation_by_id, |db, s| {
+    let (a, b) = seed(&s).await;
+    assert_eq!(
+        titles_where(&s, c("author", FilterOp::Eq, json!(a))).await,
+        ["Alpha", "Epsilon", "beta 100%"]
+    );
+    assert_eq!(
+        titles_where(&s, c("author", FilterOp::In, json!([b]))).await,
+        ["Delta", "Gamma_ray"]
+    );
+    assert_eq!(
+        titles_where(&s, c("author", FilterOp::Not, json!(a))).await,
+        ["Delta", "Gamma_ray"]
+    );
+    assert!(
+        titles_where(&s, c("author", FilterOp::Eq, json!("nobody")))
+            .await
+            .is_empty()
+    );
+    assert!(matches!(
+        s.list(
+            "Book",
+            &ListQuery {
+                filter: Some(c("author", FilterOp::Eq, json!(5))),
+                ..Default::default()
+            }
+        )
+        .await,
+        Err(StoreError::Invalid { .. })
+    ));
+});
+
+conformance!(filter_list_contains, |db, s| {
+    seed(&s).await;
+    assert_eq!(
+        titles_where(&s, c("tags", FilterOp::Contains, json!("sf"))).await,
+        ["Alpha", "Epsilon"]
+    );
+    assert_eq!(
+        titles_where(&s, c("tags", FilterOp::Contains, json!("poetry"))).await,
+        ["beta 100%"]
+    );
+    assert!(
+        titles_where(&s, c("tags", FilterOp::Contains, json!("s")))
+            .await
+            .is_empty()
+    );
+    assert_eq!(
+        titles_where(&s, c("scores", FilterOp::Contains, json!(2))).await,
+        ["Alpha", "Gamma_ray"]
+    );
+    assert!(matches!(
+        s.list(
+            "Book",
+            &ListQuery {
+                filter: Some(c("scores", FilterOp::Contains, json!("2"))),
+                ..Default::default()
+            }
+        )
+        .await,
+        Err(StoreError::Invalid { .. })
+    ));
+});
+
+conformance!(filter_rejects_operators_that_do_not_apply, |db, s| {
+    seed(&s).await;
+    for f in [
+        c("status", FilterOp::Lt, json!("LOST")),
+        c("year", FilterOp::Contains, json!(1)),
+        c("tags", FilterOp::Eq, json!(["sf"])),
+        c("available", FilterOp::Gt, json!(true)),
+        c("nope", FilterOp::Eq, json!(1)),
+        c("reviews", FilterOp::Eq, json!(1)),
+        c("year", FilterOp::Eq, json!("1990")),
+    ] {
+        let r = s
+            .list(
+                "Book",
+                &ListQuery {
+                    filter: Some(f.clone()),
+                    ..Default::default()
+                },
+            )
+            .await;
+        assert!(matches!(r, Err(StoreError::Invalid { .. })), "{f:?}: {r:?}");
+    }
+});
+
+conformance!(
+    ordering_asc_desc_with_id_tie_breaker_and_nulls_last_ascending,
+    |db, s| {
+        seed(&s).await;
+        let all = s.list("Book", &ListQuery::default()).await.unwrap();
+        // default order is by id, and ids are time-ordered UUIDv7: insertion order
+        assert_eq!(
+            titles(&all),
+            ["Alpha", "beta 100%", "Gamma_ray", "Delta", "Epsilon"]
+        );
+        let q = |order: Vec<OrderBy>| ListQuery {
+            order,
+            ..Default::default()
+        };
+        let r = s
+            .list("Book", &q(vec![OrderBy::asc("year")]))
+            .await
+            .unwrap();
+        assert_eq!(
+            titles(&r),
+            ["Alpha", "Epsilon", "beta 100%", "Gamma_ray", "Delta"]
+        );
+        let r = s
+            .list("Book", &q(vec![OrderBy::desc("year")]))
+            .await
+            .unwrap();
+        // nulls first descending; the 1990 tie still broken by ascending id
+        assert_eq!(
+            titles(&r),
+            ["Delta", "Gamma_ray", "beta 100%", "Alpha", "Epsilon"]
+        );
+        let r = s
+            .list(
+                "Book",
+                &q(vec![OrderBy::asc("status"), OrderBy::desc("title")]),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            titles(&r),
+            ["Delta", "Alpha", "Gamma_ray", "beta 100%", "Epsilon"]
+        );
+        let r = s.list("Book", &q(vec![OrderBy::desc("id")])).await.unwrap();
+        assert_eq!(
+            titles(&r),
+            ["Epsilon", "Delta", "Gamma_ray", "beta 100%", "Alpha"]
+        );
+        let r = s
+            .list("Book", &q(vec![OrderBy::asc("published")]))
+            .await
+            .unwrap();
+        assert_eq!(
+            titles(&r),
+            ["Alpha", "beta 100%", "Gamma_ray", "Delta", "Epsilon"]
+        );
+        assert!(matches!(
+            s.list("Book", &q(vec![OrderBy::asc("tags")])).await,
+            Err(StoreError::Invalid { .. })
+        ));
+        assert!(matches!(
+            s.list("Book", &q(vec![OrderBy::asc("nope")])).await,
+            Err(StoreError::Invalid { .. })
+        ));
+    }
+);
+
+conformance!(paging_edges, |db, s| {
+    seed(&s).await;
+    let q = |limit: Option<u64>, offset: u64| ListQuery {
+        limit,
+        offset,
+        ..Default::default()
+    };
+    assert_eq!(
+        titles(&s.list("Book", &q(Some(2), 0)).await.unwrap()),
+        ["Alpha", "beta 100%"]
+    );
+    assert_eq!(
+        titles(&s.list("Book", &q(Some(2), 2)).await.unwrap()),
+        ["Gamma_ray", "Delta"]
+    );
+    assert_eq!(
+        titles(&s.list("Book", &q(Some(2), 4)).await.unwrap()),
+        ["Epsilon"]
+    );
+    assert!(s.list("Book", &q(Some(2), 5)).await.unwrap().is_empty());
+    assert!(s.list("Book", &q(Some(10), 1000)).await.unwrap().is_empty());
+    assert!(s.list("Book", &q(Some(0), 0)).await.unwrap().is_empty());
+    assert_eq!(s.list("Book", &q(None, 3)).await.unwrap().len(), 2);
+    assert_eq!(s.list("Book", &q(Some(100), 0)).await.unwrap().len(), 5);
+});
+
+conformance!(count_total_and_filtered, |db, s| {
+    assert_eq!(s.count("Book", None).await.unwrap(), 0);
+    let (a, _) = seed(&s).await;
+    assert_eq!(s.count("Book", None).await.unwrap(), 5);
+    assert_eq!(s.count("Author", None).await.unwrap(), 2);
+    assert_eq!(
+        s.count("Book", Some(&Filter::eq("author", a)))
+            .await
+            .unwrap(),
+        3
+    );
+    assert_eq!(
+        s.count("Book", Some(&c("year", FilterOp::IsNull, json!(true))))
+            .await
+            .unwrap(),
+        1
+    );
+});
+
+conformance!(select_returns_only_the_chosen_fields_and_id, |db, s| {
+    seed(&s).await;
+    let q = ListQuery {
+        select: Some(vec!["title".into(), "published".into()]),
+        limit: Some(1),
+        ..Default::default()
+    };
+    let r = s.list("Book", &q).await.unwrap();
+    let keys: Vec<&str> = r[0].keys().map(String::as_str).collect();
+    let mut keys = keys;
+    keys.sort();
+    assert_eq!(keys, ["id", "published", "title"]);
+    assert_eq!(r[0]["published"], json!("1990-01-15"));
+    let bad = ListQuery {
+        select: Some(vec!["nope".into()]),
+        ..Default::default()
+    };
+    assert!(matches!(
+        s.list("Book", &bad).await,
+        Err(StoreError::Invalid { .. })
+    ));
+});

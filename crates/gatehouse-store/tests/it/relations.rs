@@ -1,0 +1,147 @@
+//! Batch loading of relations: one statement per relation, whatever the number of parents.
+
+use gatehouse_store::{Filter, FilterOp, ListQuery, OrderBy, StoreError};
+use serde_json::json;
+
+use crate::common::{author, book, titles};
+use crate::conformance;
+
+conformance!(get_many_loads_to_one_targets_in_one_statement, |db, s| {
+    let mut authors = Vec::new();
+    for i in 0..20 {
+        authors.push(author(&s, &format!("A{i}")).await);
+    }
+    let mut ask = authors.clone();
+    ask.push("missing".into());
+    let before = s.statements();
+    let got = s.get_many("Author", &ask).await.unwrap();
+    assert_eq!(s.statements() - before, 1);
+    assert_eq!(got.len(), 20);
+    assert_eq!(got[&authors[3]]["name"], json!("A3"));
+    assert!(!got.contains_key("missing"));
+    let before = s.statements();
+    assert!(s.get_many("Author", &[]).await.unwrap().is_empty());
+    assert_eq!(s.statements(), before);
+});
+
+conformance!(load_children_pages_per_parent_in_one_statement, |db, s| {
+    let mut parents = Vec::new();
+    for i in 0..10 {
+        let a = author(&s, &format!("A{i}")).await;
+        for j in 0..5 {
+            book(&s, &a, &format!("B{i}-{j}"), json!({"year": 2000 + j})).await;
+        }
+        parents.push(a);
+    }
+    let lonely = author(&s, "nobody").await;
+    let mut ask = parents.clone();
+    ask.push(lonely.clone());
+
+    let q = ListQuery {
+        order: vec![OrderBy::desc("year")],
+        limit: Some(2),
+        offset: 1,
+        ..Default::default()
+    };
+    let before = s.statements();
+    let got = s.load_children("Book", "author", &ask, &q).await.unwrap();
+    assert_eq!(s.statements() - before, 1, "one statement for all parents");
+    assert_eq!(got.len(), 11);
+    assert!(got[&lonely].is_empty());
+    for (i, p) in parents.iter().enumerate() {
+        assert_eq!(titles(&got[p]), [format!("B{i}-3"), format!("B{i}-2")]);
+    }
+
+    // no paging: every child, ordered, filtered
+    let q = ListQuery {
+        filter: Some(Filter::cmp("year", FilterOp::Gte, json!(2003))),
+        order: vec![OrderBy::asc("title")],
+        ..Default::default()
+    };
+    let before = s.statements();
+    let got = s
+        .load_children("Book", "author", &parents, &q)
+        .await
+        .unwrap();
+    assert_eq!(s.statements() - before, 1);
+    assert_eq!(titles(&got[&parents[7]]), ["B7-3", "B7-4"]);
+
+    // limit only, default order (id)
+    let q = ListQuery {
+        limit: Some(1),
+        select: Some(vec!["title".into()]),
+        ..Default::default()
+    };
+    let got = s
+        .load_children("Book", "author", &parents, &q)
+        .await
+        .unwrap();
+    assert_eq!(titles(&got[&parents[0]]), ["B0-0"]);
+    assert_eq!(got[&parents[0]][0].len(), 2, "id and title only");
+
+    // offset past the end, limit 0
+    let q = ListQuery {
+        limit: Some(3),
+        offset: 10,
+        ..Default::default()
+    };
+    assert!(
+        s.load_children("Book", "author", &parents, &q)
+            .await
+            .unwrap()[&parents[0]]
+            .is_empty()
+    );
+    let before = s.statements();
+    let q = ListQuery {
+        limit: Some(0),
+        ..Default::default()
+    };
+    assert!(
+        s.load_children("Book", "author", &parents, &q)
+            .await
+            .unwrap()[&parents[0]]
+            .is_empty()
+    );
+    assert_eq!(s.statements(), before);
+
+    assert!(matches!(
+        s.load_children("Book", "title", &parents, &ListQuery::default())
+            .await,
+        Err(StoreError::Invalid { .. })
+    ));
+});
+
+conformance!(nested_relation_levels_cost_one_statement_each, |db, s| {
+    // authors -> books -> reviews: 3 statements for any number of rows
+    let mut authors = Vec::new();
+    for i in 0..5 {
+        let a = author(&s, &format!("A{i}")).await;
+        for j in 0..3 {
+            let b = book(&s, &a, &format!("B{i}{j}"), json!({})).await;
+            for k in 0..2 {
+                s.insert(
+                    "Review",
+                    crate::common::row(json!({"book": b["id"], "stars": k + 1})),
+                )
+                .await
+                .unwrap();
+            }
+        }
+        authors.push(a);
+    }
+    let before = s.statements();
+    let list = s.list("Author", &ListQuery::default()).await.unwrap();
+    let ids: Vec<String> = crate::common::ids(&list);
+    let books = s
+        .load_children("Book", "author", &ids, &ListQuery::default())
+        .await
+        .unwrap();
+    let book_ids: Vec<String> = books.values().flat_map(|v| crate::common::ids(v)).collect();
+    let reviews = s
+        .load_children("Review", "book", &book_ids, &ListQuery::default())
+        .await
+        .unwrap();
+    assert_eq!(s.statements() - before, 3);
+    assert_eq!(book_ids.len(), 15);
+    assert_eq!(reviews.values().map(Vec::len).sum::<usize>(), 30);
+});
