@@ -1,0 +1,388 @@
+//! Client and user administration (the `client ...` / `user ...` commands)
+//! and the idempotent `[[bootstrap.*]]` registrations.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::clock::Clock;
+use crate::error::{Error, Result};
+use crate::model::{
+    ClientRecord, GRANT_TOKEN_EXCHANGE, KNOWN_GRANTS, UserRecord, valid_scope_token,
+};
+use crate::random::Random;
+use crate::repo::AuthRepo;
+use crate::secrets;
+
+/// Longest client id, user name, scope or audience accepted.
+const MAX_NAME: usize = 256;
+/// Longest password accepted (argon2 takes any length; this bounds the work).
+pub const MAX_PASSWORD: usize = 1024;
+
+/// A client to register.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NewClient {
+    /// The client id (the NAME of `client add`).
+    pub client_id: String,
+    /// Grant types: `password`, `client_credentials`, `refresh_token`, and the
+    /// token exchange URN (also accepted as `token-exchange`).
+    pub grants: Vec<String>,
+    /// Scopes the client may obtain.
+    pub scopes: Vec<String>,
+    /// Targets the client may ask for in a token exchange.
+    pub audiences: Vec<String>,
+}
+
+/// A client as listed: everything but the secret hash.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ClientInfo {
+    /// The client id.
+    pub client_id: String,
+    /// Grant types.
+    pub grants: Vec<String>,
+    /// Scopes.
+    pub scopes: Vec<String>,
+    /// Exchange targets.
+    pub audiences: Vec<String>,
+    /// Creation time, seconds since the epoch.
+    pub created_at: i64,
+}
+
+/// A user as listed: everything but the password hash.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct UserInfo {
+    /// The user name.
+    pub username: String,
+    /// Scopes the user may grant.
+    pub scopes: Vec<String>,
+    /// Creation time, seconds since the epoch.
+    pub created_at: i64,
+}
+
+/// A client secret, shown once. `Debug` does not print it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClientSecret(pub String);
+
+impl fmt::Debug for ClientSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ClientSecret(<redacted>)")
+    }
+}
+
+/// What a bootstrap registration did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BootstrapOutcome {
+    /// It did not exist and was created.
+    Created,
+    /// It existed and differed; it was updated in place.
+    Updated,
+    /// It existed exactly as configured.
+    Unchanged,
+}
+
+/// Administration of clients and users.
+#[derive(Debug, Clone)]
+pub struct Admin {
+    repo: Arc<dyn AuthRepo>,
+    clock: Arc<dyn Clock>,
+    random: Arc<dyn Random>,
+}
+
+fn check_name(what: &str, v: &str) -> Result<()> {
+    let ok = !v.is_empty() && v.len() <= MAX_NAME && v.bytes().all(|b| (0x21..=0x7E).contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::InvalidInput(
+            format!("{what} must be 1 to {MAX_NAME} visible ASCII characters").into(),
+        ))
+    }
+}
+
+fn normalize_grants(grants: &[String]) -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for g in grants {
+        let g = g.trim();
+        let g = match g {
+            "token-exchange" | "token_exchange" => GRANT_TOKEN_EXCHANGE,
+            other => other,
+        };
+        if !KNOWN_GRANTS.contains(&g) {
+            return Err(Error::InvalidInput(
+                format!(
+                    "unknown grant type {g:?}; known: password, client_credentials, refresh_token, token-exchange"
+                )
+                .into(),
+            ));
+        }
+        if !out.iter().any(|x| x == g) {
+            out.push(g.to_string());
+        }
+    }
+    Ok(out)
+}
+
+fn normalize_scopes(scopes: &[String]) -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for s in scopes
+        .iter()
+        .flat_map(|s| s.split(' '))
+        .filter(|s| !s.is_empty())
+    {
+        if !valid_scope_token(s) {
+            return Err(Error::InvalidInput(format!("invalid scope {s:?}").into()));
+        }
+        if !out.iter().any(|x| x == s) {
+            out.push(s.to_string());
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn normalize_audiences(auds: &[String]) -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for a in auds.iter().map(|a| a.trim()).filter(|a| !a.is_empty()) {
+        check_name("an audience", a)?;
+        if !out.iter().any(|x| x == a) {
+            out.push(a.to_string());
+        }
+    }
+    Ok(out)
+}
+
+fn check_password(password: &str) -> Result<()> {
+    if password.is_empty() || password.len() > MAX_PASSWORD {
+        return Err(Error::InvalidInput(
+            format!("a password must be 1 to {MAX_PASSWORD} bytes").into(),
+        ));
+    }
+    Ok(())
+}
+
+impl Admin {
+    /// Administration over `repo`, with time and randomness passed in.
+    pub fn new(repo: Arc<dyn AuthRepo>, clock: Arc<dyn Clock>, random: Arc<dyn Random>) -> Self {
+        Self {
+            repo,
+            clock,
+            random,
+        }
+    }
+
+    async fn hash_password(&self, password: &str) -> Result<String> {
+        let pw = password.to_string();
+        let random = self.random.clone();
+        tokio::task::spawn_blocking(move || secrets::hash_password(&pw, random.as_ref()))
+            .await
+            .map_err(|e| Error::server(format!("password hashing task: {e}")))?
+    }
+
+    fn client_record(&self, c: &NewClient, secret: &str, created_at: i64) -> Result<ClientRecord> {
+        check_name("a client id", &c.client_id)?;
+        Ok(ClientRecord {
+            client_id: c.client_id.clone(),
+            secret_hash: secrets::hash_secret(secret),
+            grants: normalize_grants(&c.grants)?,
+            scopes: normalize_scopes(&c.scopes)?,
+            audiences: normalize_audiences(&c.audiences)?,
+            created_at,
+            updated_at: self.clock.now(),
+        })
+    }
+
+    /// `client add`: registers a client with a new random 256-bit secret,
+    /// returned once (only its SHA-256 is stored). `Conflict` if the id exists.
+    pub async fn add_client(&self, c: &NewClient) -> Result<(ClientInfo, ClientSecret)> {
+        if self.repo.get_client(&c.client_id).await?.is_some() {
+            return Err(Error::Conflict(
+                format!("client {:?} already exists", c.client_id).into(),
+            ));
+        }
+        let secret = secrets::generate_client_secret(self.random.as_ref());
+        let record = self.client_record(c, &secret, self.clock.now())?;
+        self.repo.upsert_client(&record).await?;
+        Ok((info(&record), ClientSecret(secret)))
+    }
+
+    /// `client list`, ordered by id.
+    pub async fn list_clients(&self) -> Result<Vec<ClientInfo>> {
+        Ok(self.repo.list_clients().await?.iter().map(info).collect())
+    }
+
+    /// `client remove`: the client and every token issued to it stop
+    /// working. `NotFound` if there is no such client.
+    pub async fn remove_client(&self, client_id: &str) -> Result<()> {
+        if self.repo.delete_client(client_id).await? {
+            self.repo.revoke_client_tokens(client_id).await?;
+            Ok(())
+        } else {
+            Err(Error::NotFound(format!("no client {client_id:?}").into()))
+        }
+    }
+
+    /// `client rotate-secret`: replaces the secret; the old one stops working
+    /// at once. Returns the new secret, shown once.
+    pub async fn rotate_client_secret(&self, client_id: &str) -> Result<ClientSecret> {
+        let Some(mut record) = self.repo.get_client(client_id).await? else {
+            return Err(Error::NotFound(format!("no client {client_id:?}").into()));
+        };
+        let secret = secrets::generate_client_secret(self.random.as_ref());
+        record.secret_hash = secrets::hash_secret(&secret);
+        record.updated_at = self.clock.now();
+        self.repo.upsert_client(&record).await?;
+        Ok(ClientSecret(secret))
+    }
+
+    /// `[[bootstrap.clients]]`: creates the client, or updates it in place
+    /// (keeping its creation time) when its secret or settings differ.
+    pub async fn bootstrap_client(&self, c: &NewClient, secret: &str) -> Result<BootstrapOutcome> {
+        if secret.is_empty() {
+            return Err(Error::InvalidInput(
+                "a client secret must not be empty".into(),
+            ));
+        }
+        let existing = self.repo.get_client(&c.client_id).await?;
+        let created_at = existing.as_ref().map_or(self.clock.now(), |e| e.created_at);
+        let mut record = self.client_record(c, secret, created_at)?;
+        match existing {
+            None => {
+                self.repo.upsert_client(&record).await?;
+                Ok(BootstrapOutcome::Created)
+            }
+            Some(e) => {
+                let same = secrets::verify_secret(secret, &e.secret_hash)
+                    && e.grants == record.grants
+                    && e.scopes == record.scopes
+                    && e.audiences == record.audiences;
+                if same {
+                    Ok(BootstrapOutcome::Unchanged)
+                } else {
+                    record.created_at = e.created_at;
+                    self.repo.upsert_client(&record).await?;
+                    Ok(BootstrapOutcome::Updated)
+                }
+            }
+        }
+    }
+
+    /// `user add`: registers a resource owner with an argon2id password hash.
+    /// `Conflict` if the name exists.
+    pub async fn add_user(
+        &self,
+        username: &str,
+        password: &str,
+        scopes: &[String],
+    ) -> Result<UserInfo> {
+        check_name("a user name", username)?;
+        check_password(password)?;
+        let scopes = normalize_scopes(scopes)?;
+        if self.repo.find_user(username).await?.is_some() {
+            return Err(Error::Conflict(
+                format!("user {username:?} already exists").into(),
+            ));
+        }
+        let now = self.clock.now();
+        let record = UserRecord {
+            username: username.to_string(),
+            password_hash: self.hash_password(password).await?,
+            scopes,
+            created_at: now,
+            updated_at: now,
+        };
+        self.repo.upsert_user(&record).await?;
+        Ok(user_info(&record))
+    }
+
+    /// `user passwd`: sets a new password. Tokens already issued stay valid
+    /// until they expire or are revoked.
+    pub async fn set_password(&self, username: &str, password: &str) -> Result<()> {
+        check_password(password)?;
+        let Some(mut record) = self.repo.find_user(username).await? else {
+            return Err(Error::NotFound(format!("no user {username:?}").into()));
+        };
+        record.password_hash = self.hash_password(password).await?;
+        record.updated_at = self.clock.now();
+        self.repo.upsert_user(&record).await?;
+        Ok(())
+    }
+
+    /// `user remove`: the user and every token issued for them stop working.
+    pub async fn remove_user(&self, username: &str) -> Result<()> {
+        if self.repo.delete_user(username).await? {
+            self.repo.revoke_user_tokens(username).await?;
+            Ok(())
+        } else {
+            Err(Error::NotFound(format!("no user {username:?}").into()))
+        }
+    }
+
+    /// `user list`, ordered by name.
+    pub async fn list_users(&self) -> Result<Vec<UserInfo>> {
+        Ok(self
+            .repo
+            .list_users()
+            .await?
+            .iter()
+            .map(user_info)
+            .collect())
+    }
+
+    /// `[[bootstrap.users]]`: creates the user, or updates it when the
+    /// password or scopes differ. An unchanged password is not re-hashed.
+    pub async fn bootstrap_user(
+        &self,
+        username: &str,
+        password: &str,
+        scopes: &[String],
+    ) -> Result<BootstrapOutcome> {
+        check_name("a user name", username)?;
+        check_password(password)?;
+        let scopes = normalize_scopes(scopes)?;
+        let now = self.clock.now();
+        let Some(mut existing) = self.repo.find_user(username).await? else {
+            let record = UserRecord {
+                username: username.to_string(),
+                password_hash: self.hash_password(password).await?,
+                scopes,
+                created_at: now,
+                updated_at: now,
+            };
+            self.repo.upsert_user(&record).await?;
+            return Ok(BootstrapOutcome::Created);
+        };
+        let pw = password.to_string();
+        let hash = existing.password_hash.clone();
+        let same_password =
+            tokio::task::spawn_blocking(move || secrets::verify_password(&pw, &hash))
+                .await
+                .map_err(|e| Error::server(format!("password check task: {e}")))?;
+        if same_password && existing.scopes == scopes {
+            return Ok(BootstrapOutcome::Unchanged);
+        }
+        if !same_password {
+            existing.password_hash = self.hash_password(password).await?;
+        }
+        existing.scopes = scopes;
+        existing.updated_at = now;
+        self.repo.upsert_user(&existing).await?;
+        Ok(BootstrapOutcome::Updated)
+    }
+}
+
+fn info(c: &ClientRecord) -> ClientInfo {
+    ClientInfo {
+        client_id: c.client_id.clone(),
+        grants: c.grants.clone(),
+        scopes: c.scopes.clone(),
+        audiences: c.audiences.clone(),
+        created_at: c.created_at,
+    }
+}
+
+fn user_info(u: &UserRecord) -> UserInfo {
+    UserInfo {
+        username: u.username.clone(),
+        scopes: u.scopes.clone(),
+        created_at: u.created_at,
+    }
+}

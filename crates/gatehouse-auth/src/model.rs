@@ -1,0 +1,273 @@
+//! Plain records persisted through [`crate::AuthRepo`], and the names of
+//! grants, token types and scopes.
+//!
+//! Records hold only data (no closures, no handles) so that a SQL
+//! implementation maps each one to a table row.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// `grant_type=password` (RFC 6749 §4.3).
+pub const GRANT_PASSWORD: &str = "password";
+/// `grant_type=client_credentials` (RFC 6749 §4.4).
+pub const GRANT_CLIENT_CREDENTIALS: &str = "client_credentials";
+/// `grant_type=refresh_token` (RFC 6749 §6).
+pub const GRANT_REFRESH_TOKEN: &str = "refresh_token";
+/// The token exchange grant type (RFC 8693 §2.1).
+pub const GRANT_TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+/// Every grant type a client may be registered for.
+pub const KNOWN_GRANTS: [&str; 4] = [
+    GRANT_PASSWORD,
+    GRANT_CLIENT_CREDENTIALS,
+    GRANT_REFRESH_TOKEN,
+    GRANT_TOKEN_EXCHANGE,
+];
+
+/// RFC 8693 §3 token type of an OAuth access token.
+pub const TOKEN_TYPE_ACCESS: &str = "urn:ietf:params:oauth:token-type:access_token";
+/// RFC 8693 §3 token type of an OAuth refresh token.
+pub const TOKEN_TYPE_REFRESH: &str = "urn:ietf:params:oauth:token-type:refresh_token";
+/// RFC 8693 §3 token type of a JWT.
+pub const TOKEN_TYPE_JWT: &str = "urn:ietf:params:oauth:token-type:jwt";
+
+/// The scope that asks for a refresh-capable, long-lived grant. It is never
+/// granted implicitly: only when requested.
+pub const SCOPE_OFFLINE_ACCESS: &str = "offline_access";
+
+/// A registered OAuth client.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClientRecord {
+    /// The client identifier (also its name on the CLI).
+    pub client_id: String,
+    /// SHA-256 of the client secret (32 bytes). The secret itself is never stored.
+    pub secret_hash: Vec<u8>,
+    /// Grant types the client may use (values of [`KNOWN_GRANTS`]).
+    pub grants: Vec<String>,
+    /// Scopes the client may obtain.
+    pub scopes: Vec<String>,
+    /// Audiences/resources the client may ask for in a token exchange.
+    pub audiences: Vec<String>,
+    /// Creation time, seconds since the epoch.
+    pub created_at: i64,
+    /// Last change (secret rotation, update), seconds since the epoch.
+    pub updated_at: i64,
+}
+
+impl ClientRecord {
+    /// Whether the client may use `grant`.
+    pub fn allows_grant(&self, grant: &str) -> bool {
+        self.grants.iter().any(|g| g == grant)
+    }
+}
+
+impl fmt::Debug for ClientRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientRecord")
+            .field("client_id", &self.client_id)
+            .field("secret_hash", &"<redacted>")
+            .field("grants", &self.grants)
+            .field("scopes", &self.scopes)
+            .field("audiences", &self.audiences)
+            .field("created_at", &self.created_at)
+            .field("updated_at", &self.updated_at)
+            .finish()
+    }
+}
+
+/// A resource owner who may use the password grant.
+#[derive(Clone, PartialEq, Eq)]
+pub struct UserRecord {
+    /// Unique user name; the `sub` of tokens issued for the user.
+    pub username: String,
+    /// PHC string of the argon2id hash of the password.
+    pub password_hash: String,
+    /// Scopes the user may grant.
+    pub scopes: Vec<String>,
+    /// Creation time, seconds since the epoch.
+    pub created_at: i64,
+    /// Last change, seconds since the epoch.
+    pub updated_at: i64,
+}
+
+impl fmt::Debug for UserRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UserRecord")
+            .field("username", &self.username)
+            .field("password_hash", &"<redacted>")
+            .field("scopes", &self.scopes)
+            .field("created_at", &self.created_at)
+            .field("updated_at", &self.updated_at)
+            .finish()
+    }
+}
+
+/// A signing key as stored: the public half as a JWK, the private half
+/// encrypted (AES-256-GCM) under the server secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct KeyRecord {
+    /// Key id: the RFC 7638 JWK thumbprint of the public key.
+    pub kid: String,
+    /// JWS algorithm name (`EdDSA`, `ES256`, `RS256`).
+    pub alg: String,
+    /// The public key as a JWK JSON object (no private members).
+    pub public_jwk: String,
+    /// 12-byte nonce followed by the AES-256-GCM ciphertext and tag of the
+    /// PKCS#8 private key.
+    pub private_sealed: Vec<u8>,
+    /// Creation time, seconds since the epoch.
+    pub created_at: i64,
+    /// When the key stopped signing new tokens; `None` while it is current.
+    pub retired_at: Option<i64>,
+    /// After this time the key is no longer published nor accepted (its last
+    /// tokens have expired); `None` while it is current.
+    pub publish_until: Option<i64>,
+}
+
+impl fmt::Debug for KeyRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyRecord")
+            .field("kid", &self.kid)
+            .field("alg", &self.alg)
+            .field("private_sealed", &"<redacted>")
+            .field("created_at", &self.created_at)
+            .field("retired_at", &self.retired_at)
+            .field("publish_until", &self.publish_until)
+            .finish()
+    }
+}
+
+/// Whether a token record is an access token or a refresh token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TokenKind {
+    /// A JWT access token; the record id is its `jti`.
+    Access,
+    /// An opaque refresh token; the record id is the SHA-256 of its value.
+    Refresh,
+}
+
+impl TokenKind {
+    /// A stable name for storage (`access` / `refresh`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenKind::Access => "access",
+            TokenKind::Refresh => "refresh",
+        }
+    }
+
+    /// Parses [`TokenKind::as_str`].
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "access" => Some(TokenKind::Access),
+            "refresh" => Some(TokenKind::Refresh),
+            _ => None,
+        }
+    }
+}
+
+/// One issued token. The server tracks tokens and their expiry only (no
+/// sessions): this is the whole state behind a token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenRecord {
+    /// `jti` of an access token; base64url SHA-256 of a refresh token's value.
+    pub id: String,
+    /// Access or refresh.
+    pub kind: TokenKind,
+    /// The `sub`: a user name, or the client id for client credentials.
+    pub subject: String,
+    /// Set when the subject is a resource owner (password grant and what
+    /// descends from it).
+    pub username: Option<String>,
+    /// The client the token was issued to.
+    pub client_id: String,
+    /// Granted scopes.
+    pub scope: Vec<String>,
+    /// Audiences (`aud`); for a refresh token, the audience its access tokens get.
+    pub audience: Vec<String>,
+    /// Issue time, seconds since the epoch.
+    pub issued_at: i64,
+    /// Expiry, seconds since the epoch.
+    pub expires_at: i64,
+    /// Revoked explicitly or with its family.
+    pub revoked: bool,
+    /// Tokens descending from one grant share a family; reuse of a spent
+    /// refresh token revokes the whole family (RFC 9700 §4.14.2).
+    pub family_id: String,
+    /// The refresh token this one was issued from, if any.
+    pub parent_id: Option<String>,
+    /// For a refresh token: when it was exchanged for its successor.
+    pub used_at: Option<i64>,
+    /// For a refresh token: the id of the refresh token that replaced it.
+    pub successor_id: Option<String>,
+}
+
+/// A set of scope tokens, kept sorted so rendering is deterministic.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scopes(pub BTreeSet<String>);
+
+impl Scopes {
+    /// Parses a space-separated `scope` parameter (RFC 6749 §3.3). Repeated
+    /// spaces are tolerated; characters outside the scope-token grammar
+    /// are refused.
+    pub fn parse(s: &str) -> Result<Self, crate::Error> {
+        let mut set = BTreeSet::new();
+        for token in s.split(' ').filter(|t| !t.is_empty()) {
+            if !valid_scope_token(token) {
+                return Err(crate::Error::invalid_scope("malformed scope value"));
+            }
+            set.insert(token.to_string());
+        }
+        Ok(Scopes(set))
+    }
+
+    /// From a list of scope names.
+    pub fn from_list<S: AsRef<str>>(items: &[S]) -> Self {
+        Scopes(items.iter().map(|s| s.as_ref().to_string()).collect())
+    }
+
+    /// Whether `scope` is in the set.
+    pub fn contains(&self, scope: &str) -> bool {
+        self.0.contains(scope)
+    }
+
+    /// Whether every member of `self` is in `other`.
+    pub fn is_subset(&self, other: &Scopes) -> bool {
+        self.0.is_subset(&other.0)
+    }
+
+    /// Members of both.
+    pub fn intersection(&self, other: &Scopes) -> Scopes {
+        Scopes(self.0.intersection(&other.0).cloned().collect())
+    }
+
+    /// Whether there are no scopes.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The members as a list.
+    pub fn to_vec(&self) -> Vec<String> {
+        self.0.iter().cloned().collect()
+    }
+}
+
+impl fmt::Display for Scopes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        for s in &self.0 {
+            if !first {
+                f.write_str(" ")?;
+            }
+            f.write_str(s)?;
+            first = false;
+        }
+        Ok(())
+    }
+}
+
+/// RFC 6749 §3.3: `scope-token = 1*( %x21 / %x23-5B / %x5D-7E )`.
+pub fn valid_scope_token(token: &str) -> bool {
+    !token.is_empty()
+        && token
+            .bytes()
+            .all(|b| b == 0x21 || (0x23..=0x5B).contains(&b) || (0x5D..=0x7E).contains(&b))
+}

@@ -1,0 +1,314 @@
+//! Persistence of clients, users, signing keys and token records.
+//!
+//! [`AuthRepo`] is small and made of plain records so that a SQL
+//! implementation (in `gatehouse-store`) is a table per record type and one
+//! statement per method. [`MemoryRepo`] is the reference implementation used
+//! by tests and single-process demos.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Mutex, MutexGuard};
+
+use async_trait::async_trait;
+
+use crate::error::RepoError;
+use crate::model::{ClientRecord, KeyRecord, TokenKind, TokenRecord, UserRecord};
+
+/// Storage behind the authorization server. All times are seconds since the
+/// Unix epoch.
+///
+/// Implementations must make [`AuthRepo::mark_refresh_used`] atomic (a
+/// compare-and-set): it is what makes refresh tokens single-use when two
+/// requests race, on one instance or many.
+#[async_trait]
+pub trait AuthRepo: Send + Sync + fmt::Debug {
+    /// The client with this id.
+    async fn get_client(&self, client_id: &str) -> Result<Option<ClientRecord>, RepoError>;
+    /// Creates or replaces the client with `client.client_id`.
+    async fn upsert_client(&self, client: &ClientRecord) -> Result<(), RepoError>;
+    /// Every client, ordered by id.
+    async fn list_clients(&self) -> Result<Vec<ClientRecord>, RepoError>;
+    /// Deletes a client; `false` if there was none.
+    async fn delete_client(&self, client_id: &str) -> Result<bool, RepoError>;
+
+    /// The user with this name.
+    async fn find_user(&self, username: &str) -> Result<Option<UserRecord>, RepoError>;
+    /// Creates or replaces the user with `user.username`.
+    async fn upsert_user(&self, user: &UserRecord) -> Result<(), RepoError>;
+    /// Every user, ordered by name.
+    async fn list_users(&self) -> Result<Vec<UserRecord>, RepoError>;
+    /// Deletes a user; `false` if there was none.
+    async fn delete_user(&self, username: &str) -> Result<bool, RepoError>;
+
+    /// Every stored signing key (current and retired-but-published).
+    async fn load_keys(&self) -> Result<Vec<KeyRecord>, RepoError>;
+    /// Stores a new signing key.
+    async fn insert_key(&self, key: &KeyRecord) -> Result<(), RepoError>;
+    /// Marks a key as no longer signing (`retired_at`) and sets until when
+    /// it stays published (`publish_until`). Unknown kids are ignored.
+    async fn retire_key(
+        &self,
+        kid: &str,
+        retired_at: i64,
+        publish_until: i64,
+    ) -> Result<(), RepoError>;
+
+    /// Stores a new token record. Ids are unique.
+    async fn insert_token(&self, token: &TokenRecord) -> Result<(), RepoError>;
+    /// The token record with this id.
+    async fn get_token(&self, id: &str) -> Result<Option<TokenRecord>, RepoError>;
+    /// Marks one token revoked; `false` if there was none.
+    async fn revoke_token(&self, id: &str) -> Result<bool, RepoError>;
+    /// Marks every token of a family revoked; returns how many changed.
+    async fn revoke_family(&self, family_id: &str) -> Result<u64, RepoError>;
+    /// Marks every token issued to `client_id` revoked (the client was
+    /// removed); returns how many changed.
+    async fn revoke_client_tokens(&self, client_id: &str) -> Result<u64, RepoError>;
+    /// Marks every token whose `username` is `username` revoked (the user
+    /// was removed); returns how many changed.
+    async fn revoke_user_tokens(&self, username: &str) -> Result<u64, RepoError>;
+    /// Atomically marks an unused refresh token as used at `used_at`,
+    /// replaced by `successor_id`. Returns `false` (and changes nothing) if
+    /// it was already used, revoked, or does not exist.
+    /// SQL: `UPDATE ... SET used_at=?, successor_id=? WHERE id=? AND
+    /// kind='refresh' AND used_at IS NULL AND NOT revoked`.
+    async fn mark_refresh_used(
+        &self,
+        id: &str,
+        used_at: i64,
+        successor_id: &str,
+    ) -> Result<bool, RepoError>;
+    /// Atomically replaces the successor of a used refresh token, if it is
+    /// still `expected` (the grace-period retry of RFC 9700 §4.14.2). Returns
+    /// `false` (and changes nothing) otherwise.
+    /// SQL: `UPDATE ... SET successor_id=? WHERE id=? AND successor_id=?`.
+    async fn replace_successor(
+        &self,
+        id: &str,
+        expected: &str,
+        successor_id: &str,
+    ) -> Result<bool, RepoError>;
+    /// Deletes token records that expired at or before `now`, and keys whose
+    /// `publish_until` is at or before `now`. Returns how many rows went.
+    async fn purge_expired(&self, now: i64) -> Result<u64, RepoError>;
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    clients: HashMap<String, ClientRecord>,
+    users: HashMap<String, UserRecord>,
+    keys: Vec<KeyRecord>,
+    tokens: HashMap<String, TokenRecord>,
+    /// family id -> token ids, so family revocation does not scan everything.
+    families: HashMap<String, Vec<String>>,
+}
+
+/// An [`AuthRepo`] in memory: for tests and one-process demos. Nothing survives
+/// a restart.
+#[derive(Debug, Default)]
+pub struct MemoryRepo {
+    inner: Mutex<Inner>,
+}
+
+impl MemoryRepo {
+    /// An empty repository.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave a record half-written
+        // (every mutation is a single insert/assign), so poison is harmless.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How many token records are stored (for tests of purging).
+    pub fn token_count(&self) -> usize {
+        self.lock().tokens.len()
+    }
+}
+
+#[async_trait]
+impl AuthRepo for MemoryRepo {
+    async fn get_client(&self, client_id: &str) -> Result<Option<ClientRecord>, RepoError> {
+        Ok(self.lock().clients.get(client_id).cloned())
+    }
+
+    async fn upsert_client(&self, client: &ClientRecord) -> Result<(), RepoError> {
+        self.lock()
+            .clients
+            .insert(client.client_id.clone(), client.clone());
+        Ok(())
+    }
+
+    async fn list_clients(&self) -> Result<Vec<ClientRecord>, RepoError> {
+        let mut all: Vec<_> = self.lock().clients.values().cloned().collect();
+        all.sort_by(|a, b| a.client_id.cmp(&b.client_id));
+        Ok(all)
+    }
+
+    async fn delete_client(&self, client_id: &str) -> Result<bool, RepoError> {
+        Ok(self.lock().clients.remove(client_id).is_some())
+    }
+
+    async fn find_user(&self, username: &str) -> Result<Option<UserRecord>, RepoError> {
+        Ok(self.lock().users.get(username).cloned())
+    }
+
+    async fn upsert_user(&self, user: &UserRecord) -> Result<(), RepoError> {
+        self.lock()
+            .users
+            .insert(user.username.clone(), user.clone());
+        Ok(())
+    }
+
+    async fn list_users(&self) -> Result<Vec<UserRecord>, RepoError> {
+        let mut all: Vec<_> = self.lock().users.values().cloned().collect();
+        all.sort_by(|a, b| a.username.cmp(&b.username));
+        Ok(all)
+    }
+
+    async fn delete_user(&self, username: &str) -> Result<bool, RepoError> {
+        Ok(self.lock().users.remove(username).is_some())
+    }
+
+    async fn load_keys(&self) -> Result<Vec<KeyRecord>, RepoError> {
+        Ok(self.lock().keys.clone())
+    }
+
+    async fn insert_key(&self, key: &KeyRecord) -> Result<(), RepoError> {
+        let mut inner = self.lock();
+        if inner.keys.iter().any(|k| k.kid == key.kid) {
+            return Err(RepoError::new(format!("duplicate key id {}", key.kid)));
+        }
+        inner.keys.push(key.clone());
+        Ok(())
+    }
+
+    async fn retire_key(
+        &self,
+        kid: &str,
+        retired_at: i64,
+        publish_until: i64,
+    ) -> Result<(), RepoError> {
+        for k in self.lock().keys.iter_mut().filter(|k| k.kid == kid) {
+            k.retired_at = Some(retired_at);
+            k.publish_until = Some(publish_until);
+        }
+        Ok(())
+    }
+
+    async fn insert_token(&self, token: &TokenRecord) -> Result<(), RepoError> {
+        let mut inner = self.lock();
+        if inner.tokens.contains_key(&token.id) {
+            return Err(RepoError::new("duplicate token id"));
+        }
+        inner
+            .families
+            .entry(token.family_id.clone())
+            .or_default()
+            .push(token.id.clone());
+        inner.tokens.insert(token.id.clone(), token.clone());
+        Ok(())
+    }
+
+    async fn get_token(&self, id: &str) -> Result<Option<TokenRecord>, RepoError> {
+        Ok(self.lock().tokens.get(id).cloned())
+    }
+
+    async fn revoke_token(&self, id: &str) -> Result<bool, RepoError> {
+        Ok(match self.lock().tokens.get_mut(id) {
+            Some(t) => {
+                t.revoked = true;
+                true
+            }
+            None => false,
+        })
+    }
+
+    async fn revoke_family(&self, family_id: &str) -> Result<u64, RepoError> {
+        let mut inner = self.lock();
+        let ids = inner.families.get(family_id).cloned().unwrap_or_default();
+        let mut n = 0;
+        for id in ids {
+            if let Some(t) = inner.tokens.get_mut(&id)
+                && !t.revoked
+            {
+                t.revoked = true;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    async fn revoke_client_tokens(&self, client_id: &str) -> Result<u64, RepoError> {
+        let mut n = 0;
+        for t in self.lock().tokens.values_mut() {
+            if t.client_id == client_id && !t.revoked {
+                t.revoked = true;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    async fn revoke_user_tokens(&self, username: &str) -> Result<u64, RepoError> {
+        let mut n = 0;
+        for t in self.lock().tokens.values_mut() {
+            if t.username.as_deref() == Some(username) && !t.revoked {
+                t.revoked = true;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    async fn mark_refresh_used(
+        &self,
+        id: &str,
+        used_at: i64,
+        successor_id: &str,
+    ) -> Result<bool, RepoError> {
+        Ok(match self.lock().tokens.get_mut(id) {
+            Some(t) if t.kind == TokenKind::Refresh && t.used_at.is_none() && !t.revoked => {
+                t.used_at = Some(used_at);
+                t.successor_id = Some(successor_id.to_string());
+                true
+            }
+            _ => false,
+        })
+    }
+
+    async fn replace_successor(
+        &self,
+        id: &str,
+        expected: &str,
+        successor_id: &str,
+    ) -> Result<bool, RepoError> {
+        Ok(match self.lock().tokens.get_mut(id) {
+            Some(t) if t.successor_id.as_deref() == Some(expected) => {
+                t.successor_id = Some(successor_id.to_string());
+                true
+            }
+            _ => false,
+        })
+    }
+
+    async fn purge_expired(&self, now: i64) -> Result<u64, RepoError> {
+        let mut inner = self.lock();
+        let before = inner.tokens.len() + inner.keys.len();
+        inner.tokens.retain(|_, t| t.expires_at > now);
+        inner
+            .keys
+            .retain(|k| k.publish_until.is_none_or(|until| until > now));
+        let Inner {
+            tokens, families, ..
+        } = &mut *inner;
+        families.retain(|_, ids| {
+            ids.retain(|id| tokens.contains_key(id));
+            !ids.is_empty()
+        });
+        let after = inner.tokens.len() + inner.keys.len();
+        Ok((before - after) as u64)
+    }
+}

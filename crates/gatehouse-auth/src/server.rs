@@ -1,0 +1,1050 @@
+//! The authorization server: grants, validation, introspection, revocation,
+//! key management. No HTTP here: the endpoint crate parses requests and maps
+//! [`Error`]s to responses.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::clock::Clock;
+use crate::error::{Error, Result};
+use crate::jwt::{self, AccessClaims, Audience};
+use crate::keys::{KeyCipher, KeyRing, SigningAlg, generate_key};
+use crate::model::{
+    ClientRecord, GRANT_CLIENT_CREDENTIALS, GRANT_PASSWORD, GRANT_REFRESH_TOKEN,
+    GRANT_TOKEN_EXCHANGE, SCOPE_OFFLINE_ACCESS, Scopes, TOKEN_TYPE_ACCESS, TOKEN_TYPE_JWT,
+    TOKEN_TYPE_REFRESH, TokenKind, TokenRecord,
+};
+use crate::random::{Random, token_string};
+use crate::repo::AuthRepo;
+use crate::secrets::{self, DUMMY_PASSWORD_HASH};
+
+/// Settings of the authorization server (from `[tokens]` and `issuer`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthConfig {
+    /// `iss` of every token, and the API's own audience.
+    pub issuer: String,
+    /// Lifetime of an access token, in seconds.
+    pub access_ttl: u64,
+    /// Lifetime of an access token whose scope includes `offline_access`.
+    pub offline_access_ttl: u64,
+    /// Lifetime of a refresh token (each rotation starts a new one).
+    pub refresh_ttl: u64,
+    /// How long after its rotation the immediate predecessor of a refresh
+    /// token may still be presented without revoking the family.
+    pub refresh_reuse_grace: u64,
+    /// Algorithm of new signing keys.
+    pub signing_alg: SigningAlg,
+    /// At start, a current key older than this is rotated. `None`: never.
+    pub signing_key_max_age: Option<u64>,
+}
+
+impl AuthConfig {
+    /// The contract's defaults (1 h, 30 d, 30 d, no grace, EdDSA, 90-day keys)
+    /// for `issuer`.
+    pub fn new(issuer: impl Into<String>) -> Self {
+        Self {
+            issuer: issuer.into(),
+            access_ttl: 3600,
+            offline_access_ttl: 30 * 86400,
+            refresh_ttl: 30 * 86400,
+            refresh_reuse_grace: 0,
+            signing_alg: SigningAlg::EdDsa,
+            signing_key_max_age: Some(90 * 86400),
+        }
+    }
+
+    fn secs(v: u64) -> i64 {
+        i64::try_from(v).unwrap_or(i64::MAX)
+    }
+
+    /// RFC 9068 leaves lifetimes to the server; `offline_access` asks for the
+    /// long one (CONTRACT §6).
+    fn access_lifetime(&self, scope: &Scopes) -> i64 {
+        if scope.contains(SCOPE_OFFLINE_ACCESS) {
+            Self::secs(self.offline_access_ttl)
+        } else {
+            Self::secs(self.access_ttl)
+        }
+    }
+
+    /// How long a retired key must stay published: the longest any token it
+    /// signed can live.
+    fn longest_access_lifetime(&self) -> i64 {
+        Self::secs(self.access_ttl.max(self.offline_access_ttl))
+    }
+}
+
+/// A successful token response (RFC 6749 §5.1, RFC 8693 §2.2.1).
+#[derive(Clone, PartialEq, Eq, Serialize)]
+pub struct TokenResponse {
+    /// The JWT access token.
+    pub access_token: String,
+    /// Always `Bearer` (RFC 6750).
+    pub token_type: &'static str,
+    /// Seconds until the access token expires.
+    pub expires_in: i64,
+    /// Granted scopes, space-separated.
+    pub scope: String,
+    /// A new refresh token, when the grant issues one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refresh_token: Option<String>,
+    /// For token exchange: the RFC 8693 §3 type URI of `access_token`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub issued_token_type: Option<&'static str>,
+}
+
+impl fmt::Debug for TokenResponse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TokenResponse")
+            .field("access_token", &"<redacted>")
+            .field("expires_in", &self.expires_in)
+            .field("scope", &self.scope)
+            .field(
+                "refresh_token",
+                &self.refresh_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field("issued_token_type", &self.issued_token_type)
+            .finish()
+    }
+}
+
+/// Parameters of a token exchange request (RFC 8693 §2.1). `audience` and
+/// `resource` may each be given several times.
+#[derive(Clone, Default)]
+pub struct ExchangeRequest {
+    /// `subject_token`.
+    pub subject_token: Option<String>,
+    /// `subject_token_type`.
+    pub subject_token_type: Option<String>,
+    /// `actor_token`.
+    pub actor_token: Option<String>,
+    /// `actor_token_type`.
+    pub actor_token_type: Option<String>,
+    /// `scope`.
+    pub scope: Option<String>,
+    /// `audience` values.
+    pub audience: Vec<String>,
+    /// `resource` values.
+    pub resource: Vec<String>,
+    /// `requested_token_type`.
+    pub requested_token_type: Option<String>,
+}
+
+impl fmt::Debug for ExchangeRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExchangeRequest")
+            .field(
+                "subject_token",
+                &self.subject_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field("subject_token_type", &self.subject_token_type)
+            .field(
+                "actor_token",
+                &self.actor_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field("actor_token_type", &self.actor_token_type)
+            .field("scope", &self.scope)
+            .field("audience", &self.audience)
+            .field("resource", &self.resource)
+            .field("requested_token_type", &self.requested_token_type)
+            .finish()
+    }
+}
+
+/// What a validated subject or actor token stands for.
+#[derive(Debug)]
+struct TokenFacts {
+    sub: String,
+    username: Option<String>,
+    scope: Scopes,
+    exp: i64,
+    act: Option<Value>,
+}
+
+/// The OAuth 2.0 authorization server logic.
+pub struct AuthServer {
+    config: AuthConfig,
+    repo: Arc<dyn AuthRepo>,
+    clock: Arc<dyn Clock>,
+    random: Arc<dyn Random>,
+    cipher: KeyCipher,
+    ring: KeyRing,
+    last_key_reload: AtomicI64,
+}
+
+impl fmt::Debug for AuthServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AuthServer")
+            .field("config", &self.config)
+            .field("repo", &self.repo)
+            .field("ring", &self.ring)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Minimum seconds between key reloads triggered by an unknown `kid`, so
+/// forged tokens cannot hammer the store.
+const KEY_RELOAD_INTERVAL: i64 = 10;
+
+fn opt(s: Option<&str>) -> Option<&str> {
+    // RFC 6749 §3.1: parameters sent without a value are treated as omitted.
+    s.filter(|v| !v.is_empty())
+}
+
+impl AuthServer {
+    /// Loads the signing keys from `repo` (decrypting the current one with
+    /// a key derived from `secret`), creating or rotating the current key
+    /// when there is none, its algorithm differs from the configured one, or
+    /// it is older than `signing_key_max_age`.
+    pub async fn start(
+        config: AuthConfig,
+        repo: Arc<dyn AuthRepo>,
+        clock: Arc<dyn Clock>,
+        random: Arc<dyn Random>,
+        secret: &str,
+    ) -> Result<Arc<Self>> {
+        let secret = secret.to_string();
+        let cipher = tokio::task::spawn_blocking(move || KeyCipher::from_secret(&secret))
+            .await
+            .map_err(|e| Error::server(format!("key derivation task: {e}")))??;
+        let server = Arc::new(Self {
+            config,
+            repo,
+            clock,
+            random,
+            cipher,
+            ring: KeyRing::empty(),
+            last_key_reload: AtomicI64::new(i64::MIN),
+        });
+        server.reload_keys().await?;
+        let now = server.now();
+        let needs_key = match server.ring.current_info() {
+            None => true,
+            Some((alg, created)) => {
+                alg != server.config.signing_alg
+                    || server
+                        .config
+                        .signing_key_max_age
+                        .is_some_and(|max| now - created >= AuthConfig::secs(max))
+            }
+        };
+        if needs_key {
+            server.rotate_signing_key().await?;
+        }
+        Ok(server)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &AuthConfig {
+        &self.config
+    }
+
+    /// The store.
+    pub fn repo(&self) -> &Arc<dyn AuthRepo> {
+        &self.repo
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// The randomness source.
+    pub fn random(&self) -> &Arc<dyn Random> {
+        &self.random
+    }
+
+    /// The current time per the server's clock.
+    pub fn now(&self) -> i64 {
+        self.clock.now()
+    }
+
+    /// Client and user administration over the same store, clock and randomness.
+    pub fn admin(&self) -> crate::admin::Admin {
+        crate::admin::Admin::new(self.repo.clone(), self.clock.clone(), self.random.clone())
+    }
+
+    // ----- keys -----
+
+    /// Re-reads the signing keys from the store (another instance may have
+    /// rotated).
+    pub async fn reload_keys(&self) -> Result<()> {
+        let now = self.now();
+        let records = self.repo.load_keys().await?;
+        self.ring.load(&records, &self.cipher, now)?;
+        self.last_key_reload.store(now, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Makes a new current signing key with the configured algorithm. The
+    /// previous one stops signing now and stays published until every token
+    /// it signed has expired. Returns the new `kid`.
+    pub async fn rotate_signing_key(&self) -> Result<String> {
+        let now = self.now();
+        let alg = self.config.signing_alg;
+        // RSA generation takes a noticeable moment; it happens at start or on
+        // an explicit rotation only.
+        let record = generate_key(alg, &self.cipher, self.random.as_ref(), now)?;
+        let previous: Vec<String> = self
+            .repo
+            .load_keys()
+            .await?
+            .into_iter()
+            .filter(|k| k.retired_at.is_none())
+            .map(|k| k.kid)
+            .collect();
+        self.repo.insert_key(&record).await?;
+        let until = now.saturating_add(self.config.longest_access_lifetime());
+        for kid in previous {
+            self.repo.retire_key(&kid, now, until).await?;
+        }
+        self.reload_keys().await?;
+        tracing::info!(kid = %record.kid, alg = alg.as_str(), "signing key rotated");
+        Ok(record.kid)
+    }
+
+    /// The JWK Set to publish at `/.well-known/jwks.json`.
+    pub fn jwks(&self) -> Value {
+        self.ring.jwks(self.now())
+    }
+
+    /// Deletes expired token records and keys no longer published, then
+    /// reloads the keys. Meant to run periodically.
+    pub async fn purge_expired(&self) -> Result<u64> {
+        let n = self.repo.purge_expired(self.now()).await?;
+        self.reload_keys().await?;
+        Ok(n)
+    }
+
+    // ----- client authentication -----
+
+    /// RFC 6749 §2.3.1: checks a client's credentials. Unknown client and
+    /// wrong secret are the same `invalid_client`, and take the same time.
+    pub async fn authenticate_client(&self, client_id: &str, secret: &str) -> Result<ClientRecord> {
+        let client = self.repo.get_client(client_id).await?;
+        let stored = client
+            .as_ref()
+            .map(|c| c.secret_hash.as_slice())
+            .unwrap_or(&[0u8; 32]);
+        let ok = secrets::verify_secret(secret, stored);
+        match client {
+            Some(c) if ok => Ok(c),
+            _ => Err(Error::InvalidClient("client authentication failed".into())),
+        }
+    }
+
+    // ----- grants -----
+
+    fn resolve_scope(requested: Option<&str>, allowed: &Scopes) -> Result<Scopes> {
+        match opt(requested) {
+            // CONTRACT §6: no scope = everything allowed except offline_access,
+            // which is granted only when asked for.
+            None => {
+                let mut s = allowed.clone();
+                s.0.remove(SCOPE_OFFLINE_ACCESS);
+                Ok(s)
+            }
+            Some(text) => {
+                let asked = Scopes::parse(text)?;
+                if asked.is_subset(allowed) {
+                    Ok(asked)
+                } else {
+                    Err(Error::invalid_scope(
+                        "the requested scope exceeds what may be granted",
+                    ))
+                }
+            }
+        }
+    }
+
+    fn new_id(&self) -> String {
+        token_string(self.random.as_ref(), 16)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn issue_access(
+        &self,
+        subject: &str,
+        username: Option<&str>,
+        client_id: &str,
+        scope: &Scopes,
+        audience: Vec<String>,
+        expires_at: i64,
+        family_id: &str,
+        parent_id: Option<&str>,
+        act: Option<Value>,
+    ) -> Result<String> {
+        let signer = self
+            .ring
+            .current()
+            .ok_or_else(|| Error::server("no signing key loaded"))?;
+        let now = self.now();
+        let jti = self.new_id();
+        let claims = AccessClaims {
+            iss: self.config.issuer.clone(),
+            sub: subject.to_string(),
+            aud: Audience(audience.clone()),
+            exp: expires_at,
+            iat: now,
+            jti: jti.clone(),
+            client_id: client_id.to_string(),
+            scope: scope.to_string(),
+            act,
+        };
+        let token = jwt::encode(&signer, &claims)?;
+        self.repo
+            .insert_token(&TokenRecord {
+                id: jti,
+                kind: TokenKind::Access,
+                subject: subject.to_string(),
+                username: username.map(str::to_string),
+                client_id: client_id.to_string(),
+                scope: scope.to_vec(),
+                audience,
+                issued_at: now,
+                expires_at,
+                revoked: false,
+                family_id: family_id.to_string(),
+                parent_id: parent_id.map(str::to_string),
+                used_at: None,
+                successor_id: None,
+            })
+            .await?;
+        Ok(token)
+    }
+
+    /// Creates a refresh token record with a pre-chosen value; returns nothing
+    /// since the caller already holds the value.
+    #[allow(clippy::too_many_arguments)]
+    async fn store_refresh(
+        &self,
+        value: &str,
+        subject: &str,
+        username: Option<&str>,
+        client_id: &str,
+        scope: &Scopes,
+        audience: Vec<String>,
+        family_id: &str,
+        parent_id: Option<&str>,
+    ) -> Result<()> {
+        let now = self.now();
+        self.repo
+            .insert_token(&TokenRecord {
+                id: secrets::token_id(value),
+                kind: TokenKind::Refresh,
+                subject: subject.to_string(),
+                username: username.map(str::to_string),
+                client_id: client_id.to_string(),
+                scope: scope.to_vec(),
+                audience,
+                issued_at: now,
+                expires_at: now.saturating_add(AuthConfig::secs(self.config.refresh_ttl)),
+                revoked: false,
+                family_id: family_id.to_string(),
+                parent_id: parent_id.map(str::to_string),
+                used_at: None,
+                successor_id: None,
+            })
+            .await
+            .map_err(Error::from)
+    }
+
+    /// Issues an access token and, if `with_refresh`, a refresh token opening
+    /// a new family.
+    async fn issue_pair(
+        &self,
+        subject: &str,
+        username: Option<&str>,
+        client: &ClientRecord,
+        scope: &Scopes,
+        with_refresh: bool,
+    ) -> Result<TokenResponse> {
+        let now = self.now();
+        let family = self.new_id();
+        let lifetime = self.config.access_lifetime(scope);
+        let refresh = if with_refresh {
+            let value = token_string(self.random.as_ref(), 32);
+            self.store_refresh(
+                &value,
+                subject,
+                username,
+                &client.client_id,
+                scope,
+                vec![self.config.issuer.clone()],
+                &family,
+                None,
+            )
+            .await?;
+            Some(value)
+        } else {
+            None
+        };
+        let access = self
+            .issue_access(
+                subject,
+                username,
+                &client.client_id,
+                scope,
+                vec![self.config.issuer.clone()],
+                now.saturating_add(lifetime),
+                &family,
+                refresh.as_deref().map(secrets::token_id).as_deref(),
+                None,
+            )
+            .await?;
+        Ok(TokenResponse {
+            access_token: access,
+            token_type: "Bearer",
+            expires_in: lifetime,
+            scope: scope.to_string(),
+            refresh_token: refresh,
+            issued_token_type: None,
+        })
+    }
+
+    /// RFC 6749 §4.3: resource owner password credentials. A refresh token is
+    /// issued when `allow_refresh` is set (false on `/oauth/access_token`)
+    /// and the client may use the refresh grant.
+    ///
+    /// A wrong user name and a wrong password are the same `invalid_grant`
+    /// and cost the same argon2 verification.
+    pub async fn password_grant(
+        &self,
+        client: &ClientRecord,
+        username: Option<&str>,
+        password: Option<&str>,
+        scope: Option<&str>,
+        allow_refresh: bool,
+    ) -> Result<TokenResponse> {
+        if !client.allows_grant(GRANT_PASSWORD) {
+            return Err(Error::UnauthorizedClient(
+                "this client may not use the password grant".into(),
+            ));
+        }
+        let (Some(username), Some(password)) = (opt(username), opt(password)) else {
+            return Err(Error::invalid_request(
+                "the password grant needs `username` and `password`",
+            ));
+        };
+        if let Some(s) = opt(scope) {
+            Scopes::parse(s)?;
+        }
+        let user = self.repo.find_user(username).await?;
+        let hash = user
+            .as_ref()
+            .map(|u| u.password_hash.clone())
+            .unwrap_or_else(|| DUMMY_PASSWORD_HASH.to_string());
+        let pw = password.to_string();
+        let ok = tokio::task::spawn_blocking(move || secrets::verify_password(&pw, &hash))
+            .await
+            .map_err(|e| Error::server(format!("password check task: {e}")))?;
+        let user = match user {
+            Some(u) if ok => u,
+            _ => {
+                return Err(Error::invalid_grant(
+                    "the resource owner credentials are invalid",
+                ));
+            }
+        };
+        let allowed =
+            Scopes::from_list(&client.scopes).intersection(&Scopes::from_list(&user.scopes));
+        let granted = Self::resolve_scope(scope, &allowed)?;
+        let with_refresh = allow_refresh && client.allows_grant(GRANT_REFRESH_TOKEN);
+        self.issue_pair(
+            &user.username,
+            Some(&user.username),
+            client,
+            &granted,
+            with_refresh,
+        )
+        .await
+    }
+
+    /// RFC 6749 §4.4: client credentials. The subject is the client itself;
+    /// no refresh token (RFC 6749 §4.4.3).
+    pub async fn client_credentials_grant(
+        &self,
+        client: &ClientRecord,
+        scope: Option<&str>,
+    ) -> Result<TokenResponse> {
+        if !client.allows_grant(GRANT_CLIENT_CREDENTIALS) {
+            return Err(Error::UnauthorizedClient(
+                "this client may not use the client_credentials grant".into(),
+            ));
+        }
+        let granted = Self::resolve_scope(scope, &Scopes::from_list(&client.scopes))?;
+        self.issue_pair(&client.client_id, None, client, &granted, false)
+            .await
+    }
+
+    /// RFC 6749 §6 with rotation (RFC 9700 §4.14.2): the presented refresh
+    /// token is spent and replaced. Presenting a spent token again revokes
+    /// its whole family, except for the immediate predecessor of the live
+    /// token within `refresh_reuse_grace` seconds of its rotation.
+    pub async fn refresh_grant(
+        &self,
+        client: &ClientRecord,
+        refresh_token: Option<&str>,
+        scope: Option<&str>,
+    ) -> Result<TokenResponse> {
+        if !client.allows_grant(GRANT_REFRESH_TOKEN) {
+            return Err(Error::UnauthorizedClient(
+                "this client may not use the refresh_token grant".into(),
+            ));
+        }
+        let Some(value) = opt(refresh_token) else {
+            return Err(Error::invalid_request(
+                "the refresh_token grant needs `refresh_token`",
+            ));
+        };
+        let invalid = || Error::invalid_grant("the refresh token is invalid, expired or revoked");
+        let id = secrets::token_id(value);
+        let now = self.now();
+        let record = match self.repo.get_token(&id).await? {
+            Some(r) if r.kind == TokenKind::Refresh => r,
+            _ => return Err(invalid()),
+        };
+        // RFC 6749 §6: the refresh token must have been issued to this client.
+        if record.client_id != client.client_id || record.revoked || record.expires_at <= now {
+            return Err(invalid());
+        }
+        let original = Scopes::from_list(&record.scope);
+        let granted = match opt(scope) {
+            None => original.clone(),
+            Some(text) => {
+                let asked = Scopes::parse(text)?;
+                if !asked.is_subset(&original) {
+                    return Err(Error::invalid_scope(
+                        "a refresh may only keep or narrow the original scope",
+                    ));
+                }
+                asked
+            }
+        };
+        if let Some(username) = &record.username
+            && self.repo.find_user(username).await?.is_none()
+        {
+            return Err(invalid());
+        }
+        let next_value = token_string(self.random.as_ref(), 32);
+        let next_id = secrets::token_id(&next_value);
+        if record.used_at.is_some() {
+            self.spent_token_presented(&record, now, &next_id).await?;
+        } else if !self.repo.mark_refresh_used(&id, now, &next_id).await? {
+            // Lost a race with another use of the same token: that is reuse.
+            let current = self.repo.get_token(&id).await?.ok_or_else(invalid)?;
+            self.spent_token_presented(&current, now, &next_id).await?;
+        }
+        // Still here: first use, or the grace case. Rotate.
+        self.store_refresh(
+            &next_value,
+            &record.subject,
+            record.username.as_deref(),
+            &client.client_id,
+            &original,
+            record.audience.clone(),
+            &record.family_id,
+            Some(&id),
+        )
+        .await?;
+        let lifetime = self.config.access_lifetime(&granted);
+        let access = self
+            .issue_access(
+                &record.subject,
+                record.username.as_deref(),
+                &client.client_id,
+                &granted,
+                record.audience.clone(),
+                now.saturating_add(lifetime),
+                &record.family_id,
+                Some(&next_id),
+                None,
+            )
+            .await?;
+        Ok(TokenResponse {
+            access_token: access,
+            token_type: "Bearer",
+            expires_in: lifetime,
+            scope: granted.to_string(),
+            refresh_token: Some(next_value),
+            issued_token_type: None,
+        })
+    }
+
+    /// A spent refresh token was presented. Within the grace period after its
+    /// rotation, if it is the immediate predecessor of the still-unused live
+    /// token, that live token is replaced by `next_id` and revoked, and the
+    /// caller may rotate again (`Ok`): the client most likely lost the
+    /// response. Otherwise the family is revoked (RFC 9700 §4.14.2) and the
+    /// grant refused.
+    async fn spent_token_presented(
+        &self,
+        record: &TokenRecord,
+        now: i64,
+        next_id: &str,
+    ) -> Result<()> {
+        let grace = AuthConfig::secs(self.config.refresh_reuse_grace);
+        if grace > 0
+            && let (Some(used_at), Some(successor)) = (record.used_at, &record.successor_id)
+            && now - used_at <= grace
+            && let Some(next) = self.repo.get_token(successor).await?
+            && next.used_at.is_none()
+            && !next.revoked
+            && self
+                .repo
+                .replace_successor(&record.id, successor, next_id)
+                .await?
+        {
+            self.repo.revoke_token(successor).await?;
+            return Ok(());
+        }
+        let n = self.repo.revoke_family(&record.family_id).await?;
+        tracing::warn!(
+            client_id = %record.client_id,
+            revoked = n,
+            "spent refresh token presented again: token family revoked"
+        );
+        Err(Error::invalid_grant(
+            "the refresh token is invalid, expired or revoked",
+        ))
+    }
+
+    /// RFC 8693 token exchange, checking in the order CONTRACT §6 fixes:
+    /// the client may exchange (`unauthorized_client`); `subject_token`
+    /// and its type are valid (`invalid_request`); the actor token, if any,
+    /// is valid (`invalid_request`); the scope only narrows
+    /// (`invalid_scope`); every audience/resource is an allowed target
+    /// (`invalid_target`); the requested token type can be issued
+    /// (`invalid_request`). The new token keeps `sub`, adds `act`, and never
+    /// outlives the subject token.
+    pub async fn token_exchange(
+        &self,
+        client: &ClientRecord,
+        req: &ExchangeRequest,
+    ) -> Result<TokenResponse> {
+        if !client.allows_grant(GRANT_TOKEN_EXCHANGE) {
+            return Err(Error::UnauthorizedClient(
+                "this client may not exchange tokens".into(),
+            ));
+        }
+        let now = self.now();
+
+        // RFC 8693 §2.1: subject_token and subject_token_type are REQUIRED.
+        let (Some(subject_token), Some(subject_type)) = (
+            opt(req.subject_token.as_deref()),
+            opt(req.subject_token_type.as_deref()),
+        ) else {
+            return Err(Error::invalid_request(
+                "token exchange needs `subject_token` and `subject_token_type`",
+            ));
+        };
+        let subject = self
+            .token_facts(subject_token, subject_type, now)
+            .await
+            .map_err(|e| match e {
+                Error::Server(_) => e,
+                _ => Error::invalid_request(format!("subject_token: {}", e.description())),
+            })?;
+
+        // RFC 8693 §2.1: actor_token_type is REQUIRED with actor_token and
+        // MUST NOT be sent without it.
+        match (
+            opt(req.actor_token.as_deref()),
+            opt(req.actor_token_type.as_deref()),
+        ) {
+            (None, None) => {}
+            (Some(actor), Some(actor_type)) => {
+                self.token_facts(actor, actor_type, now)
+                    .await
+                    .map_err(|e| match e {
+                        Error::Server(_) => e,
+                        _ => Error::invalid_request(format!("actor_token: {}", e.description())),
+                    })?;
+            }
+            (Some(_), None) => {
+                return Err(Error::invalid_request(
+                    "`actor_token` needs `actor_token_type`",
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(Error::invalid_request(
+                    "`actor_token_type` without `actor_token`",
+                ));
+            }
+        }
+
+        let scope = match opt(req.scope.as_deref()) {
+            None => subject.scope.clone(),
+            Some(text) => {
+                let asked = Scopes::parse(text)?;
+                if !asked.is_subset(&subject.scope) {
+                    return Err(Error::invalid_scope(
+                        "an exchange may only narrow the subject token's scope",
+                    ));
+                }
+                asked
+            }
+        };
+
+        let mut targets: Vec<String> = Vec::new();
+        for t in req
+            .audience
+            .iter()
+            .chain(req.resource.iter())
+            .filter(|t| !t.is_empty())
+        {
+            let allowed = *t == self.config.issuer || client.audiences.iter().any(|a| a == t);
+            if !allowed {
+                return Err(Error::InvalidTarget(
+                    "the requested audience or resource is not allowed for this client".into(),
+                ));
+            }
+            if !targets.contains(t) {
+                targets.push(t.clone());
+            }
+        }
+        if targets.is_empty() {
+            targets.push(self.config.issuer.clone());
+        }
+
+        let issued_type = match opt(req.requested_token_type.as_deref()) {
+            None | Some(TOKEN_TYPE_ACCESS) => TOKEN_TYPE_ACCESS,
+            Some(TOKEN_TYPE_JWT) => TOKEN_TYPE_JWT,
+            Some(_) => {
+                return Err(Error::invalid_request(
+                    "`requested_token_type` must be the access_token or jwt token type",
+                ));
+            }
+        };
+
+        // RFC 8693 §4.1: the current actor, nesting earlier ones.
+        let mut act = serde_json::Map::new();
+        act.insert("sub".into(), Value::String(client.client_id.clone()));
+        if let Some(prior) = subject.act {
+            act.insert("act".into(), prior);
+        }
+        let exp = now
+            .saturating_add(self.config.access_lifetime(&scope))
+            .min(subject.exp);
+        let family = self.new_id();
+        let access = self
+            .issue_access(
+                &subject.sub,
+                subject.username.as_deref(),
+                &client.client_id,
+                &scope,
+                targets,
+                exp,
+                &family,
+                None,
+                Some(Value::Object(act)),
+            )
+            .await?;
+        Ok(TokenResponse {
+            access_token: access,
+            token_type: "Bearer",
+            expires_in: exp - now,
+            scope: scope.to_string(),
+            refresh_token: None,
+            issued_token_type: Some(issued_type),
+        })
+    }
+
+    /// What a subject/actor token of RFC 8693 type `token_type` stands for,
+    /// if it is valid now: signature, expiry and revocation for access
+    /// tokens and JWTs; existence, expiry, revocation and not-yet-spent for
+    /// refresh tokens.
+    async fn token_facts(&self, token: &str, token_type: &str, now: i64) -> Result<TokenFacts> {
+        match token_type {
+            TOKEN_TYPE_ACCESS | TOKEN_TYPE_JWT => {
+                let (claims, record) = self.check_jwt(token, now, false).await?;
+                Ok(TokenFacts {
+                    sub: claims.sub.clone(),
+                    username: record.username,
+                    scope: Scopes(claims.scopes().map(str::to_string).collect()),
+                    exp: claims.exp,
+                    act: claims.act,
+                })
+            }
+            TOKEN_TYPE_REFRESH => {
+                let record = self.live_refresh(token, now).await?.ok_or_else(|| {
+                    Error::invalid_token("the token is invalid, expired or revoked")
+                })?;
+                Ok(TokenFacts {
+                    sub: record.subject,
+                    username: record.username,
+                    scope: Scopes::from_list(&record.scope),
+                    exp: record.expires_at,
+                    act: None,
+                })
+            }
+            _ => Err(Error::invalid_request(
+                "the token type must be the access_token, refresh_token or jwt token type",
+            )),
+        }
+    }
+
+    async fn live_refresh(&self, token: &str, now: i64) -> Result<Option<TokenRecord>> {
+        Ok(self
+            .repo
+            .get_token(&secrets::token_id(token))
+            .await?
+            .filter(|r| {
+                r.kind == TokenKind::Refresh
+                    && !r.revoked
+                    && r.used_at.is_none()
+                    && r.expires_at > now
+            }))
+    }
+
+    /// Full validation of one of our JWT access tokens at `now`: signature
+    /// (reloading keys once if the `kid` is unknown), issuer, expiry,
+    /// revocation, and — when `own_audience` — that `aud` includes the issuer.
+    async fn check_jwt(
+        &self,
+        token: &str,
+        now: i64,
+        own_audience: bool,
+    ) -> Result<(AccessClaims, TokenRecord)> {
+        let claims = match jwt::verify_signature(&self.ring, token, now) {
+            Ok(c) => c,
+            Err(e) => {
+                // Another instance may have rotated: look again, but rarely.
+                let last = self.last_key_reload.load(Ordering::SeqCst);
+                if now.saturating_sub(last) < KEY_RELOAD_INTERVAL {
+                    return Err(e);
+                }
+                self.reload_keys().await?;
+                jwt::verify_signature(&self.ring, token, now)?
+            }
+        };
+        if claims.iss != self.config.issuer {
+            return Err(Error::invalid_token("the token was not issued here"));
+        }
+        // RFC 7519 §4.1.4: not accepted on or after `exp`.
+        if claims.exp <= now {
+            return Err(Error::invalid_token("the token has expired"));
+        }
+        if own_audience && !claims.aud.contains(&self.config.issuer) {
+            return Err(Error::invalid_token("the token is not meant for this API"));
+        }
+        let record = match self.repo.get_token(&claims.jti).await? {
+            Some(r) if r.kind == TokenKind::Access && !r.revoked => r,
+            _ => return Err(Error::invalid_token("the token has been revoked")),
+        };
+        Ok((claims, record))
+    }
+
+    /// For resource servers: validates a bearer access token at `now`
+    /// (signature with `kid` lookup, issuer, expiry, revocation, and that
+    /// `aud` includes this API's own audience, the issuer). Errors are
+    /// [`Error::InvalidToken`] (RFC 6750 §3.1) or [`Error::Server`].
+    pub async fn validate_access_token(&self, token: &str, now: i64) -> Result<AccessClaims> {
+        self.check_jwt(token, now, true).await.map(|(c, _)| c)
+    }
+
+    /// RFC 7662 introspection. The caller must have authenticated the
+    /// client. Anything not valid right now — unknown, malformed, expired,
+    /// revoked, spent, or another client's refresh token — is
+    /// `{"active": false}` (§2.2).
+    pub async fn introspect(&self, client: &ClientRecord, token: &str) -> Result<Value> {
+        let now = self.now();
+        let inactive = json!({ "active": false });
+        if looks_like_jwt(token) {
+            return match self.check_jwt(token, now, false).await {
+                Ok((c, record)) => {
+                    let mut out = json!({
+                        "active": true,
+                        "token_type": "Bearer",
+                        "scope": c.scope,
+                        "client_id": c.client_id,
+                        "sub": c.sub,
+                        "aud": c.aud,
+                        "iss": c.iss,
+                        "exp": c.exp,
+                        "iat": c.iat,
+                        "jti": c.jti,
+                    });
+                    if let Some(obj) = out.as_object_mut() {
+                        if let Some(u) = record.username {
+                            obj.insert("username".into(), Value::String(u));
+                        }
+                        if let Some(act) = c.act {
+                            obj.insert("act".into(), act);
+                        }
+                    }
+                    Ok(out)
+                }
+                Err(Error::Server(cause)) => Err(Error::Server(cause)),
+                Err(_) => Ok(inactive),
+            };
+        }
+        // Refresh tokens are only ever shown to the client that holds them.
+        match self.live_refresh(token, now).await? {
+            Some(r) if r.client_id == client.client_id => {
+                let mut out = json!({
+                    "active": true,
+                    "token_type": "refresh_token",
+                    "scope": Scopes::from_list(&r.scope).to_string(),
+                    "client_id": r.client_id,
+                    "sub": r.subject,
+                    "iss": self.config.issuer,
+                    "exp": r.expires_at,
+                    "iat": r.issued_at,
+                });
+                if let (Some(obj), Some(u)) = (out.as_object_mut(), r.username) {
+                    obj.insert("username".into(), Value::String(u));
+                }
+                Ok(out)
+            }
+            _ => Ok(inactive),
+        }
+    }
+
+    /// RFC 7009 revocation by the authenticated `client`. Revoking a refresh
+    /// token revokes its family, access tokens included. Unknown or invalid
+    /// tokens succeed silently (§2.2); another client's token is
+    /// `unauthorized_client` (§2.1). `token_type_hint` is only a hint: both
+    /// kinds are searched regardless (§2.1).
+    pub async fn revoke(&self, client: &ClientRecord, token: &str) -> Result<()> {
+        let now = self.now();
+        if looks_like_jwt(token) {
+            // Expired or not, a token with a good signature can be revoked.
+            let Ok(claims) = jwt::verify_signature(&self.ring, token, now) else {
+                return Ok(());
+            };
+            let Some(record) = self.repo.get_token(&claims.jti).await? else {
+                return Ok(());
+            };
+            if record.client_id != client.client_id {
+                return Err(Error::UnauthorizedClient(
+                    "the token was issued to another client".into(),
+                ));
+            }
+            self.repo.revoke_token(&record.id).await?;
+            return Ok(());
+        }
+        let Some(record) = self.repo.get_token(&secrets::token_id(token)).await? else {
+            return Ok(());
+        };
+        if record.kind != TokenKind::Refresh {
+            return Ok(());
+        }
+        if record.client_id != client.client_id {
+            return Err(Error::UnauthorizedClient(
+                "the token was issued to another client".into(),
+            ));
+        }
+        self.repo.revoke_family(&record.family_id).await?;
+        Ok(())
+    }
+}
+
+/// JWS compact serialization has exactly two dots; our refresh tokens have none.
+fn looks_like_jwt(token: &str) -> bool {
+    token.bytes().filter(|b| *b == b'.').count() == 2
+}

@@ -1,0 +1,1217 @@
+//! Unit tests of the authorization logic, with a manual clock (no sleeping)
+//! and seeded randomness.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::*;
+
+const ISSUER: &str = "http://gatehouse.test";
+const T0: i64 = 1_800_000_000;
+
+struct Fixture {
+    server: Arc<AuthServer>,
+    clock: Arc<ManualClock>,
+    repo: Arc<MemoryRepo>,
+    app: ClientRecord,
+    exchanger: ClientRecord,
+    plain: ClientRecord,
+}
+
+fn config() -> AuthConfig {
+    AuthConfig::new(ISSUER)
+}
+
+async fn fixture_with(config: AuthConfig) -> Fixture {
+    let clock = Arc::new(ManualClock::new(T0));
+    let repo = Arc::new(MemoryRepo::new());
+    let random = Arc::new(SeededRandom::new(42));
+    let server = AuthServer::start(config, repo.clone(), clock.clone(), random, "s3cret")
+        .await
+        .unwrap();
+    let admin = server.admin();
+    let all = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    admin
+        .bootstrap_client(
+            &NewClient {
+                client_id: "app".into(),
+                grants: all(&["password", "client_credentials", "refresh_token"]),
+                scopes: all(&["read", "write", "offline_access"]),
+                audiences: vec![],
+            },
+            "app-secret",
+        )
+        .await
+        .unwrap();
+    admin
+        .bootstrap_client(
+            &NewClient {
+                client_id: "exchanger".into(),
+                grants: all(&["client_credentials", "token-exchange"]),
+                scopes: all(&["read"]),
+                audiences: all(&["https://reports.example"]),
+            },
+            "ex-secret",
+        )
+        .await
+        .unwrap();
+    admin
+        .bootstrap_client(
+            &NewClient {
+                client_id: "plain".into(),
+                grants: all(&["client_credentials"]),
+                scopes: all(&["read"]),
+                audiences: all(&["https://reports.example"]),
+            },
+            "plain-secret",
+        )
+        .await
+        .unwrap();
+    admin
+        .bootstrap_user(
+            "alice",
+            "alice-pw",
+            &all(&["read", "write", "offline_access"]),
+        )
+        .await
+        .unwrap();
+    admin
+        .bootstrap_user("bob", "bob-pw", &all(&["read"]))
+        .await
+        .unwrap();
+    let get = |id: &'static str| {
+        let server = server.clone();
+        async move { server.repo().get_client(id).await.unwrap().unwrap() }
+    };
+    Fixture {
+        app: get("app").await,
+        exchanger: get("exchanger").await,
+        plain: get("plain").await,
+        server,
+        clock,
+        repo,
+    }
+}
+
+async fn fixture() -> Fixture {
+    fixture_with(config()).await
+}
+
+impl Fixture {
+    async fn alice(&self, scope: Option<&str>) -> TokenResponse {
+        self.server
+            .password_grant(&self.app, Some("alice"), Some("alice-pw"), scope, true)
+            .await
+            .unwrap()
+    }
+
+    async fn validate(&self, token: &str) -> Result<AccessClaims> {
+        self.server
+            .validate_access_token(token, self.clock.now())
+            .await
+    }
+
+    async fn exchange(&self, client: &ClientRecord, req: ExchangeRequest) -> Result<TokenResponse> {
+        self.server.token_exchange(client, &req).await
+    }
+}
+
+fn parts(token: &str) -> (Value, Value) {
+    use base64::Engine;
+    let d = |s: &str| -> Value {
+        serde_json::from_slice(
+            &base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(s)
+                .unwrap(),
+        )
+        .unwrap()
+    };
+    let mut it = token.split('.');
+    (d(it.next().unwrap()), d(it.next().unwrap()))
+}
+
+fn exch(subject: &str) -> ExchangeRequest {
+    ExchangeRequest {
+        subject_token: Some(subject.into()),
+        subject_token_type: Some(TOKEN_TYPE_ACCESS.into()),
+        ..Default::default()
+    }
+}
+
+// ----- client authentication -----
+
+#[tokio::test]
+async fn client_authentication() {
+    let f = fixture().await;
+    assert_eq!(
+        f.server
+            .authenticate_client("app", "app-secret")
+            .await
+            .unwrap()
+            .client_id,
+        "app"
+    );
+    for (id, secret) in [("app", "wrong"), ("nobody", "app-secret"), ("app", "")] {
+        let e = f.server.authenticate_client(id, secret).await.unwrap_err();
+        assert_eq!(e.to_string(), "invalid_client");
+    }
+}
+
+// ----- client credentials, JWT shape -----
+
+#[tokio::test]
+async fn client_credentials_issues_rfc9068_jwt() {
+    let f = fixture().await;
+    let r = f
+        .server
+        .client_credentials_grant(&f.app, None)
+        .await
+        .unwrap();
+    assert_eq!(r.token_type, "Bearer");
+    assert_eq!(r.expires_in, 3600);
+    // No scope asked: everything but offline_access.
+    assert_eq!(r.scope, "read write");
+    assert!(r.refresh_token.is_none(), "RFC 6749 §4.4.3");
+    let (header, claims) = parts(&r.access_token);
+    assert_eq!(header["typ"], "at+jwt");
+    assert_eq!(header["alg"], "EdDSA");
+    assert!(header["kid"].is_string());
+    assert_eq!(claims["iss"], ISSUER);
+    assert_eq!(claims["sub"], "app");
+    assert_eq!(claims["aud"], ISSUER);
+    assert_eq!(claims["client_id"], "app");
+    assert_eq!(claims["scope"], "read write");
+    assert_eq!(claims["iat"], T0);
+    assert_eq!(claims["exp"], T0 + 3600);
+    assert!(claims["jti"].is_string());
+    assert!(claims.get("act").is_none());
+    let c = f.validate(&r.access_token).await.unwrap();
+    assert_eq!(c.sub, "app");
+}
+
+#[tokio::test]
+async fn tokens_verify_with_an_independent_jwt_library_via_the_jwks() {
+    for alg in [SigningAlg::EdDsa, SigningAlg::Es256, SigningAlg::Rs256] {
+        let mut cfg = config();
+        cfg.signing_alg = alg;
+        let f = fixture_with(cfg).await;
+        let r = f
+            .server
+            .client_credentials_grant(&f.app, Some("read"))
+            .await
+            .unwrap();
+        let jwks: jsonwebtoken::jwk::JwkSet = serde_json::from_value(f.server.jwks()).unwrap();
+        let header = jsonwebtoken::decode_header(&r.access_token).unwrap();
+        assert_eq!(header.typ.as_deref(), Some("at+jwt"));
+        let jwk = jwks.find(header.kid.as_deref().unwrap()).unwrap();
+        let key = jsonwebtoken::DecodingKey::from_jwk(jwk).unwrap();
+        let mut v = jsonwebtoken::Validation::new(header.alg);
+        v.set_audience(&[ISSUER]);
+        v.set_issuer(&[ISSUER]);
+        // The fixture's clock is in the future of the real one.
+        v.validate_exp = false;
+        let data = jsonwebtoken::decode::<Value>(&r.access_token, &key, &v)
+            .unwrap_or_else(|e| panic!("{alg:?}: {e}"));
+        assert_eq!(data.claims["scope"], "read");
+    }
+}
+
+#[tokio::test]
+async fn unauthorized_client_for_grants_it_lacks() {
+    let f = fixture().await;
+    let e = f
+        .server
+        .password_grant(&f.plain, Some("alice"), Some("alice-pw"), None, true)
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "unauthorized_client");
+    let e = f
+        .server
+        .refresh_grant(&f.plain, Some("x"), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "unauthorized_client");
+    let e = f.exchange(&f.app, exch("x")).await.unwrap_err();
+    assert_eq!(e.to_string(), "unauthorized_client");
+}
+
+// ----- scope rules -----
+
+#[tokio::test]
+async fn scope_rules() {
+    let f = fixture().await;
+    // Client ∩ user, offline_access only when asked.
+    let r = f.alice(None).await;
+    assert_eq!(r.scope, "read write");
+    assert_eq!(r.expires_in, 3600);
+    let r = f.alice(Some("read offline_access")).await;
+    assert_eq!(r.scope, "offline_access read");
+    assert_eq!(r.expires_in, 30 * 86400, "offline_access lives longer");
+    let r = f
+        .server
+        .password_grant(&f.app, Some("bob"), Some("bob-pw"), None, true)
+        .await
+        .unwrap();
+    assert_eq!(r.scope, "read", "bob may only grant read");
+    for bad in ["write", "read admin", "read\u{7f}"] {
+        let e = f
+            .server
+            .password_grant(&f.app, Some("bob"), Some("bob-pw"), Some(bad), true)
+            .await
+            .unwrap_err();
+        assert_eq!(e.to_string(), "invalid_scope", "{bad:?}");
+    }
+    let e = f
+        .server
+        .client_credentials_grant(&f.plain, Some("write"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "invalid_scope");
+    // An empty scope parameter counts as omitted (RFC 6749 §3.1).
+    let r = f
+        .server
+        .client_credentials_grant(&f.plain, Some(""))
+        .await
+        .unwrap();
+    assert_eq!(r.scope, "read");
+}
+
+// ----- password grant -----
+
+#[tokio::test]
+async fn password_grant_success_and_failures() {
+    let f = fixture().await;
+    let r = f.alice(Some("read")).await;
+    assert!(r.refresh_token.is_some());
+    let c = f.validate(&r.access_token).await.unwrap();
+    assert_eq!(c.sub, "alice");
+    assert_eq!(c.client_id, "app");
+
+    // /oauth/access_token never issues a refresh token.
+    let r = f
+        .server
+        .password_grant(&f.app, Some("alice"), Some("alice-pw"), None, false)
+        .await
+        .unwrap();
+    assert!(r.refresh_token.is_none());
+
+    for (u, p) in [("alice", "nope"), ("mallory", "alice-pw")] {
+        let e = f
+            .server
+            .password_grant(&f.app, Some(u), Some(p), None, true)
+            .await
+            .unwrap_err();
+        assert_eq!(e.to_string(), "invalid_grant");
+        assert!(!e.description().contains(p));
+    }
+    for (u, p) in [
+        (None, Some("x")),
+        (Some("alice"), None),
+        (Some(""), Some("x")),
+    ] {
+        let e = f
+            .server
+            .password_grant(&f.app, u, p, None, true)
+            .await
+            .unwrap_err();
+        assert_eq!(e.to_string(), "invalid_request");
+    }
+}
+
+// ----- expiry without sleeping -----
+
+#[tokio::test]
+async fn access_token_expires_at_exp() {
+    let f = fixture().await;
+    let r = f.alice(None).await;
+    f.clock.advance(3599);
+    assert!(f.validate(&r.access_token).await.is_ok());
+    f.clock.advance(1);
+    let e = f.validate(&r.access_token).await.unwrap_err();
+    assert_eq!(e.to_string(), "invalid_token");
+    let intro = f.server.introspect(&f.app, &r.access_token).await.unwrap();
+    assert_eq!(intro, serde_json::json!({"active": false}));
+}
+
+#[tokio::test]
+async fn refresh_token_expires() {
+    let f = fixture().await;
+    let r = f.alice(None).await;
+    f.clock.advance(30 * 86400);
+    let e = f
+        .server
+        .refresh_grant(&f.app, r.refresh_token.as_deref(), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "invalid_grant");
+}
+
+// ----- refresh rotation and reuse -----
+
+#[tokio::test]
+async fn refresh_rotates_and_reuse_revokes_the_family() {
+    let f = fixture().await;
+    let first = f.alice(Some("read write")).await;
+    let rt1 = first.refresh_token.clone().unwrap();
+    f.clock.advance(10);
+    let second = f
+        .server
+        .refresh_grant(&f.app, Some(&rt1), None)
+        .await
+        .unwrap();
+    let rt2 = second.refresh_token.clone().unwrap();
+    assert_ne!(rt1, rt2);
+    assert_eq!(second.scope, "read write");
+    assert!(f.validate(&second.access_token).await.is_ok());
+
+    // Narrowing on refresh is fine; widening is not.
+    let e = f
+        .server
+        .refresh_grant(&f.app, Some(&rt2), Some("read offline_access"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "invalid_scope");
+
+    // Another client cannot use it (RFC 6749 §6).
+    let mut other = f.app.clone();
+    other.client_id = "other".into();
+    let e = f
+        .server
+        .refresh_grant(&other, Some(&rt2), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "invalid_grant");
+
+    // Reuse of the spent rt1: refused, and everything in the family dies.
+    let e = f
+        .server
+        .refresh_grant(&f.app, Some(&rt1), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "invalid_grant");
+    assert!(f.validate(&first.access_token).await.is_err());
+    assert!(f.validate(&second.access_token).await.is_err());
+    let e = f
+        .server
+        .refresh_grant(&f.app, Some(&rt2), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "invalid_grant");
+}
+
+#[tokio::test]
+async fn grace_period_allows_the_immediate_predecessor_only() {
+    let mut cfg = config();
+    cfg.refresh_reuse_grace = 30;
+    let f = fixture_with(cfg).await;
+    let rt1 = f.alice(None).await.refresh_token.unwrap();
+    let r2 = f
+        .server
+        .refresh_grant(&f.app, Some(&rt1), None)
+        .await
+        .unwrap();
+    let rt2 = r2.refresh_token.unwrap();
+    f.clock.advance(20);
+    // Within the grace: rt1 works again, its lost successor rt2 is replaced.
+    let r3 = f
+        .server
+        .refresh_grant(&f.app, Some(&rt1), None)
+        .await
+        .unwrap();
+    let rt3 = r3.refresh_token.unwrap();
+    assert!(f.validate(&r3.access_token).await.is_ok());
+    let e = f
+        .server
+        .refresh_grant(&f.app, Some(&rt2), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "invalid_grant");
+    // A second retry within the grace also works, replacing rt3.
+    let r4 = f
+        .server
+        .refresh_grant(&f.app, Some(&rt1), None)
+        .await
+        .unwrap();
+    assert!(f.validate(&r4.access_token).await.is_ok());
+    let e = f
+        .server
+        .refresh_grant(&f.app, Some(&rt3), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "invalid_grant");
+    // Presenting a replaced (revoked) successor is not a reuse: the live
+    // token r4 still rotates.
+    let r5 = f
+        .server
+        .refresh_grant(&f.app, r4.refresh_token.as_deref(), None)
+        .await
+        .unwrap();
+    assert!(f.validate(&r5.access_token).await.is_ok());
+
+    // Outside the grace: reuse revokes the family.
+    let f = fixture_with({
+        let mut c = config();
+        c.refresh_reuse_grace = 30;
+        c
+    })
+    .await;
+    let rt1 = f.alice(None).await.refresh_token.unwrap();
+    let r2 = f
+        .server
+        .refresh_grant(&f.app, Some(&rt1), None)
+        .await
+        .unwrap();
+    f.clock.advance(31);
+    let e = f
+        .server
+        .refresh_grant(&f.app, Some(&rt1), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "invalid_grant");
+    assert!(f.validate(&r2.access_token).await.is_err());
+    let e = f
+        .server
+        .refresh_grant(&f.app, r2.refresh_token.as_deref(), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "invalid_grant");
+
+    // Not the immediate predecessor: a grandparent is refused even in the grace.
+    let f = fixture_with({
+        let mut c = config();
+        c.refresh_reuse_grace = 30;
+        c
+    })
+    .await;
+    let rt1 = f.alice(None).await.refresh_token.unwrap();
+    let rt2 = f
+        .server
+        .refresh_grant(&f.app, Some(&rt1), None)
+        .await
+        .unwrap()
+        .refresh_token
+        .unwrap();
+    let r3 = f
+        .server
+        .refresh_grant(&f.app, Some(&rt2), None)
+        .await
+        .unwrap();
+    let e = f
+        .server
+        .refresh_grant(&f.app, Some(&rt1), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "invalid_grant");
+    assert!(f.validate(&r3.access_token).await.is_err());
+}
+
+#[tokio::test]
+async fn removing_a_client_or_user_revokes_their_tokens() {
+    let f = fixture().await;
+    let cc = f
+        .server
+        .client_credentials_grant(&f.plain, None)
+        .await
+        .unwrap();
+    let other = f
+        .server
+        .client_credentials_grant(&f.app, None)
+        .await
+        .unwrap();
+    f.server.admin().remove_client("plain").await.unwrap();
+    assert!(f.validate(&cc.access_token).await.is_err());
+    assert!(f.validate(&other.access_token).await.is_ok());
+
+    let r = f.alice(None).await;
+    let rt = r.refresh_token.unwrap();
+    f.server.admin().remove_user("alice").await.unwrap();
+    assert!(f.validate(&r.access_token).await.is_err());
+    let e = f
+        .server
+        .refresh_grant(&f.app, Some(&rt), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "invalid_grant");
+}
+
+// ----- token exchange -----
+
+#[tokio::test]
+async fn token_exchange_success() {
+    let f = fixture().await;
+    let subject = f.alice(Some("read write")).await;
+    f.clock.advance(100);
+    let r = f
+        .exchange(
+            &f.exchanger,
+            ExchangeRequest {
+                scope: Some("read".into()),
+                audience: vec!["https://reports.example".into()],
+                ..exch(&subject.access_token)
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.issued_token_type, Some(TOKEN_TYPE_ACCESS));
+    assert!(r.refresh_token.is_none());
+    assert_eq!(r.scope, "read");
+    // Never outlives the subject token (issued 100 s earlier, 1 h lifetime).
+    assert_eq!(r.expires_in, 3500);
+    let (_, claims) = parts(&r.access_token);
+    assert_eq!(claims["sub"], "alice");
+    assert_eq!(claims["client_id"], "exchanger");
+    assert_eq!(claims["act"], serde_json::json!({"sub": "exchanger"}));
+    assert_eq!(claims["aud"], "https://reports.example");
+    assert_eq!(claims["exp"], T0 + 3600);
+    // Not for this API: the resource server refuses it.
+    let e = f.validate(&r.access_token).await.unwrap_err();
+    assert_eq!(e.to_string(), "invalid_token");
+    // But introspection shows it active with its act.
+    let i = f.server.introspect(&f.app, &r.access_token).await.unwrap();
+    assert_eq!(i["active"], true);
+    assert_eq!(i["act"]["sub"], "exchanger");
+    assert_eq!(i["username"], "alice");
+
+    // Without audience: the API's own audience; requested jwt is honoured;
+    // a second exchange nests the earlier actor.
+    let r2 = f
+        .exchange(
+            &f.exchanger,
+            ExchangeRequest {
+                requested_token_type: Some(TOKEN_TYPE_JWT.into()),
+                resource: vec![ISSUER.into()],
+                ..exch(&subject.access_token)
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(r2.issued_token_type, Some(TOKEN_TYPE_JWT));
+    assert_eq!(r2.scope, "read write", "no scope: the subject's");
+    let c = f.validate(&r2.access_token).await.unwrap();
+    assert_eq!(c.aud.0, vec![ISSUER.to_string()]);
+    let r3 = f
+        .exchange(&f.exchanger, exch(&r2.access_token))
+        .await
+        .unwrap();
+    let (_, claims) = parts(&r3.access_token);
+    assert_eq!(
+        claims["act"],
+        serde_json::json!({"sub": "exchanger", "act": {"sub": "exchanger"}})
+    );
+
+    // A refresh token as subject, and an actor token.
+    let r4 = f
+        .exchange(
+            &f.exchanger,
+            ExchangeRequest {
+                subject_token: subject.refresh_token.clone(),
+                subject_token_type: Some(TOKEN_TYPE_REFRESH.into()),
+                actor_token: Some(r2.access_token.clone()),
+                actor_token_type: Some(TOKEN_TYPE_ACCESS.into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let (_, claims) = parts(&r4.access_token);
+    assert_eq!(claims["sub"], "alice");
+    assert_eq!(r4.expires_in, 3600);
+}
+
+/// Each refusal, and — when several faults are present at once — that the
+/// earliest check in the CONTRACT §6 order is the one reported.
+#[tokio::test]
+async fn token_exchange_refusals_in_order() {
+    let f = fixture().await;
+    let good = f.alice(Some("read")).await;
+    let revoked = f.alice(Some("read")).await;
+    f.server
+        .revoke(&f.app, &revoked.access_token)
+        .await
+        .unwrap();
+    let expiring = f.alice(Some("read")).await;
+    let bad_scope = Some("write".to_string());
+    let bad_aud = vec!["https://evil.example".to_string()];
+    let bad_type = Some(TOKEN_TYPE_REFRESH.to_string());
+
+    let all_faults = |subject: &str| ExchangeRequest {
+        scope: bad_scope.clone(),
+        audience: bad_aud.clone(),
+        requested_token_type: bad_type.clone(),
+        ..exch(subject)
+    };
+    let code = |r: Result<TokenResponse>| r.unwrap_err().to_string();
+
+    // 1. Client not allowed to exchange, with every other fault present.
+    assert_eq!(
+        code(f.exchange(&f.plain, all_faults("garbage")).await),
+        "unauthorized_client"
+    );
+    // 2. subject_token invalid, missing, of an unsupported type, revoked, expired.
+    assert_eq!(
+        code(f.exchange(&f.exchanger, all_faults("garbage")).await),
+        "invalid_request"
+    );
+    assert_eq!(
+        code(
+            f.exchange(&f.exchanger, all_faults(&revoked.access_token))
+                .await
+        ),
+        "invalid_request"
+    );
+    let mut r = all_faults(&good.access_token);
+    r.subject_token = None;
+    assert_eq!(code(f.exchange(&f.exchanger, r).await), "invalid_request");
+    let mut r = all_faults(&good.access_token);
+    r.subject_token_type = None;
+    assert_eq!(code(f.exchange(&f.exchanger, r).await), "invalid_request");
+    let mut r = all_faults(&good.access_token);
+    r.subject_token_type = Some("urn:ietf:params:oauth:token-type:saml2".into());
+    assert_eq!(code(f.exchange(&f.exchanger, r).await), "invalid_request");
+    let mut r = all_faults(&good.access_token);
+    r.subject_token_type = Some(TOKEN_TYPE_REFRESH.into());
+    assert_eq!(
+        code(f.exchange(&f.exchanger, r).await),
+        "invalid_request",
+        "an access token is not a refresh token"
+    );
+    // 3. actor_token invalid / type without token / token without type.
+    let mut r = all_faults(&good.access_token);
+    r.actor_token = Some("garbage".into());
+    r.actor_token_type = Some(TOKEN_TYPE_ACCESS.into());
+    assert_eq!(code(f.exchange(&f.exchanger, r).await), "invalid_request");
+    let mut r = all_faults(&good.access_token);
+    r.actor_token_type = Some(TOKEN_TYPE_ACCESS.into());
+    assert_eq!(code(f.exchange(&f.exchanger, r).await), "invalid_request");
+    let mut r = all_faults(&good.access_token);
+    r.actor_token = Some(good.access_token.clone());
+    assert_eq!(code(f.exchange(&f.exchanger, r).await), "invalid_request");
+    // 4. Scope wider than the subject's.
+    assert_eq!(
+        code(
+            f.exchange(&f.exchanger, all_faults(&good.access_token))
+                .await
+        ),
+        "invalid_scope"
+    );
+    // 5. Audience / resource not among the client's targets.
+    let mut r = all_faults(&good.access_token);
+    r.scope = None;
+    assert_eq!(code(f.exchange(&f.exchanger, r).await), "invalid_target");
+    let mut r = all_faults(&good.access_token);
+    r.scope = None;
+    r.audience = vec![];
+    r.resource = vec!["https://evil.example/api".into()];
+    assert_eq!(code(f.exchange(&f.exchanger, r).await), "invalid_target");
+    // 6. A token type that cannot be issued.
+    let mut r = all_faults(&good.access_token);
+    r.scope = None;
+    r.audience = vec![];
+    assert_eq!(code(f.exchange(&f.exchanger, r).await), "invalid_request");
+    // Expired subject (checked last so the other tokens stay valid above).
+    f.clock.advance(3600);
+    assert_eq!(
+        code(f.exchange(&f.exchanger, exch(&expiring.access_token)).await),
+        "invalid_request"
+    );
+}
+
+// ----- validation for resource servers -----
+
+#[tokio::test]
+async fn forged_and_tampered_tokens_are_refused() {
+    let f = fixture().await;
+    let r = f.alice(None).await;
+    let (h, rest) = r.access_token.split_once('.').unwrap();
+    let (p, s) = rest.split_once('.').unwrap();
+    let b64 = crate::b64;
+    // Payload changed, signature kept.
+    let (_, mut claims) = parts(&r.access_token);
+    claims["scope"] = "read write admin".into();
+    let tampered = format!("{h}.{}.{s}", b64(claims.to_string().as_bytes()));
+    // alg=none.
+    let (mut header, _) = parts(&r.access_token);
+    header["alg"] = "none".into();
+    let none = format!("{}.{p}.", b64(header.to_string().as_bytes()));
+    // HS256 with the public key as secret (alg confusion).
+    header["alg"] = "HS256".into();
+    let hs = format!("{}.{p}.{s}", b64(header.to_string().as_bytes()));
+    // Wrong typ.
+    let (mut header, _) = parts(&r.access_token);
+    header["typ"] = "JWT".into();
+    let jwt_typ = format!("{}.{p}.{s}", b64(header.to_string().as_bytes()));
+    for bad in [
+        tampered.as_str(),
+        none.as_str(),
+        hs.as_str(),
+        jwt_typ.as_str(),
+        "",
+        "a.b",
+        "a.b.c.d",
+        "....",
+        &"x".repeat(20_000),
+    ] {
+        let e = f.validate(bad).await.unwrap_err();
+        assert_eq!(e.to_string(), "invalid_token", "{bad:.40}");
+    }
+}
+
+#[tokio::test]
+async fn tokens_of_another_issuer_are_refused() {
+    let f = fixture().await;
+    let r = f.alice(None).await;
+    // Same store and secret (same keys), different issuer.
+    let other = AuthServer::start(
+        AuthConfig::new("http://elsewhere.test"),
+        f.repo.clone(),
+        f.clock.clone(),
+        Arc::new(SeededRandom::new(9)),
+        "s3cret",
+    )
+    .await
+    .unwrap();
+    let e = other
+        .validate_access_token(&r.access_token, f.clock.now())
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "invalid_token");
+}
+
+// ----- introspection and revocation -----
+
+#[tokio::test]
+async fn introspection() {
+    let f = fixture().await;
+    let r = f.alice(Some("read offline_access")).await;
+    let i = f
+        .server
+        .introspect(&f.exchanger, &r.access_token)
+        .await
+        .unwrap();
+    assert_eq!(i["active"], true);
+    assert_eq!(i["scope"], "offline_access read");
+    assert_eq!(i["client_id"], "app");
+    assert_eq!(i["username"], "alice");
+    assert_eq!(i["sub"], "alice");
+    assert_eq!(i["token_type"], "Bearer");
+    assert_eq!(i["exp"], T0 + 30 * 86400);
+    assert_eq!(i["iss"], ISSUER);
+
+    let rt = r.refresh_token.unwrap();
+    let i = f.server.introspect(&f.app, &rt).await.unwrap();
+    assert_eq!(i["active"], true);
+    assert_eq!(i["token_type"], "refresh_token");
+    // Another client does not learn about someone else's refresh token.
+    let i = f.server.introspect(&f.exchanger, &rt).await.unwrap();
+    assert_eq!(i, serde_json::json!({"active": false}));
+
+    for junk in ["", "nope", "a.b.c", &"z".repeat(100_000)] {
+        let i = f.server.introspect(&f.app, junk).await.unwrap();
+        assert_eq!(i, serde_json::json!({"active": false}));
+    }
+    // A spent refresh token is inactive.
+    f.server
+        .refresh_grant(&f.app, Some(&rt), None)
+        .await
+        .unwrap();
+    let i = f.server.introspect(&f.app, &rt).await.unwrap();
+    assert_eq!(i, serde_json::json!({"active": false}));
+}
+
+#[tokio::test]
+async fn revocation() {
+    let f = fixture().await;
+    let a = f.alice(None).await;
+    let b = f.alice(None).await;
+    // Access token: just that one.
+    f.server.revoke(&f.app, &a.access_token).await.unwrap();
+    assert!(f.validate(&a.access_token).await.is_err());
+    assert_eq!(
+        f.server.introspect(&f.app, &a.access_token).await.unwrap()["active"],
+        false
+    );
+    assert!(f.validate(&b.access_token).await.is_ok());
+    // The refresh token of `a` still works.
+    let a2 = f
+        .server
+        .refresh_grant(&f.app, a.refresh_token.as_deref(), None)
+        .await
+        .unwrap();
+    // Revoking a refresh token takes the family's access tokens with it.
+    f.server
+        .revoke(&f.app, a2.refresh_token.as_deref().unwrap())
+        .await
+        .unwrap();
+    assert!(f.validate(&a2.access_token).await.is_err());
+    let e = f
+        .server
+        .refresh_grant(&f.app, a2.refresh_token.as_deref(), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "invalid_grant");
+    assert!(
+        f.validate(&b.access_token).await.is_ok(),
+        "other families live"
+    );
+    // Unknown tokens: success, nothing happens (RFC 7009 §2.2).
+    f.server.revoke(&f.app, "unknown").await.unwrap();
+    f.server.revoke(&f.app, "x.y.z").await.unwrap();
+    // Another client's token: refused.
+    let e = f
+        .server
+        .revoke(&f.exchanger, &b.access_token)
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "unauthorized_client");
+    let e = f
+        .server
+        .revoke(&f.exchanger, b.refresh_token.as_deref().unwrap())
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "unauthorized_client");
+    assert!(f.validate(&b.access_token).await.is_ok());
+}
+
+// ----- keys -----
+
+#[tokio::test]
+async fn key_rotation_keeps_old_tokens_valid_until_they_expire() {
+    let f = fixture().await;
+    let old = f.alice(Some("read offline_access")).await;
+    let old_kid = parts(&old.access_token).0["kid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    f.clock.advance(60);
+    let new_kid = f.server.rotate_signing_key().await.unwrap();
+    assert_ne!(old_kid, new_kid);
+    let fresh = f.alice(None).await;
+    assert_eq!(parts(&fresh.access_token).0["kid"], new_kid.as_str());
+    // Both published, current first; the old token still validates.
+    let jwks = f.server.jwks();
+    let kids: Vec<&str> = jwks["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kid"].as_str().unwrap())
+        .collect();
+    assert_eq!(kids, vec![new_kid.as_str(), old_kid.as_str()]);
+    assert!(f.validate(&old.access_token).await.is_ok());
+    // The old token lives its whole life (issued at T0, 30 days).
+    f.clock.set(T0 + 30 * 86400 - 1);
+    assert!(f.validate(&old.access_token).await.is_ok());
+    // The old key stays published for the longest lifetime after the
+    // rotation (T0 + 60), then disappears.
+    f.clock.set(T0 + 60 + 30 * 86400 - 1);
+    assert_eq!(f.server.jwks()["keys"].as_array().unwrap().len(), 2);
+    f.clock.set(T0 + 60 + 30 * 86400);
+    assert_eq!(f.server.jwks()["keys"].as_array().unwrap().len(), 1);
+    f.server.purge_expired().await.unwrap();
+    assert_eq!(f.repo.load_keys().await.unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn restart_keeps_tokens_valid_and_alg_change_rotates() {
+    let f = fixture().await;
+    let r = f.alice(None).await;
+    let restarted = AuthServer::start(
+        config(),
+        f.repo.clone(),
+        f.clock.clone(),
+        Arc::new(SeededRandom::new(7)),
+        "s3cret",
+    )
+    .await
+    .unwrap();
+    assert!(
+        restarted
+            .validate_access_token(&r.access_token, f.clock.now())
+            .await
+            .is_ok()
+    );
+    assert_eq!(f.repo.load_keys().await.unwrap().len(), 1, "no new key");
+    // Wrong secret: refuses to start rather than sign with a new key.
+    let e = AuthServer::start(
+        config(),
+        f.repo.clone(),
+        f.clock.clone(),
+        Arc::new(SeededRandom::new(7)),
+        "other",
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.to_string(), "server_error");
+    // Algorithm change: a new ES256 key, the EdDSA one still verifies.
+    let mut cfg = config();
+    cfg.signing_alg = SigningAlg::Es256;
+    let es = AuthServer::start(
+        cfg,
+        f.repo.clone(),
+        f.clock.clone(),
+        Arc::new(SeededRandom::new(8)),
+        "s3cret",
+    )
+    .await
+    .unwrap();
+    assert!(
+        es.validate_access_token(&r.access_token, f.clock.now())
+            .await
+            .is_ok()
+    );
+    let t = es.client_credentials_grant(&f.app, None).await.unwrap();
+    assert_eq!(parts(&t.access_token).0["alg"], "ES256");
+    // The first instance learns about the new key when it sees its kid.
+    f.clock.advance(11);
+    assert!(f.validate(&t.access_token).await.is_ok());
+}
+
+#[tokio::test]
+async fn purge_removes_only_expired_records() {
+    let f = fixture().await;
+    let _ = f.alice(None).await;
+    let _ = f.alice(Some("offline_access")).await;
+    assert_eq!(f.repo.token_count(), 4);
+    f.clock.advance(3600);
+    assert_eq!(f.server.purge_expired().await.unwrap(), 1);
+    assert_eq!(f.repo.token_count(), 3);
+    f.clock.advance(30 * 86400);
+    f.server.purge_expired().await.unwrap();
+    assert_eq!(f.repo.token_count(), 0);
+}
+
+// ----- administration -----
+
+#[tokio::test]
+async fn bootstrap_is_idempotent() {
+    let f = fixture().await;
+    let admin = f.server.admin();
+    let spec = NewClient {
+        client_id: "app".into(),
+        grants: vec![
+            "password".into(),
+            "client_credentials".into(),
+            "refresh_token".into(),
+        ],
+        scopes: vec!["read write".into(), "offline_access".into()],
+        audiences: vec![],
+    };
+    assert_eq!(
+        admin.bootstrap_client(&spec, "app-secret").await.unwrap(),
+        BootstrapOutcome::Unchanged
+    );
+    assert_eq!(
+        admin.bootstrap_client(&spec, "new-secret").await.unwrap(),
+        BootstrapOutcome::Updated
+    );
+    assert!(
+        f.server
+            .authenticate_client("app", "app-secret")
+            .await
+            .is_err()
+    );
+    assert!(
+        f.server
+            .authenticate_client("app", "new-secret")
+            .await
+            .is_ok()
+    );
+    assert_eq!(
+        admin.list_clients().await.unwrap().len(),
+        3,
+        "never duplicated"
+    );
+    let scopes = vec![
+        "read".to_string(),
+        "write".to_string(),
+        "offline_access".to_string(),
+    ];
+    assert_eq!(
+        admin
+            .bootstrap_user("alice", "alice-pw", &scopes)
+            .await
+            .unwrap(),
+        BootstrapOutcome::Unchanged
+    );
+    assert_eq!(
+        admin
+            .bootstrap_user("alice", "alice-pw", &scopes[..1])
+            .await
+            .unwrap(),
+        BootstrapOutcome::Updated
+    );
+    assert_eq!(
+        admin
+            .bootstrap_user("carol", "carol-pw", &scopes)
+            .await
+            .unwrap(),
+        BootstrapOutcome::Created
+    );
+    assert_eq!(admin.list_users().await.unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn client_and_user_administration() {
+    let f = fixture().await;
+    let admin = f.server.admin();
+    let (info, secret) = admin
+        .add_client(&NewClient {
+            client_id: "cli".into(),
+            grants: vec!["client_credentials".into(), "token_exchange".into()],
+            scopes: vec!["read".into()],
+            audiences: vec!["https://reports.example".into()],
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        info.grants,
+        vec!["client_credentials", GRANT_TOKEN_EXCHANGE]
+    );
+    assert_eq!(secret.0.len(), 43, "256 bits, base64url");
+    assert!(!format!("{secret:?}").contains(&secret.0));
+    let stored = f.repo.get_client("cli").await.unwrap().unwrap();
+    assert_eq!(stored.secret_hash, hash_secret(&secret.0));
+    assert!(!format!("{stored:?}").contains("secret_hash: ["));
+    assert!(f.server.authenticate_client("cli", &secret.0).await.is_ok());
+
+    let e = admin
+        .add_client(&NewClient {
+            client_id: "cli".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "conflict");
+    for bad in [
+        NewClient {
+            client_id: "".into(),
+            ..Default::default()
+        },
+        NewClient {
+            client_id: "has space".into(),
+            ..Default::default()
+        },
+        NewClient {
+            client_id: "x".into(),
+            grants: vec!["implicit".into()],
+            ..Default::default()
+        },
+        NewClient {
+            client_id: "y".into(),
+            scopes: vec!["a\"b".into()],
+            ..Default::default()
+        },
+    ] {
+        assert_eq!(
+            admin.add_client(&bad).await.unwrap_err().to_string(),
+            "invalid_input"
+        );
+    }
+
+    let rotated = admin.rotate_client_secret("cli").await.unwrap();
+    assert!(
+        f.server
+            .authenticate_client("cli", &secret.0)
+            .await
+            .is_err()
+    );
+    assert!(
+        f.server
+            .authenticate_client("cli", &rotated.0)
+            .await
+            .is_ok()
+    );
+    admin.remove_client("cli").await.unwrap();
+    assert_eq!(
+        admin.remove_client("cli").await.unwrap_err().to_string(),
+        "not_found"
+    );
+    assert_eq!(
+        admin
+            .rotate_client_secret("cli")
+            .await
+            .unwrap_err()
+            .to_string(),
+        "not_found"
+    );
+
+    admin
+        .add_user("dave", "pw1", &["read".into()])
+        .await
+        .unwrap();
+    assert_eq!(
+        admin
+            .add_user("dave", "pw1", &[])
+            .await
+            .unwrap_err()
+            .to_string(),
+        "conflict"
+    );
+    assert_eq!(
+        admin
+            .add_user("erin", "", &[])
+            .await
+            .unwrap_err()
+            .to_string(),
+        "invalid_input"
+    );
+    admin.set_password("dave", "pw2").await.unwrap();
+    let ok = f
+        .server
+        .password_grant(&f.app, Some("dave"), Some("pw2"), None, false)
+        .await
+        .unwrap();
+    assert_eq!(ok.scope, "read");
+    assert!(
+        f.server
+            .password_grant(&f.app, Some("dave"), Some("pw1"), None, false)
+            .await
+            .is_err()
+    );
+    let users = admin.list_users().await.unwrap();
+    assert!(users.iter().any(|u| u.username == "dave"));
+    admin.remove_user("dave").await.unwrap();
+    assert_eq!(
+        admin.remove_user("dave").await.unwrap_err().to_string(),
+        "not_found"
+    );
+    assert_eq!(
+        admin
+            .set_password("dave", "x")
+            .await
+            .unwrap_err()
+            .to_string(),
+        "not_found"
+    );
+}
+
+#[test]
+fn error_display_is_the_wire_code() {
+    let cases: Vec<(Error, &str)> = vec![
+        (Error::InvalidRequest("d".into()), "invalid_request"),
+        (Error::InvalidClient("d".into()), "invalid_client"),
+        (Error::InvalidGrant("d".into()), "invalid_grant"),
+        (Error::UnauthorizedClient("d".into()), "unauthorized_client"),
+        (
+            Error::UnsupportedGrantType("d".into()),
+            "unsupported_grant_type",
+        ),
+        (Error::InvalidScope("d".into()), "invalid_scope"),
+        (Error::InvalidTarget("d".into()), "invalid_target"),
+        (Error::InvalidToken("d".into()), "invalid_token"),
+        (Error::Server("db down at 10.0.0.1".into()), "server_error"),
+    ];
+    for (e, code) in cases {
+        assert_eq!(e.to_string(), code);
+        assert_eq!(e.code(), code);
+        assert!(!e.description().contains("10.0.0.1"));
+    }
+}
+
+#[test]
+fn scopes_parse_and_render() {
+    let s = Scopes::parse("write  read read").unwrap();
+    assert_eq!(s.to_string(), "read write");
+    assert!(Scopes::parse("a\\b").is_err());
+    assert!(Scopes::parse("").unwrap().is_empty());
+}

@@ -1,0 +1,464 @@
+//! The HTTP face of the gatehouse OAuth 2.0 authorization server (CONTRACT
+//! §6): token endpoints, introspection, revocation, RFC 8414 metadata and
+//! the JWKS, as an axum [`Router`]. The logic lives in `gatehouse-auth`.
+//!
+//! The router has no base path of its own: the caller nests it where it
+//! belongs, and tells [`OAuthConfig::public_url`] where that is so the
+//! metadata document names absolute URLs. Serve it with
+//! `into_make_service_with_connect_info::<SocketAddr>()` so per-address
+//! limits see the peer address (otherwise all peers share one bucket).
+#![warn(missing_docs)]
+
+mod form;
+mod limits;
+mod response;
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::json;
+
+use gatehouse_auth::{
+    AuthServer, ClientRecord, Error, ExchangeRequest, GRANT_CLIENT_CREDENTIALS, GRANT_PASSWORD,
+    GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE, KNOWN_GRANTS,
+};
+
+use crate::form::{Basic, Params};
+use crate::limits::{LoginThrottle, RateLimits};
+
+/// HTTP-side settings of the OAuth endpoints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OAuthConfig {
+    /// Absolute URL where the router is mounted (issuer + base path, no
+    /// trailing slash), used for the endpoint URLs in the RFC 8414 metadata.
+    pub public_url: String,
+    /// Token-endpoint requests per second, per client and per address.
+    pub rate_per_second: u32,
+    /// Burst allowed above the rate, per client and per address.
+    pub rate_burst: u32,
+    /// Failed password logins per user name before lock-out.
+    pub failed_login_limit: u32,
+    /// Failed password logins per remote address (any user names) before
+    /// lock-out; higher than per user, as many users may share an address.
+    pub failed_login_limit_per_addr: u32,
+    /// Length of the failed-login window (and lock-out), in seconds.
+    pub failed_login_window: u64,
+    /// Largest form body accepted, in bytes.
+    pub max_body_bytes: usize,
+}
+
+impl OAuthConfig {
+    /// The contract defaults (20/s, burst 40; 5 failed logins per user and 20
+    /// per address in 5 minutes; 64 KiB bodies) for a router reachable at `public_url`.
+    pub fn new(public_url: impl Into<String>) -> Self {
+        Self {
+            public_url: public_url.into().trim_end_matches('/').to_string(),
+            rate_per_second: 20,
+            rate_burst: 40,
+            failed_login_limit: 5,
+            failed_login_limit_per_addr: 20,
+            failed_login_window: 300,
+            max_body_bytes: 64 * 1024,
+        }
+    }
+}
+
+struct Inner {
+    server: Arc<AuthServer>,
+    config: OAuthConfig,
+    rates: RateLimits,
+    user_logins: LoginThrottle,
+    addr_logins: LoginThrottle,
+}
+
+/// Shared state of the OAuth routes: the authorization server (which holds
+/// the store, clock, randomness and keys), the settings, and the limiters.
+#[derive(Clone)]
+pub struct OAuthState {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for OAuthState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OAuthState")
+            .field("server", &self.inner.server)
+            .field("config", &self.inner.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OAuthState {
+    /// State for [`router`].
+    pub fn new(server: Arc<AuthServer>, config: OAuthConfig) -> Self {
+        let rates = RateLimits::new(config.rate_per_second, config.rate_burst);
+        let user_logins = LoginThrottle::new(config.failed_login_limit, config.failed_login_window);
+        let addr_logins = LoginThrottle::new(
+            config.failed_login_limit_per_addr,
+            config.failed_login_window,
+        );
+        Self {
+            inner: Arc::new(Inner {
+                server,
+                config,
+                rates,
+                user_logins,
+                addr_logins,
+            }),
+        }
+    }
+
+    /// The authorization server behind the routes.
+    pub fn server(&self) -> &Arc<AuthServer> {
+        &self.inner.server
+    }
+}
+
+/// Which token path a request came in on (CONTRACT §6 table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Endpoint {
+    /// `/oauth/token` and `/oauth2/token`: every grant.
+    Token,
+    /// `/oauth/access_token`: password and client credentials, never a refresh token.
+    AccessToken,
+    /// `/oauth/refresh_token`: refresh only; `grant_type` may be omitted.
+    RefreshToken,
+}
+
+/// The OAuth routes: `POST /oauth/token`, `/oauth2/token`,
+/// `/oauth/access_token`, `/oauth/refresh_token`, `/oauth/introspect`,
+/// `/oauth/revoke`; `GET /.well-known/oauth-authorization-server` and
+/// `/.well-known/jwks.json`.
+pub fn router(state: OAuthState) -> Router {
+    let token = |e: Endpoint| {
+        post(move |s: State<OAuthState>, r: Request| token_endpoint(s, r, e))
+            .fallback(|| async { response::method_not_allowed("POST") })
+    };
+    Router::new()
+        .route("/oauth/token", token(Endpoint::Token))
+        .route("/oauth2/token", token(Endpoint::Token))
+        .route("/oauth/access_token", token(Endpoint::AccessToken))
+        .route("/oauth/refresh_token", token(Endpoint::RefreshToken))
+        .route(
+            "/oauth/introspect",
+            post(introspect).fallback(|| async { response::method_not_allowed("POST") }),
+        )
+        .route(
+            "/oauth/revoke",
+            post(revoke).fallback(|| async { response::method_not_allowed("POST") }),
+        )
+        .route(
+            "/.well-known/oauth-authorization-server",
+            get(metadata).fallback(|| async { response::method_not_allowed("GET, HEAD") }),
+        )
+        .route(
+            "/.well-known/jwks.json",
+            get(jwks).fallback(|| async { response::method_not_allowed("GET, HEAD") }),
+        )
+        .with_state(state)
+}
+
+/// Runs [`AuthServer::purge_expired`] (which also reloads keys rotated by
+/// other instances) every `every`, until the task is aborted.
+pub fn spawn_maintenance(server: Arc<AuthServer>, every: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            match server.purge_expired().await {
+                Ok(n) if n > 0 => tracing::debug!(purged = n, "expired token records purged"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(
+                    cause = e.internal_cause().unwrap_or(e.description()),
+                    "purging expired token records failed"
+                ),
+            }
+        }
+    })
+}
+
+fn peer(req: &Request) -> IpAddr {
+    req.extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip())
+        .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
+}
+
+/// Checks the content type, reads and parses the form body.
+async fn read_form(state: &OAuthState, req: Request) -> Result<Params, Response> {
+    if !form::is_form(req.headers()) {
+        return Err(response::error(&Error::InvalidRequest(
+            "the body must be application/x-www-form-urlencoded".into(),
+        )));
+    }
+    let body = axum::body::to_bytes(req.into_body(), state.inner.config.max_body_bytes)
+        .await
+        .map_err(|_| {
+            response::error(&Error::InvalidRequest(
+                "the request body is too large or unreadable".into(),
+            ))
+        })?;
+    form::parse_form(&body).map_err(|e| response::error(&e))
+}
+
+/// RFC 6749 §2.3.1 client authentication with HTTP Basic. Credentials in
+/// the body are refused: one method per request (RFC 6749 §2.3).
+async fn authenticate(
+    state: &OAuthState,
+    headers: &axum::http::HeaderMap,
+    params: &Params,
+    rate_limited: bool,
+) -> Result<ClientRecord, Response> {
+    if params.get("client_secret").is_some() {
+        return Err(response::error(&Error::InvalidRequest(
+            "send client credentials with HTTP Basic, not in the body".into(),
+        )));
+    }
+    let creds = match form::basic_credentials(headers) {
+        Basic::Present(c) => c,
+        Basic::Missing => {
+            return Err(response::error(&Error::InvalidClient(
+                "client authentication with HTTP Basic is required".into(),
+            )));
+        }
+        Basic::Malformed => {
+            return Err(response::error(&Error::InvalidClient(
+                "malformed HTTP Basic credentials".into(),
+            )));
+        }
+    };
+    if let Some(id) = params.get("client_id")
+        && id != creds.client_id
+    {
+        return Err(response::error(&Error::InvalidRequest(
+            "`client_id` differs from the authenticated client".into(),
+        )));
+    }
+    // Limit per client before checking the secret, so guessing is limited too.
+    if rate_limited && let Err(wait) = state.inner.rates.check_client(&creds.client_id) {
+        return Err(response::too_many_requests(wait));
+    }
+    let server = &state.inner.server;
+    match server
+        .authenticate_client(&creds.client_id, &creds.secret)
+        .await
+    {
+        Ok(c) => Ok(c),
+        // Clients that do not form-encode (curl -u, many libraries): try the
+        // secret exactly as sent.
+        Err(Error::InvalidClient(_)) if creds.raw_secret != creds.secret => server
+            .authenticate_client(&creds.client_id, &creds.raw_secret)
+            .await
+            .map_err(|e| response::error(&e)),
+        Err(e) => Err(response::error(&e)),
+    }
+}
+
+async fn token_endpoint(
+    State(state): State<OAuthState>,
+    req: Request,
+    endpoint: Endpoint,
+) -> Response {
+    let addr = peer(&req);
+    if let Err(wait) = state.inner.rates.check_addr(addr) {
+        return response::too_many_requests(wait);
+    }
+    let headers = req.headers().clone();
+    let params = match read_form(&state, req).await {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let client = match authenticate(&state, &headers, &params, true).await {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let grant = match (params.get("grant_type"), endpoint) {
+        (Some(g), _) => g,
+        // CONTRACT §6: grant_type may be omitted on /oauth/refresh_token only.
+        (None, Endpoint::RefreshToken) => GRANT_REFRESH_TOKEN,
+        (None, _) => {
+            return response::error(&Error::InvalidRequest(
+                "the `grant_type` parameter is required".into(),
+            ));
+        }
+    };
+    let served = match endpoint {
+        Endpoint::Token => KNOWN_GRANTS.contains(&grant),
+        Endpoint::AccessToken => grant == GRANT_PASSWORD || grant == GRANT_CLIENT_CREDENTIALS,
+        Endpoint::RefreshToken => grant == GRANT_REFRESH_TOKEN,
+    };
+    if !served {
+        return response::error(&Error::UnsupportedGrantType(
+            "this grant type is not supported at this endpoint".into(),
+        ));
+    }
+    let server = &state.inner.server;
+    let result = match grant {
+        GRANT_PASSWORD => match password(&state, &client, &params, addr, endpoint).await {
+            Ok(result) => result,
+            Err(wait) => return response::too_many_requests(wait),
+        },
+        GRANT_CLIENT_CREDENTIALS => {
+            server
+                .client_credentials_grant(&client, params.get("scope"))
+                .await
+        }
+        GRANT_REFRESH_TOKEN => {
+            server
+                .refresh_grant(&client, params.get("refresh_token"), params.get("scope"))
+                .await
+        }
+        GRANT_TOKEN_EXCHANGE => {
+            let req = ExchangeRequest {
+                subject_token: params.owned("subject_token"),
+                subject_token_type: params.owned("subject_token_type"),
+                actor_token: params.owned("actor_token"),
+                actor_token_type: params.owned("actor_token_type"),
+                scope: params.owned("scope"),
+                audience: params.all("audience"),
+                resource: params.all("resource"),
+                requested_token_type: params.owned("requested_token_type"),
+            };
+            server.token_exchange(&client, &req).await
+        }
+        _ => Err(Error::UnsupportedGrantType(
+            "this grant type is not supported at this endpoint".into(),
+        )),
+    };
+    match result {
+        Ok(tokens) => {
+            tracing::debug!(client_id = %client.client_id, grant_type = grant, "token issued");
+            response::no_store((StatusCode::OK, axum::Json(tokens)).into_response())
+        }
+        Err(e) => {
+            tracing::debug!(client_id = %client.client_id, grant_type = grant, error = e.code(), "token request refused");
+            response::error(&e)
+        }
+    }
+}
+
+/// The password grant with failed-login throttling per user and per address.
+/// The outer `Err` is a lock-out: seconds to wait.
+async fn password(
+    state: &OAuthState,
+    client: &ClientRecord,
+    params: &Params,
+    addr: IpAddr,
+    endpoint: Endpoint,
+) -> Result<Result<gatehouse_auth::TokenResponse, Error>, u64> {
+    let server = &state.inner.server;
+    let now = server.now();
+    let user_key = params.get("username").unwrap_or_default().to_string();
+    let addr_key = addr.to_string();
+    let (users, addrs) = (&state.inner.user_logins, &state.inner.addr_logins);
+    users.check(&user_key, now)?;
+    addrs.check(&addr_key, now)?;
+    let result = server
+        .password_grant(
+            client,
+            params.get("username"),
+            params.get("password"),
+            params.get("scope"),
+            endpoint != Endpoint::AccessToken,
+        )
+        .await;
+    match &result {
+        Ok(_) => users.succeeded(&user_key),
+        Err(Error::InvalidGrant(_)) => {
+            tracing::info!(client_id = %client.client_id, "failed password login");
+            users.failed(&user_key, now);
+            addrs.failed(&addr_key, now);
+        }
+        Err(_) => {}
+    }
+    Ok(result)
+}
+
+/// RFC 7662 §2.1: client-authenticated; `token` required.
+async fn introspect(State(state): State<OAuthState>, req: Request) -> Response {
+    let headers = req.headers().clone();
+    let params = match read_form(&state, req).await {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let client = match authenticate(&state, &headers, &params, false).await {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let Some(token) = params.get("token") else {
+        return response::error(&Error::InvalidRequest(
+            "the `token` parameter is required".into(),
+        ));
+    };
+    match state.inner.server.introspect(&client, token).await {
+        Ok(v) => response::no_store((StatusCode::OK, axum::Json(v)).into_response()),
+        Err(e) => response::error(&e),
+    }
+}
+
+/// RFC 7009 §2.1: client-authenticated; `token` required; 200 with an empty
+/// body whether or not the token was known (§2.2).
+async fn revoke(State(state): State<OAuthState>, req: Request) -> Response {
+    let headers = req.headers().clone();
+    let params = match read_form(&state, req).await {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let client = match authenticate(&state, &headers, &params, false).await {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let Some(token) = params.get("token") else {
+        return response::error(&Error::InvalidRequest(
+            "the `token` parameter is required".into(),
+        ));
+    };
+    match state.inner.server.revoke(&client, token).await {
+        Ok(()) => response::no_store((StatusCode::OK, Body::empty()).into_response()),
+        Err(e) => response::error(&e),
+    }
+}
+
+/// RFC 8414 §2 authorization server metadata.
+async fn metadata(State(state): State<OAuthState>) -> Response {
+    let base = &state.inner.config.public_url;
+    let auth_methods = ["client_secret_basic"];
+    let body = json!({
+        "issuer": state.inner.server.config().issuer,
+        "token_endpoint": format!("{base}/oauth/token"),
+        "jwks_uri": format!("{base}/.well-known/jwks.json"),
+        "introspection_endpoint": format!("{base}/oauth/introspect"),
+        "revocation_endpoint": format!("{base}/oauth/revoke"),
+        "grant_types_supported": KNOWN_GRANTS,
+        // No authorization endpoint, hence no response types.
+        "response_types_supported": [],
+        "token_endpoint_auth_methods_supported": auth_methods,
+        "introspection_endpoint_auth_methods_supported": auth_methods,
+        "revocation_endpoint_auth_methods_supported": auth_methods,
+    });
+    let mut resp = axum::Json(body).into_response();
+    resp.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=3600"),
+    );
+    resp
+}
+
+/// The public signing keys (RFC 7517 §5). Short caching: a rotated key must
+/// show up soon (resource servers also refetch on an unknown `kid`).
+async fn jwks(State(state): State<OAuthState>) -> Response {
+    let mut resp = axum::Json(state.inner.server.jwks()).into_response();
+    resp.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=300"),
+    );
+    resp
+}

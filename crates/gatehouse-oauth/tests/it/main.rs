@@ -1,0 +1,831 @@
+//! End-to-end tests of the OAuth endpoints: the router on a real TCP port,
+//! the in-memory store, and reqwest as the client.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use gatehouse_auth::{
+    AuthConfig, AuthServer, Clock, ManualClock, MemoryRepo, NewClient, SeededRandom,
+    TOKEN_TYPE_ACCESS, TOKEN_TYPE_JWT,
+};
+use gatehouse_oauth::{OAuthConfig, OAuthState, router};
+use reqwest::StatusCode;
+use serde_json::Value;
+
+const EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+
+struct Server {
+    base: String,
+    http: reqwest::Client,
+    auth: Arc<AuthServer>,
+    clock: Arc<ManualClock>,
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// Starts the router under `mount` (e.g. "" or "/api") on 127.0.0.1:0.
+async fn start_with(mount: &str, tweak: impl FnOnce(&mut OAuthConfig)) -> Server {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let issuer = format!("http://{addr}");
+    let clock = Arc::new(ManualClock::new(gatehouse_auth::SystemClock.now()));
+    let auth = AuthServer::start(
+        AuthConfig::new(&issuer),
+        Arc::new(MemoryRepo::new()),
+        clock.clone(),
+        Arc::new(SeededRandom::new(1)),
+        "test-secret",
+    )
+    .await
+    .unwrap();
+    let admin = auth.admin();
+    let client = |id: &str, grants: &[&str], scopes: &[&str], auds: &[&str]| NewClient {
+        client_id: id.into(),
+        grants: strings(grants),
+        scopes: strings(scopes),
+        audiences: strings(auds),
+    };
+    for (c, secret) in [
+        (
+            client(
+                "app",
+                &["password", "client_credentials", "refresh_token"],
+                &["read", "write", "offline_access"],
+                &[],
+            ),
+            "app-secret",
+        ),
+        (
+            client(
+                "exchanger",
+                &["client_credentials", "token-exchange"],
+                &["read"],
+                &["https://reports.example", "https://billing.example"],
+            ),
+            "ex-secret",
+        ),
+    ] {
+        admin.bootstrap_client(&c, secret).await.unwrap();
+    }
+    admin
+        .bootstrap_user(
+            "alice",
+            "alice-pw",
+            &strings(&["read", "write", "offline_access"]),
+        )
+        .await
+        .unwrap();
+    let mut config = OAuthConfig::new(format!("{issuer}{mount}"));
+    tweak(&mut config);
+    let app = router(OAuthState::new(auth.clone(), config));
+    let app = if mount.is_empty() {
+        app
+    } else {
+        axum::Router::new().nest(mount, app)
+    };
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap();
+    });
+    Server {
+        base: format!("{issuer}{mount}"),
+        http: reqwest::Client::new(),
+        auth,
+        clock,
+    }
+}
+
+async fn start() -> Server {
+    start_with("", |_| {}).await
+}
+
+struct Reply {
+    status: StatusCode,
+    headers: reqwest::header::HeaderMap,
+    body: Value,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    #[track_caller]
+    fn assert_error(&self, status: u16, code: &str) {
+        assert_eq!(self.status.as_u16(), status, "{:?}", self.body);
+        assert_eq!(self.body["error"], code, "{:?}", self.body);
+        assert!(
+            self.body["error_description"].is_string(),
+            "{:?}",
+            self.body
+        );
+    }
+
+    #[track_caller]
+    fn assert_token(&self) -> &Value {
+        assert_eq!(self.status, StatusCode::OK, "{:?}", self.body);
+        assert_eq!(self.header("cache-control"), Some("no-store"));
+        assert_eq!(self.header("pragma"), Some("no-cache"));
+        assert_eq!(self.body["token_type"], "Bearer");
+        assert!(self.body["access_token"].is_string());
+        assert!(self.body["expires_in"].is_i64());
+        &self.body
+    }
+}
+
+impl Server {
+    async fn send(&self, req: reqwest::RequestBuilder) -> Reply {
+        let resp = req.send().await.unwrap();
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let text = resp.text().await.unwrap();
+        let body = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        };
+        Reply {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    async fn post(&self, path: &str, creds: Option<(&str, &str)>, form: &[(&str, &str)]) -> Reply {
+        let mut req = self.http.post(format!("{}{path}", self.base)).form(form);
+        if let Some((id, secret)) = creds {
+            req = req.basic_auth(id, Some(secret));
+        }
+        self.send(req).await
+    }
+
+    async fn app(&self, path: &str, form: &[(&str, &str)]) -> Reply {
+        self.post(path, Some(("app", "app-secret")), form).await
+    }
+
+    async fn alice(&self, scope: &str) -> Value {
+        let mut form = vec![
+            ("grant_type", "password"),
+            ("username", "alice"),
+            ("password", "alice-pw"),
+        ];
+        if !scope.is_empty() {
+            form.push(("scope", scope));
+        }
+        self.app("/oauth/token", &form).await.assert_token().clone()
+    }
+
+    async fn exchange(&self, creds: (&str, &str), form: &[(&str, &str)]) -> Reply {
+        let mut all = vec![("grant_type", EXCHANGE)];
+        all.extend_from_slice(form);
+        self.post("/oauth2/token", Some(creds), &all).await
+    }
+}
+
+fn claims(token: &str) -> Value {
+    use base64::Engine;
+    let payload = token.split('.').nth(1).unwrap();
+    serde_json::from_slice(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(payload)
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+// ----- grants -----
+
+#[tokio::test]
+async fn password_grant() {
+    let s = start().await;
+    let t = s.alice("").await;
+    assert_eq!(t["scope"], "read write");
+    assert_eq!(t["expires_in"], 3600);
+    assert!(t["refresh_token"].is_string());
+    let c = claims(t["access_token"].as_str().unwrap());
+    assert_eq!(c["sub"], "alice");
+    assert_eq!(c["client_id"], "app");
+
+    let t = s.alice("read offline_access").await;
+    assert_eq!(t["expires_in"], 30 * 86400);
+
+    let r = s
+        .app(
+            "/oauth/token",
+            &[
+                ("grant_type", "password"),
+                ("username", "alice"),
+                ("password", "nope"),
+            ],
+        )
+        .await;
+    r.assert_error(400, "invalid_grant");
+    assert_eq!(r.header("cache-control"), Some("no-store"));
+    assert!(!r.body.to_string().contains("nope"));
+
+    let r = s
+        .app(
+            "/oauth/token",
+            &[
+                ("grant_type", "password"),
+                ("username", "alice"),
+                ("password", "alice-pw"),
+                ("scope", "admin"),
+            ],
+        )
+        .await;
+    r.assert_error(400, "invalid_scope");
+
+    let r = s
+        .app(
+            "/oauth/token",
+            &[("grant_type", "password"), ("username", "alice")],
+        )
+        .await;
+    r.assert_error(400, "invalid_request");
+}
+
+#[tokio::test]
+async fn client_credentials_grant() {
+    let s = start().await;
+    for path in ["/oauth/token", "/oauth2/token", "/oauth/access_token"] {
+        let r = s
+            .app(
+                path,
+                &[("grant_type", "client_credentials"), ("scope", "read")],
+            )
+            .await;
+        let t = r.assert_token();
+        assert_eq!(t["scope"], "read");
+        assert!(t.get("refresh_token").is_none());
+        let c = claims(t["access_token"].as_str().unwrap());
+        assert_eq!(c["sub"], "app");
+        assert_eq!(c["aud"], s.auth.config().issuer.as_str());
+    }
+    // unauthorized_client: the exchanger may not use the password grant.
+    let r = s
+        .post(
+            "/oauth/token",
+            Some(("exchanger", "ex-secret")),
+            &[
+                ("grant_type", "password"),
+                ("username", "alice"),
+                ("password", "alice-pw"),
+            ],
+        )
+        .await;
+    r.assert_error(400, "unauthorized_client");
+}
+
+#[tokio::test]
+async fn access_token_endpoint_never_issues_refresh_tokens() {
+    let s = start().await;
+    let r = s
+        .app(
+            "/oauth/access_token",
+            &[
+                ("grant_type", "password"),
+                ("username", "alice"),
+                ("password", "alice-pw"),
+            ],
+        )
+        .await;
+    let t = r.assert_token();
+    assert!(t.get("refresh_token").is_none(), "{t}");
+    let rt = s.alice("").await["refresh_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = s
+        .app(
+            "/oauth/access_token",
+            &[("grant_type", "refresh_token"), ("refresh_token", &rt)],
+        )
+        .await;
+    r.assert_error(400, "unsupported_grant_type");
+}
+
+#[tokio::test]
+async fn refresh_grant_rotates_and_detects_reuse() {
+    let s = start().await;
+    let t = s.alice("read write").await;
+    let rt1 = t["refresh_token"].as_str().unwrap().to_string();
+    // grant_type may be omitted on /oauth/refresh_token.
+    let r = s
+        .app("/oauth/refresh_token", &[("refresh_token", &rt1)])
+        .await;
+    let t2 = r.assert_token().clone();
+    let rt2 = t2["refresh_token"].as_str().unwrap().to_string();
+    assert_ne!(rt1, rt2);
+    // And given explicitly on /oauth/token, with a narrowed scope.
+    let r = s
+        .app(
+            "/oauth/token",
+            &[
+                ("grant_type", "refresh_token"),
+                ("refresh_token", &rt2),
+                ("scope", "read"),
+            ],
+        )
+        .await;
+    let t3 = r.assert_token().clone();
+    assert_eq!(t3["scope"], "read");
+    // Reusing rt1 revokes the family.
+    let r = s
+        .app("/oauth/refresh_token", &[("refresh_token", &rt1)])
+        .await;
+    r.assert_error(400, "invalid_grant");
+    let rt3 = t3["refresh_token"].as_str().unwrap();
+    let r = s
+        .app("/oauth/refresh_token", &[("refresh_token", rt3)])
+        .await;
+    r.assert_error(400, "invalid_grant");
+    let i = s
+        .app(
+            "/oauth/introspect",
+            &[("token", t3["access_token"].as_str().unwrap())],
+        )
+        .await;
+    assert_eq!(i.body, serde_json::json!({"active": false}));
+    // Wrong grant type at the refresh endpoint.
+    let r = s
+        .app(
+            "/oauth/refresh_token",
+            &[("grant_type", "client_credentials")],
+        )
+        .await;
+    r.assert_error(400, "unsupported_grant_type");
+}
+
+#[tokio::test]
+async fn token_exchange() {
+    let s = start().await;
+    let subject = s.alice("read write").await;
+    let st = subject["access_token"].as_str().unwrap();
+    let ex = ("exchanger", "ex-secret");
+    let r = s
+        .exchange(
+            ex,
+            &[
+                ("subject_token", st),
+                ("subject_token_type", TOKEN_TYPE_ACCESS),
+                ("scope", "read"),
+                ("audience", "https://reports.example"),
+                ("audience", "https://billing.example"),
+            ],
+        )
+        .await;
+    let t = r.assert_token();
+    assert_eq!(t["issued_token_type"], TOKEN_TYPE_ACCESS);
+    assert!(t.get("refresh_token").is_none());
+    let c = claims(t["access_token"].as_str().unwrap());
+    assert_eq!(c["sub"], "alice");
+    assert_eq!(c["act"], serde_json::json!({"sub": "exchanger"}));
+    assert_eq!(
+        c["aud"],
+        serde_json::json!(["https://reports.example", "https://billing.example"])
+    );
+    assert!(c["exp"].as_i64() <= claims(st)["exp"].as_i64());
+
+    let r = s
+        .exchange(
+            ex,
+            &[
+                ("subject_token", st),
+                ("subject_token_type", TOKEN_TYPE_ACCESS),
+                ("requested_token_type", TOKEN_TYPE_JWT),
+            ],
+        )
+        .await;
+    assert_eq!(r.assert_token()["issued_token_type"], TOKEN_TYPE_JWT);
+
+    // Each refusal with its code.
+    let base = [
+        ("subject_token", st),
+        ("subject_token_type", TOKEN_TYPE_ACCESS),
+    ];
+    s.exchange(("app", "app-secret"), &base)
+        .await
+        .assert_error(400, "unauthorized_client");
+    s.exchange(
+        ex,
+        &[
+            ("subject_token", "garbage"),
+            ("subject_token_type", TOKEN_TYPE_ACCESS),
+        ],
+    )
+    .await
+    .assert_error(400, "invalid_request");
+    s.exchange(ex, &[("subject_token", st)])
+        .await
+        .assert_error(400, "invalid_request");
+    let mut f = base.to_vec();
+    f.push(("scope", "read admin"));
+    s.exchange(ex, &f).await.assert_error(400, "invalid_scope");
+    let mut f = base.to_vec();
+    f.push(("resource", "https://evil.example"));
+    s.exchange(ex, &f).await.assert_error(400, "invalid_target");
+    let mut f = base.to_vec();
+    f.push((
+        "requested_token_type",
+        "urn:ietf:params:oauth:token-type:refresh_token",
+    ));
+    s.exchange(ex, &f)
+        .await
+        .assert_error(400, "invalid_request");
+    // Expired subject token.
+    s.clock.advance(3600);
+    s.exchange(ex, &base)
+        .await
+        .assert_error(400, "invalid_request");
+}
+
+// ----- request-level errors -----
+
+#[tokio::test]
+async fn invalid_client_is_401_with_a_basic_challenge() {
+    let s = start().await;
+    let form = [("grant_type", "client_credentials")];
+    let url = format!("{}/oauth/token", s.base);
+    for r in [
+        s.post("/oauth/token", None, &form).await,
+        s.post("/oauth/token", Some(("app", "wrong")), &form).await,
+        s.post("/oauth/token", Some(("nobody", "app-secret")), &form)
+            .await,
+        s.send(
+            s.http
+                .post(&url)
+                .header("authorization", "Basic %%%")
+                .form(&form),
+        )
+        .await,
+        s.send(s.http.post(&url).bearer_auth("abc").form(&form))
+            .await,
+    ] {
+        r.assert_error(401, "invalid_client");
+        assert_eq!(
+            r.header("www-authenticate"),
+            Some(r#"Basic realm="gatehouse""#)
+        );
+        assert_eq!(r.header("cache-control"), Some("no-store"));
+        assert!(!r.body.to_string().contains("app-secret"));
+    }
+    // Introspection and revocation authenticate clients too.
+    for path in ["/oauth/introspect", "/oauth/revoke"] {
+        let r = s
+            .post(path, Some(("app", "wrong")), &[("token", "x")])
+            .await;
+        r.assert_error(401, "invalid_client");
+        assert!(r.header("www-authenticate").is_some());
+    }
+}
+
+#[tokio::test]
+async fn form_encoded_basic_credentials_per_rfc6749() {
+    let s = start().await;
+    s.auth
+        .admin()
+        .bootstrap_client(
+            &NewClient {
+                client_id: "odd:id".into(),
+                grants: strings(&["client_credentials"]),
+                scopes: strings(&["read"]),
+                audiences: vec![],
+            },
+            "p@ss word:+",
+        )
+        .await
+        .unwrap();
+    // RFC 6749 §2.3.1: form-encode, then Basic.
+    let r = s
+        .post(
+            "/oauth/token",
+            Some(("odd%3Aid", "p%40ss+word%3A%2B")),
+            &[("grant_type", "client_credentials")],
+        )
+        .await;
+    r.assert_token();
+}
+
+#[tokio::test]
+async fn malformed_requests_are_400_invalid_request() {
+    let s = start().await;
+    let url = format!("{}/oauth/token", s.base);
+    // Missing grant_type.
+    s.app("/oauth/token", &[("scope", "read")])
+        .await
+        .assert_error(400, "invalid_request");
+    // Unknown grant type.
+    s.app("/oauth/token", &[("grant_type", "authorization_code")])
+        .await
+        .assert_error(400, "unsupported_grant_type");
+    // Duplicate parameters.
+    let r = s
+        .send(
+            s.http
+                .post(&url)
+                .basic_auth("app", Some("app-secret"))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body("grant_type=client_credentials&grant_type=client_credentials"),
+        )
+        .await;
+    r.assert_error(400, "invalid_request");
+    let r = s
+        .send(
+            s.http
+                .post(&url)
+                .basic_auth("app", Some("app-secret"))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body("grant_type=client_credentials&scope=read&scope=write"),
+        )
+        .await;
+    r.assert_error(400, "invalid_request");
+    // A JSON body.
+    let r = s
+        .send(
+            s.http
+                .post(&url)
+                .basic_auth("app", Some("app-secret"))
+                .json(&serde_json::json!({"grant_type": "client_credentials"})),
+        )
+        .await;
+    r.assert_error(400, "invalid_request");
+    // No content type at all.
+    let r = s
+        .send(
+            s.http
+                .post(&url)
+                .basic_auth("app", Some("app-secret"))
+                .body("grant_type=client_credentials"),
+        )
+        .await;
+    r.assert_error(400, "invalid_request");
+    // Credentials in the body as well as in Basic.
+    s.app(
+        "/oauth/token",
+        &[
+            ("grant_type", "client_credentials"),
+            ("client_secret", "app-secret"),
+        ],
+    )
+    .await
+    .assert_error(400, "invalid_request");
+    // Too large.
+    let big = "x".repeat(100 * 1024);
+    s.app(
+        "/oauth/token",
+        &[("grant_type", "client_credentials"), ("pad", &big)],
+    )
+    .await
+    .assert_error(400, "invalid_request");
+    // The charset parameter is fine.
+    let r = s
+        .send(
+            s.http
+                .post(&url)
+                .basic_auth("app", Some("app-secret"))
+                .header(
+                    "content-type",
+                    "application/x-www-form-urlencoded; charset=UTF-8",
+                )
+                .body("grant_type=client_credentials"),
+        )
+        .await;
+    r.assert_token();
+}
+
+#[tokio::test]
+async fn wrong_method_is_405_with_allow() {
+    let s = start().await;
+    for path in [
+        "/oauth/token",
+        "/oauth2/token",
+        "/oauth/access_token",
+        "/oauth/refresh_token",
+        "/oauth/introspect",
+        "/oauth/revoke",
+    ] {
+        for m in [
+            reqwest::Method::GET,
+            reqwest::Method::PUT,
+            reqwest::Method::DELETE,
+        ] {
+            let r = s
+                .send(s.http.request(m.clone(), format!("{}{path}", s.base)))
+                .await;
+            assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED, "{m} {path}");
+            assert_eq!(r.header("allow"), Some("POST"), "{m} {path}");
+            assert_eq!(r.body["error"], "invalid_request");
+            assert!(r.body["error_description"].is_string());
+        }
+    }
+    let r = s.post("/.well-known/jwks.json", None, &[]).await;
+    assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(r.header("allow"), Some("GET, HEAD"));
+}
+
+// ----- introspection, revocation, discovery -----
+
+#[tokio::test]
+async fn introspection_and_revocation() {
+    let s = start().await;
+    let t = s.alice("read").await;
+    let at = t["access_token"].as_str().unwrap();
+    let rt = t["refresh_token"].as_str().unwrap();
+    let ex = ("exchanger", "ex-secret");
+
+    let i = s
+        .post("/oauth/introspect", Some(ex), &[("token", at)])
+        .await;
+    assert_eq!(i.status, StatusCode::OK);
+    assert_eq!(i.body["active"], true);
+    assert_eq!(i.body["sub"], "alice");
+    assert_eq!(i.body["scope"], "read");
+    assert_eq!(i.header("cache-control"), Some("no-store"));
+    for junk in ["junk", "a.b.c"] {
+        let i = s
+            .post("/oauth/introspect", Some(ex), &[("token", junk)])
+            .await;
+        assert_eq!(i.body, serde_json::json!({"active": false}));
+    }
+    s.post("/oauth/introspect", Some(ex), &[])
+        .await
+        .assert_error(400, "invalid_request");
+
+    // Another client's token cannot be revoked by this one.
+    s.post("/oauth/revoke", Some(ex), &[("token", at)])
+        .await
+        .assert_error(400, "unauthorized_client");
+    // Revoking the refresh token takes the family's access tokens with it.
+    let r = s
+        .app(
+            "/oauth/revoke",
+            &[("token", rt), ("token_type_hint", "refresh_token")],
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let i = s
+        .post("/oauth/introspect", Some(ex), &[("token", at)])
+        .await;
+    assert_eq!(i.body, serde_json::json!({"active": false}));
+    s.app("/oauth/refresh_token", &[("refresh_token", rt)])
+        .await
+        .assert_error(400, "invalid_grant");
+    // Unknown tokens: 200 (RFC 7009 §2.2).
+    let r = s.app("/oauth/revoke", &[("token", "whatever")]).await;
+    assert_eq!(r.status, StatusCode::OK);
+    s.app("/oauth/revoke", &[])
+        .await
+        .assert_error(400, "invalid_request");
+}
+
+#[tokio::test]
+async fn metadata_and_jwks_under_a_base_path() {
+    let s = start_with("/api", |_| {}).await;
+    let issuer = s.auth.config().issuer.clone();
+    let m = s
+        .send(
+            s.http
+                .get(format!("{}/.well-known/oauth-authorization-server", s.base)),
+        )
+        .await;
+    assert_eq!(m.status, StatusCode::OK);
+    assert_eq!(m.body["issuer"], issuer.as_str());
+    assert_eq!(
+        m.body["token_endpoint"],
+        format!("{issuer}/api/oauth/token")
+    );
+    assert_eq!(
+        m.body["jwks_uri"],
+        format!("{issuer}/api/.well-known/jwks.json")
+    );
+    assert_eq!(
+        m.body["introspection_endpoint"],
+        format!("{issuer}/api/oauth/introspect")
+    );
+    assert_eq!(
+        m.body["revocation_endpoint"],
+        format!("{issuer}/api/oauth/revoke")
+    );
+    assert!(
+        m.body["grant_types_supported"]
+            .as_array()
+            .unwrap()
+            .contains(&Value::from(EXCHANGE))
+    );
+    let j = s
+        .send(s.http.get(format!("{}/.well-known/jwks.json", s.base)))
+        .await;
+    assert_eq!(j.status, StatusCode::OK);
+    let keys = j.body["keys"].as_array().unwrap();
+    assert_eq!(keys.len(), 1);
+    assert_eq!(keys[0]["kty"], "OKP");
+    assert_eq!(keys[0]["crv"], "Ed25519");
+    assert_eq!(keys[0]["alg"], "EdDSA");
+    assert_eq!(keys[0]["use"], "sig");
+    assert!(keys[0].get("d").is_none());
+    // The token endpoint works under the base path too.
+    let t = s.alice("read").await;
+    let header: Value = {
+        use base64::Engine;
+        let h = t["access_token"]
+            .as_str()
+            .unwrap()
+            .split('.')
+            .next()
+            .unwrap();
+        serde_json::from_slice(
+            &base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(h)
+                .unwrap(),
+        )
+        .unwrap()
+    };
+    assert_eq!(header["kid"], keys[0]["kid"]);
+    assert_eq!(header["typ"], "at+jwt");
+}
+
+// ----- limits -----
+
+#[tokio::test]
+async fn rate_limits_answer_429_with_retry_after() {
+    let s = start_with("", |c| {
+        c.rate_per_second = 1;
+        c.rate_burst = 3;
+    })
+    .await;
+    let form = [("grant_type", "client_credentials")];
+    for _ in 0..3 {
+        s.app("/oauth/token", &form).await.assert_token();
+    }
+    let r = s.app("/oauth/token", &form).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    let wait: u64 = r.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=2).contains(&wait), "{wait}");
+    assert_eq!(r.body["error"], "too_many_requests");
+    // Introspection is not a token endpoint: not limited per client.
+    for _ in 0..5 {
+        let i = s.app("/oauth/introspect", &[("token", "x")]).await;
+        assert_eq!(i.status, StatusCode::OK);
+    }
+}
+
+#[tokio::test]
+async fn rate_limit_per_client_counts_failed_authentication_too() {
+    let s = start_with("", |c| {
+        c.rate_per_second = 1;
+        c.rate_burst = 2;
+    })
+    .await;
+    // Per-address is the same bucket size here, so use two paths to show the
+    // per-client bucket: a wrong secret twice exhausts the client's budget.
+    let form = [("grant_type", "client_credentials")];
+    s.post("/oauth/token", Some(("app", "x")), &form)
+        .await
+        .assert_error(401, "invalid_client");
+    s.post("/oauth/token", Some(("app", "y")), &form)
+        .await
+        .assert_error(401, "invalid_client");
+    let r = s.app("/oauth/token", &form).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(r.header("retry-after").is_some());
+}
+
+#[tokio::test]
+async fn failed_passwords_are_throttled_per_user() {
+    let s = start_with("", |c| {
+        c.failed_login_limit = 2;
+        c.failed_login_window = 60;
+    })
+    .await;
+    let bad = [
+        ("grant_type", "password"),
+        ("username", "alice"),
+        ("password", "bad"),
+    ];
+    let good = [
+        ("grant_type", "password"),
+        ("username", "alice"),
+        ("password", "alice-pw"),
+    ];
+    s.app("/oauth/token", &bad)
+        .await
+        .assert_error(400, "invalid_grant");
+    s.app("/oauth/token", &bad)
+        .await
+        .assert_error(400, "invalid_grant");
+    // Locked now, even with the right password.
+    let r = s.app("/oauth/token", &good).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(r.header("retry-after"), Some("60"));
+    // The window passes (on the server's clock): the right password works.
+    s.clock.advance(60);
+    s.app("/oauth/token", &good).await.assert_token();
+}
