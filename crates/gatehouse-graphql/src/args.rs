@@ -1,0 +1,237 @@
+//! From GraphQL argument values to store queries, following the bindings the
+//! schema loader decided (nothing here looks at argument names on its own).
+
+use async_graphql::dynamic::ObjectAccessor;
+use async_graphql::{Error, Value};
+use gatehouse_schema::{
+    Entity, Field, FieldKind, Filter as ModelFilter, FilterOp, ListBinding, Model, ValueType,
+};
+use gatehouse_store::{Filter, ListQuery, OrderBy, Row};
+use serde_json::Value as Json;
+
+use crate::error::{BAD_USER_INPUT, PAGE_SIZE_EXCEEDED, coded};
+
+/// Page-size limits.
+#[derive(Debug, Clone, Copy)]
+pub struct PageLimits {
+    /// Used when no count argument is given.
+    pub default: u32,
+    /// A count above this is an error.
+    pub max: u32,
+}
+
+/// A GraphQL input value as JSON (enum values become their names).
+pub fn to_json(v: &Value) -> Json {
+    v.clone().into_json().unwrap_or(Json::Null)
+}
+
+/// A stored JSON value as a GraphQL output value for `field`.
+pub fn to_graphql(field: &Field, v: &Json) -> Value {
+    let is_enum = matches!(
+        &field.kind,
+        FieldKind::Value {
+            ty: ValueType::Enum(_),
+            ..
+        }
+    );
+    json_out(v, is_enum)
+}
+
+fn json_out(v: &Json, is_enum: bool) -> Value {
+    match v {
+        Json::String(s) if is_enum => Value::Enum(async_graphql::Name::new(s)),
+        Json::Array(items) => Value::List(items.iter().map(|i| json_out(i, is_enum)).collect()),
+        other => Value::from_json(other.clone()).unwrap_or(Value::Null),
+    }
+}
+
+/// The filter expressed by `filters` and the `where` argument.
+pub fn filter_from_args(
+    model: &Model,
+    args: &ObjectAccessor<'_>,
+    filters: &[ModelFilter],
+    where_arg: Option<&gatehouse_schema::ArgOfType>,
+) -> Result<Option<Filter>, Error> {
+    let mut all = Vec::new();
+    for f in filters {
+        if let Some(v) = args.get(&f.arg)
+            && let Some(cmp) = cmp(f, v.as_value())
+        {
+            all.push(cmp);
+        }
+    }
+    if let Some(w) = where_arg
+        && let Some(v) = args.get(&w.arg)
+        && let Some(f) = where_filter(model, &w.type_name, v.as_value())?
+    {
+        all.push(f);
+    }
+    Ok(match all.len() {
+        0 => None,
+        1 => all.pop(),
+        _ => Some(Filter::And(all)),
+    })
+}
+
+/// One comparison; `None` when the value means "no filter".
+fn cmp(f: &ModelFilter, v: &Value) -> Option<Filter> {
+    let json = to_json(v);
+    if json.is_null() && !matches!(f.op, FilterOp::Eq | FilterOp::Not) {
+        // `year_gt: null` compares with nothing: the filter is not applied.
+        return None;
+    }
+    // `author: null` means "has no author", `author_not: null` "has one".
+    Some(Filter::cmp(f.field.clone(), f.op, json))
+}
+
+fn where_filter(model: &Model, type_name: &str, v: &Value) -> Result<Option<Filter>, Error> {
+    let Value::Object(fields) = v else {
+        return Ok(None);
+    };
+    let Some(w) = model.where_input(type_name) else {
+        return Ok(None);
+    };
+    let mut all = Vec::new();
+    for (name, value) in fields {
+        let name = name.as_str();
+        if w.and.as_deref() == Some(name) || w.or.as_deref() == Some(name) {
+            let Value::List(items) = value else { continue };
+            let mut subs = Vec::new();
+            for item in items {
+                subs.push(where_filter(model, type_name, item)?.unwrap_or(Filter::And(vec![])));
+            }
+            all.push(if w.and.as_deref() == Some(name) {
+                Filter::And(subs)
+            } else {
+                Filter::Or(subs)
+            });
+        } else if w.not.as_deref() == Some(name) {
+            if let Some(inner) = where_filter(model, type_name, value)? {
+                all.push(Filter::Not(Box::new(inner)));
+            }
+        } else if let Some(f) = w.filters.iter().find(|f| f.arg == name)
+            && let Some(c) = cmp(f, value)
+        {
+            all.push(c);
+        }
+    }
+    Ok(match all.len() {
+        0 => None,
+        1 => all.pop(),
+        _ => Some(Filter::And(all)),
+    })
+}
+
+/// A list query from a list binding's arguments.
+pub fn list_query(
+    model: &Model,
+    args: &ObjectAccessor<'_>,
+    list: &ListBinding,
+    limits: PageLimits,
+    select: Option<Vec<String>>,
+) -> Result<ListQuery, Error> {
+    let mut q = ListQuery {
+        filter: filter_from_args(model, args, &list.filters, list.where_arg.as_ref())?,
+        select,
+        ..ListQuery::default()
+    };
+    let count = list
+        .count
+        .as_ref()
+        .and_then(|c| args.get(c).map(|v| (c, v)))
+        .and_then(|(c, v)| v.as_value().clone().into_json().ok().map(|j| (c, j)));
+    q.limit = Some(match count {
+        Some((_, Json::Null)) | None => u64::from(limits.default),
+        Some((name, j)) => {
+            let n = j.as_i64().unwrap_or(-1);
+            if n < 0 {
+                return Err(coded(
+                    BAD_USER_INPUT,
+                    format!("`{name}` must not be negative"),
+                ));
+            }
+            if n > i64::from(limits.max) {
+                return Err(coded(
+                    PAGE_SIZE_EXCEEDED,
+                    format!(
+                        "`{name}` is {n}, above the maximum page size of {}",
+                        limits.max
+                    ),
+                ));
+            }
+            n as u64
+        }
+    });
+    if let Some(name) = &list.offset
+        && let Some(v) = args.get(name)
+        && let Some(n) = to_json(v.as_value()).as_i64()
+    {
+        if n < 0 {
+            return Err(coded(
+                BAD_USER_INPUT,
+                format!("`{name}` must not be negative"),
+            ));
+        }
+        q.offset = n as u64;
+    }
+    if let Some(order) = &list.order_by
+        && let Some(v) = args.get(&order.arg)
+        && let Some(e) = model.order_enum(&order.type_name)
+    {
+        let values: Vec<Value> = match v.as_value() {
+            Value::List(items) => items.clone(),
+            Value::Null => Vec::new(),
+            one => vec![one.clone()],
+        };
+        for value in values {
+            if let Value::Enum(name) = value
+                && let Some(ov) = e.values.iter().find(|ov| ov.value == name.as_str())
+            {
+                q.order.push(if ov.desc {
+                    OrderBy::desc(ov.field.clone())
+                } else {
+                    OrderBy::asc(ov.field.clone())
+                });
+            }
+        }
+    }
+    Ok(q)
+}
+
+/// The entity fields set by a create/update, from its arguments.
+pub fn write_row(args: &ObjectAccessor<'_>, input: &gatehouse_schema::WriteInput) -> Row {
+    let mut row = Row::new();
+    match input {
+        gatehouse_schema::WriteInput::Object { arg, .. } => {
+            if let Some(v) = args.get(arg)
+                && let Value::Object(fields) = v.as_value()
+            {
+                for (k, v) in fields {
+                    row.insert(k.to_string(), to_json(v));
+                }
+            }
+        }
+        gatehouse_schema::WriteInput::Args { fields } => {
+            for f in fields {
+                if let Some(v) = args.get(f) {
+                    row.insert(f.clone(), to_json(v.as_value()));
+                }
+            }
+        }
+    }
+    row
+}
+
+/// Stored fields among the selection (plus what relations below need).
+pub fn selected_fields<'a>(entity: &Entity, names: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut out = vec!["id".to_string()];
+    for n in names {
+        if let Some(f) = entity.field(n)
+            && f.is_stored()
+            && !out.iter().any(|o| o == n)
+        {
+            out.push(n.to_string());
+        }
+    }
+    out
+}

@@ -1,0 +1,499 @@
+//! Building the executable schema from the Model. Every resolver is generated
+//! here from a binding the loader decided; there is no user code.
+
+use std::sync::Arc;
+
+use async_graphql::dataloader::DataLoader;
+use async_graphql::dynamic::{
+    Enum, Field, FieldFuture, FieldValue, InputObject, InputValue, Object, ResolverContext, Scalar,
+    Schema, SchemaBuilder, Subscription, SubscriptionField, SubscriptionFieldFuture, TypeRef,
+};
+use async_graphql::{Error, Value};
+use gatehouse_schema::{
+    Binding, ChangeKind, ConstValue, DeleteReturn, Entity, FieldKind, Model, RootField,
+    TypeRef as ModelTypeRef,
+};
+use gatehouse_store::{Row, Store};
+use serde_json::Value as Json;
+
+use crate::args::{self, PageLimits};
+use crate::error::{BAD_USER_INPUT, FORBIDDEN, NOT_FOUND, UNAUTHENTICATED, coded, from_store};
+use crate::loader::{ChildSpec, ManyKey, OneKey, StoreLoader};
+use gatehouse_auth::Principal;
+
+/// What every resolver shares.
+pub(crate) struct Shared {
+    pub model: Arc<Model>,
+    pub store: Store,
+    pub limits: PageLimits,
+    /// Whether every request must carry a [`Principal`] (the HTTP layer adds one).
+    pub auth_required: bool,
+}
+
+/// Checks that the caller may use `scope` for `what`; `Ok` when no
+/// principal is required and none is given (in-process callers).
+fn authorize(
+    ctx: &ResolverContext<'_>,
+    auth_required: bool,
+    scope: &str,
+    is_read: bool,
+    what: &str,
+) -> Result<(), Error> {
+    match ctx.data_opt::<Principal>() {
+        None if !auth_required => Ok(()),
+        None => Err(coded(UNAUTHENTICATED, "credentials are required")),
+        Some(p) if p.allows(scope, is_read) => Ok(()),
+        Some(p) if p.is_anonymous() => Err(coded(
+            UNAUTHENTICATED,
+            format!("{what} needs credentials with the scope `{scope}`"),
+        )),
+        Some(_) => Err(coded(
+            FORBIDDEN,
+            format!("{what} needs the scope `{scope}`"),
+        )),
+    }
+}
+
+pub(crate) type Loaders = DataLoader<StoreLoader>;
+
+pub(crate) fn schema_builder(shared: Arc<Shared>) -> SchemaBuilder {
+    let model = shared.model.clone();
+    let mutation = (!model.mutations.is_empty()).then_some("Mutation");
+    let subscription = (!model.subscriptions.is_empty()).then_some("Subscription");
+    let mut b = Schema::build("Query", mutation, subscription);
+
+    b = b.register(date_scalar());
+    for e in &model.enums {
+        let mut en = Enum::new(&e.name);
+        if let Some(d) = &e.description {
+            en = en.description(d);
+        }
+        b = b.register(en.items(e.values.iter().map(async_graphql::dynamic::EnumItem::new)));
+    }
+    for i in &model.inputs {
+        let mut io = InputObject::new(&i.name);
+        if let Some(d) = &i.description {
+            io = io.description(d);
+        }
+        for f in &i.fields {
+            io = io.field(input_value(f));
+        }
+        b = b.register(io);
+    }
+    for e in &model.entities {
+        b = b.register(entity_object(&shared, e));
+    }
+
+    let mut query = Object::new("Query");
+    for f in &model.queries {
+        query = query.field(root_field(&shared, f));
+    }
+    b = b.register(query);
+    if mutation.is_some() {
+        let mut m = Object::new("Mutation");
+        for f in &model.mutations {
+            m = m.field(root_field(&shared, f));
+        }
+        b = b.register(m);
+    }
+    if subscription.is_some() {
+        let mut s = Subscription::new("Subscription");
+        for f in &model.subscriptions {
+            s = s.field(subscription_field(&shared, f));
+        }
+        b = b.register(s);
+    }
+    b
+}
+
+fn date_scalar() -> Scalar {
+    Scalar::new("Date")
+        .description("An ISO-8601 calendar date, `YYYY-MM-DD`.")
+        .specified_by_url("https://www.rfc-editor.org/rfc/rfc3339#section-5.6")
+        .validator(|v| matches!(v, Value::String(s) if valid_date(s)))
+}
+
+/// `YYYY-MM-DD` naming a real calendar day.
+pub(crate) fn valid_date(s: &str) -> bool {
+    let format = time::macros::format_description!("[year]-[month]-[day]");
+    s.len() == 10 && time::Date::parse(s, format).is_ok()
+}
+
+fn type_ref(t: &ModelTypeRef) -> TypeRef {
+    match t {
+        ModelTypeRef::Named(n) => TypeRef::named(n.clone()),
+        ModelTypeRef::NonNull(inner) => TypeRef::NonNull(Box::new(type_ref(inner))),
+        ModelTypeRef::List(inner) => TypeRef::List(Box::new(type_ref(inner))),
+    }
+}
+
+fn const_value(v: &ConstValue) -> Value {
+    match v {
+        ConstValue::Null => Value::Null,
+        ConstValue::Int(i) => Value::from(*i),
+        ConstValue::Float(f) => Value::from(*f),
+        ConstValue::String(s) => Value::from(s.clone()),
+        ConstValue::Boolean(b) => Value::from(*b),
+        ConstValue::Enum(e) => Value::Enum(async_graphql::Name::new(e)),
+        ConstValue::List(items) => Value::List(items.iter().map(const_value).collect()),
+        ConstValue::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .map(|(k, v)| (async_graphql::Name::new(k), const_value(v)))
+                .collect(),
+        ),
+    }
+}
+
+fn input_value(v: &gatehouse_schema::InputValue) -> InputValue {
+    let mut iv = InputValue::new(&v.name, type_ref(&v.ty));
+    if let Some(d) = &v.default {
+        iv = iv.default_value(const_value(d));
+    }
+    if let Some(d) = &v.description {
+        iv = iv.description(d);
+    }
+    iv
+}
+
+/// Reports `e` at this field, with its path, and resolves to null. For a
+/// non-null field the null then propagates to the parent as the spec says.
+/// (Returning `Err` from a dynamic resolver loses the path.)
+fn fail<'a>(
+    ctx: &ResolverContext<'a>,
+    _nullable: bool,
+    e: Error,
+) -> Result<Option<FieldValue<'a>>, Error> {
+    ctx.add_error(ctx.set_error_path(e.into_server_error(ctx.item.pos)));
+    Ok(None)
+}
+
+fn parent_row<'a>(ctx: &ResolverContext<'a>) -> Result<&'a Row, Error> {
+    ctx.parent_value.try_downcast_ref::<Row>()
+}
+
+fn selection(ctx: &ResolverContext<'_>, entity: &Entity) -> Vec<String> {
+    let names: Vec<String> = ctx
+        .ctx
+        .field()
+        .selection_set()
+        .map(|f| f.name().to_string())
+        .collect();
+    args::selected_fields(entity, names.iter().map(String::as_str))
+}
+
+fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
+    let mut obj = Object::new(&e.name);
+    if let Some(d) = &e.description {
+        obj = obj.description(d);
+    }
+    for f in &e.fields {
+        let name = f.name.clone();
+        let nullable = !f.ty.is_non_null();
+        let mut field = match &f.kind {
+            FieldKind::Id | FieldKind::Value { .. } => {
+                let model_field = f.clone();
+                Field::new(&f.name, type_ref(&f.ty), move |ctx| {
+                    let model_field = model_field.clone();
+                    FieldFuture::new(async move {
+                        let row = parent_row(&ctx)?;
+                        Ok(row
+                            .get(&model_field.name)
+                            .filter(|v| !v.is_null())
+                            .map(|v| FieldValue::value(args::to_graphql(&model_field, v))))
+                    })
+                })
+            }
+            FieldKind::ToOne { target } => {
+                let target: Arc<str> = Arc::from(target.as_str());
+                let read_scope = shared
+                    .model
+                    .entity(target.as_ref())
+                    .map(|t| t.read_scope().to_string())
+                    .unwrap_or_default();
+                let what = format!("`{}.{}`", e.name, f.name);
+                let auth_required = shared.auth_required;
+                Field::new(&f.name, type_ref(&f.ty), move |ctx| {
+                    let target = target.clone();
+                    let name = name.clone();
+                    let read_scope = read_scope.clone();
+                    let what = what.clone();
+                    FieldFuture::new(async move {
+                        if let Err(e) = authorize(&ctx, auth_required, &read_scope, true, &what) {
+                            return fail(&ctx, nullable, e);
+                        }
+                        let row = parent_row(&ctx)?;
+                        let Some(id) = row.get(&name).and_then(Json::as_str) else {
+                            return Ok(None);
+                        };
+                        let loaders = ctx.data::<Loaders>()?;
+                        let key = OneKey {
+                            entity: target,
+                            id: id.to_string(),
+                        };
+                        match loaders.load_one(key).await {
+                            Ok(found) => Ok(found.map(FieldValue::owned_any)),
+                            Err(e) => fail(&ctx, nullable, from_store(&e)),
+                        }
+                    })
+                })
+            }
+            FieldKind::ToMany {
+                target,
+                via,
+                list,
+                args: declared,
+                ..
+            } => {
+                let shared = shared.clone();
+                let target = target.clone();
+                let via = via.clone();
+                let list = list.clone();
+                let mut field = Field::new(&f.name, type_ref(&f.ty), move |ctx| {
+                    let shared = shared.clone();
+                    let target = target.clone();
+                    let via = via.clone();
+                    let list = list.clone();
+                    FieldFuture::new(async move {
+                        let row = parent_row(&ctx)?;
+                        let Some(parent) = row.get("id").and_then(Json::as_str) else {
+                            return Ok(None);
+                        };
+                        let Some(child) = shared.model.entity(&target) else {
+                            return Ok(None);
+                        };
+                        let what = format!("`{}`", ctx.ctx.field().name());
+                        if let Err(e) =
+                            authorize(&ctx, shared.auth_required, child.read_scope(), true, &what)
+                        {
+                            return fail(&ctx, nullable, e);
+                        }
+                        let select = selection(&ctx, child);
+                        let query = match args::list_query(
+                            &shared.model,
+                            &ctx.args,
+                            &list,
+                            shared.limits,
+                            Some(select),
+                        ) {
+                            Ok(q) => q,
+                            Err(e) => return fail(&ctx, nullable, e),
+                        };
+                        let spec = Arc::new(ChildSpec {
+                            sig: format!("{target}\u{0}{via}\u{0}{query:?}"),
+                            target,
+                            via,
+                            query,
+                        });
+                        let loaders = ctx.data::<Loaders>()?;
+                        let key = ManyKey {
+                            spec,
+                            parent: parent.to_string(),
+                        };
+                        match loaders.load_one(key).await {
+                            Ok(rows) => Ok(Some(FieldValue::list(
+                                rows.unwrap_or_default()
+                                    .into_iter()
+                                    .map(FieldValue::owned_any),
+                            ))),
+                            Err(e) => fail(&ctx, nullable, from_store(&e)),
+                        }
+                    })
+                });
+                for a in declared {
+                    field = field.argument(input_value(a));
+                }
+                field
+            }
+        };
+        if let Some(d) = &f.description {
+            field = field.description(d);
+        }
+        obj = obj.field(field);
+    }
+    obj
+}
+
+fn root_field(shared: &Arc<Shared>, f: &RootField) -> Field {
+    let shared2 = shared.clone();
+    let rf = Arc::new(f.clone());
+    let nullable = !f.ty.is_non_null();
+    let mut field = Field::new(&f.name, type_ref(&f.ty), move |ctx| {
+        let shared = shared2.clone();
+        let rf = rf.clone();
+        FieldFuture::new(async move {
+            match resolve_root(&ctx, &shared, &rf).await {
+                Ok(v) => Ok(v),
+                Err(e) => fail(&ctx, nullable, e),
+            }
+        })
+    });
+    for a in &f.args {
+        field = field.argument(input_value(a));
+    }
+    if let Some(d) = &f.description {
+        field = field.description(d);
+    }
+    field
+}
+
+async fn resolve_root<'a>(
+    ctx: &ResolverContext<'a>,
+    shared: &Shared,
+    rf: &RootField,
+) -> Result<Option<FieldValue<'a>>, Error> {
+    let model = &shared.model;
+    let store = &shared.store;
+    let Some(entity) = model.entity(&rf.entity) else {
+        return Ok(None);
+    };
+    let name = entity.name.as_str();
+    let (default_scope, is_read, root) = match &rf.binding {
+        Binding::Create(_) | Binding::Update { .. } | Binding::Delete { .. } => {
+            (entity.write_scope(), false, "Mutation")
+        }
+        _ => (entity.read_scope(), true, "Query"),
+    };
+    let scope = rf.scope.as_deref().unwrap_or(default_scope);
+    authorize(
+        ctx,
+        shared.auth_required,
+        scope,
+        is_read,
+        &format!("`{root}.{}`", rf.name),
+    )?;
+    match &rf.binding {
+        Binding::List(list) => {
+            let select = selection(ctx, entity);
+            let q = args::list_query(model, &ctx.args, list, shared.limits, Some(select))?;
+            let rows = store.list(name, &q).await.map_err(|e| from_store(&e))?;
+            Ok(Some(FieldValue::list(
+                rows.into_iter().map(FieldValue::owned_any),
+            )))
+        }
+        Binding::Lookup { filters, where_arg } => {
+            let Some(filter) =
+                args::filter_from_args(model, &ctx.args, filters, where_arg.as_ref())?
+            else {
+                return Err(coded(
+                    BAD_USER_INPUT,
+                    format!(
+                        "`{}` needs at least one non-null argument to find a `{name}` by",
+                        rf.name
+                    ),
+                ));
+            };
+            let q = gatehouse_store::ListQuery {
+                filter: Some(filter),
+                limit: Some(2),
+                select: Some(selection(ctx, entity)),
+                ..Default::default()
+            };
+            let mut rows = store.list(name, &q).await.map_err(|e| from_store(&e))?;
+            if rows.len() > 1 {
+                return Err(coded(
+                    BAD_USER_INPUT,
+                    format!(
+                        "more than one `{name}` matches the arguments of `{}`",
+                        rf.name
+                    ),
+                ));
+            }
+            Ok(rows.pop().map(FieldValue::owned_any))
+        }
+        Binding::Create(input) => {
+            let row = args::write_row(&ctx.args, input);
+            let created = store.insert(name, row).await.map_err(|e| from_store(&e))?;
+            Ok(Some(FieldValue::owned_any(created)))
+        }
+        Binding::Update { id_arg, input } => {
+            let id = id_of(ctx, id_arg)?;
+            let patch = args::write_row(&ctx.args, input);
+            let updated = store
+                .update(name, &id, patch)
+                .await
+                .map_err(|e| from_store(&e))?;
+            Ok(Some(FieldValue::owned_any(updated)))
+        }
+        Binding::Delete { id_arg, returns } => {
+            let id = id_of(ctx, id_arg)?;
+            match store.delete(name, &id).await.map_err(|e| from_store(&e))? {
+                None => Err(coded(NOT_FOUND, format!("no `{name}` with id `{id}`"))),
+                Some(row) => Ok(Some(match returns {
+                    DeleteReturn::Entity => FieldValue::owned_any(row),
+                    DeleteReturn::Id => FieldValue::value(Value::from(id)),
+                    DeleteReturn::Boolean => FieldValue::value(Value::from(true)),
+                })),
+            }
+        }
+        Binding::Subscribe { .. } => Ok(None),
+    }
+}
+
+fn id_of(ctx: &ResolverContext<'_>, arg: &str) -> Result<String, Error> {
+    ctx.args.try_get(arg)?.string().map(str::to_string)
+}
+
+fn subscription_field(shared: &Arc<Shared>, f: &RootField) -> SubscriptionField {
+    let store = shared.store.clone();
+    let entity = f.entity.clone();
+    let (kind, filters) = match &f.binding {
+        Binding::Subscribe { event, filters } => (*event, filters.clone()),
+        _ => (ChangeKind::Created, Vec::new()),
+    };
+    let mut field = SubscriptionField::new(&f.name, type_ref(&f.ty), move |ctx| {
+        let store = store.clone();
+        let entity = entity.clone();
+        // Equality filters, applied on the server to each event's row.
+        let wanted: Vec<(String, Json)> = filters
+            .iter()
+            .filter_map(|flt| {
+                ctx.args
+                    .get(&flt.arg)
+                    .map(|v| (flt.field.clone(), args::to_json(v.as_value())))
+            })
+            .collect();
+        SubscriptionFieldFuture::new(async move {
+            let rx = store.subscribe();
+            Ok(futures::stream::unfold(rx, move |mut rx| {
+                let entity = entity.clone();
+                let wanted = wanted.clone();
+                async move {
+                    loop {
+                        match rx.recv().await {
+                            Ok(ev) if ev.entity == entity && ev.kind == kind => {
+                                let row = if kind == ChangeKind::Deleted {
+                                    ev.old
+                                } else {
+                                    ev.new
+                                };
+                                if let Some(row) = row
+                                    && wanted
+                                        .iter()
+                                        .all(|(f, v)| row.get(f).unwrap_or(&Json::Null) == v)
+                                {
+                                    return Some((Ok(FieldValue::owned_any(row)), rx));
+                                }
+                            }
+                            Ok(_) => {}
+                            Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                                let e = Error::new(format!(
+                                    "the subscriber fell behind and missed {n} events; subscribe again"
+                                ));
+                                return Some((Err(e), rx));
+                            }
+                            Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                        }
+                    }
+                }
+            }))
+        })
+    });
+    for a in &f.args {
+        field = field.argument(input_value(a));
+    }
+    if let Some(d) = &f.description {
+        field = field.description(d);
+    }
+    field
+}

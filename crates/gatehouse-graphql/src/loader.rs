@@ -1,0 +1,118 @@
+//! Per-request batching of relation loads: every to-one and to-many field of
+//! one level is loaded with one store call per relation (and argument set),
+//! never one per row.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use async_graphql::dataloader::Loader;
+use gatehouse_store::{ListQuery, Row, Store, StoreError};
+
+/// Loads rows from the store in batches.
+#[derive(Debug, Clone)]
+pub struct StoreLoader {
+    pub(crate) store: Store,
+}
+
+/// A to-one load: the row `id` of `entity`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OneKey {
+    pub entity: Arc<str>,
+    pub id: String,
+}
+
+/// What a to-many field lists: the children of `target` whose `via` points at the parent.
+#[derive(Debug)]
+pub struct ChildSpec {
+    /// Identity of (target, via, query) used to group keys into one load.
+    pub sig: String,
+    pub target: String,
+    pub via: String,
+    pub query: ListQuery,
+}
+
+/// A to-many load for one parent.
+#[derive(Debug, Clone)]
+pub struct ManyKey {
+    pub spec: Arc<ChildSpec>,
+    pub parent: String,
+}
+
+impl PartialEq for ManyKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.spec.sig == other.spec.sig && self.parent == other.parent
+    }
+}
+
+impl Eq for ManyKey {}
+
+impl Hash for ManyKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.spec.sig.hash(state);
+        self.parent.hash(state);
+    }
+}
+
+impl Loader<OneKey> for StoreLoader {
+    type Value = Row;
+    type Error = Arc<StoreError>;
+
+    async fn load(&self, keys: &[OneKey]) -> Result<HashMap<OneKey, Row>, Self::Error> {
+        let mut by_entity: HashMap<Arc<str>, Vec<String>> = HashMap::new();
+        for k in keys {
+            by_entity
+                .entry(k.entity.clone())
+                .or_default()
+                .push(k.id.clone());
+        }
+        let mut out = HashMap::new();
+        for (entity, ids) in by_entity {
+            let rows = self.store.get_many(&entity, &ids).await.map_err(Arc::new)?;
+            for (id, row) in rows {
+                out.insert(
+                    OneKey {
+                        entity: entity.clone(),
+                        id,
+                    },
+                    row,
+                );
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Loader<ManyKey> for StoreLoader {
+    type Value = Vec<Row>;
+    type Error = Arc<StoreError>;
+
+    async fn load(&self, keys: &[ManyKey]) -> Result<HashMap<ManyKey, Vec<Row>>, Self::Error> {
+        let mut groups: HashMap<&str, (Arc<ChildSpec>, Vec<String>)> = HashMap::new();
+        for k in keys {
+            groups
+                .entry(k.spec.sig.as_str())
+                .or_insert_with(|| (k.spec.clone(), Vec::new()))
+                .1
+                .push(k.parent.clone());
+        }
+        let mut out = HashMap::new();
+        for (_, (spec, parents)) in groups {
+            let children = self
+                .store
+                .load_children(&spec.target, &spec.via, &parents, &spec.query)
+                .await
+                .map_err(Arc::new)?;
+            for (parent, rows) in children {
+                out.insert(
+                    ManyKey {
+                        spec: spec.clone(),
+                        parent,
+                    },
+                    rows,
+                );
+            }
+        }
+        Ok(out)
+    }
+}

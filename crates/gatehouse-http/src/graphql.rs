@@ -1,0 +1,399 @@
+//! GraphQL over HTTP (the GraphQL-over-HTTP spec, as the `graphql-http`
+//! audit checks it): POST with JSON, GET for queries, content negotiation
+//! between `application/graphql-response+json` and `application/json`.
+
+use axum::Extension;
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use gatehouse_auth::Principal;
+use gatehouse_graphql::async_graphql::parser::types::OperationType;
+use gatehouse_graphql::async_graphql::{self, Variables};
+use gatehouse_graphql::error as codes;
+use serde_json::{Value as Json, json};
+
+use crate::AppState;
+
+const GRAPHQL_RESPONSE: &str = "application/graphql-response+json";
+const JSON: &str = "application/json";
+
+/// Which media type the response uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Media {
+    /// `application/graphql-response+json`: status codes tell parse/validation failures apart.
+    GraphqlResponse,
+    /// `application/json`: 200 for every well-formed GraphQL response.
+    Json,
+}
+
+impl Media {
+    fn content_type(self) -> HeaderValue {
+        HeaderValue::from_static(match self {
+            Media::GraphqlResponse => "application/graphql-response+json; charset=utf-8",
+            Media::Json => "application/json; charset=utf-8",
+        })
+    }
+}
+
+/// Picks the response media type from `Accept` (GraphQL over HTTP §"Accept").
+fn negotiate(headers: &HeaderMap) -> Option<Media> {
+    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
+        return Some(Media::Json);
+    };
+    let mut best: Option<(Media, f32)> = None;
+    for part in accept.split(',') {
+        let mut pieces = part.split(';');
+        let ty = pieces.next().unwrap_or("").trim().to_ascii_lowercase();
+        let mut q = 1.0f32;
+        for p in pieces {
+            if let Some(v) = p.trim().strip_prefix("q=") {
+                q = v.trim().parse().unwrap_or(0.0);
+            }
+        }
+        if q <= 0.0 {
+            continue;
+        }
+        let media = match ty.as_str() {
+            GRAPHQL_RESPONSE => Media::GraphqlResponse,
+            JSON | "application/*" | "*/*" => Media::Json,
+            _ => continue,
+        };
+        let better = match best {
+            None => true,
+            Some((m, bq)) => q > bq || (q == bq && media == Media::GraphqlResponse && m != media),
+        };
+        if better {
+            best = Some((media, q));
+        }
+    }
+    best.map(|(m, _)| m)
+}
+
+fn error_body(message: &str, code: &str) -> Json {
+    json!({"errors": [{"message": message, "extensions": {"code": code}}]})
+}
+
+fn respond(status: StatusCode, media: Media, body: &Json) -> Response {
+    let mut resp = (status, body.to_string()).into_response();
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, media.content_type());
+    resp
+}
+
+/// A request refused before GraphQL sees it (bad HTTP, bad JSON, bad parameters).
+fn bad_request(media: Media, status: StatusCode, message: &str) -> Response {
+    tracing::debug!(%status, message, "GraphQL request refused");
+    respond(status, media, &error_body(message, codes::BAD_USER_INPUT))
+}
+
+/// The GraphQL request parameters, parsed and type-checked.
+struct Params {
+    query: String,
+    operation_name: Option<String>,
+    variables: Variables,
+    extensions: Option<Json>,
+}
+
+fn params_from_json(body: &Json) -> Result<Params, String> {
+    let Json::Object(map) = body else {
+        return Err("the request body must be a JSON object".into());
+    };
+    let query = match map.get("query") {
+        Some(Json::String(q)) => q.clone(),
+        Some(Json::Null) | None => return Err("`query` is required".into()),
+        Some(_) => return Err("`query` must be a string".into()),
+    };
+    let operation_name = match map.get("operationName") {
+        Some(Json::String(s)) => Some(s.clone()),
+        Some(Json::Null) | None => None,
+        Some(_) => return Err("`operationName` must be a string or null".into()),
+    };
+    let variables = match map.get("variables") {
+        Some(Json::Object(v)) => Variables::from_json(Json::Object(v.clone())),
+        Some(Json::Null) | None => Variables::default(),
+        Some(_) => return Err("`variables` must be an object or null".into()),
+    };
+    let extensions = match map.get("extensions") {
+        Some(v @ Json::Object(_)) => Some(v.clone()),
+        Some(Json::Null) | None => None,
+        Some(_) => return Err("`extensions` must be an object or null".into()),
+    };
+    Ok(Params {
+        query,
+        operation_name,
+        variables,
+        extensions,
+    })
+}
+
+/// The operation a request would run, if the document parses.
+fn operation_type(query: &str, name: Option<&str>) -> Option<OperationType> {
+    let doc = async_graphql::parser::parse_query(query).ok()?;
+    let mut ops = doc.operations.iter();
+    match name {
+        Some(n) => ops
+            .find(|(op_name, _)| op_name.map(|o| o.as_str()) == Some(n))
+            .map(|(_, op)| op.node.ty),
+        None => {
+            let first = ops.next()?;
+            // Several anonymous/unnamed choices without a name: validation reports it.
+            Some(first.1.node.ty)
+        }
+    }
+}
+
+async fn run(
+    state: &AppState,
+    media: Media,
+    params: Params,
+    principal: Option<Principal>,
+) -> Response {
+    let mut request = async_graphql::Request::new(params.query).variables(params.variables);
+    if let Some(p) = principal {
+        request = request.data(p);
+    }
+    if let Some(name) = params.operation_name {
+        request = request.operation_name(name);
+    }
+    if let Some(Json::Object(ext)) = params.extensions {
+        for (k, v) in ext {
+            if let Ok(v) = async_graphql::Value::from_json(v) {
+                request.extensions.insert(k, v);
+            }
+        }
+    }
+    let executed = state.graphql.execute(request).await;
+    let mut body = serde_json::to_value(&executed.response).unwrap_or_else(|_| json!({}));
+    if !executed.executed
+        && let Some(obj) = body.as_object_mut()
+    {
+        // GraphQL spec §7.1.2: a request that fails before execution has no `data` entry.
+        obj.remove("data");
+    }
+    // GraphQL over HTTP: with application/graphql-response+json a request
+    // that fails before execution is a 4xx; with application/json it is 200.
+    let status = if !executed.executed && media == Media::GraphqlResponse {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::OK
+    };
+    respond(status, media, &body)
+}
+
+/// `POST {base}/graphql`.
+pub(crate) async fn post(
+    State(state): State<AppState>,
+    principal: Option<Extension<Principal>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let media_for_errors = negotiate(&headers).unwrap_or(Media::Json);
+    let Some(media) = negotiate(&headers) else {
+        return bad_request(
+            media_for_errors,
+            StatusCode::NOT_ACCEPTABLE,
+            "the Accept header allows neither application/graphql-response+json nor application/json",
+        );
+    };
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let mut parts = content_type.split(';');
+    let essence = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+    if essence != JSON {
+        return bad_request(
+            media,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "send the request as application/json",
+        );
+    }
+    for p in parts {
+        if let Some(cs) = p.trim().to_ascii_lowercase().strip_prefix("charset=")
+            && cs.trim_matches('"') != "utf-8"
+        {
+            return bad_request(
+                media,
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "only the utf-8 charset is supported",
+            );
+        }
+    }
+    let bytes: Bytes = match axum::body::to_bytes(body, state.max_body_bytes).await {
+        Ok(b) => b,
+        Err(_) => {
+            return bad_request(
+                media,
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!(
+                    "the request body is larger than {} bytes",
+                    state.max_body_bytes
+                ),
+            );
+        }
+    };
+    let json: Json = match serde_json::from_slice(&bytes) {
+        Ok(j) => j,
+        Err(e) => {
+            return bad_request(
+                media,
+                StatusCode::BAD_REQUEST,
+                &format!("the body is not valid JSON: {e}"),
+            );
+        }
+    };
+    match params_from_json(&json) {
+        Ok(params) => run(&state, media, params, principal.map(|p| p.0)).await,
+        Err(msg) => bad_request(media, StatusCode::BAD_REQUEST, &msg),
+    }
+}
+
+/// A browser navigating to the endpoint (Accept: text/html, no JSON type):
+/// it gets GraphiQL, prefilled from `?query=`; API clients get results.
+pub(crate) fn is_browser_navigation(headers: &HeaderMap) -> bool {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    accept.contains("text/html") && !accept.contains(JSON) && !accept.contains(GRAPHQL_RESPONSE)
+}
+
+/// `GET {base}/graphql`: queries only; a browser gets GraphiQL.
+pub(crate) async fn get(
+    State(state): State<AppState>,
+    principal: Option<Extension<Principal>>,
+    headers: HeaderMap,
+    Query(raw): Query<Vec<(String, String)>>,
+) -> Response {
+    let query = raw
+        .iter()
+        .find(|(k, _)| k == "query")
+        .map(|(_, v)| v.clone());
+    if is_browser_navigation(&headers) {
+        return crate::graphiql::page(&state.base_path);
+    }
+    let media_for_errors = negotiate(&headers).unwrap_or(Media::Json);
+    let Some(media) = negotiate(&headers) else {
+        return bad_request(
+            media_for_errors,
+            StatusCode::NOT_ACCEPTABLE,
+            "unacceptable Accept header",
+        );
+    };
+    let Some(query) = query else {
+        return bad_request(
+            media,
+            StatusCode::BAD_REQUEST,
+            "the `query` parameter is required",
+        );
+    };
+    let mut obj = serde_json::Map::new();
+    obj.insert("query".into(), Json::String(query));
+    for (k, v) in &raw {
+        match k.as_str() {
+            "operationName" => {
+                obj.insert(k.clone(), Json::String(v.clone()));
+            }
+            "variables" | "extensions" => match serde_json::from_str::<Json>(v) {
+                Ok(j) => {
+                    obj.insert(k.clone(), j);
+                }
+                Err(_) => {
+                    return bad_request(
+                        media,
+                        StatusCode::BAD_REQUEST,
+                        &format!("`{k}` must be JSON"),
+                    );
+                }
+            },
+            _ => {}
+        }
+    }
+    let params = match params_from_json(&Json::Object(obj)) {
+        Ok(p) => p,
+        Err(msg) => return bad_request(media, StatusCode::BAD_REQUEST, &msg),
+    };
+    // GraphQL over HTTP: GET must not run mutations (they are not safe).
+    if matches!(
+        operation_type(&params.query, params.operation_name.as_deref()),
+        Some(OperationType::Mutation | OperationType::Subscription)
+    ) {
+        let mut resp = bad_request(
+            media,
+            StatusCode::METHOD_NOT_ALLOWED,
+            "only queries may be sent with GET; send mutations with POST",
+        );
+        resp.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("POST"));
+        return resp;
+    }
+    run(&state, media, params, principal.map(|p| p.0)).await
+}
+
+/// Any other method on `{base}/graphql`.
+pub(crate) async fn other_method(method: Method) -> Response {
+    let mut resp = respond(
+        StatusCode::METHOD_NOT_ALLOWED,
+        Media::Json,
+        &error_body(
+            &format!("{method} is not allowed here; use GET or POST"),
+            codes::BAD_USER_INPUT,
+        ),
+    );
+    resp.headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static("GET, POST"));
+    resp
+}
+
+/// The schema documents need what a read needs (CONTRACT §8).
+fn may_read_schema(principal: Option<&Principal>, state: &AppState) -> Result<(), Box<Response>> {
+    match principal {
+        None if state.authn.is_none() => Ok(()),
+        Some(p) if p.allows(gatehouse_schema::DEFAULT_READ_SCOPE, true) => Ok(()),
+        _ => {
+            let mut resp = respond(
+                StatusCode::FORBIDDEN,
+                Media::Json,
+                &error_body(
+                    "reading the schema needs the scope `read`",
+                    codes::FORBIDDEN,
+                ),
+            );
+            resp.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static(
+                    "Bearer realm=\"gatehouse\", error=\"insufficient_scope\", scope=\"read\"",
+                ),
+            );
+            Err(Box::new(resp))
+        }
+    }
+}
+
+/// `GET {base}/graphql/schema.json`: the standard introspection result.
+pub(crate) async fn schema_json(
+    State(state): State<AppState>,
+    principal: Option<Extension<Principal>>,
+) -> Response {
+    if let Err(resp) = may_read_schema(principal.as_deref(), &state) {
+        return *resp;
+    }
+    let body = state.graphql.introspection().await;
+    respond(StatusCode::OK, Media::Json, &body)
+}
+
+/// `GET {base}/graphql/schema.graphql`: the SDL.
+pub(crate) async fn schema_sdl(
+    State(state): State<AppState>,
+    principal: Option<Extension<Principal>>,
+) -> Response {
+    if let Err(resp) = may_read_schema(principal.as_deref(), &state) {
+        return *resp;
+    }
+    (
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        state.graphql.sdl(),
+    )
+        .into_response()
+}

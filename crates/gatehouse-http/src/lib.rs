@@ -1,0 +1,103 @@
+//! gatehouse-http: the axum application. `app(state)` returns the whole
+//! router so tests can drive it in-process or on a real socket.
+
+pub mod authn;
+mod graphiql;
+mod graphql;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use axum::{Json, Router};
+use gatehouse_graphql::Graphql;
+use serde_json::json;
+
+/// Checks whether the service can serve requests (store reachable, schema
+/// applied). Returns a short reason when it cannot.
+pub type ReadinessCheck =
+    Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync>;
+
+/// What the HTTP layer needs from the rest of the service.
+#[derive(Clone)]
+pub struct AppState {
+    /// The executable GraphQL schema.
+    pub graphql: Graphql,
+    /// Readiness of the backing store.
+    pub ready: ReadinessCheck,
+    /// Path prefix for every route (`""` or e.g. `/api`).
+    pub base_path: String,
+    /// Largest request body accepted (413 above).
+    pub max_body_bytes: usize,
+    /// Authentication of `/graphql` requests; `None` serves them to anyone
+    /// as a trusted caller (tests and embedded use only).
+    pub authn: Option<authn::Authenticator>,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState")
+            .field("base_path", &self.base_path)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The whole application: GraphQL, health, and the `extra` routers (OAuth,
+/// REST), all under the base path.
+pub fn app(state: AppState, extra: Vec<Router>) -> Router {
+    let mut protected = Router::new()
+        .route(
+            "/graphql",
+            get(graphql::get)
+                .post(graphql::post)
+                .fallback(any(graphql::other_method)),
+        )
+        .route("/graphql/schema.json", get(graphql::schema_json))
+        .route("/graphql/schema.graphql", get(graphql::schema_sdl))
+        .with_state(state.clone());
+    if let Some(authn) = &state.authn {
+        protected = protected.layer(axum::middleware::from_fn_with_state(
+            authn.clone(),
+            authn::graphql_layer,
+        ));
+    }
+    let mut routes = Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/graphql/assets/{name}", get(graphiql::asset))
+        .with_state(state.clone())
+        .merge(protected);
+    for r in extra {
+        routes = routes.merge(r);
+    }
+    if state.base_path.is_empty() {
+        routes
+    } else {
+        Router::new().nest(&state.base_path, routes)
+    }
+}
+
+/// `GET /healthz`: the process is alive and serving HTTP.
+async fn healthz() -> Response {
+    (StatusCode::OK, Json(json!({"status": "ok"}))).into_response()
+}
+
+/// `GET /readyz`: the store is reachable; 503 otherwise.
+async fn readyz(State(state): State<AppState>) -> Response {
+    match (state.ready)().await {
+        Ok(()) => (StatusCode::OK, Json(json!({"status": "ready"}))).into_response(),
+        Err(reason) => {
+            tracing::warn!(%reason, "not ready");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(json!({"status": "unavailable", "reason": reason})),
+            )
+                .into_response()
+        }
+    }
+}

@@ -1,0 +1,550 @@
+//! Protecting GraphQL with the issued credentials (CONTRACT §8): Bearer,
+//! Basic, anonymous reads, and each refusal with its status and header.
+
+use std::sync::Arc;
+
+use gatehouse_auth::{AuthConfig, AuthServer, ManualClock, MemoryRepo, NewClient, SystemRandom};
+use gatehouse_graphql::{Graphql, GraphqlOptions};
+use gatehouse_http::authn::Authenticator;
+use gatehouse_http::{AppState, app};
+use gatehouse_schema::{Source, load_sources};
+use gatehouse_store::{Store, StoreOptions};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::EXAMPLE;
+
+const NOW: i64 = 1_800_000_000;
+
+struct Env {
+    base: String,
+    client: reqwest::Client,
+    clock: Arc<ManualClock>,
+    _dir: tempfile::TempDir,
+}
+
+async fn start(anonymous_read: bool) -> Env {
+    let sources: Vec<Source> = EXAMPLE
+        .iter()
+        .map(|(p, t)| Source {
+            path: p.to_string(),
+            text: t.to_string(),
+        })
+        .collect();
+    let model = Arc::new(load_sources(&sources).unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let store = Store::connect(&url, model.clone(), StoreOptions::default())
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let issuer = format!("http://{addr}");
+    let clock = Arc::new(ManualClock::new(NOW));
+    let auth = AuthServer::start(
+        AuthConfig::new(&issuer),
+        Arc::new(MemoryRepo::default()),
+        clock.clone(),
+        Arc::new(SystemRandom),
+        "a test secret of some length",
+    )
+    .await
+    .unwrap();
+    let admin = auth.admin();
+    admin
+        .bootstrap_client(
+            &NewClient {
+                client_id: "app".into(),
+                grants: vec![
+                    "password".into(),
+                    "client_credentials".into(),
+                    "refresh_token".into(),
+                    "token-exchange".into(),
+                ],
+                scopes: vec!["read".into(), "write".into(), "review".into()],
+                audiences: vec!["https://reports.example".into()],
+            },
+            "app-secret",
+        )
+        .await
+        .unwrap();
+    admin
+        .bootstrap_user(
+            "alice",
+            "alice-password",
+            &["read".into(), "write".into(), "review".into()],
+        )
+        .await
+        .unwrap();
+    admin
+        .bootstrap_user("reader", "reader-password", &["read".into()])
+        .await
+        .unwrap();
+
+    let graphql = Graphql::new(model, store.clone(), &GraphqlOptions::default()).unwrap();
+    let ready_store = store.clone();
+    let state = AppState {
+        graphql,
+        ready: Arc::new(move || {
+            let s = ready_store.clone();
+            Box::pin(async move { s.ping().await.map_err(|e| e.to_string()) })
+        }),
+        base_path: String::new(),
+        max_body_bytes: 1 << 20,
+        authn: Some(Authenticator::new(auth.clone(), anonymous_read)),
+    };
+    let oauth = gatehouse_oauth::router(gatehouse_oauth::OAuthState::new(
+        auth.clone(),
+        gatehouse_oauth::OAuthConfig::new(&issuer),
+    ));
+    let router = app(state, vec![oauth]);
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        )
+        .await
+        .unwrap();
+    });
+    Env {
+        base: issuer,
+        client: reqwest::Client::new(),
+        clock,
+        _dir: dir,
+    }
+}
+
+impl Env {
+    async fn token(&self, user: &str, password: &str, scope: Option<&str>) -> Value {
+        let mut form = vec![
+            ("grant_type", "password"),
+            ("username", user),
+            ("password", password),
+        ];
+        if let Some(s) = scope {
+            form.push(("scope", s));
+        }
+        let r = self
+            .client
+            .post(format!("{}/oauth/token", self.base))
+            .basic_auth("app", Some("app-secret"))
+            .form(&form)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        r.json().await.unwrap()
+    }
+
+    async fn access(&self, user: &str, password: &str, scope: Option<&str>) -> String {
+        self.token(user, password, scope).await["access_token"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    async fn post(&self, auth: Option<&str>, query: &str) -> reqwest::Response {
+        let mut req = self
+            .client
+            .post(format!("{}/graphql", self.base))
+            .json(&json!({"query": query}));
+        if let Some(a) = auth {
+            req = req.header("authorization", a);
+        }
+        req.send().await.unwrap()
+    }
+}
+
+fn www(r: &reqwest::Response) -> String {
+    r.headers()
+        .get("www-authenticate")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn bearer_and_basic_succeed() {
+    let env = start(false).await;
+    let token = env.access("alice", "alice-password", None).await;
+    let r = env
+        .post(
+            Some(&format!("Bearer {token}")),
+            r#"mutation { createAuthor(name: "A") { name } }"#,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        r.json::<Value>().await.unwrap(),
+        json!({"data": {"createAuthor": {"name": "A"}}})
+    );
+    let r = env
+        .client
+        .post(format!("{}/graphql", env.base))
+        .basic_auth("alice", Some("alice-password"))
+        .json(&json!({"query": "{ authors { name } }"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        r.json::<Value>().await.unwrap(),
+        json!({"data": {"authors": [{"name": "A"}]}})
+    );
+    // Basic is re-checked on every request (the cache does not weaken it).
+    for _ in 0..3 {
+        let r = env
+            .client
+            .post(format!("{}/graphql", env.base))
+            .basic_auth("alice", Some("alice-password"))
+            .json(&json!({"query": "{ authors { name } }"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+    }
+}
+
+#[tokio::test]
+async fn missing_credentials_are_401_without_error_code() {
+    let env = start(false).await;
+    let r = env.post(None, "{ authors { name } }").await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(www(&r), "Bearer realm=\"gatehouse\"");
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["errors"][0]["extensions"]["code"], "UNAUTHENTICATED");
+    // The GraphiQL page and the health endpoints stay open.
+    let r = env
+        .client
+        .get(format!("{}/graphql", env.base))
+        .header("accept", "text/html")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = env
+        .client
+        .get(format!("{}/healthz", env.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    // The schema documents need credentials too.
+    let r = env
+        .client
+        .get(format!("{}/graphql/schema.json", env.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn bad_tokens_are_401_invalid_token() {
+    let env = start(false).await;
+    // Malformed.
+    let r = env
+        .post(Some("Bearer not-a-jwt"), "{ authors { name } }")
+        .await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert!(
+        www(&r).starts_with("Bearer realm=\"gatehouse\", error=\"invalid_token\""),
+        "{}",
+        www(&r)
+    );
+    // Tampered signature.
+    let token = env.access("alice", "alice-password", None).await;
+    let mut tampered = token.clone();
+    let last = tampered.pop().unwrap();
+    tampered.push(if last == 'A' { 'B' } else { 'A' });
+    let r = env
+        .post(Some(&format!("Bearer {tampered}")), "{ authors { name } }")
+        .await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert!(www(&r).contains("invalid_token"));
+    // Expired: the token is valid, then stale once its lifetime has passed.
+    let r = env
+        .post(Some(&format!("Bearer {token}")), "{ authors { name } }")
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    env.clock.advance(3601);
+    let r = env
+        .post(Some(&format!("Bearer {token}")), "{ authors { name } }")
+        .await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert!(www(&r).contains("invalid_token"));
+}
+
+#[tokio::test]
+async fn revoked_tokens_are_refused() {
+    let env = start(false).await;
+    let t = env.token("alice", "alice-password", None).await;
+    let access = t["access_token"].as_str().unwrap();
+    let refresh = t["refresh_token"].as_str().unwrap();
+    assert_eq!(
+        env.post(Some(&format!("Bearer {access}")), "{ authors { id } }")
+            .await
+            .status(),
+        StatusCode::OK
+    );
+    // Revoking the refresh token revokes the access tokens of its family.
+    let r = env
+        .client
+        .post(format!("{}/oauth/revoke", env.base))
+        .basic_auth("app", Some("app-secret"))
+        .form(&[("token", refresh)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = env
+        .post(Some(&format!("Bearer {access}")), "{ authors { id } }")
+        .await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert!(www(&r).contains("invalid_token"));
+}
+
+#[tokio::test]
+async fn foreign_audience_is_refused() {
+    let env = start(false).await;
+    let access = env.access("alice", "alice-password", None).await;
+    let r = env
+        .client
+        .post(format!("{}/oauth/token", env.base))
+        .basic_auth("app", Some("app-secret"))
+        .form(&[
+            (
+                "grant_type",
+                "urn:ietf:params:oauth:grant-type:token-exchange",
+            ),
+            ("subject_token", access.as_str()),
+            (
+                "subject_token_type",
+                "urn:ietf:params:oauth:token-type:access_token",
+            ),
+            ("audience", "https://reports.example"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let exchanged: Value = r.json().await.unwrap();
+    let other = exchanged["access_token"].as_str().unwrap();
+    let r = env
+        .post(Some(&format!("Bearer {other}")), "{ authors { id } }")
+        .await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert!(www(&r).contains("invalid_token"));
+}
+
+#[tokio::test]
+async fn basic_with_a_wrong_password_is_refused() {
+    let env = start(false).await;
+    for (user, pw) in [
+        ("alice", "wrong"),
+        ("nobody", "alice-password"),
+        ("alice", ""),
+    ] {
+        let r = env
+            .client
+            .post(format!("{}/graphql", env.base))
+            .basic_auth(user, Some(pw))
+            .json(&json!({"query": "{ authors { id } }"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{user}:{pw}");
+        assert_eq!(www(&r), "Basic realm=\"gatehouse\"");
+    }
+    let r = env
+        .post(Some("Basic !!!not-base64"), "{ authors { id } }")
+        .await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let r = env.post(Some("Digest x"), "{ authors { id } }").await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn scopes_are_checked_per_field() {
+    let env = start(false).await;
+    let admin = format!(
+        "Bearer {}",
+        env.access("alice", "alice-password", None).await
+    );
+    let created: Value = env
+        .post(
+            Some(&admin),
+            r#"mutation { createAuthor(name: "A") { id } }"#,
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let aid = created["data"]["createAuthor"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let book: Value = env.post(Some(&admin), &format!(
+        r#"mutation {{ createBook(input: {{title: "T", status: AVAILABLE, author: "{aid}"}}) {{ id }} }}"#)).await.json().await.unwrap();
+    let bid = book["data"]["createBook"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // A read-only token: queries work, mutations are FORBIDDEN.
+    let reader = format!(
+        "Bearer {}",
+        env.access("alice", "alice-password", Some("read")).await
+    );
+    let v: Value = env
+        .post(Some(&reader), "{ books { title author { name } } }")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        v,
+        json!({"data": {"books": [{"title": "T", "author": {"name": "A"}}]}})
+    );
+    let v: Value = env
+        .post(
+            Some(&reader),
+            r#"mutation { createAuthor(name: "B") { id } }"#,
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["errors"][0]["extensions"]["code"], "FORBIDDEN", "{v}");
+    assert!(
+        v["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`write`"),
+        "{v}"
+    );
+
+    // @auth(scope: "review") on Mutation.addReview and @auth(write: "review") on Review.
+    let writer = format!(
+        "Bearer {}",
+        env.access("alice", "alice-password", Some("read write"))
+            .await
+    );
+    let add = format!(
+        r#"mutation {{ addReview(book: "{bid}", reviewer: "r", stars: 5, postedOn: "2024-01-01") {{ id }} }}"#
+    );
+    let v: Value = env.post(Some(&writer), &add).await.json().await.unwrap();
+    assert_eq!(v["errors"][0]["extensions"]["code"], "FORBIDDEN", "{v}");
+    assert!(
+        v["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`review`"),
+        "{v}"
+    );
+    let v: Value = env.post(Some(&admin), &add).await.json().await.unwrap();
+    let rid = v["data"]["addReview"]["id"].as_str().unwrap().to_string();
+    let v: Value = env
+        .post(
+            Some(&writer),
+            &format!(r#"mutation {{ removeReview(id: "{rid}") }}"#),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        v["errors"][0]["extensions"]["code"], "FORBIDDEN",
+        "type-level write scope: {v}"
+    );
+
+    // A user whose only scope is `read` gets just that, whatever is asked.
+    let r = env
+        .client
+        .post(format!("{}/oauth/token", env.base))
+        .basic_auth("app", Some("app-secret"))
+        .form(&[
+            ("grant_type", "password"),
+            ("username", "reader"),
+            ("password", "reader-password"),
+            ("scope", "write"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST, "invalid_scope");
+
+    // The schema documents need `read`.
+    let no_read = format!(
+        "Bearer {}",
+        env.access("alice", "alice-password", Some("review")).await
+    );
+    let r = env
+        .client
+        .get(format!("{}/graphql/schema.json", env.base))
+        .header("authorization", &no_read)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    assert!(www(&r).contains("insufficient_scope"));
+    let r = env
+        .client
+        .get(format!("{}/graphql/schema.graphql", env.base))
+        .header("authorization", &reader)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_type_the_token_may_not_read_is_refused_for_that_field() {
+    let env = start(false).await;
+    // Review needs `read` to read; a token with only `review` can't read Books' reviews.
+    let admin = format!(
+        "Bearer {}",
+        env.access("alice", "alice-password", None).await
+    );
+    let review_only = format!(
+        "Bearer {}",
+        env.access("alice", "alice-password", Some("review")).await
+    );
+    let v: Value = env
+        .post(Some(&review_only), "{ books { id } }")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["errors"][0]["extensions"]["code"], "FORBIDDEN", "{v}");
+    let v: Value = env
+        .post(Some(&admin), "{ books { id } }")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert!(v.get("errors").is_none(), "{v}");
+}
+
+#[tokio::test]
+async fn anonymous_reads_when_configured() {
+    let env = start(true).await;
+    let r = env.post(None, "{ authors { id } }").await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        r.json::<Value>().await.unwrap(),
+        json!({"data": {"authors": []}})
+    );
+    let v: Value = env
+        .post(None, r#"mutation { createAuthor(name: "x") { id } }"#)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        v["errors"][0]["extensions"]["code"], "UNAUTHENTICATED",
+        "{v}"
+    );
+    // A bad token is still refused even though anonymous reads are open.
+    let r = env.post(Some("Bearer junk"), "{ authors { id } }").await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+}

@@ -1,0 +1,393 @@
+//! Request bodies: media type, size, JSON syntax, and validation of the
+//! fields against the entity, collecting every problem for one 422.
+
+use axum::body::Body;
+use axum::http::{HeaderMap, StatusCode, header};
+use gatehouse_schema::{Entity, Field, FieldKind, Model, Scalar, ValueType};
+use gatehouse_store::Row;
+use serde_json::Value as Json;
+
+use crate::problem::{FieldError, Problem};
+
+/// How a body is applied to a row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// POST: required fields must be present; `id` may be given.
+    Create,
+    /// PUT: whole replacement; required fields must be present; omitted
+    /// nullable fields become null; `id`, if given, must be the path's.
+    Replace,
+    /// PATCH (RFC 7396 merge patch): only the members given change, `null`
+    /// clears; `id`, if given, must be the path's.
+    Patch,
+}
+
+/// Whether the request's media type is JSON: `application/json` or any
+/// `application/*+json` (RFC 6839 structured syntax suffix), which covers
+/// `application/merge-patch+json` and `application/vnd.gatehouse.v1+json`.
+fn is_json_media_type(headers: &HeaderMap) -> bool {
+    let Some(ct) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let essence = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
+/// Reads a JSON object body: 415 unless JSON, 413 above `limit` bytes, 400
+/// when it does not parse, 422 when it is not an object.
+pub(crate) async fn read_object(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+    accepted: &'static str,
+) -> Result<Row, Problem> {
+    if !is_json_media_type(headers) {
+        return Err(Problem::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UNSUPPORTED_MEDIA_TYPE",
+            format!("the request body must be JSON ({accepted})"),
+        )
+        .with_header(
+            header::ACCEPT,
+            axum::http::HeaderValue::from_static(accepted),
+        ));
+    }
+    let too_large = || {
+        Problem::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "PAYLOAD_TOO_LARGE",
+            format!("the request body is larger than {limit} bytes"),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large());
+    }
+    let bytes = collect(body, limit).await.map_err(|e| match e {
+        ReadError::TooLarge => too_large(),
+        ReadError::Broken => Problem::new(
+            StatusCode::BAD_REQUEST,
+            "BAD_REQUEST",
+            "the request body could not be read",
+        ),
+    })?;
+    let value: Json = serde_json::from_slice(&bytes).map_err(|e| {
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            "MALFORMED_JSON",
+            format!("the request body is not valid JSON: {e}"),
+        )
+    })?;
+    match value {
+        Json::Object(map) => Ok(map),
+        other => Err(Problem::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "VALIDATION_FAILED",
+            format!(
+                "the request body must be a JSON object of fields, not {}",
+                kind(&other)
+            ),
+        )),
+    }
+}
+
+enum ReadError {
+    TooLarge,
+    Broken,
+}
+
+/// The body's bytes, stopping as soon as they pass `limit`.
+async fn collect(mut body: Body, limit: usize) -> Result<Vec<u8>, ReadError> {
+    use axum::body::HttpBody;
+    let mut out = Vec::new();
+    loop {
+        let frame = std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await;
+        match frame {
+            None => return Ok(out),
+            Some(Err(_)) => return Err(ReadError::Broken),
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    if out.len() + data.len() > limit {
+                        return Err(ReadError::TooLarge);
+                    }
+                    out.extend_from_slice(&data);
+                }
+            }
+        }
+    }
+}
+
+fn kind(v: &Json) -> &'static str {
+    match v {
+        Json::Null => "null",
+        Json::Bool(_) => "a boolean",
+        Json::Number(_) => "a number",
+        Json::String(_) => "a string",
+        Json::Array(_) => "a list",
+        Json::Object(_) => "an object",
+    }
+}
+
+/// Validates `body` for `entity` and returns the row to hand to the store.
+/// `fixed` are fields set by the path (`id` for PUT/PATCH, the parent
+/// reference of a nested POST): given in the body they must match.
+pub(crate) fn validate(
+    model: &Model,
+    entity: &Entity,
+    mut body: Row,
+    mode: Mode,
+    fixed: &[(&str, &str)],
+) -> Result<Row, Problem> {
+    let mut errors: Vec<FieldError> = Vec::new();
+    let err = |errors: &mut Vec<FieldError>, field: &str, message: String| {
+        errors.push(FieldError {
+            field: field.to_string(),
+            message,
+        })
+    };
+    let mut out = Row::new();
+    for (key, value) in std::mem::take(&mut body) {
+        let Some(field) = entity.field(&key) else {
+            err(
+                &mut errors,
+                &key,
+                format!("{} has no field `{key}`", entity.name),
+            );
+            continue;
+        };
+        if let FieldKind::ToMany { target, via, .. } = &field.kind {
+            err(
+                &mut errors,
+                &key,
+                format!(
+                    "is a list of {target} rows and cannot be written here; set `{via}` on the {target} rows"
+                ),
+            );
+            continue;
+        }
+        if let Some((_, want)) = fixed.iter().find(|(f, _)| *f == key) {
+            if value.as_str() != Some(*want) {
+                let why = if matches!(field.kind, FieldKind::Id) {
+                    "the id of a row cannot be changed; it is the one in the path".to_string()
+                } else {
+                    format!("is set by the path to `{want}`")
+                };
+                err(&mut errors, &key, why);
+            }
+            continue;
+        }
+        if matches!(field.kind, FieldKind::Id) && mode != Mode::Create {
+            // Replace/patch without a fixed id cannot happen; keep it total.
+            err(
+                &mut errors,
+                &key,
+                "the id of a row cannot be changed".into(),
+            );
+            continue;
+        }
+        if value.is_null() && matches!(field.kind, FieldKind::Id) {
+            err(
+                &mut errors,
+                &key,
+                "must be a non-empty string when given; omit it to have one generated".into(),
+            );
+            continue;
+        }
+        match check(model, field, &value) {
+            Ok(()) => {
+                out.insert(key, value);
+            }
+            Err(message) => err(&mut errors, &key, message),
+        }
+    }
+    if mode != Mode::Patch {
+        for f in entity.stored_fields() {
+            let fixed_here = fixed.iter().any(|(n, _)| *n == f.name);
+            if f.required
+                && !matches!(f.kind, FieldKind::Id)
+                && !fixed_here
+                && !out.contains_key(&f.name)
+                && !errors.iter().any(|e| e.field == f.name)
+            {
+                err(&mut errors, &f.name, "is required".into());
+            }
+        }
+    }
+    for (name, value) in fixed {
+        if *name != "id" || mode == Mode::Create {
+            out.insert((*name).to_string(), Json::String((*value).to_string()));
+        }
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(Problem::invalid_body(errors))
+    }
+}
+
+/// Checks one value (null included) for a stored field.
+fn check(model: &Model, field: &Field, v: &Json) -> Result<(), String> {
+    if v.is_null() {
+        return if field.required {
+            Err("is required and cannot be null".into())
+        } else {
+            Ok(())
+        };
+    }
+    match &field.kind {
+        FieldKind::Id | FieldKind::ToOne { .. } => match v {
+            Json::String(s) if s.is_empty() => Err("an id cannot be empty".into()),
+            Json::String(s) => no_nul(s),
+            other => Err(format!("expected an ID (string), got {}", kind(other))),
+        },
+        FieldKind::ToMany { .. } => Err("cannot be written".into()),
+        FieldKind::Value { ty, list: None } => check_scalar(model, ty, v),
+        FieldKind::Value {
+            ty,
+            list: Some(items),
+        } => {
+            let Json::Array(values) = v else {
+                return Err(format!(
+                    "expected a list of {}, got {}",
+                    ty.graphql_name(),
+                    kind(v)
+                ));
+            };
+            for item in values {
+                if item.is_null() {
+                    if items.items_required {
+                        return Err("list elements cannot be null".into());
+                    }
+                } else {
+                    check_scalar(model, ty, item)?;
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+fn no_nul(s: &str) -> Result<(), String> {
+    // PostgreSQL text cannot hold NUL: refused on every backend alike.
+    if s.contains('\0') {
+        Err("strings cannot contain NUL characters".into())
+    } else {
+        Ok(())
+    }
+}
+
+fn check_scalar(model: &Model, ty: &ValueType, v: &Json) -> Result<(), String> {
+    match ty {
+        ValueType::Enum(name) => {
+            let def = model.enum_def(name);
+            match v {
+                Json::String(s) if def.is_some_and(|d| d.values.iter().any(|x| x == s)) => Ok(()),
+                Json::String(s) => Err(format!(
+                    "`{s}` is not a value of {name} (expected one of: {})",
+                    def.map(|d| d.values.join(", ")).unwrap_or_default()
+                )),
+                other => Err(format!("expected a {name} value, got {}", kind(other))),
+            }
+        }
+        ValueType::Scalar(s) => match (s, v) {
+            (Scalar::Id | Scalar::String, Json::String(text)) => no_nul(text),
+            (Scalar::Boolean, Json::Bool(_)) => Ok(()),
+            (Scalar::Int, Json::Number(n)) => {
+                let i = match (n.as_i64(), n.as_f64()) {
+                    (Some(i), _) => Some(i),
+                    // 3.0 is an integer in JSON Schema and in GraphQL coercion.
+                    (None, Some(f)) if f.fract() == 0.0 && f.abs() < 1e18 => Some(f as i64),
+                    _ => None,
+                };
+                match i {
+                    Some(i) if i32::try_from(i).is_ok() => Ok(()),
+                    Some(i) => Err(format!("{i} does not fit a 32-bit Int")),
+                    None => Err(format!("{n} is not an integer")),
+                }
+            }
+            (Scalar::Float, Json::Number(n)) => match n.as_f64() {
+                Some(f) if f.is_finite() => Ok(()),
+                _ => Err("a Float must be finite".into()),
+            },
+            (Scalar::Date, Json::String(text)) => {
+                if is_date(text) {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "`{text}` is not a valid date (expected YYYY-MM-DD)"
+                    ))
+                }
+            }
+            (s, other) => Err(format!(
+                "expected {} {}, got {}",
+                if matches!(s, Scalar::Id | Scalar::Int) {
+                    "an"
+                } else {
+                    "a"
+                },
+                s.graphql_name(),
+                kind(other)
+            )),
+        },
+    }
+}
+
+/// A strict ISO-8601 calendar date `YYYY-MM-DD` that exists (leap years included).
+pub(crate) fn is_date(s: &str) -> bool {
+    let b = s.as_bytes();
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+        return false;
+    }
+    let digits = |r: std::ops::Range<usize>| -> Option<u32> {
+        let mut n = 0u32;
+        for &c in &b[r] {
+            if !c.is_ascii_digit() {
+                return None;
+            }
+            n = n * 10 + u32::from(c - b'0');
+        }
+        Some(n)
+    };
+    let (Some(y), Some(m), Some(d)) = (digits(0..4), digits(5..7), digits(8..10)) else {
+        return false;
+    };
+    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let days = match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return false,
+    };
+    (1..=days).contains(&d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_date;
+
+    #[test]
+    fn dates() {
+        assert!(is_date("2024-02-29"));
+        assert!(!is_date("2023-02-29"));
+        assert!(!is_date("1900-02-29"));
+        assert!(is_date("2000-02-29"));
+        assert!(!is_date("2024-13-01"));
+        assert!(!is_date("2024-00-10"));
+        assert!(!is_date("2024-1-01"));
+        assert!(!is_date("２０２４-01-01"));
+        assert!(!is_date("2024-01-32"));
+    }
+}

@@ -1,0 +1,454 @@
+//! Request dispatch and the handlers. The path is matched here rather than
+//! with one axum route per collection so that every miss (unknown version,
+//! collection or relation, wrong method) gets a problem body and `Allow`.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use gatehouse_schema::Entity;
+use gatehouse_store::{Filter, ListQuery, Row};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
+use serde::Serialize;
+use serde_json::json;
+
+use crate::body::{self, Mode};
+use crate::negotiate::negotiate;
+use crate::params;
+use crate::problem::Problem;
+use crate::{Api, Nested, SUPPORTED_VERSIONS};
+
+const ALLOW_COLLECTION: &str = "GET, HEAD, POST, OPTIONS";
+const ALLOW_ITEM: &str = "GET, HEAD, PUT, PATCH, DELETE, OPTIONS";
+const ALLOW_DOC: &str = "GET, HEAD, OPTIONS";
+const WRITE_TYPES: &str = "application/json";
+const PATCH_TYPES: &str = "application/merge-patch+json, application/json";
+
+/// Offsets beyond this are not sent to the store: no row can be there.
+const MAX_OFFSET: u64 = i64::MAX as u64 / 2;
+
+/// RFC 3986 unreserved characters stay as they are in a path segment.
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Every request under `/{version}/...`.
+pub(crate) async fn dispatch(State(api): State<Arc<Api>>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let method = parts.method;
+    let headers = parts.headers;
+    let query = parts.uri.query().map(str::to_string);
+    let result = route(
+        &api,
+        &method,
+        &headers,
+        parts.uri.path(),
+        query.as_deref(),
+        body,
+    )
+    .await;
+    match result {
+        Ok(resp) => resp,
+        Err(p) => p.into_response(),
+    }
+}
+
+/// The decoded path segments; `None` when one is not valid percent-encoded UTF-8.
+fn segments(path: &str) -> Option<Vec<Cow<'_, str>>> {
+    let path = path.strip_prefix('/').unwrap_or(path);
+    // One trailing slash is tolerated (`/v1/books/`).
+    let path = path.strip_suffix('/').unwrap_or(path);
+    path.split('/')
+        .map(|s| percent_decode_str(s).decode_utf8().ok())
+        .collect()
+}
+
+fn is_version(s: &str) -> bool {
+    s.len() > 1 && s.starts_with('v') && s[1..].bytes().all(|b| b.is_ascii_digit())
+}
+
+async fn route(
+    api: &Api,
+    method: &Method,
+    headers: &HeaderMap,
+    path: &str,
+    query: Option<&str>,
+    body: Body,
+) -> Result<Response, Problem> {
+    let not_found = || Problem::not_found(format!("there is no resource at `{path}`"));
+    let segs = segments(path).ok_or_else(not_found)?;
+    // No stored id holds NUL (bodies refuse it), and PostgreSQL could not compare it.
+    if segs.iter().any(|s| s.is_empty() || s.contains('\0')) {
+        return Err(not_found());
+    }
+    let version = segs.first().map(|s| s.as_ref()).unwrap_or("");
+    if !SUPPORTED_VERSIONS.contains(&version) {
+        if is_version(version) {
+            return Err(Problem::not_found(format!(
+                "API version `{version}` is not served; supported versions: {}",
+                SUPPORTED_VERSIONS.join(", ")
+            ))
+            .with_extra("supported_versions", json!(SUPPORTED_VERSIONS)));
+        }
+        return Err(not_found());
+    }
+    let Some(collection) = segs.get(1) else {
+        return Err(unknown_collection(api, None));
+    };
+    if segs.len() == 2 && collection == "openapi.json" {
+        return match *method {
+            Method::GET | Method::HEAD => {
+                negotiate(headers)?;
+                Ok(bytes_response(
+                    StatusCode::OK,
+                    "application/json",
+                    api.openapi.clone(),
+                ))
+            }
+            Method::OPTIONS => Ok(options(ALLOW_DOC)),
+            _ => Err(Problem::method_not_allowed(ALLOW_DOC)),
+        };
+    }
+    let Some(&ei) = api.collections.get(collection.as_ref()) else {
+        return Err(unknown_collection(api, Some(collection)));
+    };
+    let entity = &api.model.entities[ei];
+    match segs.len() {
+        2 => match *method {
+            Method::GET | Method::HEAD => list(api, ei, headers, query, None).await,
+            Method::POST => create(api, ei, headers, body, None).await,
+            Method::OPTIONS => Ok(options(ALLOW_COLLECTION)),
+            _ => Err(Problem::method_not_allowed(ALLOW_COLLECTION)),
+        },
+        3 => {
+            let id = segs[2].as_ref();
+            match *method {
+                Method::GET | Method::HEAD => get_one(api, entity, id, headers, query).await,
+                Method::PUT => write_existing(api, entity, id, headers, body, Mode::Replace).await,
+                Method::PATCH => write_existing(api, entity, id, headers, body, Mode::Patch).await,
+                Method::DELETE => delete(api, entity, id, headers).await,
+                Method::OPTIONS => Ok(options(ALLOW_ITEM)),
+                _ => Err(Problem::method_not_allowed(ALLOW_ITEM)),
+            }
+        }
+        4 => {
+            let Some(nested) = api.entities[ei].nested.get(segs[3].as_ref()) else {
+                let known: Vec<&str> = api.entities[ei].nested.keys().map(String::as_str).collect();
+                return Err(Problem::not_found(format!(
+                    "{} has no nested collection `{}`{}",
+                    entity.name,
+                    segs[3],
+                    if known.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (it has: {})", sorted(known).join(", "))
+                    }
+                )));
+            };
+            let parent = Parent {
+                entity,
+                id: segs[2].as_ref(),
+                nested,
+            };
+            match *method {
+                Method::GET | Method::HEAD => {
+                    list(api, nested.child, headers, query, Some(parent)).await
+                }
+                Method::POST => create(api, nested.child, headers, body, Some(parent)).await,
+                Method::OPTIONS => Ok(options(ALLOW_COLLECTION)),
+                _ => Err(Problem::method_not_allowed(ALLOW_COLLECTION)),
+            }
+        }
+        _ => Err(not_found()),
+    }
+}
+
+fn sorted(mut v: Vec<&str>) -> Vec<&str> {
+    v.sort_unstable();
+    v
+}
+
+fn unknown_collection(api: &Api, name: Option<&Cow<'_, str>>) -> Problem {
+    let known = sorted(api.collections.keys().map(String::as_str).collect());
+    let what = match name {
+        Some(n) => format!("there is no collection `{n}`"),
+        None => "name a collection: /v1/<collection>".to_string(),
+    };
+    Problem::not_found(format!("{what}; collections: {}", known.join(", ")))
+}
+
+/// The parent row of a nested request.
+struct Parent<'a> {
+    entity: &'a Entity,
+    id: &'a str,
+    nested: &'a Nested,
+}
+
+fn options(allow: &'static str) -> Response {
+    (
+        StatusCode::NO_CONTENT,
+        [(header::ALLOW, HeaderValue::from_static(allow))],
+    )
+        .into_response()
+}
+
+fn bytes_response(status: StatusCode, media: &'static str, bytes: impl Into<Body>) -> Response {
+    let mut resp = (status, bytes.into()).into_response();
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(media));
+    h.insert(header::VARY, HeaderValue::from_static("accept"));
+    resp
+}
+
+fn json_response(
+    status: StatusCode,
+    media: &'static str,
+    value: &impl Serialize,
+) -> Result<Response, Problem> {
+    let bytes = serde_json::to_vec(value).map_err(Problem::internal)?;
+    Ok(bytes_response(status, media, bytes))
+}
+
+fn encode(segment: &str) -> String {
+    utf8_percent_encode(segment, SEGMENT).to_string()
+}
+
+impl Api {
+    /// Path-absolute URL of a collection.
+    fn collection_url(&self, entity: &Entity) -> String {
+        format!("{}/v1/{}", self.base_path, entity.rest_path)
+    }
+
+    /// Checks that the parent of a nested request exists.
+    async fn require_parent(&self, parent: &Parent<'_>) -> Result<(), Problem> {
+        match self.store.get(&parent.entity.name, parent.id).await {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => Err(Problem::not_found(format!(
+                "there is no {} with id `{}`",
+                parent.entity.name, parent.id
+            ))),
+            Err(e) => Err(Problem::from_read(e)),
+        }
+    }
+}
+
+async fn list(
+    api: &Api,
+    ei: usize,
+    headers: &HeaderMap,
+    query: Option<&str>,
+    parent: Option<Parent<'_>>,
+) -> Result<Response, Problem> {
+    let entity = &api.model.entities[ei];
+    let p = params::list_params(
+        &api.model,
+        entity,
+        &api.entities[ei].filters,
+        api.paging,
+        query,
+    )?;
+    let media = negotiate(headers)?;
+    let mut filters = p.filters;
+    let base_url = match &parent {
+        Some(parent) => {
+            api.require_parent(parent).await?;
+            filters.insert(0, Filter::eq(parent.nested.via.clone(), parent.id));
+            format!(
+                "{}/{}/{}",
+                api.collection_url(parent.entity),
+                encode(parent.id),
+                parent.nested.segment
+            )
+        }
+        None => api.collection_url(entity),
+    };
+    let filter = match filters.len() {
+        0 => None,
+        1 => filters.pop(),
+        _ => Some(Filter::And(filters)),
+    };
+    let offset = (p.page - 1).saturating_mul(p.per_page);
+    let q = ListQuery {
+        filter,
+        order: p.order,
+        limit: Some(p.per_page),
+        offset,
+        select: p.select,
+    };
+    let (rows, total) = if offset > MAX_OFFSET {
+        let total = api.store.count(&entity.name, q.filter.as_ref()).await;
+        (Ok(Vec::new()), total)
+    } else {
+        tokio::join!(
+            api.store.list(&entity.name, &q),
+            api.store.count(&entity.name, q.filter.as_ref())
+        )
+    };
+    let rows = rows.map_err(Problem::from_read)?;
+    let total = total.map_err(Problem::from_read)?;
+    let mut resp = json_response(StatusCode::OK, media, &rows)?;
+    let link = link_header(&base_url, &p.passthrough, p.page, p.per_page, total);
+    let h = resp.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&link) {
+        h.insert(header::LINK, v);
+    }
+    h.insert("x-total-count", HeaderValue::from(total));
+    Ok(resp)
+}
+
+/// RFC 8288 `Link` with first/prev/next/last; `prev` is omitted on the first
+/// page and `next` on the last. An empty collection has one (empty) page.
+fn link_header(
+    base: &str,
+    passthrough: &[(String, String)],
+    page: u64,
+    per_page: u64,
+    total: u64,
+) -> String {
+    let last = total.div_ceil(per_page).max(1);
+    let url = |n: u64| {
+        let mut s = form_urlencoded::Serializer::new(String::new());
+        for (k, v) in passthrough {
+            s.append_pair(k, v);
+        }
+        s.append_pair("page", &n.to_string());
+        s.append_pair("per_page", &per_page.to_string());
+        format!("<{base}?{}>", s.finish())
+    };
+    let mut links = vec![format!("{}; rel=\"first\"", url(1))];
+    if page > 1 {
+        links.push(format!("{}; rel=\"prev\"", url((page - 1).min(last))));
+    }
+    if page < last {
+        links.push(format!("{}; rel=\"next\"", url(page + 1)));
+    }
+    links.push(format!("{}; rel=\"last\"", url(last)));
+    links.join(", ")
+}
+
+async fn get_one(
+    api: &Api,
+    entity: &Entity,
+    id: &str,
+    headers: &HeaderMap,
+    query: Option<&str>,
+) -> Result<Response, Problem> {
+    let mut select = None;
+    let mut bad = Vec::new();
+    for (name, value) in params::pairs(query)? {
+        if name == "fields" {
+            match params::fields(entity, &value) {
+                Ok(f) => select = Some(f),
+                Err(reason) => bad.push(crate::problem::InvalidParam { name, reason }),
+            }
+        } else if !(name.starts_with("oauth_") || name == "access_token") {
+            bad.push(crate::problem::InvalidParam {
+                name,
+                reason: "is not a parameter of single-row reads (only `fields`)".into(),
+            });
+        }
+    }
+    if !bad.is_empty() {
+        return Err(Problem::bad_params(bad));
+    }
+    let media = negotiate(headers)?;
+    let row = api
+        .store
+        .get(&entity.name, id)
+        .await
+        .map_err(Problem::from_read)?
+        .ok_or_else(|| Problem::not_found(format!("there is no {} with id `{id}`", entity.name)))?;
+    let row: Row = match select {
+        Some(fields) => row
+            .into_iter()
+            .filter(|(k, _)| k == "id" || fields.iter().any(|f| f == k))
+            .collect(),
+        None => row,
+    };
+    json_response(StatusCode::OK, media, &row)
+}
+
+async fn create(
+    api: &Api,
+    ei: usize,
+    headers: &HeaderMap,
+    body: Body,
+    parent: Option<Parent<'_>>,
+) -> Result<Response, Problem> {
+    let entity = &api.model.entities[ei];
+    let media = negotiate(headers)?;
+    let object = body::read_object(headers, body, api.max_body_bytes, WRITE_TYPES).await?;
+    let mut fixed = Vec::new();
+    if let Some(parent) = &parent {
+        api.require_parent(parent).await?;
+        fixed.push((parent.nested.via.as_str(), parent.id));
+    }
+    let row = body::validate(&api.model, entity, object, Mode::Create, &fixed)?;
+    let stored = api
+        .store
+        .insert(&entity.name, row)
+        .await
+        .map_err(Problem::from_write)?;
+    let id = stored
+        .get("id")
+        .and_then(|v| v.as_str())
+        .unwrap_or_default();
+    let location = format!("{}/{}", api.collection_url(entity), encode(id));
+    let mut resp = json_response(StatusCode::CREATED, media, &stored)?;
+    if let Ok(v) = HeaderValue::from_str(&location) {
+        resp.headers_mut().insert(header::LOCATION, v);
+    }
+    Ok(resp)
+}
+
+async fn write_existing(
+    api: &Api,
+    entity: &Entity,
+    id: &str,
+    headers: &HeaderMap,
+    body: Body,
+    mode: Mode,
+) -> Result<Response, Problem> {
+    let media = negotiate(headers)?;
+    let accepted = if mode == Mode::Patch {
+        PATCH_TYPES
+    } else {
+        WRITE_TYPES
+    };
+    let object = body::read_object(headers, body, api.max_body_bytes, accepted).await?;
+    let row = body::validate(&api.model, entity, object, mode, &[("id", id)])?;
+    let result = if mode == Mode::Patch {
+        api.store.update(&entity.name, id, row).await
+    } else {
+        api.store.replace(&entity.name, id, row).await
+    };
+    let stored = result.map_err(|e| match e {
+        gatehouse_store::StoreError::NotFound => {
+            Problem::not_found(format!("there is no {} with id `{id}`", entity.name))
+        }
+        other => Problem::from_write(other),
+    })?;
+    json_response(StatusCode::OK, media, &stored)
+}
+
+async fn delete(
+    api: &Api,
+    entity: &Entity,
+    id: &str,
+    headers: &HeaderMap,
+) -> Result<Response, Problem> {
+    negotiate(headers)?;
+    match api.store.delete(&entity.name, id).await {
+        Ok(Some(_)) => Ok(StatusCode::NO_CONTENT.into_response()),
+        Ok(None) => Err(Problem::not_found(format!(
+            "there is no {} with id `{id}`",
+            entity.name
+        ))),
+        Err(e) => Err(Problem::from_write(e)),
+    }
+}

@@ -1,0 +1,176 @@
+//! gatehouse-rest: the versioned REST API (`/v1`) over the store, and its
+//! OpenAPI 3.1 document, both derived from the [`gatehouse_schema::Model`]
+//! once at start-up.
+//!
+//! For every entity, `/v1/<rest_path>` (list, create), `/v1/<rest_path>/{id}`
+//! (read, replace, merge-patch, delete) and, for each to-many relation,
+//! `/v1/<rest_path>/{id}/<rest_segment>` (list and create children). Bodies
+//! use the schema's field names; a to-one relation is the referenced id.
+//! Every error is an RFC 9457 `application/problem+json` body; client
+//! mistakes are 4xx, never 5xx. Writes go through the [`Store`], which emits
+//! the same change events as GraphQL writes.
+//!
+//! [`router`] answers paths relative to the base path: the caller nests it
+//! under `base_path` (or merges it at the root when the base path is empty).
+
+mod body;
+mod handlers;
+mod negotiate;
+mod openapi;
+mod params;
+mod problem;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::routing::any;
+use gatehouse_schema::{FieldKind, Model};
+use gatehouse_store::Store;
+
+use crate::params::{FilterParam, Paging};
+
+/// The version segments this crate serves.
+pub const SUPPORTED_VERSIONS: &[&str] = &["v1"];
+
+/// What the REST API needs from the rest of the service.
+#[derive(Debug, Clone)]
+pub struct RestState {
+    /// The bound schema: collections, fields, relations.
+    pub model: Arc<Model>,
+    /// Where rows live.
+    pub store: Store,
+    /// Rows per page when a list request gives no `per_page`.
+    pub default_page_size: u32,
+    /// Largest `per_page` accepted; more is a 400.
+    pub max_page_size: u32,
+    /// Largest request body accepted; more is a 413.
+    pub max_body_bytes: usize,
+    /// The configured base path (`""` or e.g. `/api`), used to build the
+    /// path-absolute URLs of `Location` and `Link` headers and the OpenAPI
+    /// `servers` entry. The router itself does not add it.
+    pub base_path: String,
+}
+
+/// Everything resolved at start-up, shared by every request.
+#[derive(Debug)]
+struct Api {
+    model: Arc<Model>,
+    store: Store,
+    paging: Paging,
+    max_body_bytes: usize,
+    /// Base path without a trailing `/`.
+    base_path: String,
+    /// REST collection segment to entity index.
+    collections: HashMap<String, usize>,
+    /// Per entity, in Model order.
+    entities: Vec<EntityApi>,
+    /// The OpenAPI document, serialized once.
+    openapi: Bytes,
+}
+
+/// The REST view of one entity.
+#[derive(Debug)]
+struct EntityApi {
+    /// Filter parameters by name.
+    filters: HashMap<String, FilterParam>,
+    /// To-many relations by nested segment.
+    nested: HashMap<String, Nested>,
+}
+
+/// A nested collection: the children of one parent row.
+#[derive(Debug, Clone)]
+struct Nested {
+    /// Index of the child entity.
+    child: usize,
+    /// The child's to-one field pointing at the parent.
+    via: String,
+    /// The path segment (`books` in `/v1/authors/{id}/books`).
+    segment: String,
+}
+
+impl Api {
+    fn new(state: RestState) -> Api {
+        let model = state.model;
+        let max = u64::from(state.max_page_size.max(1));
+        let paging = Paging {
+            default: u64::from(state.default_page_size).clamp(1, max),
+            max,
+        };
+        let base_path = state.base_path.trim_end_matches('/').to_string();
+        let index: HashMap<&str, usize> = model
+            .entities
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.name.as_str(), i))
+            .collect();
+        let mut collections = HashMap::new();
+        let mut entities = Vec::new();
+        for (i, e) in model.entities.iter().enumerate() {
+            collections.insert(e.rest_path.clone(), i);
+            let mut nested = HashMap::new();
+            for f in e.to_many_fields() {
+                if let FieldKind::ToMany {
+                    target,
+                    via,
+                    rest_segment,
+                    ..
+                } = &f.kind
+                    && let Some(&child) = index.get(target.as_str())
+                {
+                    nested.insert(
+                        rest_segment.clone(),
+                        Nested {
+                            child,
+                            via: via.clone(),
+                            segment: rest_segment.clone(),
+                        },
+                    );
+                }
+            }
+            entities.push(EntityApi {
+                filters: params::filter_params(e).into_iter().collect(),
+                nested,
+            });
+        }
+        let doc = openapi::document(&model, &base_path, paging);
+        let openapi = Bytes::from(serde_json::to_vec(&doc).unwrap_or_default());
+        Api {
+            model,
+            store: state.store,
+            paging,
+            max_body_bytes: state.max_body_bytes,
+            base_path,
+            collections,
+            entities,
+            openapi,
+        }
+    }
+}
+
+/// The REST API: `/v1/...` for every collection, `/v1/openapi.json`, and a
+/// 404 problem naming the supported versions for any other `/<segment>/...`.
+///
+/// Paths are relative to the base path: nest the router under
+/// [`RestState::base_path`] when it is not empty. Note that the version
+/// routes are path parameters (`/{version}/...`), so merged at the root they
+/// also answer otherwise unrouted two-segment paths with a 404 problem.
+pub fn router(state: RestState) -> Router {
+    let api = Arc::new(Api::new(state));
+    Router::new()
+        .route("/{version}", any(handlers::dispatch))
+        .route("/{version}/", any(handlers::dispatch))
+        .route("/{version}/{*rest}", any(handlers::dispatch))
+        .with_state(api)
+}
+
+/// The OpenAPI 3.1 document that [`router`] serves at `/v1/openapi.json`.
+pub fn openapi_document(state: &RestState) -> serde_json::Value {
+    let max = u64::from(state.max_page_size.max(1));
+    let paging = Paging {
+        default: u64::from(state.default_page_size).clamp(1, max),
+        max,
+    };
+    openapi::document(&state.model, state.base_path.trim_end_matches('/'), paging)
+}

@@ -1,0 +1,331 @@
+//! Query parameters of list requests: paging, sorting, sparse fields and
+//! filters named like the GraphQL conventions (`year_gt`, `status_in`, ...).
+
+use std::collections::HashMap;
+
+use gatehouse_schema::{Entity, Field, FieldKind, FilterOp, Model, Scalar, ValueType};
+use gatehouse_store::{Filter, OrderBy};
+use serde_json::Value as Json;
+
+use crate::problem::{InvalidParam, Problem};
+
+/// Query parameters with a fixed meaning; a field of the same name can only
+/// be filtered through its suffixed forms.
+pub(crate) const RESERVED: [&str; 4] = ["page", "per_page", "sort", "fields"];
+
+/// Largest page number accepted (2^53 - 1, what JSON clients count exactly).
+pub(crate) const MAX_PAGE: u64 = 9_007_199_254_740_991;
+
+/// A filter parameter, resolved at start-up.
+#[derive(Debug, Clone)]
+pub(crate) struct FilterParam {
+    /// Entity field compared.
+    pub field: String,
+    /// Operator.
+    pub op: FilterOp,
+    /// Type of one operand (the element type for list fields and `_in`).
+    pub ty: ValueType,
+}
+
+/// The operators that apply to a stored field, as the store implements them.
+pub(crate) fn ops_for(field: &Field) -> Vec<FilterOp> {
+    let Some(ty) = field.filter_type() else {
+        return Vec::new();
+    };
+    if matches!(field.kind, FieldKind::Value { list: Some(_), .. }) {
+        return vec![FilterOp::Contains, FilterOp::IsNull];
+    }
+    let mut ops = vec![
+        FilterOp::Eq,
+        FilterOp::Not,
+        FilterOp::In,
+        FilterOp::NotIn,
+        FilterOp::IsNull,
+    ];
+    if ty.is_ordered() {
+        ops.extend([FilterOp::Lt, FilterOp::Lte, FilterOp::Gt, FilterOp::Gte]);
+    }
+    if ty.is_text() {
+        ops.extend([FilterOp::Contains, FilterOp::StartsWith, FilterOp::EndsWith]);
+    }
+    ops
+}
+
+/// Every filter parameter of `entity`, by name, in a stable order. A field's
+/// own name wins over a suffixed reading of another field's name.
+pub(crate) fn filter_params(entity: &Entity) -> Vec<(String, FilterParam)> {
+    let mut out: Vec<(String, FilterParam)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for pass_exact in [true, false] {
+        for f in entity.stored_fields() {
+            let Some(ty) = f.filter_type() else { continue };
+            for op in ops_for(f) {
+                if (op == FilterOp::Eq) != pass_exact {
+                    continue;
+                }
+                let name = format!("{}{}", f.name, op.suffix());
+                if RESERVED.contains(&name.as_str()) || !seen.insert(name.clone()) {
+                    continue;
+                }
+                out.push((
+                    name,
+                    FilterParam {
+                        field: f.name.clone(),
+                        op,
+                        ty: ty.clone(),
+                    },
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// What a list request asks for.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ListParams {
+    /// 1-based page number.
+    pub page: u64,
+    /// Rows per page.
+    pub per_page: u64,
+    /// Conjunction of the filter parameters.
+    pub filters: Vec<Filter>,
+    /// `sort`.
+    pub order: Vec<OrderBy>,
+    /// `fields` (`None`: every stored field).
+    pub select: Option<Vec<String>>,
+    /// The parameters as given, minus `page` and `per_page`, to build `Link` URLs.
+    pub passthrough: Vec<(String, String)>,
+}
+
+/// Page limits from the configuration.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Paging {
+    pub default: u64,
+    pub max: u64,
+}
+
+/// Parameters ignored here because other layers own them: OAuth 1.0
+/// protocol parameters (RFC 5849 §3.5.3) and RFC 6750 §2.3 `access_token`.
+fn is_auth_param(name: &str) -> bool {
+    name.starts_with("oauth_") || name == "access_token"
+}
+
+/// Splits a query string into decoded pairs; a parameter given twice is refused.
+pub(crate) fn pairs(query: Option<&str>) -> Result<Vec<(String, String)>, Problem> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut bad = Vec::new();
+    for (k, v) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        if k.is_empty() && v.is_empty() {
+            continue;
+        }
+        if out.iter().any(|(n, _)| *n == k) {
+            if !bad.iter().any(|p: &InvalidParam| p.name == k) {
+                bad.push(InvalidParam {
+                    name: k.to_string(),
+                    reason: "is given more than once".into(),
+                });
+            }
+            continue;
+        }
+        out.push((k.into_owned(), v.into_owned()));
+    }
+    if bad.is_empty() {
+        Ok(out)
+    } else {
+        Err(Problem::bad_params(bad))
+    }
+}
+
+/// Parses the query of a list request on `entity`.
+pub(crate) fn list_params(
+    model: &Model,
+    entity: &Entity,
+    filters: &HashMap<String, FilterParam>,
+    paging: Paging,
+    query: Option<&str>,
+) -> Result<ListParams, Problem> {
+    let pairs = pairs(query)?;
+    let mut out = ListParams {
+        page: 1,
+        per_page: paging.default,
+        ..ListParams::default()
+    };
+    let mut bad = Vec::new();
+    let mut reject = |name: &str, reason: String| {
+        bad.push(InvalidParam {
+            name: name.to_string(),
+            reason,
+        })
+    };
+    for (name, value) in &pairs {
+        match name.as_str() {
+            "page" => match value.parse::<u64>() {
+                Ok(n) if (1..=MAX_PAGE).contains(&n) => out.page = n,
+                _ => reject(name, format!("`{value}` is not a page number (1, 2, ...)")),
+            },
+            "per_page" => match value.parse::<u64>() {
+                Ok(n) if n > paging.max => reject(
+                    name,
+                    format!("{n} is above the maximum page size of {}", paging.max),
+                ),
+                Ok(n) if n >= 1 => out.per_page = n,
+                _ => reject(
+                    name,
+                    format!(
+                        "`{value}` is not a page size (1 to {}, default {})",
+                        paging.max, paging.default
+                    ),
+                ),
+            },
+            "sort" => match sort(entity, value) {
+                Ok(order) => out.order = order,
+                Err(reason) => reject(name, reason),
+            },
+            "fields" => match fields(entity, value) {
+                Ok(select) => out.select = Some(select),
+                Err(reason) => reject(name, reason),
+            },
+            _ => {
+                if let Some(fp) = filters.get(name) {
+                    match operand(model, fp, value) {
+                        Ok(v) => out.filters.push(Filter::cmp(fp.field.clone(), fp.op, v)),
+                        Err(reason) => reject(name, reason),
+                    }
+                } else if !is_auth_param(name) {
+                    reject(
+                        name,
+                        format!(
+                            "is not a parameter of {} lists (page, per_page, sort, fields, or a filter like `<field>` / `<field>_gt`)",
+                            entity.name
+                        ),
+                    );
+                    continue;
+                }
+            }
+        }
+        if name != "page" && name != "per_page" {
+            out.passthrough.push((name.clone(), value.clone()));
+        }
+    }
+    if bad.is_empty() {
+        Ok(out)
+    } else {
+        Err(Problem::bad_params(bad))
+    }
+}
+
+/// Parses `fields=a,b` for `entity` (also used by single-row reads).
+pub(crate) fn fields(entity: &Entity, value: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for name in value.split(',').map(str::trim) {
+        match entity.field(name) {
+            Some(f) if f.is_stored() => {
+                if !out.iter().any(|n| n == name) {
+                    out.push(name.to_string());
+                }
+            }
+            Some(_) => {
+                return Err(format!(
+                    "`{name}` is a relation list; read it at its nested path"
+                ));
+            }
+            None if name.is_empty() => return Err("names an empty field".into()),
+            None => return Err(format!("{} has no field `{name}`", entity.name)),
+        }
+    }
+    Ok(out)
+}
+
+fn sort(entity: &Entity, value: &str) -> Result<Vec<OrderBy>, String> {
+    let mut out = Vec::new();
+    for key in value.split(',').map(str::trim) {
+        let (name, desc) = match key.strip_prefix('-') {
+            Some(rest) => (rest, true),
+            None => (key, false),
+        };
+        match entity.field(name) {
+            Some(f) if matches!(f.kind, FieldKind::Value { list: Some(_), .. }) => {
+                return Err(format!("`{name}` is a list and cannot be sorted on"));
+            }
+            Some(f) if f.is_stored() => out.push(OrderBy {
+                field: name.to_string(),
+                desc,
+            }),
+            Some(_) => {
+                return Err(format!(
+                    "`{name}` is a relation list and cannot be sorted on"
+                ));
+            }
+            None if name.is_empty() => return Err("names an empty field".into()),
+            None => return Err(format!("{} has no field `{name}`", entity.name)),
+        }
+    }
+    Ok(out)
+}
+
+/// The operand of a filter parameter, typed by the field.
+fn operand(model: &Model, fp: &FilterParam, value: &str) -> Result<Json, String> {
+    match fp.op {
+        FilterOp::IsNull => boolean(value),
+        FilterOp::In | FilterOp::NotIn => {
+            // Form-style lists cannot say "empty": `x_in=` is the list
+            // `[""]`, as the OpenAPI document's `minItems: 1` implies.
+            value
+                .split(',')
+                .map(|v| scalar(model, &fp.ty, v))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Json::Array)
+        }
+        _ => scalar(model, &fp.ty, value),
+    }
+}
+
+fn boolean(value: &str) -> Result<Json, String> {
+    match value {
+        "true" => Ok(Json::Bool(true)),
+        "false" => Ok(Json::Bool(false)),
+        _ => Err(format!("`{value}` is not a Boolean (true or false)")),
+    }
+}
+
+/// One value of type `ty` from its text form.
+fn scalar(model: &Model, ty: &ValueType, value: &str) -> Result<Json, String> {
+    if value.contains('\0') {
+        return Err("values cannot contain NUL characters".into());
+    }
+    match ty {
+        ValueType::Enum(name) => {
+            let def = model.enum_def(name);
+            if def.is_some_and(|d| d.values.iter().any(|v| v == value)) {
+                Ok(Json::String(value.to_string()))
+            } else {
+                Err(format!(
+                    "`{value}` is not a value of {name} (expected one of: {})",
+                    def.map(|d| d.values.join(", ")).unwrap_or_default()
+                ))
+            }
+        }
+        ValueType::Scalar(s) => match s {
+            Scalar::Id | Scalar::String => Ok(Json::String(value.to_string())),
+            Scalar::Boolean => boolean(value),
+            Scalar::Int => value
+                .parse::<i32>()
+                .map(Json::from)
+                .map_err(|_| format!("`{value}` is not a 32-bit integer")),
+            Scalar::Float => match value.parse::<f64>() {
+                Ok(f) if f.is_finite() => serde_json::Number::from_f64(f)
+                    .map(Json::Number)
+                    .ok_or_else(|| format!("`{value}` is not a finite number")),
+                _ => Err(format!("`{value}` is not a finite number")),
+            },
+            Scalar::Date => {
+                if crate::body::is_date(value) {
+                    Ok(Json::String(value.to_string()))
+                } else {
+                    Err(format!("`{value}` is not a date (YYYY-MM-DD)"))
+                }
+            }
+        },
+    }
+}
