@@ -1,0 +1,278 @@
+//! `gatehouse client …` and `gatehouse user …`: registrations in the store.
+
+use std::io::{BufRead, IsTerminal};
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use gatehouse_auth::{Admin, NewClient};
+
+use crate::StoreArgs;
+
+/// `gatehouse client`.
+#[derive(Debug, Subcommand)]
+pub enum ClientCommand {
+    /// Register an OAuth client; prints its id and secret once.
+    Add {
+        /// The client id.
+        name: String,
+        /// Grant types, comma-separated: password, client_credentials, refresh_token, token-exchange.
+        #[arg(long, value_delimiter = ',', required = true)]
+        grants: Vec<String>,
+        /// Scopes the client may obtain, space-separated (e.g. "read write").
+        #[arg(long, default_value = "")]
+        scopes: String,
+        /// A target the client may ask for in a token exchange (repeatable).
+        #[arg(long = "audience")]
+        audiences: Vec<String>,
+        /// Allow RFC 8693 token exchange (adds the grant).
+        #[arg(long)]
+        may_exchange: bool,
+        #[command(flatten)]
+        out: Output,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// List clients (never their secrets).
+    List {
+        #[command(flatten)]
+        out: Output,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Remove a client and revoke every token issued to it.
+    Remove {
+        /// The client id.
+        name: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Replace a client's secret; prints the new one once.
+    RotateSecret {
+        /// The client id.
+        name: String,
+        #[command(flatten)]
+        out: Output,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+/// `gatehouse user`.
+#[derive(Debug, Subcommand)]
+pub enum UserCommand {
+    /// Register a resource owner; the password is read from stdin or a prompt.
+    Add {
+        /// The user name.
+        name: String,
+        /// Scopes the user may grant, space-separated.
+        #[arg(long, default_value = "read")]
+        scopes: String,
+        #[command(flatten)]
+        out: Output,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Change a user's password (read from stdin or a prompt).
+    Passwd {
+        /// The user name.
+        name: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Remove a user and revoke every token issued for them.
+    Remove {
+        /// The user name.
+        name: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// List users.
+    List {
+        #[command(flatten)]
+        out: Output,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+/// Output format of admin commands.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct Output {
+    /// Machine-readable JSON output.
+    #[arg(long)]
+    json: bool,
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+async fn open(store: &StoreArgs) -> anyhow::Result<Option<(Admin, gatehouse_store::Store)>> {
+    let loaded = store.load(None)?;
+    let model = match gatehouse_schema::load_paths(&loaded.config.schema) {
+        Ok(m) => std::sync::Arc::new(m),
+        Err(diags) => {
+            crate::report(&diags);
+            return Ok(None);
+        }
+    };
+    let Some(store) = crate::open_store(&loaded.config, model, false).await? else {
+        return Ok(None);
+    };
+    Ok(Some((crate::auth::admin(&store), store)))
+}
+
+fn scopes(s: &str) -> Vec<String> {
+    s.split_whitespace().map(str::to_string).collect()
+}
+
+fn failed(e: &gatehouse_auth::Error) -> anyhow::Error {
+    anyhow::anyhow!("{}", crate::auth::describe(e))
+}
+
+/// Runs a `client` subcommand.
+pub fn client(cmd: ClientCommand) -> anyhow::Result<ExitCode> {
+    runtime()?.block_on(async move {
+        match cmd {
+            ClientCommand::Add { name, mut grants, scopes: sc, audiences, may_exchange, out, store } => {
+                let Some((admin, store)) = open(&store).await? else { return Ok(ExitCode::FAILURE) };
+                if may_exchange && !grants.iter().any(|g| g == "token-exchange" || g == gatehouse_auth::GRANT_TOKEN_EXCHANGE) {
+                    grants.push("token-exchange".into());
+                }
+                let new = NewClient { client_id: name, grants, scopes: scopes(&sc), audiences };
+                let (info, secret) = admin.add_client(&new).await.map_err(|e| failed(&e))?;
+                store.close().await;
+                if out.json {
+                    println!("{}", serde_json::json!({"client_id": info.client_id, "client_secret": secret.0}));
+                } else {
+                    println!("client_id:     {}\nclient_secret: {}\n\nThe secret is shown only this once; it is stored hashed.", info.client_id, secret.0);
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+            ClientCommand::List { out, store } => {
+                let Some((admin, store)) = open(&store).await? else { return Ok(ExitCode::FAILURE) };
+                let clients = admin.list_clients().await.map_err(|e| failed(&e))?;
+                store.close().await;
+                if out.json {
+                    println!("{}", serde_json::to_string_pretty(&clients)?);
+                } else {
+                    for c in clients {
+                        println!("{}\tgrants={}\tscopes={}\taudiences={}", c.client_id, c.grants.join(","), c.scopes.join(" "), c.audiences.join(","));
+                    }
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+            ClientCommand::Remove { name, store } => {
+                let Some((admin, store)) = open(&store).await? else { return Ok(ExitCode::FAILURE) };
+                admin.remove_client(&name).await.map_err(|e| failed(&e))?;
+                store.close().await;
+                println!("removed client {name} and revoked its tokens");
+                Ok(ExitCode::SUCCESS)
+            }
+            ClientCommand::RotateSecret { name, out, store } => {
+                let Some((admin, store)) = open(&store).await? else { return Ok(ExitCode::FAILURE) };
+                let secret = admin.rotate_client_secret(&name).await.map_err(|e| failed(&e))?;
+                store.close().await;
+                if out.json {
+                    println!("{}", serde_json::json!({"client_id": name, "client_secret": secret.0}));
+                } else {
+                    println!("client_id:     {name}\nclient_secret: {}", secret.0);
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+        }
+    })
+}
+
+/// Reads a password: a no-echo prompt on a terminal, else one line of stdin.
+fn read_password(prompt: &str) -> anyhow::Result<String> {
+    let pw = if std::io::stdin().is_terminal() {
+        let first = rpassword::prompt_password(prompt)?;
+        let again = rpassword::prompt_password("Again: ")?;
+        if first != again {
+            anyhow::bail!("the passwords differ");
+        }
+        first
+    } else {
+        let mut line = String::new();
+        std::io::stdin().lock().read_line(&mut line)?;
+        line.trim_end_matches(['\n', '\r']).to_string()
+    };
+    if pw.is_empty() {
+        anyhow::bail!("the password is empty");
+    }
+    Ok(pw)
+}
+
+/// Runs a `user` subcommand.
+pub fn user(cmd: UserCommand) -> anyhow::Result<ExitCode> {
+    runtime()?.block_on(async move {
+        match cmd {
+            UserCommand::Add {
+                name,
+                scopes: sc,
+                out,
+                store,
+            } => {
+                let password = read_password(&format!("Password for {name}: "))?;
+                let Some((admin, store)) = open(&store).await? else {
+                    return Ok(ExitCode::FAILURE);
+                };
+                let info = admin
+                    .add_user(&name, &password, &scopes(&sc))
+                    .await
+                    .map_err(|e| failed(&e))?;
+                store.close().await;
+                if out.json {
+                    println!("{}", serde_json::to_string(&info)?);
+                } else {
+                    println!(
+                        "added user {} with scopes: {}",
+                        info.username,
+                        info.scopes.join(" ")
+                    );
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+            UserCommand::Passwd { name, store } => {
+                let password = read_password(&format!("New password for {name}: "))?;
+                let Some((admin, store)) = open(&store).await? else {
+                    return Ok(ExitCode::FAILURE);
+                };
+                admin
+                    .set_password(&name, &password)
+                    .await
+                    .map_err(|e| failed(&e))?;
+                store.close().await;
+                println!("changed the password of {name}");
+                Ok(ExitCode::SUCCESS)
+            }
+            UserCommand::Remove { name, store } => {
+                let Some((admin, store)) = open(&store).await? else {
+                    return Ok(ExitCode::FAILURE);
+                };
+                admin.remove_user(&name).await.map_err(|e| failed(&e))?;
+                store.close().await;
+                println!("removed user {name} and revoked their tokens");
+                Ok(ExitCode::SUCCESS)
+            }
+            UserCommand::List { out, store } => {
+                let Some((admin, store)) = open(&store).await? else {
+                    return Ok(ExitCode::FAILURE);
+                };
+                let users = admin.list_users().await.map_err(|e| failed(&e))?;
+                store.close().await;
+                if out.json {
+                    println!("{}", serde_json::to_string_pretty(&users)?);
+                } else {
+                    for u in users {
+                        println!("{}\tscopes={}", u.username, u.scopes.join(" "));
+                    }
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+        }
+    })
+}

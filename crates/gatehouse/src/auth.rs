@@ -1,0 +1,159 @@
+//! Wiring of the authorization server: the key-encryption secret, the
+//! repository, idempotent bootstrap of clients and users.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use gatehouse_auth::{
+    Admin, AuthConfig, AuthRepo, AuthServer, NewClient, SystemClock, SystemRandom,
+};
+
+use crate::config::{Config, SigningAlg};
+
+/// Environment variable holding the secret that encrypts signing keys at rest.
+pub const SECRET_ENV: &str = "GATEHOUSE_SECRET";
+
+/// The secret that encrypts signing keys at rest: `GATEHOUSE_SECRET`, or the
+/// content of a key file created on first use with 0600 permissions. Every
+/// instance on one database must use the same secret.
+pub fn load_secret(config: &Config) -> anyhow::Result<String> {
+    if let Ok(s) = std::env::var(SECRET_ENV) {
+        if s.trim().len() < 16 {
+            anyhow::bail!("{SECRET_ENV} is set but shorter than 16 characters");
+        }
+        return Ok(s);
+    }
+    let path = key_file_path(config);
+    if path.exists() {
+        let s = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading the key file {}", path.display()))?;
+        return Ok(s.trim().to_string());
+    }
+    if config.database.starts_with("postgres") {
+        tracing::warn!(
+            key_file = %path.display(),
+            "no {SECRET_ENV} set: generating a key file; every instance on this database must share it (or set {SECRET_ENV})"
+        );
+    }
+    if let Some(dir) = path.parent()
+        && !dir.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let secret = gatehouse_auth::generate_client_secret(&SystemRandom);
+    write_private(&path, &secret)?;
+    tracing::info!(key_file = %path.display(), "created the key-encryption key file");
+    Ok(secret)
+}
+
+/// `gatehouse.key` beside the SQLite database, or `./data/gatehouse.key`.
+fn key_file_path(config: &Config) -> PathBuf {
+    match config.database.strip_prefix("sqlite://") {
+        Some(db) if !db.is_empty() && db != ":memory:" => Path::new(db)
+            .parent()
+            .map(|p| p.join("gatehouse.key"))
+            .unwrap_or_else(|| PathBuf::from("gatehouse.key")),
+        _ => PathBuf::from("data/gatehouse.key"),
+    }
+}
+
+#[cfg(unix)]
+fn write_private(path: &Path, content: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    f.write_all(content.as_bytes())?;
+    f.sync_all()?;
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn write_private(path: &Path, content: &str) -> anyhow::Result<()> {
+    std::fs::write(path, content).with_context(|| format!("creating {}", path.display()))
+}
+
+/// The authorization server's settings from the configuration.
+pub fn auth_config(config: &Config, issuer: &str) -> AuthConfig {
+    let t = &config.tokens;
+    let mut c = AuthConfig::new(issuer);
+    c.access_ttl = t.access_ttl.0;
+    c.offline_access_ttl = t.offline_access_ttl.0;
+    c.refresh_ttl = t.refresh_ttl.0;
+    c.refresh_reuse_grace = t.refresh_reuse_grace.0;
+    c.signing_alg = match t.signing_alg {
+        SigningAlg::EdDsa => gatehouse_auth::SigningAlg::EdDsa,
+        SigningAlg::Es256 => gatehouse_auth::SigningAlg::Es256,
+        SigningAlg::Rs256 => gatehouse_auth::SigningAlg::Rs256,
+    };
+    c
+}
+
+/// The repository of clients, users, keys and tokens, in the store.
+pub fn repo(store: &gatehouse_store::Store) -> Arc<dyn AuthRepo> {
+    Arc::new(gatehouse_store::SqlAuthRepo::new(store.clone()))
+}
+
+/// Starts the authorization server (loads or creates signing keys).
+pub async fn start(
+    config: &Config,
+    store: &gatehouse_store::Store,
+    issuer: &str,
+) -> anyhow::Result<Arc<AuthServer>> {
+    let secret = load_secret(config)?;
+    AuthServer::start(
+        auth_config(config, issuer),
+        repo(store),
+        Arc::new(SystemClock),
+        Arc::new(SystemRandom),
+        &secret,
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("starting the authorization server: {}", describe(&e)))
+}
+
+/// Admin operations without signing keys (for the CLI).
+pub fn admin(store: &gatehouse_store::Store) -> Admin {
+    Admin::new(repo(store), Arc::new(SystemClock), Arc::new(SystemRandom))
+}
+
+/// A safe description of an auth error, with its internal cause for logs.
+pub fn describe(e: &gatehouse_auth::Error) -> String {
+    match e.internal_cause() {
+        Some(cause) => format!("{}: {cause}", e.description()),
+        None => e.description().to_string(),
+    }
+}
+
+/// Applies `[[bootstrap.clients]]` and `[[bootstrap.users]]`: created or
+/// updated, never duplicated.
+pub async fn bootstrap(admin: &Admin, config: &Config) -> anyhow::Result<()> {
+    for c in &config.bootstrap.clients {
+        let outcome = admin
+            .bootstrap_client(
+                &NewClient {
+                    client_id: c.client_id.clone(),
+                    grants: c.grants.clone(),
+                    scopes: c.scopes.clone(),
+                    audiences: c.audiences.clone(),
+                },
+                &c.client_secret,
+            )
+            .await
+            .map_err(|e| anyhow::anyhow!("bootstrap client {:?}: {}", c.client_id, describe(&e)))?;
+        tracing::info!(client_id = %c.client_id, ?outcome, "bootstrap client");
+    }
+    for u in &config.bootstrap.users {
+        let outcome = admin
+            .bootstrap_user(&u.username, &u.password, &u.scopes)
+            .await
+            .map_err(|e| anyhow::anyhow!("bootstrap user {:?}: {}", u.username, describe(&e)))?;
+        tracing::info!(username = %u.username, ?outcome, "bootstrap user");
+    }
+    Ok(())
+}

@@ -1,0 +1,723 @@
+//! Configuration: defaults, then a TOML file, then `GATEHOUSE_<SECTION>_<KEY>`
+//! environment variables, then CLI flags. Unknown keys are errors. Relative
+//! paths in the file are relative to the file.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use figment::providers::{Format, Serialized, Toml};
+use figment::value::{Dict, Map, Value};
+use figment::{Figment, Profile, Provider};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// The whole configuration. Every key is optional.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Address to listen on.
+    pub listen: String,
+    /// `sqlite://PATH` or `postgres://...`.
+    pub database: String,
+    /// Schema files or directories.
+    pub schema: Vec<PathBuf>,
+    /// Issuer of tokens and the API's own audience. Default: `http://<listen>`.
+    pub issuer: Option<String>,
+    /// Path prefix for every route (e.g. `/api`); empty serves at the root.
+    pub base_path: String,
+    /// Token lifetimes and signing.
+    pub tokens: TokensConfig,
+    /// Request limits.
+    pub limits: LimitsConfig,
+    /// Resource protection.
+    pub auth: AuthConfig,
+    /// Declarative registrations applied at every start.
+    pub bootstrap: BootstrapConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:8080".into(),
+            database: "sqlite://data/gatehouse.db".into(),
+            schema: vec![PathBuf::from("schema")],
+            issuer: None,
+            base_path: String::new(),
+            tokens: TokensConfig::default(),
+            limits: LimitsConfig::default(),
+            auth: AuthConfig::default(),
+            bootstrap: BootstrapConfig::default(),
+        }
+    }
+}
+
+/// `[tokens]`: lifetimes and signing algorithm.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct TokensConfig {
+    /// Lifetime of an access token.
+    pub access_ttl: Seconds,
+    /// Lifetime of an access token whose scope includes `offline_access`.
+    pub offline_access_ttl: Seconds,
+    /// Lifetime of a refresh token.
+    pub refresh_ttl: Seconds,
+    /// How long the immediate predecessor of a rotated refresh token stays usable.
+    pub refresh_reuse_grace: Seconds,
+    /// JWS algorithm of access tokens.
+    pub signing_alg: SigningAlg,
+}
+
+impl Default for TokensConfig {
+    fn default() -> Self {
+        Self {
+            access_ttl: Seconds(3600),
+            offline_access_ttl: Seconds(30 * 86400),
+            refresh_ttl: Seconds(30 * 86400),
+            refresh_reuse_grace: Seconds(0),
+            signing_alg: SigningAlg::EdDsa,
+        }
+    }
+}
+
+/// Signing algorithms for access tokens.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub enum SigningAlg {
+    /// Ed25519.
+    #[serde(rename = "EdDSA")]
+    EdDsa,
+    /// ECDSA P-256 with SHA-256.
+    #[serde(rename = "ES256")]
+    Es256,
+    /// RSASSA-PKCS1-v1_5 with SHA-256.
+    #[serde(rename = "RS256")]
+    Rs256,
+}
+
+/// `[limits]`: request limits.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Page size when a list request gives none.
+    pub default_page_size: u32,
+    /// Largest page a list request may ask for; more is an error, not a silent cut.
+    pub max_page_size: u32,
+    /// Deepest GraphQL selection accepted.
+    pub max_depth: u32,
+    /// Highest GraphQL complexity accepted.
+    pub max_complexity: u32,
+    /// Largest request body, in bytes.
+    pub max_body_bytes: u64,
+    /// Token endpoint requests per second per client (and per address).
+    pub token_rate_per_second: u32,
+    /// Token endpoint burst per client (and per address).
+    pub token_rate_burst: u32,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            default_page_size: 50,
+            max_page_size: 500,
+            max_depth: 12,
+            max_complexity: 5000,
+            max_body_bytes: 1024 * 1024,
+            token_rate_per_second: 20,
+            token_rate_burst: 40,
+        }
+    }
+}
+
+/// `[auth]`: how resources are protected.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// Serve queries without credentials.
+    pub anonymous_read: bool,
+}
+
+/// `[[bootstrap.*]]`: registrations created or updated at every start.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct BootstrapConfig {
+    /// OAuth 2.0 clients.
+    pub clients: Vec<BootstrapClient>,
+    /// Resource owners.
+    pub users: Vec<BootstrapUser>,
+    /// OAuth 1.0 consumers.
+    pub consumers: Vec<BootstrapConsumer>,
+}
+
+/// One `[[bootstrap.clients]]` entry.
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BootstrapClient {
+    /// Client id.
+    pub client_id: String,
+    /// Client secret (stored hashed).
+    pub client_secret: String,
+    /// Grant types the client may use.
+    #[serde(default)]
+    pub grants: Vec<String>,
+    /// Scopes the client may obtain.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// Audiences (targets) the client may ask for in a token exchange.
+    #[serde(default)]
+    pub audiences: Vec<String>,
+}
+
+impl fmt::Debug for BootstrapClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BootstrapClient")
+            .field("client_id", &self.client_id)
+            .field("client_secret", &"<redacted>")
+            .field("grants", &self.grants)
+            .field("scopes", &self.scopes)
+            .field("audiences", &self.audiences)
+            .finish()
+    }
+}
+
+/// One `[[bootstrap.users]]` entry.
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BootstrapUser {
+    /// User name.
+    pub username: String,
+    /// Password (stored as an argon2id hash).
+    pub password: String,
+    /// Scopes the user may grant.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+}
+
+impl fmt::Debug for BootstrapUser {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BootstrapUser")
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .field("scopes", &self.scopes)
+            .finish()
+    }
+}
+
+/// One `[[bootstrap.consumers]]` entry.
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BootstrapConsumer {
+    /// Consumer key.
+    pub key: String,
+    /// Consumer secret.
+    pub secret: String,
+}
+
+impl fmt::Debug for BootstrapConsumer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BootstrapConsumer")
+            .field("key", &self.key)
+            .field("secret", &"<redacted>")
+            .finish()
+    }
+}
+
+/// A duration written as `"30s"`, `"15m"`, `"1h"`, `"30d"` or integer seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seconds(pub u64);
+
+impl Serialize for Seconds {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Seconds {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Int(n) => Ok(Seconds(n)),
+            Raw::Text(t) => parse_duration(&t)
+                .map(Seconds)
+                .map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// Parses `"30s"`, `"15m"`, `"1h"`, `"30d"` or a bare number of seconds.
+pub fn parse_duration(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().map_err(|_| {
+        format!(
+            "invalid duration {text:?}: expected e.g. \"30s\", \"15m\", \"1h\", \"30d\" or seconds"
+        )
+    })?;
+    let mult = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86400,
+        _ => {
+            return Err(format!(
+                "invalid duration unit in {text:?}: use s, m, h or d"
+            ));
+        }
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("duration {text:?} is too large"))
+}
+
+/// Values given on the command line; they win over everything else.
+#[derive(Debug, Clone, Default)]
+pub struct CliOverrides {
+    /// `--listen`.
+    pub listen: Option<String>,
+    /// `--database`.
+    pub database: Option<String>,
+    /// `--schema` (repeatable).
+    pub schema: Vec<PathBuf>,
+}
+
+/// Where the configuration came from, for messages.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The merged configuration, paths resolved.
+    pub config: Config,
+    /// The file read, if any.
+    pub file: Option<PathBuf>,
+}
+
+const ENV_PREFIX: &str = "GATEHOUSE_";
+const SECTIONS: [&str; 3] = ["tokens", "limits", "auth"];
+
+/// Loads the configuration: `file` if given (it must exist), else
+/// `./gatehouse.toml` when present; then the environment; then `cli`.
+pub fn load(file: Option<&Path>, cli: &CliOverrides) -> Result<Loaded, String> {
+    load_with_env(file, cli, std::env::vars())
+}
+
+/// [`load`] with an explicit environment (tests).
+pub fn load_with_env(
+    file: Option<&Path>,
+    cli: &CliOverrides,
+    env: impl Iterator<Item = (String, String)>,
+) -> Result<Loaded, String> {
+    let file = match file {
+        Some(f) => {
+            if !f.is_file() {
+                return Err(format!("{}: config file not found", f.display()));
+            }
+            Some(f.to_path_buf())
+        }
+        None => {
+            let default = PathBuf::from("gatehouse.toml");
+            default.is_file().then_some(default)
+        }
+    };
+
+    let mut figment = Figment::from(Serialized::defaults(Config::default()));
+    if let Some(f) = &file {
+        let text = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?;
+        let data = Toml::string(&text)
+            .data()
+            .map_err(|e| format!("{}: {e}", f.display()))?;
+        let mut file_dict = data.get(&Profile::Default).cloned().unwrap_or_default();
+        let base = f.parent().unwrap_or(Path::new(""));
+        resolve_relative(&mut file_dict, base);
+        figment = figment.merge(Serialized::defaults(file_dict));
+    }
+
+    figment = figment.merge(EnvProvider::new(env));
+
+    if let Some(l) = &cli.listen {
+        figment = figment.merge(Serialized::default("listen", l));
+    }
+    if let Some(d) = &cli.database {
+        figment = figment.merge(Serialized::default("database", d));
+    }
+    if !cli.schema.is_empty() {
+        figment = figment.merge(Serialized::default("schema", &cli.schema));
+    }
+
+    let config: Config = figment.extract().map_err(|e| {
+        let prefix = file
+            .as_ref()
+            .map(|f| format!("{}: ", f.display()))
+            .unwrap_or_default();
+        let all: Vec<String> = e.into_iter().map(|e| describe(&e)).collect();
+        format!("{prefix}{}", all.join("; "))
+    })?;
+    validate(&config)?;
+    Ok(Loaded { config, file })
+}
+
+fn describe(e: &figment::Error) -> String {
+    let mut s = String::new();
+    if !e.path.is_empty() {
+        s.push_str(&format!("`{}`: ", e.path.join(".")));
+    }
+    s.push_str(&e.kind.to_string());
+    if let Some(md) = &e.metadata
+        && md.name.contains("environment")
+    {
+        s.push_str(" (from the environment)");
+    }
+    s
+}
+
+/// Rewrites `schema` entries and a relative `sqlite://` path so they are
+/// relative to the config file's directory.
+fn resolve_relative(dict: &mut Dict, base: &Path) {
+    if base.as_os_str().is_empty() {
+        return;
+    }
+    if let Some(Value::Array(tag, items)) = dict.get("schema").cloned() {
+        let items = items
+            .into_iter()
+            .map(|v| match v.as_str() {
+                Some(p) if Path::new(p).is_relative() => {
+                    Value::from(base.join(p).display().to_string())
+                }
+                _ => v,
+            })
+            .collect();
+        dict.insert("schema".into(), Value::Array(tag, items));
+    } else if let Some(p) = dict
+        .get("schema")
+        .and_then(|v| v.as_str())
+        .map(str::to_string)
+    {
+        // A single string is accepted as a one-element list.
+        let p = if Path::new(&p).is_relative() {
+            base.join(&p).display().to_string()
+        } else {
+            p
+        };
+        dict.insert("schema".into(), Value::from(vec![p]));
+    }
+    let db = dict
+        .get("database")
+        .and_then(|v| v.as_str())
+        .map(str::to_string);
+    if let Some(path) = db.as_deref().and_then(|d| d.strip_prefix("sqlite://"))
+        && !path.is_empty()
+        && Path::new(path).is_relative()
+        && path != ":memory:"
+    {
+        dict.insert(
+            "database".into(),
+            Value::from(format!("sqlite://{}", base.join(path).display())),
+        );
+    }
+}
+
+fn validate(c: &Config) -> Result<(), String> {
+    let mut problems = Vec::new();
+    if c.listen.parse::<std::net::SocketAddr>().is_err() {
+        problems.push(format!(
+            "`listen`: {:?} is not an address like 127.0.0.1:8080",
+            c.listen
+        ));
+    }
+    if !(c.database.starts_with("sqlite:")
+        || c.database.starts_with("postgres://")
+        || c.database.starts_with("postgresql://"))
+    {
+        problems.push(format!(
+            "`database`: {:?} must start with sqlite:// or postgres://",
+            c.database
+        ));
+    }
+    if c.schema.is_empty() {
+        problems.push("`schema`: name at least one file or directory".into());
+    }
+    if !c.base_path.is_empty() && (!c.base_path.starts_with('/') || c.base_path.ends_with('/')) {
+        problems.push(format!(
+            "`base_path`: {:?} must start with `/` and not end with one (e.g. \"/api\")",
+            c.base_path
+        ));
+    }
+    let l = &c.limits;
+    if l.default_page_size == 0 || l.max_page_size == 0 {
+        problems.push("`limits`: page sizes must be at least 1".into());
+    }
+    if l.default_page_size > l.max_page_size {
+        problems.push(format!(
+            "`limits.default_page_size` ({}) is above `limits.max_page_size` ({})",
+            l.default_page_size, l.max_page_size
+        ));
+    }
+    if c.tokens.access_ttl.0 == 0 || c.tokens.refresh_ttl.0 == 0 {
+        problems.push("`tokens`: lifetimes must be at least 1 second".into());
+    }
+    for (i, cl) in c.bootstrap.clients.iter().enumerate() {
+        if cl.client_id.is_empty() || cl.client_secret.is_empty() {
+            problems.push(format!(
+                "`bootstrap.clients[{i}]`: client_id and client_secret must not be empty"
+            ));
+        }
+    }
+    for (i, u) in c.bootstrap.users.iter().enumerate() {
+        if u.username.is_empty() || u.password.is_empty() {
+            problems.push(format!(
+                "`bootstrap.users[{i}]`: username and password must not be empty"
+            ));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
+/// `GATEHOUSE_<SECTION>_<KEY>` and `GATEHOUSE_<KEY>` variables that name a
+/// known key. Other `GATEHOUSE_*` variables (such as `GATEHOUSE_SECRET`) are
+/// not configuration keys and are left alone.
+struct EnvProvider {
+    vars: Vec<(String, String)>,
+}
+
+impl EnvProvider {
+    fn new(env: impl Iterator<Item = (String, String)>) -> Self {
+        Self {
+            vars: env.filter(|(k, _)| k.starts_with(ENV_PREFIX)).collect(),
+        }
+    }
+}
+
+impl Provider for EnvProvider {
+    fn metadata(&self) -> figment::Metadata {
+        figment::Metadata::named("environment variable(s)")
+    }
+
+    fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
+        let defaults = Serialized::defaults(Config::default())
+            .data()?
+            .remove(&Profile::Default)
+            .unwrap_or_default();
+        let mut dict = Dict::new();
+        for (key, value) in &self.vars {
+            let rest = key[ENV_PREFIX.len()..].to_ascii_lowercase();
+            // Typed like figment's own `Env` provider: "true", "50", "[a, b]".
+            let value = value
+                .parse::<Value>()
+                .unwrap_or_else(|_| Value::from(value.clone()));
+            let section = SECTIONS
+                .iter()
+                .find(|s| rest.starts_with(&format!("{s}_")))
+                .copied();
+            match section {
+                Some(s) => {
+                    let k = rest[s.len() + 1..].to_string();
+                    let known = defaults
+                        .get(s)
+                        .and_then(|v| v.as_dict())
+                        .is_some_and(|d| d.contains_key(&k));
+                    if known {
+                        let entry = dict
+                            .entry(s.to_string())
+                            .or_insert_with(|| Value::from(Dict::new()));
+                        if let Value::Dict(_, d) = entry {
+                            d.insert(k, value);
+                        }
+                    }
+                }
+                None if defaults.contains_key(&rest) || rest == "issuer" => {
+                    let value = if rest == "schema" {
+                        // A comma-separated list of paths.
+                        match value.as_str() {
+                            Some(s) => Value::from(
+                                s.split(',')
+                                    .map(|p| p.trim().to_string())
+                                    .collect::<Vec<_>>(),
+                            ),
+                            None => value,
+                        }
+                    } else {
+                        value
+                    };
+                    dict.insert(rest, value);
+                }
+                None => {}
+            }
+        }
+        Ok(Profile::Default.collect(dict))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(vars: &[(&str, &str)]) -> impl Iterator<Item = (String, String)> {
+        vars.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<Vec<_>>()
+            .into_iter()
+    }
+
+    fn write(dir: &Path, text: &str) -> PathBuf {
+        let p = dir.join("gatehouse.toml");
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn defaults_need_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd_file = dir.path().join("none.toml");
+        let l = load_with_env(None, &CliOverrides::default(), env(&[])).unwrap();
+        assert_eq!(l.config, Config::default());
+        assert_eq!(l.config.database, "sqlite://data/gatehouse.db");
+        assert_eq!(l.config.listen, "127.0.0.1:8080");
+        assert!(!cwd_file.exists());
+    }
+
+    #[test]
+    fn example_config_loads_with_paths_relative_to_it() {
+        let file =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/library/gatehouse.toml");
+        let l = load_with_env(Some(&file), &CliOverrides::default(), env(&[])).unwrap();
+        let base = file.parent().unwrap();
+        assert_eq!(l.config.schema, vec![base.join("schema")]);
+        assert_eq!(
+            l.config.database,
+            format!("sqlite://{}", base.join("data/library.db").display())
+        );
+        assert_eq!(l.config.bootstrap.clients[0].client_id, "demo-app");
+        assert_eq!(l.config.tokens.offline_access_ttl, Seconds(30 * 86400));
+    }
+
+    #[test]
+    fn unknown_keys_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = write(
+            dir.path(),
+            "listen = \"127.0.0.1:1\"\n[limits]\nmax_pagesize = 3\n",
+        );
+        let e = load_with_env(Some(&f), &CliOverrides::default(), env(&[])).unwrap_err();
+        assert!(
+            e.contains("unknown field") && e.contains("max_pagesize"),
+            "{e}"
+        );
+        let f = write(dir.path(), "lisen = \"x\"\n");
+        let e = load_with_env(Some(&f), &CliOverrides::default(), env(&[])).unwrap_err();
+        assert!(e.contains("lisen"), "{e}");
+    }
+
+    #[test]
+    fn environment_overrides_file_and_cli_overrides_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = write(
+            dir.path(),
+            "listen = \"127.0.0.1:1000\"\n[limits]\nmax_page_size = 100\n[tokens]\naccess_ttl = \"15m\"\n",
+        );
+        let vars = env(&[
+            ("GATEHOUSE_LISTEN", "127.0.0.1:2000"),
+            ("GATEHOUSE_LIMITS_MAX_PAGE_SIZE", "200"),
+            ("GATEHOUSE_TOKENS_ACCESS_TTL", "2h"),
+            ("GATEHOUSE_AUTH_ANONYMOUS_READ", "true"),
+            ("GATEHOUSE_BASE_PATH", "/api"),
+            ("GATEHOUSE_SECRET", "not-a-config-key"),
+        ]);
+        let l = load_with_env(Some(&f), &CliOverrides::default(), vars).unwrap();
+        assert_eq!(l.config.listen, "127.0.0.1:2000");
+        assert_eq!(l.config.limits.max_page_size, 200);
+        assert_eq!(l.config.tokens.access_ttl, Seconds(7200));
+        assert!(l.config.auth.anonymous_read);
+        assert_eq!(l.config.base_path, "/api");
+
+        let cli = CliOverrides {
+            listen: Some("127.0.0.1:3000".into()),
+            database: Some("postgres://db/x".into()),
+            schema: vec!["s1".into(), "s2".into()],
+        };
+        let vars = env(&[("GATEHOUSE_LISTEN", "127.0.0.1:2000")]);
+        let l = load_with_env(Some(&f), &cli, vars).unwrap();
+        assert_eq!(l.config.listen, "127.0.0.1:3000");
+        assert_eq!(l.config.database, "postgres://db/x");
+        assert_eq!(
+            l.config.schema,
+            vec![PathBuf::from("s1"), PathBuf::from("s2")]
+        );
+    }
+
+    #[test]
+    fn bad_values_are_clear_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        for (text, needle) in [
+            ("[tokens]\naccess_ttl = \"10 weeks\"\n", "invalid duration"),
+            ("[tokens]\nsigning_alg = \"HS256\"\n", "HS256"),
+            ("listen = \"localhost\"\n", "`listen`"),
+            ("database = \"mysql://x\"\n", "`database`"),
+            ("base_path = \"api/\"\n", "`base_path`"),
+            ("[limits]\ndefault_page_size = 900\n", "default_page_size"),
+            ("[limits]\nmax_page_size = -1\n", "max_page_size"),
+            (
+                "[[bootstrap.clients]]\nclient_id = \"a\"\n",
+                "client_secret",
+            ),
+        ] {
+            let f = write(dir.path(), text);
+            let e = load_with_env(Some(&f), &CliOverrides::default(), env(&[])).unwrap_err();
+            assert!(e.contains(needle), "{text:?} -> {e}");
+        }
+        let e = load_with_env(
+            None,
+            &CliOverrides::default(),
+            env(&[("GATEHOUSE_LIMITS_MAX_DEPTH", "deep")]),
+        )
+        .unwrap_err();
+        assert!(e.contains("max_depth") && e.contains("environment"), "{e}");
+    }
+
+    #[test]
+    fn missing_config_file_is_an_error() {
+        let e = load_with_env(
+            Some(Path::new("/nonexistent/g.toml")),
+            &CliOverrides::default(),
+            env(&[]),
+        )
+        .unwrap_err();
+        assert!(e.contains("config file not found"), "{e}");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s"), Ok(30));
+        assert_eq!(parse_duration("15m"), Ok(900));
+        assert_eq!(parse_duration("1h"), Ok(3600));
+        assert_eq!(parse_duration("30d"), Ok(2_592_000));
+        assert_eq!(parse_duration("45"), Ok(45));
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("1w").is_err());
+        assert!(parse_duration("99999999999999999999d").is_err());
+    }
+
+    #[test]
+    fn secrets_are_redacted_in_debug_output() {
+        let c = BootstrapClient {
+            client_id: "a".into(),
+            client_secret: "s3cr3t".into(),
+            grants: vec![],
+            scopes: vec![],
+            audiences: vec![],
+        };
+        let u = BootstrapUser {
+            username: "u".into(),
+            password: "pw-123".into(),
+            scopes: vec![],
+        };
+        let k = BootstrapConsumer {
+            key: "k".into(),
+            secret: "cs-456".into(),
+        };
+        let all = format!("{c:?}{u:?}{k:?}");
+        assert!(!all.contains("s3cr3t") && !all.contains("pw-123") && !all.contains("cs-456"));
+    }
+}

@@ -1,0 +1,124 @@
+use crate::{gatehouse, repo, stderr, stdout};
+
+#[test]
+fn check_accepts_the_example() {
+    let o = gatehouse(&repo(), &["check", "--schema", "examples/library/schema"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "ok: 3 types, 6 queries, 8 mutations, 4 subscriptions\n"
+    );
+}
+
+#[test]
+fn check_reads_the_schema_from_the_config() {
+    let o = gatehouse(
+        &repo(),
+        &["check", "--config", "examples/library/gatehouse.toml"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+#[test]
+fn extending_query_in_a_second_file_fails_naming_both_files() {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(repo().join("examples/library/schema")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    std::fs::write(
+        dir.path().join("more.graphql"),
+        "extend type Query {\n  bookByTitle(title: String!): Book\n}\n",
+    )
+    .unwrap();
+    let o = gatehouse(dir.path(), &["check", "--schema", "."]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains("./more.graphql:1:1: error: `extend type Query` in ./more.graphql")
+            && err.contains("is defined in ./root.graphql"),
+        "{err}"
+    );
+    assert!(err.ends_with("error: the schema has 1 problem\n"), "{err}");
+}
+
+#[test]
+fn check_reports_every_problem_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("s.graphqls"),
+        "scalar Money\ntype Book { id: ID! price: Money }\ntype Query { books(sort: String): [Book!]! }\n",
+    )
+    .unwrap();
+    let o = gatehouse(dir.path(), &["check", "--schema", "s.graphqls"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains("s.graphqls:1:1: error: custom scalar `Money` is not supported"),
+        "{err}"
+    );
+    assert!(
+        err.contains("s.graphqls:3:20: error: argument `sort` of `Query.books` binds to nothing"),
+        "{err}"
+    );
+    assert!(err.contains("  = hint: "), "{err}");
+}
+
+#[test]
+fn check_of_a_missing_directory_exits_1() {
+    let o = gatehouse(&repo(), &["check", "--schema", "no/such/dir"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("no/such/dir: error: cannot read file"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn schema_print_is_standalone_sdl() {
+    let o = gatehouse(
+        &repo(),
+        &["schema", "print", "--schema", "examples/library/schema"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let sdl = stdout(&o);
+    assert!(sdl.contains("directive @relation(field: String!) on FIELD_DEFINITION"));
+    assert!(sdl.contains("scalar Date"));
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("printed.graphql"), &sdl).unwrap();
+    let again = gatehouse(dir.path(), &["check", "--schema", "printed.graphql"]);
+    assert_eq!(again.status.code(), Some(0), "{}", stderr(&again));
+}
+
+#[test]
+fn schema_scaffold_from_types_alone_makes_a_valid_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let types = "type Team { id: ID! name: String! @unique members: [Member!]! }\ntype Member { id: ID! email: String! joined: Date team: Team! }\n";
+    std::fs::write(dir.path().join("types.graphql"), types).unwrap();
+    let o = gatehouse(
+        dir.path(),
+        &["schema", "scaffold", "--schema", "types.graphql"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let scaffold = stdout(&o);
+    assert!(scaffold.contains(
+        "teams(first: Int, offset: Int, where: TeamWhere, orderBy: [TeamOrderBy!]): [Team!]!"
+    ));
+    std::fs::write(dir.path().join("root.graphql"), &scaffold).unwrap();
+    let o = gatehouse(dir.path(), &["check", "--schema", "."]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+#[test]
+fn bad_config_is_reported_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("gatehouse.toml"),
+        "[limits]\nmax_depht = 3\n",
+    )
+    .unwrap();
+    let o = gatehouse(dir.path(), &["check"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("max_depht"), "{}", stderr(&o));
+}
