@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Turn bench/graphql/run.sh's results.tsv into the markdown table and ratios.
+
+    report.py work/results.tsv
+
+With several rounds, each cell is the median over the rounds.
+"""
+
+import csv
+import statistics
+import sys
+
+LABELS = {
+    "hello": "axum hello-world (100-byte JSON)",
+    "gatehouse-sqlite": "gatehouse, SQLite",
+    "gatehouse-sqlite-anon": "gatehouse, SQLite, anonymous_read (no token)",
+    "gatehouse-postgres": "gatehouse, PostgreSQL",
+    "postgraphile": "PostGraphile v5, PostgreSQL",
+}
+
+
+def main():
+    rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
+    cells = {}
+    order = []
+    for r in rows:
+        key = (r["target"], r["query"])
+        if key not in cells:
+            order.append(key)
+            cells[key] = []
+        cells[key].append(r)
+
+    def med(key, field):
+        return statistics.median(float(r[field]) for r in cells[key])
+
+    def bad(key):
+        return sum(int(r["non2xx"]) + int(r["socket_errors"]) for r in cells[key])
+
+    rounds = max(len(v) for v in cells.values())
+    print(f"| target | query | req/s | p50 ms | p99 ms | non-2xx / socket errors |")
+    print("|---|---|---:|---:|---:|---:|")
+    for key in order:
+        print(
+            f"| {LABELS.get(key[0], key[0])} | {key[1]} | {med(key, 'rps'):,.0f} "
+            f"| {med(key, 'p50_ms'):.2f} | {med(key, 'p99_ms'):.2f} | {bad(key)} |"
+        )
+    if rounds > 1:
+        print(f"\n(median of {rounds} rounds)")
+
+    def ratio(a, b):
+        if a in cells and b in cells:
+            return med(a, "rps") / med(b, "rps")
+        return None
+
+    print("\nRatios (req/s):\n")
+    checks = []
+    for gh in ("gatehouse-sqlite", "gatehouse-sqlite-anon", "gatehouse-postgres"):
+        if (gh, "flat") not in cells:
+            continue
+        for q in ("flat", "nested"):
+            r = ratio((gh, q), ("postgraphile", q))
+            if r is not None:
+                print(f"- {LABELS[gh]} / PostGraphile, {q}: **{r:.2f}x**")
+                if gh == "gatehouse-sqlite":
+                    need = 10 if q == "flat" else 8
+                    checks.append((f"SQLite {q} >= {need}x PostGraphile", r >= need, f"{r:.2f}x"))
+            r = ratio((gh, q), ("hello", "fixed"))
+            if r is not None:
+                print(f"- {LABELS[gh]} / hello-world, {q}: **{r:.1%}**")
+                if gh == "gatehouse-sqlite" and q == "flat":
+                    checks.append(("SQLite flat >= 25% of hello-world", r >= 0.25, f"{r:.1%}"))
+    for gh in ("gatehouse-sqlite", "gatehouse-postgres"):
+        r = ratio((gh, "rest"), (gh, "flat"))
+        if r is not None:
+            print(f"- {LABELS[gh]}: REST GET /v1/books?per_page=10 / GraphQL flat: **{r:.2f}x**")
+            if gh == "gatehouse-sqlite":
+                checks.append(("SQLite REST >= GraphQL flat", r >= 1, f"{r:.2f}x"))
+    for q in ("flat", "nested"):
+        r = ratio(("gatehouse-sqlite", q), ("gatehouse-sqlite-anon", q))
+        if r is not None:
+            print(f"- Bearer token / anonymous_read, SQLite {q}: **{r:.1%}**")
+            if q == "flat":
+                checks.append(("Bearer costs at most 10% (flat)", r >= 0.9, f"{r:.1%}"))
+    for q in ("flat", "nested"):
+        key = ("gatehouse-sqlite", q)
+        if key in cells:
+            p99 = med(key, "p99_ms")
+            checks.append((f"SQLite {q} p99 < 10 ms", p99 < 10, f"{p99:.2f} ms"))
+
+    print("\nTargets (gatehouse on SQLite, with the example config):\n")
+    for name, ok, val in checks:
+        print(f"- {name}: {val} -> {'MET' if ok else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()

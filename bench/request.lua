@@ -1,0 +1,38 @@
+-- wrk script shared by the benchmarks: send one fixed request, then print
+-- one machine-readable line with throughput and latency percentiles.
+--
+--   BENCH_METHOD         GET or POST (default POST)
+--   BENCH_BODY           request body (POST; required unless GET)
+--   BENCH_CONTENT_TYPE   default application/json
+--   BENCH_TOKEN          optional: sent as "Authorization: Bearer ..."
+--   BENCH_AUTHORIZATION  optional: the whole Authorization header (wins over BENCH_TOKEN)
+--
+--   BENCH_BODY='{"query":"{ books(first: 10) { title year } }"}' \
+--     wrk -t2 -c50 -d15s -s bench/request.lua http://127.0.0.1:18081/graphql
+
+wrk.method = os.getenv("BENCH_METHOD") or "POST"
+if wrk.method ~= "GET" then
+  wrk.body = os.getenv("BENCH_BODY") or error("BENCH_BODY is not set")
+  wrk.headers["Content-Type"] = os.getenv("BENCH_CONTENT_TYPE") or "application/json"
+end
+wrk.headers["Accept"] = "application/json"
+local authorization = os.getenv("BENCH_AUTHORIZATION")
+local token = os.getenv("BENCH_TOKEN")
+if authorization and authorization ~= "" then
+  wrk.headers["Authorization"] = authorization
+elseif token and token ~= "" then
+  wrk.headers["Authorization"] = "Bearer " .. token
+end
+
+function done(summary, latency, requests)
+  local secs = summary.duration / 1e6
+  local e = summary.errors
+  local errors = e.connect + e.read + e.write + e.timeout
+  -- Latencies are in microseconds; printed in milliseconds.
+  io.write(string.format(
+    "BENCH_RESULT requests=%d seconds=%.3f rps=%.1f p50_ms=%.3f p90_ms=%.3f p99_ms=%.3f max_ms=%.3f non2xx=%d socket_errors=%d\n",
+    summary.requests, secs, summary.requests / secs,
+    latency:percentile(50) / 1000, latency:percentile(90) / 1000,
+    latency:percentile(99) / 1000, latency.max / 1000,
+    e.status, errors))
+end
