@@ -31,6 +31,9 @@ pub struct Authenticator {
 struct Inner {
     server: Arc<AuthServer>,
     anonymous_read: bool,
+    /// Set in resource-server-only mode: tokens are checked by another
+    /// authorization server's introspection endpoint.
+    introspector: Option<crate::introspect::Introspector>,
     /// sha256(username NUL password) -> (stored hash it verified against, when).
     basic_cache: Mutex<HashMap<[u8; 32], (String, Instant)>>,
 }
@@ -65,9 +68,28 @@ impl Authenticator {
             inner: Arc::new(Inner {
                 server,
                 anonymous_read,
+                introspector: None,
                 basic_cache: Mutex::new(HashMap::new()),
             }),
         }
+    }
+
+    /// An authenticator that validates bearer tokens through another
+    /// authorization server's introspection endpoint (resource-server-only
+    /// mode); Basic credentials are still checked against `server`'s users.
+    pub fn with_introspection(
+        server: Arc<AuthServer>,
+        anonymous_read: bool,
+        introspection: crate::introspect::IntrospectionConfig,
+    ) -> Result<Self, String> {
+        Ok(Self {
+            inner: Arc::new(Inner {
+                server,
+                anonymous_read,
+                introspector: Some(crate::introspect::Introspector::new(introspection)?),
+                basic_cache: Mutex::new(HashMap::new()),
+            }),
+        })
     }
 
     /// Whether requests without credentials may read.
@@ -104,6 +126,9 @@ impl Authenticator {
             ));
         }
         let server = &self.inner.server;
+        if let Some(introspector) = &self.inner.introspector {
+            return introspector.principal(token, server.now()).await;
+        }
         match server.validate_access_token(token, server.now()).await {
             Ok(claims) => Ok(Principal {
                 subject: claims.sub.clone(),

@@ -4,6 +4,9 @@
 pub mod authn;
 mod graphiql;
 mod graphql;
+mod introspect;
+
+pub use introspect::IntrospectionConfig;
 
 use std::future::Future;
 use std::pin::Pin;

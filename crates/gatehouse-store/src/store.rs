@@ -332,6 +332,9 @@ impl Store {
     /// The row of `entity` with `id`, or `None`.
     pub async fn get(&self, entity: &str, id: &str) -> Result<Option<Row>, StoreError> {
         let e = self.entity(entity)?;
+        if unstorable(id) {
+            return Ok(None);
+        }
         let cols = columns(&self.inner.model, e, None)?;
         let mut s = self.select(e, &cols);
         s.and_where(col(e, id_field(e)?).eq(id));
@@ -349,12 +352,17 @@ impl Store {
         ids: &[String],
     ) -> Result<HashMap<String, Row>, StoreError> {
         let e = self.entity(entity)?;
+        let ids: Vec<&str> = ids
+            .iter()
+            .map(String::as_str)
+            .filter(|i| !unstorable(i))
+            .collect();
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
         let cols = columns(&self.inner.model, e, None)?;
         let mut s = self.select(e, &cols);
-        s.and_where(col(e, id_field(e)?).is_in(ids.iter().map(|i| Expr::val(i.as_str()))));
+        s.and_where(col(e, id_field(e)?).is_in(ids.iter().map(|i| Expr::val(*i))));
         let rows = self
             .fetch_read(Built::of(self.dialect(), &s), &kinds(&cols))
             .await?;
@@ -549,6 +557,9 @@ impl Store {
             }
             values.insert(k.clone(), check_field(&self.inner.model, f, v)?);
         }
+        if unstorable(id) {
+            return Err(StoreError::NotFound);
+        }
         self.write_existing(e, id, values, false).await
     }
 
@@ -558,6 +569,9 @@ impl Store {
         let e = self.entity(entity)?;
         let full = self.full_row(e, &row, Some(id))?;
         let values = full.into_iter().filter(|(k, _)| k != "id").collect();
+        if unstorable(id) {
+            return Err(StoreError::NotFound);
+        }
         self.write_existing(e, id, values, true).await
     }
 
@@ -621,6 +635,9 @@ impl Store {
     /// row that other rows reference is a `Conflict` naming the referencing field.
     pub async fn delete(&self, entity: &str, id: &str) -> Result<Option<Row>, StoreError> {
         let e = self.entity(entity)?;
+        if unstorable(id) {
+            return Ok(None);
+        }
         let d = self.dialect();
         let cols = columns(&self.inner.model, e, None)?;
         let mut del = Query::delete();
@@ -905,4 +922,10 @@ fn migration_error(e: sqlx::Error) -> StoreError {
         }
         _ => from_sqlx(e),
     }
+}
+
+/// An id no row can have (U+0000 is refused on every write, and PostgreSQL
+/// cannot even compare it): a lookup by it is a miss without a round trip.
+fn unstorable(id: &str) -> bool {
+    id.contains('\0')
 }

@@ -60,7 +60,7 @@ async fn serve(loaded: Loaded) -> anyhow::Result<ExitCode> {
 
     let auth = crate::auth::start(&config, &store, &issuer).await?;
     crate::auth::bootstrap(&auth.admin(), &config).await?;
-    let authn = gatehouse_http::authn::Authenticator::new(auth.clone(), config.auth.anonymous_read);
+    let authn = authenticator(&config, &auth)?;
     let ready_store = store.clone();
     let state = gatehouse_http::AppState {
         graphql,
@@ -151,4 +151,30 @@ async fn shutdown_signal() {
         () = term => {},
     }
     tracing::info!("shutdown signal received");
+}
+
+/// The authentication layer: this instance's own tokens, or another
+/// authorization server's through introspection when configured.
+fn authenticator(
+    config: &crate::config::Config,
+    auth: &Arc<gatehouse_auth::AuthServer>,
+) -> anyhow::Result<gatehouse_http::authn::Authenticator> {
+    use gatehouse_http::authn::Authenticator;
+    let a = &config.auth;
+    let Some(url) = &a.introspection_url else {
+        return Ok(Authenticator::new(auth.clone(), a.anonymous_read));
+    };
+    tracing::info!(%url, "bearer tokens are validated by introspection");
+    Authenticator::with_introspection(
+        auth.clone(),
+        a.anonymous_read,
+        gatehouse_http::IntrospectionConfig {
+            url: url.clone(),
+            client_id: a.introspection_client_id.clone().unwrap_or_default(),
+            client_secret: a.introspection_client_secret.clone().unwrap_or_default(),
+            cache_ttl: std::time::Duration::from_secs(a.introspection_cache_ttl.0),
+            audience: a.introspection_audience.clone(),
+        },
+    )
+    .map_err(|e| anyhow::anyhow!(e))
 }

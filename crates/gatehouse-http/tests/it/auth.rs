@@ -6,7 +6,7 @@ use std::sync::Arc;
 use gatehouse_auth::{AuthConfig, AuthServer, ManualClock, MemoryRepo, NewClient, SystemRandom};
 use gatehouse_graphql::{Graphql, GraphqlOptions};
 use gatehouse_http::authn::Authenticator;
-use gatehouse_http::{AppState, app};
+use gatehouse_http::{AppState, IntrospectionConfig, app};
 use gatehouse_schema::{Source, load_sources};
 use gatehouse_store::{Store, StoreOptions};
 use reqwest::StatusCode;
@@ -24,6 +24,12 @@ struct Env {
 }
 
 async fn start(anonymous_read: bool) -> Env {
+    start_with(anonymous_read, None).await
+}
+
+/// A service whose bearer tokens are checked by `introspection` when given
+/// (resource-server-only mode), else by its own authorization server.
+async fn start_with(anonymous_read: bool, introspection: Option<IntrospectionConfig>) -> Env {
     let sources: Vec<Source> = EXAMPLE
         .iter()
         .map(|(p, t)| Source {
@@ -91,7 +97,10 @@ async fn start(anonymous_read: bool) -> Env {
         }),
         base_path: String::new(),
         max_body_bytes: 1 << 20,
-        authn: Some(Authenticator::new(auth.clone(), anonymous_read)),
+        authn: Some(match introspection {
+            Some(i) => Authenticator::with_introspection(auth.clone(), anonymous_read, i).unwrap(),
+            None => Authenticator::new(auth.clone(), anonymous_read),
+        }),
     };
     let oauth = gatehouse_oauth::router(gatehouse_oauth::OAuthState::new(
         auth.clone(),
@@ -547,4 +556,82 @@ async fn anonymous_reads_when_configured() {
     // A bad token is still refused even though anonymous reads are open.
     let r = env.post(Some("Bearer junk"), "{ authors { id } }").await;
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+}
+
+/// Resource-server-only mode: a second service validates the first one's
+/// tokens through its introspection endpoint, caching active answers.
+#[tokio::test]
+async fn resource_server_mode_validates_tokens_by_introspection() {
+    let authority = start(false).await;
+    let rs = |ttl: u64| IntrospectionConfig {
+        url: format!("{}/oauth/introspect", authority.base),
+        client_id: "app".into(),
+        client_secret: "app-secret".into(),
+        cache_ttl: std::time::Duration::from_secs(ttl),
+        audience: None,
+    };
+    let uncached = start_with(false, Some(rs(0))).await;
+    let cached = start_with(false, Some(rs(60))).await;
+    // The authority's clock is the manual one its tokens are stamped with;
+    // the resource servers read `exp` against their own (also at NOW).
+    let t = authority.token("alice", "alice-password", None).await;
+    let access = t["access_token"].as_str().unwrap();
+    let bearer = format!("Bearer {access}");
+    for env in [&uncached, &cached] {
+        let r = env.post(Some(&bearer), "{ authors { id } }").await;
+        assert_eq!(r.status(), StatusCode::OK);
+    }
+    // Scopes come from the introspection answer.
+    let reader = authority.access("reader", "reader-password", None).await;
+    let r = uncached
+        .post(
+            Some(&format!("Bearer {reader}")),
+            r#"mutation { createAuthor(name: "B") { id } }"#,
+        )
+        .await;
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        body["errors"][0]["extensions"]["code"], "FORBIDDEN",
+        "{body}"
+    );
+
+    // A refresh token is active at the authority but is no access token.
+    let refresh = t["refresh_token"].as_str().unwrap();
+    let r = uncached
+        .post(Some(&format!("Bearer {refresh}")), "{ authors { id } }")
+        .await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert!(www(&r).contains("invalid_token"));
+
+    // Revocation: seen at once without a cache, after the TTL with one.
+    let r = authority
+        .client
+        .post(format!("{}/oauth/revoke", authority.base))
+        .basic_auth("app", Some("app-secret"))
+        .form(&[("token", refresh)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = uncached.post(Some(&bearer), "{ authors { id } }").await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert!(www(&r).contains("invalid_token"));
+    let r = cached.post(Some(&bearer), "{ authors { id } }").await;
+    assert_eq!(r.status(), StatusCode::OK, "served from the positive cache");
+
+    // Garbage is refused; an unreachable authority is 503, never access.
+    let r = uncached
+        .post(Some("Bearer not-a-token"), "{ authors { id } }")
+        .await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let dead = start_with(
+        false,
+        Some(IntrospectionConfig {
+            url: "http://127.0.0.1:9/oauth/introspect".into(),
+            ..rs(0)
+        }),
+    )
+    .await;
+    let r = dead.post(Some(&bearer), "{ authors { id } }").await;
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
 }

@@ -390,20 +390,47 @@ conformance!(unknown_entity_is_invalid, |db, s| {
     ));
 });
 
-conformance!(nul_characters_are_refused_as_invalid_on_every_path, |db, s| {
-    // PostgreSQL cannot store U+0000; both backends refuse it the same way.
-    let r = s.insert("Author", row(json!({"name": "a\u{0}b"}))).await;
-    assert_eq!(invalid_field(r), "name");
-    let a = author(&s, "Ursula").await;
-    let r = s
-        .insert("Book", row(json!({"title": "t", "author": a, "tags": ["x\u{0}"]})))
-        .await;
-    assert_eq!(invalid_field(r), "tags");
-    let r = s.insert("Author", row(json!({"id": "\u{0}", "name": "n"}))).await;
-    assert_eq!(invalid_field(r), "id");
-    // A lookup by such an id is a miss or a client error, never a fault.
-    match s.get("Author", "x\u{0}y").await {
-        Ok(None) | Err(StoreError::Invalid { .. }) => {}
-        other => panic!("expected a miss or Invalid, got {other:?}"),
+conformance!(
+    nul_characters_are_refused_as_invalid_on_every_path,
+    |db, s| {
+        // PostgreSQL cannot store U+0000; both backends refuse it the same way.
+        let r = s.insert("Author", row(json!({"name": "a\u{0}b"}))).await;
+        assert_eq!(invalid_field(r), "name");
+        let a = author(&s, "Ursula").await;
+        let r = s
+            .insert(
+                "Book",
+                row(json!({"title": "t", "status": "AVAILABLE", "author": a, "tags": ["x\u{0}"]})),
+            )
+            .await;
+        assert_eq!(invalid_field(r), "tags");
+        let r = s
+            .insert("Author", row(json!({"id": "\u{0}", "name": "n"})))
+            .await;
+        assert_eq!(invalid_field(r), "id");
+        // A lookup by such an id is a miss or a client error, never a fault.
+        match s.get("Author", "x\u{0}y").await {
+            Ok(None) | Err(StoreError::Invalid { .. }) => {}
+            other => panic!("expected a miss or Invalid, got {other:?}"),
+        }
+        assert!(s.delete("Author", "x\u{0}").await.unwrap().is_none());
+        assert!(matches!(
+            s.update("Author", "x\u{0}", row(json!({"name": "n"})))
+                .await,
+            Err(StoreError::NotFound)
+        ));
+        // So is a filter value with NUL: a client error, not an outage.
+        let q = gatehouse_store::ListQuery {
+            filter: Some(gatehouse_store::Filter::cmp(
+                "name",
+                gatehouse_store::FilterOp::Eq,
+                json!("a\u{0}"),
+            )),
+            ..Default::default()
+        };
+        match s.list("Author", &q).await {
+            Ok(rows) => assert!(rows.is_empty()),
+            Err(e) => assert!(matches!(e, StoreError::Invalid { .. }), "{e:?}"),
+        }
     }
-});
+);

@@ -2,7 +2,7 @@
 //! the `examples/library` schema over a temporary SQLite store, seeded with a
 //! few authors, books and reviews. No authentication. Local use only.
 //!
-//! `cargo run -p gatehouse-rest --example dev_server -- 127.0.0.1:8090`
+//! `cargo run -p gatehouse-rest --example rest_dev_server -- 127.0.0.1:8090`
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::net::SocketAddr;

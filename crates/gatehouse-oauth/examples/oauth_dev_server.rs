@@ -2,7 +2,7 @@
 //! in-memory store, the demo client and user of `examples/library`.
 //! Local use only.
 //!
-//! `cargo run -p gatehouse-oauth --example dev_server -- 127.0.0.1:8089`
+//! `cargo run -p gatehouse-oauth --example oauth_dev_server -- 127.0.0.1:8089`
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::net::SocketAddr;
