@@ -424,3 +424,30 @@ pub(crate) async fn schema_sdl(
     )
         .into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_response_with_nothing_served_is_unavailable() {
+        let down = json!({"message": "storage is unavailable; retry later",
+                          "extensions": {"code": "SERVICE_UNAVAILABLE"}});
+        let other = json!({"message": "x", "extensions": {"code": "NOT_FOUND"}});
+        assert!(store_unavailable(
+            &json!({"data": null, "errors": [down.clone()]})
+        ));
+        assert!(store_unavailable(
+            &json!({"data": {"a": null, "b": null}, "errors": [down.clone(), down.clone()]})
+        ));
+        // Some data was served: the usual status, errors on the fields.
+        assert!(!store_unavailable(
+            &json!({"data": {"a": 1, "b": null}, "errors": [down.clone()]})
+        ));
+        // Another failure among them: not (only) an outage.
+        assert!(!store_unavailable(
+            &json!({"data": null, "errors": [down, other]})
+        ));
+        assert!(!store_unavailable(&json!({"data": {"a": null}})));
+    }
+}
