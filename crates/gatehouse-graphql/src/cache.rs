@@ -40,6 +40,34 @@ impl ParseCache {
         }
     }
 
+    /// The kind of operation `query` runs (`"query"`, `"mutation"`,
+    /// `"subscription"`), when the document is cached (it is once it parsed
+    /// and passed the depth limit); `"unknown"` otherwise. For metrics: it
+    /// never parses.
+    pub fn operation_kind(&self, query: &str, name: Option<&str>) -> &'static str {
+        use async_graphql::parser::types::{DocumentOperations, OperationType};
+        let Ok(cache) = self.inner.lock() else {
+            return "unknown";
+        };
+        let Some(doc) = cache.peek(query) else {
+            return "unknown";
+        };
+        let ty = match (&doc.operations, name) {
+            (DocumentOperations::Single(op), _) => Some(op.node.ty),
+            (DocumentOperations::Multiple(ops), Some(n)) => ops.get(n).map(|op| op.node.ty),
+            (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => {
+                ops.values().next().map(|op| op.node.ty)
+            }
+            (DocumentOperations::Multiple(_), None) => None,
+        };
+        match ty {
+            Some(OperationType::Query) => "query",
+            Some(OperationType::Mutation) => "mutation",
+            Some(OperationType::Subscription) => "subscription",
+            None => "unknown",
+        }
+    }
+
     /// Whether `query` is cached (for tests and metrics).
     pub fn contains(&self, query: &str) -> bool {
         self.inner

@@ -140,6 +140,7 @@ impl Graphql {
     /// Executes a query or mutation.
     pub async fn execute(&self, request: Request) -> Executed {
         let query = request.query.clone();
+        let operation_name = request.operation_name.clone();
         let mut response = self.schema.execute(self.prepare(request)).await;
         // Resolver errors always carry a code; errors without code or path
         // come from parsing, validation or the depth/complexity limits,
@@ -172,6 +173,19 @@ impl Graphql {
         for e in &mut response.errors {
             add_code(e, executed, parse_failed);
         }
+        let outcome = if !executed {
+            "rejected"
+        } else if response.errors.is_empty() {
+            "ok"
+        } else {
+            "error"
+        };
+        metrics::counter!(
+            "gatehouse_graphql_operations_total",
+            "operation" => self.cache.operation_kind(&query, operation_name.as_deref()),
+            "outcome" => outcome
+        )
+        .increment(1);
         Executed { response, executed }
     }
 

@@ -273,12 +273,19 @@ pub(crate) async fn graphql_layer(
     }
     match auth.authenticate(req.headers()).await {
         Ok(p) => {
-            req.extensions_mut().insert(p);
-            next.run(req).await
+            req.extensions_mut().insert(p.clone());
+            let mut resp = next.run(req).await;
+            crate::telemetry::note_principal(&mut resp, &p);
+            resp
         }
         Err(f) => {
             tracing::info!(reason = ?std::mem::discriminant(&f), "GraphQL request not authenticated");
-            let body = json!({"errors": [{"message": f.message(), "extensions": {"code": "UNAUTHENTICATED"}}]});
+            let code = if f == AuthFailure::Unavailable {
+                gatehouse_graphql::error::SERVICE_UNAVAILABLE
+            } else {
+                gatehouse_graphql::error::UNAUTHENTICATED
+            };
+            let body = json!({"errors": [{"message": f.message(), "extensions": {"code": code}}]});
             let mut resp = (f.status(), body.to_string()).into_response();
             let h = resp.headers_mut();
             h.insert(
@@ -386,6 +393,8 @@ pub async fn rest_layer(State(guard): State<RestGuard>, mut req: Request, next: 
             );
         }
     }
-    req.extensions_mut().insert(principal);
-    next.run(req).await
+    req.extensions_mut().insert(principal.clone());
+    let mut resp = next.run(req).await;
+    crate::telemetry::note_principal(&mut resp, &principal);
+    resp
 }

@@ -175,10 +175,37 @@ async fn run(
     // that fails before execution is a 4xx; with application/json it is 200.
     let status = if !executed.executed && media == Media::GraphqlResponse {
         StatusCode::BAD_REQUEST
+    } else if store_unavailable(&body) {
+        // Nothing could be served because the store is down: a 503 lets load
+        // balancers and clients retry, as REST does.
+        StatusCode::SERVICE_UNAVAILABLE
     } else {
         StatusCode::OK
     };
-    respond(status, media, &body)
+    let mut resp = respond(status, media, &body);
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    resp
+}
+
+/// Whether a response has no data at all and only "store unavailable" errors.
+fn store_unavailable(body: &Json) -> bool {
+    let no_data = match body.get("data") {
+        None | Some(Json::Null) => true,
+        Some(Json::Object(fields)) => fields.values().all(Json::is_null),
+        Some(_) => false,
+    };
+    let errors = body.get("errors").and_then(Json::as_array);
+    no_data
+        && errors.is_some_and(|errs| {
+            !errs.is_empty()
+                && errs.iter().all(|e| {
+                    e.pointer("/extensions/code").and_then(Json::as_str)
+                        == Some(codes::SERVICE_UNAVAILABLE)
+                })
+        })
 }
 
 /// `POST {base}/graphql`.
@@ -396,4 +423,31 @@ pub(crate) async fn schema_sdl(
         state.graphql.sdl(),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_response_with_nothing_served_is_unavailable() {
+        let down = json!({"message": "storage is unavailable; retry later",
+                          "extensions": {"code": "SERVICE_UNAVAILABLE"}});
+        let other = json!({"message": "x", "extensions": {"code": "NOT_FOUND"}});
+        assert!(store_unavailable(
+            &json!({"data": null, "errors": [down.clone()]})
+        ));
+        assert!(store_unavailable(
+            &json!({"data": {"a": null, "b": null}, "errors": [down.clone(), down.clone()]})
+        ));
+        // Some data was served: the usual status, errors on the fields.
+        assert!(!store_unavailable(
+            &json!({"data": {"a": 1, "b": null}, "errors": [down.clone()]})
+        ));
+        // Another failure among them: not (only) an outage.
+        assert!(!store_unavailable(
+            &json!({"data": null, "errors": [down, other]})
+        ));
+        assert!(!store_unavailable(&json!({"data": {"a": null}})));
+    }
 }

@@ -5,6 +5,7 @@ pub mod authn;
 mod graphiql;
 mod graphql;
 mod introspect;
+pub mod telemetry;
 
 pub use introspect::IntrospectionConfig;
 
@@ -19,6 +20,11 @@ use axum::routing::{any, get};
 use axum::{Json, Router};
 use gatehouse_graphql::Graphql;
 use serde_json::json;
+pub use tokio_util::sync::CancellationToken;
+
+/// How long `/readyz` waits for the store before answering 503: probes have
+/// short timeouts of their own, and a hung database must read as not ready.
+const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Checks whether the service can serve requests (store reachable, schema
 /// applied). Returns a short reason when it cannot.
@@ -39,6 +45,11 @@ pub struct AppState {
     /// Authentication of `/graphql` requests; `None` serves them to anyone
     /// as a trusted caller (tests and embedded use only).
     pub authn: Option<authn::Authenticator>,
+    /// Cancelled when the service begins shutting down (SIGTERM/SIGINT):
+    /// long-lived responses (WebSocket, SSE) should end then, and
+    /// `/readyz` answers 503 so load balancers stop sending. `None` never
+    /// shuts down (tests).
+    pub shutdown: Option<CancellationToken>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -51,7 +62,8 @@ impl std::fmt::Debug for AppState {
 }
 
 /// The whole application: GraphQL, health, and the `extra` routers (OAuth,
-/// REST), all under the base path.
+/// REST, metrics), all under the base path; every request gets a request id
+/// and a log line ([`telemetry::request_layer`]).
 pub fn app(state: AppState, extra: Vec<Router>) -> Router {
     let mut protected = Router::new()
         .route(
@@ -78,11 +90,13 @@ pub fn app(state: AppState, extra: Vec<Router>) -> Router {
     for r in extra {
         routes = routes.merge(r);
     }
-    if state.base_path.is_empty() {
+    let routes = if state.base_path.is_empty() {
         routes
     } else {
         Router::new().nest(&state.base_path, routes)
-    }
+    };
+    // Outermost, so the latency and status include authentication.
+    routes.layer(axum::middleware::from_fn(telemetry::request_layer))
 }
 
 /// `GET /healthz`: the process is alive and serving HTTP.
@@ -90,9 +104,17 @@ async fn healthz() -> Response {
     (StatusCode::OK, Json(json!({"status": "ok"}))).into_response()
 }
 
-/// `GET /readyz`: the store is reachable; 503 otherwise.
+/// `GET /readyz`: the store is reachable and the service is not shutting
+/// down; 503 otherwise.
 async fn readyz(State(state): State<AppState>) -> Response {
-    match (state.ready)().await {
+    let result = if state.shutdown.as_ref().is_some_and(|s| s.is_cancelled()) {
+        Err("shutting down".to_string())
+    } else {
+        tokio::time::timeout(READY_TIMEOUT, (state.ready)())
+            .await
+            .unwrap_or_else(|_| Err("the store did not answer in time".to_string()))
+    };
+    match result {
         Ok(()) => (StatusCode::OK, Json(json!({"status": "ready"}))).into_response(),
         Err(reason) => {
             tracing::warn!(%reason, "not ready");

@@ -262,7 +262,20 @@ async fn authenticate(
     }
 }
 
-async fn token_endpoint(
+/// Counts the outcome of a token request: tokens issued by grant type,
+/// refusals by error code (see `docs/operations.md` for the metric names).
+async fn token_endpoint(state: State<OAuthState>, req: Request, endpoint: Endpoint) -> Response {
+    let resp = token_response(state, req, endpoint).await;
+    if let Some(response::Issued(grant)) = resp.extensions().get() {
+        metrics::counter!("gatehouse_oauth_tokens_issued_total", "grant_type" => *grant)
+            .increment(1);
+    } else if let Some(response::Refused(code)) = resp.extensions().get() {
+        metrics::counter!("gatehouse_oauth_token_refusals_total", "error" => *code).increment(1);
+    }
+    resp
+}
+
+async fn token_response(
     State(state): State<OAuthState>,
     req: Request,
     endpoint: Endpoint,
@@ -336,7 +349,12 @@ async fn token_endpoint(
     match result {
         Ok(tokens) => {
             tracing::debug!(client_id = %client.client_id, grant_type = grant, "token issued");
-            response::no_store((StatusCode::OK, axum::Json(tokens)).into_response())
+            let mut resp = response::no_store((StatusCode::OK, axum::Json(tokens)).into_response());
+            // The label is one of the known grants, never caller text.
+            if let Some(known) = KNOWN_GRANTS.iter().find(|g| **g == grant) {
+                resp.extensions_mut().insert(response::Issued(known));
+            }
+            resp
         }
         Err(e) => {
             tracing::debug!(client_id = %client.client_id, grant_type = grant, error = e.code(), "token request refused");

@@ -7,6 +7,14 @@ use serde_json::json;
 
 use gatehouse_auth::Error;
 
+/// Marks a successful token response with its grant type (for metrics).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Issued(pub &'static str);
+
+/// Marks a refused request with its error code (for metrics).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Refused(pub &'static str);
+
 /// RFC 6749 §5.1: token responses (and their errors) must not be cached.
 pub(crate) fn no_store(mut resp: Response) -> Response {
     let h = resp.headers_mut();
@@ -31,6 +39,7 @@ pub(crate) fn error(e: &Error) -> Response {
         "error_description": e.description(),
     }));
     let mut resp = (status, body).into_response();
+    resp.extensions_mut().insert(Refused(e.code()));
     if matches!(e, Error::InvalidClient(_)) {
         resp.headers_mut().insert(
             header::WWW_AUTHENTICATE,
@@ -54,6 +63,7 @@ pub(crate) fn too_many_requests(retry_after_secs: u64) -> Response {
     if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
         resp.headers_mut().insert(header::RETRY_AFTER, v);
     }
+    resp.extensions_mut().insert(Refused("too_many_requests"));
     no_store(resp)
 }
 

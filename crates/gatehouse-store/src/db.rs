@@ -6,7 +6,7 @@ use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sea_query::{PostgresQueryBuilder, SqliteQueryBuilder, Values};
 use sea_query_sqlx::{SqlxBinder, SqlxValues};
@@ -197,6 +197,32 @@ impl Db {
         })
     }
 
+    /// `(pool name, open connections, idle connections, maximum)` of every pool.
+    pub fn pool_stats(&self) -> Vec<PoolStats> {
+        match &self.pools {
+            Pools::Sqlite { read, write } => vec![
+                PoolStats {
+                    pool: "read",
+                    size: read.size(),
+                    idle: u32::try_from(read.num_idle()).unwrap_or(u32::MAX),
+                    max: read.options().get_max_connections(),
+                },
+                PoolStats {
+                    pool: "write",
+                    size: write.size(),
+                    idle: u32::try_from(write.num_idle()).unwrap_or(u32::MAX),
+                    max: write.options().get_max_connections(),
+                },
+            ],
+            Pools::Postgres(pool) => vec![PoolStats {
+                pool: "main",
+                size: pool.size(),
+                idle: u32::try_from(pool.num_idle()).unwrap_or(u32::MAX),
+                max: pool.options().get_max_connections(),
+            }],
+        }
+    }
+
     /// Closes the pools.
     pub async fn close(&self) {
         match &self.pools {
@@ -214,6 +240,19 @@ fn open_error(e: sqlx::Error) -> StoreError {
         sqlx::Error::Configuration(_) => StoreError::invalid("database", e.to_string()),
         other => from_sqlx(other),
     }
+}
+
+/// The state of one connection pool, for metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStats {
+    /// `read` or `write` (SQLite), `main` (PostgreSQL).
+    pub pool: &'static str,
+    /// Open connections, idle or in use.
+    pub size: u32,
+    /// Open connections not in use.
+    pub idle: u32,
+    /// The most connections the pool opens.
+    pub max: u32,
 }
 
 /// A pooled connection of either backend.
@@ -289,11 +328,48 @@ enum ConnInner<'a> {
     Pg(&'a mut PgConnection),
 }
 
+/// Records a statement's duration (`gatehouse_store_query_duration_seconds`)
+/// when dropped, so failed and cancelled statements count too.
+struct QueryTimer {
+    backend: &'static str,
+    kind: &'static str,
+    start: Instant,
+}
+
+impl QueryTimer {
+    fn start(backend: &'static str, kind: &'static str) -> Self {
+        Self {
+            backend,
+            kind,
+            start: Instant::now(),
+        }
+    }
+}
+
+impl Drop for QueryTimer {
+    fn drop(&mut self) {
+        metrics::histogram!(
+            "gatehouse_store_query_duration_seconds",
+            "backend" => self.backend,
+            "kind" => self.kind
+        )
+        .record(self.start.elapsed().as_secs_f64());
+    }
+}
+
 impl Conn<'_> {
+    fn backend(&self) -> &'static str {
+        match self.inner {
+            ConnInner::Sqlite(_) => "sqlite",
+            ConnInner::Pg(_) => "postgres",
+        }
+    }
+
     /// Runs a statement and decodes the first `kinds.len()` columns of every row.
     pub async fn fetch(&mut self, q: Built, kinds: &[SqlKind]) -> Result<Vec<DbRow>, sqlx::Error> {
         self.counter.fetch_add(1, Ordering::Relaxed);
         tracing::trace!(sql = %q.sql, "fetch");
+        let _timer = QueryTimer::start(self.backend(), "fetch");
         match &mut self.inner {
             ConnInner::Sqlite(c) => {
                 let rows = sqlx::query_with(AssertSqlSafe(q.sql), q.values)
@@ -314,6 +390,7 @@ impl Conn<'_> {
     pub async fn execute(&mut self, q: Built) -> Result<u64, sqlx::Error> {
         self.counter.fetch_add(1, Ordering::Relaxed);
         tracing::trace!(sql = %q.sql, "execute");
+        let _timer = QueryTimer::start(self.backend(), "execute");
         match &mut self.inner {
             ConnInner::Sqlite(c) => Ok(sqlx::query_with(AssertSqlSafe(q.sql), q.values)
                 .execute(&mut **c)

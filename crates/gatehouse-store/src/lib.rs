@@ -33,6 +33,7 @@ mod store;
 mod value;
 
 pub use auth::SqlAuthRepo;
+pub use db::PoolStats;
 pub use error::StoreError;
 pub use feed::ChangeEvent;
 pub use migrate::{ColumnLayout, Layout, MigrationStep, TableLayout};

@@ -157,6 +157,11 @@ impl Store {
         c.conn().ping().await.map_err(from_sqlx)
     }
 
+    /// The state of the connection pools, for metrics.
+    pub fn pool_stats(&self) -> Vec<crate::PoolStats> {
+        self.inner.db.pool_stats()
+    }
+
     /// Closes the connection pools; later operations fail with `Unavailable`.
     pub async fn close(&self) {
         // The listener holds a pooled connection: stop it first, or closing

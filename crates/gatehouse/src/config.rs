@@ -32,6 +32,15 @@ pub struct Config {
     pub auth: AuthConfig,
     /// Declarative registrations applied at every start.
     pub bootstrap: BootstrapConfig,
+    /// On SIGTERM/SIGINT, the longest time until the process exits:
+    /// in-flight requests get this long (less a moment to close the store).
+    pub shutdown_timeout: Seconds,
+    /// HTTPS.
+    pub tls: TlsConfig,
+    /// Prometheus metrics.
+    pub metrics: MetricsConfig,
+    /// Database connection pool.
+    pub store: StoreConfig,
 }
 
 impl Default for Config {
@@ -46,6 +55,50 @@ impl Default for Config {
             limits: LimitsConfig::default(),
             auth: AuthConfig::default(),
             bootstrap: BootstrapConfig::default(),
+            shutdown_timeout: Seconds(10),
+            tls: TlsConfig::default(),
+            metrics: MetricsConfig::default(),
+            store: StoreConfig::default(),
+        }
+    }
+}
+
+/// `[tls]`: serve HTTPS (HTTP/1.1 and HTTP/2) when both are set. SIGHUP
+/// reloads both files without dropping connections.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct TlsConfig {
+    /// PEM file with the certificate chain, leaf first.
+    pub cert: Option<PathBuf>,
+    /// PEM file with the private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: Option<PathBuf>,
+}
+
+/// `[metrics]`: where `GET /metrics` is served.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// A separate address (e.g. `127.0.0.1:9090`, plain HTTP) serving only
+    /// `/metrics`; when set, the main address does not serve it.
+    pub listen: Option<String>,
+}
+
+/// `[store]`: the database connection pool.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// Most connections (default: 10 on PostgreSQL, 4 SQLite readers).
+    pub max_connections: Option<u32>,
+    /// How long a request waits for a database connection before failing
+    /// with 503; short, so that a database outage fails fast.
+    pub acquire_timeout: Seconds,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            max_connections: None,
+            acquire_timeout: Seconds(3),
         }
     }
 }
@@ -331,7 +384,14 @@ pub struct Loaded {
 }
 
 const ENV_PREFIX: &str = "GATEHOUSE_";
-const SECTIONS: [&str; 3] = ["tokens", "limits", "auth"];
+/// Section keys whose default is "unset" (absent from the serialized defaults).
+const OPTIONAL_SECTION_KEYS: [&str; 4] = [
+    "tls.cert",
+    "tls.key",
+    "metrics.listen",
+    "store.max_connections",
+];
+const SECTIONS: [&str; 6] = ["tokens", "limits", "auth", "tls", "metrics", "store"];
 
 /// Loads the configuration: `file` if given (it must exist), else
 /// `./gatehouse.toml` when present; then the environment; then `cli`.
@@ -438,6 +498,15 @@ fn resolve_relative(dict: &mut Dict, base: &Path) {
         };
         dict.insert("schema".into(), Value::from(vec![p]));
     }
+    if let Some(Value::Dict(_, tls)) = dict.get_mut("tls") {
+        for key in ["cert", "key"] {
+            if let Some(p) = tls.get(key).and_then(|v| v.as_str()).map(str::to_string)
+                && Path::new(&p).is_relative()
+            {
+                tls.insert(key.into(), Value::from(base.join(p).display().to_string()));
+            }
+        }
+    }
     let db = dict
         .get("database")
         .and_then(|v| v.as_str())
@@ -489,6 +558,19 @@ fn validate(c: &Config) -> Result<(), String> {
             "`limits.default_page_size` ({}) is above `limits.max_page_size` ({})",
             l.default_page_size, l.max_page_size
         ));
+    }
+    if c.tls.cert.is_some() != c.tls.key.is_some() {
+        problems.push("`tls`: set both `cert` and `key`, or neither".into());
+    }
+    if let Some(m) = &c.metrics.listen
+        && m.parse::<std::net::SocketAddr>().is_err()
+    {
+        problems.push(format!(
+            "`metrics.listen`: {m:?} is not an address like 127.0.0.1:9090"
+        ));
+    }
+    if c.store.acquire_timeout.0 == 0 {
+        problems.push("`store.acquire_timeout` must be at least 1 second".into());
     }
     if c.tokens.access_ttl.0 == 0 || c.tokens.refresh_ttl.0 == 0 {
         problems.push("`tokens`: lifetimes must be at least 1 second".into());
@@ -578,7 +660,8 @@ impl Provider for EnvProvider {
                     let known = defaults
                         .get(s)
                         .and_then(|v| v.as_dict())
-                        .is_some_and(|d| d.contains_key(&k));
+                        .is_some_and(|d| d.contains_key(&k))
+                        || OPTIONAL_SECTION_KEYS.contains(&format!("{s}.{k}").as_str());
                     if known {
                         let entry = dict
                             .entry(s.to_string())
@@ -771,6 +854,118 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("config file not found"), "{e}");
+    }
+
+    /// Dotted paths of every leaf key under `value` (array entries share the
+    /// array's path: `bootstrap.clients.client_id`).
+    fn key_paths(prefix: &str, value: &Value, out: &mut std::collections::BTreeSet<String>) {
+        match value {
+            Value::Dict(_, d) => {
+                for (k, v) in d {
+                    let path = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    key_paths(&path, v, out);
+                }
+            }
+            Value::Array(_, items) if items.iter().any(|i| i.as_dict().is_some()) => {
+                for i in items {
+                    key_paths(prefix, i, out);
+                }
+            }
+            _ => {
+                out.insert(prefix.to_string());
+            }
+        }
+    }
+
+    #[test]
+    fn every_key_is_documented() {
+        // Every optional key set, and one entry of every list of tables.
+        let mut c = Config {
+            issuer: Some("https://x".into()),
+            ..Config::default()
+        };
+        c.tls.cert = Some("c.pem".into());
+        c.tls.key = Some("k.pem".into());
+        c.metrics.listen = Some("127.0.0.1:9090".into());
+        c.store.max_connections = Some(5);
+        c.bootstrap.clients.push(BootstrapClient {
+            client_id: "a".into(),
+            client_secret: "b".into(),
+            grants: vec![],
+            scopes: vec![],
+            audiences: vec![],
+        });
+        c.bootstrap.users.push(BootstrapUser {
+            username: "u".into(),
+            password: "p".into(),
+            scopes: vec![],
+        });
+        c.bootstrap.consumers.push(BootstrapConsumer {
+            key: "k".into(),
+            secret: "s".into(),
+        });
+        let dict = Serialized::defaults(c)
+            .data()
+            .unwrap()
+            .remove(&Profile::Default)
+            .unwrap();
+        let mut keys = std::collections::BTreeSet::new();
+        key_paths("", &Value::from(dict), &mut keys);
+        let doc = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/configuration.md"),
+        )
+        .unwrap();
+        let documented: std::collections::BTreeSet<String> = doc
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `")?.split('`').next())
+            .filter(|k| !k.starts_with("GATEHOUSE_"))
+            .map(str::to_string)
+            .collect();
+        let missing: Vec<_> = keys.difference(&documented).collect();
+        let stale: Vec<_> = documented.difference(&keys).collect();
+        assert!(
+            missing.is_empty() && stale.is_empty(),
+            "docs/configuration.md is out of date: missing {missing:?}, no longer keys {stale:?}"
+        );
+        assert!(keys.len() > 30, "{keys:?}");
+    }
+
+    #[test]
+    fn operations_keys_from_file_and_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = write(
+            dir.path(),
+            "shutdown_timeout = \"5s\"\n[tls]\ncert = \"certs/c.pem\"\nkey = \"/abs/k.pem\"\n[store]\nacquire_timeout = 2\n",
+        );
+        let l = load_with_env(Some(&f), &CliOverrides::default(), env(&[])).unwrap();
+        assert_eq!(l.config.shutdown_timeout, Seconds(5));
+        assert_eq!(l.config.tls.cert, Some(dir.path().join("certs/c.pem")));
+        assert_eq!(l.config.tls.key, Some(PathBuf::from("/abs/k.pem")));
+        assert_eq!(l.config.store.acquire_timeout, Seconds(2));
+        let vars = env(&[
+            ("GATEHOUSE_METRICS_LISTEN", "127.0.0.1:9091"),
+            ("GATEHOUSE_STORE_MAX_CONNECTIONS", "7"),
+            ("GATEHOUSE_SHUTDOWN_TIMEOUT", "3s"),
+            ("GATEHOUSE_TLS_KEY", "/env/k.pem"),
+        ]);
+        let l = load_with_env(Some(&f), &CliOverrides::default(), vars).unwrap();
+        assert_eq!(l.config.metrics.listen.as_deref(), Some("127.0.0.1:9091"));
+        assert_eq!(l.config.store.max_connections, Some(7));
+        assert_eq!(l.config.shutdown_timeout, Seconds(3));
+        assert_eq!(l.config.tls.key, Some(PathBuf::from("/env/k.pem")));
+        for (text, needle) in [
+            ("[tls]\ncert = \"c.pem\"\n", "`tls`"),
+            ("[metrics]\nlisten = \"nope\"\n", "`metrics.listen`"),
+            ("[store]\nacquire_timeout = 0\n", "`store.acquire_timeout`"),
+        ] {
+            let f = write(dir.path(), text);
+            let e = load_with_env(Some(&f), &CliOverrides::default(), env(&[])).unwrap_err();
+            assert!(e.contains(needle), "{text:?} -> {e}");
+        }
     }
 
     #[test]

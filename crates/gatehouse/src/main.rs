@@ -87,8 +87,8 @@ struct ServeArgs {
     /// Address to listen on (overrides the config), e.g. 0.0.0.0:8080; port 0 picks a free port.
     #[arg(long, value_name = "ADDR")]
     listen: Option<String>,
-    /// Log format.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    /// Log format (to stderr; one line per request and per event).
+    #[arg(long, value_enum, env = "GATEHOUSE_LOG_FORMAT", default_value_t = LogFormat::Text)]
     log_format: LogFormat,
 }
 
@@ -206,6 +206,8 @@ pub(crate) async fn open_store(
 ) -> anyhow::Result<Option<gatehouse_store::Store>> {
     let opts = gatehouse_store::StoreOptions {
         allow_destructive,
+        max_connections: config.store.max_connections,
+        acquire_timeout: std::time::Duration::from_secs(config.store.acquire_timeout.0),
         ..Default::default()
     };
     match gatehouse_store::Store::connect(&config.database, model, opts).await {

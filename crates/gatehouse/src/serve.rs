@@ -1,10 +1,17 @@
 //! `gatehouse serve`: load everything, refuse to start on any problem, then
 //! serve until SIGTERM/SIGINT.
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
+use axum_server::Handle;
+use axum_server::accept::NoDelayAcceptor;
+use axum_server::tls_rustls::RustlsConfig;
+use gatehouse_http::telemetry::Metrics;
 
 use crate::config::Loaded;
 
@@ -14,7 +21,10 @@ pub fn run(loaded: Loaded) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(serve(loaded))
+    let result = runtime.block_on(serve(loaded));
+    // Tasks still running (a stream past the deadline) must not hold the exit.
+    runtime.shutdown_timeout(Duration::from_millis(200));
+    result
 }
 
 async fn serve(loaded: Loaded) -> anyhow::Result<ExitCode> {
@@ -33,10 +43,15 @@ async fn serve(loaded: Loaded) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let addr = listener.local_addr().context("reading the bound address")?;
     // The issuer defaults to the address actually bound (port 0 included).
+    let scheme = if config.tls.cert.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     let issuer = config
         .issuer
         .clone()
-        .unwrap_or_else(|| format!("http://{addr}"));
+        .unwrap_or_else(|| format!("{scheme}://{addr}"));
 
     let store = match crate::open_store(&config, model.clone(), false).await? {
         Some(store) => store,
@@ -61,6 +76,7 @@ async fn serve(loaded: Loaded) -> anyhow::Result<ExitCode> {
     let auth = crate::auth::start(&config, &store, &issuer).await?;
     crate::auth::bootstrap(&auth.admin(), &config).await?;
     let authn = authenticator(&config, &auth)?;
+    let shutdown = gatehouse_http::CancellationToken::new();
     let ready_store = store.clone();
     let state = gatehouse_http::AppState {
         graphql,
@@ -71,6 +87,7 @@ async fn serve(loaded: Loaded) -> anyhow::Result<ExitCode> {
         base_path: config.base_path.clone(),
         max_body_bytes: usize::try_from(limits.max_body_bytes).unwrap_or(usize::MAX),
         authn: Some(authn.clone()),
+        shutdown: Some(shutdown.clone()),
     };
     let mut oauth_config =
         gatehouse_oauth::OAuthConfig::new(format!("{issuer}{}", config.base_path));
@@ -98,30 +115,183 @@ async fn serve(loaded: Loaded) -> anyhow::Result<ExitCode> {
         gatehouse_http::authn::rest_layer,
     ));
 
-    let app = gatehouse_http::app(state, vec![oauth, rest]);
+    let metrics = install_metrics(&store)?;
+    let upkeep = metrics.spawn_upkeep(Duration::from_secs(5));
+    let mut extra = vec![oauth, rest];
+    let metrics_server = match &config.metrics.listen {
+        None => {
+            extra.push(metrics.router());
+            None
+        }
+        Some(listen) => Some(serve_metrics(listen, &metrics).await?),
+    };
+    let app = gatehouse_http::app(state, extra);
+
+    let tls = match (&config.tls.cert, &config.tls.key) {
+        (Some(cert), Some(key)) => Some(
+            RustlsConfig::from_pem_file(cert, key)
+                .await
+                .with_context(|| {
+                    format!(
+                        "loading the TLS certificate {} and key {}",
+                        cert.display(),
+                        key.display()
+                    )
+                })?,
+        ),
+        _ => None,
+    };
+    let reload = spawn_sighup(tls.clone(), config.tls.cert.clone(), config.tls.key.clone());
 
     // Printed on stdout so scripts and tests can find a port-0 address.
-    println!("gatehouse listening on http://{addr}");
-    tracing::info!(%addr, "listening");
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    println!("gatehouse listening on {scheme}://{addr}");
+    tracing::info!(%addr, scheme, "listening");
 
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        // Without TCP_NODELAY small responses and subscription events wait
-        // for Nagle's algorithm (~40 ms).
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "TCP_NODELAY not set");
+    let handle = Handle::new();
+    let listener = listener.into_std().context("preparing the listener")?;
+    let make_service = app.into_make_service_with_connect_info::<SocketAddr>();
+    // TCP_NODELAY on every accepted socket: without it small responses and
+    // subscription events wait for Nagle's algorithm (~40 ms).
+    let mut serving = match tls {
+        Some(tls) => tokio::spawn(
+            axum_server::from_tcp_rustls(listener, tls)
+                .context("serving HTTPS")?
+                .map(|a| a.acceptor(NoDelayAcceptor))
+                .handle(handle.clone())
+                .serve(make_service),
+        ),
+        None => tokio::spawn(
+            axum_server::from_tcp(listener)
+                .context("serving HTTP")?
+                .acceptor(NoDelayAcceptor)
+                .handle(handle.clone())
+                .serve(make_service),
+        ),
+    };
+
+    tokio::select! {
+        result = &mut serving => {
+            // The server only stops by itself on an error.
+            result.context("the server task failed")?.context("serving")?;
+            return Ok(ExitCode::FAILURE);
         }
-    });
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown_signal())
-    .await
-    .context("serving HTTP")?;
+        () = shutdown_signal() => {}
+    }
+
+    // Stop accepting, end long-lived streams, let in-flight requests finish
+    // within the budget, then close the store.
+    let budget = Duration::from_secs(config.shutdown_timeout.0);
+    let deadline = tokio::time::Instant::now() + budget;
+    shutdown.cancel();
+    handle.graceful_shutdown(Some(budget.saturating_sub(STORE_CLOSE_RESERVE)));
+    if let Some((h, task)) = metrics_server {
+        h.graceful_shutdown(Some(Duration::ZERO));
+        task.abort();
+    }
+    match tokio::time::timeout_at(deadline, serving).await {
+        Ok(Ok(Ok(()))) => tracing::info!("in-flight requests finished"),
+        Ok(Ok(Err(e))) => tracing::warn!(error = %e, "the server stopped with an error"),
+        Ok(Err(e)) => tracing::warn!(error = %e, "the server task failed"),
+        Err(_) => tracing::warn!("in-flight requests cut off at the shutdown timeout"),
+    }
     maintenance.abort();
-    store.close().await;
+    upkeep.abort();
+    reload.abort();
+    let left = deadline
+        .saturating_duration_since(tokio::time::Instant::now())
+        .max(STORE_CLOSE_RESERVE);
+    if tokio::time::timeout(left, store.close()).await.is_err() {
+        tracing::warn!("the store did not close in time");
+    }
     tracing::info!("shut down");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Time kept from the shutdown budget for closing the store.
+const STORE_CLOSE_RESERVE: Duration = Duration::from_millis(500);
+
+/// Installs the Prometheus recorder; every scrape samples the store's pools.
+fn install_metrics(store: &gatehouse_store::Store) -> anyhow::Result<Metrics> {
+    use gatehouse_http::telemetry::{STORE_POOL_IDLE, STORE_POOL_MAX, STORE_POOL_SIZE};
+    let metrics = Metrics::install().map_err(|e| anyhow::anyhow!("installing metrics: {e}"))?;
+    let store = store.clone();
+    Ok(metrics.with_collect(Arc::new(move || {
+        for p in store.pool_stats() {
+            metrics::gauge!(STORE_POOL_SIZE, "pool" => p.pool).set(f64::from(p.size));
+            metrics::gauge!(STORE_POOL_IDLE, "pool" => p.pool).set(f64::from(p.idle));
+            metrics::gauge!(STORE_POOL_MAX, "pool" => p.pool).set(f64::from(p.max));
+        }
+    })))
+}
+
+/// Serves `/metrics` alone on `listen` (plain HTTP).
+async fn serve_metrics(
+    listen: &str,
+    metrics: &Metrics,
+) -> anyhow::Result<(Handle<SocketAddr>, tokio::task::JoinHandle<()>)> {
+    let listener = std::net::TcpListener::bind(listen)
+        .with_context(|| format!("cannot listen on {listen} for metrics"))?;
+    listener
+        .set_nonblocking(true)
+        .context("preparing the metrics listener")?;
+    let addr = listener
+        .local_addr()
+        .context("reading the metrics address")?;
+    println!("gatehouse metrics on http://{addr}/metrics");
+    tracing::info!(%addr, "serving metrics");
+    let handle = Handle::new();
+    let server = axum_server::from_tcp(listener)
+        .context("serving metrics")?
+        .handle(handle.clone());
+    let router = metrics.router();
+    let task = tokio::spawn(async move {
+        if let Err(e) = server.serve(router.into_make_service()).await {
+            tracing::error!(error = %e, "the metrics server stopped");
+        }
+    });
+    Ok((handle, task))
+}
+
+/// On SIGHUP, reloads the TLS certificate and key from their files (a
+/// failed reload keeps the current ones); without TLS, SIGHUP is ignored
+/// rather than ending the process.
+fn spawn_sighup(
+    tls: Option<RustlsConfig>,
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let mut hup = match signal(SignalKind::hangup()) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot listen for SIGHUP");
+                    return;
+                }
+            };
+            while hup.recv().await.is_some() {
+                match (&tls, &cert, &key) {
+                    (Some(tls), Some(cert), Some(key)) => {
+                        match tls.reload_from_pem_file(cert, key).await {
+                            Ok(()) => tracing::info!("TLS certificate reloaded"),
+                            Err(e) => tracing::error!(
+                                error = %e,
+                                "TLS certificate reload failed; keeping the current one"
+                            ),
+                        }
+                    }
+                    _ => tracing::info!("SIGHUP ignored: no TLS certificate to reload"),
+                }
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = (tls, cert, key);
+        }
+    })
 }
 
 /// Resolves on SIGINT or SIGTERM.

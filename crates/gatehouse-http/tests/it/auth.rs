@@ -101,6 +101,7 @@ async fn start_with(anonymous_read: bool, introspection: Option<IntrospectionCon
             Some(i) => Authenticator::with_introspection(auth.clone(), anonymous_read, i).unwrap(),
             None => Authenticator::new(auth.clone(), anonymous_read),
         }),
+        shutdown: None,
     };
     let oauth = gatehouse_oauth::router(gatehouse_oauth::OAuthState::new(
         auth.clone(),

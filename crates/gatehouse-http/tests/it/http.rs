@@ -291,3 +291,34 @@ async fn health_and_readiness() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
 }
+
+#[tokio::test]
+async fn graphql_answers_503_while_the_store_is_down() {
+    let s = start().await;
+    s.store.close().await;
+    let r = s
+        .client
+        .post(format!("{}/graphql", s.base))
+        .header("x-request-id", "down-1")
+        .json(&serde_json::json!({"query": "{ books { id } }"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(r.headers()["retry-after"], "1");
+    assert_eq!(r.headers()["x-request-id"], "down-1");
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(
+        body["errors"][0]["extensions"]["code"], "SERVICE_UNAVAILABLE",
+        "{body}"
+    );
+    // A request refused before execution is still the client's problem.
+    let r = s
+        .client
+        .post(format!("{}/graphql", s.base))
+        .json(&serde_json::json!({"query": "{ books { nope } }"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+}

@@ -79,6 +79,7 @@ pub async fn start_with(mut opts: GraphqlOptions, max_body_bytes: usize) -> Serv
         base_path: String::new(),
         max_body_bytes,
         authn: None,
+        shutdown: None,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

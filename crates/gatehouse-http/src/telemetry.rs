@@ -1,0 +1,319 @@
+//! Request telemetry: a request id on every request, one log line per
+//! request, and the Prometheus metrics behind `GET /metrics`.
+//!
+//! Metric names are public constants so that every crate records under the
+//! same names; `docs/operations.md` lists them all. Nothing here logs a
+//! header value other than `x-request-id`, nor a query string: routes are
+//! logged as their path template (`/v1/books/{id}`), never as the raw path.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use gatehouse_auth::Principal;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use tracing::Instrument;
+
+/// The request id header, honoured when sane and always echoed.
+pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
+/// Longest incoming request id kept; longer ones are replaced.
+const MAX_REQUEST_ID_LEN: usize = 128;
+
+/// Counter: HTTP requests by `method`, `route` (path template) and `status`.
+pub const HTTP_REQUESTS_TOTAL: &str = "gatehouse_http_requests_total";
+/// Histogram: seconds from request to response headers, by `method` and `route`.
+pub const HTTP_REQUEST_DURATION: &str = "gatehouse_http_request_duration_seconds";
+/// Counter: GraphQL operations by `operation` (query, mutation, subscription,
+/// unknown) and `outcome` (ok, error, rejected). Recorded by `gatehouse-graphql`.
+pub const GRAPHQL_OPERATIONS_TOTAL: &str = "gatehouse_graphql_operations_total";
+/// Counter: tokens issued by `grant_type`. Recorded by `gatehouse-oauth`.
+pub const OAUTH_TOKENS_ISSUED_TOTAL: &str = "gatehouse_oauth_tokens_issued_total";
+/// Counter: token endpoint refusals by `error` (the RFC 6749 error code, or
+/// `too_many_requests`). Recorded by `gatehouse-oauth`.
+pub const OAUTH_TOKEN_REFUSALS_TOTAL: &str = "gatehouse_oauth_token_refusals_total";
+/// Gauge: open subscriptions by `transport` (`websocket`, `sse`); see
+/// [`subscription_started`].
+pub const SUBSCRIPTIONS_ACTIVE: &str = "gatehouse_subscriptions_active";
+/// Histogram: seconds per store statement, by `backend` and `kind` (fetch,
+/// execute). Recorded by `gatehouse-store`.
+pub const STORE_QUERY_DURATION: &str = "gatehouse_store_query_duration_seconds";
+/// Gauge: open connections of a store pool, by `pool`.
+pub const STORE_POOL_SIZE: &str = "gatehouse_store_pool_connections";
+/// Gauge: idle connections of a store pool, by `pool`.
+pub const STORE_POOL_IDLE: &str = "gatehouse_store_pool_idle_connections";
+/// Gauge: largest size of a store pool, by `pool`.
+pub const STORE_POOL_MAX: &str = "gatehouse_store_pool_max_connections";
+
+/// Latency buckets (seconds) for every `*_seconds` histogram.
+const BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// The id of the current request, in the request extensions for handlers
+/// that want to mention it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestId(pub String);
+
+/// The incoming `x-request-id` when it is 1 to 128 characters of
+/// `[A-Za-z0-9._:-]`; anything else is replaced, so a log line cannot be
+/// forged or blown up through it.
+fn incoming_request_id(headers: &axum::http::HeaderMap) -> Option<String> {
+    let v = headers.get(&REQUEST_ID_HEADER)?.to_str().ok()?;
+    let ok = !v.is_empty()
+        && v.len() <= MAX_REQUEST_ID_LEN
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'));
+    ok.then(|| v.to_string())
+}
+
+/// The method as a bounded label (unknown methods share one value).
+fn method_label(m: &Method) -> &'static str {
+    match *m {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        _ => "OTHER",
+    }
+}
+
+/// The REST API is one catch-all route; its label is refined from the path.
+const REST_TEMPLATE: &str = "/{version}/{*rest}";
+
+/// The REST route of a successful request as a template,
+/// `/v1/books/{id}/reviews`: collection and relation names are kept (they
+/// come from the schema, and a request naming an unknown one fails), ids
+/// become `{id}`. Failed requests keep the catch-all template, so arbitrary
+/// path text never becomes a label.
+fn rest_route(template: &str, path: &str, status: StatusCode) -> Option<String> {
+    if status.is_client_error() || status.is_server_error() {
+        return None;
+    }
+    let prefix = template.strip_suffix(REST_TEMPLATE)?;
+    let rest = path.strip_prefix(prefix)?;
+    let mut label = prefix.to_string();
+    for (i, seg) in rest.trim_matches('/').split('/').enumerate().take(8) {
+        label.push('/');
+        // version, collection, id, relation, id, ...
+        label.push_str(if i >= 2 && i % 2 == 0 { "{id}" } else { seg });
+    }
+    Some(label)
+}
+
+/// Remembers who a request acted for, for its log line. The authentication
+/// layer calls it on the response it returns.
+pub(crate) fn note_principal(resp: &mut Response, principal: &Principal) {
+    resp.extensions_mut().insert(principal.clone());
+}
+
+/// Middleware on every route: assigns the request id (echoed in the
+/// response), runs the request inside a span carrying it, then writes the
+/// request's log line and metrics.
+pub async fn request_layer(mut req: Request, next: Next) -> Response {
+    let start = Instant::now();
+    let id = incoming_request_id(req.headers()).unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+    let method = method_label(req.method());
+    // Unmatched paths share one label: raw paths would make metrics unbounded.
+    let mut route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
+    let rest_path = route
+        .ends_with(REST_TEMPLATE)
+        .then(|| req.uri().path().to_string());
+    req.extensions_mut().insert(RequestId(id.clone()));
+    let span = tracing::info_span!("request", request_id = %id);
+    let mut resp = next.run(req).instrument(span).await;
+    let elapsed = start.elapsed();
+    let status = resp.status();
+    if let Some(path) = rest_path
+        && let Some(label) = rest_route(&route, &path, status)
+    {
+        route = label;
+    }
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        resp.headers_mut().insert(REQUEST_ID_HEADER, v);
+    }
+    let principal = resp.extensions().get::<Principal>();
+    let client_id = principal.and_then(|p| p.client_id.as_deref());
+    let subject = principal.map(|p| p.subject.as_str());
+    let latency_ms = (elapsed.as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0;
+    if status.is_server_error() {
+        tracing::warn!(
+            request_id = %id, method, route = %route, status = status.as_u16(), latency_ms,
+            client_id, subject, "request"
+        );
+    } else {
+        tracing::info!(
+            request_id = %id, method, route = %route, status = status.as_u16(), latency_ms,
+            client_id, subject, "request"
+        );
+    }
+    metrics::counter!(
+        HTTP_REQUESTS_TOTAL,
+        "method" => method,
+        "route" => route.clone(),
+        "status" => status.as_str().to_string()
+    )
+    .increment(1);
+    metrics::histogram!(HTTP_REQUEST_DURATION, "method" => method, "route" => route)
+        .record(elapsed.as_secs_f64());
+    resp
+}
+
+/// Keeps [`SUBSCRIPTIONS_ACTIVE`] up to date for one subscription: the
+/// gauge goes up when it is made and down when it is dropped, however the
+/// stream ends.
+#[derive(Debug)]
+#[must_use = "the subscription counts as active only while the guard lives"]
+pub struct SubscriptionGuard {
+    transport: &'static str,
+}
+
+/// Counts one open subscription on `transport` (`"websocket"` or `"sse"`)
+/// until the returned guard is dropped.
+pub fn subscription_started(transport: &'static str) -> SubscriptionGuard {
+    metrics::gauge!(SUBSCRIPTIONS_ACTIVE, "transport" => transport).increment(1.0);
+    SubscriptionGuard { transport }
+}
+
+impl Drop for SubscriptionGuard {
+    fn drop(&mut self) {
+        metrics::gauge!(SUBSCRIPTIONS_ACTIVE, "transport" => self.transport).decrement(1.0);
+    }
+}
+
+/// Called before each scrape, to sample gauges such as pool sizes.
+pub type Collect = Arc<dyn Fn() + Send + Sync>;
+
+/// The process-wide Prometheus recorder's handle.
+#[derive(Clone)]
+pub struct Metrics {
+    handle: PrometheusHandle,
+    collect: Option<Collect>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Metrics {
+    /// Installs the Prometheus recorder as the process's metrics recorder
+    /// (once per process; a second call fails). No HTTP listener is started:
+    /// the text is served by [`Metrics::router`].
+    pub fn install() -> Result<Metrics, String> {
+        let recorder = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &BUCKETS)
+            .map_err(|e| e.to_string())?
+            .build_recorder();
+        let handle = recorder.handle();
+        metrics::set_global_recorder(recorder).map_err(|e| e.to_string())?;
+        // The names exist from the start, so a dashboard shows zero, not "no data".
+        metrics::gauge!(SUBSCRIPTIONS_ACTIVE, "transport" => "websocket").set(0.0);
+        metrics::gauge!(SUBSCRIPTIONS_ACTIVE, "transport" => "sse").set(0.0);
+        Ok(Metrics {
+            handle,
+            collect: None,
+        })
+    }
+
+    /// Runs `collect` before every scrape.
+    pub fn with_collect(mut self, collect: Collect) -> Self {
+        self.collect = Some(collect);
+        self
+    }
+
+    /// The exposition text (Prometheus text format 0.0.4).
+    pub fn render(&self) -> String {
+        if let Some(c) = &self.collect {
+            c();
+        }
+        self.handle.render()
+    }
+
+    /// Drains histogram buffers every `every` until the task is aborted,
+    /// so memory stays bounded between scrapes.
+    pub fn spawn_upkeep(&self, every: Duration) -> tokio::task::JoinHandle<()> {
+        let handle = self.handle.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                handle.run_upkeep();
+            }
+        })
+    }
+
+    /// `GET /metrics`. It is unauthenticated, like `/healthz`: restrict it
+    /// by serving it on a separate address (`metrics.listen`).
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route("/metrics", get(render))
+            .with_state(self.clone())
+    }
+}
+
+async fn render(State(metrics): State<Metrics>) -> Response {
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        )],
+        metrics.render(),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderMap;
+
+    fn with(v: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(REQUEST_ID_HEADER, HeaderValue::from_str(v).unwrap());
+        h
+    }
+
+    #[test]
+    fn rest_routes_are_templates() {
+        let ok = StatusCode::OK;
+        let t = "/{version}/{*rest}";
+        assert_eq!(rest_route(t, "/v1/books", ok).as_deref(), Some("/v1/books"));
+        assert_eq!(
+            rest_route(t, "/v1/books/0193-x/reviews", ok).as_deref(),
+            Some("/v1/books/{id}/reviews")
+        );
+        assert_eq!(
+            rest_route("/api/{version}/{*rest}", "/api/v1/books/7", ok).as_deref(),
+            Some("/api/v1/books/{id}")
+        );
+        assert_eq!(rest_route(t, "/v1/whatever", StatusCode::NOT_FOUND), None);
+        assert_eq!(rest_route(t, "/v1/books", StatusCode::UNAUTHORIZED), None);
+    }
+
+    #[test]
+    fn sane_request_ids_are_kept_others_replaced() {
+        assert_eq!(
+            incoming_request_id(&with("abc-123_x.y:z")).as_deref(),
+            Some("abc-123_x.y:z")
+        );
+        assert_eq!(incoming_request_id(&with("")), None);
+        assert_eq!(incoming_request_id(&with("a b")), None);
+        assert_eq!(incoming_request_id(&with("a\"b")), None);
+        assert_eq!(incoming_request_id(&with(&"x".repeat(129))), None);
+        assert!(incoming_request_id(&with(&"x".repeat(128))).is_some());
+        assert_eq!(incoming_request_id(&HeaderMap::new()), None);
+    }
+}
