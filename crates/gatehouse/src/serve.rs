@@ -60,6 +60,7 @@ async fn serve(loaded: Loaded) -> anyhow::Result<ExitCode> {
 
     let auth = crate::auth::start(&config, &store, &issuer).await?;
     crate::auth::bootstrap(&auth.admin(), &config).await?;
+    crate::auth::bootstrap_consumers(&auth, &config).await?;
     let authn = gatehouse_http::authn::Authenticator::new(auth.clone(), config.auth.anonymous_read);
     let ready_store = store.clone();
     let state = gatehouse_http::AppState {
