@@ -1242,6 +1242,51 @@ mod tests {
         assert_eq!(p, s(&[("a", ""), ("b", "c d")]));
     }
 
+    #[tokio::test]
+    async fn bootstrap_is_idempotent_and_secrets_are_sealed() {
+        use crate::{ManualClock, MemoryRepo, SeededRandom};
+        let repo = Arc::new(MemoryRepo::new());
+        let cipher = Arc::new(KeyCipher::from_secret("a test secret").unwrap());
+        let c = Consumers::new(
+            repo.clone(),
+            Arc::new(ManualClock::new(1_000)),
+            Arc::new(SeededRandom::new(7)),
+            cipher.clone(),
+        );
+        let scopes = vec!["read".to_string()];
+        assert_eq!(
+            c.bootstrap("k", "s1", &scopes).await.unwrap(),
+            BootstrapOutcome::Created
+        );
+        assert_eq!(
+            c.bootstrap("k", "s1", &scopes).await.unwrap(),
+            BootstrapOutcome::Unchanged
+        );
+        assert_eq!(
+            c.bootstrap("k", "s2", &scopes).await.unwrap(),
+            BootstrapOutcome::Updated
+        );
+        let stored = repo.get_consumer("k").await.unwrap().unwrap();
+        assert!(!stored.secret_sealed.windows(2).any(|w| w == b"s2"));
+        assert_eq!(
+            open_string(&cipher, &consumer_context("k"), &stored.secret_sealed).unwrap(),
+            "s2"
+        );
+        // Bound to its record: it does not open as another consumer's.
+        assert!(open_string(&cipher, &consumer_context("x"), &stored.secret_sealed).is_err());
+        assert!(c.bootstrap("k", "", &scopes).await.is_err());
+        assert!(c.bootstrap("bad key", "s", &scopes).await.is_err());
+        let (info, secret) = c.add("new", &scopes).await.unwrap();
+        assert_eq!((info.consumer_key.as_str(), secret.0.len()), ("new", 43));
+        assert!(matches!(
+            c.add("new", &scopes).await,
+            Err(Error::Conflict(_))
+        ));
+        assert_eq!(c.list().await.unwrap().len(), 2);
+        c.remove("new").await.unwrap();
+        assert!(matches!(c.remove("new").await, Err(Error::NotFound(_))));
+    }
+
     #[test]
     fn detection_of_oauth1_requests() {
         assert!(has_oauth1_params(Some("OAuth a=\"b\""), None, None));
