@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs third-party clients against a real gatehouse: an OAuth 2.0 client
-# library (authlib + pyjwt), the graphql-http audit, graphql-js on the
+# library (authlib + pyjwt), an OAuth 1.0 signer (oauthlib +
+# requests-oauthlib), the graphql-http audit, graphql-js on the
 # introspection result, GraphiQL in headless Chromium and schemathesis on the
 # REST API. Installs what it needs (npm and PyPI packages, Debian's chromium)
 # when missing.
@@ -60,6 +61,17 @@ fi
 "$venv/bin/python" crates/gatehouse-oauth/tests/external/oauth_client.py --base-url "$base" \
   --client-id demo-app --client-secret demo-secret-change-me \
   --username alice --password alice-password --audience https://reports.example
+
+log "OAuth 1.0 client (oauthlib, requests-oauthlib)"
+venv1="${XDG_CACHE_HOME:-$HOME/.cache}/gatehouse/oauth1-client-venv"
+if [ ! -x "$venv1/bin/python" ] || ! "$venv1/bin/python" -c 'import oauthlib, requests_oauthlib, requests' 2>/dev/null; then
+  python3 -m venv "$venv1"
+  "$venv1/bin/pip" install --quiet --disable-pip-version-check \
+    "oauthlib==3.3.1" "requests-oauthlib==2.0.0" "requests==2.34.2"
+fi
+"$venv1/bin/python" crates/gatehouse-oauth/tests/external/oauth1_client.py --base-url "$base" \
+  --consumer-key demo-consumer --consumer-secret demo-consumer-secret \
+  --username alice --password alice-password
 
 # Every API below needs credentials: a token for the example's user.
 token="$(curl -sS --fail -u demo-app:demo-secret-change-me \

@@ -87,7 +87,7 @@ pub struct Admin {
     random: Arc<dyn Random>,
 }
 
-fn check_name(what: &str, v: &str) -> Result<()> {
+pub(crate) fn check_name(what: &str, v: &str) -> Result<()> {
     let ok = !v.is_empty() && v.len() <= MAX_NAME && v.bytes().all(|b| (0x21..=0x7E).contains(&b));
     if ok {
         Ok(())
@@ -121,7 +121,7 @@ fn normalize_grants(grants: &[String]) -> Result<Vec<String>> {
     Ok(out)
 }
 
-fn normalize_scopes(scopes: &[String]) -> Result<Vec<String>> {
+pub(crate) fn normalize_scopes(scopes: &[String]) -> Result<Vec<String>> {
     let mut out: Vec<String> = Vec::new();
     for s in scopes
         .iter()

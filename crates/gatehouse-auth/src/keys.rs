@@ -102,27 +102,62 @@ impl KeyCipher {
     }
 
     fn seal(&self, random: &dyn Random, kid: &str, alg: &str, plaintext: &[u8]) -> Result<Vec<u8>> {
+        self.seal_with(random, Self::aad(kid, alg), plaintext)
+    }
+
+    /// Seals a secret that must stay recoverable (an OAuth 1.0 consumer or
+    /// token secret: HMAC-SHA1 needs it in the clear). `context` names the
+    /// record it belongs to and is bound as additional data, so a ciphertext
+    /// copied to another record does not open.
+    pub(crate) fn seal_secret(
+        &self,
+        random: &dyn Random,
+        context: &str,
+        plaintext: &[u8],
+    ) -> Result<Vec<u8>> {
+        self.seal_with(
+            random,
+            format!("gatehouse-secret:{context}").into_bytes(),
+            plaintext,
+        )
+    }
+
+    /// Opens what [`KeyCipher::seal_secret`] sealed for `context`.
+    pub(crate) fn open_secret(&self, context: &str, sealed: &[u8]) -> Result<Vec<u8>> {
+        self.open_with(format!("gatehouse-secret:{context}").into_bytes(), sealed)
+            .map_err(|_| {
+                Error::server(
+                    "cannot decrypt a stored secret: is the server secret the one it was created with?",
+                )
+            })
+    }
+
+    fn seal_with(&self, random: &dyn Random, aad: Vec<u8>, plaintext: &[u8]) -> Result<Vec<u8>> {
         let mut nonce = [0u8; NONCE_LEN];
         random.fill(&mut nonce);
         let mut in_out = plaintext.to_vec();
         self.key
             .seal_in_place_append_tag(
                 Nonce::assume_unique_for_key(nonce),
-                Aad::from(Self::aad(kid, alg)),
+                Aad::from(aad),
                 &mut in_out,
             )
-            .map_err(|_| Error::server("sealing a signing key failed"))?;
+            .map_err(|_| Error::server("sealing failed"))?;
         let mut out = nonce.to_vec();
         out.extend_from_slice(&in_out);
         Ok(out)
     }
 
     fn open(&self, kid: &str, alg: &str, sealed: &[u8]) -> Result<Vec<u8>> {
-        let fail = || {
+        self.open_with(Self::aad(kid, alg), sealed).map_err(|_| {
             Error::server(format!(
                 "cannot decrypt signing key {kid}: is the server secret the one it was created with?"
             ))
-        };
+        })
+    }
+
+    fn open_with(&self, aad: Vec<u8>, sealed: &[u8]) -> Result<Vec<u8>> {
+        let fail = || Error::server("decryption failed");
         if sealed.len() < NONCE_LEN {
             return Err(fail());
         }
@@ -131,7 +166,7 @@ impl KeyCipher {
         let mut in_out = ciphertext.to_vec();
         let plain = self
             .key
-            .open_in_place(nonce, Aad::from(Self::aad(kid, alg)), &mut in_out)
+            .open_in_place(nonce, Aad::from(aad), &mut in_out)
             .map_err(|_| fail())?;
         Ok(plain.to_vec())
     }

@@ -10,6 +10,8 @@
 //!   access tokens, validation for resource servers, RFC 7662
 //!   introspection, RFC 7009 revocation, signing-key rotation and the JWKS.
 //! - [`Admin`]: client and user administration and idempotent bootstrap.
+//! - [`oauth1`]: OAuth 1.0 (RFC 5849) signatures, request and access
+//!   tokens, signed resource requests, consumer administration.
 //! - [`AuthRepo`]: the storage interface, with [`MemoryRepo`] for tests.
 //! - [`Error`]: RFC error codes whose `Display` is the wire string.
 #![warn(missing_docs)]
@@ -20,6 +22,7 @@ mod error;
 mod jwt;
 mod keys;
 mod model;
+pub mod oauth1;
 mod principal;
 mod random;
 mod repo;
@@ -41,6 +44,7 @@ pub use model::{
     GRANT_TOKEN_EXCHANGE, KNOWN_GRANTS, KeyRecord, SCOPE_OFFLINE_ACCESS, Scopes, TOKEN_TYPE_ACCESS,
     TOKEN_TYPE_JWT, TOKEN_TYPE_REFRESH, TokenKind, TokenRecord, UserRecord, valid_scope_token,
 };
+pub use model::{ConsumerRecord, OAuth1TokenKind, OAuth1TokenRecord};
 pub use principal::{AuthScheme, Principal};
 pub use random::{Random, SeededRandom, SystemRandom};
 pub use repo::{AuthRepo, MemoryRepo};

@@ -271,3 +271,109 @@ pub fn valid_scope_token(token: &str) -> bool {
             .bytes()
             .all(|b| b == 0x21 || (0x23..=0x5B).contains(&b) || (0x5D..=0x7E).contains(&b))
 }
+
+/// A registered OAuth 1.0 consumer (RFC 5849 §1.2 "client credentials").
+///
+/// Unlike an OAuth 2.0 client secret, the consumer secret cannot be stored
+/// as a hash: HMAC-SHA1 needs it as key. It is sealed with the server's
+/// key-encryption key (AES-256-GCM, bound to the consumer key).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ConsumerRecord {
+    /// The consumer key (`oauth_consumer_key`), also its name on the CLI.
+    pub key: String,
+    /// 12-byte nonce, AES-256-GCM ciphertext and tag of the secret.
+    pub secret_sealed: Vec<u8>,
+    /// Scopes the consumer may obtain (and acts with when it signs alone).
+    pub scopes: Vec<String>,
+    /// Creation time, seconds since the epoch.
+    pub created_at: i64,
+    /// Last change, seconds since the epoch.
+    pub updated_at: i64,
+}
+
+impl fmt::Debug for ConsumerRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConsumerRecord")
+            .field("key", &self.key)
+            .field("secret_sealed", &"<redacted>")
+            .field("scopes", &self.scopes)
+            .field("created_at", &self.created_at)
+            .field("updated_at", &self.updated_at)
+            .finish()
+    }
+}
+
+/// Whether an OAuth 1.0 token is a temporary (request) token or an access
+/// token (RFC 5849 §2.1 and §2.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OAuth1TokenKind {
+    /// Temporary credentials, waiting for (or holding) the owner's approval.
+    Request,
+    /// Token credentials: sign resource requests for the approving user.
+    Access,
+}
+
+impl OAuth1TokenKind {
+    /// A stable name for storage (`request` / `access`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OAuth1TokenKind::Request => "request",
+            OAuth1TokenKind::Access => "access",
+        }
+    }
+
+    /// Parses [`OAuth1TokenKind::as_str`].
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "request" => Some(OAuth1TokenKind::Request),
+            "access" => Some(OAuth1TokenKind::Access),
+            _ => None,
+        }
+    }
+}
+
+/// An OAuth 1.0 request or access token. The token value itself is never
+/// stored: `id` is its base64url SHA-256; the token secret is sealed like a
+/// consumer secret, and the verifier is stored as a SHA-256 too.
+#[derive(Clone, PartialEq, Eq)]
+pub struct OAuth1TokenRecord {
+    /// base64url SHA-256 of the token value.
+    pub id: String,
+    /// Request or access token.
+    pub kind: OAuth1TokenKind,
+    /// The consumer the token was issued to.
+    pub consumer_key: String,
+    /// Sealed token secret (bound to `id`).
+    pub secret_sealed: Vec<u8>,
+    /// Request tokens: the callback URI, or `oob`.
+    pub callback: Option<String>,
+    /// Request tokens: base64url SHA-256 of the verifier, once approved.
+    pub verifier_hash: Option<String>,
+    /// The approving resource owner (request tokens once approved; always
+    /// for access tokens).
+    pub username: Option<String>,
+    /// Granted scopes (set at approval).
+    pub scopes: Vec<String>,
+    /// Issue time, seconds since the epoch.
+    pub created_at: i64,
+    /// Expiry, seconds since the epoch; the record is purged after it.
+    pub expires_at: i64,
+    /// Request tokens: when it was exchanged for an access token.
+    pub used_at: Option<i64>,
+}
+
+impl fmt::Debug for OAuth1TokenRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OAuth1TokenRecord")
+            .field("kind", &self.kind)
+            .field("consumer_key", &self.consumer_key)
+            .field("secret_sealed", &"<redacted>")
+            .field("callback", &self.callback)
+            .field("username", &self.username)
+            .field("scopes", &self.scopes)
+            .field("created_at", &self.created_at)
+            .field("expires_at", &self.expires_at)
+            .field("used_at", &self.used_at)
+            .finish_non_exhaustive()
+    }
+}

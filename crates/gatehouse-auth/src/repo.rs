@@ -12,7 +12,10 @@ use std::sync::{Mutex, MutexGuard};
 use async_trait::async_trait;
 
 use crate::error::RepoError;
-use crate::model::{ClientRecord, KeyRecord, TokenKind, TokenRecord, UserRecord};
+use crate::model::{
+    ClientRecord, ConsumerRecord, KeyRecord, OAuth1TokenKind, OAuth1TokenRecord, TokenKind,
+    TokenRecord, UserRecord,
+};
 
 /// Storage behind the authorization server. All times are seconds since the
 /// Unix epoch.
@@ -91,6 +94,49 @@ pub trait AuthRepo: Send + Sync + fmt::Debug {
     /// Deletes token records that expired at or before `now`, and keys whose
     /// `publish_until` is at or before `now`. Returns how many rows went.
     async fn purge_expired(&self, now: i64) -> Result<u64, RepoError>;
+
+    // ----- OAuth 1.0 -----
+
+    /// The OAuth 1.0 consumer with this key.
+    async fn get_consumer(&self, key: &str) -> Result<Option<ConsumerRecord>, RepoError>;
+    /// Creates or replaces the consumer with `consumer.key`.
+    async fn upsert_consumer(&self, consumer: &ConsumerRecord) -> Result<(), RepoError>;
+    /// Every consumer, ordered by key.
+    async fn list_consumers(&self) -> Result<Vec<ConsumerRecord>, RepoError>;
+    /// Deletes a consumer and every OAuth 1.0 token issued to it; `false` if
+    /// there was no such consumer.
+    async fn delete_consumer(&self, key: &str) -> Result<bool, RepoError>;
+    /// Stores a new OAuth 1.0 token. Ids are unique.
+    async fn insert_oauth1_token(&self, token: &OAuth1TokenRecord) -> Result<(), RepoError>;
+    /// The OAuth 1.0 token with this id.
+    async fn get_oauth1_token(&self, id: &str) -> Result<Option<OAuth1TokenRecord>, RepoError>;
+    /// Atomically records the owner's approval of a request token that is
+    /// unapproved, unused and unexpired at `now`. Returns `false` (and
+    /// changes nothing) otherwise.
+    async fn approve_request_token(
+        &self,
+        id: &str,
+        username: &str,
+        verifier_hash: &str,
+        scopes: &[String],
+        now: i64,
+    ) -> Result<bool, RepoError>;
+    /// Atomically marks an approved, unused request token used at `now`
+    /// (the compare-and-set that makes it single-use). Returns `false` (and
+    /// changes nothing) if it was already used or does not exist.
+    async fn use_request_token(&self, id: &str, now: i64) -> Result<bool, RepoError>;
+    /// Records a nonce of `consumer_key`, valid until `expires_at`. Returns
+    /// `false` if the same nonce is already recorded and not yet expired at
+    /// `now`. Must be atomic across instances (a unique key, not memory).
+    async fn insert_nonce(
+        &self,
+        consumer_key: &str,
+        nonce: &str,
+        expires_at: i64,
+        now: i64,
+    ) -> Result<bool, RepoError>;
+    /// Deletes OAuth 1.0 tokens and nonces that expired at or before `now`.
+    async fn purge_oauth1(&self, now: i64) -> Result<u64, RepoError>;
 }
 
 #[derive(Debug, Default)]
@@ -101,6 +147,10 @@ struct Inner {
     tokens: HashMap<String, TokenRecord>,
     /// family id -> token ids, so family revocation does not scan everything.
     families: HashMap<String, Vec<String>>,
+    consumers: HashMap<String, ConsumerRecord>,
+    oauth1_tokens: HashMap<String, OAuth1TokenRecord>,
+    /// (consumer key, nonce) -> expiry.
+    nonces: HashMap<(String, String), i64>,
 }
 
 /// An [`AuthRepo`] in memory: for tests and one-process demos. Nothing survives
@@ -309,6 +359,107 @@ impl AuthRepo for MemoryRepo {
             !ids.is_empty()
         });
         let after = inner.tokens.len() + inner.keys.len();
+        Ok((before - after) as u64)
+    }
+
+    async fn get_consumer(&self, key: &str) -> Result<Option<ConsumerRecord>, RepoError> {
+        Ok(self.lock().consumers.get(key).cloned())
+    }
+
+    async fn upsert_consumer(&self, consumer: &ConsumerRecord) -> Result<(), RepoError> {
+        self.lock()
+            .consumers
+            .insert(consumer.key.clone(), consumer.clone());
+        Ok(())
+    }
+
+    async fn list_consumers(&self) -> Result<Vec<ConsumerRecord>, RepoError> {
+        let mut all: Vec<_> = self.lock().consumers.values().cloned().collect();
+        all.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(all)
+    }
+
+    async fn delete_consumer(&self, key: &str) -> Result<bool, RepoError> {
+        let mut inner = self.lock();
+        inner.oauth1_tokens.retain(|_, t| t.consumer_key != key);
+        Ok(inner.consumers.remove(key).is_some())
+    }
+
+    async fn insert_oauth1_token(&self, token: &OAuth1TokenRecord) -> Result<(), RepoError> {
+        let mut inner = self.lock();
+        if inner.oauth1_tokens.contains_key(&token.id) {
+            return Err(RepoError::new("duplicate token id"));
+        }
+        inner.oauth1_tokens.insert(token.id.clone(), token.clone());
+        Ok(())
+    }
+
+    async fn get_oauth1_token(&self, id: &str) -> Result<Option<OAuth1TokenRecord>, RepoError> {
+        Ok(self.lock().oauth1_tokens.get(id).cloned())
+    }
+
+    async fn approve_request_token(
+        &self,
+        id: &str,
+        username: &str,
+        verifier_hash: &str,
+        scopes: &[String],
+        now: i64,
+    ) -> Result<bool, RepoError> {
+        Ok(match self.lock().oauth1_tokens.get_mut(id) {
+            Some(t)
+                if t.kind == OAuth1TokenKind::Request
+                    && t.username.is_none()
+                    && t.used_at.is_none()
+                    && t.expires_at > now =>
+            {
+                t.username = Some(username.to_string());
+                t.verifier_hash = Some(verifier_hash.to_string());
+                t.scopes = scopes.to_vec();
+                true
+            }
+            _ => false,
+        })
+    }
+
+    async fn use_request_token(&self, id: &str, now: i64) -> Result<bool, RepoError> {
+        Ok(match self.lock().oauth1_tokens.get_mut(id) {
+            Some(t)
+                if t.kind == OAuth1TokenKind::Request
+                    && t.username.is_some()
+                    && t.used_at.is_none() =>
+            {
+                t.used_at = Some(now);
+                true
+            }
+            _ => false,
+        })
+    }
+
+    async fn insert_nonce(
+        &self,
+        consumer_key: &str,
+        nonce: &str,
+        expires_at: i64,
+        now: i64,
+    ) -> Result<bool, RepoError> {
+        let mut inner = self.lock();
+        let key = (consumer_key.to_string(), nonce.to_string());
+        match inner.nonces.get(&key) {
+            Some(&until) if until > now => Ok(false),
+            _ => {
+                inner.nonces.insert(key, expires_at);
+                Ok(true)
+            }
+        }
+    }
+
+    async fn purge_oauth1(&self, now: i64) -> Result<u64, RepoError> {
+        let mut inner = self.lock();
+        let before = inner.oauth1_tokens.len() + inner.nonces.len();
+        inner.oauth1_tokens.retain(|_, t| t.expires_at > now);
+        inner.nonces.retain(|_, until| *until > now);
+        let after = inner.oauth1_tokens.len() + inner.nonces.len();
         Ok((before - after) as u64)
     }
 }

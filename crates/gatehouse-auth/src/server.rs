@@ -40,6 +40,13 @@ pub struct AuthConfig {
     pub signing_alg: SigningAlg,
     /// At start, a current key older than this is rotated. `None`: never.
     pub signing_key_max_age: Option<u64>,
+    /// OAuth 1.0: how far (seconds) `oauth_timestamp` may be from the
+    /// server's clock, either way; nonces are kept that long.
+    pub oauth1_timestamp_window: u64,
+    /// OAuth 1.0: lifetime of a request token (until it is exchanged).
+    pub oauth1_request_token_ttl: u64,
+    /// OAuth 1.0: lifetime of an access token.
+    pub oauth1_access_ttl: u64,
 }
 
 impl AuthConfig {
@@ -54,10 +61,13 @@ impl AuthConfig {
             refresh_reuse_grace: 0,
             signing_alg: SigningAlg::EdDsa,
             signing_key_max_age: Some(90 * 86400),
+            oauth1_timestamp_window: 300,
+            oauth1_request_token_ttl: 600,
+            oauth1_access_ttl: 30 * 86400,
         }
     }
 
-    fn secs(v: u64) -> i64 {
+    pub(crate) fn secs(v: u64) -> i64 {
         i64::try_from(v).unwrap_or(i64::MAX)
     }
 
@@ -171,7 +181,7 @@ pub struct AuthServer {
     repo: Arc<dyn AuthRepo>,
     clock: Arc<dyn Clock>,
     random: Arc<dyn Random>,
-    cipher: KeyCipher,
+    cipher: Arc<KeyCipher>,
     ring: KeyRing,
     last_key_reload: AtomicI64,
 }
@@ -216,7 +226,7 @@ impl AuthServer {
             repo,
             clock,
             random,
-            cipher,
+            cipher: Arc::new(cipher),
             ring: KeyRing::empty(),
             last_key_reload: AtomicI64::new(i64::MIN),
         });
@@ -251,6 +261,11 @@ impl AuthServer {
     /// The clock.
     pub fn clock(&self) -> &Arc<dyn Clock> {
         &self.clock
+    }
+
+    /// The key-encryption cipher (also seals OAuth 1.0 secrets).
+    pub(crate) fn cipher(&self) -> &Arc<KeyCipher> {
+        &self.cipher
     }
 
     /// The randomness source.
@@ -316,6 +331,7 @@ impl AuthServer {
     /// reloads the keys. Meant to run periodically.
     pub async fn purge_expired(&self) -> Result<u64> {
         let n = self.repo.purge_expired(self.now()).await?;
+        let n = n + self.repo.purge_oauth1(self.now()).await?;
         self.reload_keys().await?;
         Ok(n)
     }

@@ -1,6 +1,7 @@
 //! The one authentication layer in front of `/graphql` and `/v1`: Bearer
 //! access tokens (RFC 6750), HTTP Basic with a user's password (re-checked on
-//! every request), or anonymous reads when configured. The [`Principal`] it
+//! every request), OAuth 1.0 signed requests (RFC 5849 §3), or anonymous
+//! reads when configured. The [`Principal`] it
 //! finds goes into the request extensions; authorization (scopes) happens
 //! per field in GraphQL and per route in REST.
 
@@ -13,6 +14,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
+use gatehouse_auth::oauth1::{SignedRequest, candidate_uris, has_oauth1_params};
 use gatehouse_auth::{AuthScheme, AuthServer, Principal};
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -59,6 +61,26 @@ pub enum AuthFailure {
     UnsupportedScheme,
     /// The credential store could not be reached.
     Unavailable,
+    /// An OAuth 1.0 request that is malformed: a missing or repeated
+    /// protocol parameter, an unsupported signature method (400).
+    OAuth1Invalid(String),
+    /// An OAuth 1.0 request that is refused: unknown consumer, bad
+    /// signature, stale timestamp, reused nonce, bad token (401).
+    OAuth1Rejected(String),
+}
+
+/// Largest form body read to verify an OAuth 1.0 signature over it.
+const OAUTH1_MAX_FORM_BYTES: usize = 1024 * 1024;
+
+fn is_form(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|e| {
+            e.trim()
+                .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+        })
 }
 
 impl Authenticator {
@@ -95,6 +117,96 @@ impl Authenticator {
     /// Whether requests without credentials may read.
     pub fn anonymous_read(&self) -> bool {
         self.inner.anonymous_read
+    }
+
+    /// The principal of a whole request: an OAuth 1.0 signed request (which
+    /// needs the method, URL and form body), or else what
+    /// [`Authenticator::authenticate`] finds in the headers. The request is
+    /// handed back (its body restored when it had to be read).
+    pub async fn authenticate_request(
+        &self,
+        req: Request,
+    ) -> (Request, Result<Principal, AuthFailure>) {
+        let headers = req.headers();
+        let authorization = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        let marked = has_oauth1_params(authorization, req.uri().query(), None);
+        // A form body may carry the protocol parameters too (RFC 5849 §3.5.2),
+        // but only when no other credentials are sent.
+        let maybe_in_body = !marked && authorization.is_none() && is_form(headers);
+        if !marked && !maybe_in_body {
+            let result = self.authenticate(req.headers()).await;
+            return (req, result);
+        }
+        let (parts, body) = req.into_parts();
+        let form = if is_form(&parts.headers) {
+            match axum::body::to_bytes(body, OAUTH1_MAX_FORM_BYTES).await {
+                Ok(b) => b,
+                Err(_) => {
+                    let req = Request::from_parts(parts, axum::body::Body::empty());
+                    let f = AuthFailure::OAuth1Invalid("the form body is too large".into());
+                    return (req, Err(f));
+                }
+            }
+        } else {
+            // Not read: put the untouched body back.
+            let signed = self.signed_request(&parts, None);
+            let req = Request::from_parts(parts, body);
+            let result = self.oauth1(signed).await;
+            return (req, result);
+        };
+        if maybe_in_body && !has_oauth1_params(None, None, Some(&form)) {
+            let req = Request::from_parts(parts, axum::body::Body::from(form));
+            let result = self.authenticate(req.headers()).await;
+            return (req, result);
+        }
+        let signed = self.signed_request(&parts, Some(&form));
+        let req = Request::from_parts(parts, axum::body::Body::from(form));
+        let result = self.oauth1(signed).await;
+        (req, result)
+    }
+
+    /// Gathers what RFC 5849 §3.4.1 signs. The base string URI is built
+    /// from the configured issuer's scheme and authority (or the `Host`
+    /// header's) and the path as sent, base path included.
+    fn signed_request(
+        &self,
+        parts: &axum::http::request::Parts,
+        form: Option<&[u8]>,
+    ) -> Result<SignedRequest, AuthFailure> {
+        let uri = parts
+            .extensions
+            .get::<axum::extract::OriginalUri>()
+            .map(|o| o.0.clone())
+            .unwrap_or_else(|| parts.uri.clone());
+        let str_header =
+            |name: header::HeaderName| parts.headers.get(name).and_then(|v| v.to_str().ok());
+        let uris = candidate_uris(
+            &self.inner.server.config().issuer,
+            str_header(header::HOST),
+            uri.path(),
+        );
+        SignedRequest::parse(
+            parts.method.as_str(),
+            uris,
+            uri.query(),
+            str_header(header::AUTHORIZATION),
+            form,
+        )
+        .map_err(oauth1_failure)
+    }
+
+    /// RFC 5849 §3.2: verifies a signed resource request.
+    async fn oauth1(
+        &self,
+        signed: Result<SignedRequest, AuthFailure>,
+    ) -> Result<Principal, AuthFailure> {
+        self.inner
+            .server
+            .oauth1_authenticate(&signed?)
+            .await
+            .map_err(oauth1_failure)
     }
 
     /// The principal of a request with these headers.
@@ -215,6 +327,20 @@ impl Authenticator {
     }
 }
 
+fn oauth1_failure(e: gatehouse_auth::Error) -> AuthFailure {
+    use gatehouse_auth::Error;
+    match e {
+        Error::InvalidClient(d) | Error::InvalidToken(d) | Error::InvalidGrant(d) => {
+            AuthFailure::OAuth1Rejected(d.to_string())
+        }
+        Error::Server(cause) => {
+            tracing::error!(%cause, "OAuth 1.0 verification failed");
+            AuthFailure::Unavailable
+        }
+        other => AuthFailure::OAuth1Invalid(other.description().to_string()),
+    }
+}
+
 /// The `WWW-Authenticate` challenge for a failure (RFC 6750 §3).
 pub fn challenge(failure: &AuthFailure) -> HeaderValue {
     let v = match failure {
@@ -228,6 +354,10 @@ pub fn challenge(failure: &AuthFailure) -> HeaderValue {
         ),
         AuthFailure::BadCredentials => "Basic realm=\"gatehouse\"".to_string(),
         AuthFailure::Unavailable => "Bearer realm=\"gatehouse\"".to_string(),
+        // RFC 5849 §3.5.1: the OAuth scheme's challenge.
+        AuthFailure::OAuth1Invalid(_) | AuthFailure::OAuth1Rejected(_) => {
+            "OAuth realm=\"gatehouse\"".to_string()
+        }
     };
     HeaderValue::from_str(&v)
         .unwrap_or_else(|_| HeaderValue::from_static("Bearer realm=\"gatehouse\""))
@@ -243,17 +373,20 @@ impl AuthFailure {
             AuthFailure::InvalidToken(d) => format!("invalid access token: {d}"),
             AuthFailure::BadCredentials => "the user name or password is wrong".into(),
             AuthFailure::UnsupportedScheme => {
-                "unsupported Authorization scheme; use Bearer or Basic".into()
+                "unsupported Authorization scheme; use Bearer, Basic or OAuth".into()
             }
             AuthFailure::Unavailable => {
                 "credentials cannot be checked right now; retry later".into()
             }
+            AuthFailure::OAuth1Invalid(d) => format!("invalid OAuth 1.0 request: {d}"),
+            AuthFailure::OAuth1Rejected(d) => format!("OAuth 1.0 request refused: {d}"),
         }
     }
 
     fn status(&self) -> StatusCode {
         match self {
             AuthFailure::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            AuthFailure::OAuth1Invalid(_) => StatusCode::BAD_REQUEST,
             _ => StatusCode::UNAUTHORIZED,
         }
     }
@@ -263,7 +396,7 @@ impl AuthFailure {
 /// navigating to the GraphiQL page needs no credentials.
 pub(crate) async fn graphql_layer(
     State(auth): State<Authenticator>,
-    mut req: Request,
+    req: Request,
     next: Next,
 ) -> Response {
     if req.method() == axum::http::Method::GET
@@ -271,7 +404,8 @@ pub(crate) async fn graphql_layer(
     {
         return next.run(req).await;
     }
-    match auth.authenticate(req.headers()).await {
+    let (mut req, result) = auth.authenticate_request(req).await;
+    match result {
         Ok(p) => {
             req.extensions_mut().insert(p.clone());
             let mut resp = next.run(req).await;
@@ -367,8 +501,9 @@ pub fn rest_scope(
 
 /// Middleware for REST routes: authenticates (401 problem), then checks the
 /// collection's scope (403 problem with `insufficient_scope`).
-pub async fn rest_layer(State(guard): State<RestGuard>, mut req: Request, next: Next) -> Response {
-    let principal = match guard.authn.authenticate(req.headers()).await {
+pub async fn rest_layer(State(guard): State<RestGuard>, req: Request, next: Next) -> Response {
+    let (mut req, result) = guard.authn.authenticate_request(req).await;
+    let principal = match result {
         Ok(p) => p,
         Err(f) => return problem(f.status(), &f.message(), challenge(&f)),
     };

@@ -11,6 +11,7 @@
 
 mod form;
 mod limits;
+mod oauth1;
 mod response;
 
 use std::fmt;
@@ -23,7 +24,7 @@ use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use serde_json::json;
 
 use gatehouse_auth::{
@@ -135,7 +136,9 @@ enum Endpoint {
 /// The OAuth routes: `POST /oauth/token`, `/oauth2/token`,
 /// `/oauth/access_token`, `/oauth/refresh_token`, `/oauth/introspect`,
 /// `/oauth/revoke`; `GET /.well-known/oauth-authorization-server` and
-/// `/.well-known/jwks.json`.
+/// `/.well-known/jwks.json`; OAuth 1.0: `GET|POST /oauth/requestToken`,
+/// `GET|POST /oauth/authorize`, and the OAuth 1.0 exchange on
+/// `/oauth/access_token`.
 pub fn router(state: OAuthState) -> Router {
     let token = |e: Endpoint| {
         post(move |s: State<OAuthState>, r: Request| token_endpoint(s, r, e))
@@ -144,7 +147,16 @@ pub fn router(state: OAuthState) -> Router {
     Router::new()
         .route("/oauth/token", token(Endpoint::Token))
         .route("/oauth2/token", token(Endpoint::Token))
-        .route("/oauth/access_token", token(Endpoint::AccessToken))
+        // OAuth 1.0 (RFC 5849 §2.3) when the request carries its
+        // parameters, the OAuth 2.0 endpoint otherwise.
+        .route("/oauth/access_token", any(oauth1::access_token))
+        .route("/oauth/requestToken", any(oauth1::request_token))
+        .route(
+            "/oauth/authorize",
+            get(oauth1::authorize_page)
+                .post(oauth1::authorize)
+                .fallback(|| async { response::method_not_allowed("GET, POST") }),
+        )
         .route("/oauth/refresh_token", token(Endpoint::RefreshToken))
         .route(
             "/oauth/introspect",

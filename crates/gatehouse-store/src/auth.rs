@@ -18,7 +18,8 @@
 
 use async_trait::async_trait;
 use gatehouse_auth::{
-    AuthRepo, ClientRecord, KeyRecord, RepoError, TokenKind, TokenRecord, UserRecord,
+    AuthRepo, ClientRecord, ConsumerRecord, KeyRecord, OAuth1TokenKind, OAuth1TokenRecord,
+    RepoError, TokenKind, TokenRecord, UserRecord,
 };
 use sea_query::Value;
 use serde_json::Value as Json;
@@ -34,6 +35,11 @@ const CLIENTS: &str = "_gatehouse_oauth_clients";
 const USERS: &str = "_gatehouse_oauth_users";
 const KEYS: &str = "_gatehouse_oauth_keys";
 const TOKENS: &str = "_gatehouse_oauth_tokens";
+const CONSUMERS: &str = "_gatehouse_oauth1_consumers";
+const OAUTH1_TOKENS: &str = "_gatehouse_oauth1_tokens";
+/// OAuth 1.0 nonces: the primary key (consumer, nonce) is what refuses a
+/// replay, on one instance or many.
+const NONCES: &str = "_gatehouse_oauth1_nonces";
 
 /// Creates the OAuth tables and their indexes when missing (called with the
 /// other internal tables, under the migration lock).
@@ -86,6 +92,27 @@ pub(crate) async fn ensure_tables(conn: &mut Conn<'_>, d: Dialect) -> Result<(),
         index(TOKENS, "subject"),
         index(TOKENS, "username"),
         index(TOKENS, "expires_at"),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (consumer_key {text} PRIMARY KEY NOT NULL, \
+             secret_sealed {blob} NOT NULL, scopes TEXT NOT NULL, \
+             created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL)",
+            q(CONSUMERS)
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (id {text} PRIMARY KEY NOT NULL, kind TEXT NOT NULL, \
+             consumer_key {text} NOT NULL, secret_sealed {blob} NOT NULL, callback TEXT, \
+             verifier_hash TEXT, username {text}, scopes TEXT NOT NULL, \
+             created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL, used_at BIGINT)",
+            q(OAUTH1_TOKENS)
+        ),
+        index(OAUTH1_TOKENS, "consumer_key"),
+        index(OAUTH1_TOKENS, "expires_at"),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (consumer_key {text} NOT NULL, nonce {text} NOT NULL, \
+             expires_at BIGINT NOT NULL, PRIMARY KEY (consumer_key, nonce))",
+            q(NONCES)
+        ),
+        index(NONCES, "expires_at"),
     ];
     for sql in &statements {
         conn.ddl(sql).await?;
@@ -159,6 +186,30 @@ const TOKEN_KINDS: &[SqlKind] = &[
     SqlKind::Text,
     SqlKind::Count,
     SqlKind::Text,
+];
+
+const CONSUMER_COLS: &str = "consumer_key, secret_sealed, scopes, created_at, updated_at";
+const CONSUMER_KINDS: &[SqlKind] = &[
+    SqlKind::Text,
+    SqlKind::Bytes,
+    SqlKind::Text,
+    SqlKind::Count,
+    SqlKind::Count,
+];
+const OAUTH1_TOKEN_COLS: &str = "id, kind, consumer_key, secret_sealed, callback, verifier_hash, \
+                                 username, scopes, created_at, expires_at, used_at";
+const OAUTH1_TOKEN_KINDS: &[SqlKind] = &[
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Bytes,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Count,
+    SqlKind::Count,
+    SqlKind::Count,
 ];
 
 impl SqlAuthRepo {
@@ -400,6 +451,37 @@ fn token(row: DbRow) -> Result<TokenRecord, RepoError> {
         parent_id: c.opt_string()?,
         used_at: c.opt_int()?,
         successor_id: c.opt_string()?,
+    })
+}
+
+fn consumer(row: DbRow) -> Result<ConsumerRecord, RepoError> {
+    let mut c = Cols::new(row, "consumer");
+    Ok(ConsumerRecord {
+        key: c.string()?,
+        secret_sealed: c.bytes()?,
+        scopes: c.list()?,
+        created_at: c.int()?,
+        updated_at: c.int()?,
+    })
+}
+
+fn oauth1_token(row: DbRow) -> Result<OAuth1TokenRecord, RepoError> {
+    let mut c = Cols::new(row, "OAuth 1.0 token");
+    Ok(OAuth1TokenRecord {
+        id: c.string()?,
+        kind: {
+            let k = c.string()?;
+            OAuth1TokenKind::parse(&k).ok_or_else(|| c.bad("a token kind"))?
+        },
+        consumer_key: c.string()?,
+        secret_sealed: c.bytes()?,
+        callback: c.opt_string()?,
+        verifier_hash: c.opt_string()?,
+        username: c.opt_string()?,
+        scopes: c.list()?,
+        created_at: c.int()?,
+        expires_at: c.int()?,
+        used_at: c.opt_int()?,
     })
 }
 
@@ -664,6 +746,188 @@ impl AuthRepo for SqlAuthRepo {
             .await
             .map_err(|e| sqlx_err(OP, e))?;
         n += tx.conn().execute(keys).await.map_err(|e| sqlx_err(OP, e))?;
+        tx.commit().await.map_err(|e| sqlx_err(OP, e))?;
+        Ok(n)
+    }
+
+    async fn get_consumer(&self, key: &str) -> Result<Option<ConsumerRecord>, RepoError> {
+        let sql = format!(
+            "SELECT {CONSUMER_COLS} FROM {} WHERE consumer_key = ?",
+            q(CONSUMERS)
+        );
+        let rows = self
+            .fetch("get_consumer", &sql, vec![text(key)], CONSUMER_KINDS)
+            .await?;
+        rows.into_iter().next().map(consumer).transpose()
+    }
+
+    async fn upsert_consumer(&self, c: &ConsumerRecord) -> Result<(), RepoError> {
+        let sql = format!(
+            "INSERT INTO {} ({CONSUMER_COLS}) VALUES (?, ?, ?, ?, ?) \
+             ON CONFLICT (consumer_key) DO UPDATE SET secret_sealed = excluded.secret_sealed, \
+             scopes = excluded.scopes, created_at = excluded.created_at, \
+             updated_at = excluded.updated_at",
+            q(CONSUMERS)
+        );
+        let values = vec![
+            text(c.key.as_str()),
+            bytes(&c.secret_sealed),
+            list(&c.scopes)?,
+            int(c.created_at),
+            int(c.updated_at),
+        ];
+        self.execute("upsert_consumer", &sql, values).await?;
+        Ok(())
+    }
+
+    async fn list_consumers(&self) -> Result<Vec<ConsumerRecord>, RepoError> {
+        let sql = format!(
+            "SELECT {CONSUMER_COLS} FROM {} ORDER BY consumer_key",
+            q(CONSUMERS)
+        );
+        let rows = self
+            .fetch("list_consumers", &sql, vec![], CONSUMER_KINDS)
+            .await?;
+        rows.into_iter().map(consumer).collect()
+    }
+
+    async fn delete_consumer(&self, key: &str) -> Result<bool, RepoError> {
+        const OP: &str = "delete_consumer";
+        self.ready().await?;
+        let tokens = self.built(
+            &format!("DELETE FROM {} WHERE consumer_key = ?", q(OAUTH1_TOKENS)),
+            vec![text(key)],
+        );
+        let consumer = self.built(
+            &format!("DELETE FROM {} WHERE consumer_key = ?", q(CONSUMERS)),
+            vec![text(key)],
+        );
+        let mut tx = self.db().begin().await.map_err(|e| store_err(OP, e))?;
+        tx.conn()
+            .execute(tokens)
+            .await
+            .map_err(|e| sqlx_err(OP, e))?;
+        let n = tx
+            .conn()
+            .execute(consumer)
+            .await
+            .map_err(|e| sqlx_err(OP, e))?;
+        tx.commit().await.map_err(|e| sqlx_err(OP, e))?;
+        Ok(n > 0)
+    }
+
+    async fn insert_oauth1_token(&self, t: &OAuth1TokenRecord) -> Result<(), RepoError> {
+        let sql = format!(
+            "INSERT INTO {} ({OAUTH1_TOKEN_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            q(OAUTH1_TOKENS)
+        );
+        let values = vec![
+            text(t.id.as_str()),
+            text(t.kind.as_str()),
+            text(t.consumer_key.as_str()),
+            bytes(&t.secret_sealed),
+            opt_text(t.callback.as_deref()),
+            opt_text(t.verifier_hash.as_deref()),
+            opt_text(t.username.as_deref()),
+            list(&t.scopes)?,
+            int(t.created_at),
+            int(t.expires_at),
+            opt_int(t.used_at),
+        ];
+        self.execute("insert_oauth1_token", &sql, values).await?;
+        Ok(())
+    }
+
+    async fn get_oauth1_token(&self, id: &str) -> Result<Option<OAuth1TokenRecord>, RepoError> {
+        let sql = format!(
+            "SELECT {OAUTH1_TOKEN_COLS} FROM {} WHERE id = ?",
+            q(OAUTH1_TOKENS)
+        );
+        let rows = self
+            .fetch("get_oauth1_token", &sql, vec![text(id)], OAUTH1_TOKEN_KINDS)
+            .await?;
+        rows.into_iter().next().map(oauth1_token).transpose()
+    }
+
+    async fn approve_request_token(
+        &self,
+        id: &str,
+        username: &str,
+        verifier_hash: &str,
+        scopes: &[String],
+        now: i64,
+    ) -> Result<bool, RepoError> {
+        // A compare-and-set, like `mark_refresh_used`: of two racing
+        // approvals exactly one changes the row.
+        let sql = format!(
+            "UPDATE {} SET username = ?, verifier_hash = ?, scopes = ? \
+             WHERE id = ? AND kind = ? AND username IS NULL AND used_at IS NULL \
+             AND expires_at > ?",
+            q(OAUTH1_TOKENS)
+        );
+        let values = vec![
+            text(username),
+            text(verifier_hash),
+            list(scopes)?,
+            text(id),
+            text(OAuth1TokenKind::Request.as_str()),
+            int(now),
+        ];
+        Ok(self.execute("approve_request_token", &sql, values).await? == 1)
+    }
+
+    async fn use_request_token(&self, id: &str, now: i64) -> Result<bool, RepoError> {
+        let sql = format!(
+            "UPDATE {} SET used_at = ? \
+             WHERE id = ? AND kind = ? AND username IS NOT NULL AND used_at IS NULL",
+            q(OAUTH1_TOKENS)
+        );
+        let values = vec![int(now), text(id), text(OAuth1TokenKind::Request.as_str())];
+        Ok(self.execute("use_request_token", &sql, values).await? == 1)
+    }
+
+    async fn insert_nonce(
+        &self,
+        consumer_key: &str,
+        nonce: &str,
+        expires_at: i64,
+        now: i64,
+    ) -> Result<bool, RepoError> {
+        // One statement: a new nonce inserts; a live duplicate hits the
+        // primary key and changes nothing; an expired one not yet purged is
+        // taken over. Racing inserts of one nonce: exactly one wins.
+        let sql = format!(
+            "INSERT INTO {t} (consumer_key, nonce, expires_at) VALUES (?, ?, ?) \
+             ON CONFLICT (consumer_key, nonce) DO UPDATE SET expires_at = excluded.expires_at \
+             WHERE {t}.expires_at <= ?",
+            t = q(NONCES)
+        );
+        let values = vec![text(consumer_key), text(nonce), int(expires_at), int(now)];
+        Ok(self.execute("insert_nonce", &sql, values).await? == 1)
+    }
+
+    async fn purge_oauth1(&self, now: i64) -> Result<u64, RepoError> {
+        const OP: &str = "purge_oauth1";
+        self.ready().await?;
+        let tokens = self.built(
+            &format!("DELETE FROM {} WHERE expires_at <= ?", q(OAUTH1_TOKENS)),
+            vec![int(now)],
+        );
+        let nonces = self.built(
+            &format!("DELETE FROM {} WHERE expires_at <= ?", q(NONCES)),
+            vec![int(now)],
+        );
+        let mut tx = self.db().begin().await.map_err(|e| store_err(OP, e))?;
+        let mut n = tx
+            .conn()
+            .execute(tokens)
+            .await
+            .map_err(|e| sqlx_err(OP, e))?;
+        n += tx
+            .conn()
+            .execute(nonces)
+            .await
+            .map_err(|e| sqlx_err(OP, e))?;
         tx.commit().await.map_err(|e| sqlx_err(OP, e))?;
         Ok(n)
     }

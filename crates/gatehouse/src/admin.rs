@@ -1,4 +1,5 @@
-//! `gatehouse client …` and `gatehouse user …`: registrations in the store.
+//! `gatehouse client …`, `gatehouse user …` and `gatehouse consumer …`:
+//! registrations in the store.
 
 use std::io::{BufRead, IsTerminal};
 use std::process::ExitCode;
@@ -271,6 +272,114 @@ pub fn user(cmd: UserCommand) -> anyhow::Result<ExitCode> {
                         println!("{}\tscopes={}", u.username, u.scopes.join(" "));
                     }
                 }
+                Ok(ExitCode::SUCCESS)
+            }
+        }
+    })
+}
+
+/// `gatehouse consumer` (OAuth 1.0).
+#[derive(Debug, Subcommand)]
+pub enum ConsumerCommand {
+    /// Register an OAuth 1.0 consumer; prints its key and secret once.
+    Add {
+        /// The consumer key.
+        name: String,
+        /// Scopes the consumer may obtain, space-separated.
+        #[arg(long, default_value = "read")]
+        scopes: String,
+        #[command(flatten)]
+        out: Output,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// List consumers (never their secrets).
+    List {
+        #[command(flatten)]
+        out: Output,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Remove a consumer and every OAuth 1.0 token issued to it.
+    Remove {
+        /// The consumer key.
+        name: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+async fn open_consumers(
+    store: &StoreArgs,
+) -> anyhow::Result<Option<(gatehouse_auth::oauth1::Consumers, gatehouse_store::Store)>> {
+    let loaded = store.load(None)?;
+    let model = match gatehouse_schema::load_paths(&loaded.config.schema) {
+        Ok(m) => std::sync::Arc::new(m),
+        Err(diags) => {
+            crate::report(&diags);
+            return Ok(None);
+        }
+    };
+    let Some(db) = crate::open_store(&loaded.config, model, false).await? else {
+        return Ok(None);
+    };
+    let consumers = crate::auth::consumers(&loaded.config, &db)?;
+    Ok(Some((consumers, db)))
+}
+
+/// Runs a `consumer` subcommand.
+pub fn consumer(cmd: ConsumerCommand) -> anyhow::Result<ExitCode> {
+    runtime()?.block_on(async move {
+        match cmd {
+            ConsumerCommand::Add {
+                name,
+                scopes: sc,
+                out,
+                store,
+            } => {
+                let Some((consumers, store)) = open_consumers(&store).await? else {
+                    return Ok(ExitCode::FAILURE);
+                };
+                let (info, secret) = consumers
+                    .add(&name, &scopes(&sc))
+                    .await
+                    .map_err(|e| failed(&e))?;
+                store.close().await;
+                if out.json {
+                    println!(
+                        "{}",
+                        serde_json::json!({"consumer_key": info.consumer_key, "consumer_secret": secret.0})
+                    );
+                } else {
+                    println!(
+                        "consumer_key:    {}\nconsumer_secret: {}\n\nThe secret is shown only this once; it is stored encrypted.",
+                        info.consumer_key, secret.0
+                    );
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+            ConsumerCommand::List { out, store } => {
+                let Some((consumers, store)) = open_consumers(&store).await? else {
+                    return Ok(ExitCode::FAILURE);
+                };
+                let all = consumers.list().await.map_err(|e| failed(&e))?;
+                store.close().await;
+                if out.json {
+                    println!("{}", serde_json::to_string_pretty(&all)?);
+                } else {
+                    for c in all {
+                        println!("{}\tscopes={}", c.consumer_key, c.scopes.join(" "));
+                    }
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+            ConsumerCommand::Remove { name, store } => {
+                let Some((consumers, store)) = open_consumers(&store).await? else {
+                    return Ok(ExitCode::FAILURE);
+                };
+                consumers.remove(&name).await.map_err(|e| failed(&e))?;
+                store.close().await;
+                println!("removed consumer {name} and its tokens");
                 Ok(ExitCode::SUCCESS)
             }
         }

@@ -86,6 +86,7 @@ pub fn auth_config(config: &Config, issuer: &str) -> AuthConfig {
     c.offline_access_ttl = t.offline_access_ttl.0;
     c.refresh_ttl = t.refresh_ttl.0;
     c.refresh_reuse_grace = t.refresh_reuse_grace.0;
+    c.oauth1_timestamp_window = config.limits.oauth1_timestamp_window.0;
     c.signing_alg = match t.signing_alg {
         SigningAlg::EdDsa => gatehouse_auth::SigningAlg::EdDsa,
         SigningAlg::Es256 => gatehouse_auth::SigningAlg::Es256,
@@ -128,6 +129,37 @@ pub fn describe(e: &gatehouse_auth::Error) -> String {
         Some(cause) => format!("{}: {cause}", e.description()),
         None => e.description().to_string(),
     }
+}
+
+/// Consumer administration for the CLI: consumer secrets are sealed with
+/// the key-encryption secret, so it is loaded (or created) like at start.
+pub fn consumers(
+    config: &Config,
+    store: &gatehouse_store::Store,
+) -> anyhow::Result<gatehouse_auth::oauth1::Consumers> {
+    let secret = load_secret(config)?;
+    let cipher = gatehouse_auth::KeyCipher::from_secret(&secret)
+        .map_err(|e| anyhow::anyhow!("the key-encryption secret: {}", describe(&e)))?;
+    Ok(gatehouse_auth::oauth1::Consumers::new(
+        repo(store),
+        Arc::new(SystemClock),
+        Arc::new(SystemRandom),
+        Arc::new(cipher),
+    ))
+}
+
+/// Applies `[[bootstrap.consumers]]` (OAuth 1.0): created or updated,
+/// never duplicated.
+pub async fn bootstrap_consumers(auth: &AuthServer, config: &Config) -> anyhow::Result<()> {
+    let consumers = auth.consumers();
+    for k in &config.bootstrap.consumers {
+        let outcome = consumers
+            .bootstrap(&k.key, &k.secret, &k.scopes)
+            .await
+            .map_err(|e| anyhow::anyhow!("bootstrap consumer {:?}: {}", k.key, describe(&e)))?;
+        tracing::info!(consumer = %k.key, ?outcome, "bootstrap consumer");
+    }
+    Ok(())
 }
 
 /// Applies `[[bootstrap.clients]]` and `[[bootstrap.users]]`: created or

@@ -163,6 +163,8 @@ pub struct LimitsConfig {
     pub token_rate_per_second: u32,
     /// Token endpoint burst per client (and per address).
     pub token_rate_burst: u32,
+    /// OAuth 1.0: how far `oauth_timestamp` may be from the server's clock.
+    pub oauth1_timestamp_window: Seconds,
 }
 
 impl Default for LimitsConfig {
@@ -175,6 +177,7 @@ impl Default for LimitsConfig {
             max_body_bytes: 1024 * 1024,
             token_rate_per_second: 20,
             token_rate_burst: 40,
+            oauth1_timestamp_window: Seconds(300),
         }
     }
 }
@@ -300,6 +303,13 @@ pub struct BootstrapConsumer {
     pub key: String,
     /// Consumer secret.
     pub secret: String,
+    /// Scopes the consumer may obtain (default: `read`).
+    #[serde(default = "default_consumer_scopes")]
+    pub scopes: Vec<String>,
+}
+
+fn default_consumer_scopes() -> Vec<String> {
+    vec!["read".to_string()]
 }
 
 impl fmt::Debug for BootstrapConsumer {
@@ -307,6 +317,7 @@ impl fmt::Debug for BootstrapConsumer {
         f.debug_struct("BootstrapConsumer")
             .field("key", &self.key)
             .field("secret", &"<redacted>")
+            .field("scopes", &self.scopes)
             .finish()
     }
 }
@@ -611,6 +622,13 @@ fn validate(c: &Config) -> Result<(), String> {
             ));
         }
     }
+    for (i, k) in c.bootstrap.consumers.iter().enumerate() {
+        if k.key.is_empty() || k.secret.is_empty() {
+            problems.push(format!(
+                "`bootstrap.consumers[{i}]`: key and secret must not be empty"
+            ));
+        }
+    }
     if problems.is_empty() {
         Ok(())
     } else {
@@ -907,6 +925,7 @@ mod tests {
         c.bootstrap.consumers.push(BootstrapConsumer {
             key: "k".into(),
             secret: "s".into(),
+            scopes: vec![],
         });
         let dict = Serialized::defaults(c)
             .data()
@@ -997,6 +1016,7 @@ mod tests {
         let k = BootstrapConsumer {
             key: "k".into(),
             secret: "cs-456".into(),
+            scopes: vec!["read".into()],
         };
         let all = format!("{c:?}{u:?}{k:?}");
         assert!(!all.contains("s3cr3t") && !all.contains("pw-123") && !all.contains("cs-456"));

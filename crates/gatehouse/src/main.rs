@@ -37,6 +37,11 @@ enum Command {
         #[command(subcommand)]
         command: admin::UserCommand,
     },
+    /// Manage OAuth 1.0 consumers.
+    Consumer {
+        #[command(subcommand)]
+        command: admin::ConsumerCommand,
+    },
     /// Validate the schema; print every problem as `file:line:col: error: message`.
     Check(SchemaArgs),
     /// Print the effective schema, or what the conventions would bind.
@@ -152,6 +157,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Client { command } => admin::client(command),
         Command::User { command } => admin::user(command),
+        Command::Consumer { command } => admin::consumer(command),
         Command::Check(args) => {
             let paths = schema_paths(&args)?;
             match gatehouse_schema::load_paths(&paths) {

@@ -75,6 +75,7 @@ async fn serve(loaded: Loaded) -> anyhow::Result<ExitCode> {
 
     let auth = crate::auth::start(&config, &store, &issuer).await?;
     crate::auth::bootstrap(&auth.admin(), &config).await?;
+    crate::auth::bootstrap_consumers(&auth, &config).await?;
     let authn = authenticator(&config, &auth)?;
     let shutdown = gatehouse_http::CancellationToken::new();
     let ready_store = store.clone();

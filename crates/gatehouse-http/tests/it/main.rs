@@ -4,6 +4,7 @@
 mod auth;
 mod graphql;
 mod http;
+mod oauth1;
 
 use std::sync::Arc;
 

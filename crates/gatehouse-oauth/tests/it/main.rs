@@ -13,6 +13,8 @@ use gatehouse_oauth::{OAuthConfig, OAuthState, router};
 use reqwest::StatusCode;
 use serde_json::Value;
 
+mod oauth1;
+
 const EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
 
 struct Server {

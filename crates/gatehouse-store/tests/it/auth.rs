@@ -7,8 +7,9 @@
 use std::sync::Arc;
 
 use gatehouse_auth::{
-    AuthConfig, AuthRepo, AuthServer, ClientRecord, Clock, Error, KeyRecord, MemoryRepo, NewClient,
-    SystemClock, SystemRandom, TokenKind, TokenRecord, UserRecord,
+    AuthConfig, AuthRepo, AuthServer, ClientRecord, Clock, ConsumerRecord, Error, KeyRecord,
+    MemoryRepo, NewClient, OAuth1TokenKind, OAuth1TokenRecord, SystemClock, SystemRandom,
+    TokenKind, TokenRecord, UserRecord,
 };
 use gatehouse_store::{SqlAuthRepo, Store, StoreOptions};
 
@@ -418,6 +419,150 @@ same_as_memory!(purge_expired, |r| {
     assert_eq!(kids, ["current", "old"]);
     (n, left, kids, r.purge_expired(200).await.unwrap())
 });
+
+// ------------------------------------------------------------------ OAuth 1.0
+
+fn consumer(key: &str, t: i64) -> ConsumerRecord {
+    ConsumerRecord {
+        key: key.into(),
+        secret_sealed: vec![0, 0xff, 7, t as u8],
+        scopes: strings(&["read", "write"]),
+        created_at: t,
+        updated_at: t,
+    }
+}
+
+fn oauth1_token(id: &str, kind: OAuth1TokenKind, consumer: &str) -> OAuth1TokenRecord {
+    OAuth1TokenRecord {
+        id: id.into(),
+        kind,
+        consumer_key: consumer.into(),
+        secret_sealed: vec![1, 0, 0xfe],
+        callback: Some("oob".into()),
+        verifier_hash: None,
+        username: None,
+        scopes: vec![],
+        created_at: 1_000,
+        expires_at: 2_000,
+        used_at: None,
+    }
+}
+
+same_as_memory!(oauth1_consumers, |r| {
+    let none = r.get_consumer("c").await.unwrap();
+    r.upsert_consumer(&consumer("c", 1)).await.unwrap();
+    r.upsert_consumer(&consumer("b", 2)).await.unwrap();
+    let mut changed = consumer("c", 3);
+    changed.scopes = vec![];
+    r.upsert_consumer(&changed).await.unwrap();
+    let got = r.get_consumer("c").await.unwrap();
+    assert_eq!(got.as_ref(), Some(&changed));
+    let listed: Vec<String> = r
+        .list_consumers()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.key)
+        .collect();
+    r.insert_oauth1_token(&oauth1_token("t1", OAuth1TokenKind::Access, "c"))
+        .await
+        .unwrap();
+    let deleted = r.delete_consumer("c").await.unwrap();
+    let again = r.delete_consumer("c").await.unwrap();
+    let token_gone = r.get_oauth1_token("t1").await.unwrap().is_none();
+    (none, got, listed, deleted, again, token_gone)
+});
+
+same_as_memory!(oauth1_request_token_lifecycle, |r| {
+    let t = oauth1_token("rt", OAuth1TokenKind::Request, "c");
+    r.insert_oauth1_token(&t).await.unwrap();
+    assert!(r.insert_oauth1_token(&t).await.is_err(), "duplicate id");
+    assert_eq!(r.get_oauth1_token("rt").await.unwrap().as_ref(), Some(&t));
+    let unapproved_use = r.use_request_token("rt", 1_100).await.unwrap();
+    let expired = r
+        .approve_request_token("rt", "alice", "vh", &strings(&["read"]), 2_000)
+        .await
+        .unwrap();
+    let first = r
+        .approve_request_token("rt", "alice", "vh", &strings(&["read"]), 1_100)
+        .await
+        .unwrap();
+    let second = r
+        .approve_request_token("rt", "bob", "vh2", &[], 1_100)
+        .await
+        .unwrap();
+    let used = r.use_request_token("rt", 1_200).await.unwrap();
+    let used_again = r.use_request_token("rt", 1_300).await.unwrap();
+    let stored = r.get_oauth1_token("rt").await.unwrap().unwrap();
+    assert_eq!(stored.username.as_deref(), Some("alice"));
+    assert_eq!(stored.verifier_hash.as_deref(), Some("vh"));
+    assert_eq!(stored.scopes, strings(&["read"]));
+    assert_eq!(stored.used_at, Some(1_200));
+    let access = oauth1_token("at", OAuth1TokenKind::Access, "c");
+    r.insert_oauth1_token(&access).await.unwrap();
+    let access_approve = r
+        .approve_request_token("at", "alice", "vh", &[], 1_100)
+        .await
+        .unwrap();
+    (
+        unapproved_use,
+        expired,
+        first,
+        second,
+        used,
+        used_again,
+        access_approve,
+        stored,
+    )
+});
+
+same_as_memory!(oauth1_nonces_and_purge, |r| {
+    let a = r.insert_nonce("c", "n1", 1_300, 1_000).await.unwrap();
+    let replay = r.insert_nonce("c", "n1", 1_400, 1_100).await.unwrap();
+    let other_consumer = r.insert_nonce("d", "n1", 1_300, 1_000).await.unwrap();
+    let after_expiry = r.insert_nonce("c", "n1", 1_700, 1_300).await.unwrap();
+    let replay_later = r.insert_nonce("c", "n1", 1_800, 1_650).await.unwrap();
+    r.insert_oauth1_token(&oauth1_token("old", OAuth1TokenKind::Request, "c"))
+        .await
+        .unwrap();
+    let purged = r.purge_oauth1(2_000).await.unwrap();
+    let fresh = r.insert_nonce("c", "n1", 2_400, 2_000).await.unwrap();
+    (
+        a,
+        replay,
+        other_consumer,
+        after_expiry,
+        replay_later,
+        purged,
+        fresh,
+    )
+});
+
+/// Two instances insert the same nonce at once: exactly one wins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nonce_race_has_one_winner() {
+    for db in databases().await {
+        let s1 = db.open(SDL).await;
+        let s2 = second_instance(&db).await;
+        let r1 = Arc::new(SqlAuthRepo::new(s1.clone()));
+        let r2 = Arc::new(SqlAuthRepo::new(s2.clone()));
+        for i in 0..20 {
+            let nonce = format!("n{i}");
+            let (a, b) = tokio::join!(
+                r1.insert_nonce("c", &nonce, 5_000, 1_000),
+                r2.insert_nonce("c", &nonce, 5_000, 1_000)
+            );
+            let (a, b) = (a.unwrap(), b.unwrap());
+            assert!(
+                a ^ b,
+                "{}: {nonce}: exactly one wins ({a}, {b})",
+                db.backend()
+            );
+        }
+        s1.close().await;
+        s2.close().await;
+    }
+}
 
 // ------------------------------------------------------------------ beyond MemoryRepo
 

@@ -122,3 +122,52 @@ fn bad_config_is_reported_and_exits_1() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("max_depht"), "{}", stderr(&o));
 }
+
+#[test]
+fn consumer_add_list_remove() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("data/t.db").display());
+    let schema = repo().join("examples/library/schema");
+    let schema = schema.to_str().unwrap();
+    let run = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--database", db.as_str(), "--schema", schema]);
+        gatehouse(dir.path(), &all)
+    };
+    let o = run(&[
+        "consumer",
+        "add",
+        "printer",
+        "--scopes",
+        "read write",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["consumer_key"], "printer");
+    let secret = v["consumer_secret"].as_str().unwrap().to_string();
+    assert_eq!(secret.len(), 43);
+
+    let o = run(&["consumer", "add", "printer"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("already exists"), "{}", stderr(&o));
+
+    let o = run(&["consumer", "list", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v[0]["consumer_key"], "printer");
+    assert_eq!(v[0]["scopes"], serde_json::json!(["read", "write"]));
+    assert!(!stdout(&o).contains(&secret));
+
+    // The secret is sealed at rest, never stored as text.
+    let bytes = std::fs::read(dir.path().join("data/t.db")).unwrap();
+    let wal = std::fs::read(dir.path().join("data/t.db-wal")).unwrap_or_default();
+    for file in [&bytes, &wal] {
+        assert!(!file.windows(secret.len()).any(|w| w == secret.as_bytes()));
+    }
+
+    let o = run(&["consumer", "remove", "printer"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(&["consumer", "remove", "printer"]);
+    assert_eq!(o.status.code(), Some(1));
+}

@@ -1,0 +1,449 @@
+//! OAuth 1.0 signed resource requests (CONTRACT §7, §8): GraphQL and REST
+//! signed by a consumer alone (acting as the consumer) or with an access
+//! token (acting as the approving user), and the refusals with their
+//! `WWW-Authenticate: OAuth` challenge.
+
+use std::sync::Arc;
+
+use axum::Extension;
+use axum::routing::get;
+use gatehouse_auth::oauth1::{SignatureMethod, percent_encode, sign, signature_base_string};
+use gatehouse_auth::{
+    AuthConfig, AuthServer, Clock, ManualClock, MemoryRepo, Principal, SystemRandom,
+};
+use gatehouse_graphql::{Graphql, GraphqlOptions};
+use gatehouse_http::authn::{Authenticator, RestGuard, rest_layer};
+use gatehouse_http::{AppState, app};
+use gatehouse_schema::{Source, load_sources};
+use gatehouse_store::{Store, StoreOptions};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::EXAMPLE;
+
+const NOW: i64 = 1_800_000_000;
+const KEY: &str = "printer";
+const SECRET: &str = "printer-secret";
+
+struct Env {
+    base: String,
+    client: reqwest::Client,
+    clock: Arc<ManualClock>,
+    auth: Arc<AuthServer>,
+    _dir: tempfile::TempDir,
+}
+
+/// Echoes who the REST layer says is calling.
+async fn whoami(Extension(p): Extension<Principal>) -> axum::Json<Value> {
+    axum::Json(json!({"subject": p.subject, "client_id": p.client_id, "scopes": p.scopes}))
+}
+
+async fn start() -> Env {
+    let sources: Vec<Source> = EXAMPLE
+        .iter()
+        .map(|(p, t)| Source {
+            path: p.to_string(),
+            text: t.to_string(),
+        })
+        .collect();
+    let model = Arc::new(load_sources(&sources).unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let store = Store::connect(&url, model.clone(), StoreOptions::default())
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let issuer = format!("http://{addr}");
+    let clock = Arc::new(ManualClock::new(NOW));
+    let auth = AuthServer::start(
+        AuthConfig::new(&issuer),
+        Arc::new(MemoryRepo::default()),
+        clock.clone(),
+        Arc::new(SystemRandom),
+        "a test secret of some length",
+    )
+    .await
+    .unwrap();
+    auth.admin()
+        .bootstrap_user("alice", "alice-password", &["read".into(), "write".into()])
+        .await
+        .unwrap();
+    auth.consumers()
+        .bootstrap(KEY, SECRET, &["read".into(), "write".into()])
+        .await
+        .unwrap();
+    auth.consumers()
+        .bootstrap("reader", "reader-secret", &["read".into()])
+        .await
+        .unwrap();
+    let authn = Authenticator::new(auth.clone(), false);
+    let graphql = Graphql::new(model.clone(), store.clone(), &GraphqlOptions::default()).unwrap();
+    let ready_store = store.clone();
+    let state = AppState {
+        graphql,
+        ready: Arc::new(move || {
+            let s = ready_store.clone();
+            Box::pin(async move { s.ping().await.map_err(|e| e.to_string()) })
+        }),
+        base_path: String::new(),
+        max_body_bytes: 1 << 20,
+        authn: Some(authn.clone()),
+        shutdown: None,
+    };
+    let oauth = gatehouse_oauth::router(gatehouse_oauth::OAuthState::new(
+        auth.clone(),
+        gatehouse_oauth::OAuthConfig::new(&issuer),
+    ));
+    let rest = axum::Router::new()
+        .route("/v1/authors", get(whoami).post(whoami))
+        .layer(axum::middleware::from_fn_with_state(
+            RestGuard {
+                authn,
+                model: model.clone(),
+            },
+            rest_layer,
+        ));
+    let router = app(state, vec![oauth, rest]);
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        )
+        .await
+        .unwrap();
+    });
+    Env {
+        base: issuer,
+        client: reqwest::Client::new(),
+        clock,
+        auth,
+        _dir: dir,
+    }
+}
+
+fn nonce() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!("n{}", N.fetch_add(1, Ordering::SeqCst))
+}
+
+/// One signing: consumer, optional token, method, time and nonce.
+struct Sig<'a> {
+    consumer: (&'a str, &'a str),
+    token: Option<(&'a str, &'a str)>,
+    method: SignatureMethod,
+    timestamp: i64,
+    nonce: String,
+}
+
+impl Sig<'_> {
+    /// The `Authorization: OAuth` header for `method url` with `params`
+    /// (query and form parameters) signed too.
+    fn header(&self, http_method: &str, url: &str, params: &[(&str, &str)]) -> String {
+        let name = match self.method {
+            SignatureMethod::Plaintext => "PLAINTEXT",
+            SignatureMethod::HmacSha1 => "HMAC-SHA1",
+        };
+        let mut oauth: Vec<(String, String)> = vec![
+            ("oauth_consumer_key".into(), self.consumer.0.into()),
+            ("oauth_signature_method".into(), name.into()),
+            ("oauth_timestamp".into(), self.timestamp.to_string()),
+            ("oauth_nonce".into(), self.nonce.clone()),
+            ("oauth_version".into(), "1.0".into()),
+        ];
+        if let Some((t, _)) = self.token {
+            oauth.push(("oauth_token".into(), t.into()));
+        }
+        let mut all = oauth.clone();
+        all.extend(params.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let base = signature_base_string(http_method, url, &all);
+        let sig = sign(
+            self.method,
+            &base,
+            self.consumer.1,
+            self.token.map(|t| t.1).unwrap_or(""),
+        );
+        oauth.push(("oauth_signature".into(), sig));
+        let parts: Vec<String> = oauth
+            .iter()
+            .map(|(k, v)| format!("{k}=\"{}\"", percent_encode(v)))
+            .collect();
+        format!("OAuth {}", parts.join(", "))
+    }
+}
+
+impl Env {
+    fn sig<'a>(&self, token: Option<(&'a str, &'a str)>) -> Sig<'a> {
+        Sig {
+            consumer: (KEY, SECRET),
+            token,
+            method: SignatureMethod::HmacSha1,
+            timestamp: self.clock.now(),
+            nonce: nonce(),
+        }
+    }
+
+    /// The whole three-legged flow for alice; returns the access token and secret.
+    async fn access_token(&self) -> (String, String) {
+        let url = format!("{}/oauth/requestToken", self.base);
+        let r = self
+            .client
+            .post(&url)
+            .header("authorization", self.sig(None).header("POST", &url, &[]))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        let form = form(&r.text().await.unwrap());
+        let (rt, rts) = (
+            form["oauth_token"].clone(),
+            form["oauth_token_secret"].clone(),
+        );
+        let r = self
+            .client
+            .post(format!("{}/oauth/authorize", self.base))
+            .form(&[
+                ("oauth_token", rt.as_str()),
+                ("username", "alice"),
+                ("password", "alice-password"),
+            ])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        let verifier = form_of(r).await["oauth_verifier"].clone();
+        let url = format!("{}/oauth/access_token", self.base);
+        let body = [("oauth_verifier", verifier.as_str())];
+        let r = self
+            .client
+            .post(&url)
+            .header(
+                "authorization",
+                self.sig(Some((&rt, &rts))).header("POST", &url, &body),
+            )
+            .form(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        let f = form_of(r).await;
+        (f["oauth_token"].clone(), f["oauth_token_secret"].clone())
+    }
+
+    async fn graphql(&self, sig: &Sig<'_>, query: &str) -> reqwest::Response {
+        let url = format!("{}/graphql", self.base);
+        self.client
+            .post(&url)
+            .header("authorization", sig.header("POST", &url, &[]))
+            .json(&json!({"query": query}))
+            .send()
+            .await
+            .unwrap()
+    }
+}
+
+fn form(text: &str) -> std::collections::HashMap<String, String> {
+    form_urlencoded::parse(text.as_bytes())
+        .into_owned()
+        .collect()
+}
+
+async fn form_of(r: reqwest::Response) -> std::collections::HashMap<String, String> {
+    form(&r.text().await.unwrap())
+}
+
+fn www(r: &reqwest::Response) -> String {
+    r.headers()
+        .get("www-authenticate")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn graphql_signed_by_the_consumer_and_by_a_user_token() {
+    let env = start().await;
+    // The consumer alone: its own identity and scopes (read, write).
+    let r = env
+        .graphql(
+            &env.sig(None),
+            r#"mutation { createAuthor(name: "A") { name } }"#,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        r.json::<Value>().await.unwrap(),
+        json!({"data": {"createAuthor": {"name": "A"}}})
+    );
+    // With alice's access token.
+    let (at, ats) = env.access_token().await;
+    let r = env
+        .graphql(&env.sig(Some((&at, &ats))), "{ authors { name } }")
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        r.json::<Value>().await.unwrap(),
+        json!({"data": {"authors": [{"name": "A"}]}})
+    );
+    // PLAINTEXT works too.
+    let mut sig = env.sig(Some((&at, &ats)));
+    sig.method = SignatureMethod::Plaintext;
+    let r = env.graphql(&sig, "{ authors { name } }").await;
+    assert_eq!(r.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn rest_signed_requests_act_for_the_consumer_or_the_user() {
+    let env = start().await;
+    let url = format!("{}/v1/authors", env.base);
+    // Query parameters are signed: the consumer alone.
+    let q = [("page", "2")];
+    let r = env
+        .client
+        .get(&url)
+        .query(&q)
+        .header("authorization", env.sig(None).header("GET", &url, &q))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["subject"], KEY);
+    assert_eq!(v["client_id"], KEY);
+    assert_eq!(v["scopes"], json!(["read", "write"]));
+
+    // With the access token: alice, with the token's scopes.
+    let (at, ats) = env.access_token().await;
+    let r = env
+        .client
+        .get(&url)
+        .header(
+            "authorization",
+            env.sig(Some((&at, &ats))).header("GET", &url, &[]),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["subject"], "alice");
+    assert_eq!(v["client_id"], KEY);
+    assert_eq!(v["scopes"], json!(["read", "write"]));
+
+    // Protocol parameters in the query string instead of the header.
+    let sig = env.sig(None);
+    let header = sig.header("GET", &url, &[]);
+    let params: Vec<(String, String)> = gatehouse_auth::oauth1::parse_authorization(&header)
+        .unwrap()
+        .unwrap();
+    let r = env.client.get(&url).query(&params).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+
+    // A form body is signed too.
+    let body = [("name", "B")];
+    let r = env
+        .client
+        .post(&url)
+        .header("authorization", env.sig(None).header("POST", &url, &body))
+        .form(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = env
+        .client
+        .post(&url)
+        .header("authorization", env.sig(None).header("POST", &url, &body))
+        .form(&[("name", "C")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn signed_requests_are_refused_with_an_oauth_challenge() {
+    let env = start().await;
+    let url = format!("{}/v1/authors", env.base);
+    let get = |auth: String| env.client.get(&url).header("authorization", auth).send();
+
+    // Wrong secret.
+    let mut sig = env.sig(None);
+    sig.consumer = (KEY, "wrong");
+    let r = get(sig.header("GET", &url, &[])).await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(www(&r), "OAuth realm=\"gatehouse\"");
+
+    // Unknown consumer.
+    let mut sig = env.sig(None);
+    sig.consumer = ("nobody", SECRET);
+    let r = get(sig.header("GET", &url, &[])).await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+
+    // Replayed nonce.
+    let sig = env.sig(None);
+    let h = sig.header("GET", &url, &[]);
+    assert_eq!(get(h.clone()).await.unwrap().status(), StatusCode::OK);
+    let r = get(h).await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(www(&r), "OAuth realm=\"gatehouse\"");
+
+    // Stale timestamp.
+    let mut sig = env.sig(None);
+    sig.timestamp -= 301;
+    let r = get(sig.header("GET", &url, &[])).await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+
+    // Signed for another URL (another path).
+    let other = format!("{}/v1/books", env.base);
+    let r = get(env.sig(None).header("GET", &other, &[])).await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+
+    // An unknown access token.
+    let r = get(env.sig(Some(("nope", "nope"))).header("GET", &url, &[]))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+
+    // Missing protocol parameter: 400.
+    let r = get("OAuth oauth_consumer_key=\"printer\"".into())
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(www(&r), "OAuth realm=\"gatehouse\"");
+
+    // GraphQL: the same refusal as a GraphQL error body.
+    let mut sig = env.sig(None);
+    sig.consumer = (KEY, "wrong");
+    let r = env.graphql(&sig, "{ authors { name } }").await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(www(&r), "OAuth realm=\"gatehouse\"");
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["errors"][0]["extensions"]["code"], "UNAUTHENTICATED");
+}
+
+#[tokio::test]
+async fn scopes_limit_signed_requests() {
+    let env = start().await;
+    // A consumer limited to read may query but not mutate.
+    let sig = Sig {
+        consumer: ("reader", "reader-secret"),
+        token: None,
+        method: SignatureMethod::HmacSha1,
+        timestamp: env.clock.now(),
+        nonce: nonce(),
+    };
+    let r = env
+        .graphql(&sig, r#"mutation { createAuthor(name: "A") { name } }"#)
+        .await;
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["errors"][0]["extensions"]["code"], "FORBIDDEN", "{v}");
+    // Removing the consumer ends its access.
+    env.auth.consumers().remove("reader").await.unwrap();
+    let sig = Sig {
+        nonce: nonce(),
+        ..sig
+    };
+    let r = env.graphql(&sig, "{ authors { name } }").await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+}

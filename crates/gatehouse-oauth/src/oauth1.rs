@@ -1,0 +1,439 @@
+//! The OAuth 1.0 endpoints (CONTRACT §7, RFC 5849 §2): request tokens,
+//! the owner's approval, and the OAuth 1.0 side of `/oauth/access_token`.
+//! Verification lives in `gatehouse_auth::oauth1`; this module gathers the
+//! request's parts and shapes the responses.
+
+use std::net::IpAddr;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{OriginalUri, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use gatehouse_auth::Error;
+use gatehouse_auth::oauth1::{OOB, SignedRequest, candidate_uris, has_oauth1_params};
+
+use crate::{OAuthState, form, peer, response};
+
+/// `WWW-Authenticate` of every OAuth 1.0 401 (RFC 5849 §3.5.1 scheme).
+const CHALLENGE: &str = r#"OAuth realm="gatehouse""#;
+
+/// An OAuth 1.0 error: `{error, error_description}` like the OAuth 2.0
+/// endpoints; 400 for a malformed request, 401 with an `OAuth` challenge
+/// for a bad consumer, signature, timestamp, nonce, token, verifier or
+/// password (RFC 5849 §3.2).
+pub(crate) fn error(e: &Error) -> Response {
+    let status = match e {
+        Error::InvalidClient(_) | Error::InvalidToken(_) | Error::InvalidGrant(_) => {
+            StatusCode::UNAUTHORIZED
+        }
+        Error::Server(cause) => {
+            tracing::error!(cause = %cause, "authorization server error");
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
+        _ => StatusCode::BAD_REQUEST,
+    };
+    let body = axum::Json(json!({
+        "error": e.code(),
+        "error_description": e.description(),
+    }));
+    let mut resp = (status, body).into_response();
+    if status == StatusCode::UNAUTHORIZED {
+        resp.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static(CHALLENGE),
+        );
+    }
+    response::no_store(resp)
+}
+
+/// A form-encoded success body (RFC 5849 §2.1), never cached.
+fn form_response(pairs: &[(&str, &str)]) -> Response {
+    let mut ser = form_urlencoded::Serializer::new(String::new());
+    for (k, v) in pairs {
+        ser.append_pair(k, v);
+    }
+    let mut resp = (StatusCode::OK, ser.finish()).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-www-form-urlencoded"),
+    );
+    response::no_store(resp)
+}
+
+fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Builds the request to verify from its parts and (form) body. The base
+/// string URI uses the configured issuer's scheme and authority, or the
+/// `Host` header's authority, with the path as the client sent it (base
+/// path included).
+fn signed_request(
+    state: &OAuthState,
+    parts: &Parts,
+    form_body: Option<&[u8]>,
+) -> Result<SignedRequest, Error> {
+    let uri = parts
+        .extensions
+        .get::<OriginalUri>()
+        .map(|o| o.0.clone())
+        .unwrap_or_else(|| parts.uri.clone());
+    let uris = candidate_uris(
+        &state.inner.server.config().issuer,
+        header_str(&parts.headers, header::HOST),
+        uri.path(),
+    );
+    SignedRequest::parse(
+        parts.method.as_str(),
+        uris,
+        uri.query(),
+        header_str(&parts.headers, header::AUTHORIZATION),
+        form_body,
+    )
+}
+
+/// Reads the body when it is a form (its parameters are signed); any other
+/// body is not part of the signature and is ignored.
+async fn form_body(
+    state: &OAuthState,
+    parts: &Parts,
+    body: Body,
+) -> Result<Option<Bytes>, Response> {
+    if !form::is_form(&parts.headers) {
+        return Ok(None);
+    }
+    axum::body::to_bytes(body, state.inner.config.max_body_bytes)
+        .await
+        .map(Some)
+        .map_err(|_| {
+            error(&Error::InvalidRequest(
+                "the request body is too large or unreadable".into(),
+            ))
+        })
+}
+
+/// Rate limits per address, then (once the request is parsed) per consumer.
+fn limited(state: &OAuthState, addr: IpAddr, consumer: Option<&str>) -> Option<Response> {
+    if let Err(wait) = state.inner.rates.check_addr(addr) {
+        return Some(response::too_many_requests(wait));
+    }
+    if let Some(c) = consumer
+        && let Err(wait) = state.inner.rates.check_client(c)
+    {
+        return Some(response::too_many_requests(wait));
+    }
+    None
+}
+
+/// `GET|POST /oauth/requestToken`: temporary credentials (RFC 5849 §2.1).
+pub(crate) async fn request_token(State(state): State<OAuthState>, req: Request) -> Response {
+    if req.method() != Method::GET && req.method() != Method::POST {
+        return response::method_not_allowed("GET, POST");
+    }
+    let addr = peer(&req);
+    if let Some(r) = limited(&state, addr, None) {
+        return r;
+    }
+    let (parts, body) = req.into_parts();
+    let body = match form_body(&state, &parts, body).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let signed = match signed_request(&state, &parts, body.as_deref()) {
+        Ok(s) => s,
+        Err(e) => return error(&e),
+    };
+    if let Some(r) = limited(&state, addr, Some(&signed.protocol().consumer_key)) {
+        return r;
+    }
+    match state.inner.server.oauth1_request_token(&signed).await {
+        Ok(t) => form_response(&[
+            ("oauth_token", &t.token),
+            ("oauth_token_secret", &t.secret),
+            ("oauth_callback_confirmed", "true"),
+        ]),
+        Err(e) => {
+            tracing::debug!(error = e.code(), "OAuth 1.0 request token refused");
+            error(&e)
+        }
+    }
+}
+
+/// Whether a request to `/oauth/access_token` is the OAuth 1.0 exchange: it
+/// carries an `Authorization: OAuth` header or `oauth_consumer_key` /
+/// `oauth_verifier` / `oauth_token` in the query or form body.
+fn is_oauth1_exchange(headers: &HeaderMap, query: Option<&str>, body: Option<&[u8]>) -> bool {
+    let marked = |bytes: &[u8]| {
+        form_urlencoded::parse(bytes).any(|(k, _)| k == "oauth_verifier" || k == "oauth_token")
+    };
+    has_oauth1_params(header_str(headers, header::AUTHORIZATION), query, body)
+        || query.is_some_and(|q| marked(q.as_bytes()))
+        || body.is_some_and(marked)
+}
+
+/// `/oauth/access_token`: the OAuth 1.0 exchange (RFC 5849 §2.3) when the
+/// request carries OAuth 1.0 parameters; otherwise the OAuth 2.0 token
+/// endpoint exactly as before (POST only).
+pub(crate) async fn access_token(State(state): State<OAuthState>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let body = match form_body(&state, &parts, body).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    if !is_oauth1_exchange(&parts.headers, parts.uri.query(), body.as_deref()) {
+        if parts.method != Method::POST {
+            return response::method_not_allowed("POST");
+        }
+        let req = Request::from_parts(parts, Body::from(body.unwrap_or_default()));
+        return crate::token_endpoint(State(state), req, crate::Endpoint::AccessToken).await;
+    }
+    if parts.method != Method::POST && parts.method != Method::GET {
+        return response::method_not_allowed("POST");
+    }
+    let addr = parts
+        .extensions
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip())
+        .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+    if let Some(r) = limited(&state, addr, None) {
+        return r;
+    }
+    let signed = match signed_request(&state, &parts, body.as_deref()) {
+        Ok(s) => s,
+        Err(e) => return error(&e),
+    };
+    if let Some(r) = limited(&state, addr, Some(&signed.protocol().consumer_key)) {
+        return r;
+    }
+    match state.inner.server.oauth1_access_token(&signed).await {
+        Ok(t) => form_response(&[("oauth_token", &t.token), ("oauth_token_secret", &t.secret)]),
+        Err(e) => {
+            tracing::debug!(error = e.code(), "OAuth 1.0 access token refused");
+            error(&e)
+        }
+    }
+}
+
+/// Escapes text for HTML element content and double-quoted attributes.
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:28rem;margin:3rem auto;\
+padding:0 1rem;color:#222}label{display:block;margin:.8rem 0}input{display:block;width:100%;\
+padding:.4rem;box-sizing:border-box}button{margin-top:1rem;padding:.5rem 1.2rem}\
+code{background:#eee;padding:0 .2rem}";
+
+/// A self-contained page (no external assets, no script), not cacheable,
+/// not frameable.
+fn html(status: StatusCode, title: &str, body: &str) -> Response {
+    let page = format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+         <title>{}</title><style>{STYLE}</style></head><body><main>{body}</main></body></html>",
+        escape(title)
+    );
+    let mut resp = (status, page).into_response();
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
+        ),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    response::no_store(resp)
+}
+
+/// `GET /oauth/authorize?oauth_token=…`: the approval form (RFC 5849 §2.2).
+pub(crate) async fn authorize_page(State(state): State<OAuthState>, req: Request) -> Response {
+    let token = req.uri().query().and_then(|q| {
+        form_urlencoded::parse(q.as_bytes())
+            .find(|(k, _)| k == "oauth_token")
+            .map(|(_, v)| v.into_owned())
+    });
+    let Some(token) = token.filter(|t| !t.is_empty()) else {
+        return html(
+            StatusCode::BAD_REQUEST,
+            "Authorization request",
+            "<h1>Missing request token</h1><p>The <code>oauth_token</code> parameter is required.</p>",
+        );
+    };
+    let pending = match state.inner.server.oauth1_pending(&token).await {
+        Ok(p) => p,
+        Err(Error::Server(cause)) => {
+            tracing::error!(cause = %cause, "authorization server error");
+            return html(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Authorization request",
+                "<h1>Something went wrong</h1><p>Try again later.</p>",
+            );
+        }
+        Err(e) => {
+            return html(
+                StatusCode::UNAUTHORIZED,
+                "Authorization request",
+                &format!(
+                    "<h1>Invalid request token</h1><p>{}</p>",
+                    escape(e.description())
+                ),
+            );
+        }
+    };
+    let scopes = if pending.scopes.is_empty() {
+        "no scopes".to_string()
+    } else {
+        pending
+            .scopes
+            .iter()
+            .map(|s| format!("<code>{}</code>", escape(s)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let body = format!(
+        "<h1>Authorize access</h1><p><strong>{consumer}</strong> asks to act on your behalf \
+         with: {scopes}.</p><form method=\"post\" action=\"authorize\">\
+         <input type=\"hidden\" name=\"oauth_token\" value=\"{token}\">\
+         <label>User name<input name=\"username\" autocomplete=\"username\" required></label>\
+         <label>Password<input type=\"password\" name=\"password\" \
+         autocomplete=\"current-password\" required></label>\
+         <button type=\"submit\">Approve</button></form>",
+        consumer = escape(&pending.consumer_key),
+        token = escape(&token),
+    );
+    html(StatusCode::OK, "Authorize access", &body)
+}
+
+/// `callback` with `oauth_token` and `oauth_verifier` added to its query
+/// (RFC 5849 §2.2), before any fragment.
+fn callback_with(callback: &str, token: &str, verifier: &str) -> String {
+    let (base, fragment) = match callback.split_once('#') {
+        Some((b, f)) => (b, Some(f)),
+        None => (callback, None),
+    };
+    let params = form_urlencoded::Serializer::new(String::new())
+        .append_pair("oauth_token", token)
+        .append_pair("oauth_verifier", verifier)
+        .finish();
+    let sep = if base.contains('?') {
+        if base.ends_with('?') || base.ends_with('&') {
+            ""
+        } else {
+            "&"
+        }
+    } else {
+        "?"
+    };
+    match fragment {
+        Some(f) => format!("{base}{sep}{params}#{f}"),
+        None => format!("{base}{sep}{params}"),
+    }
+}
+
+/// `POST /oauth/authorize` (form: `oauth_token`, `username`, `password`):
+/// the owner approves. `oob`: the verifier as a form-encoded body; else a
+/// 302 to the callback. Failed logins are throttled like the password grant.
+pub(crate) async fn authorize(State(state): State<OAuthState>, req: Request) -> Response {
+    let addr = peer(&req);
+    if let Some(r) = limited(&state, addr, None) {
+        return r;
+    }
+    let params = match crate::read_form(&state, req).await {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    let (Some(token), Some(username), Some(password)) = (
+        params.get("oauth_token"),
+        params.get("username"),
+        params.get("password"),
+    ) else {
+        return error(&Error::InvalidRequest(
+            "`oauth_token`, `username` and `password` are required".into(),
+        ));
+    };
+    let server = &state.inner.server;
+    let now = server.now();
+    let (users, addrs) = (&state.inner.user_logins, &state.inner.addr_logins);
+    let addr_key = addr.to_string();
+    if let Err(wait) = users.check(username, now) {
+        return response::too_many_requests(wait);
+    }
+    if let Err(wait) = addrs.check(&addr_key, now) {
+        return response::too_many_requests(wait);
+    }
+    match server.oauth1_approve(token, username, password).await {
+        Ok(a) => {
+            users.succeeded(username);
+            if a.callback == OOB {
+                return form_response(&[
+                    ("oauth_token", &a.token),
+                    ("oauth_verifier", &a.verifier),
+                ]);
+            }
+            let location = callback_with(&a.callback, &a.token, &a.verifier);
+            match HeaderValue::from_str(&location) {
+                Ok(v) => {
+                    let mut resp = StatusCode::FOUND.into_response();
+                    resp.headers_mut().insert(header::LOCATION, v);
+                    response::no_store(resp)
+                }
+                Err(_) => error(&Error::InvalidRequest(
+                    "the callback cannot be used in a redirect".into(),
+                )),
+            }
+        }
+        Err(e) => {
+            if matches!(e, Error::InvalidGrant(_)) {
+                tracing::info!("failed OAuth 1.0 approval login");
+                users.failed(username, now);
+                addrs.failed(&addr_key, now);
+            }
+            error(&e)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn escapes_markup() {
+        assert_eq!(
+            escape(r#"<a href="x">'&'</a>"#),
+            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;"
+        );
+    }
+
+    #[test]
+    fn callback_gets_both_parameters() {
+        assert_eq!(
+            callback_with("https://c.example/cb", "t", "v"),
+            "https://c.example/cb?oauth_token=t&oauth_verifier=v"
+        );
+        assert_eq!(
+            callback_with("https://c.example/cb?a=1#frag", "t+", "v"),
+            "https://c.example/cb?a=1&oauth_token=t%2B&oauth_verifier=v#frag"
+        );
+    }
+}

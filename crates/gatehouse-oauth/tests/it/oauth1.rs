@@ -1,0 +1,561 @@
+//! OAuth 1.0 endpoints (CONTRACT §7): request tokens, approval, the OAuth
+//! 1.0 exchange on `/oauth/access_token`, and every refusal. Requests are
+//! signed here with the RFC 5849 rules (the base string and signature are
+//! unit-tested against the RFC's examples in `gatehouse-auth`; the Python
+//! `oauthlib` script in `tests/external/` checks interoperability).
+
+use gatehouse_auth::oauth1::{SignatureMethod, percent_encode, sign, signature_base_string};
+use reqwest::StatusCode;
+
+use crate::{Server, start, start_with};
+
+const KEY: &str = "printer";
+const SECRET: &str = "printer-secret";
+
+async fn with_consumer(s: &Server) {
+    s.auth
+        .consumers()
+        .bootstrap(KEY, SECRET, &["read".to_string(), "write".to_string()])
+        .await
+        .unwrap();
+}
+
+/// How to sign one request.
+#[derive(Clone)]
+struct Sig<'a> {
+    method: SignatureMethod,
+    consumer: &'a str,
+    consumer_secret: &'a str,
+    token: Option<(&'a str, &'a str)>,
+    timestamp: i64,
+    nonce: String,
+    extra: Vec<(&'a str, &'a str)>,
+}
+
+impl<'a> Sig<'a> {
+    fn new(s: &Server, method: SignatureMethod) -> Self {
+        Sig {
+            method,
+            consumer: KEY,
+            consumer_secret: SECRET,
+            token: None,
+            timestamp: s.clock_now(),
+            nonce: next_nonce(),
+            extra: vec![],
+        }
+    }
+
+    fn token(mut self, token: &'a str, secret: &'a str) -> Self {
+        self.token = Some((token, secret));
+        self
+    }
+
+    fn with(mut self, name: &'a str, value: &'a str) -> Self {
+        self.extra.push((name, value));
+        self
+    }
+
+    /// The protocol parameters, signed over `url`'s `other` parameters too.
+    fn params(
+        &self,
+        http_method: &str,
+        url: &str,
+        other: &[(&str, &str)],
+    ) -> Vec<(String, String)> {
+        let method_name = match self.method {
+            SignatureMethod::Plaintext => "PLAINTEXT",
+            SignatureMethod::HmacSha1 => "HMAC-SHA1",
+        };
+        let ts = self.timestamp.to_string();
+        let mut oauth: Vec<(String, String)> = vec![
+            ("oauth_consumer_key".into(), self.consumer.into()),
+            ("oauth_signature_method".into(), method_name.into()),
+            ("oauth_timestamp".into(), ts),
+            ("oauth_nonce".into(), self.nonce.clone()),
+            ("oauth_version".into(), "1.0".into()),
+        ];
+        if let Some((t, _)) = self.token {
+            oauth.push(("oauth_token".into(), t.into()));
+        }
+        for (k, v) in &self.extra {
+            oauth.push((k.to_string(), v.to_string()));
+        }
+        let mut all = oauth.clone();
+        all.extend(other.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let base = signature_base_string(http_method, url, &all);
+        let token_secret = self.token.map(|(_, s)| s).unwrap_or("");
+        let signature = sign(self.method, &base, self.consumer_secret, token_secret);
+        oauth.push(("oauth_signature".into(), signature));
+        oauth
+    }
+
+    fn header(&self, http_method: &str, url: &str, other: &[(&str, &str)]) -> String {
+        let parts: Vec<String> = self
+            .params(http_method, url, other)
+            .iter()
+            .map(|(k, v)| format!("{}=\"{}\"", percent_encode(k), percent_encode(v)))
+            .collect();
+        format!("OAuth realm=\"gatehouse\", {}", parts.join(", "))
+    }
+}
+
+fn next_nonce() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!("nonce-{}", N.fetch_add(1, Ordering::SeqCst))
+}
+
+impl Server {
+    fn clock_now(&self) -> i64 {
+        use gatehouse_auth::Clock;
+        self.clock.now()
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// A signed POST with the protocol parameters in the header.
+    async fn signed_post(&self, path: &str, sig: &Sig<'_>, form: &[(&str, &str)]) -> Raw {
+        let url = self.url(path);
+        let auth = sig.header("POST", &url, form);
+        let req = self
+            .http
+            .post(&url)
+            .header("authorization", auth)
+            .form(form);
+        Raw::from(req.send().await.unwrap()).await
+    }
+
+    /// A signed GET with every protocol parameter in the query string (the
+    /// seed's form of the request-token call).
+    async fn signed_get_query(&self, path: &str, sig: &Sig<'_>) -> Raw {
+        let url = self.url(path);
+        let params = sig.params("GET", &url, &[]);
+        let req = self.http.get(&url).query(&params);
+        Raw::from(req.send().await.unwrap()).await
+    }
+}
+
+/// A response with its body as text (the OAuth 1.0 success bodies are forms).
+struct Raw {
+    status: StatusCode,
+    headers: reqwest::header::HeaderMap,
+    text: String,
+}
+
+impl Raw {
+    async fn from(resp: reqwest::Response) -> Raw {
+        Raw {
+            status: resp.status(),
+            headers: resp.headers().clone(),
+            text: resp.text().await.unwrap(),
+        }
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    fn form(&self) -> Vec<(String, String)> {
+        form_urlencoded::parse(self.text.as_bytes())
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect()
+    }
+
+    fn get(&self, name: &str) -> String {
+        self.form()
+            .into_iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v)
+            .unwrap_or_else(|| panic!("no {name} in {:?}", self.text))
+    }
+
+    #[track_caller]
+    fn assert_form_ok(&self) {
+        assert_eq!(self.status, StatusCode::OK, "{}", self.text);
+        assert_eq!(
+            self.header("content-type"),
+            Some("application/x-www-form-urlencoded")
+        );
+        assert_eq!(self.header("cache-control"), Some("no-store"));
+    }
+
+    #[track_caller]
+    fn assert_refused(&self, status: u16) {
+        assert_eq!(self.status.as_u16(), status, "{}", self.text);
+        if status == 401 {
+            assert_eq!(
+                self.header("www-authenticate"),
+                Some(r#"OAuth realm="gatehouse""#)
+            );
+        }
+        let body: serde_json::Value = serde_json::from_str(&self.text).unwrap();
+        assert!(body["error"].is_string(), "{body}");
+        assert!(body["error_description"].is_string(), "{body}");
+    }
+}
+
+#[tokio::test]
+async fn request_token_in_the_query_string_with_plaintext() {
+    let s = start().await;
+    with_consumer(&s).await;
+    let r = s
+        .signed_get_query(
+            "/oauth/requestToken",
+            &Sig::new(&s, SignatureMethod::Plaintext),
+        )
+        .await;
+    r.assert_form_ok();
+    assert_eq!(r.get("oauth_callback_confirmed"), "true");
+    assert_eq!(r.get("oauth_token").len(), 43);
+    assert_eq!(r.get("oauth_token_secret").len(), 43);
+}
+
+#[tokio::test]
+async fn request_token_with_the_header_and_hmac_sha1_under_a_base_path() {
+    let s = start_with("/api", |_| {}).await;
+    with_consumer(&s).await;
+    let sig =
+        Sig::new(&s, SignatureMethod::HmacSha1).with("oauth_callback", "https://c.example/cb");
+    let r = s
+        .signed_post("/oauth/requestToken", &sig, &[("extra", "a b")])
+        .await;
+    r.assert_form_ok();
+    assert_eq!(r.get("oauth_callback_confirmed"), "true");
+}
+
+#[tokio::test]
+async fn request_token_refusals() {
+    let s = start().await;
+    with_consumer(&s).await;
+    let url = s.url("/oauth/requestToken");
+
+    // 400: a missing protocol parameter.
+    let mut params = Sig::new(&s, SignatureMethod::Plaintext).params("GET", &url, &[]);
+    params.retain(|(k, _)| k != "oauth_nonce");
+    let r = Raw::from(s.http.get(&url).query(&params).send().await.unwrap()).await;
+    r.assert_refused(400);
+
+    // 400: a duplicated protocol parameter (query and header).
+    let sig = Sig::new(&s, SignatureMethod::Plaintext);
+    let r = Raw::from(
+        s.http
+            .get(&url)
+            .query(&[("oauth_nonce", "again")])
+            .header("authorization", sig.header("GET", &url, &[]))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    r.assert_refused(400);
+
+    // 400: an unsupported signature method.
+    let mut params = Sig::new(&s, SignatureMethod::Plaintext).params("GET", &url, &[]);
+    for p in params
+        .iter_mut()
+        .filter(|(k, _)| k == "oauth_signature_method")
+    {
+        p.1 = "RSA-SHA1".into();
+    }
+    let r = Raw::from(s.http.get(&url).query(&params).send().await.unwrap()).await;
+    r.assert_refused(400);
+
+    // 400: a bad oauth_version.
+    let sig = Sig::new(&s, SignatureMethod::HmacSha1);
+    let mut params = sig.params("GET", &url, &[]);
+    for p in params.iter_mut().filter(|(k, _)| k == "oauth_version") {
+        p.1 = "2.0".into();
+    }
+    let r = Raw::from(s.http.get(&url).query(&params).send().await.unwrap()).await;
+    r.assert_refused(400);
+
+    // 401: an unknown consumer.
+    let mut sig = Sig::new(&s, SignatureMethod::HmacSha1);
+    sig.consumer = "nobody";
+    s.signed_post("/oauth/requestToken", &sig, &[])
+        .await
+        .assert_refused(401);
+
+    // 401: the wrong secret, with either method.
+    for method in [SignatureMethod::HmacSha1, SignatureMethod::Plaintext] {
+        let mut sig = Sig::new(&s, method);
+        sig.consumer_secret = "not-the-secret";
+        s.signed_post("/oauth/requestToken", &sig, &[])
+            .await
+            .assert_refused(401);
+    }
+
+    // 401: a tampered parameter (signed a=1, sent a=2).
+    let sig = Sig::new(&s, SignatureMethod::HmacSha1);
+    let header = sig.header("POST", &url, &[("a", "1")]);
+    let r = Raw::from(
+        s.http
+            .post(&url)
+            .header("authorization", header)
+            .form(&[("a", "2")])
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    r.assert_refused(401);
+
+    // 401: a timestamp outside the 300 s window, either way.
+    for skew in [-301, 301] {
+        let mut sig = Sig::new(&s, SignatureMethod::HmacSha1);
+        sig.timestamp += skew;
+        s.signed_post("/oauth/requestToken", &sig, &[])
+            .await
+            .assert_refused(401);
+    }
+    // ... but inside it is fine.
+    let mut sig = Sig::new(&s, SignatureMethod::HmacSha1);
+    sig.timestamp -= 299;
+    s.signed_post("/oauth/requestToken", &sig, &[])
+        .await
+        .assert_form_ok();
+
+    // 405: another method.
+    let r = Raw::from(s.http.put(&url).send().await.unwrap()).await;
+    assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(r.header("allow"), Some("GET, POST"));
+}
+
+#[tokio::test]
+async fn a_nonce_is_never_accepted_twice() {
+    let s = start().await;
+    with_consumer(&s).await;
+    let sig = Sig::new(&s, SignatureMethod::HmacSha1);
+    s.signed_post("/oauth/requestToken", &sig, &[])
+        .await
+        .assert_form_ok();
+    // The very same request, replayed.
+    s.signed_post("/oauth/requestToken", &sig, &[])
+        .await
+        .assert_refused(401);
+    // The same nonce with another (valid) timestamp.
+    let mut again = sig.clone();
+    again.timestamp += 10;
+    s.signed_post("/oauth/requestToken", &again, &[])
+        .await
+        .assert_refused(401);
+    // A failed signature does not burn a nonce.
+    let mut fresh = Sig::new(&s, SignatureMethod::HmacSha1);
+    fresh.consumer_secret = "wrong";
+    s.signed_post("/oauth/requestToken", &fresh, &[])
+        .await
+        .assert_refused(401);
+    fresh.consumer_secret = SECRET;
+    s.signed_post("/oauth/requestToken", &fresh, &[])
+        .await
+        .assert_form_ok();
+}
+
+/// Request token → approval page → approval → access token.
+async fn request_token(
+    s: &Server,
+    method: SignatureMethod,
+    callback: Option<&str>,
+) -> (String, String) {
+    let mut sig = Sig::new(s, method);
+    if let Some(c) = callback {
+        sig = sig.with("oauth_callback", c);
+    }
+    let r = s.signed_post("/oauth/requestToken", &sig, &[]).await;
+    r.assert_form_ok();
+    (r.get("oauth_token"), r.get("oauth_token_secret"))
+}
+
+async fn approve(s: &Server, token: &str, password: &str) -> Raw {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    Raw::from(
+        client
+            .post(s.url("/oauth/authorize"))
+            .form(&[
+                ("oauth_token", token),
+                ("username", "alice"),
+                ("password", password),
+            ])
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn three_legged_flow_with_a_callback() {
+    let s = start().await;
+    with_consumer(&s).await;
+    let (rt, rt_secret) = request_token(
+        &s,
+        SignatureMethod::HmacSha1,
+        Some("https://c.example/cb?x=1"),
+    )
+    .await;
+
+    // The approval page: HTML, escaped, self-contained.
+    let page = Raw::from(
+        s.http
+            .get(s.url("/oauth/authorize"))
+            .query(&[("oauth_token", rt.as_str())])
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert_eq!(
+        page.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    assert!(page.text.contains("printer"), "{}", page.text);
+    assert!(page.text.contains("name=\"password\""));
+    assert!(!page.text.contains("<script"));
+    assert!(!page.text.contains("src="));
+
+    // An unknown token on the page: 401.
+    let bad = Raw::from(
+        s.http
+            .get(s.url("/oauth/authorize?oauth_token=%3Cscript%3E"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(bad.status, StatusCode::UNAUTHORIZED);
+    assert!(!bad.text.contains("<script>"));
+
+    // A wrong password: 401.
+    approve(&s, &rt, "wrong").await.assert_refused(401);
+
+    // Approval: 302 to the callback with both parameters.
+    let r = approve(&s, &rt, "alice-pw").await;
+    assert_eq!(r.status, StatusCode::FOUND, "{}", r.text);
+    let location = r.header("location").unwrap().to_string();
+    let url = reqwest::Url::parse(&location).unwrap();
+    assert_eq!(url.host_str(), Some("c.example"));
+    let q: Vec<(String, String)> = url.query_pairs().into_owned().collect();
+    assert_eq!(q[0], ("x".into(), "1".into()));
+    assert_eq!(q[1], ("oauth_token".into(), rt.clone()));
+    let verifier = q[2].1.clone();
+    assert_eq!(q[2].0, "oauth_verifier");
+
+    // Approving twice is refused.
+    approve(&s, &rt, "alice-pw").await.assert_refused(401);
+
+    // A wrong verifier: 401, and the token stays usable.
+    let sig = Sig::new(&s, SignatureMethod::HmacSha1)
+        .token(&rt, &rt_secret)
+        .with("oauth_verifier", "nope");
+    s.signed_post("/oauth/access_token", &sig, &[])
+        .await
+        .assert_refused(401);
+
+    // The exchange.
+    let sig = Sig::new(&s, SignatureMethod::HmacSha1)
+        .token(&rt, &rt_secret)
+        .with("oauth_verifier", &verifier);
+    let r = s.signed_post("/oauth/access_token", &sig, &[]).await;
+    r.assert_form_ok();
+    let at = r.get("oauth_token");
+    assert_ne!(at, rt);
+    assert_eq!(r.get("oauth_token_secret").len(), 43);
+
+    // The verifier works once.
+    let sig = Sig::new(&s, SignatureMethod::HmacSha1)
+        .token(&rt, &rt_secret)
+        .with("oauth_verifier", &verifier);
+    s.signed_post("/oauth/access_token", &sig, &[])
+        .await
+        .assert_refused(401);
+
+    // The access token is not a request token.
+    let sig = Sig::new(&s, SignatureMethod::HmacSha1)
+        .token(&at, "whatever")
+        .with("oauth_verifier", &verifier);
+    s.signed_post("/oauth/access_token", &sig, &[])
+        .await
+        .assert_refused(401);
+}
+
+#[tokio::test]
+async fn three_legged_flow_out_of_band_with_plaintext() {
+    let s = start().await;
+    with_consumer(&s).await;
+    let (rt, rt_secret) = request_token(&s, SignatureMethod::Plaintext, None).await;
+    let r = approve(&s, &rt, "alice-pw").await;
+    r.assert_form_ok();
+    assert_eq!(r.get("oauth_token"), rt);
+    let verifier = r.get("oauth_verifier");
+
+    // The request token secret is part of the key: the consumer's alone fails.
+    let sig = Sig::new(&s, SignatureMethod::Plaintext)
+        .token(&rt, "")
+        .with("oauth_verifier", &verifier);
+    s.signed_post("/oauth/access_token", &sig, &[])
+        .await
+        .assert_refused(401);
+
+    let sig = Sig::new(&s, SignatureMethod::Plaintext)
+        .token(&rt, &rt_secret)
+        .with("oauth_verifier", &verifier);
+    s.signed_post("/oauth/access_token", &sig, &[])
+        .await
+        .assert_form_ok();
+}
+
+#[tokio::test]
+async fn an_expired_request_token_is_refused() {
+    let s = start().await;
+    with_consumer(&s).await;
+    let (rt, _) = request_token(&s, SignatureMethod::HmacSha1, None).await;
+    s.clock.advance(601);
+    approve(&s, &rt, "alice-pw").await.assert_refused(401);
+}
+
+#[tokio::test]
+async fn access_token_without_oauth1_parameters_stays_oauth2() {
+    let s = start().await;
+    with_consumer(&s).await;
+    let r = s
+        .app(
+            "/oauth/access_token",
+            &[("grant_type", "client_credentials")],
+        )
+        .await;
+    r.assert_token();
+    assert!(r.body.get("refresh_token").is_none());
+    // An OAuth 1.0 exchange missing its verifier is a 400, not OAuth 2.0.
+    let sig = Sig::new(&s, SignatureMethod::HmacSha1).token("t", "s");
+    s.signed_post("/oauth/access_token", &sig, &[])
+        .await
+        .assert_refused(400);
+}
+
+#[tokio::test]
+async fn authorize_needs_its_fields_and_is_throttled() {
+    let s = start().await;
+    with_consumer(&s).await;
+    let r = Raw::from(
+        s.http
+            .post(s.url("/oauth/authorize"))
+            .form(&[("oauth_token", "x")])
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    r.assert_refused(400);
+    let (rt, _) = request_token(&s, SignatureMethod::HmacSha1, None).await;
+    for _ in 0..5 {
+        approve(&s, &rt, "wrong").await.assert_refused(401);
+    }
+    let r = approve(&s, &rt, "alice-pw").await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS, "{}", r.text);
+}
