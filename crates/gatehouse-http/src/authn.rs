@@ -75,6 +75,12 @@ impl Authenticator {
         self.inner.anonymous_read
     }
 
+    /// The authorization server's current time (unix seconds): token expiry
+    /// is measured on this clock, which tests can move.
+    pub fn now(&self) -> i64 {
+        self.inner.server.now()
+    }
+
     /// The principal of a request with these headers.
     pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, AuthFailure> {
         let Some(value) = headers.get(header::AUTHORIZATION) else {
@@ -226,7 +232,7 @@ impl AuthFailure {
         }
     }
 
-    fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         match self {
             AuthFailure::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::UNAUTHORIZED,
@@ -242,8 +248,11 @@ pub(crate) async fn graphql_layer(
     next: Next,
 ) -> Response {
     if req.method() == axum::http::Method::GET
-        && crate::graphql::is_browser_navigation(req.headers())
+        && (crate::graphql::is_browser_navigation(req.headers())
+            || crate::ws::is_upgrade(req.headers()))
     {
+        // A WebSocket authenticates with `connection_init` (or these headers,
+        // checked there), and a refusal is a 4403 close, not a 401.
         return next.run(req).await;
     }
     match auth.authenticate(req.headers()).await {

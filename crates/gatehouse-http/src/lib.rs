@@ -4,6 +4,11 @@
 pub mod authn;
 mod graphiql;
 mod graphql;
+mod live;
+mod sse;
+mod ws;
+
+pub use live::{Shutdown, SubscriptionOptions};
 
 use std::future::Future;
 use std::pin::Pin;
@@ -36,6 +41,8 @@ pub struct AppState {
     /// Authentication of `/graphql` requests; `None` serves them to anyone
     /// as a trusted caller (tests and embedded use only).
     pub authn: Option<authn::Authenticator>,
+    /// Limits of subscriptions (WebSocket, SSE) and the shutdown signal that ends them.
+    pub subscriptions: SubscriptionOptions,
 }
 
 impl std::fmt::Debug for AppState {
@@ -53,7 +60,7 @@ pub fn app(state: AppState, extra: Vec<Router>) -> Router {
     let mut protected = Router::new()
         .route(
             "/graphql",
-            get(graphql::get)
+            get(ws::get_or_upgrade)
                 .post(graphql::post)
                 .fallback(any(graphql::other_method)),
         )

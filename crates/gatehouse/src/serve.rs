@@ -71,7 +71,10 @@ async fn serve(loaded: Loaded) -> anyhow::Result<ExitCode> {
         base_path: config.base_path.clone(),
         max_body_bytes: usize::try_from(limits.max_body_bytes).unwrap_or(usize::MAX),
         authn: Some(authn.clone()),
+        subscriptions: gatehouse_http::SubscriptionOptions::default(),
     };
+    // Open WebSocket and SSE streams end when the shutdown signal arrives.
+    let stream_shutdown = state.subscriptions.shutdown.clone();
     let mut oauth_config =
         gatehouse_oauth::OAuthConfig::new(format!("{issuer}{}", config.base_path));
     oauth_config.rate_per_second = config.limits.token_rate_per_second;
@@ -115,7 +118,10 @@ async fn serve(loaded: Loaded) -> anyhow::Result<ExitCode> {
         listener,
         app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
     )
-    .with_graceful_shutdown(shutdown_signal())
+    .with_graceful_shutdown(async move {
+        shutdown_signal().await;
+        stream_shutdown.trigger();
+    })
     .await
     .context("serving HTTP")?;
     maintenance.abort();

@@ -92,6 +92,7 @@ async fn start(anonymous_read: bool) -> Env {
         base_path: String::new(),
         max_body_bytes: 1 << 20,
         authn: Some(Authenticator::new(auth.clone(), anonymous_read)),
+        subscriptions: Default::default(),
     };
     let oauth = gatehouse_oauth::router(gatehouse_oauth::OAuthState::new(
         auth.clone(),

@@ -4,6 +4,7 @@
 mod auth;
 mod graphql;
 mod http;
+mod subscriptions;
 
 use std::sync::Arc;
 
@@ -79,6 +80,7 @@ pub async fn start_with(mut opts: GraphqlOptions, max_body_bytes: usize) -> Serv
         base_path: String::new(),
         max_body_bytes,
         authn: None,
+        subscriptions: Default::default(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

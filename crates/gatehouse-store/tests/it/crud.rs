@@ -390,20 +390,28 @@ conformance!(unknown_entity_is_invalid, |db, s| {
     ));
 });
 
-conformance!(nul_characters_are_refused_as_invalid_on_every_path, |db, s| {
-    // PostgreSQL cannot store U+0000; both backends refuse it the same way.
-    let r = s.insert("Author", row(json!({"name": "a\u{0}b"}))).await;
-    assert_eq!(invalid_field(r), "name");
-    let a = author(&s, "Ursula").await;
-    let r = s
-        .insert("Book", row(json!({"title": "t", "author": a, "tags": ["x\u{0}"]})))
-        .await;
-    assert_eq!(invalid_field(r), "tags");
-    let r = s.insert("Author", row(json!({"id": "\u{0}", "name": "n"}))).await;
-    assert_eq!(invalid_field(r), "id");
-    // A lookup by such an id is a miss or a client error, never a fault.
-    match s.get("Author", "x\u{0}y").await {
-        Ok(None) | Err(StoreError::Invalid { .. }) => {}
-        other => panic!("expected a miss or Invalid, got {other:?}"),
+conformance!(
+    nul_characters_are_refused_as_invalid_on_every_path,
+    |db, s| {
+        // PostgreSQL cannot store U+0000; both backends refuse it the same way.
+        let r = s.insert("Author", row(json!({"name": "a\u{0}b"}))).await;
+        assert_eq!(invalid_field(r), "name");
+        let a = author(&s, "Ursula").await;
+        let r = s
+            .insert(
+                "Book",
+                row(json!({"title": "t", "author": a, "tags": ["x\u{0}"]})),
+            )
+            .await;
+        assert_eq!(invalid_field(r), "tags");
+        let r = s
+            .insert("Author", row(json!({"id": "\u{0}", "name": "n"})))
+            .await;
+        assert_eq!(invalid_field(r), "id");
+        // A lookup by such an id is a miss or a client error, never a fault.
+        match s.get("Author", "x\u{0}y").await {
+            Ok(None) | Err(StoreError::Invalid { .. }) => {}
+            other => panic!("expected a miss or Invalid, got {other:?}"),
+        }
     }
-});
+);
