@@ -36,6 +36,9 @@ const TRANSPORT_WS: &str = "graphql-transport-ws";
 /// `graphql-ws`, the legacy subscriptions-transport-ws protocol.
 const LEGACY_WS: &str = "graphql-ws";
 
+/// Bytes read from a socket at a time.
+const READ_BUFFER: usize = 4096;
+
 /// How long one frame may take to reach the client's socket buffer before
 /// the connection is given up as dead.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -89,9 +92,14 @@ enum Protocol {
 }
 
 fn upgrade(state: AppState, headers: &HeaderMap, ws: WebSocketUpgrade) -> Response {
+    // tungstenite's default 128 KiB read buffer per socket would dominate
+    // the memory of idle subscribers; GraphQL messages are small, and a
+    // larger one still arrives, in more reads.
     let ws = ws
         .protocols([TRANSPORT_WS, LEGACY_WS])
-        .max_message_size(state.max_body_bytes);
+        .max_message_size(state.max_body_bytes)
+        .read_buffer_size(READ_BUFFER)
+        .write_buffer_size(0);
     let protocol = match ws.selected_protocol().and_then(|p| p.to_str().ok()) {
         Some(TRANSPORT_WS) => Some(Protocol::TransportWs),
         Some(LEGACY_WS) => Some(Protocol::Legacy),
@@ -179,7 +187,9 @@ impl Connection {
         tokio::pin!(init_deadline);
         let mut stale_watch: std::pin::Pin<Box<dyn Future<Output = String> + Send>> =
             Box::pin(std::future::pending());
-        let mut keepalive = tokio::time::interval(opts.keepalive);
+        // The legacy protocol's first `ka` goes out with the ack; then one per period.
+        let mut keepalive =
+            tokio::time::interval_at(tokio::time::Instant::now() + opts.keepalive, opts.keepalive);
         keepalive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let overflow = self.overflow.clone();
 
