@@ -907,3 +907,43 @@ async fn postgres_event_reaches_a_subscriber_on_another_instance() {
     .execute(&mut c)
     .await;
 }
+
+#[tokio::test]
+async fn a_client_that_falls_behind_is_closed_with_1013() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let model = model();
+    let store = Store::connect(&url, model.clone(), StoreOptions::default())
+        .await
+        .unwrap();
+    // One queued message per socket: a burst of events outruns the writer.
+    let opts = SubscriptionOptions {
+        queue_capacity: 1,
+        ..options()
+    };
+    let env = start_on(store, model, opts, false).await;
+    let token = env.alice().await;
+    let lem = env.author(&token, "Lem").await;
+    let mut s = env.ready(&token).await;
+    for id in ["a", "b", "c"] {
+        send(
+            &mut s,
+            json!({"type": "subscribe", "id": id, "payload": {"query": "subscription { bookCreated { id title } }"}}),
+        )
+        .await;
+    }
+    settle().await;
+    let burst = (0..20)
+        .map(|i| {
+            format!(
+                "b{i}: createBook(input: {{title: \"t{i}\", status: AVAILABLE, author: \"{lem}\"}}) {{ id }}"
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    env.gql(&token, &format!("mutation {{ {burst} }}"), json!({}))
+        .await;
+    let (code, reason) = closed(&mut s).await;
+    assert_eq!(code, 1013, "{reason}");
+    assert!(reason.contains("too slow"), "{reason}");
+}
