@@ -947,3 +947,40 @@ async fn a_client_that_falls_behind_is_closed_with_1013() {
     assert_eq!(code, 1013, "{reason}");
     assert!(reason.contains("too slow"), "{reason}");
 }
+
+#[tokio::test]
+async fn legacy_protocol_rules_and_expiry() {
+    let env = start().await;
+    let token = env.alice().await;
+    let init =
+        json!({"type": "connection_init", "payload": {"Authorization": format!("Bearer {token}")}});
+    let start_msg = |id: &str| json!({"type": "start", "id": id, "payload": {"query": "subscription { bookDeleted { id } }"}});
+
+    // `start` before the ack: 4401
+    let mut s = env.ws("graphql-ws").await;
+    send(&mut s, start_msg("1")).await;
+    assert_eq!(closed(&mut s).await.0, 4401);
+
+    // a duplicate id: 4409
+    let mut s = env.ws("graphql-ws").await;
+    send(&mut s, init.clone()).await;
+    send(&mut s, start_msg("1")).await;
+    send(&mut s, start_msg("1")).await;
+    assert_eq!(closed(&mut s).await.0, 4409);
+
+    // a second connection_init: 4429
+    let mut s = env.ws("graphql-ws").await;
+    send(&mut s, init.clone()).await;
+    send(&mut s, init.clone()).await;
+    assert_eq!(closed(&mut s).await.0, 4429);
+
+    // expiry: 4403
+    let mut s = env.ws("graphql-ws").await;
+    send(&mut s, init).await;
+    send(&mut s, start_msg("1")).await;
+    assert_eq!(recv(&mut s).await["type"], json!("connection_ack"));
+    env.clock.advance(3600);
+    let (code, reason) = closed(&mut s).await;
+    assert_eq!(code, 4403);
+    assert!(reason.contains("expired"), "{reason}");
+}
