@@ -30,6 +30,8 @@ pub struct Config {
     pub limits: LimitsConfig,
     /// Resource protection.
     pub auth: AuthConfig,
+    /// Limits of WebSocket and SSE subscriptions.
+    pub subscriptions: SubscriptionsConfig,
     /// Declarative registrations applied at every start.
     pub bootstrap: BootstrapConfig,
 }
@@ -45,6 +47,7 @@ impl Default for Config {
             tokens: TokensConfig::default(),
             limits: LimitsConfig::default(),
             auth: AuthConfig::default(),
+            subscriptions: SubscriptionsConfig::default(),
             bootstrap: BootstrapConfig::default(),
         }
     }
@@ -122,6 +125,36 @@ impl Default for LimitsConfig {
             max_body_bytes: 1024 * 1024,
             token_rate_per_second: 20,
             token_rate_burst: 40,
+        }
+    }
+}
+
+/// `[subscriptions]`: limits and timers of WebSocket and SSE subscriptions
+/// (`docs/design/subscriptions.md`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SubscriptionsConfig {
+    /// How long a WebSocket may stay open without `connection_init` (then close 4408).
+    pub init_timeout: Seconds,
+    /// Interval of the legacy protocol's `ka` messages and of SSE keep-alive comments.
+    pub keepalive: Seconds,
+    /// Operations one WebSocket may run at once; one more gets an `error` message.
+    pub max_per_connection: u32,
+    /// Messages waiting for a client to read them; a WebSocket whose queue
+    /// is full is closed with 1013.
+    pub queue_capacity: u32,
+    /// How often a stream's credential is validated again, to notice revocation.
+    pub recheck_interval: Seconds,
+}
+
+impl Default for SubscriptionsConfig {
+    fn default() -> Self {
+        Self {
+            init_timeout: Seconds(10),
+            keepalive: Seconds(15),
+            max_per_connection: 100,
+            queue_capacity: 256,
+            recheck_interval: Seconds(60),
         }
     }
 }
@@ -292,7 +325,7 @@ pub struct Loaded {
 }
 
 const ENV_PREFIX: &str = "GATEHOUSE_";
-const SECTIONS: [&str; 3] = ["tokens", "limits", "auth"];
+const SECTIONS: [&str; 4] = ["tokens", "limits", "auth", "subscriptions"];
 
 /// Loads the configuration: `file` if given (it must exist), else
 /// `./gatehouse.toml` when present; then the environment; then `cli`.
@@ -624,8 +657,13 @@ mod tests {
             ("GATEHOUSE_AUTH_ANONYMOUS_READ", "true"),
             ("GATEHOUSE_BASE_PATH", "/api"),
             ("GATEHOUSE_SECRET", "not-a-config-key"),
+            ("GATEHOUSE_SUBSCRIPTIONS_MAX_PER_CONNECTION", "20"),
+            ("GATEHOUSE_SUBSCRIPTIONS_RECHECK_INTERVAL", "5m"),
         ]);
         let l = load_with_env(Some(&f), &CliOverrides::default(), vars).unwrap();
+        assert_eq!(l.config.subscriptions.max_per_connection, 20);
+        assert_eq!(l.config.subscriptions.recheck_interval, Seconds(300));
+        assert_eq!(l.config.subscriptions.init_timeout, Seconds(10));
         assert_eq!(l.config.listen, "127.0.0.1:2000");
         assert_eq!(l.config.limits.max_page_size, 200);
         assert_eq!(l.config.tokens.access_ttl, Seconds(7200));

@@ -71,7 +71,7 @@ async fn serve(loaded: Loaded) -> anyhow::Result<ExitCode> {
         base_path: config.base_path.clone(),
         max_body_bytes: usize::try_from(limits.max_body_bytes).unwrap_or(usize::MAX),
         authn: Some(authn.clone()),
-        subscriptions: gatehouse_http::SubscriptionOptions::default(),
+        subscriptions: subscription_options(&config.subscriptions),
     };
     // Open WebSocket and SSE streams end when the shutdown signal arrives.
     let stream_shutdown = state.subscriptions.shutdown.clone();
@@ -128,6 +128,21 @@ async fn serve(loaded: Loaded) -> anyhow::Result<ExitCode> {
     store.close().await;
     tracing::info!("shut down");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `[subscriptions]` section as the HTTP layer takes it.
+fn subscription_options(
+    c: &crate::config::SubscriptionsConfig,
+) -> gatehouse_http::SubscriptionOptions {
+    use std::time::Duration;
+    gatehouse_http::SubscriptionOptions {
+        init_timeout: Duration::from_secs(c.init_timeout.0),
+        keepalive: Duration::from_secs(c.keepalive.0.max(1)),
+        max_per_connection: usize::try_from(c.max_per_connection).unwrap_or(usize::MAX),
+        queue_capacity: usize::try_from(c.queue_capacity).unwrap_or(usize::MAX),
+        recheck_interval: Duration::from_secs(c.recheck_interval.0.max(1)),
+        ..Default::default()
+    }
 }
 
 /// Resolves on SIGINT or SIGTERM.
