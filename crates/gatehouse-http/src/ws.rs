@@ -37,7 +37,7 @@ const TRANSPORT_WS: &str = "graphql-transport-ws";
 const LEGACY_WS: &str = "graphql-ws";
 
 /// Bytes read from a socket at a time.
-const READ_BUFFER: usize = 4096;
+const READ_BUFFER: usize = 1024;
 
 /// How long one frame may take to reach the client's socket buffer before
 /// the connection is given up as dead.

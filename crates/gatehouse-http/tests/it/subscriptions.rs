@@ -984,3 +984,20 @@ async fn legacy_protocol_rules_and_expiry() {
     assert_eq!(code, 4403);
     assert!(reason.contains("expired"), "{reason}");
 }
+
+#[tokio::test]
+async fn messages_larger_than_the_read_buffer_arrive_whole() {
+    let env = start().await;
+    let token = env.alice().await;
+    let mut s = env.ready(&token).await;
+    let query = format!("{{ authors {{ name }} }}{}", " ".repeat(50_000));
+    send(
+        &mut s,
+        json!({"type": "subscribe", "id": "big", "payload": {"query": query}}),
+    )
+    .await;
+    assert_eq!(
+        recv(&mut s).await,
+        json!({"type": "next", "id": "big", "payload": {"data": {"authors": []}}})
+    );
+}
