@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs third-party clients against a real gatehouse: an OAuth 2.0 client
 # library (authlib + pyjwt), an OAuth 1.0 signer (oauthlib +
-# requests-oauthlib), the graphql-http audit, graphql-js on the
+# requests-oauthlib), the graphql-http audit, the graphql-ws
+# subscription client, graphql-js on the
 # introspection result, GraphiQL in headless Chromium and schemathesis on the
 # REST API. Installs what it needs (npm and PyPI packages, Debian's chromium)
 # when missing.
@@ -82,6 +83,9 @@ authorization="Bearer $token"
 
 log "graphql-http audit"
 node "$here/graphql-http-audit.mjs" "$base/graphql" "$authorization"
+
+log "graphql-ws client: subscriptions over WebSocket"
+node "$here/graphql-ws-subscribe.mjs" "$base" "$authorization"
 
 log "graphql-js buildClientSchema on /graphql/schema.json"
 node "$here/graphql-schema-check.mjs" "$base" "$authorization"

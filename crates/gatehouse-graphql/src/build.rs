@@ -437,6 +437,20 @@ fn id_of(ctx: &ResolverContext<'_>, arg: &str) -> Result<String, Error> {
 fn subscription_field(shared: &Arc<Shared>, f: &RootField) -> SubscriptionField {
     let store = shared.store.clone();
     let entity = f.entity.clone();
+    // CONTRACT §8: subscriptions need what a read of the entity needs,
+    // unless the root field names its own scope.
+    let scope = f
+        .scope
+        .clone()
+        .or_else(|| {
+            shared
+                .model
+                .entity(&f.entity)
+                .map(|e| e.read_scope().to_string())
+        })
+        .unwrap_or_else(|| gatehouse_schema::DEFAULT_READ_SCOPE.to_string());
+    let what = format!("`Subscription.{}`", f.name);
+    let auth_required = shared.auth_required;
     let (kind, filters) = match &f.binding {
         Binding::Subscribe { event, filters } => (*event, filters.clone()),
         _ => (ChangeKind::Created, Vec::new()),
@@ -444,6 +458,13 @@ fn subscription_field(shared: &Arc<Shared>, f: &RootField) -> SubscriptionField 
     let mut field = SubscriptionField::new(&f.name, type_ref(&f.ty), move |ctx| {
         let store = store.clone();
         let entity = entity.clone();
+        if let Err(e) = authorize(&ctx, auth_required, &scope, true, &what) {
+            // The error ends the stream before it starts; async-graphql adds
+            // the field's path, so transports report it as an execution error.
+            return SubscriptionFieldFuture::new(async move {
+                Err::<futures::stream::Empty<Result<Value, Error>>, _>(e)
+            });
+        }
         // Equality filters, applied on the server to each event's row.
         let wanted: Vec<(String, Json)> = filters
             .iter()

@@ -142,17 +142,7 @@ impl Graphql {
         let query = request.query.clone();
         let operation_name = request.operation_name.clone();
         let mut response = self.schema.execute(self.prepare(request)).await;
-        // Resolver errors always carry a code; errors without code or path
-        // come from parsing, validation or the depth/complexity limits,
-        // which refuse the request before anything runs.
-        let executed = !(response.data == async_graphql::Value::Null
-            && !response.errors.is_empty()
-            && response.errors.iter().all(|e| {
-                e.path.is_empty()
-                    && e.extensions
-                        .as_ref()
-                        .is_none_or(|x| x.get("code").is_none())
-            }));
+        let executed = !refused_before_execution(&response);
         // A failed non-null field is reported by its resolver (with a code);
         // async-graphql then adds a generic note for the same path: drop it.
         let reported: Vec<_> = response
@@ -190,8 +180,24 @@ impl Graphql {
     }
 
     /// Executes a subscription (or any operation) as a stream of responses.
-    pub fn execute_stream(&self, request: Request) -> impl Stream<Item = Response> + Send + use<> {
-        self.schema.execute_stream(self.prepare(request))
+    ///
+    /// Only the first item can have `executed == false`: the request was
+    /// refused before any resolver ran (parse, validation, limits), which
+    /// the WebSocket protocols report with an `error` message instead of
+    /// `next`. Every error carries `extensions.code`.
+    pub fn execute_stream(&self, request: Request) -> impl Stream<Item = Executed> + Send + use<> {
+        use futures::StreamExt;
+        let query = request.query.clone();
+        self.schema
+            .execute_stream(self.prepare(request))
+            .map(move |mut response| {
+                let executed = !refused_before_execution(&response);
+                let parse_failed = !executed && async_graphql::parser::parse_query(&query).is_err();
+                for e in &mut response.errors {
+                    add_code(e, executed, parse_failed);
+                }
+                Executed { response, executed }
+            })
     }
 
     /// The standard introspection result (`{"data": {"__schema": …}}`).
@@ -199,6 +205,20 @@ impl Graphql {
         let response = self.schema.execute(Request::new(INTROSPECTION_QUERY)).await;
         serde_json::to_value(&response).unwrap_or(serde_json::Value::Null)
     }
+}
+
+/// Resolver errors always carry a code and a path; errors without either
+/// come from parsing, validation or the depth/complexity limits, which
+/// refuse the request before anything runs.
+fn refused_before_execution(response: &Response) -> bool {
+    response.data == async_graphql::Value::Null
+        && !response.errors.is_empty()
+        && response.errors.iter().all(|e| {
+            e.path.is_empty()
+                && e.extensions
+                    .as_ref()
+                    .is_none_or(|x| x.get("code").is_none())
+        })
 }
 
 /// Fills in `extensions.code` for errors async-graphql raises itself.

@@ -209,6 +209,12 @@ impl Authenticator {
             .map_err(oauth1_failure)
     }
 
+    /// The authorization server's current time (unix seconds): token expiry
+    /// is measured on this clock, which tests can move.
+    pub fn now(&self) -> i64 {
+        self.inner.server.now()
+    }
+
     /// The principal of a request with these headers.
     pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, AuthFailure> {
         let Some(value) = headers.get(header::AUTHORIZATION) else {
@@ -383,7 +389,7 @@ impl AuthFailure {
         }
     }
 
-    fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         match self {
             AuthFailure::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             AuthFailure::OAuth1Invalid(_) => StatusCode::BAD_REQUEST,
@@ -400,8 +406,11 @@ pub(crate) async fn graphql_layer(
     next: Next,
 ) -> Response {
     if req.method() == axum::http::Method::GET
-        && crate::graphql::is_browser_navigation(req.headers())
+        && (crate::graphql::is_browser_navigation(req.headers())
+            || crate::ws::is_upgrade(req.headers()))
     {
+        // A WebSocket authenticates with `connection_init` (or these headers,
+        // checked there), and a refusal is a 4403 close, not a 401.
         return next.run(req).await;
     }
     let (mut req, result) = auth.authenticate_request(req).await;

@@ -88,14 +88,37 @@ fn bad_request(media: Media, status: StatusCode, message: &str) -> Response {
 }
 
 /// The GraphQL request parameters, parsed and type-checked.
-struct Params {
+pub(crate) struct Params {
     query: String,
     operation_name: Option<String>,
     variables: Variables,
     extensions: Option<Json>,
 }
 
-fn params_from_json(body: &Json) -> Result<Params, String> {
+impl Params {
+    /// The async-graphql request, acting for `principal`.
+    pub(crate) fn into_request(self, principal: Option<Principal>) -> async_graphql::Request {
+        let mut request = async_graphql::Request::new(self.query).variables(self.variables);
+        if let Some(p) = principal {
+            request = request.data(p);
+        }
+        if let Some(name) = self.operation_name {
+            request = request.operation_name(name);
+        }
+        if let Some(Json::Object(ext)) = self.extensions {
+            for (k, v) in ext {
+                if let Ok(v) = async_graphql::Value::from_json(v) {
+                    request.extensions.insert(k, v);
+                }
+            }
+        }
+        request
+    }
+}
+
+/// Reads `{query, variables, operationName, extensions}` (the body of a POST,
+/// or a WebSocket `subscribe`/`start` payload).
+pub(crate) fn params_from_json(body: &Json) -> Result<Params, String> {
     let Json::Object(map) = body else {
         return Err("the request body must be a JSON object".into());
     };
@@ -149,20 +172,7 @@ async fn run(
     params: Params,
     principal: Option<Principal>,
 ) -> Response {
-    let mut request = async_graphql::Request::new(params.query).variables(params.variables);
-    if let Some(p) = principal {
-        request = request.data(p);
-    }
-    if let Some(name) = params.operation_name {
-        request = request.operation_name(name);
-    }
-    if let Some(Json::Object(ext)) = params.extensions {
-        for (k, v) in ext {
-            if let Ok(v) = async_graphql::Value::from_json(v) {
-                request.extensions.insert(k, v);
-            }
-        }
-    }
+    let request = params.into_request(principal);
     let executed = state.graphql.execute(request).await;
     let mut body = serde_json::to_value(&executed.response).unwrap_or_else(|_| json!({}));
     if !executed.executed
@@ -215,13 +225,19 @@ pub(crate) async fn post(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    let sse = crate::sse::wanted(&headers);
     let media_for_errors = negotiate(&headers).unwrap_or(Media::Json);
-    let Some(media) = negotiate(&headers) else {
-        return bad_request(
-            media_for_errors,
-            StatusCode::NOT_ACCEPTABLE,
-            "the Accept header allows neither application/graphql-response+json nor application/json",
-        );
+    let media = match negotiate(&headers) {
+        Some(media) => media,
+        // Errors before the stream starts are answered as JSON.
+        None if sse => Media::Json,
+        None => {
+            return bad_request(
+                media_for_errors,
+                StatusCode::NOT_ACCEPTABLE,
+                "the Accept header allows neither application/graphql-response+json nor application/json",
+            );
+        }
     };
     let content_type = headers
         .get(header::CONTENT_TYPE)
@@ -271,6 +287,7 @@ pub(crate) async fn post(
         }
     };
     match params_from_json(&json) {
+        Ok(params) if sse => crate::sse::stream(&state, params, principal.map(|p| p.0), &headers),
         Ok(params) => run(&state, media, params, principal.map(|p| p.0)).await,
         Err(msg) => bad_request(media, StatusCode::BAD_REQUEST, &msg),
     }
@@ -300,13 +317,18 @@ pub(crate) async fn get(
     if is_browser_navigation(&headers) {
         return crate::graphiql::page(&state.base_path);
     }
+    let sse = crate::sse::wanted(&headers);
     let media_for_errors = negotiate(&headers).unwrap_or(Media::Json);
-    let Some(media) = negotiate(&headers) else {
-        return bad_request(
-            media_for_errors,
-            StatusCode::NOT_ACCEPTABLE,
-            "unacceptable Accept header",
-        );
+    let media = match negotiate(&headers) {
+        Some(media) => media,
+        None if sse => Media::Json,
+        None => {
+            return bad_request(
+                media_for_errors,
+                StatusCode::NOT_ACCEPTABLE,
+                "unacceptable Accept header",
+            );
+        }
     };
     let Some(query) = query else {
         return bad_request(
@@ -341,9 +363,14 @@ pub(crate) async fn get(
         Ok(p) => p,
         Err(msg) => return bad_request(media, StatusCode::BAD_REQUEST, &msg),
     };
-    // GraphQL over HTTP: GET must not run mutations (they are not safe).
+    // GraphQL over HTTP: GET must not run mutations (they are not safe);
+    // subscriptions need a stream (SSE, which EventSource opens with GET).
+    let op = operation_type(&params.query, params.operation_name.as_deref());
+    if sse && op != Some(OperationType::Mutation) {
+        return crate::sse::stream(&state, params, principal.map(|p| p.0), &headers);
+    }
     if matches!(
-        operation_type(&params.query, params.operation_name.as_deref()),
+        op,
         Some(OperationType::Mutation | OperationType::Subscription)
     ) {
         let mut resp = bad_request(

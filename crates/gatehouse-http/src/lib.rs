@@ -8,6 +8,11 @@ mod introspect;
 pub mod telemetry;
 
 pub use introspect::IntrospectionConfig;
+mod live;
+mod sse;
+mod ws;
+
+pub use live::{Shutdown, SubscriptionOptions};
 
 use std::future::Future;
 use std::pin::Pin;
@@ -50,6 +55,8 @@ pub struct AppState {
     /// `/readyz` answers 503 so load balancers stop sending. `None` never
     /// shuts down (tests).
     pub shutdown: Option<CancellationToken>,
+    /// Limits of subscriptions (WebSocket, SSE) and the shutdown signal that ends them.
+    pub subscriptions: SubscriptionOptions,
 }
 
 impl std::fmt::Debug for AppState {
@@ -68,7 +75,7 @@ pub fn app(state: AppState, extra: Vec<Router>) -> Router {
     let mut protected = Router::new()
         .route(
             "/graphql",
-            get(graphql::get)
+            get(ws::get_or_upgrade)
                 .post(graphql::post)
                 .fallback(any(graphql::other_method)),
         )

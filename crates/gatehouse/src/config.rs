@@ -30,6 +30,8 @@ pub struct Config {
     pub limits: LimitsConfig,
     /// Resource protection.
     pub auth: AuthConfig,
+    /// Limits of WebSocket and SSE subscriptions.
+    pub subscriptions: SubscriptionsConfig,
     /// Declarative registrations applied at every start.
     pub bootstrap: BootstrapConfig,
     /// On SIGTERM/SIGINT, the longest time until the process exits:
@@ -54,6 +56,7 @@ impl Default for Config {
             tokens: TokensConfig::default(),
             limits: LimitsConfig::default(),
             auth: AuthConfig::default(),
+            subscriptions: SubscriptionsConfig::default(),
             bootstrap: BootstrapConfig::default(),
             shutdown_timeout: Seconds(10),
             tls: TlsConfig::default(),
@@ -178,6 +181,36 @@ impl Default for LimitsConfig {
             token_rate_per_second: 20,
             token_rate_burst: 40,
             oauth1_timestamp_window: Seconds(300),
+        }
+    }
+}
+
+/// `[subscriptions]`: limits and timers of WebSocket and SSE subscriptions
+/// (`docs/design/subscriptions.md`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SubscriptionsConfig {
+    /// How long a WebSocket may stay open without `connection_init` (then close 4408).
+    pub init_timeout: Seconds,
+    /// Interval of the legacy protocol's `ka` messages and of SSE keep-alive comments.
+    pub keepalive: Seconds,
+    /// Operations one WebSocket may run at once; one more gets an `error` message.
+    pub max_per_connection: u32,
+    /// Messages waiting for a client to read them; a WebSocket whose queue
+    /// is full is closed with 1013.
+    pub queue_capacity: u32,
+    /// How often a stream's credential is validated again, to notice revocation.
+    pub recheck_interval: Seconds,
+}
+
+impl Default for SubscriptionsConfig {
+    fn default() -> Self {
+        Self {
+            init_timeout: Seconds(10),
+            keepalive: Seconds(15),
+            max_per_connection: 100,
+            queue_capacity: 256,
+            recheck_interval: Seconds(60),
         }
     }
 }
@@ -402,7 +435,15 @@ const OPTIONAL_SECTION_KEYS: [&str; 4] = [
     "metrics.listen",
     "store.max_connections",
 ];
-const SECTIONS: [&str; 6] = ["tokens", "limits", "auth", "tls", "metrics", "store"];
+const SECTIONS: [&str; 7] = [
+    "tokens",
+    "limits",
+    "auth",
+    "tls",
+    "metrics",
+    "store",
+    "subscriptions",
+];
 
 /// Loads the configuration: `file` if given (it must exist), else
 /// `./gatehouse.toml` when present; then the environment; then `cli`.
@@ -811,8 +852,13 @@ mod tests {
             ("GATEHOUSE_AUTH_ANONYMOUS_READ", "true"),
             ("GATEHOUSE_BASE_PATH", "/api"),
             ("GATEHOUSE_SECRET", "not-a-config-key"),
+            ("GATEHOUSE_SUBSCRIPTIONS_MAX_PER_CONNECTION", "20"),
+            ("GATEHOUSE_SUBSCRIPTIONS_RECHECK_INTERVAL", "5m"),
         ]);
         let l = load_with_env(Some(&f), &CliOverrides::default(), vars).unwrap();
+        assert_eq!(l.config.subscriptions.max_per_connection, 20);
+        assert_eq!(l.config.subscriptions.recheck_interval, Seconds(300));
+        assert_eq!(l.config.subscriptions.init_timeout, Seconds(10));
         assert_eq!(l.config.listen, "127.0.0.1:2000");
         assert_eq!(l.config.limits.max_page_size, 200);
         assert_eq!(l.config.tokens.access_ttl, Seconds(7200));

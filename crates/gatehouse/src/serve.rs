@@ -89,7 +89,10 @@ async fn serve(loaded: Loaded) -> anyhow::Result<ExitCode> {
         max_body_bytes: usize::try_from(limits.max_body_bytes).unwrap_or(usize::MAX),
         authn: Some(authn.clone()),
         shutdown: Some(shutdown.clone()),
+        subscriptions: subscription_options(&config.subscriptions),
     };
+    // Open WebSocket and SSE streams end when the shutdown signal arrives.
+    let stream_shutdown = state.subscriptions.shutdown.clone();
     let mut oauth_config =
         gatehouse_oauth::OAuthConfig::new(format!("{issuer}{}", config.base_path));
     oauth_config.rate_per_second = config.limits.token_rate_per_second;
@@ -185,6 +188,7 @@ async fn serve(loaded: Loaded) -> anyhow::Result<ExitCode> {
     let budget = Duration::from_secs(config.shutdown_timeout.0);
     let deadline = tokio::time::Instant::now() + budget;
     shutdown.cancel();
+    stream_shutdown.trigger();
     handle.graceful_shutdown(Some(budget.saturating_sub(STORE_CLOSE_RESERVE)));
     if let Some((h, task)) = metrics_server {
         h.graceful_shutdown(Some(Duration::ZERO));
@@ -293,6 +297,21 @@ fn spawn_sighup(
             let _ = (tls, cert, key);
         }
     })
+}
+
+/// The `[subscriptions]` section as the HTTP layer takes it.
+fn subscription_options(
+    c: &crate::config::SubscriptionsConfig,
+) -> gatehouse_http::SubscriptionOptions {
+    use std::time::Duration;
+    gatehouse_http::SubscriptionOptions {
+        init_timeout: Duration::from_secs(c.init_timeout.0),
+        keepalive: Duration::from_secs(c.keepalive.0.max(1)),
+        max_per_connection: usize::try_from(c.max_per_connection).unwrap_or(usize::MAX),
+        queue_capacity: usize::try_from(c.queue_capacity).unwrap_or(usize::MAX),
+        recheck_interval: Duration::from_secs(c.recheck_interval.0.max(1)),
+        ..Default::default()
+    }
 }
 
 /// Resolves on SIGINT or SIGTERM.

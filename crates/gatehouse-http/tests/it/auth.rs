@@ -102,6 +102,7 @@ async fn start_with(anonymous_read: bool, introspection: Option<IntrospectionCon
             None => Authenticator::new(auth.clone(), anonymous_read),
         }),
         shutdown: None,
+        subscriptions: Default::default(),
     };
     let oauth = gatehouse_oauth::router(gatehouse_oauth::OAuthState::new(
         auth.clone(),

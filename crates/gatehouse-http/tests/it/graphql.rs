@@ -579,7 +579,8 @@ async fn subscription_field_streams_changes() {
         .unwrap()
         .unwrap()
         .unwrap();
-    let v = serde_json::to_value(&resp).unwrap();
+    assert!(resp.executed);
+    let v = serde_json::to_value(&resp.response).unwrap();
     assert_eq!(
         v["data"]["bookCreated"],
         json!({"title": "His Master's Voice", "author": {"name": "Lem"}})

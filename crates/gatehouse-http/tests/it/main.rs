@@ -5,6 +5,7 @@ mod auth;
 mod graphql;
 mod http;
 mod oauth1;
+mod subscriptions;
 
 use std::sync::Arc;
 
@@ -81,6 +82,7 @@ pub async fn start_with(mut opts: GraphqlOptions, max_body_bytes: usize) -> Serv
         max_body_bytes,
         authn: None,
         shutdown: None,
+        subscriptions: Default::default(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

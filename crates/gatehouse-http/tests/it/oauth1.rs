@@ -90,6 +90,7 @@ async fn start() -> Env {
         max_body_bytes: 1 << 20,
         authn: Some(authn.clone()),
         shutdown: None,
+        subscriptions: Default::default(),
     };
     let oauth = gatehouse_oauth::router(gatehouse_oauth::OAuthState::new(
         auth.clone(),

@@ -1,0 +1,669 @@
+//! GraphQL over WebSocket on `{base}/graphql`, with both subprotocols:
+//!
+//! - `graphql-transport-ws` (the `graphql-ws` library's protocol,
+//!   <https://github.com/enisdenjo/graphql-ws/blob/master/PROTOCOL.md>);
+//! - `graphql-ws`, the legacy subscriptions-transport-ws protocol
+//!   (`start`/`data`/`stop`, `ka` keep-alives).
+//!
+//! Both authenticate in `connection_init` (payload `Authorization`, else the
+//! upgrade request's header), run each operation as its own task feeding one
+//! bounded outbound queue, and close the socket when the credential goes
+//! stale (4403), the client falls behind (1013) or the server shuts down
+//! (1001). `docs/design/subscriptions.md` records each decision.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Extension;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{FromRequestParts, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use gatehouse_auth::Principal;
+use gatehouse_graphql::error as codes;
+use serde_json::{Value as Json, json};
+use tokio::sync::{Notify, mpsc};
+use tokio::task::JoinHandle;
+
+use crate::AppState;
+use crate::authn::AuthFailure;
+use crate::live::{Credential, close_reason, stale};
+
+/// `graphql-transport-ws`, the current protocol.
+const TRANSPORT_WS: &str = "graphql-transport-ws";
+/// `graphql-ws`, the legacy subscriptions-transport-ws protocol.
+const LEGACY_WS: &str = "graphql-ws";
+
+/// Bytes read from a socket at a time.
+const READ_BUFFER: usize = 1024;
+
+/// How long one frame may take to reach the client's socket buffer before
+/// the connection is given up as dead.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+// Close codes (graphql-transport-ws; the legacy protocol uses the same ones
+// where the rule they enforce applies to it).
+const BAD_REQUEST: u16 = 4400;
+const UNAUTHORIZED: u16 = 4401;
+const FORBIDDEN: u16 = 4403;
+const SUBPROTOCOL_NOT_ACCEPTABLE: u16 = 4406;
+const INIT_TIMEOUT: u16 = 4408;
+const DUPLICATE_ID: u16 = 4409;
+const TOO_MANY_INITS: u16 = 4429;
+const INTERNAL_ERROR: u16 = 4500;
+/// RFC 6455 §7.4.1: the endpoint is going away (server shutdown).
+const GOING_AWAY: u16 = 1001;
+/// RFC 6455 §7.4.1 (IANA registry): try again later. Used for a client that
+/// does not read fast enough; graphql-ws clients reconnect on it.
+const TRY_AGAIN_LATER: u16 = 1013;
+
+/// Whether a request asks to upgrade to a WebSocket.
+pub(crate) fn is_upgrade(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
+}
+
+/// `GET {base}/graphql`: a WebSocket upgrade, or GraphQL over HTTP.
+pub(crate) async fn get_or_upgrade(State(state): State<AppState>, req: Request) -> Response {
+    let (mut parts, _body) = req.into_parts();
+    if is_upgrade(&parts.headers) {
+        return match WebSocketUpgrade::from_request_parts(&mut parts, &state).await {
+            Ok(ws) => upgrade(state, &parts.headers, ws),
+            Err(rejection) => rejection.into_response(),
+        };
+    }
+    let principal = parts.extensions.get::<Principal>().cloned().map(Extension);
+    let query = match Query::<Vec<(String, String)>>::try_from_uri(&parts.uri) {
+        Ok(q) => q,
+        Err(rejection) => return rejection.into_response(),
+    };
+    crate::graphql::get(State(state), principal, parts.headers, query).await
+}
+
+/// Which protocol a socket speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Protocol {
+    TransportWs,
+    Legacy,
+}
+
+fn upgrade(state: AppState, headers: &HeaderMap, ws: WebSocketUpgrade) -> Response {
+    // tungstenite's default 128 KiB read buffer per socket would dominate
+    // the memory of idle subscribers; GraphQL messages are small, and a
+    // larger one still arrives, in more reads.
+    let ws = ws
+        .protocols([TRANSPORT_WS, LEGACY_WS])
+        .max_message_size(state.max_body_bytes)
+        .read_buffer_size(READ_BUFFER)
+        .write_buffer_size(0);
+    let protocol = match ws.selected_protocol().and_then(|p| p.to_str().ok()) {
+        Some(TRANSPORT_WS) => Some(Protocol::TransportWs),
+        Some(LEGACY_WS) => Some(Protocol::Legacy),
+        _ => None,
+    };
+    let authorization = headers.get(header::AUTHORIZATION).cloned();
+    ws.on_upgrade(move |socket| async move {
+        match protocol {
+            Some(protocol) => {
+                Connection::new(state, protocol, authorization)
+                    .run(socket)
+                    .await
+            }
+            // As the graphql-ws server does: accept, then close with 4406.
+            None => {
+                let mut socket = socket;
+                let _ = close(
+                    &mut socket,
+                    SUBPROTOCOL_NOT_ACCEPTABLE,
+                    "Subprotocol not acceptable: use graphql-transport-ws or graphql-ws",
+                )
+                .await;
+            }
+        }
+    })
+}
+
+/// What an operation task hands to its connection.
+enum Out {
+    /// A message to send.
+    Frame(String),
+    /// The operation ended; its id is free again. `frame` is its last message.
+    Finished { id: String, frame: Option<String> },
+}
+
+/// How handling one client message ends.
+enum Step {
+    Continue,
+    Close(u16, String),
+}
+
+struct Connection {
+    state: AppState,
+    protocol: Protocol,
+    /// `Authorization` of the upgrade request, used when `connection_init` has none.
+    upgrade_authorization: Option<HeaderValue>,
+    init_received: bool,
+    acked: bool,
+    principal: Option<Principal>,
+    credential: Option<Credential>,
+    /// Whether the credential's expiry/revocation watch runs.
+    watching: bool,
+    operations: HashMap<String, JoinHandle<()>>,
+    tx: mpsc::Sender<Out>,
+    rx: mpsc::Receiver<Out>,
+    /// Raised by an operation that found the outbound queue full.
+    overflow: Arc<Notify>,
+}
+
+impl Connection {
+    fn new(state: AppState, protocol: Protocol, authorization: Option<HeaderValue>) -> Self {
+        let (tx, rx) = mpsc::channel(state.subscriptions.queue_capacity.max(1));
+        Self {
+            state,
+            protocol,
+            upgrade_authorization: authorization,
+            init_received: false,
+            acked: false,
+            principal: None,
+            credential: None,
+            watching: false,
+            operations: HashMap::new(),
+            tx,
+            rx,
+            overflow: Arc::new(Notify::new()),
+        }
+    }
+
+    async fn run(mut self, mut socket: WebSocket) {
+        let opts = self.state.subscriptions.clone();
+        let shutdown = opts.shutdown.clone();
+        let shutdown = shutdown.wait();
+        tokio::pin!(shutdown);
+        let init_deadline = tokio::time::sleep(opts.init_timeout);
+        tokio::pin!(init_deadline);
+        let mut stale_watch: std::pin::Pin<Box<dyn Future<Output = String> + Send>> =
+            Box::pin(std::future::pending());
+        // The legacy protocol's first `ka` goes out with the ack; then one per period.
+        let mut keepalive =
+            tokio::time::interval_at(tokio::time::Instant::now() + opts.keepalive, opts.keepalive);
+        keepalive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let overflow = self.overflow.clone();
+
+        let (code, reason) = loop {
+            tokio::select! {
+                biased;
+                () = &mut shutdown => break (GOING_AWAY, "the server is shutting down".to_string()),
+                () = overflow.notified() => {
+                    tracing::info!("closing a WebSocket whose client does not read its messages");
+                    break (TRY_AGAIN_LATER, format!(
+                        "too slow: more than {} messages waiting to be read",
+                        opts.queue_capacity
+                    ));
+                }
+                reason = &mut stale_watch => {
+                    tracing::info!(%reason, "closing a WebSocket whose credential went stale");
+                    break (FORBIDDEN, format!("Forbidden: {reason}"));
+                }
+                () = &mut init_deadline, if !self.init_received => {
+                    break (INIT_TIMEOUT, "Connection initialisation timeout".to_string());
+                }
+                _ = keepalive.tick(), if self.acked && self.protocol == Protocol::Legacy => {
+                    if send(&mut socket, json!({"type": "ka"}).to_string()).await.is_err() {
+                        return;
+                    }
+                }
+                out = self.rx.recv() => {
+                    let frame = match out {
+                        Some(Out::Frame(f)) => Some(f),
+                        Some(Out::Finished { id, frame }) => {
+                            self.operations.remove(&id);
+                            frame
+                        }
+                        None => None,
+                    };
+                    if let Some(f) = frame && send(&mut socket, f).await.is_err() {
+                        self.abort_all();
+                        return;
+                    }
+                }
+                msg = socket.recv() => {
+                    let text = match msg {
+                        Some(Ok(Message::Text(t))) => t,
+                        Some(Ok(Message::Binary(_))) => {
+                            break (BAD_REQUEST, "Invalid message received: binary frames are not GraphQL messages".to_string());
+                        }
+                        Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+                        Some(Ok(Message::Close(_))) | Some(Err(_)) | None => {
+                            self.abort_all();
+                            return;
+                        }
+                    };
+                    let step = match self.protocol {
+                        Protocol::TransportWs => self.on_transport_ws(&mut socket, text.as_str()).await,
+                        Protocol::Legacy => self.on_legacy(&mut socket, text.as_str()).await,
+                    };
+                    match step {
+                        Ok(Step::Continue) => {}
+                        Ok(Step::Close(code, reason)) => break (code, reason),
+                        Err(()) => {
+                            self.abort_all();
+                            return;
+                        }
+                    }
+                    if self.acked && self.credential.is_some() && !self.watching {
+                        self.watching = true;
+                        stale_watch = Box::pin(stale(
+                            self.state.authn.clone(),
+                            self.credential.clone(),
+                            opts.recheck_interval,
+                        ));
+                    }
+                }
+            }
+        };
+        self.abort_all();
+        let _ = close(&mut socket, code, &reason).await;
+    }
+
+    fn abort_all(&mut self) {
+        for (_, task) in self.operations.drain() {
+            task.abort();
+        }
+    }
+
+    /// Authenticates `connection_init`: its payload's `Authorization` (any
+    /// case), else the upgrade request's header, else anonymous (if allowed).
+    async fn authenticate(&mut self, payload: Option<&Json>) -> Result<(), AuthFailure> {
+        let Some(authn) = self.state.authn.clone() else {
+            return Ok(());
+        };
+        let from_payload = payload
+            .and_then(Json::as_object)
+            .and_then(|p| {
+                p.iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+            })
+            .map(|(_, v)| v);
+        let authorization =
+            match from_payload {
+                Some(Json::String(s)) => Some(HeaderValue::from_str(s).map_err(|_| {
+                    AuthFailure::InvalidToken("malformed Authorization value".into())
+                })?),
+                Some(_) => {
+                    return Err(AuthFailure::InvalidToken(
+                        "`Authorization` in connection_init must be a string".into(),
+                    ));
+                }
+                None => self.upgrade_authorization.clone(),
+            };
+        let mut headers = HeaderMap::new();
+        if let Some(v) = &authorization {
+            headers.insert(header::AUTHORIZATION, v.clone());
+        }
+        let principal = authn.authenticate(&headers).await?;
+        self.credential = Some(Credential {
+            authorization,
+            principal: principal.clone(),
+        });
+        self.principal = Some(principal);
+        Ok(())
+    }
+
+    /// One message of `graphql-transport-ws`. `Err` when the socket is gone.
+    async fn on_transport_ws(&mut self, socket: &mut WebSocket, text: &str) -> Result<Step, ()> {
+        let msg = match parse_message(text) {
+            Ok(m) => m,
+            Err(e) => {
+                return Ok(Step::Close(
+                    BAD_REQUEST,
+                    format!("Invalid message received: {e}"),
+                ));
+            }
+        };
+        match msg.kind.as_str() {
+            "connection_init" => {
+                if let Some(p) = &msg.payload
+                    && !p.is_object()
+                    && !p.is_null()
+                {
+                    return Ok(Step::Close(
+                        BAD_REQUEST,
+                        "Invalid message received: the connection_init payload must be an object"
+                            .into(),
+                    ));
+                }
+                if self.init_received {
+                    return Ok(Step::Close(
+                        TOO_MANY_INITS,
+                        "Too many initialisation requests".into(),
+                    ));
+                }
+                self.init_received = true;
+                match self.authenticate(msg.payload.as_ref()).await {
+                    Ok(()) => {
+                        self.acked = true;
+                        send(socket, json!({"type": "connection_ack"}).to_string()).await?;
+                        Ok(Step::Continue)
+                    }
+                    Err(AuthFailure::Unavailable) => Ok(Step::Close(
+                        INTERNAL_ERROR,
+                        AuthFailure::Unavailable.message(),
+                    )),
+                    Err(f) => Ok(Step::Close(
+                        FORBIDDEN,
+                        format!("Forbidden: {}", f.message()),
+                    )),
+                }
+            }
+            "ping" => {
+                let pong = match msg.payload {
+                    Some(p) if !p.is_null() => json!({"type": "pong", "payload": p}),
+                    _ => json!({"type": "pong"}),
+                };
+                send(socket, pong.to_string()).await?;
+                Ok(Step::Continue)
+            }
+            "pong" => Ok(Step::Continue),
+            "subscribe" => {
+                let Some(id) = msg.id.filter(|i| !i.is_empty()) else {
+                    return Ok(Step::Close(
+                        BAD_REQUEST,
+                        "Invalid message received: subscribe needs a non-empty string `id`".into(),
+                    ));
+                };
+                let params = match msg
+                    .payload
+                    .as_ref()
+                    .ok_or_else(|| "subscribe needs a payload".to_string())
+                    .and_then(crate::graphql::params_from_json)
+                {
+                    Ok(p) => p,
+                    Err(e) => {
+                        return Ok(Step::Close(
+                            BAD_REQUEST,
+                            format!("Invalid message received: {e}"),
+                        ));
+                    }
+                };
+                if !self.acked {
+                    return Ok(Step::Close(UNAUTHORIZED, "Unauthorized".into()));
+                }
+                self.start(socket, id, params).await
+            }
+            "complete" => {
+                let Some(id) = msg.id.filter(|i| !i.is_empty()) else {
+                    return Ok(Step::Close(
+                        BAD_REQUEST,
+                        "Invalid message received: complete needs a non-empty string `id`".into(),
+                    ));
+                };
+                // The client ended it: no `complete` goes back (the protocol's rule).
+                if let Some(task) = self.operations.remove(&id) {
+                    task.abort();
+                }
+                Ok(Step::Continue)
+            }
+            other => Ok(Step::Close(
+                BAD_REQUEST,
+                format!("Invalid message received: unexpected message type `{other}`"),
+            )),
+        }
+    }
+
+    /// One message of the legacy `graphql-ws` protocol.
+    async fn on_legacy(&mut self, socket: &mut WebSocket, text: &str) -> Result<Step, ()> {
+        let msg = match parse_message(text) {
+            Ok(m) => m,
+            Err(e) => {
+                // subscriptions-transport-ws answers unparseable messages
+                // with `connection_error` and keeps the socket.
+                send(
+                    socket,
+                    json!({"type": "connection_error", "payload": {"message": e}}).to_string(),
+                )
+                .await?;
+                return Ok(Step::Continue);
+            }
+        };
+        match msg.kind.as_str() {
+            "connection_init" => {
+                if self.init_received {
+                    return Ok(Step::Close(
+                        TOO_MANY_INITS,
+                        "Too many initialisation requests".into(),
+                    ));
+                }
+                self.init_received = true;
+                match self.authenticate(msg.payload.as_ref()).await {
+                    Ok(()) => {
+                        self.acked = true;
+                        send(socket, json!({"type": "connection_ack"}).to_string()).await?;
+                        send(socket, json!({"type": "ka"}).to_string()).await?;
+                        Ok(Step::Continue)
+                    }
+                    Err(f) => {
+                        send(
+                            socket,
+                            json!({"type": "connection_error", "payload": {"message": f.message()}})
+                                .to_string(),
+                        )
+                        .await?;
+                        let code = if f == AuthFailure::Unavailable {
+                            INTERNAL_ERROR
+                        } else {
+                            FORBIDDEN
+                        };
+                        Ok(Step::Close(code, format!("Forbidden: {}", f.message())))
+                    }
+                }
+            }
+            "start" => {
+                let Some(id) = msg.id.filter(|i| !i.is_empty()) else {
+                    send(
+                        socket,
+                        json!({"type": "error", "payload": {"message": "start needs a non-empty string `id`"}})
+                            .to_string(),
+                    )
+                    .await?;
+                    return Ok(Step::Continue);
+                };
+                if !self.acked {
+                    return Ok(Step::Close(UNAUTHORIZED, "Unauthorized".into()));
+                }
+                let params = match msg
+                    .payload
+                    .as_ref()
+                    .ok_or_else(|| "start needs a payload".to_string())
+                    .and_then(crate::graphql::params_from_json)
+                {
+                    Ok(p) => p,
+                    Err(e) => {
+                        send(socket, error_frame(&id, &[bad_input(&e)])).await?;
+                        return Ok(Step::Continue);
+                    }
+                };
+                self.start(socket, id, params).await
+            }
+            "stop" => {
+                if let Some(id) = msg.id
+                    && let Some(task) = self.operations.remove(&id)
+                {
+                    task.abort();
+                    // subscriptions-transport-ws confirms a stop with `complete`.
+                    send(socket, json!({"type": "complete", "id": id}).to_string()).await?;
+                }
+                Ok(Step::Continue)
+            }
+            "connection_terminate" => Ok(Step::Close(1000, String::new())),
+            other => {
+                let mut m = json!({"type": "error", "payload": {"message": format!("unexpected message type `{other}`")}});
+                if let Some(id) = msg.id {
+                    m["id"] = Json::String(id);
+                }
+                send(socket, m.to_string()).await?;
+                Ok(Step::Continue)
+            }
+        }
+    }
+
+    /// Starts operation `id`, or refuses it.
+    async fn start(
+        &mut self,
+        socket: &mut WebSocket,
+        id: String,
+        params: crate::graphql::Params,
+    ) -> Result<Step, ()> {
+        if self.operations.contains_key(&id) {
+            return Ok(Step::Close(
+                DUPLICATE_ID,
+                close_reason(&format!("Subscriber for {id} already exists")),
+            ));
+        }
+        let max = self.state.subscriptions.max_per_connection;
+        if self.operations.len() >= max {
+            let e = json!({
+                "message": format!("this connection already runs {max} operations, the most allowed; complete one first"),
+                "extensions": {"code": codes::BAD_USER_INPUT},
+            });
+            send(socket, error_frame(&id, &[e])).await?;
+            return Ok(Step::Continue);
+        }
+        let request = params.into_request(self.principal.clone());
+        let stream = self.state.graphql.execute_stream(request);
+        let task = tokio::spawn(operation(
+            stream,
+            self.protocol,
+            id.clone(),
+            self.tx.clone(),
+            self.overflow.clone(),
+        ));
+        self.operations.insert(id, task);
+        Ok(Step::Continue)
+    }
+}
+
+/// Runs one operation: its results become `next`/`data` messages, a refusal
+/// before execution an `error` message, and its end `complete`.
+async fn operation(
+    stream: impl futures::Stream<Item = gatehouse_graphql::Executed> + Send,
+    protocol: Protocol,
+    id: String,
+    tx: mpsc::Sender<Out>,
+    overflow: Arc<Notify>,
+) {
+    let _active = crate::telemetry::subscription_started("websocket");
+    let mut stream = std::pin::pin!(stream);
+    let next_type = match protocol {
+        Protocol::TransportWs => "next",
+        Protocol::Legacy => "data",
+    };
+    while let Some(item) = stream.next().await {
+        let payload = serde_json::to_value(&item.response).unwrap_or_else(|_| json!({}));
+        if !item.executed {
+            // Refused before execution (parse, validation, limits): the
+            // protocols' `error` message, which also ends the operation.
+            let errors = payload
+                .get("errors")
+                .and_then(Json::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let frame = error_frame(&id, &errors);
+            queue(
+                &tx,
+                &overflow,
+                Out::Finished {
+                    id,
+                    frame: Some(frame),
+                },
+            );
+            return;
+        }
+        let frame = json!({"type": next_type, "id": id, "payload": payload}).to_string();
+        if !queue(&tx, &overflow, Out::Frame(frame)) {
+            return;
+        }
+    }
+    let frame = json!({"type": "complete", "id": id}).to_string();
+    queue(
+        &tx,
+        &overflow,
+        Out::Finished {
+            id,
+            frame: Some(frame),
+        },
+    );
+}
+
+/// Queues `out` without waiting; a full queue raises `overflow` (the
+/// connection then closes), a closed one means the connection is gone.
+fn queue(tx: &mpsc::Sender<Out>, overflow: &Notify, out: Out) -> bool {
+    match tx.try_send(out) {
+        Ok(()) => true,
+        Err(mpsc::error::TrySendError::Full(_)) => {
+            overflow.notify_one();
+            false
+        }
+        Err(mpsc::error::TrySendError::Closed(_)) => false,
+    }
+}
+
+/// An `error` message; both protocols carry the GraphQL errors as an array
+/// in `payload`.
+fn error_frame(id: &str, errors: &[Json]) -> String {
+    json!({"type": "error", "id": id, "payload": errors}).to_string()
+}
+
+fn bad_input(message: &str) -> Json {
+    json!({"message": message, "extensions": {"code": codes::BAD_USER_INPUT}})
+}
+
+/// A client message: `type`, and optional `id` and `payload`.
+struct ClientMessage {
+    kind: String,
+    id: Option<String>,
+    payload: Option<Json>,
+}
+
+fn parse_message(text: &str) -> Result<ClientMessage, String> {
+    let v: Json = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let Json::Object(mut map) = v else {
+        return Err("a message must be a JSON object".into());
+    };
+    let kind = match map.remove("type") {
+        Some(Json::String(t)) => t,
+        _ => return Err("a message needs a string `type`".into()),
+    };
+    let id = match map.remove("id") {
+        Some(Json::String(i)) => Some(i),
+        Some(Json::Null) | None => None,
+        Some(_) => return Err("`id` must be a string".into()),
+    };
+    Ok(ClientMessage {
+        kind,
+        id,
+        payload: map.remove("payload"),
+    })
+}
+
+/// Sends one text frame; `Err` when the client is gone or stopped reading.
+async fn send(socket: &mut WebSocket, text: String) -> Result<(), ()> {
+    match tokio::time::timeout(WRITE_TIMEOUT, socket.send(Message::Text(text.into()))).await {
+        Ok(Ok(())) => Ok(()),
+        _ => Err(()),
+    }
+}
+
+async fn close(socket: &mut WebSocket, code: u16, reason: &str) -> Result<(), ()> {
+    let frame = CloseFrame {
+        code,
+        reason: close_reason(reason).into(),
+    };
+    match tokio::time::timeout(WRITE_TIMEOUT, socket.send(Message::Close(Some(frame)))).await {
+        Ok(Ok(())) => Ok(()),
+        _ => Err(()),
+    }
+}
