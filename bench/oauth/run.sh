@@ -84,7 +84,7 @@ print("\t".join([target, endpoint, kv["rps"], kv["p50_ms"], kv["p99_ms"], kv["no
 PY
 }
 
-for target in gatehouse-sqlite:$((PORT_BASE + 1)) gatehouse-postgres:$((PORT_BASE + 2))); do
+for target in gatehouse-sqlite:$((PORT_BASE + 1)) gatehouse-postgres:$((PORT_BASE + 2)); do
   name="${target%%:*}" url="http://127.0.0.1:${target##*:}"
   token="$(issue "$url/oauth/token" "$GH_BASIC")" || die "$name: client_credentials failed"
   run "$name" issue "$url/oauth/token" "$GH_BASIC" "grant_type=client_credentials&scope=read"

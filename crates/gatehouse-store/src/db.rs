@@ -100,9 +100,14 @@ impl Db {
                 .filename(path)
                 .create_if_missing(true)
                 .journal_mode(SqliteJournalMode::Wal)
-                // FULL: every commit is fsynced before it is acknowledged, so a
-                // kill -9 (or power loss) after a returned write loses nothing.
-                .synchronous(SqliteSynchronous::Full)
+                // WAL + NORMAL: a commit is in the WAL (the OS's page cache)
+                // before it is acknowledged, so a killed process loses nothing;
+                // FULL also fsyncs every commit, for power-loss durability.
+                .synchronous(if opts.sqlite_sync_every_commit {
+                    SqliteSynchronous::Full
+                } else {
+                    SqliteSynchronous::Normal
+                })
                 .foreign_keys(true)
                 .busy_timeout(Duration::from_secs(5));
             let write = SqlitePoolOptions::new()
@@ -308,7 +313,8 @@ impl Tx {
         }
     }
 
-    /// Commits; on SQLite this returns once the WAL is synced (synchronous=FULL).
+    /// Commits; on SQLite this returns once the commit is in the WAL (and,
+    /// with `sqlite_sync_every_commit`, synced to disk).
     pub async fn commit(self) -> Result<(), sqlx::Error> {
         match self.inner {
             TxInner::Sqlite(t) => t.commit().await,

@@ -10,7 +10,8 @@
 //!   [`Store::load_children`] (to-many batch: one statement for all parents).
 //! - Writes: [`Store::insert`], [`Store::update`] (partial),
 //!   [`Store::replace`], [`Store::delete`]; each commits durably (SQLite WAL
-//!   with `synchronous=FULL`) and yields a [`ChangeEvent`] on
+//!   with `synchronous=NORMAL`: safe against a killed process; `FULL` on
+//!   request for power-loss safety) and yields a [`ChangeEvent`] on
 //!   [`Store::subscribe`]; with PostgreSQL the events reach every instance.
 //! - Migrations: [`Store::plan`] / [`Store::migrate`]; additive steps run on
 //!   connect, destructive ones need `allow_destructive`.

@@ -39,6 +39,12 @@ pub struct StoreOptions {
     /// Events buffered per subscriber before a slow one starts missing them
     /// (it then gets `RecvError::Lagged`). Default 1024.
     pub event_capacity: usize,
+    /// SQLite only: fsync every commit (`synchronous=FULL`), so that even a
+    /// power loss keeps acknowledged writes. The default (`false`,
+    /// `synchronous=NORMAL` in WAL mode) keeps them through a killed process
+    /// (SIGKILL, crash) and fsyncs at checkpoints: several times the write
+    /// throughput on slow disks.
+    pub sqlite_sync_every_commit: bool,
 }
 
 impl Default for StoreOptions {
@@ -49,6 +55,7 @@ impl Default for StoreOptions {
             max_connections: None,
             acquire_timeout: Duration::from_secs(5),
             event_capacity: 1024,
+            sqlite_sync_every_commit: false,
         }
     }
 }

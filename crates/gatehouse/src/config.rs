@@ -95,6 +95,10 @@ pub struct StoreConfig {
     /// How long a request waits for a database connection before failing
     /// with 503; short, so that a database outage fails fast.
     pub acquire_timeout: Seconds,
+    /// SQLite: fsync every commit (`synchronous=FULL`) so acknowledged
+    /// writes survive a power loss, at a large cost in write throughput.
+    /// Off, commits survive a killed process (`synchronous=NORMAL`, WAL).
+    pub sqlite_sync_every_commit: bool,
 }
 
 impl Default for StoreConfig {
@@ -102,6 +106,7 @@ impl Default for StoreConfig {
         Self {
             max_connections: None,
             acquire_timeout: Seconds(3),
+            sqlite_sync_every_commit: false,
         }
     }
 }

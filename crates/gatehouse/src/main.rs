@@ -214,6 +214,7 @@ pub(crate) async fn open_store(
         allow_destructive,
         max_connections: config.store.max_connections,
         acquire_timeout: std::time::Duration::from_secs(config.store.acquire_timeout.0),
+        sqlite_sync_every_commit: config.store.sqlite_sync_every_commit,
         ..Default::default()
     };
     match gatehouse_store::Store::connect(&config.database, model, opts).await {
