@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use serde::Serialize;
 use serde_json::{Value, json};
+use sha2::Digest;
 
 use crate::clock::Clock;
 use crate::error::{Error, Result};
@@ -184,7 +185,16 @@ pub struct AuthServer {
     cipher: Arc<KeyCipher>,
     ring: KeyRing,
     last_key_reload: AtomicI64,
+    /// Access tokens whose signature has been verified: sha256(token) ->
+    /// claims. A signature over the same bytes stays valid, so a hit skips
+    /// only the signature check; issuer, expiry, audience and revocation are
+    /// checked on every call. Emptied whenever the key ring is reloaded (a
+    /// key may have been retired) and when full.
+    verified: std::sync::Mutex<std::collections::HashMap<[u8; 32], AccessClaims>>,
 }
+
+/// Verified signatures kept at most (about 1 KiB each).
+const VERIFIED_CACHE_MAX: usize = 10_000;
 
 impl fmt::Debug for AuthServer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -229,6 +239,7 @@ impl AuthServer {
             cipher: Arc::new(cipher),
             ring: KeyRing::empty(),
             last_key_reload: AtomicI64::new(i64::MIN),
+            verified: std::sync::Mutex::new(std::collections::HashMap::new()),
         });
         server.reload_keys().await?;
         let now = server.now();
@@ -291,6 +302,9 @@ impl AuthServer {
         let now = self.now();
         let records = self.repo.load_keys().await?;
         self.ring.load(&records, &self.cipher, now)?;
+        if let Ok(mut v) = self.verified.lock() {
+            v.clear();
+        }
         self.last_key_reload.store(now, Ordering::SeqCst);
         Ok(())
     }
@@ -926,16 +940,30 @@ impl AuthServer {
         now: i64,
         own_audience: bool,
     ) -> Result<(AccessClaims, TokenRecord)> {
-        let claims = match jwt::verify_signature(&self.ring, token, now) {
-            Ok(c) => c,
-            Err(e) => {
-                // Another instance may have rotated: look again, but rarely.
-                let last = self.last_key_reload.load(Ordering::SeqCst);
-                if now.saturating_sub(last) < KEY_RELOAD_INTERVAL {
-                    return Err(e);
+        let key: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
+        let cached = self.verified.lock().ok().and_then(|v| v.get(&key).cloned());
+        let claims = match cached {
+            Some(c) => c,
+            None => {
+                let c = match jwt::verify_signature(&self.ring, token, now) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        // Another instance may have rotated: look again, but rarely.
+                        let last = self.last_key_reload.load(Ordering::SeqCst);
+                        if now.saturating_sub(last) < KEY_RELOAD_INTERVAL {
+                            return Err(e);
+                        }
+                        self.reload_keys().await?;
+                        jwt::verify_signature(&self.ring, token, now)?
+                    }
+                };
+                if let Ok(mut v) = self.verified.lock() {
+                    if v.len() >= VERIFIED_CACHE_MAX {
+                        v.clear();
+                    }
+                    v.insert(key, c.clone());
                 }
-                self.reload_keys().await?;
-                jwt::verify_signature(&self.ring, token, now)?
+                c
             }
         };
         if claims.iss != self.config.issuer {
