@@ -220,7 +220,7 @@ async fn main() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bench.db");
     run(
-        "SQLite (WAL, synchronous=FULL)",
+        "SQLite (WAL, synchronous=NORMAL: the default)",
         &format!("sqlite://{}", path.display()),
     )
     .await;
