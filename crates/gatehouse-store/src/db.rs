@@ -6,22 +6,16 @@ use std::path::Path;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use sea_query::{PostgresQueryBuilder, SqliteQueryBuilder, Values};
 use sea_query_sqlx::{SqlxBinder, SqlxValues};
 use serde_json::Value as Json;
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
-    SqliteSynchronous,
-};
-use sqlx::{
-    AssertSqlSafe, Connection, PgConnection, Postgres, Row as _, Sqlite, SqliteConnection,
-    Transaction,
-};
+use sqlx::{AssertSqlSafe, Connection, PgConnection, Postgres, Row as _, Transaction};
 
+use crate::sqlite::{ReadConn, SqliteDb, SqliteOptions, SqliteTx, WriteConn};
 use crate::value::{Dialect, SqlKind, format_date};
 use crate::{StoreError, StoreOptions, error::from_sqlx};
 
@@ -57,10 +51,10 @@ impl Built {
 /// The connection pools of one backend.
 #[derive(Debug, Clone)]
 pub(crate) enum Pools {
-    /// SQLite allows one writer at a time: writes go through a pool of one
-    /// connection (no SQLITE_BUSY between our own writers), reads through a
-    /// separate pool that WAL lets run beside the writer.
-    Sqlite { read: SqlitePool, write: SqlitePool },
+    /// SQLite allows one writer at a time: writes go through one connection
+    /// (no SQLITE_BUSY between our own writers), reads through read-only
+    /// connections that WAL lets run beside the writer (see [`crate::sqlite`]).
+    Sqlite(SqliteDb),
     /// PostgreSQL: one pool for everything.
     Postgres(PgPool),
 }
@@ -96,35 +90,15 @@ impl Db {
                     )
                 })?;
             }
-            let base = SqliteConnectOptions::new()
-                .filename(path)
-                .create_if_missing(true)
-                .journal_mode(SqliteJournalMode::Wal)
-                // WAL + NORMAL: a commit is in the WAL (the OS's page cache)
-                // before it is acknowledged, so a killed process loses nothing;
-                // FULL also fsyncs every commit, for power-loss durability.
-                .synchronous(if opts.sqlite_sync_every_commit {
-                    SqliteSynchronous::Full
-                } else {
-                    SqliteSynchronous::Normal
+            Pools::Sqlite(
+                SqliteDb::open(SqliteOptions {
+                    path: path.into(),
+                    sync_every_commit: opts.sqlite_sync_every_commit,
+                    acquire_timeout: opts.acquire_timeout,
+                    max_readers: opts.max_connections.unwrap_or(4).max(1),
                 })
-                .foreign_keys(true)
-                .busy_timeout(Duration::from_secs(5));
-            let write = SqlitePoolOptions::new()
-                .max_connections(1)
-                .acquire_timeout(opts.acquire_timeout)
-                .test_before_acquire(false)
-                .connect_with(base.clone())
-                .await
-                .map_err(open_error)?;
-            let read = SqlitePoolOptions::new()
-                .max_connections(opts.max_connections.unwrap_or(4).max(1))
-                .acquire_timeout(opts.acquire_timeout)
-                .test_before_acquire(false)
-                .connect_with(base.read_only(true))
-                .await
-                .map_err(open_error)?;
-            Pools::Sqlite { read, write }
+                .map_err(open_error)?,
+            )
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let options = PgConnectOptions::from_str(url)
                 .map_err(|e| StoreError::invalid("database", format!("bad PostgreSQL URL: {e}")))?;
@@ -151,7 +125,7 @@ impl Db {
     /// The dialect of the backend.
     pub fn dialect(&self) -> Dialect {
         match self.pools {
-            Pools::Sqlite { .. } => Dialect::Sqlite,
+            Pools::Sqlite(_) => Dialect::Sqlite,
             Pools::Postgres(_) => Dialect::Postgres,
         }
     }
@@ -159,9 +133,7 @@ impl Db {
     /// A connection for reads outside a transaction.
     pub async fn read(&self) -> Result<Pooled, StoreError> {
         let inner = match &self.pools {
-            Pools::Sqlite { read, .. } => {
-                PooledInner::Sqlite(read.acquire().await.map_err(from_sqlx)?)
-            }
+            Pools::Sqlite(db) => PooledInner::SqliteRead(db.read().await.map_err(from_sqlx)?),
             Pools::Postgres(pool) => PooledInner::Pg(pool.acquire().await.map_err(from_sqlx)?),
         };
         Ok(Pooled {
@@ -173,9 +145,7 @@ impl Db {
     /// A connection for one auto-committed write statement.
     pub async fn write(&self) -> Result<Pooled, StoreError> {
         let inner = match &self.pools {
-            Pools::Sqlite { write, .. } => {
-                PooledInner::Sqlite(write.acquire().await.map_err(from_sqlx)?)
-            }
+            Pools::Sqlite(db) => PooledInner::SqliteWrite(db.write().await.map_err(from_sqlx)?),
             Pools::Postgres(pool) => PooledInner::Pg(pool.acquire().await.map_err(from_sqlx)?),
         };
         Ok(Pooled {
@@ -188,12 +158,7 @@ impl Db {
     /// (`BEGIN IMMEDIATE`), so a read-then-write never fails half way with BUSY.
     pub async fn begin(&self) -> Result<Tx, StoreError> {
         let inner = match &self.pools {
-            Pools::Sqlite { write, .. } => TxInner::Sqlite(
-                write
-                    .begin_with("BEGIN IMMEDIATE")
-                    .await
-                    .map_err(from_sqlx)?,
-            ),
+            Pools::Sqlite(db) => TxInner::Sqlite(db.begin().await.map_err(from_sqlx)?),
             Pools::Postgres(pool) => TxInner::Pg(pool.begin().await.map_err(from_sqlx)?),
         };
         Ok(Tx {
@@ -205,20 +170,18 @@ impl Db {
     /// `(pool name, open connections, idle connections, maximum)` of every pool.
     pub fn pool_stats(&self) -> Vec<PoolStats> {
         match &self.pools {
-            Pools::Sqlite { read, write } => vec![
-                PoolStats {
-                    pool: "read",
-                    size: read.size(),
-                    idle: u32::try_from(read.num_idle()).unwrap_or(u32::MAX),
-                    max: read.options().get_max_connections(),
-                },
-                PoolStats {
-                    pool: "write",
-                    size: write.size(),
-                    idle: u32::try_from(write.num_idle()).unwrap_or(u32::MAX),
-                    max: write.options().get_max_connections(),
-                },
-            ],
+            Pools::Sqlite(db) => {
+                let stats = |pool, (size, idle, max)| PoolStats {
+                    pool,
+                    size,
+                    idle,
+                    max,
+                };
+                vec![
+                    stats("read", db.read_stats()),
+                    stats("write", db.write_stats()),
+                ]
+            }
             Pools::Postgres(pool) => vec![PoolStats {
                 pool: "main",
                 size: pool.size(),
@@ -231,10 +194,7 @@ impl Db {
     /// Closes the pools.
     pub async fn close(&self) {
         match &self.pools {
-            Pools::Sqlite { read, write } => {
-                read.close().await;
-                write.close().await;
-            }
+            Pools::Sqlite(db) => db.close().await,
             Pools::Postgres(pool) => pool.close().await,
         }
     }
@@ -269,7 +229,8 @@ pub(crate) struct Pooled {
 
 #[derive(Debug)]
 enum PooledInner {
-    Sqlite(PoolConnection<Sqlite>),
+    SqliteRead(ReadConn),
+    SqliteWrite(WriteConn),
     Pg(PoolConnection<Postgres>),
 }
 
@@ -277,7 +238,8 @@ impl Pooled {
     /// The connection, for running statements.
     pub fn conn(&mut self) -> Conn<'_> {
         let inner = match &mut self.inner {
-            PooledInner::Sqlite(c) => ConnInner::Sqlite(c),
+            PooledInner::SqliteRead(c) => ConnInner::Sqlite(c.conn()),
+            PooledInner::SqliteWrite(c) => ConnInner::Sqlite(Some(c.conn())),
             PooledInner::Pg(c) => ConnInner::Pg(c),
         };
         Conn {
@@ -296,7 +258,7 @@ pub(crate) struct Tx {
 
 #[derive(Debug)]
 enum TxInner {
-    Sqlite(Transaction<'static, Sqlite>),
+    Sqlite(SqliteTx),
     Pg(Transaction<'static, Postgres>),
 }
 
@@ -304,7 +266,7 @@ impl Tx {
     /// The transaction's connection, for running statements.
     pub fn conn(&mut self) -> Conn<'_> {
         let inner = match &mut self.inner {
-            TxInner::Sqlite(t) => ConnInner::Sqlite(t),
+            TxInner::Sqlite(t) => ConnInner::Sqlite(t.conn()),
             TxInner::Pg(t) => ConnInner::Pg(t),
         };
         Conn {
@@ -317,7 +279,7 @@ impl Tx {
     /// with `sqlite_sync_every_commit`, synced to disk).
     pub async fn commit(self) -> Result<(), sqlx::Error> {
         match self.inner {
-            TxInner::Sqlite(t) => t.commit().await,
+            TxInner::Sqlite(t) => t.commit(),
             TxInner::Pg(t) => t.commit().await,
         }
     }
@@ -330,7 +292,8 @@ pub(crate) struct Conn<'a> {
 }
 
 enum ConnInner<'a> {
-    Sqlite(&'a mut SqliteConnection),
+    /// `None` only for a connection already handed back (never, in practice).
+    Sqlite(Option<&'a mut rusqlite::Connection>),
     Pg(&'a mut PgConnection),
 }
 
@@ -378,10 +341,7 @@ impl Conn<'_> {
         let _timer = QueryTimer::start(self.backend(), "fetch");
         match &mut self.inner {
             ConnInner::Sqlite(c) => {
-                let rows = sqlx::query_with(AssertSqlSafe(q.sql), q.values)
-                    .fetch_all(&mut **c)
-                    .await?;
-                rows.iter().map(|r| decode_sqlite(r, kinds)).collect()
+                crate::sqlite::fetch(c.as_deref_mut().ok_or(sqlx::Error::PoolClosed)?, &q, kinds)
             }
             ConnInner::Pg(c) => {
                 let rows = sqlx::query_with(AssertSqlSafe(q.sql), q.values)
@@ -398,10 +358,9 @@ impl Conn<'_> {
         tracing::trace!(sql = %q.sql, "execute");
         let _timer = QueryTimer::start(self.backend(), "execute");
         match &mut self.inner {
-            ConnInner::Sqlite(c) => Ok(sqlx::query_with(AssertSqlSafe(q.sql), q.values)
-                .execute(&mut **c)
-                .await?
-                .rows_affected()),
+            ConnInner::Sqlite(c) => {
+                crate::sqlite::execute(c.as_deref_mut().ok_or(sqlx::Error::PoolClosed)?, &q)
+            }
             ConnInner::Pg(c) => Ok(sqlx::query_with(AssertSqlSafe(q.sql), q.values)
                 .execute(&mut **c)
                 .await?
@@ -414,9 +373,7 @@ impl Conn<'_> {
         tracing::debug!(sql = %sql, "ddl");
         match &mut self.inner {
             ConnInner::Sqlite(c) => {
-                sqlx::raw_sql(AssertSqlSafe(sql.to_string()))
-                    .execute(&mut **c)
-                    .await?;
+                crate::sqlite::batch(c.as_deref_mut().ok_or(sqlx::Error::PoolClosed)?, sql)?;
             }
             ConnInner::Pg(c) => {
                 sqlx::raw_sql(AssertSqlSafe(sql.to_string()))
@@ -431,37 +388,12 @@ impl Conn<'_> {
     #[allow(dead_code)]
     pub async fn ping(&mut self) -> Result<(), sqlx::Error> {
         match &mut self.inner {
-            ConnInner::Sqlite(c) => c.ping().await,
+            ConnInner::Sqlite(c) => {
+                crate::sqlite::batch(c.as_deref_mut().ok_or(sqlx::Error::PoolClosed)?, "SELECT 1")
+            }
             ConnInner::Pg(c) => c.ping().await,
         }
     }
-}
-
-fn decode_sqlite(row: &SqliteRow, kinds: &[SqlKind]) -> Result<DbRow, sqlx::Error> {
-    let mut out = Vec::with_capacity(kinds.len());
-    for (i, kind) in kinds.iter().enumerate() {
-        let v = match kind {
-            SqlKind::Text | SqlKind::Date => row.try_get::<Option<String>, _>(i)?.map(Json::String),
-            SqlKind::Int => row.try_get::<Option<i64>, _>(i)?.map(Json::from),
-            SqlKind::Count => row.try_get::<Option<i64>, _>(i)?.map(Json::from),
-            SqlKind::Bytes => row
-                .try_get::<Option<Vec<u8>>, _>(i)?
-                .map(|b| Json::String(hex(&b))),
-            SqlKind::Float => row
-                .try_get::<Option<f64>, _>(i)?
-                .and_then(serde_json::Number::from_f64)
-                .map(Json::Number),
-            SqlKind::Bool => row.try_get::<Option<bool>, _>(i)?.map(Json::Bool),
-            SqlKind::Json => match row.try_get::<Option<String>, _>(i)? {
-                Some(text) => Some(
-                    serde_json::from_str(&text).map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
-                ),
-                None => None,
-            },
-        };
-        out.push(v.unwrap_or(Json::Null));
-    }
-    Ok(out)
 }
 
 fn decode_pg(row: &PgRow, kinds: &[SqlKind]) -> Result<DbRow, sqlx::Error> {

@@ -30,6 +30,7 @@ mod error;
 mod feed;
 mod migrate;
 mod query;
+mod sqlite;
 mod store;
 mod value;
 

@@ -113,7 +113,7 @@ impl Store {
                     events.clone(),
                 )))
             }
-            Pools::Sqlite { .. } => None,
+            Pools::Sqlite(_) => None,
         };
         let store = Store {
             inner: Arc::new(Inner {
@@ -397,19 +397,31 @@ impl Store {
         if query.limit == Some(0) {
             return Ok(Vec::new());
         }
-        if let Some(l) = query.limit {
-            s.limit(l);
-        }
-        if query.offset > 0 {
-            if query.limit.is_none() && self.dialect() == Dialect::Sqlite {
-                // SQLite has no OFFSET without LIMIT.
-                s.limit(i64::MAX as u64);
+        let built = if self.dialect() == Dialect::Sqlite {
+            // SQLite (3.47+) reads a bound LIMIT while planning and so
+            // re-prepares the statement every time one is bound. The numbers
+            // are ours (integers, never text from a request): written into
+            // the SQL, each page size keeps its prepared statement.
+            let mut b = Built::of(self.dialect(), &s);
+            if query.limit.is_some() || query.offset > 0 {
+                // SQLite has no OFFSET without LIMIT; -1 means no limit.
+                let limit = query
+                    .limit
+                    .map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
+                b.sql
+                    .push_str(&format!(" LIMIT {limit} OFFSET {}", query.offset));
             }
-            s.offset(query.offset);
-        }
-        let rows = self
-            .fetch_read(Built::of(self.dialect(), &s), &kinds(&cols))
-            .await?;
+            b
+        } else {
+            if let Some(l) = query.limit {
+                s.limit(l);
+            }
+            if query.offset > 0 {
+                s.offset(query.offset);
+            }
+            Built::of(self.dialect(), &s)
+        };
+        let rows = self.fetch_read(built, &kinds(&cols)).await?;
         Ok(rows.into_iter().map(|r| to_row(&cols, r)).collect())
     }
 

@@ -1,0 +1,465 @@
+//! The SQLite backend's connections, on rusqlite.
+//!
+//! Statements run in-process on the calling task's thread. SQLite is a
+//! library, not a server: an indexed, paged statement takes a few to a few
+//! tens of microseconds, less than handing it to a worker thread and being
+//! woken with the answer costs (sqlx-sqlite's design, measured at over half of
+//! a GraphQL read's CPU in `bench/RESULTS.md`). The price is that a slow
+//! statement (a `_contains` filter over a large unindexed table) holds one
+//! runtime worker while it runs; page sizes are bounded by `limits`.
+//!
+//! One write connection (SQLite has one writer at a time; an async mutex
+//! queues our own writers instead of letting them meet SQLITE_BUSY) and a
+//! bounded set of read-only connections, which WAL lets run beside it.
+//! Errors are reported as `sqlx::Error`s (a database error keeps SQLite's
+//! extended code and message), so one classification serves both backends.
+
+use std::borrow::Cow;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rusqlite::types::{ToSqlOutput, Value as SqlValue, ValueRef};
+use rusqlite::{Connection, OpenFlags, ffi};
+use sea_query::Value;
+use serde_json::Value as Json;
+use sqlx::error::{DatabaseError, ErrorKind};
+use tokio::sync::{OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
+
+use crate::db::{Built, DbRow, hex};
+use crate::value::SqlKind;
+
+/// Prepared statements kept per connection (sqlx's default is 100).
+const STATEMENT_CACHE: usize = 256;
+
+/// How connections are opened.
+#[derive(Debug, Clone)]
+pub(crate) struct SqliteOptions {
+    /// The database file.
+    pub path: PathBuf,
+    /// `synchronous=FULL` (fsync every commit) instead of `NORMAL`.
+    pub sync_every_commit: bool,
+    /// How long to wait for a connection (and SQLite's busy timeout).
+    pub acquire_timeout: Duration,
+    /// Most read connections.
+    pub max_readers: u32,
+}
+
+/// The connections of one SQLite database.
+#[derive(Debug, Clone)]
+pub(crate) struct SqliteDb {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    opts: SqliteOptions,
+    writer: Arc<tokio::sync::Mutex<Connection>>,
+    readers: Mutex<Vec<Connection>>,
+    read_permits: Arc<Semaphore>,
+    open_readers: AtomicU32,
+    closed: AtomicBool,
+}
+
+impl SqliteDb {
+    /// Opens (creating if missing) the database and its write connection.
+    pub fn open(opts: SqliteOptions) -> Result<SqliteDb, sqlx::Error> {
+        let writer = open_connection(&opts, false)?;
+        // WAL persists in the file; setting it needs the write connection.
+        let mode: String = writer
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(to_sqlx)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(sqlx::Error::Configuration(
+                format!("SQLite refused WAL mode (journal_mode = {mode})").into(),
+            ));
+        }
+        let max = opts.max_readers.max(1);
+        Ok(SqliteDb {
+            inner: Arc::new(Inner {
+                writer: Arc::new(tokio::sync::Mutex::new(writer)),
+                readers: Mutex::new(Vec::new()),
+                read_permits: Arc::new(Semaphore::new(max as usize)),
+                open_readers: AtomicU32::new(0),
+                closed: AtomicBool::new(false),
+                opts,
+            }),
+        })
+    }
+
+    /// A read-only connection.
+    pub async fn read(&self) -> Result<ReadConn, sqlx::Error> {
+        let permit = self.permit().await?;
+        let idle = self.inner.readers.lock().ok().and_then(|mut r| r.pop());
+        let conn = match idle {
+            Some(c) => c,
+            None => {
+                let c = open_connection(&self.inner.opts, true)?;
+                self.inner.open_readers.fetch_add(1, Ordering::Relaxed);
+                c
+            }
+        };
+        Ok(ReadConn {
+            conn: Some(conn),
+            db: self.inner.clone(),
+            _permit: permit,
+        })
+    }
+
+    async fn permit(&self) -> Result<OwnedSemaphorePermit, sqlx::Error> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(sqlx::Error::PoolClosed);
+        }
+        let wait = self.inner.read_permits.clone().acquire_owned();
+        match tokio::time::timeout(self.inner.opts.acquire_timeout, wait).await {
+            Ok(Ok(p)) => Ok(p),
+            Ok(Err(_)) => Err(sqlx::Error::PoolClosed),
+            Err(_) => Err(sqlx::Error::PoolTimedOut),
+        }
+    }
+
+    /// The write connection, held until dropped.
+    pub async fn write(&self) -> Result<WriteConn, sqlx::Error> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(sqlx::Error::PoolClosed);
+        }
+        let lock = self.inner.writer.clone().lock_owned();
+        match tokio::time::timeout(self.inner.opts.acquire_timeout, lock).await {
+            Ok(guard) if !self.inner.closed.load(Ordering::Acquire) => Ok(WriteConn { guard }),
+            Ok(_) => Err(sqlx::Error::PoolClosed),
+            Err(_) => Err(sqlx::Error::PoolTimedOut),
+        }
+    }
+
+    /// A write transaction. `BEGIN IMMEDIATE` takes the write lock at once, so
+    /// a read-then-write never fails half way with BUSY.
+    pub async fn begin(&self) -> Result<SqliteTx, sqlx::Error> {
+        let mut conn = self.write().await?;
+        conn.conn()
+            .execute_batch("BEGIN IMMEDIATE")
+            .map_err(to_sqlx)?;
+        Ok(SqliteTx { conn: Some(conn) })
+    }
+
+    /// `(open, idle, max)` of the read connections.
+    pub fn read_stats(&self) -> (u32, u32, u32) {
+        let open = self.inner.open_readers.load(Ordering::Relaxed);
+        let idle = self
+            .inner
+            .readers
+            .lock()
+            .map(|r| u32::try_from(r.len()).unwrap_or(u32::MAX))
+            .unwrap_or(0);
+        (open, idle, self.inner.opts.max_readers.max(1))
+    }
+
+    /// `(open, idle, max)` of the write connection.
+    pub fn write_stats(&self) -> (u32, u32, u32) {
+        let idle = u32::from(self.inner.writer.try_lock().is_ok());
+        (1, idle, 1)
+    }
+
+    /// Refuses new work and closes the idle read connections; the write
+    /// connection closes when the last handle goes.
+    pub async fn close(&self) {
+        self.inner.closed.store(true, Ordering::Release);
+        self.inner.read_permits.close();
+        if let Ok(mut r) = self.inner.readers.lock() {
+            r.clear();
+        }
+    }
+}
+
+fn open_connection(opts: &SqliteOptions, read_only: bool) -> Result<Connection, sqlx::Error> {
+    let flags = if read_only {
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+    } else {
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE
+    } | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI;
+    let conn = Connection::open_with_flags(&opts.path, flags).map_err(to_sqlx)?;
+    conn.busy_timeout(opts.acquire_timeout).map_err(to_sqlx)?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    // WAL + NORMAL: a commit is in the WAL (the OS's page cache) before it is
+    // acknowledged, so a killed process loses nothing; FULL also fsyncs every
+    // commit, for power-loss durability.
+    let sync = if opts.sync_every_commit {
+        "FULL"
+    } else {
+        "NORMAL"
+    };
+    conn.execute_batch(&format!(
+        "PRAGMA foreign_keys = ON; PRAGMA synchronous = {sync};"
+    ))
+    .map_err(to_sqlx)?;
+    Ok(conn)
+}
+
+/// A pooled read-only connection; back to the pool when dropped.
+#[derive(Debug)]
+pub(crate) struct ReadConn {
+    conn: Option<Connection>,
+    db: Arc<Inner>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl ReadConn {
+    /// The connection (`None` never happens: only `Drop` takes it out).
+    pub fn conn(&mut self) -> Option<&mut Connection> {
+        self.conn.as_mut()
+    }
+}
+
+impl Drop for ReadConn {
+    fn drop(&mut self) {
+        if let Some(c) = self.conn.take()
+            && !self.db.closed.load(Ordering::Acquire)
+            && let Ok(mut idle) = self.db.readers.lock()
+        {
+            idle.push(c);
+        }
+    }
+}
+
+/// The write connection, held exclusively.
+#[derive(Debug)]
+pub(crate) struct WriteConn {
+    guard: OwnedMutexGuard<Connection>,
+}
+
+impl WriteConn {
+    pub fn conn(&mut self) -> &mut Connection {
+        &mut self.guard
+    }
+}
+
+/// An open write transaction; dropped without [`SqliteTx::commit`], it rolls back.
+#[derive(Debug)]
+pub(crate) struct SqliteTx {
+    conn: Option<WriteConn>,
+}
+
+impl SqliteTx {
+    /// The connection (`None` never happens: only `commit` takes it out).
+    pub fn conn(&mut self) -> Option<&mut Connection> {
+        self.conn.as_mut().map(WriteConn::conn)
+    }
+
+    /// Commits; returns once the commit is in the WAL (and, with
+    /// `sync_every_commit`, synced to disk).
+    pub fn commit(mut self) -> Result<(), sqlx::Error> {
+        let Some(mut c) = self.conn.take() else {
+            return Err(sqlx::Error::WorkerCrashed);
+        };
+        match c.conn().execute_batch("COMMIT") {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let _ = c.conn().execute_batch("ROLLBACK");
+                Err(to_sqlx(e))
+            }
+        }
+    }
+}
+
+impl Drop for SqliteTx {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.conn.take()
+            && !c.conn().is_autocommit()
+            && let Err(e) = c.conn().execute_batch("ROLLBACK")
+        {
+            tracing::warn!(error = %e, "rolling back an abandoned SQLite transaction failed");
+        }
+    }
+}
+
+/// Runs `q` and decodes the first `kinds.len()` columns of every row.
+pub(crate) fn fetch(
+    conn: &mut Connection,
+    q: &Built,
+    kinds: &[SqlKind],
+) -> Result<Vec<DbRow>, sqlx::Error> {
+    let mut stmt = conn.prepare_cached(&q.sql).map_err(to_sqlx)?;
+    bind(&mut stmt, &q.values.0.0)?;
+    let mut rows = stmt.raw_query();
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(to_sqlx)? {
+        let mut r = Vec::with_capacity(kinds.len());
+        for (i, kind) in kinds.iter().enumerate() {
+            r.push(decode(row.get_ref(i).map_err(to_sqlx)?, *kind)?);
+        }
+        out.push(r);
+    }
+    Ok(out)
+}
+
+/// Runs `q` and returns the number of rows it changed.
+pub(crate) fn execute(conn: &mut Connection, q: &Built) -> Result<u64, sqlx::Error> {
+    let mut stmt = conn.prepare_cached(&q.sql).map_err(to_sqlx)?;
+    bind(&mut stmt, &q.values.0.0)?;
+    let n = stmt.raw_execute().map_err(to_sqlx)?;
+    Ok(n as u64)
+}
+
+/// Runs parameterless SQL, possibly several statements.
+pub(crate) fn batch(conn: &mut Connection, sql: &str) -> Result<(), sqlx::Error> {
+    conn.execute_batch(sql).map_err(to_sqlx)
+}
+
+fn bind(stmt: &mut rusqlite::CachedStatement<'_>, values: &[Value]) -> Result<(), sqlx::Error> {
+    for (i, v) in values.iter().enumerate() {
+        stmt.raw_bind_parameter(i + 1, to_sql(v)?)
+            .map_err(to_sqlx)?;
+    }
+    Ok(())
+}
+
+/// A sea-query value as SQLite stores it (what sea-query-sqlx binds).
+fn to_sql(v: &Value) -> Result<ToSqlOutput<'_>, sqlx::Error> {
+    fn int(i: Option<i64>) -> ToSqlOutput<'static> {
+        ToSqlOutput::Owned(i.map_or(SqlValue::Null, SqlValue::Integer))
+    }
+    Ok(match v {
+        Value::Bool(b) => int(b.map(i64::from)),
+        Value::TinyInt(i) => int(i.map(i64::from)),
+        Value::SmallInt(i) => int(i.map(i64::from)),
+        Value::Int(i) => int(i.map(i64::from)),
+        Value::BigInt(i) => int(*i),
+        Value::TinyUnsigned(i) => int(i.map(i64::from)),
+        Value::SmallUnsigned(i) => int(i.map(i64::from)),
+        Value::Unsigned(i) => int(i.map(i64::from)),
+        Value::BigUnsigned(i) => match i {
+            None => int(None),
+            Some(u) => int(Some(
+                i64::try_from(*u).map_err(|e| sqlx::Error::Encode(Box::new(e)))?,
+            )),
+        },
+        Value::Float(f) => {
+            ToSqlOutput::Owned(f.map_or(SqlValue::Null, |f| SqlValue::Real(f64::from(f))))
+        }
+        Value::Double(f) => ToSqlOutput::Owned(f.map_or(SqlValue::Null, SqlValue::Real)),
+        Value::String(s) => match s {
+            Some(s) => ToSqlOutput::Borrowed(ValueRef::Text(s.as_bytes())),
+            None => ToSqlOutput::Owned(SqlValue::Null),
+        },
+        Value::Char(c) => {
+            ToSqlOutput::Owned(c.map_or(SqlValue::Null, |c| SqlValue::Text(c.to_string())))
+        }
+        Value::Bytes(b) => match b {
+            Some(b) => ToSqlOutput::Borrowed(ValueRef::Blob(b)),
+            None => ToSqlOutput::Owned(SqlValue::Null),
+        },
+        Value::Json(j) => ToSqlOutput::Owned(match j {
+            Some(j) => SqlValue::Text(j.to_string()),
+            None => SqlValue::Null,
+        }),
+        Value::Uuid(u) => ToSqlOutput::Owned(match u {
+            Some(u) => SqlValue::Blob(u.as_bytes().to_vec()),
+            None => SqlValue::Null,
+        }),
+        other => {
+            return Err(sqlx::Error::Encode(
+                format!("no SQLite encoding for {other:?}").into(),
+            ));
+        }
+    })
+}
+
+fn decode(v: ValueRef<'_>, kind: SqlKind) -> Result<Json, sqlx::Error> {
+    let mismatch = |v: &ValueRef<'_>| {
+        sqlx::Error::Decode(format!("expected {kind:?}, found SQLite {:?}", v.data_type()).into())
+    };
+    let text = |b: &[u8]| -> Result<String, sqlx::Error> {
+        std::str::from_utf8(b)
+            .map(str::to_string)
+            .map_err(|e| sqlx::Error::Decode(Box::new(e)))
+    };
+    Ok(match (kind, v) {
+        (_, ValueRef::Null) => Json::Null,
+        (SqlKind::Text | SqlKind::Date, ValueRef::Text(b)) => Json::String(text(b)?),
+        (SqlKind::Text, ValueRef::Integer(i)) => Json::String(i.to_string()),
+        (SqlKind::Int | SqlKind::Count, ValueRef::Integer(i)) => Json::from(i),
+        (SqlKind::Float, ValueRef::Real(f)) => {
+            serde_json::Number::from_f64(f).map_or(Json::Null, Json::Number)
+        }
+        #[allow(clippy::cast_precision_loss)]
+        (SqlKind::Float, ValueRef::Integer(i)) => {
+            serde_json::Number::from_f64(i as f64).map_or(Json::Null, Json::Number)
+        }
+        (SqlKind::Bool, ValueRef::Integer(i)) => Json::Bool(i != 0),
+        (SqlKind::Bytes, ValueRef::Blob(b)) => Json::String(hex(b)),
+        (SqlKind::Json, ValueRef::Text(b)) => {
+            serde_json::from_slice(b).map_err(|e| sqlx::Error::Decode(Box::new(e)))?
+        }
+        (_, other) => return Err(mismatch(&other)),
+    })
+}
+
+/// A database error from SQLite, with its extended result code.
+#[derive(Debug)]
+pub(crate) struct SqliteError {
+    code: i32,
+    message: String,
+}
+
+impl std::fmt::Display for SqliteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "(code: {}) {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for SqliteError {}
+
+impl DatabaseError for SqliteError {
+    fn message(&self) -> &str {
+        &self.message
+    }
+
+    fn code(&self) -> Option<Cow<'_, str>> {
+        Some(Cow::Owned(self.code.to_string()))
+    }
+
+    fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        self
+    }
+
+    fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+        self
+    }
+
+    fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+        self
+    }
+
+    fn kind(&self) -> ErrorKind {
+        match self.code {
+            ffi::SQLITE_CONSTRAINT_UNIQUE | ffi::SQLITE_CONSTRAINT_PRIMARYKEY => {
+                ErrorKind::UniqueViolation
+            }
+            ffi::SQLITE_CONSTRAINT_FOREIGNKEY => ErrorKind::ForeignKeyViolation,
+            ffi::SQLITE_CONSTRAINT_NOTNULL => ErrorKind::NotNullViolation,
+            ffi::SQLITE_CONSTRAINT_CHECK => ErrorKind::CheckViolation,
+            _ => ErrorKind::Other,
+        }
+    }
+}
+
+/// rusqlite's errors in sqlx's terms: SQLite failures keep their extended
+/// code and message (the store classifies by them); the rest are decode or
+/// protocol errors.
+pub(crate) fn to_sqlx(e: rusqlite::Error) -> sqlx::Error {
+    match e {
+        rusqlite::Error::SqliteFailure(err, message) => {
+            let message = message.unwrap_or_else(|| err.to_string());
+            sqlx::Error::Database(Box::new(SqliteError {
+                code: err.extended_code,
+                message,
+            }))
+        }
+        rusqlite::Error::FromSqlConversionFailure(..)
+        | rusqlite::Error::IntegralValueOutOfRange(..)
+        | rusqlite::Error::Utf8Error(..)
+        | rusqlite::Error::InvalidColumnType(..) => sqlx::Error::Decode(Box::new(e)),
+        other => sqlx::Error::Protocol(other.to_string()),
+    }
+}
