@@ -41,6 +41,11 @@ fn json_out(v: &Json, is_enum: bool) -> Value {
     match v {
         Json::String(s) if is_enum => Value::Enum(async_graphql::Name::new(s)),
         Json::Array(items) => Value::List(items.iter().map(|i| json_out(i, is_enum)).collect()),
+        // Direct conversions: `Value::from_json` goes through serde.
+        Json::String(s) => Value::String(s.clone()),
+        Json::Number(n) => Value::Number(n.clone()),
+        Json::Bool(b) => Value::Boolean(*b),
+        Json::Null => Value::Null,
         other => Value::from_json(other.clone()).unwrap_or(Value::Null),
     }
 }

@@ -192,16 +192,18 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
         let nullable = !f.ty.is_non_null();
         let mut field = match &f.kind {
             FieldKind::Id | FieldKind::Value { .. } => {
-                let model_field = f.clone();
+                let model_field = Arc::new(f.clone());
+                // Stored values are already in the row: resolved synchronously,
+                // with no future to allocate per field and row.
                 Field::new(&f.name, type_ref(&f.ty), move |ctx| {
-                    let model_field = model_field.clone();
-                    FieldFuture::new(async move {
-                        let row = parent_row(&ctx)?;
-                        Ok(row
-                            .get(&model_field.name)
-                            .filter(|v| !v.is_null())
-                            .map(|v| FieldValue::value(args::to_graphql(&model_field, v))))
-                    })
+                    match parent_row(&ctx) {
+                        Ok(row) => FieldFuture::Value(
+                            row.get(&model_field.name)
+                                .filter(|v| !v.is_null())
+                                .map(|v| FieldValue::value(args::to_graphql(&model_field, v))),
+                        ),
+                        Err(e) => FieldFuture::new(async move { Err::<Option<Value>, _>(e) }),
+                    }
                 })
             }
             FieldKind::ToOne { target } => {

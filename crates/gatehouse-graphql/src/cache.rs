@@ -1,5 +1,8 @@
 //! A parsed-document cache that also enforces the depth limit: repeated
-//! query texts skip parsing and the depth walk.
+//! query texts skip parsing and the depth walk, and a repeated (query,
+//! operation name, variables) skips validation too. Validation is a pure
+//! function of the fixed schema and those three, so a cached success is
+//! exactly what validating again would give; failures are never cached.
 //!
 //! The depth limit is checked here rather than with async-graphql's
 //! `limit_depth` because that one counts introspection too, and the standard
@@ -10,17 +13,36 @@
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 
-use async_graphql::extensions::{Extension, ExtensionContext, ExtensionFactory, NextParseQuery};
+use async_graphql::extensions::{
+    Extension, ExtensionContext, ExtensionFactory, NextParseQuery, NextPrepareRequest,
+    NextValidation,
+};
 use std::collections::HashSet;
 
 use async_graphql::parser::types::{ExecutableDocument, Selection, SelectionSet};
-use async_graphql::{ErrorExtensions, ServerError, ServerResult, Variables};
+use async_graphql::{
+    ErrorExtensions, Request, ServerError, ServerResult, ValidationResult, Variables,
+};
 use lru::LruCache;
+
+/// How many validated (operation name, variables) variants one document keeps.
+const VARIANTS_PER_DOCUMENT: usize = 8;
+
+/// Variables larger than this (as JSON) are validated every time rather
+/// than kept as part of a cache key.
+const MAX_VARIANT_KEY: usize = 1024;
+
+/// A cached document and the request variants that passed validation with it.
+struct Entry {
+    doc: ExecutableDocument,
+    /// `operation name \0 variables as JSON` -> the validation result.
+    validated: Vec<(String, ValidationResult)>,
+}
 
 /// Keeps the most recently used parsed documents, keyed by query text.
 #[derive(Clone)]
 pub struct ParseCache {
-    inner: Arc<Mutex<LruCache<String, ExecutableDocument>>>,
+    inner: Arc<Mutex<LruCache<String, Entry>>>,
     max_depth: usize,
 }
 
@@ -49,7 +71,7 @@ impl ParseCache {
         let Ok(cache) = self.inner.lock() else {
             return "unknown";
         };
-        let Some(doc) = cache.peek(query) else {
+        let Some(Entry { doc, .. }) = cache.peek(query) else {
             return "unknown";
         };
         let ty = match (&doc.operations, name) {
@@ -79,12 +101,43 @@ impl ParseCache {
 
 impl ExtensionFactory for ParseCache {
     fn create(&self) -> Arc<dyn Extension> {
-        Arc::new(self.clone())
+        Arc::new(RequestCache {
+            shared: self.clone(),
+            key: Mutex::new(None),
+        })
     }
 }
 
+/// The cache as one request sees it: it remembers the request's query and
+/// variant (from `prepare_request`) for the validation step, which is not
+/// told them.
+struct RequestCache {
+    shared: ParseCache,
+    /// (query, `operation name \0 variables`) when the variant is cacheable.
+    key: Mutex<Option<(String, String)>>,
+}
+
 #[async_trait::async_trait]
-impl Extension for ParseCache {
+impl Extension for RequestCache {
+    async fn prepare_request(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        request: Request,
+        next: NextPrepareRequest<'_>,
+    ) -> ServerResult<Request> {
+        let variables = serde_json::to_string(&request.variables).unwrap_or_default();
+        if !variables.is_empty() && variables.len() <= MAX_VARIANT_KEY {
+            let variant = format!(
+                "{}\0{variables}",
+                request.operation_name.as_deref().unwrap_or("")
+            );
+            if let Ok(mut key) = self.key.lock() {
+                *key = Some((request.query.clone(), variant));
+            }
+        }
+        next.run(ctx, request).await
+    }
+
     async fn parse_query(
         &self,
         ctx: &ExtensionContext<'_>,
@@ -92,17 +145,17 @@ impl Extension for ParseCache {
         variables: &Variables,
         next: NextParseQuery<'_>,
     ) -> ServerResult<ExecutableDocument> {
-        if let Ok(mut cache) = self.inner.lock()
-            && let Some(doc) = cache.get(query)
+        if let Ok(mut cache) = self.shared.inner.lock()
+            && let Some(entry) = cache.get(query)
         {
-            return Ok(doc.clone());
+            return Ok(entry.doc.clone());
         }
         let doc = next.run(ctx, query, variables).await?;
         let depth = document_depth(&doc);
-        if depth > self.max_depth {
+        if depth > self.shared.max_depth {
             let e = async_graphql::Error::new(format!(
                 "the query is {depth} levels deep; the limit is {}",
-                self.max_depth
+                self.shared.max_depth
             ))
             .extend_with(|_, e| e.set("code", crate::error::QUERY_TOO_DEEP));
             return Err(ServerError {
@@ -110,10 +163,42 @@ impl Extension for ParseCache {
                 ..ServerError::new(e.message, None)
             });
         }
-        if let Ok(mut cache) = self.inner.lock() {
-            cache.put(query.to_string(), doc.clone());
+        if let Ok(mut cache) = self.shared.inner.lock() {
+            cache.put(
+                query.to_string(),
+                Entry {
+                    doc: doc.clone(),
+                    validated: Vec::new(),
+                },
+            );
         }
         Ok(doc)
+    }
+
+    async fn validation(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        next: NextValidation<'_>,
+    ) -> Result<ValidationResult, Vec<ServerError>> {
+        let key = self.key.lock().ok().and_then(|mut k| k.take());
+        if let Some((query, variant)) = &key
+            && let Ok(mut cache) = self.shared.inner.lock()
+            && let Some(entry) = cache.get(query.as_str())
+            && let Some((_, result)) = entry.validated.iter().find(|(v, _)| v == variant)
+        {
+            return Ok(*result);
+        }
+        let result = next.run(ctx).await?;
+        if let Some((query, variant)) = key
+            && let Ok(mut cache) = self.shared.inner.lock()
+            && let Some(entry) = cache.get_mut(query.as_str())
+        {
+            if entry.validated.len() >= VARIANTS_PER_DOCUMENT {
+                entry.validated.remove(0);
+            }
+            entry.validated.push((variant, result));
+        }
+        Ok(result)
     }
 }
 

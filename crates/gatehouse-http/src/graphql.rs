@@ -174,25 +174,29 @@ async fn run(
 ) -> Response {
     let request = params.into_request(principal);
     let executed = state.graphql.execute(request).await;
-    let mut body = serde_json::to_value(&executed.response).unwrap_or_else(|_| json!({}));
-    if !executed.executed
-        && let Some(obj) = body.as_object_mut()
-    {
-        // GraphQL spec §7.1.2: a request that fails before execution has no `data` entry.
-        obj.remove("data");
-    }
+    let response = &executed.response;
     // GraphQL over HTTP: with application/graphql-response+json a request
     // that fails before execution is a 4xx; with application/json it is 200.
     let status = if !executed.executed && media == Media::GraphqlResponse {
         StatusCode::BAD_REQUEST
-    } else if store_unavailable(&body) {
+    } else if store_unavailable(response) {
         // Nothing could be served because the store is down: a 503 lets load
         // balancers and clients retry, as REST does.
         StatusCode::SERVICE_UNAVAILABLE
     } else {
         StatusCode::OK
     };
-    let mut resp = respond(status, media, &body);
+    // Serialized straight from the response, without an intermediate JSON tree.
+    let body = if executed.executed {
+        serde_json::to_vec(response)
+    } else {
+        // GraphQL spec §7.1.2: a request that fails before execution has no `data` entry.
+        serde_json::to_vec(&json!({ "errors": response.errors }))
+    }
+    .unwrap_or_else(|_| b"{}".to_vec());
+    let mut resp = (status, body).into_response();
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, media.content_type());
     if status == StatusCode::SERVICE_UNAVAILABLE {
         resp.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
@@ -201,20 +205,20 @@ async fn run(
 }
 
 /// Whether a response has no data at all and only "store unavailable" errors.
-fn store_unavailable(body: &Json) -> bool {
-    let no_data = match body.get("data") {
-        None | Some(Json::Null) => true,
-        Some(Json::Object(fields)) => fields.values().all(Json::is_null),
-        Some(_) => false,
+fn store_unavailable(response: &async_graphql::Response) -> bool {
+    use async_graphql::Value;
+    let no_data = match &response.data {
+        Value::Null => true,
+        Value::Object(fields) => fields.values().all(|v| *v == Value::Null),
+        _ => false,
     };
-    let errors = body.get("errors").and_then(Json::as_array);
     no_data
-        && errors.is_some_and(|errs| {
-            !errs.is_empty()
-                && errs.iter().all(|e| {
-                    e.pointer("/extensions/code").and_then(Json::as_str)
-                        == Some(codes::SERVICE_UNAVAILABLE)
-                })
+        && !response.errors.is_empty()
+        && response.errors.iter().all(|e| {
+            e.extensions
+                .as_ref()
+                .and_then(|x| x.get("code"))
+                .is_some_and(|c| *c == Value::from(codes::SERVICE_UNAVAILABLE))
         })
 }
 
@@ -456,25 +460,31 @@ pub(crate) async fn schema_sdl(
 mod tests {
     use super::*;
 
+    fn unavailable(body: &Json) -> bool {
+        let response: async_graphql::Response =
+            serde_json::from_value(body.clone()).expect("a GraphQL response");
+        store_unavailable(&response)
+    }
+
     #[test]
     fn only_a_response_with_nothing_served_is_unavailable() {
         let down = json!({"message": "storage is unavailable; retry later",
                           "extensions": {"code": "SERVICE_UNAVAILABLE"}});
         let other = json!({"message": "x", "extensions": {"code": "NOT_FOUND"}});
-        assert!(store_unavailable(
+        assert!(unavailable(
             &json!({"data": null, "errors": [down.clone()]})
         ));
-        assert!(store_unavailable(
+        assert!(unavailable(
             &json!({"data": {"a": null, "b": null}, "errors": [down.clone(), down.clone()]})
         ));
         // Some data was served: the usual status, errors on the fields.
-        assert!(!store_unavailable(
+        assert!(!unavailable(
             &json!({"data": {"a": 1, "b": null}, "errors": [down.clone()]})
         ));
         // Another failure among them: not (only) an outage.
-        assert!(!store_unavailable(
+        assert!(!unavailable(
             &json!({"data": null, "errors": [down, other]})
         ));
-        assert!(!store_unavailable(&json!({"data": {"a": null}})));
+        assert!(!unavailable(&json!({"data": {"a": null}})));
     }
 }

@@ -130,6 +130,11 @@ struct SchemaArgs {
     config: Option<PathBuf>,
 }
 
+// mimalloc: glibc's allocator spent ~15% of a GraphQL request's CPU in
+// malloc/free across the runtime's threads (bench/RESULTS.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
