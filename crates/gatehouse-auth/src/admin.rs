@@ -12,6 +12,7 @@ use crate::model::{
 use crate::random::Random;
 use crate::repo::AuthRepo;
 use crate::secrets;
+use crate::server::CacheHooks;
 
 /// Longest client id, user name, scope or audience accepted.
 const MAX_NAME: usize = 256;
@@ -85,6 +86,8 @@ pub struct Admin {
     repo: Arc<dyn AuthRepo>,
     clock: Arc<dyn Clock>,
     random: Arc<dyn Random>,
+    /// The caches of the server this came from, told about changes.
+    hooks: Option<CacheHooks>,
 }
 
 pub(crate) fn check_name(what: &str, v: &str) -> Result<()> {
@@ -166,6 +169,24 @@ impl Admin {
             repo,
             clock,
             random,
+            hooks: None,
+        }
+    }
+
+    pub(crate) fn with_cache_hooks(mut self, hooks: CacheHooks) -> Self {
+        self.hooks = Some(hooks);
+        self
+    }
+
+    fn client_changed(&self, client_id: &str) {
+        if let Some(h) = &self.hooks {
+            h.client_changed(client_id);
+        }
+    }
+
+    fn revoked(&self) {
+        if let Some(h) = &self.hooks {
+            h.revoked();
         }
     }
 
@@ -201,6 +222,7 @@ impl Admin {
         let secret = secrets::generate_client_secret(self.random.as_ref());
         let record = self.client_record(c, &secret, self.clock.now())?;
         self.repo.upsert_client(&record).await?;
+        self.client_changed(&c.client_id);
         Ok((info(&record), ClientSecret(secret)))
     }
 
@@ -213,7 +235,9 @@ impl Admin {
     /// working. `NotFound` if there is no such client.
     pub async fn remove_client(&self, client_id: &str) -> Result<()> {
         if self.repo.delete_client(client_id).await? {
+            self.client_changed(client_id);
             self.repo.revoke_client_tokens(client_id).await?;
+            self.revoked();
             Ok(())
         } else {
             Err(Error::NotFound(format!("no client {client_id:?}").into()))
@@ -221,7 +245,8 @@ impl Admin {
     }
 
     /// `client rotate-secret`: replaces the secret; the old one stops working
-    /// at once. Returns the new secret, shown once.
+    /// at once on the server this came from ([`crate::AuthServer::admin`]), and
+    /// within `client_cache_ttl` on other processes and instances. Returns the new secret, shown once.
     pub async fn rotate_client_secret(&self, client_id: &str) -> Result<ClientSecret> {
         let Some(mut record) = self.repo.get_client(client_id).await? else {
             return Err(Error::NotFound(format!("no client {client_id:?}").into()));
@@ -230,6 +255,7 @@ impl Admin {
         record.secret_hash = secrets::hash_secret(&secret);
         record.updated_at = self.clock.now();
         self.repo.upsert_client(&record).await?;
+        self.client_changed(client_id);
         Ok(ClientSecret(secret))
     }
 
@@ -247,6 +273,7 @@ impl Admin {
         match existing {
             None => {
                 self.repo.upsert_client(&record).await?;
+                self.client_changed(&c.client_id);
                 Ok(BootstrapOutcome::Created)
             }
             Some(e) => {
@@ -259,6 +286,7 @@ impl Admin {
                 } else {
                     record.created_at = e.created_at;
                     self.repo.upsert_client(&record).await?;
+                    self.client_changed(&c.client_id);
                     Ok(BootstrapOutcome::Updated)
                 }
             }
@@ -310,6 +338,7 @@ impl Admin {
     pub async fn remove_user(&self, username: &str) -> Result<()> {
         if self.repo.delete_user(username).await? {
             self.repo.revoke_user_tokens(username).await?;
+            self.revoked();
             Ok(())
         } else {
             Err(Error::NotFound(format!("no user {username:?}").into()))

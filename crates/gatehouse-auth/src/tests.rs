@@ -19,8 +19,13 @@ struct Fixture {
     plain: ClientRecord,
 }
 
+/// The binary's default cache settings, so every test below also shows the
+/// caches invisible to changes made through the same server.
 fn config() -> AuthConfig {
-    AuthConfig::new(ISSUER)
+    let mut c = AuthConfig::new(ISSUER);
+    c.client_cache_ttl = 5;
+    c.token_status_cache_ttl = 2;
+    c
 }
 
 async fn fixture_with(config: AuthConfig) -> Fixture {
@@ -533,6 +538,153 @@ async fn removing_a_client_or_user_revokes_their_tokens() {
         .await
         .unwrap_err();
     assert_eq!(e.to_string(), "invalid_grant");
+}
+
+// ----- caches -----
+
+/// Another process (the CLI) or instance changing clients behind the
+/// server's back: seen within `client_cache_ttl`; this server's own admin
+/// changes at once; with a TTL of 0, every request reads the store.
+#[tokio::test]
+async fn client_cache_is_bounded_by_its_ttl() {
+    let f = fixture().await;
+    let elsewhere = Admin::new(
+        f.repo.clone(),
+        f.clock.clone(),
+        Arc::new(SeededRandom::new(7)),
+    );
+    f.server
+        .authenticate_client("plain", "plain-secret")
+        .await
+        .unwrap();
+    // An id never seen is cached as absent too, for the same timing.
+    assert!(f.server.authenticate_client("late", "x").await.is_err());
+
+    elsewhere.rotate_client_secret("plain").await.unwrap();
+    f.clock.advance(4);
+    f.server
+        .authenticate_client("plain", "plain-secret")
+        .await
+        .expect("still cached");
+    assert!(
+        f.server
+            .authenticate_client("plain", "wrong")
+            .await
+            .is_err(),
+        "the secret is checked on every call"
+    );
+    f.clock.advance(1);
+    let e = f
+        .server
+        .authenticate_client("plain", "plain-secret")
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "invalid_client", "after the TTL");
+
+    // This server's own admin: at once.
+    let fresh = f.server.admin().rotate_client_secret("app").await.unwrap();
+    assert!(
+        f.server
+            .authenticate_client("app", "app-secret")
+            .await
+            .is_err()
+    );
+    f.server.authenticate_client("app", &fresh.0).await.unwrap();
+    f.server.admin().remove_client("app").await.unwrap();
+    assert!(f.server.authenticate_client("app", &fresh.0).await.is_err());
+
+    // TTL 0: nothing cached.
+    let mut c = config();
+    c.client_cache_ttl = 0;
+    let g = fixture_with(c).await;
+    let elsewhere = Admin::new(
+        g.repo.clone(),
+        g.clock.clone(),
+        Arc::new(SeededRandom::new(7)),
+    );
+    g.server
+        .authenticate_client("plain", "plain-secret")
+        .await
+        .unwrap();
+    elsewhere.rotate_client_secret("plain").await.unwrap();
+    assert!(
+        g.server
+            .authenticate_client("plain", "plain-secret")
+            .await
+            .is_err()
+    );
+}
+
+/// A revocation written by another instance (straight into the shared
+/// store) is honoured within `token_status_cache_ttl`; one made through this
+/// server at once; with a TTL of 0 at once everywhere.
+#[tokio::test]
+async fn token_status_cache_is_bounded_by_its_ttl() {
+    let f = fixture().await;
+    let t = f
+        .server
+        .client_credentials_grant(&f.plain, None)
+        .await
+        .unwrap();
+    let claims = f.validate(&t.access_token).await.unwrap();
+    f.repo.revoke_token(&claims.jti).await.unwrap();
+    f.clock.advance(1);
+    f.validate(&t.access_token).await.expect("within the TTL");
+    let active = f
+        .server
+        .introspect(&f.plain, &t.access_token)
+        .await
+        .unwrap();
+    assert_eq!(active["active"], true);
+    f.clock.advance(1);
+    assert!(f.validate(&t.access_token).await.is_err(), "after the TTL");
+    let inactive = f
+        .server
+        .introspect(&f.plain, &t.access_token)
+        .await
+        .unwrap();
+    assert_eq!(inactive["active"], false);
+
+    // Through this server: at once, for a token whose status is cached.
+    let u = f
+        .server
+        .client_credentials_grant(&f.plain, None)
+        .await
+        .unwrap();
+    f.validate(&u.access_token).await.unwrap();
+    f.server.revoke(&f.plain, &u.access_token).await.unwrap();
+    assert!(f.validate(&u.access_token).await.is_err());
+
+    // A refresh-token family revoked here takes its cached access tokens.
+    let r = f.alice(None).await;
+    f.validate(&r.access_token).await.unwrap();
+    f.server
+        .revoke(&f.app, r.refresh_token.as_deref().unwrap())
+        .await
+        .unwrap();
+    assert!(f.validate(&r.access_token).await.is_err());
+
+    // Expiry is checked on every call, cached or not.
+    let v = f
+        .server
+        .client_credentials_grant(&f.plain, None)
+        .await
+        .unwrap();
+    f.validate(&v.access_token).await.unwrap();
+    f.clock.advance(3600);
+    assert!(f.validate(&v.access_token).await.is_err());
+
+    let mut c = config();
+    c.token_status_cache_ttl = 0;
+    let g = fixture_with(c).await;
+    let t = g
+        .server
+        .client_credentials_grant(&g.plain, None)
+        .await
+        .unwrap();
+    let claims = g.validate(&t.access_token).await.unwrap();
+    g.repo.revoke_token(&claims.jti).await.unwrap();
+    assert!(g.validate(&t.access_token).await.is_err());
 }
 
 // ----- token exchange -----

@@ -8,13 +8,19 @@
 //! are stored exactly as the records hold them (`BLOB` / `BYTEA`), times are
 //! seconds since the epoch (`BIGINT`).
 //!
-//! Every method is one statement (`purge_expired` is two in one transaction).
+//! Every method is one statement (`purge_expired` is two in one transaction),
+//! except [`AuthRepo::insert_token`], which is group-committed: records
+//! handed in while a transaction is committing wait and go together in the
+//! next one (see [`TokenWriter`]). Each call still returns only once its
+//! record is committed, so an acknowledged token survives a killed process.
 //! The single-use guarantee of refresh tokens rests on
 //! [`AuthRepo::mark_refresh_used`] and [`AuthRepo::replace_successor`] being
 //! conditional `UPDATE`s whose `WHERE` re-checks the state: PostgreSQL
 //! re-evaluates it on the locked row after a concurrent update commits
 //! (READ COMMITTED), SQLite runs one writer at a time, so of two racing
 //! requests exactly one sees a changed row.
+
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use gatehouse_auth::{
@@ -24,6 +30,7 @@ use gatehouse_auth::{
 use sea_query::Value;
 use serde_json::Value as Json;
 use sqlx::error::ErrorKind;
+use tokio::sync::oneshot;
 
 use crate::db::{Built, Conn, Db, DbRow, unhex};
 use crate::error::from_sqlx;
@@ -137,6 +144,61 @@ fn index(table: &str, column: &str) -> String {
 #[derive(Debug, Clone)]
 pub struct SqlAuthRepo {
     store: Store,
+    tokens: Arc<TokenWriter>,
+}
+
+/// Most token records committed in one transaction.
+const TOKEN_BATCH_MAX: usize = 256;
+/// Largest multi-row `INSERT`; a batch is split into power-of-two chunks so
+/// the statement cache sees at most eight distinct statements.
+const TOKEN_CHUNK_MAX: usize = 128;
+
+type TokenWaiter = oneshot::Sender<Result<(), RepoError>>;
+
+/// Group commit of token records. Every issued token writes a record, and
+/// on SQLite each write transaction takes the single writer connection (and
+/// PostgreSQL flushes its WAL per commit): one transaction per token caps
+/// issuance at the commit rate. Instead, callers queue their record and
+/// wait; one flusher task at a time takes everything queued, writes it in
+/// one transaction, answers each caller, and repeats until the queue is
+/// empty. No timer: a batch is whatever arrived during the previous commit,
+/// so a lone request is written at once.
+#[derive(Debug, Default)]
+struct TokenWriter {
+    state: Mutex<Queue>,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    pending: Vec<(TokenRecord, TokenWaiter)>,
+    /// A flusher task is running (it will see anything queued now).
+    flushing: bool,
+}
+
+impl TokenWriter {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        // The queue is only pushed to and drained: a panic cannot leave it
+        // half-changed.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Ends a flusher that stops abnormally (a panic, or its runtime shutting
+/// down): the waiting callers get an error instead of waiting forever, and
+/// the next caller starts a new flusher.
+struct FlusherGuard<'a> {
+    writer: &'a TokenWriter,
+    finished: bool,
+}
+
+impl Drop for FlusherGuard<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            let mut q = self.writer.lock();
+            q.flushing = false;
+            q.pending.clear();
+        }
+    }
 }
 
 const CLIENT_COLS: &str =
@@ -215,7 +277,101 @@ const OAUTH1_TOKEN_KINDS: &[SqlKind] = &[
 impl SqlAuthRepo {
     /// The repository over `store`'s database.
     pub fn new(store: Store) -> SqlAuthRepo {
-        SqlAuthRepo { store }
+        SqlAuthRepo {
+            store,
+            tokens: Arc::new(TokenWriter::default()),
+        }
+    }
+
+    /// Drains the token queue, one transaction per batch, until it is empty.
+    async fn flush_tokens(self) {
+        let mut guard = FlusherGuard {
+            writer: &self.tokens,
+            finished: false,
+        };
+        loop {
+            let batch: Vec<(TokenRecord, TokenWaiter)> = {
+                let mut q = self.tokens.lock();
+                if q.pending.is_empty() {
+                    q.flushing = false;
+                    guard.finished = true;
+                    return;
+                }
+                let n = q.pending.len().min(TOKEN_BATCH_MAX);
+                q.pending.drain(..n).collect()
+            };
+            let (records, waiters): (Vec<TokenRecord>, Vec<TokenWaiter>) =
+                batch.into_iter().unzip();
+            metrics::histogram!("gatehouse_oauth_token_batch_size").record(records.len() as f64);
+            match self.insert_tokens_tx(&records).await {
+                Ok(()) => {
+                    for w in waiters {
+                        let _ = w.send(Ok(()));
+                    }
+                }
+                Err(e) if records.len() == 1 => {
+                    for w in waiters {
+                        let _ = w.send(Err(e.clone()));
+                    }
+                }
+                // One bad record (a duplicate id) must not fail the others:
+                // write them one by one, each with its own answer.
+                Err(_) => {
+                    for (r, w) in records.iter().zip(waiters) {
+                        let _ = w.send(self.insert_tokens_tx(std::slice::from_ref(r)).await);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes `records` in one transaction.
+    async fn insert_tokens_tx(&self, records: &[TokenRecord]) -> Result<(), RepoError> {
+        const OP: &str = "insert_token";
+        let mut tx = self.db().begin().await.map_err(|e| store_err(OP, e))?;
+        let mut rest = records;
+        while !rest.is_empty() {
+            // The largest power of two that fits, capped.
+            let mut n = TOKEN_CHUNK_MAX;
+            while n > rest.len() {
+                n /= 2;
+            }
+            let (chunk, tail) = rest.split_at(n);
+            let q = self.insert_tokens_stmt(chunk)?;
+            tx.conn().execute(q).await.map_err(|e| sqlx_err(OP, e))?;
+            rest = tail;
+        }
+        tx.commit().await.map_err(|e| sqlx_err(OP, e))
+    }
+
+    /// One multi-row `INSERT` of `records`.
+    fn insert_tokens_stmt(&self, records: &[TokenRecord]) -> Result<Built, RepoError> {
+        const ROW: &str = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+        let mut sql = format!("INSERT INTO {} ({TOKEN_COLS}) VALUES ", q(TOKENS));
+        let mut values = Vec::with_capacity(records.len() * 14);
+        for (i, t) in records.iter().enumerate() {
+            if i > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(ROW);
+            values.extend([
+                text(t.id.as_str()),
+                text(t.kind.as_str()),
+                text(t.subject.as_str()),
+                opt_text(t.username.as_deref()),
+                text(t.client_id.as_str()),
+                list(&t.scope)?,
+                list(&t.audience)?,
+                int(t.issued_at),
+                int(t.expires_at),
+                Value::Bool(Some(t.revoked)),
+                text(t.family_id.as_str()),
+                opt_text(t.parent_id.as_deref()),
+                opt_int(t.used_at),
+                opt_text(t.successor_id.as_deref()),
+            ]);
+        }
+        Ok(self.built(&sql, values))
     }
 
     fn db(&self) -> &Db {
@@ -624,28 +780,20 @@ impl AuthRepo for SqlAuthRepo {
     }
 
     async fn insert_token(&self, t: &TokenRecord) -> Result<(), RepoError> {
-        let sql = format!(
-            "INSERT INTO {} ({TOKEN_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            q(TOKENS)
-        );
-        let values = vec![
-            text(t.id.as_str()),
-            text(t.kind.as_str()),
-            text(t.subject.as_str()),
-            opt_text(t.username.as_deref()),
-            text(t.client_id.as_str()),
-            list(&t.scope)?,
-            list(&t.audience)?,
-            int(t.issued_at),
-            int(t.expires_at),
-            Value::Bool(Some(t.revoked)),
-            text(t.family_id.as_str()),
-            opt_text(t.parent_id.as_deref()),
-            opt_int(t.used_at),
-            opt_text(t.successor_id.as_deref()),
-        ];
-        self.execute("insert_token", &sql, values).await?;
-        Ok(())
+        self.ready().await?;
+        let (tx, rx) = oneshot::channel();
+        let start = {
+            let mut q = self.tokens.lock();
+            q.pending.push((t.clone(), tx));
+            !std::mem::replace(&mut q.flushing, true)
+        };
+        if start {
+            // A task of its own, so a caller that goes away (a dropped
+            // connection) cannot abandon the others' batch half way.
+            tokio::spawn(self.clone().flush_tokens());
+        }
+        rx.await
+            .map_err(|_| RepoError::new("insert_token: the token writer stopped"))?
     }
 
     async fn get_token(&self, id: &str) -> Result<Option<TokenRecord>, RepoError> {

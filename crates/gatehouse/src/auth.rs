@@ -86,6 +86,8 @@ pub fn auth_config(config: &Config, issuer: &str) -> AuthConfig {
     c.offline_access_ttl = t.offline_access_ttl.0;
     c.refresh_ttl = t.refresh_ttl.0;
     c.refresh_reuse_grace = t.refresh_reuse_grace.0;
+    c.client_cache_ttl = t.client_cache_ttl.0;
+    c.token_status_cache_ttl = t.status_cache_ttl.0;
     c.oauth1_timestamp_window = config.limits.oauth1_timestamp_window.0;
     c.signing_alg = match t.signing_alg {
         SigningAlg::EdDsa => gatehouse_auth::SigningAlg::EdDsa,

@@ -125,6 +125,14 @@ pub struct TokensConfig {
     pub refresh_reuse_grace: Seconds,
     /// JWS algorithm of access tokens.
     pub signing_alg: SigningAlg,
+    /// How long a client read for authentication is reused; a secret
+    /// rotated or a client removed by another process or instance is
+    /// noticed within this time. `0` reads the client on every request.
+    pub client_cache_ttl: Seconds,
+    /// How long an access token found live is trusted without reading its
+    /// record again; a revocation by another process or instance takes
+    /// effect within this time. `0` reads the record on every validation.
+    pub status_cache_ttl: Seconds,
 }
 
 impl Default for TokensConfig {
@@ -135,6 +143,8 @@ impl Default for TokensConfig {
             refresh_ttl: Seconds(30 * 86400),
             refresh_reuse_grace: Seconds(0),
             signing_alg: SigningAlg::EdDsa,
+            client_cache_ttl: Seconds(5),
+            status_cache_ttl: Seconds(2),
         }
     }
 }
