@@ -61,12 +61,11 @@ pub(crate) fn stream(
     });
     let opts = state.subscriptions.clone();
     let too_slow = Arc::new(AtomicBool::new(false));
-    let results = deliveries(state, params.into_request(principal), &too_slow);
+    let mut results = deliveries(state, params.into_request(principal), &too_slow);
     let watch = stale(state.authn.clone(), credential, opts.recheck_interval);
     let (tx, rx) = mpsc::channel::<Bytes>(opts.queue_capacity.max(1));
     tokio::spawn(async move {
         let _active = crate::telemetry::subscription_started("sse");
-        let mut results = results;
         let mut watch = std::pin::pin!(watch);
         let shutdown = opts.shutdown.clone();
         let mut shutdown = std::pin::pin!(shutdown.wait());
