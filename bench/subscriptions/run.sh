@@ -15,12 +15,15 @@
 #   SUBSCRIBERS   sockets to open          (default 10000)
 #   MUTATIONS     mutations, one a second   (default 30)
 #   PORT          gatehouse's port          (default 18090)
+#   CLIENT_THREADS  load generator threads, each with its own share of the
+#                   sockets and its own event loop (default 2)
 #   GATEHOUSE_BIN, GATEHOUSE_SRC=tree, CARGO_TARGET_DIR (see ../lib.sh)
 #
 # Needs: cargo, node + npm, curl, python3, and a file-descriptor limit above
 # SUBSCRIBERS (raised here with `ulimit -n` when the hard limit allows).
 # The machine should be otherwise idle: the figures include the load
-# generator (one Node process) sharing the CPU with the server.
+# generator (one Node process, CLIENT_THREADS event loops) sharing the CPU
+# with the server.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

@@ -30,8 +30,29 @@ pub(crate) struct Shared {
     pub auth_required: bool,
 }
 
+/// What a resolver's result depends on about its caller: the scheme (an
+/// anonymous caller is refused differently) and the granted scopes. Two
+/// callers with the same key get the same answer from every resolver, so
+/// the transports may execute a subscription once for all of them.
+///
+/// Invariant: anything [`authorize`] (or any other resolver) starts reading
+/// from [`Principal`] must be added here, or subscriptions would be shared
+/// between callers that ought to see different results.
+pub(crate) fn sharing_key(principal: Option<&Principal>) -> String {
+    match principal {
+        None => "none".to_string(),
+        Some(p) if p.is_anonymous() => "anonymous".to_string(),
+        Some(p) => {
+            // Scope tokens never contain a space (RFC 6749 §3.3).
+            let scopes: Vec<&str> = p.scopes.iter().map(String::as_str).collect();
+            format!("scopes:{}", scopes.join(" "))
+        }
+    }
+}
+
 /// Checks that the caller may use `scope` for `what`; `Ok` when no
 /// principal is required and none is given (in-process callers).
+/// Reads only what [`sharing_key`] covers.
 fn authorize(
     ctx: &ResolverContext<'_>,
     auth_required: bool,

@@ -67,27 +67,25 @@ impl ParseCache {
     /// and passed the depth limit); `"unknown"` otherwise. For metrics: it
     /// never parses.
     pub fn operation_kind(&self, query: &str, name: Option<&str>) -> &'static str {
-        use async_graphql::parser::types::{DocumentOperations, OperationType};
         let Ok(cache) = self.inner.lock() else {
             return "unknown";
         };
-        let Some(Entry { doc, .. }) = cache.peek(query) else {
-            return "unknown";
-        };
-        let ty = match (&doc.operations, name) {
-            (DocumentOperations::Single(op), _) => Some(op.node.ty),
-            (DocumentOperations::Multiple(ops), Some(n)) => ops.get(n).map(|op| op.node.ty),
-            (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => {
-                ops.values().next().map(|op| op.node.ty)
-            }
-            (DocumentOperations::Multiple(_), None) => None,
-        };
-        match ty {
-            Some(OperationType::Query) => "query",
-            Some(OperationType::Mutation) => "mutation",
-            Some(OperationType::Subscription) => "subscription",
-            None => "unknown",
+        cache
+            .peek(query)
+            .map_or("unknown", |entry| kind_of(&entry.doc, name))
+    }
+
+    /// Whether `query` (operation `name`) is a subscription: from the cached
+    /// document when there is one, else by parsing it (a document that does
+    /// not parse is not a subscription).
+    pub fn is_subscription(&self, query: &str, name: Option<&str>) -> bool {
+        if let Ok(cache) = self.inner.lock()
+            && let Some(entry) = cache.peek(query)
+        {
+            return kind_of(&entry.doc, name) == "subscription";
         }
+        async_graphql::parser::parse_query(query)
+            .is_ok_and(|doc| kind_of(&doc, name) == "subscription")
     }
 
     /// Whether `query` is cached (for tests and metrics).
@@ -199,6 +197,25 @@ impl Extension for RequestCache {
             entry.validated.push((variant, result));
         }
         Ok(result)
+    }
+}
+
+/// The kind of operation `name` in `doc` (see [`ParseCache::operation_kind`]).
+fn kind_of(doc: &ExecutableDocument, name: Option<&str>) -> &'static str {
+    use async_graphql::parser::types::{DocumentOperations, OperationType};
+    let ty = match (&doc.operations, name) {
+        (DocumentOperations::Single(op), _) => Some(op.node.ty),
+        (DocumentOperations::Multiple(ops), Some(n)) => ops.get(n).map(|op| op.node.ty),
+        (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => {
+            ops.values().next().map(|op| op.node.ty)
+        }
+        (DocumentOperations::Multiple(_), None) => None,
+    };
+    match ty {
+        Some(OperationType::Query) => "query",
+        Some(OperationType::Mutation) => "mutation",
+        Some(OperationType::Subscription) => "subscription",
+        None => "unknown",
     }
 }
 

@@ -200,6 +200,33 @@ impl Graphql {
             })
     }
 
+    /// Whether `query` (operation `operation_name`) is a subscription; a
+    /// document that does not parse is not.
+    pub fn is_subscription(&self, query: &str, operation_name: Option<&str>) -> bool {
+        self.cache.is_subscription(query, operation_name)
+    }
+
+    /// A key that is equal for two requests exactly when executing them
+    /// gives the same results: same query text, operation, variables, and
+    /// the same authorization (the principal's scheme and scopes). `None` when the
+    /// request carries extensions (not worth comparing; never shared).
+    pub fn sharing_key(&self, request: &Request) -> Option<String> {
+        if !request.extensions.is_empty() {
+            return None;
+        }
+        let variables = serde_json::to_string(&request.variables).ok()?;
+        let principal = request
+            .data
+            .get(&std::any::TypeId::of::<gatehouse_auth::Principal>());
+        let principal = principal.and_then(|p| p.downcast_ref::<gatehouse_auth::Principal>());
+        Some(format!(
+            "{}\u{0}{}\u{0}{variables}\u{0}{}",
+            request.query,
+            request.operation_name.as_deref().unwrap_or(""),
+            build::sharing_key(principal),
+        ))
+    }
+
     /// The standard introspection result (`{"data": {"__schema": …}}`).
     pub async fn introspection(&self) -> serde_json::Value {
         let response = self.schema.execute(Request::new(INTROSPECTION_QUERY)).await;

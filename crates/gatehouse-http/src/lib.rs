@@ -2,6 +2,7 @@
 //! router so tests can drive it in-process or on a real socket.
 
 pub mod authn;
+mod fanout;
 mod graphiql;
 mod graphql;
 mod introspect;
@@ -12,6 +13,7 @@ mod live;
 mod sse;
 mod ws;
 
+pub use fanout::Fanout;
 pub use live::{Shutdown, SubscriptionOptions};
 
 use std::future::Future;

@@ -31,6 +31,9 @@ pub struct SubscriptionOptions {
     pub recheck_interval: Duration,
     /// Fires when the server shuts down: sockets close with 1001, SSE streams complete.
     pub shutdown: Shutdown,
+    /// The running subscription groups: identical subscriptions execute once
+    /// for all their subscribers (see [`crate::fanout`]).
+    pub fanout: crate::fanout::Fanout,
 }
 
 impl Default for SubscriptionOptions {
@@ -42,6 +45,7 @@ impl Default for SubscriptionOptions {
             queue_capacity: 256,
             recheck_interval: Duration::from_secs(60),
             shutdown: Shutdown::new(),
+            fanout: crate::fanout::Fanout::default(),
         }
     }
 }

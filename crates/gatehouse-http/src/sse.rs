@@ -4,19 +4,24 @@
 //! answers one stream per operation: `event: next` per result, then
 //! `event: complete`. Errors found before execution also arrive as a `next`
 //! event (the protocol's rule: a 400 would lose them in `EventSource`).
+//! A subscription joins the group of identical ones ([`crate::fanout`]).
 
 use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use gatehouse_auth::Principal;
 use gatehouse_graphql::error as codes;
 use serde_json::json;
 use tokio::sync::mpsc;
 
 use crate::AppState;
+use crate::fanout::{Delivery, Sink};
 use crate::graphql::Params;
 use crate::live::{Credential, stale};
 
@@ -55,12 +60,12 @@ pub(crate) fn stream(
         principal,
     });
     let opts = state.subscriptions.clone();
-    let results = state.graphql.execute_stream(params.into_request(principal));
+    let too_slow = Arc::new(AtomicBool::new(false));
+    let mut results = deliveries(state, params.into_request(principal), &too_slow);
     let watch = stale(state.authn.clone(), credential, opts.recheck_interval);
     let (tx, rx) = mpsc::channel::<Bytes>(opts.queue_capacity.max(1));
     tokio::spawn(async move {
         let _active = crate::telemetry::subscription_started("sse");
-        let mut results = std::pin::pin!(results);
         let mut watch = std::pin::pin!(watch);
         let shutdown = opts.shutdown.clone();
         let mut shutdown = std::pin::pin!(shutdown.wait());
@@ -69,8 +74,8 @@ pub(crate) fn stream(
         keepalive.tick().await;
         loop {
             // Waiting on a full queue is the back-pressure: results wait in
-            // the store's bounded feed, and a subscriber that falls too far
-            // behind there gets the feed's error and its stream ends.
+            // the bounded queue of `deliveries`, and a subscriber that falls
+            // too far behind there is dropped from its group (reported below).
             let next = tokio::select! {
                 biased;
                 () = tx.closed() => return,
@@ -93,11 +98,29 @@ pub(crate) fn stream(
                 }
                 item = results.next() => item,
             };
-            let Some(item) = next else { break };
-            let body = serde_json::to_string(&item.response).unwrap_or_else(|_| "{}".into());
+            let body = match next {
+                Some(Delivery::Next(body)) => body,
+                // The protocol's rule: errors found before execution are a
+                // `next` event too; the stream then ends.
+                Some(Delivery::Refused { response, .. }) => {
+                    let _ = tx.send(event("next", &response)).await;
+                    break;
+                }
+                Some(Delivery::Complete) | None => break,
+            };
             if tx.send(event("next", &body)).await.is_err() {
                 return;
             }
+        }
+        if too_slow.load(Ordering::Relaxed) {
+            let body = json!({"errors": [{
+                "message": format!(
+                    "the subscription ended: too slow, more than {} events waiting to be read",
+                    opts.queue_capacity
+                ),
+                "extensions": {"code": codes::SERVICE_UNAVAILABLE},
+            }]});
+            let _ = tx.send(event("next", &body.to_string())).await;
         }
         let _ = tx.send(event("complete", "")).await;
     });
@@ -114,4 +137,59 @@ pub(crate) fn stream(
     // Tells nginx-like proxies not to buffer the stream.
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     resp
+}
+
+/// The results of `request`: a subscription joins its group (its results
+/// arrive through a bounded queue; `too_slow` is raised if that overflows,
+/// and the stream then ends), anything else executes on its own.
+fn deliveries(
+    state: &AppState,
+    request: gatehouse_graphql::async_graphql::Request,
+    too_slow: &Arc<AtomicBool>,
+) -> Pin<Box<dyn Stream<Item = Delivery> + Send>> {
+    let graphql = &state.graphql;
+    let key = if graphql.is_subscription(&request.query, request.operation_name.as_deref()) {
+        graphql.sharing_key(&request)
+    } else {
+        None
+    };
+    let Some(key) = key else {
+        return Box::pin(
+            graphql
+                .execute_stream(request)
+                .map(|item| Delivery::of(&item)),
+        );
+    };
+    let (tx, rx) = mpsc::channel(state.subscriptions.queue_capacity.max(1));
+    let sink = SseSink {
+        tx,
+        too_slow: too_slow.clone(),
+    };
+    let membership = state
+        .subscriptions
+        .fanout
+        .join(graphql, key, request, Box::new(sink));
+    Box::pin(futures::stream::unfold(
+        (rx, membership),
+        |(mut rx, membership)| async move { rx.recv().await.map(|d| (d, (rx, membership))) },
+    ))
+}
+
+/// An SSE stream as a member of a subscription group.
+struct SseSink {
+    tx: mpsc::Sender<Delivery>,
+    too_slow: Arc<AtomicBool>,
+}
+
+impl Sink for SseSink {
+    fn deliver(&self, delivery: &Delivery) -> bool {
+        match self.tx.try_send(delivery.clone()) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.too_slow.store(true, Ordering::Relaxed);
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
 }

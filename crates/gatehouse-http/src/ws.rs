@@ -6,8 +6,10 @@
 //!   (`start`/`data`/`stop`, `ka` keep-alives).
 //!
 //! Both authenticate in `connection_init` (payload `Authorization`, else the
-//! upgrade request's header), run each operation as its own task feeding one
-//! bounded outbound queue, and close the socket when the credential goes
+//! upgrade request's header) and feed one bounded outbound queue per socket:
+//! a subscription joins the group of identical subscriptions
+//! ([`crate::fanout`]), which executes once for all of them; any other
+//! operation runs as its own task. They close the socket when the credential goes
 //! stale (4403), the client falls behind (1013) or the server shuts down
 //! (1001). `docs/design/subscriptions.md` records each decision.
 
@@ -29,7 +31,9 @@ use tokio::task::JoinHandle;
 
 use crate::AppState;
 use crate::authn::AuthFailure;
+use crate::fanout::{self, Delivery, Membership, Sink};
 use crate::live::{Credential, close_reason, stale};
+use crate::telemetry::SubscriptionGuard;
 
 /// `graphql-transport-ws`, the current protocol.
 const TRANSPORT_WS: &str = "graphql-transport-ws";
@@ -127,12 +131,86 @@ fn upgrade(state: AppState, headers: &HeaderMap, ws: WebSocketUpgrade) -> Respon
     })
 }
 
-/// What an operation task hands to its connection.
+/// What an operation hands to its connection.
 enum Out {
     /// A message to send.
     Frame(String),
-    /// The operation ended; its id is free again. `frame` is its last message.
-    Finished { id: String, frame: Option<String> },
+    /// A result shared with the operation's group: the message is `prefix`
+    /// (the operation's `{"type":…,"id":…,"payload":`), `payload`, then `}`.
+    Next { prefix: Arc<str>, payload: Arc<str> },
+    /// The operation ended.
+    Finished(Box<Finished>),
+}
+
+/// Operation `id` (started as `serial`) ended: its id is free again.
+/// `frame` is its last message.
+struct Finished {
+    id: String,
+    serial: u64,
+    frame: Option<String>,
+}
+
+impl Out {
+    fn finished(id: String, serial: u64, frame: Option<String>) -> Self {
+        Self::Finished(Box::new(Finished { id, serial, frame }))
+    }
+}
+
+/// A running operation of a connection; dropping it stops the operation.
+struct Operation {
+    /// Tells this run of an id from an earlier one whose end is still queued.
+    serial: u64,
+    run: Run,
+}
+
+enum Run {
+    /// A query or mutation (or a subscription that cannot be shared), as its own task.
+    Task(JoinHandle<()>),
+    /// A member of a subscription group.
+    Shared {
+        _membership: Membership,
+        _active: SubscriptionGuard,
+    },
+}
+
+impl Drop for Operation {
+    fn drop(&mut self) {
+        if let Run::Task(task) = &self.run {
+            task.abort();
+        }
+    }
+}
+
+/// A WebSocket operation as a member of a subscription group.
+struct WsSink {
+    id: String,
+    serial: u64,
+    /// `{"type":"next"|"data","id":<id>,"payload":`
+    prefix: Arc<str>,
+    tx: mpsc::Sender<Out>,
+    overflow: Arc<Notify>,
+}
+
+impl Sink for WsSink {
+    fn deliver(&self, delivery: &Delivery) -> bool {
+        let out = match delivery {
+            Delivery::Next(payload) => Out::Next {
+                prefix: self.prefix.clone(),
+                payload: payload.clone(),
+            },
+            Delivery::Refused { errors, .. } => Out::finished(
+                self.id.clone(),
+                self.serial,
+                Some(error_frame(&self.id, errors)),
+            ),
+            Delivery::Complete => Out::finished(
+                self.id.clone(),
+                self.serial,
+                Some(json!({"type": "complete", "id": self.id}).to_string()),
+            ),
+        };
+        queue(&self.tx, &self.overflow, out)
+    }
 }
 
 /// How handling one client message ends.
@@ -152,7 +230,7 @@ struct Connection {
     credential: Option<Credential>,
     /// Whether the credential's expiry/revocation watch runs.
     watching: bool,
-    operations: HashMap<String, JoinHandle<()>>,
+    operations: HashMap<String, Operation>,
     tx: mpsc::Sender<Out>,
     rx: mpsc::Receiver<Out>,
     /// Raised by an operation that found the outbound queue full.
@@ -219,8 +297,18 @@ impl Connection {
                 out = self.rx.recv() => {
                     let frame = match out {
                         Some(Out::Frame(f)) => Some(f),
-                        Some(Out::Finished { id, frame }) => {
-                            self.operations.remove(&id);
+                        Some(Out::Next { prefix, payload }) => {
+                            let mut f = String::with_capacity(prefix.len() + payload.len() + 1);
+                            f.push_str(&prefix);
+                            f.push_str(&payload);
+                            f.push('}');
+                            Some(f)
+                        }
+                        Some(Out::Finished(end)) => {
+                            let Finished { id, serial, frame } = *end;
+                            if self.operations.get(&id).is_some_and(|op| op.serial == serial) {
+                                self.operations.remove(&id);
+                            }
                             frame
                         }
                         None => None,
@@ -242,9 +330,12 @@ impl Connection {
                             return;
                         }
                     };
+                    // Boxed: handling a message (authentication included)
+                    // is a large future that an idle socket need not carry
+                    // in its task for its whole life.
                     let step = match self.protocol {
-                        Protocol::TransportWs => self.on_transport_ws(&mut socket, text.as_str()).await,
-                        Protocol::Legacy => self.on_legacy(&mut socket, text.as_str()).await,
+                        Protocol::TransportWs => Box::pin(self.on_transport_ws(&mut socket, text.as_str())).await,
+                        Protocol::Legacy => Box::pin(self.on_legacy(&mut socket, text.as_str())).await,
                     };
                     match step {
                         Ok(Step::Continue) => {}
@@ -270,9 +361,7 @@ impl Connection {
     }
 
     fn abort_all(&mut self) {
-        for (_, task) in self.operations.drain() {
-            task.abort();
-        }
+        self.operations.clear();
     }
 
     /// Authenticates `connection_init`: its payload's `Authorization` (any
@@ -402,9 +491,7 @@ impl Connection {
                     ));
                 };
                 // The client ended it: no `complete` goes back (the protocol's rule).
-                if let Some(task) = self.operations.remove(&id) {
-                    task.abort();
-                }
+                self.operations.remove(&id);
                 Ok(Step::Continue)
             }
             other => Ok(Step::Close(
@@ -490,9 +577,8 @@ impl Connection {
             }
             "stop" => {
                 if let Some(id) = msg.id
-                    && let Some(task) = self.operations.remove(&id)
+                    && self.operations.remove(&id).is_some()
                 {
-                    task.abort();
                     // subscriptions-transport-ws confirms a stop with `complete`.
                     send(socket, json!({"type": "complete", "id": id}).to_string()).await?;
                 }
@@ -533,15 +619,50 @@ impl Connection {
             return Ok(Step::Continue);
         }
         let request = params.into_request(self.principal.clone());
-        let stream = self.state.graphql.execute_stream(request);
-        let task = tokio::spawn(operation(
-            stream,
-            self.protocol,
-            id.clone(),
-            self.tx.clone(),
-            self.overflow.clone(),
-        ));
-        self.operations.insert(id, task);
+        let graphql = &self.state.graphql;
+        let shared = if graphql.is_subscription(&request.query, request.operation_name.as_deref()) {
+            graphql.sharing_key(&request)
+        } else {
+            None
+        };
+        let serial = fanout::next_serial();
+        let run = match shared {
+            Some(key) => {
+                let next_type = match self.protocol {
+                    Protocol::TransportWs => "next",
+                    Protocol::Legacy => "data",
+                };
+                let prefix = format!(
+                    r#"{{"type":"{next_type}","id":{},"payload":"#,
+                    Json::String(id.clone())
+                );
+                let sink = WsSink {
+                    id: id.clone(),
+                    serial,
+                    prefix: Arc::from(prefix),
+                    tx: self.tx.clone(),
+                    overflow: self.overflow.clone(),
+                };
+                Run::Shared {
+                    _membership: self.state.subscriptions.fanout.join(
+                        graphql,
+                        key,
+                        request,
+                        Box::new(sink),
+                    ),
+                    _active: crate::telemetry::subscription_started("websocket"),
+                }
+            }
+            None => Run::Task(tokio::spawn(operation(
+                graphql.execute_stream(request),
+                self.protocol,
+                id.clone(),
+                serial,
+                self.tx.clone(),
+                self.overflow.clone(),
+            ))),
+        };
+        self.operations.insert(id, Operation { serial, run });
         Ok(Step::Continue)
     }
 }
@@ -552,6 +673,7 @@ async fn operation(
     stream: impl futures::Stream<Item = gatehouse_graphql::Executed> + Send,
     protocol: Protocol,
     id: String,
+    serial: u64,
     tx: mpsc::Sender<Out>,
     overflow: Arc<Notify>,
 ) {
@@ -572,14 +694,7 @@ async fn operation(
                 .cloned()
                 .unwrap_or_default();
             let frame = error_frame(&id, &errors);
-            queue(
-                &tx,
-                &overflow,
-                Out::Finished {
-                    id,
-                    frame: Some(frame),
-                },
-            );
+            queue(&tx, &overflow, Out::finished(id, serial, Some(frame)));
             return;
         }
         let frame = json!({"type": next_type, "id": id, "payload": payload}).to_string();
@@ -588,14 +703,7 @@ async fn operation(
         }
     }
     let frame = json!({"type": "complete", "id": id}).to_string();
-    queue(
-        &tx,
-        &overflow,
-        Out::Finished {
-            id,
-            frame: Some(frame),
-        },
-    );
+    queue(&tx, &overflow, Out::finished(id, serial, Some(frame)));
 }
 
 /// Queues `out` without waiting; a full queue raises `overflow` (the

@@ -11,7 +11,7 @@ use futures::{SinkExt, StreamExt};
 use gatehouse_auth::{AuthConfig, AuthServer, ManualClock, MemoryRepo, NewClient, SystemRandom};
 use gatehouse_graphql::{Graphql, GraphqlOptions};
 use gatehouse_http::authn::{Authenticator, RestGuard};
-use gatehouse_http::{AppState, Shutdown, SubscriptionOptions, app};
+use gatehouse_http::{AppState, Fanout, Shutdown, SubscriptionOptions, app};
 use gatehouse_schema::{Model, Source, load_sources};
 use gatehouse_store::{Store, StoreOptions};
 use serde_json::{Value, json};
@@ -32,6 +32,8 @@ struct Env {
     client: reqwest::Client,
     clock: Arc<ManualClock>,
     shutdown: Shutdown,
+    /// The server's subscription groups.
+    fanout: Fanout,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -114,6 +116,7 @@ async fn start_on(
         .unwrap();
     let authn = Authenticator::new(auth.clone(), anonymous_read);
     let shutdown = subscriptions.shutdown.clone();
+    let fanout = subscriptions.fanout.clone();
     let state = AppState {
         graphql: Graphql::new(model.clone(), store.clone(), &GraphqlOptions::default()).unwrap(),
         ready: Arc::new(|| Box::pin(async { Ok(()) })),
@@ -156,6 +159,7 @@ async fn start_on(
         client: reqwest::Client::new(),
         clock,
         shutdown,
+        fanout,
         _dir: None,
     }
 }
@@ -1001,4 +1005,228 @@ async fn messages_larger_than_the_read_buffer_arrive_whole() {
         recv(&mut s).await,
         json!({"type": "next", "id": "big", "payload": {"data": {"authors": []}}})
     );
+}
+
+/// A `subscribe` message for `query` with `variables`.
+fn subscribe(id: &str, query: &str, variables: Value) -> Value {
+    json!({"type": "subscribe", "id": id, "payload": {"query": query, "variables": variables}})
+}
+
+impl Env {
+    /// A token for alice with only the `scope` given.
+    async fn alice_with(&self, scope: &str) -> String {
+        let r: Value = self
+            .client
+            .post(format!("{}/oauth/token", self.base))
+            .basic_auth("app", Some("app-secret"))
+            .form(&[
+                ("grant_type", "password"),
+                ("username", "alice"),
+                ("password", "alice-password"),
+                ("scope", scope),
+            ])
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        r["access_token"].as_str().unwrap().to_string()
+    }
+}
+
+#[tokio::test]
+async fn identical_subscriptions_share_one_execution_each_with_its_own_frames() {
+    let env = start().await;
+    let token = env.alice().await;
+    let lem = env.author(&token, "Lem").await;
+    let query = "subscription { bookCreated { title author { name } } }";
+    let mut a = env.ready(&token).await;
+    let mut b = env.ready(&token).await;
+    let mut legacy = env.ws("graphql-ws").await;
+    send(
+        &mut legacy,
+        json!({"type": "connection_init", "payload": {"Authorization": format!("Bearer {token}")}}),
+    )
+    .await;
+    assert_eq!(recv(&mut legacy).await["type"], json!("connection_ack"));
+    assert_eq!(recv(&mut legacy).await["type"], json!("ka"));
+    send(&mut a, subscribe("a1", query, json!({}))).await;
+    send(&mut a, subscribe("a2", query, json!({}))).await;
+    send(&mut b, subscribe("b\"1", query, json!({}))).await;
+    send(
+        &mut legacy,
+        json!({"type": "start", "id": "l", "payload": {"query": query}}),
+    )
+    .await;
+    settle().await;
+    assert_eq!((env.fanout.groups(), env.fanout.subscribers()), (1, 4));
+
+    env.book(&token, "Solaris", &lem).await;
+    let payload = json!({"data": {"bookCreated": {"title": "Solaris", "author": {"name": "Lem"}}}});
+    let mut on_a = vec![recv(&mut a).await, recv(&mut a).await];
+    on_a.sort_by_key(|m| m["id"].as_str().map(str::to_string));
+    assert_eq!(
+        on_a,
+        vec![
+            json!({"type": "next", "id": "a1", "payload": payload}),
+            json!({"type": "next", "id": "a2", "payload": payload}),
+        ]
+    );
+    assert_eq!(
+        recv(&mut b).await,
+        json!({"type": "next", "id": "b\"1", "payload": payload})
+    );
+    let m = loop {
+        let m = recv(&mut legacy).await;
+        if m["type"] != json!("ka") {
+            break m;
+        }
+    };
+    assert_eq!(m, json!({"type": "data", "id": "l", "payload": payload}));
+    silent(&mut b).await;
+}
+
+#[tokio::test]
+async fn different_variables_and_scopes_are_not_mixed_up() {
+    let env = start().await;
+    let token = env.alice().await;
+    let read_only = env.alice_with("read").await;
+    let writer = env.token("writer", "writer-password").await;
+    let lem = env.author(&token, "Lem").await;
+    let other = env.author(&token, "Other").await;
+    let query = "subscription($a: ID) { bookCreated(author: $a) { title } }";
+
+    let mut lem_sub = env.ready(&token).await;
+    send(&mut lem_sub, subscribe("1", query, json!({"a": lem}))).await;
+    let mut other_sub = env.ready(&token).await;
+    send(&mut other_sub, subscribe("1", query, json!({"a": other}))).await;
+    // Same query and variables as `lem_sub`, other scopes: its own group.
+    let mut lem_read_only = env.ready(&read_only).await;
+    send(&mut lem_read_only, subscribe("1", query, json!({"a": lem}))).await;
+    // Lacking `read`: refused by the field's scope check, alone.
+    let mut refused = env.ready(&writer).await;
+    send(&mut refused, subscribe("1", query, json!({}))).await;
+    let m = recv(&mut refused).await;
+    assert_eq!(
+        m["payload"]["errors"][0]["extensions"]["code"],
+        json!("FORBIDDEN"),
+        "{m}"
+    );
+    assert_eq!(
+        recv(&mut refused).await,
+        json!({"type": "complete", "id": "1"})
+    );
+    settle().await;
+    assert_eq!(env.fanout.groups(), 3);
+
+    env.book(&token, "Solaris", &lem).await;
+    env.book(&token, "Elsewhere", &other).await;
+    let title = |m: Value| m["payload"]["data"]["bookCreated"]["title"].clone();
+    assert_eq!(title(recv(&mut lem_sub).await), json!("Solaris"));
+    assert_eq!(title(recv(&mut other_sub).await), json!("Elsewhere"));
+    assert_eq!(title(recv(&mut lem_read_only).await), json!("Solaris"));
+    silent(&mut lem_sub).await;
+    silent(&mut other_sub).await;
+    silent(&mut lem_read_only).await;
+}
+
+#[tokio::test]
+async fn one_subscriber_leaving_does_not_end_the_others() {
+    let env = start().await;
+    let token = env.alice().await;
+    let lem = env.author(&token, "Lem").await;
+    let query = "subscription { bookCreated { title } }";
+    let mut a = env.ready(&token).await;
+    let mut b = env.ready(&token).await;
+    let mut c = env.ready(&token).await;
+    for s in [&mut a, &mut b, &mut c] {
+        send(s, subscribe("1", query, json!({}))).await;
+    }
+    settle().await;
+    assert_eq!((env.fanout.groups(), env.fanout.subscribers()), (1, 3));
+
+    // One completes its subscription, another closes its socket.
+    send(&mut a, json!({"type": "complete", "id": "1"})).await;
+    c.close(None).await.unwrap();
+    drop(c);
+    settle().await;
+    assert_eq!((env.fanout.groups(), env.fanout.subscribers()), (1, 1));
+    env.book(&token, "Solaris", &lem).await;
+    assert_eq!(
+        recv(&mut b).await["payload"]["data"]["bookCreated"]["title"],
+        json!("Solaris")
+    );
+    silent(&mut a).await;
+
+    // A subscriber joining later gets only what happens after it joined;
+    // the group ends with its last subscriber.
+    send(&mut a, subscribe("2", query, json!({}))).await;
+    settle().await;
+    assert_eq!((env.fanout.groups(), env.fanout.subscribers()), (1, 2));
+    env.book(&token, "Eden", &lem).await;
+    assert_eq!(recv(&mut a).await["id"], json!("2"));
+    assert_eq!(recv(&mut b).await["id"], json!("1"));
+    drop(a);
+    send(&mut b, json!({"type": "complete", "id": "1"})).await;
+    settle().await;
+    assert_eq!((env.fanout.groups(), env.fanout.subscribers()), (0, 0));
+}
+
+#[tokio::test]
+async fn token_expiry_ends_only_the_affected_subscriber() {
+    let env = start().await;
+    let early = env.alice().await;
+    let lem = env.author(&early, "Lem").await;
+    env.clock.advance(1800);
+    let late = env.alice().await;
+    let query = "subscription { bookCreated { title } }";
+    let mut a = env.ready(&early).await;
+    let mut b = env.ready(&late).await;
+    send(&mut a, subscribe("1", query, json!({}))).await;
+    send(&mut b, subscribe("1", query, json!({}))).await;
+    settle().await;
+    assert_eq!((env.fanout.groups(), env.fanout.subscribers()), (1, 2));
+
+    // `early` expires; `late` has half an hour left.
+    env.clock.advance(1800);
+    let (code, reason) = closed(&mut a).await;
+    assert_eq!(code, 4403);
+    assert!(reason.contains("expired"), "{reason}");
+    env.book(&late, "Solaris", &lem).await;
+    assert_eq!(
+        recv(&mut b).await["payload"]["data"]["bookCreated"]["title"],
+        json!("Solaris")
+    );
+    assert_eq!(env.fanout.subscribers(), 1);
+}
+
+#[tokio::test]
+async fn sse_and_websocket_subscribers_share_a_group() {
+    let env = start().await;
+    let token = env.alice().await;
+    let lem = env.author(&token, "Lem").await;
+    let query = "subscription { bookCreated { title } }";
+    let mut ws = env.ready(&token).await;
+    send(&mut ws, subscribe("1", query, json!({}))).await;
+    let resp = env
+        .client
+        .post(format!("{}/graphql", env.base))
+        .bearer_auth(&token)
+        .header("accept", "text/event-stream")
+        .json(&json!({"query": query}))
+        .send()
+        .await
+        .unwrap();
+    settle().await;
+    assert_eq!((env.fanout.groups(), env.fanout.subscribers()), (1, 2));
+    env.book(&token, "Solaris", &lem).await;
+    assert_eq!(
+        recv(&mut ws).await["payload"]["data"]["bookCreated"]["title"],
+        json!("Solaris")
+    );
+    let events = sse_events(resp, 1).await;
+    assert_eq!(events[0].0, "next");
+    let body: Value = serde_json::from_str(&events[0].1).unwrap();
+    assert_eq!(body["data"]["bookCreated"]["title"], json!("Solaris"));
 }
