@@ -59,7 +59,35 @@ struct Inner {
     readers: Mutex<Vec<Connection>>,
     read_permits: Arc<Semaphore>,
     open_readers: AtomicU32,
-    closed: AtomicBool,
+    /// Set by `close` (and when the last handle goes); also stops the checkpointer.
+    closed: Arc<AtomicBool>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.closed.store(true, Ordering::Release);
+    }
+}
+
+/// How often the background thread checkpoints the WAL.
+const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Starts the thread that checkpoints the WAL (PASSIVE: it never blocks
+/// readers or the writer) until `closed` is set.
+fn spawn_checkpointer(opts: &SqliteOptions, closed: Arc<AtomicBool>) -> Result<(), sqlx::Error> {
+    let conn = open_connection(opts, false)?;
+    std::thread::Builder::new()
+        .name("gatehouse-sqlite-checkpoint".into())
+        .spawn(move || {
+            while !closed.load(Ordering::Acquire) {
+                std::thread::sleep(CHECKPOINT_INTERVAL);
+                if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+                    tracing::debug!(error = %e, "WAL checkpoint");
+                }
+            }
+        })
+        .map(|_| ())
+        .map_err(sqlx::Error::Io)
 }
 
 impl SqliteDb {
@@ -75,6 +103,14 @@ impl SqliteDb {
                 format!("SQLite refused WAL mode (journal_mode = {mode})").into(),
             ));
         }
+        // Checkpoints copy the WAL into the database file and sync it: done
+        // by a commit (SQLite's default), that would stall the committing
+        // task's runtime thread. A background thread does it instead.
+        writer
+            .execute_batch("PRAGMA wal_autocheckpoint = 0")
+            .map_err(to_sqlx)?;
+        let closed = Arc::new(AtomicBool::new(false));
+        spawn_checkpointer(&opts, closed.clone())?;
         let max = opts.max_readers.max(1);
         Ok(SqliteDb {
             inner: Arc::new(Inner {
@@ -82,7 +118,7 @@ impl SqliteDb {
                 readers: Mutex::new(Vec::new()),
                 read_permits: Arc::new(Semaphore::new(max as usize)),
                 open_readers: AtomicU32::new(0),
-                closed: AtomicBool::new(false),
+                closed,
                 opts,
             }),
         })
