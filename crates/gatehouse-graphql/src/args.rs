@@ -11,6 +11,27 @@ use serde_json::Value as Json;
 
 use crate::error::{BAD_USER_INPUT, PAGE_SIZE_EXCEEDED, coded};
 
+/// A field's argument values, by name: what async-graphql hands a resolver,
+/// or what the planned executor resolved itself (`crate::plan`).
+pub trait Args {
+    /// The value of argument `name`, when given or defaulted.
+    fn arg(&self, name: &str) -> Option<&Value>;
+}
+
+impl Args for ObjectAccessor<'_> {
+    fn arg(&self, name: &str) -> Option<&Value> {
+        self.get(name).map(|v| v.as_value())
+    }
+}
+
+impl Args for [(async_graphql::Name, Value)] {
+    fn arg(&self, name: &str) -> Option<&Value> {
+        self.iter()
+            .find(|(n, _)| n.as_str() == name)
+            .map(|(_, v)| v)
+    }
+}
+
 /// Page-size limits.
 #[derive(Debug, Clone, Copy)]
 pub struct PageLimits {
@@ -53,21 +74,21 @@ fn json_out(v: &Json, is_enum: bool) -> Value {
 /// The filter expressed by `filters` and the `where` argument.
 pub fn filter_from_args(
     model: &Model,
-    args: &ObjectAccessor<'_>,
+    args: &(impl Args + ?Sized),
     filters: &[ModelFilter],
     where_arg: Option<&gatehouse_schema::ArgOfType>,
 ) -> Result<Option<Filter>, Error> {
     let mut all = Vec::new();
     for f in filters {
-        if let Some(v) = args.get(&f.arg)
-            && let Some(cmp) = cmp(f, v.as_value())
+        if let Some(v) = args.arg(&f.arg)
+            && let Some(cmp) = cmp(f, v)
         {
             all.push(cmp);
         }
     }
     if let Some(w) = where_arg
-        && let Some(v) = args.get(&w.arg)
-        && let Some(f) = where_filter(model, &w.type_name, v.as_value())?
+        && let Some(v) = args.arg(&w.arg)
+        && let Some(f) = where_filter(model, &w.type_name, v)?
     {
         all.push(f);
     }
@@ -130,7 +151,7 @@ fn where_filter(model: &Model, type_name: &str, v: &Value) -> Result<Option<Filt
 /// A list query from a list binding's arguments.
 pub fn list_query(
     model: &Model,
-    args: &ObjectAccessor<'_>,
+    args: &(impl Args + ?Sized),
     list: &ListBinding,
     limits: PageLimits,
     select: Option<Vec<String>>,
@@ -143,8 +164,8 @@ pub fn list_query(
     let count = list
         .count
         .as_ref()
-        .and_then(|c| args.get(c).map(|v| (c, v)))
-        .and_then(|(c, v)| v.as_value().clone().into_json().ok().map(|j| (c, j)));
+        .and_then(|c| args.arg(c).map(|v| (c, v)))
+        .and_then(|(c, v)| v.clone().into_json().ok().map(|j| (c, j)));
     q.limit = Some(match count {
         Some((_, Json::Null)) | None => u64::from(limits.default),
         Some((name, j)) => {
@@ -168,8 +189,8 @@ pub fn list_query(
         }
     });
     if let Some(name) = &list.offset
-        && let Some(v) = args.get(name)
-        && let Some(n) = to_json(v.as_value()).as_i64()
+        && let Some(v) = args.arg(name)
+        && let Some(n) = to_json(v).as_i64()
     {
         if n < 0 {
             return Err(coded(
@@ -180,10 +201,10 @@ pub fn list_query(
         q.offset = n as u64;
     }
     if let Some(order) = &list.order_by
-        && let Some(v) = args.get(&order.arg)
+        && let Some(v) = args.arg(&order.arg)
         && let Some(e) = model.order_enum(&order.type_name)
     {
-        let values: Vec<Value> = match v.as_value() {
+        let values: Vec<Value> = match v {
             Value::List(items) => items.clone(),
             Value::Null => Vec::new(),
             one => vec![one.clone()],
@@ -204,12 +225,12 @@ pub fn list_query(
 }
 
 /// The entity fields set by a create/update, from its arguments.
-pub fn write_row(args: &ObjectAccessor<'_>, input: &gatehouse_schema::WriteInput) -> Row {
+pub fn write_row(args: &(impl Args + ?Sized), input: &gatehouse_schema::WriteInput) -> Row {
     let mut row = Row::new();
     match input {
         gatehouse_schema::WriteInput::Object { arg, .. } => {
-            if let Some(v) = args.get(arg)
-                && let Value::Object(fields) = v.as_value()
+            if let Some(v) = args.arg(arg)
+                && let Value::Object(fields) = v
             {
                 for (k, v) in fields {
                     row.insert(k.to_string(), to_json(v));
@@ -218,8 +239,8 @@ pub fn write_row(args: &ObjectAccessor<'_>, input: &gatehouse_schema::WriteInput
         }
         gatehouse_schema::WriteInput::Args { fields } => {
             for f in fields {
-                if let Some(v) = args.get(f) {
-                    row.insert(f.clone(), to_json(v.as_value()));
+                if let Some(v) = args.arg(f) {
+                    row.insert(f.clone(), to_json(v));
                 }
             }
         }

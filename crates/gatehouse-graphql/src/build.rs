@@ -148,7 +148,7 @@ fn type_ref(t: &ModelTypeRef) -> TypeRef {
     }
 }
 
-fn const_value(v: &ConstValue) -> Value {
+pub(crate) fn const_value(v: &ConstValue) -> Value {
     match v {
         ConstValue::Null => Value::Null,
         ConstValue::Int(i) => Value::from(*i),

@@ -25,6 +25,8 @@ use async_graphql::{
 };
 use lru::LruCache;
 
+use crate::plan::Plan;
+
 /// How many validated (operation name, variables) variants one document keeps.
 const VARIANTS_PER_DOCUMENT: usize = 8;
 
@@ -37,6 +39,20 @@ struct Entry {
     doc: ExecutableDocument,
     /// `operation name \0 variables as JSON` -> the validation result.
     validated: Vec<(String, ValidationResult)>,
+    /// Operation name -> its plan (`None`: not one the planned executor runs).
+    plans: Vec<(Option<String>, Option<Arc<Plan>>)>,
+}
+
+/// The validation-cache key of a request's operation name and variables;
+/// `None` when the variables are too large to be part of a key.
+pub(crate) fn variant_key(request: &Request) -> Option<String> {
+    let variables = serde_json::to_string(&request.variables).ok()?;
+    (variables.len() <= MAX_VARIANT_KEY).then(|| {
+        format!(
+            "{}\0{variables}",
+            request.operation_name.as_deref().unwrap_or("")
+        )
+    })
 }
 
 /// Keeps the most recently used parsed documents, keyed by query text.
@@ -88,6 +104,38 @@ impl ParseCache {
             .is_ok_and(|doc| kind_of(&doc, name) == "subscription")
     }
 
+    /// The plan of operation `operation_name` of `query`, compiled on first
+    /// use, when that operation has passed validation with these variables
+    /// (`variant`, from [`variant_key`]) and is one the planned executor runs.
+    pub(crate) fn plan(
+        &self,
+        query: &str,
+        operation_name: Option<&str>,
+        variant: &str,
+        compile: impl FnOnce(&ExecutableDocument) -> Option<Plan>,
+    ) -> Option<Arc<Plan>> {
+        let mut cache = self.inner.lock().ok()?;
+        let entry = cache.get_mut(query)?;
+        if !entry.validated.iter().any(|(v, _)| v == variant) {
+            return None;
+        }
+        if let Some((_, plan)) = entry
+            .plans
+            .iter()
+            .find(|(n, _)| n.as_deref() == operation_name)
+        {
+            return plan.clone();
+        }
+        let plan = compile(&entry.doc).map(Arc::new);
+        if entry.plans.len() >= VARIANTS_PER_DOCUMENT {
+            entry.plans.remove(0);
+        }
+        entry
+            .plans
+            .push((operation_name.map(str::to_string), plan.clone()));
+        plan
+    }
+
     /// Whether `query` is cached (for tests and metrics).
     pub fn contains(&self, query: &str) -> bool {
         self.inner
@@ -123,15 +171,10 @@ impl Extension for RequestCache {
         request: Request,
         next: NextPrepareRequest<'_>,
     ) -> ServerResult<Request> {
-        let variables = serde_json::to_string(&request.variables).unwrap_or_default();
-        if !variables.is_empty() && variables.len() <= MAX_VARIANT_KEY {
-            let variant = format!(
-                "{}\0{variables}",
-                request.operation_name.as_deref().unwrap_or("")
-            );
-            if let Ok(mut key) = self.key.lock() {
-                *key = Some((request.query.clone(), variant));
-            }
+        if let Some(variant) = variant_key(&request)
+            && let Ok(mut key) = self.key.lock()
+        {
+            *key = Some((request.query.clone(), variant));
         }
         next.run(ctx, request).await
     }
@@ -167,6 +210,7 @@ impl Extension for RequestCache {
                 Entry {
                     doc: doc.clone(),
                     validated: Vec::new(),
+                    plans: Vec::new(),
                 },
             );
         }

@@ -12,6 +12,7 @@ mod cache;
 pub mod error;
 mod introspection;
 mod loader;
+mod plan;
 
 use std::sync::Arc;
 
@@ -63,6 +64,7 @@ pub struct Graphql {
     schema: Schema,
     store: Store,
     cache: ParseCache,
+    shared: Arc<build::Shared>,
 }
 
 impl std::fmt::Debug for Graphql {
@@ -94,7 +96,7 @@ impl Graphql {
             auth_required: opts.auth_required,
         });
         let cache = ParseCache::new(opts.parse_cache_capacity, opts.max_depth);
-        let schema = build::schema_builder(shared)
+        let schema = build::schema_builder(shared.clone())
             .limit_complexity(opts.max_complexity)
             .extension(cache.clone())
             .finish()
@@ -103,6 +105,7 @@ impl Graphql {
             schema,
             store,
             cache,
+            shared,
         })
     }
 
@@ -177,6 +180,35 @@ impl Graphql {
         )
         .increment(1);
         Executed { response, executed }
+    }
+
+    /// Executes a query through its plan (see `plan.rs`), answering the
+    /// serialized response (`{"data":…}`, always a success). `None` when the
+    /// request is not one the planned executor runs: it has not yet passed
+    /// validation with these variables, it is not a plain query of stored
+    /// fields and relations, or it would not succeed. The caller then uses
+    /// [`Graphql::execute`], which gives the same data or the errors.
+    pub async fn execute_planned(&self, request: &Request) -> Option<Vec<u8>> {
+        if !request.extensions.is_empty() {
+            return None;
+        }
+        let principal = request
+            .data
+            .get(&std::any::TypeId::of::<gatehouse_auth::Principal>())
+            .and_then(|p| p.downcast_ref::<gatehouse_auth::Principal>());
+        let variant = cache::variant_key(request)?;
+        let name = request.operation_name.as_deref();
+        let plan = self.cache.plan(&request.query, name, &variant, |doc| {
+            plan::compile(&self.shared.model, doc, name)
+        })?;
+        let body = plan::run(&plan, &self.shared, principal, &request.variables).await?;
+        metrics::counter!(
+            "gatehouse_graphql_operations_total",
+            "operation" => "query",
+            "outcome" => "ok"
+        )
+        .increment(1);
+        Some(body)
     }
 
     /// Executes a subscription (or any operation) as a stream of responses.

@@ -173,6 +173,12 @@ async fn run(
     principal: Option<Principal>,
 ) -> Response {
     let request = params.into_request(principal);
+    if let Some(body) = state.graphql.execute_planned(&request).await {
+        let mut resp = (StatusCode::OK, body).into_response();
+        resp.headers_mut()
+            .insert(header::CONTENT_TYPE, media.content_type());
+        return resp;
+    }
     let executed = state.graphql.execute(request).await;
     let response = &executed.response;
     // GraphQL over HTTP: with application/graphql-response+json a request

@@ -5,6 +5,7 @@ mod auth;
 mod graphql;
 mod http;
 mod oauth1;
+mod planned;
 mod subscriptions;
 
 use std::sync::Arc;

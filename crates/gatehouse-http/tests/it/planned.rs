@@ -1,0 +1,224 @@
+//! The planned executor answers exactly what async-graphql answers, and
+//! declines whatever it does not run.
+
+use std::collections::BTreeSet;
+
+use gatehouse_auth::{AuthScheme, Principal};
+use gatehouse_graphql::async_graphql::{Request, Variables};
+use serde_json::{Value, json};
+
+use super::{Server, start};
+
+async fn seeded() -> Server {
+    let s = start().await;
+    let le_guin = s.author("Ursula K. Le Guin", Some("1929-10-21")).await;
+    let lem = s.author("Stanisław Lem", None).await;
+    s.author("Nobody \"Quoted\" Yet", None).await;
+    let mut book = None;
+    for (i, (title, year, status, author)) in [
+        ("A Wizard of Earthsea", Some(1968), "AVAILABLE", &le_guin),
+        ("The Dispossessed", Some(1974), "ON_LOAN", &le_guin),
+        ("Solaris", Some(1961), "LOST", &lem),
+        ("Fiasco \u{2014} \"late\"", None, "AVAILABLE", &lem),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut input = json!({"title": title, "status": status, "author": author,
+                               "year": year, "isbn": format!("isbn-{i}")});
+        if i % 2 == 0 {
+            input["tags"] = json!(["sf", "classic"]);
+            input["rating"] = json!(4.5);
+            input["published"] = json!("1968-01-01");
+        }
+        book.get_or_insert(s.book(input).await);
+    }
+    let book = book.unwrap();
+    s.data(
+        "mutation($b: ID!) { addReview(book: $b, reviewer: \"r\", stars: 5, postedOn: \"2024-02-29\") { id } }",
+        json!({"b": book}),
+    )
+    .await;
+    s
+}
+
+fn request(query: &str, variables: Value, principal: Option<Principal>) -> Request {
+    let mut r = Request::new(query).variables(Variables::from_json(variables));
+    if let Some(p) = principal {
+        r = r.data(p);
+    }
+    r
+}
+
+/// Runs `query` through async-graphql (which validates and caches the
+/// variant), then through its plan; the bodies must be identical.
+async fn same_answer(s: &Server, query: &str, variables: Value) -> Value {
+    let slow = s
+        .graphql
+        .execute(request(query, variables.clone(), None))
+        .await;
+    assert!(
+        slow.response.errors.is_empty(),
+        "{query}: {:?}",
+        slow.response.errors
+    );
+    let slow = serde_json::to_value(&slow.response).unwrap();
+    let planned = s
+        .graphql
+        .execute_planned(&request(query, variables, None))
+        .await
+        .unwrap_or_else(|| panic!("{query}: the planned executor declined it"));
+    // Key order aside: async-graphql orders the fields it resolves in
+    // parallel as they complete; a plan keeps the selection's order.
+    let planned: Value = serde_json::from_slice(&planned).unwrap();
+    assert_eq!(planned, slow, "{query}");
+    slow
+}
+
+#[tokio::test]
+async fn planned_answers_equal_async_graphql() {
+    let s = seeded().await;
+    let queries = [
+        ("{ books(first: 10) { title year } }", json!({})),
+        (
+            "{ books(first: 10) { title year author { name } } }",
+            json!({}),
+        ),
+        (
+            "{ books { id title year isbn status tags rating published author { id name born } } }",
+            json!({}),
+        ),
+        (
+            "{ authors(orderBy: name_ASC) { name born books { title status reviews { stars postedOn body } } } }",
+            json!({}),
+        ),
+        (
+            "query Q($n: Int, $s: BookStatus) { books(first: $n, status: $s) { title } }",
+            json!({"n": 3, "s": "AVAILABLE"}),
+        ),
+        (
+            "query($w: BookWhere) { books(where: $w, orderBy: [year_DESC, title_ASC]) { title year } }",
+            json!({"w": {"OR": [{"year_gt": 1965}, {"year_is_null": true}]}}),
+        ),
+        (
+            "query($y: Int = 1970) { authors { name books(year_gt: $y, first: 1) { title } } }",
+            json!({}),
+        ),
+        (
+            "{ __typename a: books(first: 2, offset: 1) { __typename ...B ... on Book { t: title } } \
+               b: authors(limit: 1) { ... { name } } } \
+             fragment B on Book { id author { __typename name } }",
+            json!({}),
+        ),
+        (
+            "{ bookByIsbn(isbn: \"isbn-2\") { title author { name } } }",
+            json!({}),
+        ),
+        ("{ bookByIsbn(isbn: \"none\") { title } }", json!({})),
+    ];
+    for (q, v) in queries {
+        same_answer(&s, q, v).await;
+    }
+    // Named operations of one document each get their own plan.
+    let doc = "query A { authors { name } } query B { books(first: 1) { title } }";
+    for name in ["A", "B"] {
+        let slow = s
+            .graphql
+            .execute(request(doc, json!({}), None).operation_name(name))
+            .await;
+        let planned = s
+            .graphql
+            .execute_planned(&request(doc, json!({}), None).operation_name(name))
+            .await
+            .expect("planned");
+        let planned: Value = serde_json::from_slice(&planned).unwrap();
+        assert_eq!(planned, serde_json::to_value(&slow.response).unwrap());
+    }
+    // The lookup by id, with the id of a stored book.
+    let d = same_answer(&s, "{ books(first: 1) { id } }", json!({})).await;
+    let id = d["data"]["books"][0]["id"].as_str().unwrap().to_string();
+    let d = same_answer(
+        &s,
+        "query($id: ID!) { book(id: $id) { title reviews { reviewer } } }",
+        json!({"id": id}),
+    )
+    .await;
+    assert_eq!(d["data"]["book"]["reviews"][0]["reviewer"], "r");
+}
+
+fn principal(scopes: &[&str]) -> Principal {
+    Principal {
+        subject: "u".into(),
+        client_id: None,
+        scopes: scopes
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<BTreeSet<_>>(),
+        scheme: AuthScheme::Bearer,
+        expires_at: None,
+        token_id: None,
+    }
+}
+
+#[tokio::test]
+async fn the_planned_executor_declines_what_it_does_not_run() {
+    let s = seeded().await;
+    let declined = |q: &'static str, v: Value, p: Option<Principal>| {
+        let s = &s;
+        async move {
+            // Executed first, so the variant is validated and a plan would be used.
+            let _ = s.graphql.execute(request(q, v.clone(), p.clone())).await;
+            s.graphql.execute_planned(&request(q, v, p)).await
+        }
+    };
+    // Not validated yet: the first request of a variant.
+    assert!(
+        s.graphql
+            .execute_planned(&request("{ authors { born } }", json!({}), None))
+            .await
+            .is_none()
+    );
+    let cases = [
+        ("{ books(first: 100000) { title } }", json!({})),
+        (
+            "query($i: Boolean!) { books { title @include(if: $i) } }",
+            json!({"i": true}),
+        ),
+        ("{ __schema { queryType { name } } }", json!({})),
+        ("mutation { createAuthor(name: \"x\") { id } }", json!({})),
+        (
+            "{ book(id: \"missing\") { title } books { title } }",
+            json!({}),
+        ),
+        // Several operations and no name: an error async-graphql reports.
+        (
+            "query A { authors { name } } query B { authors { name } }",
+            json!({}),
+        ),
+        // The same key twice (fields merged): left to async-graphql.
+        ("{ books { title title } }", json!({})),
+    ];
+    for (q, v) in cases {
+        let planned = declined(q, v, None).await;
+        // `book(id: "missing")` is null, a plain success: planned.
+        if q.starts_with("{ book(") {
+            assert!(planned.is_some(), "{q}");
+        } else {
+            assert!(planned.is_none(), "{q}");
+        }
+    }
+    // A caller without the scope gets async-graphql's error, not a plan.
+    let q = "{ books { title } }";
+    assert!(declined(q, json!({}), Some(principal(&[]))).await.is_none());
+    assert!(
+        declined(q, json!({}), Some(principal(&["read"])))
+            .await
+            .is_some()
+    );
+    // An anonymous caller may read, as with async-graphql.
+    assert!(
+        declined(q, json!({}), Some(Principal::anonymous()))
+            .await
+            .is_some()
+    );
+}
