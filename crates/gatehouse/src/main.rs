@@ -149,7 +149,8 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve(args) => {
-            init_logging(args.log_format);
+            // Kept to the end: dropping it flushes the log lines still queued.
+            let _flush_logs = init_logging(args.log_format);
             let loaded = args.store.load(args.listen.clone())?;
             serve::run(loaded)
         }
@@ -300,17 +301,27 @@ fn schema_paths(args: &SchemaArgs) -> anyhow::Result<Vec<PathBuf>> {
     Ok(loaded.config.schema)
 }
 
-fn init_logging(format: LogFormat) {
+/// Logs go to stderr through a writer thread, so a request never waits for
+/// the write and lines are written in batches. Nothing is dropped: when the
+/// queue is full, logging waits. Colours only on a terminal.
+fn init_logging(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuard {
+    use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("GATEHOUSE_LOG")
         .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .thread_name("gatehouse-log")
+        .finish(std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(writer);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().flatten_event(true).init(),
     }
+    guard
 }
 
 pub(crate) fn report(diags: &gatehouse_schema::Diagnostics) -> ExitCode {
