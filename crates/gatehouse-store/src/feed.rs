@@ -13,6 +13,8 @@
 //! notification carries the row's id instead. Notifications sent while a
 //! listener is disconnected are not replayed to it.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use gatehouse_schema::ChangeKind;
@@ -117,10 +119,13 @@ pub(crate) async fn run_listener(
     pool: PgPool,
     origin: String,
     tx: broadcast::Sender<ChangeEvent>,
+    writes: Arc<AtomicU64>,
 ) {
     loop {
         match listener.recv().await {
             Ok(n) => {
+                // Any notification may mean rows changed (cached counts go stale).
+                writes.fetch_add(1, Ordering::SeqCst);
                 if let Some(ev) = decode(&pool, &origin, n.payload()).await {
                     let _ = tx.send(ev);
                 }
@@ -129,6 +134,7 @@ pub(crate) async fn run_listener(
                 // recv() reconnects on the next call; back off a little so a
                 // database that is down does not make this loop spin.
                 tracing::warn!(error = %e, "change listener lost its connection; reconnecting");
+                writes.fetch_add(1, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
         }

@@ -1,9 +1,9 @@
 //! The [`Store`]: every operation GraphQL and REST need, over either backend.
 
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use gatehouse_schema::{ChangeKind, Entity, FieldKind, Model};
 use sea_query::{Expr, ExprTrait, Func, LockType, Order, Query, SelectStatement, WindowStatement};
@@ -81,7 +81,19 @@ struct Inner {
     /// The internal tables are known to exist (created by a migration or
     /// [`Store::ensure_internal_tables`] of this instance).
     internal_ready: AtomicBool,
+    /// Bumped after every write of this instance and every change another
+    /// instance announces: a count taken before a bump is stale.
+    writes: Arc<AtomicU64>,
+    /// `entity \0 filter` -> (writes generation, when, count); see [`Store::count`].
+    counts: Mutex<HashMap<String, (u64, Instant, u64)>>,
 }
+
+/// How long a cached count is trusted without a write being seen: bounds
+/// staleness when a change is not announced (a write made outside gatehouse,
+/// a notification lost while the listener reconnects).
+const COUNT_CACHE_TTL: Duration = Duration::from_secs(1);
+/// Counts kept at most; the cache is cleared when full.
+const COUNT_CACHE_MAX: usize = 1024;
 
 impl Drop for Inner {
     fn drop(&mut self) {
@@ -103,6 +115,7 @@ impl Store {
         let db = Db::open(url, &opts).await?;
         let (events, _) = broadcast::channel(opts.event_capacity.max(1));
         let origin = uuid::Uuid::now_v7().to_string();
+        let writes = Arc::new(AtomicU64::new(0));
         let listener = match &db.pools {
             Pools::Postgres(pool) => {
                 let l = feed::listen(pool).await.map_err(from_sqlx)?;
@@ -111,6 +124,7 @@ impl Store {
                     pool.clone(),
                     origin.clone(),
                     events.clone(),
+                    writes.clone(),
                 )))
             }
             Pools::Sqlite(_) => None,
@@ -123,6 +137,8 @@ impl Store {
                 origin,
                 listener,
                 internal_ready: AtomicBool::new(false),
+                writes,
+                counts: Mutex::new(HashMap::new()),
             }),
         };
         if opts.migrate {
@@ -426,7 +442,35 @@ impl Store {
     }
 
     /// How many rows of `entity` match `filter` (all of them for `None`).
+    ///
+    /// Counts are cached until the next write this instance makes or hears
+    /// of (any write: a cascade changes other entities' counts), and for at
+    /// most [`COUNT_CACHE_TTL`]. A count is only kept when no write was seen
+    /// while it ran, so a cached count never predates a write it should see.
     pub async fn count(&self, entity: &str, filter: Option<&Filter>) -> Result<u64, StoreError> {
+        let key = format!("{entity}\0{filter:?}");
+        let generation = self.inner.writes.load(Ordering::SeqCst);
+        if let Ok(counts) = self.inner.counts.lock()
+            && let Some((g, at, n)) = counts.get(&key)
+            && *g == generation
+            && at.elapsed() < COUNT_CACHE_TTL
+        {
+            return Ok(*n);
+        }
+        let at = Instant::now();
+        let n = self.count_rows(entity, filter).await?;
+        if self.inner.writes.load(Ordering::SeqCst) == generation
+            && let Ok(mut counts) = self.inner.counts.lock()
+        {
+            if counts.len() >= COUNT_CACHE_MAX {
+                counts.clear();
+            }
+            counts.insert(key, (generation, at, n));
+        }
+        Ok(n)
+    }
+
+    async fn count_rows(&self, entity: &str, filter: Option<&Filter>) -> Result<u64, StoreError> {
         let e = self.entity(entity)?;
         let mut s = Query::select();
         s.expr(Expr::cust("COUNT(*)")).from(e.table.clone());
@@ -783,7 +827,10 @@ impl Store {
             .await
             .map_err(from_sqlx)?;
         }
-        tx.commit().await.map_err(from_sqlx)?;
+        let committed = tx.commit().await;
+        // Even after a failed commit: whether it took effect is unknown.
+        self.inner.writes.fetch_add(1, Ordering::SeqCst);
+        committed.map_err(from_sqlx)?;
         let _ = self.inner.events.send(ev);
         Ok(())
     }

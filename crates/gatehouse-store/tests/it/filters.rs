@@ -481,6 +481,12 @@ conformance!(count_total_and_filtered, |db, s| {
             .unwrap(),
         1
     );
+    // Counts are cached, and every write makes them stale at once.
+    let books = s.list("Book", &ListQuery::default()).await.unwrap();
+    let id = books[0]["id"].as_str().unwrap().to_string();
+    assert_eq!(s.count("Book", None).await.unwrap(), 5);
+    s.delete("Book", &id).await.unwrap();
+    assert_eq!(s.count("Book", None).await.unwrap(), 4);
 });
 
 conformance!(select_returns_only_the_chosen_fields_and_id, |db, s| {
