@@ -3,6 +3,7 @@
 mod admin;
 mod auth;
 mod config;
+mod logbuf;
 mod serve;
 
 use std::io::Write;
@@ -301,18 +302,15 @@ fn schema_paths(args: &SchemaArgs) -> anyhow::Result<Vec<PathBuf>> {
     Ok(loaded.config.schema)
 }
 
-/// Logs go to stderr through a writer thread, so a request never waits for
-/// the write and lines are written in batches. Nothing is dropped: when the
-/// queue is full, logging waits. Colours only on a terminal.
-fn init_logging(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuard {
+/// Logs go to stderr in batches written by a background thread (`logbuf`),
+/// so a request never waits for a write. Nothing is dropped. Colours only
+/// on a terminal.
+fn init_logging(format: LogFormat) -> logbuf::FlushGuard {
     use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("GATEHOUSE_LOG")
         .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .lossy(false)
-        .thread_name("gatehouse-log")
-        .finish(std::io::stderr());
+    let (writer, guard) = logbuf::stderr();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::stderr().is_terminal())
