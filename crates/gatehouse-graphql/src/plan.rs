@@ -29,7 +29,7 @@ use async_graphql_value::Value as InputValue;
 use futures::future::BoxFuture;
 use gatehouse_auth::Principal;
 use gatehouse_schema::{Binding, Entity, FieldKind, ListBinding, Model, RootField, Scalar};
-use gatehouse_store::{ListQuery, Row};
+use gatehouse_store::ListQuery;
 use serde_json::Value as Json;
 
 use crate::args;
@@ -311,6 +311,52 @@ struct Run<'a> {
     variables: &'a Variables,
 }
 
+/// A stored row, its values in the order of the store's columns.
+type Values = Vec<Json>;
+
+/// Where the values a selection writes sit in its rows.
+struct Layout {
+    id: usize,
+    /// Aligned with the selection's items: the column of a value or of a
+    /// to-one reference.
+    items: Vec<Option<usize>>,
+}
+
+impl Layout {
+    /// The layout of `sel` over rows with `columns`; `None` when a column
+    /// the selection reads is missing (never: the store returns what the
+    /// selection asks for).
+    fn new(sel: &Sel, columns: &[String]) -> Option<Layout> {
+        let position = |name: &str| columns.iter().position(|c| c == name);
+        let mut items = Vec::with_capacity(sel.items.len());
+        for (_, item) in &sel.items {
+            items.push(match item {
+                Item::Typename | Item::ToMany(_) => None,
+                Item::Value(v) => Some(position(&v.name)?),
+                Item::ToOne { name, .. } => Some(position(name)?),
+            });
+        }
+        Some(Layout {
+            id: position("id")?,
+            items,
+        })
+    }
+
+    /// The id of `row`.
+    fn id<'r>(&self, row: &'r [Json]) -> Option<&'r str> {
+        row.get(self.id).and_then(Json::as_str)
+    }
+
+    /// The value of item `i` of `row`, if it reads a column.
+    fn value<'r>(&self, row: &'r [Json], i: usize) -> Option<&'r Json> {
+        self.items
+            .get(i)
+            .copied()
+            .flatten()
+            .and_then(|p| row.get(p))
+    }
+}
+
 /// The rows loaded for each relation of a selection, over all parent rows.
 struct Level {
     /// Aligned with the selection's items; `Some` for relations.
@@ -318,7 +364,8 @@ struct Level {
 }
 
 struct Children {
-    rows: Vec<Row>,
+    rows: Vec<Values>,
+    layout: Layout,
     /// Target id (to-one) or parent id (to-many) -> its rows.
     index: HashMap<String, Range<usize>>,
     level: Level,
@@ -407,9 +454,10 @@ impl Run<'_> {
             Binding::List(list) => {
                 let q =
                     args::list_query(&shared.model, &args[..], list, shared.limits, select).ok()?;
-                let rows = shared.store.list(&entity.name, &q).await.ok()?;
-                let level = self.load(&r.sel, &rows).await?;
-                write_list(out, &rows, &r.sel, &level)
+                let set = shared.store.list_set(&entity.name, &q).await.ok()?;
+                let layout = Layout::new(&r.sel, &set.columns)?;
+                let level = self.load(&r.sel, &set.rows, &layout).await?;
+                write_list(out, &set.rows, &r.sel, &layout, &level)
             }
             Binding::Lookup { filters, where_arg } => {
                 let filter =
@@ -421,16 +469,17 @@ impl Run<'_> {
                     select,
                     ..Default::default()
                 };
-                let rows = shared.store.list(&entity.name, &q).await.ok()?;
-                match rows.as_slice() {
+                let set = shared.store.list_set(&entity.name, &q).await.ok()?;
+                let layout = Layout::new(&r.sel, &set.columns)?;
+                match set.rows.as_slice() {
                     [] if rf.ty.is_non_null() => None,
                     [] => {
                         out.extend_from_slice(b"null");
                         Some(())
                     }
                     [row] => {
-                        let level = self.load(&r.sel, &rows).await?;
-                        write_object(out, row, &r.sel, &level)
+                        let level = self.load(&r.sel, &set.rows, &layout).await?;
+                        write_object(out, row, &r.sel, &layout, &level)
                     }
                     _ => None,
                 }
@@ -440,40 +489,50 @@ impl Run<'_> {
     }
 
     /// Loads every relation of `sel` for all of `rows`, level by level.
-    fn load<'s>(&'s self, sel: &'s Sel, rows: &'s [Row]) -> BoxFuture<'s, Option<Level>> {
+    fn load<'s>(
+        &'s self,
+        sel: &'s Sel,
+        rows: &'s [Values],
+        layout: &'s Layout,
+    ) -> BoxFuture<'s, Option<Level>> {
         Box::pin(async move {
             let store = &self.shared.store;
             let mut children = Vec::with_capacity(sel.items.len());
-            for (_, item) in &sel.items {
+            for (i, (_, item)) in sel.items.iter().enumerate() {
                 let loaded = match item {
                     Item::Typename | Item::Value(_) => None,
                     Item::ToOne {
-                        name,
-                        target,
-                        sel: child,
-                        ..
+                        target, sel: child, ..
                     } => {
                         self.allowed(self.shared.model.entity(target)?.read_scope())?;
                         let mut ids: Vec<String> = rows
                             .iter()
-                            .filter_map(|r| r.get(name).and_then(Json::as_str))
+                            .filter_map(|r| layout.value(r, i).and_then(Json::as_str))
                             .map(str::to_string)
                             .collect();
                         ids.sort_unstable();
                         ids.dedup();
-                        let found = if ids.is_empty() {
-                            HashMap::new()
+                        let (rows, layout) = if ids.is_empty() {
+                            (Vec::new(), Layout::new(child, &child.columns)?)
                         } else {
-                            store.get_many(target, &ids).await.ok()?
+                            let set = store
+                                .get_many_set(target, &ids, Some(&child.columns))
+                                .await
+                                .ok()?;
+                            let layout = Layout::new(child, &set.columns)?;
+                            (set.rows, layout)
                         };
-                        let mut rows = Vec::with_capacity(found.len());
-                        let mut index = HashMap::with_capacity(found.len());
-                        for (id, row) in found {
-                            index.insert(id, rows.len()..rows.len() + 1);
-                            rows.push(row);
+                        let mut index = HashMap::with_capacity(rows.len());
+                        for (k, row) in rows.iter().enumerate() {
+                            index.insert(layout.id(row)?.to_string(), k..k + 1);
                         }
-                        let level = self.load(child, &rows).await?;
-                        Some(Children { rows, index, level })
+                        let level = self.load(child, &rows, &layout).await?;
+                        Some(Children {
+                            rows,
+                            layout,
+                            index,
+                            level,
+                        })
                     }
                     Item::ToMany(many) => {
                         let ToMany {
@@ -496,25 +555,24 @@ impl Run<'_> {
                         .ok()?;
                         let mut parents: Vec<String> = rows
                             .iter()
-                            .filter_map(|r| r.get("id").and_then(Json::as_str))
+                            .filter_map(|r| layout.id(r))
                             .map(str::to_string)
                             .collect();
                         parents.sort_unstable();
                         parents.dedup();
-                        let found = if parents.is_empty() {
-                            HashMap::new()
-                        } else {
-                            store.load_children(target, via, &parents, &q).await.ok()?
-                        };
-                        let mut rows = Vec::new();
-                        let mut index = HashMap::with_capacity(found.len());
-                        for (parent, children) in found {
-                            let start = rows.len();
-                            rows.extend(children);
-                            index.insert(parent, start..rows.len());
-                        }
-                        let level = self.load(child, &rows).await?;
-                        Some(Children { rows, index, level })
+                        let (set, parent_of) = store
+                            .load_children_set(target, via, &parents, &q)
+                            .await
+                            .ok()?;
+                        let layout = Layout::new(child, &set.columns)?;
+                        let (rows, index) = group_by_parent(set.rows, &parent_of);
+                        let level = self.load(child, &rows, &layout).await?;
+                        Some(Children {
+                            rows,
+                            layout,
+                            index,
+                            level,
+                        })
                     }
                 };
                 children.push(loaded);
@@ -524,19 +582,57 @@ impl Run<'_> {
     }
 }
 
-fn write_list(out: &mut Vec<u8>, rows: &[Row], sel: &Sel, level: &Level) -> Option<()> {
+/// Puts each parent's children next to each other (keeping their order)
+/// and indexes them by parent id.
+fn group_by_parent(
+    rows: Vec<Values>,
+    parent_of: &[String],
+) -> (Vec<Values>, HashMap<String, Range<usize>>) {
+    let mut order: Vec<usize> = (0..rows.len().min(parent_of.len())).collect();
+    // Stable: a parent's children keep the store's order.
+    order.sort_by(|a, b| parent_of[*a].cmp(&parent_of[*b]));
+    let mut slots: Vec<Option<Values>> = rows.into_iter().map(Some).collect();
+    let mut grouped = Vec::with_capacity(order.len());
+    let mut index: HashMap<String, Range<usize>> = HashMap::new();
+    for k in order {
+        let Some(row) = slots.get_mut(k).and_then(Option::take) else {
+            continue;
+        };
+        let at = grouped.len();
+        index
+            .entry(parent_of[k].clone())
+            .and_modify(|r| r.end = at + 1)
+            .or_insert(at..at + 1);
+        grouped.push(row);
+    }
+    (grouped, index)
+}
+
+fn write_list(
+    out: &mut Vec<u8>,
+    rows: &[Values],
+    sel: &Sel,
+    layout: &Layout,
+    level: &Level,
+) -> Option<()> {
     out.push(b'[');
     for (i, row) in rows.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        write_object(out, row, sel, level)?;
+        write_object(out, row, sel, layout, level)?;
     }
     out.push(b']');
     Some(())
 }
 
-fn write_object(out: &mut Vec<u8>, row: &Row, sel: &Sel, level: &Level) -> Option<()> {
+fn write_object(
+    out: &mut Vec<u8>,
+    row: &[Json],
+    sel: &Sel,
+    layout: &Layout,
+    level: &Level,
+) -> Option<()> {
     out.push(b'{');
     for (i, ((key, item), loaded)) in sel.items.iter().zip(&level.children).enumerate() {
         if i > 0 {
@@ -545,34 +641,33 @@ fn write_object(out: &mut Vec<u8>, row: &Row, sel: &Sel, level: &Level) -> Optio
         out.extend_from_slice(&key.0);
         match item {
             Item::Typename => serde_json::to_writer(&mut *out, &sel.entity).ok()?,
-            Item::Value(v) => write_value(out, row.get(&v.name), v)?,
+            Item::Value(v) => write_value(out, layout.value(row, i), v)?,
             Item::ToOne {
-                name,
                 required,
                 sel: child,
                 ..
             } => {
                 let c = loaded.as_ref()?;
-                let found = row
-                    .get(name)
+                let found = layout
+                    .value(row, i)
                     .and_then(Json::as_str)
                     .and_then(|id| c.index.get(id));
                 match found {
-                    Some(r) => write_object(out, c.rows.get(r.start)?, child, &c.level)?,
+                    Some(r) => {
+                        write_object(out, c.rows.get(r.start)?, child, &c.layout, &c.level)?;
+                    }
                     None if *required => return None,
                     None => out.extend_from_slice(b"null"),
                 }
             }
             Item::ToMany(many) => {
-                let child = &many.sel;
                 let c = loaded.as_ref()?;
-                let id = row.get("id").and_then(Json::as_str)?;
                 let rows = c
                     .index
-                    .get(id)
+                    .get(layout.id(row)?)
                     .and_then(|r| c.rows.get(r.clone()))
                     .unwrap_or_default();
-                write_list(out, rows, child, &c.level)?;
+                write_list(out, rows, &many.sel, &c.layout, &c.level)?;
             }
         }
     }

@@ -41,6 +41,6 @@ pub use feed::ChangeEvent;
 pub use migrate::{ColumnLayout, Layout, MigrationStep, TableLayout};
 pub use query::{Filter, ListQuery, OrderBy};
 pub use store::{Store, StoreOptions};
-pub use value::{ColType, Row};
+pub use value::{ColType, Row, RowSet};
 
 pub use gatehouse_schema::{ChangeKind, FilterOp};

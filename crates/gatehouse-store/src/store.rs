@@ -20,7 +20,7 @@ use crate::query::{
     Col, Filter, ListQuery, apply_order, col, columns, condition, ordering, stored_field,
 };
 use crate::value::{Dialect, SqlKind, check_field, check_keys, to_sql};
-use crate::{Row, StoreError};
+use crate::{Row, RowSet, StoreError};
 
 /// How to open a [`Store`].
 #[derive(Debug, Clone)]
@@ -379,30 +379,49 @@ impl Store {
         entity: &str,
         ids: &[String],
     ) -> Result<HashMap<String, Row>, StoreError> {
+        Ok(self
+            .get_many_set(entity, ids, None)
+            .await?
+            .into_rows()
+            .into_iter()
+            .filter_map(|r| Some((r.get("id")?.as_str()?.to_string(), r)))
+            .collect())
+    }
+
+    /// [`Store::get_many`] in column form, reading only `select` (plus
+    /// `id`, always first) when given. Rows come in no particular order;
+    /// missing ids have none.
+    pub async fn get_many_set(
+        &self,
+        entity: &str,
+        ids: &[String],
+        select: Option<&[String]>,
+    ) -> Result<RowSet, StoreError> {
         let e = self.entity(entity)?;
+        let cols = columns(&self.inner.model, e, select)?;
         let ids: Vec<&str> = ids
             .iter()
             .map(String::as_str)
             .filter(|i| !unstorable(i))
             .collect();
         if ids.is_empty() {
-            return Ok(HashMap::new());
+            return Ok(empty_set(&cols));
         }
-        let cols = columns(&self.inner.model, e, None)?;
         let mut s = self.select(e, &cols);
         s.and_where(col(e, id_field(e)?).is_in(ids.iter().map(|i| Expr::val(*i))));
         let rows = self
             .fetch_read(Built::of(self.dialect(), &s), &kinds(&cols))
             .await?;
-        Ok(rows
-            .into_iter()
-            .map(|r| to_row(&cols, r))
-            .filter_map(|r| Some((r.get("id")?.as_str()?.to_string(), r)))
-            .collect())
+        Ok(row_set(&cols, rows))
     }
 
     /// The rows of `entity` that match `query`, ordered and paged.
     pub async fn list(&self, entity: &str, query: &ListQuery) -> Result<Vec<Row>, StoreError> {
+        Ok(self.list_set(entity, query).await?.into_rows())
+    }
+
+    /// [`Store::list`] in column form.
+    pub async fn list_set(&self, entity: &str, query: &ListQuery) -> Result<RowSet, StoreError> {
         let e = self.entity(entity)?;
         let cols = columns(&self.inner.model, e, query.select.as_deref())?;
         let mut s = self.select(e, &cols);
@@ -411,7 +430,7 @@ impl Store {
         }
         apply_order(&mut s, e, &query.order)?;
         if query.limit == Some(0) {
-            return Ok(Vec::new());
+            return Ok(empty_set(&cols));
         }
         let built = if self.dialect() == Dialect::Sqlite {
             // SQLite (3.47+) reads a bound LIMIT while planning and so
@@ -438,7 +457,7 @@ impl Store {
             Built::of(self.dialect(), &s)
         };
         let rows = self.fetch_read(built, &kinds(&cols)).await?;
-        Ok(rows.into_iter().map(|r| to_row(&cols, r)).collect())
+        Ok(row_set(&cols, rows))
     }
 
     /// How many rows of `entity` match `filter` (all of them for `None`).
@@ -501,18 +520,39 @@ impl Store {
         parent_ids: &[String],
         query: &ListQuery,
     ) -> Result<HashMap<String, Vec<Row>>, StoreError> {
+        let (set, parents) = self
+            .load_children_set(entity, via, parent_ids, query)
+            .await?;
+        let mut out: HashMap<String, Vec<Row>> =
+            parent_ids.iter().map(|p| (p.clone(), Vec::new())).collect();
+        for (row, parent) in set.into_rows().into_iter().zip(parents) {
+            if let Some(list) = out.get_mut(&parent) {
+                list.push(row);
+            }
+        }
+        Ok(out)
+    }
+
+    /// [`Store::load_children`] in column form: the children of all
+    /// parents, each parent's in order, and beside them the parent id of
+    /// each row (aligned with `rows`).
+    pub async fn load_children_set(
+        &self,
+        entity: &str,
+        via: &str,
+        parent_ids: &[String],
+        query: &ListQuery,
+    ) -> Result<(RowSet, Vec<String>), StoreError> {
         let e = self.entity(entity)?;
         let via_field = stored_field(e, via)?;
         if !matches!(via_field.kind, FieldKind::ToOne { .. }) {
             return Err(StoreError::invalid(via, "is not a to-one relation"));
         }
-        let mut out: HashMap<String, Vec<Row>> =
-            parent_ids.iter().map(|p| (p.clone(), Vec::new())).collect();
+        let cols = columns(&self.inner.model, e, query.select.as_deref())?;
         if parent_ids.is_empty() || query.limit == Some(0) {
-            return Ok(out);
+            return Ok((empty_set(&cols), Vec::new()));
         }
         let d = self.dialect();
-        let cols = columns(&self.inner.model, e, query.select.as_deref())?;
         let fk = col(e, via_field);
         let mut inner = Query::select();
         inner.from(e.table.clone());
@@ -560,14 +600,15 @@ impl Store {
         };
         let mut ks = kinds(&cols);
         ks.push(SqlKind::Text);
-        let rows = self.fetch_read(Built::of(d, &stmt), &ks).await?;
-        for mut r in rows {
-            let parent = r.pop().and_then(|p| p.as_str().map(str::to_string));
-            if let Some(list) = parent.and_then(|p| out.get_mut(&p)) {
-                list.push(to_row(&cols, r));
-            }
-        }
-        Ok(out)
+        let mut rows = self.fetch_read(Built::of(d, &stmt), &ks).await?;
+        let parents = rows
+            .iter_mut()
+            .map(|r| match r.pop() {
+                Some(Json::String(p)) => p,
+                _ => String::new(),
+            })
+            .collect();
+        Ok((row_set(&cols, rows), parents))
     }
 
     // ---------------------------------------------------------------- writes
@@ -973,6 +1014,17 @@ fn to_row(cols: &[Col<'_>], values: DbRow) -> Row {
         .zip(values)
         .map(|(c, v)| (c.field.name.clone(), v))
         .collect()
+}
+
+fn empty_set(cols: &[Col<'_>]) -> RowSet {
+    row_set(cols, Vec::new())
+}
+
+fn row_set(cols: &[Col<'_>], rows: Vec<DbRow>) -> RowSet {
+    RowSet {
+        columns: cols.iter().map(|c| c.field.name.clone()).collect(),
+        rows,
+    }
 }
 
 /// The kind of a constraint violation, by error code. Beyond what sqlx maps,

@@ -12,6 +12,33 @@ use crate::StoreError;
 /// to-one relation as the referenced id, lists as arrays, enums as strings).
 pub type Row = serde_json::Map<String, Json>;
 
+/// Rows in column form: the `i`-th value of every row is the field
+/// `columns[i]`. For callers that read many rows of a few fields (the
+/// planned GraphQL executor): no map and no key strings per row.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RowSet {
+    /// GraphQL field names, `id` first.
+    pub columns: Vec<String>,
+    /// Values, one vector per row, aligned with `columns`.
+    pub rows: Vec<Vec<Json>>,
+}
+
+impl RowSet {
+    /// The index of `field` in every row.
+    pub fn position(&self, field: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c == field)
+    }
+
+    /// The rows as [`Row`] maps.
+    pub fn into_rows(self) -> Vec<Row> {
+        let columns = self.columns;
+        self.rows
+            .into_iter()
+            .map(|values| columns.iter().cloned().zip(values).collect())
+            .collect()
+    }
+}
+
 /// The SQL dialect of a backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Dialect {
