@@ -5,25 +5,36 @@
 #
 # Builds gatehouse in release (from a `git archive` of HEAD, see ../lib.sh)
 # unless GATEHOUSE_BIN is given, serves the example on a fresh SQLite file,
-# takes a token for the example user, then runs load.mjs: N WebSocket
-# subscribers (graphql-transport-ws, `bookCreated`), one mutation per second,
-# and prints delivery latency p50/p99 (mutation sent -> each subscriber's
-# `next`, and -> the last subscriber) plus the server's RSS growth per idle
+# takes a token for the example user, then runs the load generator: N
+# WebSocket subscribers (graphql-transport-ws, `bookCreated`), one mutation a
+# second, and prints delivery latency p50/p99 (from just before the mutation
+# request is sent to each subscriber's `next` as read by the client, and to
+# the last subscriber of each mutation) plus the server's RSS growth per idle
 # subscriber. The result line is also written to bench/subscriptions/work/.
+#
+# Two load generators print the same JSON line:
+#   rust (default)  loadgen/: tokio + tokio-tungstenite, its own Cargo project
+#                   (not a workspace member), built here in release. Cheap
+#                   per message, so less of the shared CPU goes to the client.
+#   node            load.mjs: the `ws` package on CLIENT_THREADS worker
+#                   threads (the generator the first figures were taken with).
+# Protocol compatibility with a real graphql-ws client is proven separately,
+# by tests/external (CI).
 #
 # Environment (all optional):
 #   SUBSCRIBERS   sockets to open          (default 10000)
 #   MUTATIONS     mutations, one a second   (default 30)
 #   PORT          gatehouse's port          (default 18090)
-#   CLIENT_THREADS  load generator threads, each with its own share of the
-#                   sockets and its own event loop (default 2)
+#   LOADGEN       rust | node               (default rust)
+#   CLIENT_THREADS  load generator threads: tokio worker threads (rust) or
+#                   worker threads each with its own share of the sockets
+#                   and event loop (node) (default 2)
 #   GATEHOUSE_BIN, GATEHOUSE_SRC=tree, CARGO_TARGET_DIR (see ../lib.sh)
 #
-# Needs: cargo, node + npm, curl, python3, and a file-descriptor limit above
-# SUBSCRIBERS (raised here with `ulimit -n` when the hard limit allows).
-# The machine should be otherwise idle: the figures include the load
-# generator (one Node process, CLIENT_THREADS event loops) sharing the CPU
-# with the server.
+# Needs: cargo, curl, python3 (and node + npm for LOADGEN=node), and a
+# file-descriptor limit above SUBSCRIBERS (raised here with `ulimit -n` when
+# the hard limit allows). The machine should be otherwise idle: the figures
+# include the load generator sharing the CPU with the server.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -31,15 +42,28 @@ WORK="$HERE/work"
 SUBSCRIBERS="${SUBSCRIBERS:-10000}"
 MUTATIONS="${MUTATIONS:-30}"
 PORT="${PORT:-18090}"
+LOADGEN="${LOADGEN:-rust}"
 
 source "$HERE/../lib.sh"
-for tool in cargo node npm curl python3; do
+case "$LOADGEN" in
+  rust) tools=(cargo curl python3) ;;
+  node) tools=(cargo node npm curl python3) ;;
+  *) die "LOADGEN must be rust or node, not $LOADGEN" ;;
+esac
+for tool in "${tools[@]}"; do
   command -v "$tool" >/dev/null || die "$tool is required"
 done
 rm -rf "$WORK" && mkdir -p "$WORK"
 ulimit -n "$(( SUBSCRIBERS * 2 + 1024 ))" 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
-(cd "$HERE" && npm ci --no-audit --no-fund --loglevel=error)
+if [[ "$LOADGEN" == node ]]; then
+  (cd "$HERE" && npm ci --no-audit --no-fund --loglevel=error)
+  loadgen=(node "$HERE/load.mjs")
+else
+  log "building the load generator (release, CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
+  cargo build --release --locked --manifest-path "$HERE/loadgen/Cargo.toml"
+  loadgen=("$CARGO_TARGET_DIR/release/subs-loadgen")
+fi
 build_gatehouse
 log "gatehouse: $GATEHOUSE_DESC"
 start_gatehouse gatehouse "$PORT" "sqlite://$WORK/subs.db"
@@ -51,5 +75,5 @@ token="$(curl -sS --fail -u demo-app:demo-secret-change-me \
   -d 'scope=read write' "$base/oauth/token" |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')"
 
-log "$SUBSCRIBERS subscribers, $MUTATIONS mutations (one a second)"
-node "$HERE/load.mjs" "$base" "$token" "$server_pid" "$SUBSCRIBERS" "$MUTATIONS" | tee "$WORK/result.json"
+log "$SUBSCRIBERS subscribers, $MUTATIONS mutations (one a second), $LOADGEN load generator"
+"${loadgen[@]}" "$base" "$token" "$server_pid" "$SUBSCRIBERS" "$MUTATIONS" | tee "$WORK/result.json"

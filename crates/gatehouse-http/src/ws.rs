@@ -22,7 +22,7 @@ use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{FromRequestParts, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
+use futures::{SinkExt, StreamExt};
 use gatehouse_auth::Principal;
 use gatehouse_graphql::error as codes;
 use serde_json::{Value as Json, json};
@@ -42,6 +42,15 @@ const LEGACY_WS: &str = "graphql-ws";
 
 /// Bytes read from a socket at a time.
 const READ_BUFFER: usize = 1024;
+
+/// Bytes of queued messages collected before they are written to the
+/// socket (one write for all of them). Small, because the buffer keeps its
+/// size once grown, and a few small GraphQL messages already fill it.
+const WRITE_BUFFER: usize = 4096;
+
+/// Queued messages written at most before one flush, so that a fast
+/// producer cannot hold the other branches of a connection's loop.
+const WRITE_BATCH: usize = 64;
 
 /// How long one frame may take to reach the client's socket buffer before
 /// the connection is given up as dead.
@@ -103,7 +112,7 @@ fn upgrade(state: AppState, headers: &HeaderMap, ws: WebSocketUpgrade) -> Respon
         .protocols([TRANSPORT_WS, LEGACY_WS])
         .max_message_size(state.max_body_bytes)
         .read_buffer_size(READ_BUFFER)
-        .write_buffer_size(0);
+        .write_buffer_size(WRITE_BUFFER);
     let protocol = match ws.selected_protocol().and_then(|p| p.to_str().ok()) {
         Some(TRANSPORT_WS) => Some(Protocol::TransportWs),
         Some(LEGACY_WS) => Some(Protocol::Legacy),
@@ -269,13 +278,18 @@ impl Connection {
         let mut keepalive =
             tokio::time::interval_at(tokio::time::Instant::now() + opts.keepalive, opts.keepalive);
         keepalive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Made once: the branch ends the loop, and a fresh `Notified` per
+        // turn would join and leave the `Notify`'s waiter list on every
+        // delivery. A notification sent before the first poll is kept.
         let overflow = self.overflow.clone();
+        let overflowed = overflow.notified();
+        tokio::pin!(overflowed);
 
         let (code, reason) = loop {
             tokio::select! {
                 biased;
                 () = &mut shutdown => break (GOING_AWAY, "the server is shutting down".to_string()),
-                () = overflow.notified() => {
+                () = &mut overflowed => {
                     tracing::info!("closing a WebSocket whose client does not read its messages");
                     break (TRY_AGAIN_LATER, format!(
                         "too slow: more than {} messages waiting to be read",
@@ -295,25 +309,7 @@ impl Connection {
                     }
                 }
                 out = self.rx.recv() => {
-                    let frame = match out {
-                        Some(Out::Frame(f)) => Some(f),
-                        Some(Out::Next { prefix, payload }) => {
-                            let mut f = String::with_capacity(prefix.len() + payload.len() + 1);
-                            f.push_str(&prefix);
-                            f.push_str(&payload);
-                            f.push('}');
-                            Some(f)
-                        }
-                        Some(Out::Finished(end)) => {
-                            let Finished { id, serial, frame } = *end;
-                            if self.operations.get(&id).is_some_and(|op| op.serial == serial) {
-                                self.operations.remove(&id);
-                            }
-                            frame
-                        }
-                        None => None,
-                    };
-                    if let Some(f) = frame && send(&mut socket, f).await.is_err() {
+                    if self.write_queued(&mut socket, out).await.is_err() {
                         self.abort_all();
                         return;
                     }
@@ -358,6 +354,54 @@ impl Connection {
         };
         self.abort_all();
         let _ = close(&mut socket, code, &reason).await;
+    }
+
+    /// Writes `first` and whatever else is queued behind it (up to
+    /// [`WRITE_BATCH`] messages), then flushes once: the messages that
+    /// queued up while the socket was busy leave in as few writes as
+    /// tungstenite's write buffer allows instead of one each. `Err` when
+    /// the client is gone or stopped reading.
+    async fn write_queued(&mut self, socket: &mut WebSocket, first: Option<Out>) -> Result<(), ()> {
+        let mut next = first;
+        let mut written = 0;
+        while let Some(out) = next.take() {
+            if let Some(frame) = self.frame(out) {
+                feed(socket, frame).await?;
+                written += 1;
+            }
+            if written < WRITE_BATCH {
+                next = self.rx.try_recv().ok();
+            }
+        }
+        if written == 0 {
+            return Ok(());
+        }
+        flush(socket).await
+    }
+
+    /// The message `out` stands for, if any; notes an operation's end.
+    fn frame(&mut self, out: Out) -> Option<String> {
+        match out {
+            Out::Frame(f) => Some(f),
+            Out::Next { prefix, payload } => {
+                let mut f = String::with_capacity(prefix.len() + payload.len() + 1);
+                f.push_str(&prefix);
+                f.push_str(&payload);
+                f.push('}');
+                Some(f)
+            }
+            Out::Finished(end) => {
+                let Finished { id, serial, frame } = *end;
+                if self
+                    .operations
+                    .get(&id)
+                    .is_some_and(|op| op.serial == serial)
+                {
+                    self.operations.remove(&id);
+                }
+                frame
+            }
+        }
     }
 
     fn abort_all(&mut self) {
@@ -755,6 +799,24 @@ fn parse_message(text: &str) -> Result<ClientMessage, String> {
         id,
         payload: map.remove("payload"),
     })
+}
+
+/// Hands one text frame to the socket's write buffer, which writes it out
+/// once it holds more than [`WRITE_BUFFER`] bytes; [`flush`] writes the
+/// rest. `Err` when the client is gone or stopped reading.
+async fn feed(socket: &mut WebSocket, text: String) -> Result<(), ()> {
+    match tokio::time::timeout(WRITE_TIMEOUT, socket.feed(Message::Text(text.into()))).await {
+        Ok(Ok(())) => Ok(()),
+        _ => Err(()),
+    }
+}
+
+/// Writes out whatever [`feed`] left in the socket's write buffer.
+async fn flush(socket: &mut WebSocket) -> Result<(), ()> {
+    match tokio::time::timeout(WRITE_TIMEOUT, socket.flush()).await {
+        Ok(Ok(())) => Ok(()),
+        _ => Err(()),
+    }
 }
 
 /// Sends one text frame; `Err` when the client is gone or stopped reading.
