@@ -205,13 +205,17 @@ fn peer(req: &Request) -> IpAddr {
 }
 
 /// Checks the content type, reads and parses the form body.
-async fn read_form(state: &OAuthState, req: Request) -> Result<Params, Response> {
-    if !form::is_form(req.headers()) {
+async fn read_form(
+    state: &OAuthState,
+    headers: &axum::http::HeaderMap,
+    body: Body,
+) -> Result<Params, Response> {
+    if !form::is_form(headers) {
         return Err(response::error(&Error::InvalidRequest(
             "the body must be application/x-www-form-urlencoded".into(),
         )));
     }
-    let body = axum::body::to_bytes(req.into_body(), state.inner.config.max_body_bytes)
+    let body = axum::body::to_bytes(body, state.inner.config.max_body_bytes)
         .await
         .map_err(|_| {
             response::error(&Error::InvalidRequest(
@@ -296,8 +300,9 @@ async fn token_response(
     if let Err(wait) = state.inner.rates.check_addr(addr) {
         return response::too_many_requests(wait);
     }
-    let headers = req.headers().clone();
-    let params = match read_form(&state, req).await {
+    let (parts, body) = req.into_parts();
+    let headers = parts.headers;
+    let params = match read_form(&state, &headers, body).await {
         Ok(p) => p,
         Err(r) => return r,
     };
@@ -414,8 +419,9 @@ async fn password(
 
 /// RFC 7662 §2.1: client-authenticated; `token` required.
 async fn introspect(State(state): State<OAuthState>, req: Request) -> Response {
-    let headers = req.headers().clone();
-    let params = match read_form(&state, req).await {
+    let (parts, body) = req.into_parts();
+    let headers = parts.headers;
+    let params = match read_form(&state, &headers, body).await {
         Ok(p) => p,
         Err(r) => return r,
     };
@@ -437,8 +443,9 @@ async fn introspect(State(state): State<OAuthState>, req: Request) -> Response {
 /// RFC 7009 §2.1: client-authenticated; `token` required; 200 with an empty
 /// body whether or not the token was known (§2.2).
 async fn revoke(State(state): State<OAuthState>, req: Request) -> Response {
-    let headers = req.headers().clone();
-    let params = match read_form(&state, req).await {
+    let (parts, body) = req.into_parts();
+    let headers = parts.headers;
+    let params = match read_form(&state, &headers, body).await {
         Ok(p) => p,
         Err(r) => return r,
     };

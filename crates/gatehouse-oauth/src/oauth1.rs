@@ -356,7 +356,8 @@ pub(crate) async fn authorize(State(state): State<OAuthState>, req: Request) -> 
     if let Some(r) = limited(&state, addr, None) {
         return r;
     }
-    let params = match crate::read_form(&state, req).await {
+    let (parts, body) = req.into_parts();
+    let params = match crate::read_form(&state, &parts.headers, body).await {
         Ok(p) => p,
         Err(r) => return r,
     };

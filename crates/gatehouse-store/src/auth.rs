@@ -149,9 +149,13 @@ pub struct SqlAuthRepo {
 
 /// Most token records committed in one transaction.
 const TOKEN_BATCH_MAX: usize = 256;
-/// Largest multi-row `INSERT`; a batch is split into power-of-two chunks so
-/// the statement cache sees at most eight distinct statements.
+/// Largest multi-row `INSERT` (SQLite); a batch is split into power-of-two
+/// chunks so the statement cache sees at most eight distinct statements.
 const TOKEN_CHUNK_MAX: usize = 128;
+/// Flushers at once on PostgreSQL: while one batch waits for its commit's
+/// WAL flush, the next is already sent, so the disk is never idle between
+/// flushes and a caller does not queue behind a whole commit round.
+const PG_FLUSHERS: usize = 2;
 
 type TokenWaiter = oneshot::Sender<Result<(), RepoError>>;
 
@@ -159,23 +163,39 @@ type TokenWaiter = oneshot::Sender<Result<(), RepoError>>;
 /// on SQLite each write transaction takes the single writer connection (and
 /// PostgreSQL flushes its WAL per commit): one transaction per token caps
 /// issuance at the commit rate. Instead, callers queue their record and
-/// wait; one flusher task at a time takes everything queued, writes it in
-/// one transaction, answers each caller, and repeats until the queue is
-/// empty. No timer: a batch is whatever arrived during the previous commit,
-/// so a lone request is written at once.
-#[derive(Debug, Default)]
+/// wait; a flusher takes everything queued, writes it in one transaction,
+/// answers each caller, and repeats until the queue is empty. No timer: a
+/// batch is whatever arrived during the previous commit, so a lone request
+/// is written at once.
+///
+/// SQLite has one flusher at a time, on a blocking-pool thread: its commit
+/// runs in-process, and on a runtime worker it would stall every request
+/// queued on that worker for the length of the batch. PostgreSQL has up to
+/// [`PG_FLUSHERS`] as tasks (they only wait on the network).
+#[derive(Debug)]
 struct TokenWriter {
     state: Mutex<Queue>,
+    max_flushers: usize,
 }
 
 #[derive(Debug, Default)]
 struct Queue {
     pending: Vec<(TokenRecord, TokenWaiter)>,
-    /// A flusher task is running (it will see anything queued now).
-    flushing: bool,
+    /// Flushers running (each will look at the queue again before it stops).
+    flushers: usize,
 }
 
 impl TokenWriter {
+    fn new(dialect: Dialect) -> Self {
+        Self {
+            state: Mutex::new(Queue::default()),
+            max_flushers: match dialect {
+                Dialect::Sqlite => 1,
+                Dialect::Postgres => PG_FLUSHERS,
+            },
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Queue> {
         // The queue is only pushed to and drained: a panic cannot leave it
         // half-changed.
@@ -183,20 +203,23 @@ impl TokenWriter {
     }
 }
 
-/// Ends a flusher that stops abnormally (a panic, or its runtime shutting
-/// down): the waiting callers get an error instead of waiting forever, and
-/// the next caller starts a new flusher.
-struct FlusherGuard<'a> {
-    writer: &'a TokenWriter,
+/// Ends a flusher that stops abnormally (a panic, its runtime shutting
+/// down, or a blocking task that never ran): if it was the last one, the
+/// waiting callers get an error instead of waiting forever; the next caller
+/// starts a new flusher.
+struct FlusherGuard {
+    writer: Arc<TokenWriter>,
     finished: bool,
 }
 
-impl Drop for FlusherGuard<'_> {
+impl Drop for FlusherGuard {
     fn drop(&mut self) {
         if !self.finished {
             let mut q = self.writer.lock();
-            q.flushing = false;
-            q.pending.clear();
+            q.flushers = q.flushers.saturating_sub(1);
+            if q.flushers == 0 {
+                q.pending.clear();
+            }
         }
     }
 }
@@ -277,23 +300,44 @@ const OAUTH1_TOKEN_KINDS: &[SqlKind] = &[
 impl SqlAuthRepo {
     /// The repository over `store`'s database.
     pub fn new(store: Store) -> SqlAuthRepo {
-        SqlAuthRepo {
-            store,
-            tokens: Arc::new(TokenWriter::default()),
+        let tokens = Arc::new(TokenWriter::new(store.db().dialect()));
+        SqlAuthRepo { store, tokens }
+    }
+
+    /// Starts a flusher for the queue: on SQLite on a blocking-pool thread
+    /// (see [`TokenWriter`]), on PostgreSQL as a task. Either way it is not
+    /// one of the callers, so a caller that goes away (a dropped connection)
+    /// cannot abandon the others' batch half way.
+    fn start_flusher(&self) {
+        let guard = FlusherGuard {
+            writer: self.tokens.clone(),
+            finished: false,
+        };
+        let repo = self.clone();
+        match self.dialect() {
+            Dialect::Sqlite => {
+                // Outside a runtime (never, in practice) the guard drops
+                // here and the waiting callers get an error.
+                let Ok(handle) = tokio::runtime::Handle::try_current() else {
+                    return;
+                };
+                // Dropped unrun (runtime shutting down), the closure drops
+                // the guard, which answers the waiting callers.
+                drop(tokio::task::spawn_blocking(move || {
+                    handle.block_on(repo.flush_tokens(guard));
+                }));
+            }
+            Dialect::Postgres => drop(tokio::spawn(repo.flush_tokens(guard))),
         }
     }
 
     /// Drains the token queue, one transaction per batch, until it is empty.
-    async fn flush_tokens(self) {
-        let mut guard = FlusherGuard {
-            writer: &self.tokens,
-            finished: false,
-        };
+    async fn flush_tokens(self, mut guard: FlusherGuard) {
         loop {
             let batch: Vec<(TokenRecord, TokenWaiter)> = {
                 let mut q = self.tokens.lock();
                 if q.pending.is_empty() {
-                    q.flushing = false;
+                    q.flushers = q.flushers.saturating_sub(1);
                     guard.finished = true;
                     return;
                 }
@@ -328,6 +372,18 @@ impl SqlAuthRepo {
     /// Writes `records` in one transaction.
     async fn insert_tokens_tx(&self, records: &[TokenRecord]) -> Result<(), RepoError> {
         const OP: &str = "insert_token";
+        if self.dialect() == Dialect::Postgres {
+            // One statement, so one round trip that is its own transaction,
+            // instead of BEGIN, the INSERTs and COMMIT as three or more.
+            let q = self.insert_tokens_pg(records)?;
+            let mut pooled = self.db().write().await.map_err(|e| store_err(OP, e))?;
+            pooled
+                .conn()
+                .execute(q)
+                .await
+                .map_err(|e| sqlx_err(OP, e))?;
+            return Ok(());
+        }
         let mut tx = self.db().begin().await.map_err(|e| store_err(OP, e))?;
         let mut rest = records;
         while !rest.is_empty() {
@@ -342,6 +398,63 @@ impl SqlAuthRepo {
             rest = tail;
         }
         tx.commit().await.map_err(|e| sqlx_err(OP, e))
+    }
+
+    /// PostgreSQL: one `INSERT` of any number of `records`, passed as one
+    /// JSON array parameter (one statement text whatever the batch size).
+    fn insert_tokens_pg(&self, records: &[TokenRecord]) -> Result<Built, RepoError> {
+        #[derive(serde::Serialize)]
+        struct Row<'a> {
+            id: &'a str,
+            kind: &'a str,
+            subject: &'a str,
+            username: Option<&'a str>,
+            client_id: &'a str,
+            /// The JSON text stored in the column, as a JSON string.
+            scope: String,
+            audience: String,
+            issued_at: i64,
+            expires_at: i64,
+            revoked: bool,
+            family_id: &'a str,
+            parent_id: Option<&'a str>,
+            used_at: Option<i64>,
+            successor_id: Option<&'a str>,
+        }
+        let encode = |v: &[String]| {
+            serde_json::to_string(v).map_err(|e| RepoError::new(format!("encoding a list: {e}")))
+        };
+        let rows = records
+            .iter()
+            .map(|t| {
+                Ok(Row {
+                    id: &t.id,
+                    kind: t.kind.as_str(),
+                    subject: &t.subject,
+                    username: t.username.as_deref(),
+                    client_id: &t.client_id,
+                    scope: encode(&t.scope)?,
+                    audience: encode(&t.audience)?,
+                    issued_at: t.issued_at,
+                    expires_at: t.expires_at,
+                    revoked: t.revoked,
+                    family_id: &t.family_id,
+                    parent_id: t.parent_id.as_deref(),
+                    used_at: t.used_at,
+                    successor_id: t.successor_id.as_deref(),
+                })
+            })
+            .collect::<Result<Vec<Row<'_>>, RepoError>>()?;
+        let json = serde_json::to_string(&rows)
+            .map_err(|e| RepoError::new(format!("encoding token records: {e}")))?;
+        let sql = format!(
+            "INSERT INTO {} ({TOKEN_COLS}) SELECT {TOKEN_COLS} FROM json_to_recordset(?::json) \
+             AS r(id text, kind text, subject text, username text, client_id text, scope text, \
+             audience text, issued_at bigint, expires_at bigint, revoked boolean, \
+             family_id text, parent_id text, used_at bigint, successor_id text)",
+            q(TOKENS)
+        );
+        Ok(self.built(&sql, vec![text(json)]))
     }
 
     /// One multi-row `INSERT` of `records`.
@@ -785,12 +898,14 @@ impl AuthRepo for SqlAuthRepo {
         let start = {
             let mut q = self.tokens.lock();
             q.pending.push((t.clone(), tx));
-            !std::mem::replace(&mut q.flushing, true)
+            let start = q.flushers < self.tokens.max_flushers;
+            if start {
+                q.flushers += 1;
+            }
+            start
         };
         if start {
-            // A task of its own, so a caller that goes away (a dropped
-            // connection) cannot abandon the others' batch half way.
-            tokio::spawn(self.clone().flush_tokens());
+            self.start_flusher();
         }
         rx.await
             .map_err(|_| RepoError::new("insert_token: the token writer stopped"))?
