@@ -526,13 +526,7 @@ impl Run<'_> {
                         for (k, row) in rows.iter().enumerate() {
                             index.insert(layout.id(row)?.to_string(), k..k + 1);
                         }
-                        let level = self.load(child, &rows, &layout).await?;
-                        Some(Children {
-                            rows,
-                            layout,
-                            index,
-                            level,
-                        })
+                        Some((child, rows, layout, index))
                     }
                     Item::ToMany(many) => {
                         let ToMany {
@@ -566,6 +560,12 @@ impl Run<'_> {
                             .ok()?;
                         let layout = Layout::new(child, &set.columns)?;
                         let (rows, index) = group_by_parent(set.rows, &parent_of);
+                        Some((child, rows, layout, index))
+                    }
+                };
+                let loaded = match loaded {
+                    None => None,
+                    Some((child, rows, layout, index)) => {
                         let level = self.load(child, &rows, &layout).await?;
                         Some(Children {
                             rows,
