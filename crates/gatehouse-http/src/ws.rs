@@ -801,30 +801,32 @@ fn parse_message(text: &str) -> Result<ClientMessage, String> {
     })
 }
 
+/// Runs a socket write, giving up after [`WRITE_TIMEOUT`]; `Err` when the
+/// client is gone or stopped reading.
+async fn within_write_timeout<E>(
+    write: impl std::future::Future<Output = Result<(), E>>,
+) -> Result<(), ()> {
+    match tokio::time::timeout(WRITE_TIMEOUT, write).await {
+        Ok(Ok(())) => Ok(()),
+        _ => Err(()),
+    }
+}
+
 /// Hands one text frame to the socket's write buffer, which writes it out
 /// once it holds more than [`WRITE_BUFFER`] bytes; [`flush`] writes the
 /// rest. `Err` when the client is gone or stopped reading.
 async fn feed(socket: &mut WebSocket, text: String) -> Result<(), ()> {
-    match tokio::time::timeout(WRITE_TIMEOUT, socket.feed(Message::Text(text.into()))).await {
-        Ok(Ok(())) => Ok(()),
-        _ => Err(()),
-    }
+    within_write_timeout(socket.feed(Message::Text(text.into()))).await
 }
 
 /// Writes out whatever [`feed`] left in the socket's write buffer.
 async fn flush(socket: &mut WebSocket) -> Result<(), ()> {
-    match tokio::time::timeout(WRITE_TIMEOUT, socket.flush()).await {
-        Ok(Ok(())) => Ok(()),
-        _ => Err(()),
-    }
+    within_write_timeout(socket.flush()).await
 }
 
 /// Sends one text frame; `Err` when the client is gone or stopped reading.
 async fn send(socket: &mut WebSocket, text: String) -> Result<(), ()> {
-    match tokio::time::timeout(WRITE_TIMEOUT, socket.send(Message::Text(text.into()))).await {
-        Ok(Ok(())) => Ok(()),
-        _ => Err(()),
-    }
+    within_write_timeout(socket.send(Message::Text(text.into()))).await
 }
 
 async fn close(socket: &mut WebSocket, code: u16, reason: &str) -> Result<(), ()> {
@@ -832,8 +834,5 @@ async fn close(socket: &mut WebSocket, code: u16, reason: &str) -> Result<(), ()
         code,
         reason: close_reason(reason).into(),
     };
-    match tokio::time::timeout(WRITE_TIMEOUT, socket.send(Message::Close(Some(frame)))).await {
-        Ok(Ok(())) => Ok(()),
-        _ => Err(()),
-    }
+    within_write_timeout(socket.send(Message::Close(Some(frame)))).await
 }
