@@ -35,7 +35,7 @@ build_gatehouse() {
       SRC="$CARGO_TARGET_DIR/bench-src"
       COMMIT="$(git -C "$ROOT" rev-parse HEAD)"
       # Re-extract (and so rebuild) only when what gatehouse is built from changed.
-      STAMP="$(git -C "$ROOT" ls-tree HEAD Cargo.toml Cargo.lock crates examples | sha256sum | cut -c1-16)"
+      STAMP="$(git -C "$ROOT" ls-tree HEAD .cargo Cargo.toml Cargo.lock crates examples | sha256sum | cut -c1-16)"
       if [[ "$(cat "$SRC/.bench-stamp" 2>/dev/null)" != "$STAMP" ]]; then
         rm -rf "$SRC" && mkdir -p "$SRC"
         git -C "$ROOT" archive "$COMMIT" | tar -x -C "$SRC"

@@ -6,7 +6,9 @@
 //! and what it writes. Running a plan makes one store call per root field
 //! and one per relation and level (the batching the data loaders do, without
 //! their wait), and writes the response bytes straight from the stored rows,
-//! with no intermediate GraphQL value tree.
+//! with no intermediate GraphQL value tree. The to-one relations of a root
+//! field's rows are read by the root field's own statement (a `LEFT JOIN`
+//! each), so `{ books { title author { name } } }` is one statement.
 //!
 //! A plan only runs for a request that async-graphql has already validated
 //! with the same operation name and variables (the validation cache in
@@ -29,7 +31,7 @@ use async_graphql_value::Value as InputValue;
 use futures::future::BoxFuture;
 use gatehouse_auth::Principal;
 use gatehouse_schema::{Binding, Entity, FieldKind, ListBinding, Model, RootField, Scalar};
-use gatehouse_store::ListQuery;
+use gatehouse_store::{JoinOne, ListQuery, RowSet};
 use serde_json::Value as Json;
 
 use crate::args;
@@ -454,9 +456,15 @@ impl Run<'_> {
             Binding::List(list) => {
                 let q =
                     args::list_query(&shared.model, &args[..], list, shared.limits, select).ok()?;
-                let set = shared.store.list_set(&entity.name, &q).await.ok()?;
+                let (joins, items) = to_one_joins(&r.sel);
+                let (set, joined) = shared
+                    .store
+                    .list_joined(&entity.name, &q, &joins)
+                    .await
+                    .ok()?;
                 let layout = Layout::new(&r.sel, &set.columns)?;
-                let level = self.load(&r.sel, &set.rows, &layout).await?;
+                let joined = items.into_iter().zip(joined).collect();
+                let level = self.load(&r.sel, &set.rows, &layout, joined).await?;
                 write_list(out, &set.rows, &r.sel, &layout, &level)
             }
             Binding::Lookup { filters, where_arg } => {
@@ -469,8 +477,14 @@ impl Run<'_> {
                     select,
                     ..Default::default()
                 };
-                let set = shared.store.list_set(&entity.name, &q).await.ok()?;
+                let (joins, items) = to_one_joins(&r.sel);
+                let (set, joined) = shared
+                    .store
+                    .list_joined(&entity.name, &q, &joins)
+                    .await
+                    .ok()?;
                 let layout = Layout::new(&r.sel, &set.columns)?;
+                let joined = items.into_iter().zip(joined).collect();
                 match set.rows.as_slice() {
                     [] if rf.ty.is_non_null() => None,
                     [] => {
@@ -478,7 +492,7 @@ impl Run<'_> {
                         Some(())
                     }
                     [row] => {
-                        let level = self.load(&r.sel, &set.rows, &layout).await?;
+                        let level = self.load(&r.sel, &set.rows, &layout, joined).await?;
                         write_object(out, row, &r.sel, &layout, &level)
                     }
                     _ => None,
@@ -489,11 +503,14 @@ impl Run<'_> {
     }
 
     /// Loads every relation of `sel` for all of `rows`, level by level.
+    /// `joined` holds the to-one relations the rows' statement already read
+    /// (by item index, from [`to_one_joins`]).
     fn load<'s>(
         &'s self,
         sel: &'s Sel,
         rows: &'s [Values],
         layout: &'s Layout,
+        mut joined: Vec<(usize, RowSet)>,
     ) -> BoxFuture<'s, Option<Level>> {
         Box::pin(async move {
             let store = &self.shared.store;
@@ -501,6 +518,26 @@ impl Run<'_> {
             for (i, (_, item)) in sel.items.iter().enumerate() {
                 let loaded = match item {
                     Item::Typename | Item::Value(_) => None,
+                    Item::ToOne {
+                        target, sel: child, ..
+                    } if joined.iter().any(|(k, _)| *k == i) => {
+                        self.allowed(self.shared.model.entity(target)?.read_scope())?;
+                        let at = joined.iter().position(|(k, _)| *k == i)?;
+                        let (_, set) = joined.swap_remove(at);
+                        let layout = Layout::new(child, &set.columns)?;
+                        // One row per parent, null where it refers to none:
+                        // keep each target once.
+                        let mut rows = Vec::new();
+                        let mut index = HashMap::new();
+                        for row in set.rows {
+                            let Some(id) = layout.id(&row) else { continue };
+                            if !index.contains_key(id) {
+                                index.insert(id.to_string(), rows.len()..rows.len() + 1);
+                                rows.push(row);
+                            }
+                        }
+                        Some((child, rows, layout, index))
+                    }
                     Item::ToOne {
                         target, sel: child, ..
                     } => {
@@ -566,7 +603,7 @@ impl Run<'_> {
                 let loaded = match loaded {
                     None => None,
                     Some((child, rows, layout, index)) => {
-                        let level = self.load(child, &rows, &layout).await?;
+                        let level = self.load(child, &rows, &layout, Vec::new()).await?;
                         Some(Children {
                             rows,
                             layout,
@@ -580,6 +617,25 @@ impl Run<'_> {
             Some(Level { children })
         })
     }
+}
+
+/// The to-one relations of `sel`, to be read by the statement that reads
+/// its rows, and the index of each among `sel`'s items.
+fn to_one_joins(sel: &Sel) -> (Vec<JoinOne>, Vec<usize>) {
+    sel.items
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (_, item))| match item {
+            Item::ToOne { name, sel, .. } => Some((
+                JoinOne {
+                    field: name.clone(),
+                    select: sel.columns.clone(),
+                },
+                i,
+            )),
+            _ => None,
+        })
+        .unzip()
 }
 
 /// Puts each parent's children next to each other (keeping their order)

@@ -39,7 +39,7 @@ pub use db::PoolStats;
 pub use error::StoreError;
 pub use feed::ChangeEvent;
 pub use migrate::{ColumnLayout, Layout, MigrationStep, TableLayout};
-pub use query::{Filter, ListQuery, OrderBy};
+pub use query::{Filter, JoinOne, ListQuery, OrderBy};
 pub use store::{Store, StoreOptions};
 pub use value::{ColType, Row, RowSet};
 

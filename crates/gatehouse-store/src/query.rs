@@ -92,6 +92,16 @@ pub struct ListQuery {
     pub select: Option<Vec<String>>,
 }
 
+/// A to-one relation read in the same statement as the rows that refer to
+/// it ([`crate::Store::list_joined`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct JoinOne {
+    /// The to-one field of the listed entity.
+    pub field: String,
+    /// The target's fields to read; `id` is always read, first.
+    pub select: Vec<String>,
+}
+
 /// A stored field with its column type, resolved against the Model.
 #[derive(Debug, Clone)]
 pub(crate) struct Col<'m> {

@@ -17,7 +17,7 @@ use crate::error::from_sqlx;
 use crate::feed::{self, ChangeEvent};
 use crate::migrate::{self, Layout, MigrationStep, q};
 use crate::query::{
-    Col, Filter, ListQuery, apply_order, col, columns, condition, ordering, stored_field,
+    Col, Filter, JoinOne, ListQuery, apply_order, col, columns, condition, ordering, stored_field,
 };
 use crate::value::{Dialect, SqlKind, check_field, check_keys, to_sql};
 use crate::{Row, RowSet, StoreError};
@@ -422,15 +422,62 @@ impl Store {
 
     /// [`Store::list`] in column form.
     pub async fn list_set(&self, entity: &str, query: &ListQuery) -> Result<RowSet, StoreError> {
+        Ok(self.list_joined(entity, query, &[]).await?.0)
+    }
+
+    /// [`Store::list_set`] that also reads, in the same statement, the row
+    /// each of `joins` refers to (a `LEFT JOIN` per to-one field): the
+    /// listed rows, then one set per join, row `k` of which belongs to
+    /// listed row `k` (all null when the reference is null or dangling).
+    /// A to-one relation then costs no statement of its own.
+    pub async fn list_joined(
+        &self,
+        entity: &str,
+        query: &ListQuery,
+        joins: &[JoinOne],
+    ) -> Result<(RowSet, Vec<RowSet>), StoreError> {
+        let model = &self.inner.model;
         let e = self.entity(entity)?;
-        let cols = columns(&self.inner.model, e, query.select.as_deref())?;
+        let cols = columns(model, e, query.select.as_deref())?;
         let mut s = self.select(e, &cols);
+        let mut kinds = kinds(&cols);
+        let mut joined = Vec::with_capacity(joins.len());
+        for (j, join) in joins.iter().enumerate() {
+            let field = stored_field(e, &join.field)?;
+            let FieldKind::ToOne { target } = &field.kind else {
+                return Err(StoreError::invalid(
+                    &join.field,
+                    format!("is not a to-one relation of {}", e.name),
+                ));
+            };
+            let t = self.entity(target)?;
+            let t_cols = columns(model, t, Some(&join.select))?;
+            let alias = sea_query::Alias::new(format!("j{j}"));
+            s.join_as(
+                sea_query::JoinType::LeftJoin,
+                t.table.clone(),
+                alias.clone(),
+                Expr::col((alias.clone(), id_field(t)?.column.clone()))
+                    .equals((e.table.clone(), field.column.clone())),
+            );
+            for c in &t_cols {
+                s.expr(Expr::col((alias.clone(), c.field.column.clone())));
+            }
+            kinds.extend(t_cols.iter().map(Col::kind));
+            joined.push(t_cols);
+        }
         if let Some(f) = &query.filter {
-            s.and_where(condition(&self.inner.model, e, self.dialect(), f)?);
+            s.and_where(condition(model, e, self.dialect(), f)?);
         }
         apply_order(&mut s, e, &query.order)?;
+        let empty = || {
+            (
+                empty_set(&cols),
+                joined.iter().map(|c| empty_set(c)).collect(),
+            )
+        };
         if query.limit == Some(0) {
-            return Ok(empty_set(&cols));
+            return Ok(empty());
         }
         let built = if self.dialect() == Dialect::Sqlite {
             // SQLite (3.47+) reads a bound LIMIT while planning and so
@@ -456,8 +503,30 @@ impl Store {
             }
             Built::of(self.dialect(), &s)
         };
-        let rows = self.fetch_read(built, &kinds(&cols)).await?;
-        Ok(row_set(&cols, rows))
+        let rows = self.fetch_read(built, &kinds).await?;
+        if joined.is_empty() {
+            return Ok((row_set(&cols, rows), Vec::new()));
+        }
+        // Each row holds the listed columns, then each join's: split them.
+        let mut sets: Vec<Vec<DbRow>> = joined
+            .iter()
+            .map(|_| Vec::with_capacity(rows.len()))
+            .collect();
+        let mut own = Vec::with_capacity(rows.len());
+        for mut row in rows {
+            let mut rest = row.split_off(cols.len().min(row.len()));
+            for (set, t_cols) in sets.iter_mut().zip(&joined) {
+                let tail = rest.split_off(t_cols.len().min(rest.len()));
+                set.push(std::mem::replace(&mut rest, tail));
+            }
+            own.push(row);
+        }
+        let joined = joined
+            .iter()
+            .zip(sets)
+            .map(|(c, rows)| row_set(c, rows))
+            .collect();
+        Ok((row_set(&cols, own), joined))
     }
 
     /// How many rows of `entity` match `filter` (all of them for `None`).

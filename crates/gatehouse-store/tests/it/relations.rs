@@ -1,6 +1,6 @@
 //! Batch loading of relations: one statement per relation, whatever the number of parents.
 
-use gatehouse_store::{Filter, FilterOp, ListQuery, OrderBy, StoreError};
+use gatehouse_store::{Filter, FilterOp, JoinOne, ListQuery, OrderBy, StoreError};
 use serde_json::json;
 
 use crate::common::{author, book, titles};
@@ -145,3 +145,72 @@ conformance!(nested_relation_levels_cost_one_statement_each, |db, s| {
     assert_eq!(book_ids.len(), 15);
     assert_eq!(reviews.values().map(Vec::len).sum::<usize>(), 30);
 });
+
+/// A self-reference that may be null: the hardest case for a join.
+const PEOPLE: &str = r#"
+type Query { people: [Person!]! }
+type Person {
+  id: ID!
+  name: String! @unique
+  boss: Person
+}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_joined_reads_to_one_targets_in_the_same_statement() {
+    for db in crate::common::databases().await {
+        let s = db.open(PEOPLE).await;
+        let person = |name: &str, boss: Option<&str>| {
+            crate::common::row(json!({"name": name, "boss": boss}))
+        };
+        let boss = s.insert("Person", person("boss", None)).await.unwrap();
+        let boss = boss["id"].as_str().unwrap().to_string();
+        for name in ["a", "b"] {
+            s.insert("Person", person(name, Some(&boss))).await.unwrap();
+        }
+        let q = ListQuery {
+            order: vec![OrderBy::asc("name")],
+            select: Some(vec!["name".into(), "boss".into()]),
+            ..Default::default()
+        };
+        let joins = [JoinOne {
+            field: "boss".into(),
+            select: vec!["name".into()],
+        }];
+        let before = s.statements();
+        let (set, joined) = s.list_joined("Person", &q, &joins).await.unwrap();
+        assert_eq!(s.statements() - before, 1, "{}", db.backend());
+        assert_eq!(set.columns, ["id", "name", "boss"]);
+        let names: Vec<_> = set.rows.iter().map(|r| r[1].clone()).collect();
+        assert_eq!(names, [json!("a"), json!("b"), json!("boss")]);
+        assert_eq!(joined.len(), 1);
+        assert_eq!(joined[0].columns, ["id", "name"]);
+        assert_eq!(
+            joined[0].rows,
+            [
+                vec![json!(boss), json!("boss")],
+                vec![json!(boss), json!("boss")],
+                // The boss has no boss: a row of nulls, not a missing row.
+                vec![json!(null), json!(null)],
+            ]
+        );
+        // Paging applies to the listed rows, not to the joined ones.
+        let first = ListQuery {
+            limit: Some(1),
+            offset: 2,
+            ..q.clone()
+        };
+        let (set, joined) = s.list_joined("Person", &first, &joins).await.unwrap();
+        assert_eq!(set.rows.len(), 1);
+        assert_eq!(joined[0].rows, [vec![json!(null), json!(null)]]);
+        // Only a to-one field can be joined.
+        let bad = [JoinOne {
+            field: "name".into(),
+            select: vec![],
+        }];
+        assert!(matches!(
+            s.list_joined("Person", &q, &bad).await,
+            Err(StoreError::Invalid { .. })
+        ));
+    }
+}
