@@ -2,6 +2,8 @@
 //! audit checks it): POST with JSON, GET for queries, content negotiation
 //! between `application/graphql-response+json` and `application/json`.
 
+use std::sync::Arc;
+
 use axum::Extension;
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
@@ -230,7 +232,7 @@ fn store_unavailable(response: &async_graphql::Response) -> bool {
 
 /// `POST {base}/graphql`.
 pub(crate) async fn post(
-    State(state): State<AppState>,
+    State(state): State<Arc<AppState>>,
     principal: Option<Extension<Principal>>,
     headers: HeaderMap,
     body: Body,
@@ -315,7 +317,7 @@ pub(crate) fn is_browser_navigation(headers: &HeaderMap) -> bool {
 
 /// `GET {base}/graphql`: queries only; a browser gets GraphiQL.
 pub(crate) async fn get(
-    State(state): State<AppState>,
+    State(state): State<Arc<AppState>>,
     principal: Option<Extension<Principal>>,
     headers: HeaderMap,
     Query(raw): Query<Vec<(String, String)>>,
@@ -437,7 +439,7 @@ fn may_read_schema(principal: Option<&Principal>, state: &AppState) -> Result<()
 
 /// `GET {base}/graphql/schema.json`: the standard introspection result.
 pub(crate) async fn schema_json(
-    State(state): State<AppState>,
+    State(state): State<Arc<AppState>>,
     principal: Option<Extension<Principal>>,
 ) -> Response {
     if let Err(resp) = may_read_schema(principal.as_deref(), &state) {
@@ -449,7 +451,7 @@ pub(crate) async fn schema_json(
 
 /// `GET {base}/graphql/schema.graphql`: the SDL.
 pub(crate) async fn schema_sdl(
-    State(state): State<AppState>,
+    State(state): State<Arc<AppState>>,
     principal: Option<Extension<Principal>>,
 ) -> Response {
     if let Err(resp) = may_read_schema(principal.as_deref(), &state) {

@@ -74,6 +74,8 @@ impl std::fmt::Debug for AppState {
 /// REST, metrics), all under the base path; every request gets a request id
 /// and a log line ([`telemetry::request_layer`]).
 pub fn app(state: AppState, extra: Vec<Router>) -> Router {
+    // Shared, so a handler's `State` costs one reference count, not one per field.
+    let state = Arc::new(state);
     let mut protected = Router::new()
         .route(
             "/graphql",
@@ -115,7 +117,7 @@ async fn healthz() -> Response {
 
 /// `GET /readyz`: the store is reachable and the service is not shutting
 /// down; 503 otherwise.
-async fn readyz(State(state): State<AppState>) -> Response {
+async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     let result = if state.shutdown.as_ref().is_some_and(|s| s.is_cancelled()) {
         Err("shutting down".to_string())
     } else {

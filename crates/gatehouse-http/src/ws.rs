@@ -81,7 +81,7 @@ pub(crate) fn is_upgrade(headers: &HeaderMap) -> bool {
 }
 
 /// `GET {base}/graphql`: a WebSocket upgrade, or GraphQL over HTTP.
-pub(crate) async fn get_or_upgrade(State(state): State<AppState>, req: Request) -> Response {
+pub(crate) async fn get_or_upgrade(State(state): State<Arc<AppState>>, req: Request) -> Response {
     let (mut parts, _body) = req.into_parts();
     if is_upgrade(&parts.headers) {
         return match WebSocketUpgrade::from_request_parts(&mut parts, &state).await {
@@ -104,7 +104,7 @@ enum Protocol {
     Legacy,
 }
 
-fn upgrade(state: AppState, headers: &HeaderMap, ws: WebSocketUpgrade) -> Response {
+fn upgrade(state: Arc<AppState>, headers: &HeaderMap, ws: WebSocketUpgrade) -> Response {
     // tungstenite's default 128 KiB read buffer per socket would dominate
     // the memory of idle subscribers; GraphQL messages are small, and a
     // larger one still arrives, in more reads.
@@ -229,7 +229,7 @@ enum Step {
 }
 
 struct Connection {
-    state: AppState,
+    state: Arc<AppState>,
     protocol: Protocol,
     /// `Authorization` of the upgrade request, used when `connection_init` has none.
     upgrade_authorization: Option<HeaderValue>,
@@ -247,7 +247,7 @@ struct Connection {
 }
 
 impl Connection {
-    fn new(state: AppState, protocol: Protocol, authorization: Option<HeaderValue>) -> Self {
+    fn new(state: Arc<AppState>, protocol: Protocol, authorization: Option<HeaderValue>) -> Self {
         let (tx, rx) = mpsc::channel(state.subscriptions.queue_capacity.max(1));
         Self {
             state,
