@@ -26,9 +26,10 @@
 #   MUTATIONS     mutations, one a second   (default 30)
 #   PORT          gatehouse's port          (default 18090)
 #   LOADGEN       rust | node               (default rust)
-#   CLIENT_THREADS  load generator threads: tokio worker threads (rust) or
-#                   worker threads each with its own share of the sockets
-#                   and event loop (node) (default 2)
+#   CLIENT_THREADS  load generator threads: tokio worker threads (rust,
+#                   default 1: see loadgen/src/main.rs) or worker threads
+#                   each with its own share of the sockets and event loop
+#                   (node, default 2)
 #   GATEHOUSE_BIN, GATEHOUSE_SRC=tree, CARGO_TARGET_DIR (see ../lib.sh)
 #
 # Needs: cargo, curl, python3 (and node + npm for LOADGEN=node), and a

@@ -17,8 +17,12 @@
 //! after the run, and all times are one monotonic clock.
 //!
 //! Usage: `subs-loadgen BASE_URL TOKEN SERVER_PID N MUTATIONS`; the
-//! environment variable `CLIENT_THREADS` (default 2) sets the runtime's
-//! worker threads.
+//! environment variable `CLIENT_THREADS` (default 1) sets the runtime's
+//! worker threads. One thread is the default because the client shares the
+//! machine's two CPUs with the server it measures: with two, the client's
+//! workers wake and steal from each other and it took 5.5-6.1 µs of CPU per
+//! delivery instead of 3.4-4.1 µs, CPU the server then did not get
+//! (`bench/RESULTS.md`, subscriptions, 2026-11-24).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -54,7 +58,7 @@ fn main() -> Result<(), Error> {
     let threads: usize = std::env::var("CLIENT_THREADS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(2)
+        .unwrap_or(1)
         .max(1);
     let rest = base
         .strip_prefix("http://")
