@@ -10,7 +10,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use gatehouse_schema::Entity;
-use gatehouse_store::{Filter, ListQuery, Row};
+use gatehouse_store::{Filter, ListQuery, Row, RowSet};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use serde::Serialize;
 use serde_json::json;
@@ -214,6 +214,76 @@ fn json_response(
     Ok(bytes_response(status, media, bytes))
 }
 
+/// Where `field` is declared in `entity` (unknown names last).
+fn rank(entity: &Entity, field: &str) -> usize {
+    entity
+        .fields
+        .iter()
+        .position(|f| f.name == field)
+        .unwrap_or(usize::MAX)
+}
+
+/// Rows in the store's column form, serialized as a JSON array of objects
+/// straight from the columns, with no map per row. Keys follow the order
+/// the schema declares the fields in, as for a single row ([`Ordered`]).
+struct Objects<'a> {
+    set: &'a RowSet,
+    /// Column indices in the order they are written.
+    order: Vec<usize>,
+}
+
+impl<'a> Objects<'a> {
+    fn new(entity: &Entity, set: &'a RowSet) -> Self {
+        let mut order: Vec<usize> = (0..set.columns.len()).collect();
+        order.sort_by_key(|&i| rank(entity, &set.columns[i]));
+        Objects { set, order }
+    }
+}
+
+impl Serialize for Objects<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        struct Object<'r>(&'r Objects<'r>, &'r [serde_json::Value]);
+        impl Serialize for Object<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let Object(objects, row) = self;
+                let mut map = s.serialize_map(Some(objects.order.len()))?;
+                for &i in &objects.order {
+                    if let (Some(key), Some(value)) = (objects.set.columns.get(i), row.get(i)) {
+                        map.serialize_entry(key, value)?;
+                    }
+                }
+                map.end()
+            }
+        }
+        let mut seq = s.serialize_seq(Some(self.set.rows.len()))?;
+        for row in &self.set.rows {
+            seq.serialize_element(&Object(self, row))?;
+        }
+        seq.end()
+    }
+}
+
+/// One row serialized with its keys in the order the schema declares the
+/// fields in (`Row` itself iterates alphabetically).
+struct Ordered<'a> {
+    entity: &'a Entity,
+    row: &'a Row,
+}
+
+impl Serialize for Ordered<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut keys: Vec<&String> = self.row.keys().collect();
+        keys.sort_by_key(|k| rank(self.entity, k));
+        let mut map = s.serialize_map(Some(keys.len()))?;
+        for k in keys {
+            map.serialize_entry(k, &self.row[k.as_str()])?;
+        }
+        map.end()
+    }
+}
+
 fn encode(segment: &str) -> String {
     utf8_percent_encode(segment, SEGMENT).to_string()
 }
@@ -282,16 +352,16 @@ async fn list(
     };
     let (rows, total) = if offset > MAX_OFFSET {
         let total = api.store.count(&entity.name, q.filter.as_ref()).await;
-        (Ok(Vec::new()), total)
+        (Ok(RowSet::default()), total)
     } else {
         tokio::join!(
-            api.store.list(&entity.name, &q),
+            api.store.list_set(&entity.name, &q),
             api.store.count(&entity.name, q.filter.as_ref())
         )
     };
     let rows = rows.map_err(Problem::from_read)?;
     let total = total.map_err(Problem::from_read)?;
-    let mut resp = json_response(StatusCode::OK, media, &rows)?;
+    let mut resp = json_response(StatusCode::OK, media, &Objects::new(entity, &rows))?;
     let link = link_header(&base_url, &p.passthrough, p.page, p.per_page, total);
     let h = resp.headers_mut();
     if let Ok(v) = HeaderValue::from_str(&link) {
@@ -370,7 +440,7 @@ async fn get_one(
             .collect(),
         None => row,
     };
-    json_response(StatusCode::OK, media, &row)
+    json_response(StatusCode::OK, media, &Ordered { entity, row: &row })
 }
 
 async fn create(
@@ -399,7 +469,14 @@ async fn create(
         .and_then(|v| v.as_str())
         .unwrap_or_default();
     let location = format!("{}/{}", api.collection_url(entity), encode(id));
-    let mut resp = json_response(StatusCode::CREATED, media, &stored)?;
+    let mut resp = json_response(
+        StatusCode::CREATED,
+        media,
+        &Ordered {
+            entity,
+            row: &stored,
+        },
+    )?;
     if let Ok(v) = HeaderValue::from_str(&location) {
         resp.headers_mut().insert(header::LOCATION, v);
     }
@@ -433,7 +510,14 @@ async fn write_existing(
         }
         other => Problem::from_write(other),
     })?;
-    json_response(StatusCode::OK, media, &stored)
+    json_response(
+        StatusCode::OK,
+        media,
+        &Ordered {
+            entity,
+            row: &stored,
+        },
+    )
 }
 
 async fn delete(

@@ -420,3 +420,66 @@ async fn sparse_fields_always_include_id() {
         assert_eq!(p["invalid_params"][0]["name"], "fields", "{bad}");
     }
 }
+
+/// The keys of a body's object, in the order they are written.
+fn keys_in_order(text: &str) -> Vec<String> {
+    let mut keys = Vec::new();
+    let mut de = serde_json::Deserializer::from_str(text);
+    // serde_json's Map is sorted; read the object as a sequence of entries.
+    struct Keys<'a>(&'a mut Vec<String>);
+    impl<'de> serde::de::Visitor<'de> for Keys<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object or an array of objects")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<(), A::Error> {
+            while let Some((k, _)) = m.next_entry::<String, serde::de::IgnoredAny>()? {
+                self.0.push(k);
+            }
+            Ok(())
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<(), A::Error> {
+            // The first element's keys.
+            if let Some(Some(text)) = s
+                .next_element::<Option<Box<serde_json::value::RawValue>>>()?
+                .map(|v| v.map(|v| v.get().to_string()))
+            {
+                self.0.extend(keys_in_order(&text));
+            }
+            while s.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            Ok(())
+        }
+    }
+    serde::Deserializer::deserialize_any(&mut de, Keys(&mut keys)).unwrap();
+    keys
+}
+
+#[tokio::test]
+async fn keys_follow_the_schema_order() {
+    let (s, _, books) = library().await;
+    let declared = [
+        "id",
+        "title",
+        "year",
+        "isbn",
+        "status",
+        "tags",
+        "rating",
+        "published",
+        "author",
+        "shelf",
+    ];
+    let list = s.get("/v1/books?per_page=1").await.text().await.unwrap();
+    assert_eq!(keys_in_order(&list), declared, "{list}");
+    let one = s.get(&format!("/v1/books/{}", books[0])).await;
+    let one = one.text().await.unwrap();
+    assert_eq!(keys_in_order(&one), declared, "{one}");
+    // Sparse fields too, whatever order they are asked in.
+    let sparse = s
+        .get("/v1/books?per_page=1&fields=year,title")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(keys_in_order(&sparse), ["id", "title", "year"], "{sparse}");
+}
