@@ -456,14 +456,7 @@ impl Run<'_> {
             Binding::List(list) => {
                 let q =
                     args::list_query(&shared.model, &args[..], list, shared.limits, select).ok()?;
-                let (joins, items) = to_one_joins(&r.sel);
-                let (set, joined) = shared
-                    .store
-                    .list_joined(&entity.name, &q, &joins)
-                    .await
-                    .ok()?;
-                let layout = Layout::new(&r.sel, &set.columns)?;
-                let joined = items.into_iter().zip(joined).collect();
+                let (set, layout, joined) = self.rows(&entity.name, &q, &r.sel).await?;
                 let level = self.load(&r.sel, &set.rows, &layout, joined).await?;
                 write_list(out, &set.rows, &r.sel, &layout, &level)
             }
@@ -477,14 +470,7 @@ impl Run<'_> {
                     select,
                     ..Default::default()
                 };
-                let (joins, items) = to_one_joins(&r.sel);
-                let (set, joined) = shared
-                    .store
-                    .list_joined(&entity.name, &q, &joins)
-                    .await
-                    .ok()?;
-                let layout = Layout::new(&r.sel, &set.columns)?;
-                let joined = items.into_iter().zip(joined).collect();
+                let (set, layout, joined) = self.rows(&entity.name, &q, &r.sel).await?;
                 match set.rows.as_slice() {
                     [] if rf.ty.is_non_null() => None,
                     [] => {
@@ -500,6 +486,25 @@ impl Run<'_> {
             }
             _ => None,
         }
+    }
+
+    /// The rows of a root field's query, their layout, and the to-one
+    /// relations of `sel` its statement read with them (for [`Run::load`]).
+    async fn rows(
+        &self,
+        entity: &str,
+        q: &ListQuery,
+        sel: &Sel,
+    ) -> Option<(RowSet, Layout, Vec<(usize, RowSet)>)> {
+        let (joins, items) = to_one_joins(sel);
+        let (set, joined) = self
+            .shared
+            .store
+            .list_joined(entity, q, &joins)
+            .await
+            .ok()?;
+        let layout = Layout::new(sel, &set.columns)?;
+        Some((set, layout, items.into_iter().zip(joined).collect()))
     }
 
     /// Loads every relation of `sel` for all of `rows`, level by level.
