@@ -12,6 +12,7 @@ mod cache;
 pub mod error;
 mod introspection;
 mod loader;
+mod order;
 mod plan;
 
 use std::sync::Arc;
@@ -165,6 +166,9 @@ impl Graphql {
         let parse_failed = !executed && async_graphql::parser::parse_query(&query).is_err();
         for e in &mut response.errors {
             add_code(e, executed, parse_failed);
+        }
+        if executed {
+            order::in_selection_order(&mut response.data, &query, operation_name.as_deref());
         }
         let outcome = if !executed {
             "rejected"
