@@ -499,10 +499,12 @@ fn subscription_field(shared: &Arc<Shared>, f: &RootField) -> SubscriptionField 
             .collect();
         SubscriptionFieldFuture::new(async move {
             let rx = store.subscribe();
-            Ok(futures::stream::unfold(rx, move |mut rx| {
+            // `None` once the feed has ended: the stream ends after its last item.
+            Ok(futures::stream::unfold(Some(rx), move |state| {
                 let entity = entity.clone();
                 let wanted = wanted.clone();
                 async move {
+                    let mut rx = state?;
                     loop {
                         match rx.recv().await {
                             Ok(ev) if ev.entity == entity && ev.kind == kind => {
@@ -516,7 +518,7 @@ fn subscription_field(shared: &Arc<Shared>, f: &RootField) -> SubscriptionField 
                                         .iter()
                                         .all(|(f, v)| row.get(f).unwrap_or(&Json::Null) == v)
                                 {
-                                    return Some((Ok(FieldValue::owned_any(row)), rx));
+                                    return Some((Ok(FieldValue::owned_any(row)), Some(rx)));
                                 }
                             }
                             Ok(_) => {}
@@ -524,9 +526,17 @@ fn subscription_field(shared: &Arc<Shared>, f: &RootField) -> SubscriptionField 
                                 let e = Error::new(format!(
                                     "the subscriber fell behind and missed {n} events; subscribe again"
                                 ));
-                                return Some((Err(e), rx));
+                                return Some((Err(e), Some(rx)));
                             }
-                            Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                            // The store ended the feed: its PostgreSQL listener
+                            // lost its connection, and other instances' events
+                            // of that gap are lost (or the store closed).
+                            Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                                let e = Error::new(
+                                    "the change feed was interrupted and events may have been missed; subscribe again",
+                                );
+                                return Some((Err(e), None));
+                            }
                         }
                     }
                 }

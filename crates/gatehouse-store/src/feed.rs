@@ -11,10 +11,14 @@
 //! payload carries the writing instance's id. Payloads above PostgreSQL's
 //! 8000-byte NOTIFY limit are stored in `_gatehouse_events` and the
 //! notification carries the row's id instead. Notifications sent while a
-//! listener is disconnected are not replayed to it.
+//! listener is disconnected are not replayed to it: instead, once it listens
+//! again, the local channel is replaced ([`Local::interrupt`]), so every
+//! subscriber that was waiting sees its feed end (and its subscription ends
+//! with an error telling the client to subscribe again) rather than silently
+//! missing the events of the gap.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use gatehouse_schema::ChangeKind;
@@ -105,6 +109,52 @@ impl Wire {
     }
 }
 
+/// The in-process side of the feed: the broadcast channel every
+/// subscriber receives from, replaced when events may have been missed.
+#[derive(Debug)]
+pub(crate) struct Local {
+    tx: RwLock<broadcast::Sender<ChangeEvent>>,
+    capacity: usize,
+}
+
+impl Local {
+    pub(crate) fn new(capacity: usize) -> Local {
+        let capacity = capacity.max(1);
+        Local {
+            tx: RwLock::new(broadcast::channel(capacity).0),
+            capacity,
+        }
+    }
+
+    fn sender(&self) -> broadcast::Sender<ChangeEvent> {
+        self.tx
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Publishes `ev` to the current subscribers.
+    pub(crate) fn send(&self, ev: ChangeEvent) {
+        let _ = self.sender().send(ev);
+    }
+
+    /// A receiver of every event published from now on.
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<ChangeEvent> {
+        self.sender().subscribe()
+    }
+
+    /// Ends every current receiver's feed (they get `RecvError::Closed`
+    /// once the events already queued for them are read); later
+    /// subscribers get a new channel.
+    pub(crate) fn interrupt(&self) {
+        let fresh = broadcast::channel(self.capacity).0;
+        *self
+            .tx
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;
+    }
+}
+
 /// Connects a listener and starts LISTEN; returns once notifications flow.
 pub(crate) async fn listen(pool: &PgPool) -> Result<PgListener, sqlx::Error> {
     let mut listener = PgListener::connect_with(pool).await?;
@@ -118,25 +168,50 @@ pub(crate) async fn run_listener(
     mut listener: PgListener,
     pool: PgPool,
     origin: String,
-    tx: broadcast::Sender<ChangeEvent>,
+    local: Arc<Local>,
     writes: Arc<AtomicU64>,
 ) {
     loop {
-        match listener.recv().await {
-            Ok(n) => {
+        // Not `recv()`: it reconnects silently, and the notifications sent
+        // meanwhile would be skipped without anyone knowing.
+        match listener.try_recv().await {
+            Ok(Some(n)) => {
                 // Any notification may mean rows changed (cached counts go stale).
                 writes.fetch_add(1, Ordering::SeqCst);
                 if let Some(ev) = decode(&pool, &origin, n.payload()).await {
-                    let _ = tx.send(ev);
+                    local.send(ev);
                 }
             }
+            Ok(None) => {
+                // The connection was lost and is back, listening (sqlx's
+                // eager reconnect): the notifications in between are lost.
+                tracing::warn!("change listener reconnected; open subscriptions were ended");
+                writes.fetch_add(1, Ordering::SeqCst);
+                local.interrupt();
+            }
             Err(e) => {
-                // recv() reconnects on the next call; back off a little so a
-                // database that is down does not make this loop spin.
                 tracing::warn!(error = %e, "change listener lost its connection; reconnecting");
                 writes.fetch_add(1, Ordering::SeqCst);
-                tokio::time::sleep(Duration::from_millis(500)).await;
+                listener = relisten(&pool).await;
+                // Every notification from here on arrives; those sent while
+                // the listener was down are lost. End the feeds that were
+                // waiting for them rather than let them skip events.
+                local.interrupt();
+                writes.fetch_add(1, Ordering::SeqCst);
+                tracing::info!("change listener listening again; open subscriptions were ended");
             }
+        }
+    }
+}
+
+/// A new listener, once LISTEN runs again; retried every 500 ms so a
+/// database that is down does not make the loop spin.
+async fn relisten(pool: &PgPool) -> PgListener {
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        match listen(pool).await {
+            Ok(l) => return l,
+            Err(e) => tracing::warn!(error = %e, "change listener cannot reconnect yet"),
         }
     }
 }

@@ -74,7 +74,7 @@ pub struct Store {
 struct Inner {
     db: Db,
     model: Arc<Model>,
-    events: broadcast::Sender<ChangeEvent>,
+    events: Arc<feed::Local>,
     /// This instance's id, carried by its PostgreSQL notifications.
     origin: String,
     listener: Option<JoinHandle<()>>,
@@ -113,7 +113,7 @@ impl Store {
         opts: StoreOptions,
     ) -> Result<Store, StoreError> {
         let db = Db::open(url, &opts).await?;
-        let (events, _) = broadcast::channel(opts.event_capacity.max(1));
+        let events = Arc::new(feed::Local::new(opts.event_capacity));
         let origin = uuid::Uuid::now_v7().to_string();
         let writes = Arc::new(AtomicU64::new(0));
         let listener = match &db.pools {
@@ -169,7 +169,9 @@ impl Store {
 
     /// A receiver of every change committed from now on (bounded: see
     /// [`StoreOptions::event_capacity`]). With PostgreSQL it also receives
-    /// changes written by other instances on the same database.
+    /// changes written by other instances on the same database; when the
+    /// listener for those lost its connection (so some may have been
+    /// missed), the receiver is closed once it listens again: subscribe anew.
     pub fn subscribe(&self) -> broadcast::Receiver<ChangeEvent> {
         self.inner.events.subscribe()
     }
@@ -941,7 +943,7 @@ impl Store {
         // Even after a failed commit: whether it took effect is unknown.
         self.inner.writes.fetch_add(1, Ordering::SeqCst);
         committed.map_err(from_sqlx)?;
-        let _ = self.inner.events.send(ev);
+        self.inner.events.send(ev);
         Ok(())
     }
 

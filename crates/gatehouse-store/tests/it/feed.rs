@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use gatehouse_store::{ChangeEvent, ChangeKind, StoreOptions};
 use serde_json::json;
+use sqlx::Connection;
 use tokio::sync::broadcast::Receiver;
 
 use crate::common::{SDL, author, book, databases, row};
@@ -114,6 +115,42 @@ async fn postgres_change_reaches_another_instance() {
     );
     nothing(&mut rx_one).await;
     nothing(&mut rx_two).await;
+    one.close().await;
+    two.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_listener_loss_ends_the_feeds_that_may_have_missed_events() {
+    let Some(db) = databases()
+        .await
+        .into_iter()
+        .find(|d| d.backend() == "postgres")
+    else {
+        eprintln!("GATEHOUSE_TEST_POSTGRES_URL not set: skipped");
+        return;
+    };
+    let one = db.open(SDL).await;
+    let two = db.open_with(SDL, StoreOptions::default()).await.unwrap();
+    let mut before = two.subscribe();
+    // Cut every listener's connection to this database (both stores').
+    let mut admin = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let cut: Vec<(bool,)> = sqlx::query_as(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()",
+    )
+    .fetch_all(&mut admin)
+    .await
+    .unwrap();
+    assert!(!cut.is_empty(), "no listener connection found");
+    // The receiver that may have missed events is closed, not left waiting.
+    match tokio::time::timeout(Duration::from_secs(10), before.recv()).await {
+        Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) => {}
+        other => panic!("expected the feed to end, got {other:?}"),
+    }
+    // Once listening again, a new receiver gets other instances' events.
+    let mut after = two.subscribe();
+    let a = author(&one, "After the gap").await;
+    assert_eq!(next(&mut after).await.id, a);
     one.close().await;
     two.close().await;
 }
