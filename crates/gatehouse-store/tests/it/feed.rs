@@ -3,12 +3,12 @@
 
 use std::time::Duration;
 
-use gatehouse_store::{ChangeEvent, ChangeKind, StoreOptions};
+use gatehouse_store::{ChangeEvent, ChangeKind, Store, StoreOptions};
 use serde_json::json;
 use sqlx::Connection;
 use tokio::sync::broadcast::Receiver;
 
-use crate::common::{SDL, author, book, databases, row};
+use crate::common::{Db, SDL, author, book, databases, row};
 use crate::conformance;
 
 async fn next(rx: &mut Receiver<ChangeEvent>) -> ChangeEvent {
@@ -22,6 +22,22 @@ async fn nothing(rx: &mut Receiver<ChangeEvent>) {
     if let Ok(ev) = tokio::time::timeout(Duration::from_millis(300), rx.recv()).await {
         panic!("unexpected event {ev:?}");
     }
+}
+
+/// Two stores on one fresh PostgreSQL database (two instances, each with
+/// its own listener); `None`, after saying so, without PostgreSQL.
+async fn two_instances() -> Option<(Db, Store, Store)> {
+    let Some(db) = databases()
+        .await
+        .into_iter()
+        .find(|d| d.backend() == "postgres")
+    else {
+        eprintln!("GATEHOUSE_TEST_POSTGRES_URL not set: skipped");
+        return None;
+    };
+    let one = db.open(SDL).await;
+    let two = db.open_with(SDL, StoreOptions::default()).await.unwrap();
+    Some((db, one, two))
 }
 
 conformance!(events_on_insert_update_replace_delete, |db, s| {
@@ -72,16 +88,9 @@ conformance!(events_on_insert_update_replace_delete, |db, s| {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_change_reaches_another_instance() {
-    let Some(db) = databases()
-        .await
-        .into_iter()
-        .find(|d| d.backend() == "postgres")
-    else {
-        eprintln!("GATEHOUSE_TEST_POSTGRES_URL not set: skipped");
+    let Some((_db, one, two)) = two_instances().await else {
         return;
     };
-    let one = db.open(SDL).await;
-    let two = db.open_with(SDL, StoreOptions::default()).await.unwrap();
     let mut rx_two = two.subscribe();
     let mut rx_one = one.subscribe();
 
@@ -121,16 +130,9 @@ async fn postgres_change_reaches_another_instance() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_listener_loss_ends_the_feeds_that_may_have_missed_events() {
-    let Some(db) = databases()
-        .await
-        .into_iter()
-        .find(|d| d.backend() == "postgres")
-    else {
-        eprintln!("GATEHOUSE_TEST_POSTGRES_URL not set: skipped");
+    let Some((db, one, two)) = two_instances().await else {
         return;
     };
-    let one = db.open(SDL).await;
-    let two = db.open_with(SDL, StoreOptions::default()).await.unwrap();
     let mut before = two.subscribe();
     // Cut every listener's connection to this database (both stores').
     let mut admin = sqlx::PgConnection::connect(&db.url).await.unwrap();
