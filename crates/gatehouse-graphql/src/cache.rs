@@ -19,7 +19,9 @@ use async_graphql::extensions::{
 };
 use std::collections::HashSet;
 
-use async_graphql::parser::types::{ExecutableDocument, Selection, SelectionSet};
+use async_graphql::parser::types::{
+    DocumentOperations, ExecutableDocument, OperationDefinition, Selection, SelectionSet,
+};
 use async_graphql::{
     ErrorExtensions, Request, ServerError, ServerResult, ValidationResult, Variables,
 };
@@ -36,7 +38,8 @@ const MAX_VARIANT_KEY: usize = 1024;
 
 /// A cached document and the request variants that passed validation with it.
 struct Entry {
-    doc: ExecutableDocument,
+    /// Shared, so the response-order pass can read it without parsing again.
+    doc: Arc<ExecutableDocument>,
     /// `operation name \0 variables as JSON` -> the validation result.
     validated: Vec<(String, ValidationResult)>,
     /// Operation name -> its plan (`None`: not one the planned executor runs).
@@ -136,6 +139,17 @@ impl ParseCache {
         plan
     }
 
+    /// The parsed document of `query`: the cached one when there is one
+    /// (it is for every request async-graphql has parsed), else parsed now.
+    pub(crate) fn document(&self, query: &str) -> Option<Arc<ExecutableDocument>> {
+        if let Ok(cache) = self.inner.lock()
+            && let Some(entry) = cache.peek(query)
+        {
+            return Some(entry.doc.clone());
+        }
+        async_graphql::parser::parse_query(query).ok().map(Arc::new)
+    }
+
     /// Whether `query` is cached (for tests and metrics).
     pub fn contains(&self, query: &str) -> bool {
         self.inner
@@ -189,7 +203,7 @@ impl Extension for RequestCache {
         if let Ok(mut cache) = self.shared.inner.lock()
             && let Some(entry) = cache.get(query)
         {
-            return Ok(entry.doc.clone());
+            return Ok((*entry.doc).clone());
         }
         let doc = next.run(ctx, query, variables).await?;
         let depth = document_depth(&doc);
@@ -208,7 +222,7 @@ impl Extension for RequestCache {
             cache.put(
                 query.to_string(),
                 Entry {
-                    doc: doc.clone(),
+                    doc: Arc::new(doc.clone()),
                     validated: Vec::new(),
                     plans: Vec::new(),
                 },
@@ -244,9 +258,25 @@ impl Extension for RequestCache {
     }
 }
 
+/// The operation a request for `name` runs in `doc`, as async-graphql
+/// chooses it; `None` in the cases it refuses (a name that is not there,
+/// no name among several operations, a name for an anonymous operation).
+pub(crate) fn operation<'d>(
+    doc: &'d ExecutableDocument,
+    name: Option<&str>,
+) -> Option<&'d OperationDefinition> {
+    let op = match (&doc.operations, name) {
+        (DocumentOperations::Single(op), None) => op,
+        (DocumentOperations::Multiple(ops), Some(name)) => ops.get(name)?,
+        (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => ops.values().next()?,
+        _ => return None,
+    };
+    Some(&op.node)
+}
+
 /// The kind of operation `name` in `doc` (see [`ParseCache::operation_kind`]).
 fn kind_of(doc: &ExecutableDocument, name: Option<&str>) -> &'static str {
-    use async_graphql::parser::types::{DocumentOperations, OperationType};
+    use async_graphql::parser::types::OperationType;
     let ty = match (&doc.operations, name) {
         (DocumentOperations::Single(op), _) => Some(op.node.ty),
         (DocumentOperations::Multiple(ops), Some(n)) => ops.get(n).map(|op| op.node.ty),

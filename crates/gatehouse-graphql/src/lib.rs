@@ -167,8 +167,8 @@ impl Graphql {
         for e in &mut response.errors {
             add_code(e, executed, parse_failed);
         }
-        if executed {
-            order::in_selection_order(&mut response.data, &query, operation_name.as_deref());
+        if executed && let Some(doc) = self.cache.document(&query) {
+            order::in_selection_order(&mut response.data, &doc, operation_name.as_deref());
         }
         let outcome = if !executed {
             "rejected"

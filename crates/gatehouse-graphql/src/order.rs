@@ -11,33 +11,23 @@
 
 use async_graphql::Value;
 use async_graphql::indexmap::IndexMap;
-use async_graphql::parser::types::{
-    DocumentOperations, ExecutableDocument, Selection, SelectionSet,
-};
+use async_graphql::parser::types::{ExecutableDocument, Selection, SelectionSet};
 
 /// Deepest fragment nesting followed (validation has refused cycles
 /// already; this only bounds the walk).
 const MAX_NESTING: usize = 32;
 
-/// Reorders the keys of `data` (the response of `operation_name` in
-/// `query`) into selection order. Leaves `data` as it is when the query
-/// does not parse or names no such operation.
-pub(crate) fn in_selection_order(data: &mut Value, query: &str, operation_name: Option<&str>) {
-    let Ok(doc) = async_graphql::parser::parse_query(query) else {
-        return;
-    };
-    let set = match (&doc.operations, operation_name) {
-        (DocumentOperations::Single(op), _) => &op.node.selection_set.node,
-        (DocumentOperations::Multiple(ops), Some(name)) => match ops.get(name) {
-            Some(op) => &op.node.selection_set.node,
-            None => return,
-        },
-        (DocumentOperations::Multiple(ops), None) => match ops.values().next() {
-            Some(op) if ops.len() == 1 => &op.node.selection_set.node,
-            _ => return,
-        },
-    };
-    reorder(&doc, data, &[set]);
+/// Reorders the keys of `data` (the response of `operation_name` in `doc`)
+/// into selection order. Leaves `data` as it is when `doc` has no such
+/// operation.
+pub(crate) fn in_selection_order(
+    data: &mut Value,
+    doc: &ExecutableDocument,
+    operation_name: Option<&str>,
+) {
+    if let Some(op) = crate::cache::operation(doc, operation_name) {
+        reorder(doc, data, &[&op.selection_set.node]);
+    }
 }
 
 /// Puts the keys of `value` (an object, or a list of them at any depth) in
@@ -131,7 +121,8 @@ mod tests {
         let query =
             "query Q { __typename books { title ...A } b: bookByIsbn(isbn: \"x\") { title } }
                      fragment A on Book { author { name id } }";
-        in_selection_order(&mut data, query, Some("Q"));
+        let doc = async_graphql::parser::parse_query(query).expect("a document");
+        in_selection_order(&mut data, &doc, Some("Q"));
         assert_eq!(keys(&data), ["__typename", "books", "b"]);
         let Value::Object(m) = &data else {
             panic!("an object")
@@ -147,12 +138,13 @@ mod tests {
     }
 
     #[test]
-    fn an_unparsable_query_leaves_the_data_alone() {
+    fn an_unknown_operation_leaves_the_data_alone() {
         let mut map = IndexMap::new();
         map.insert(async_graphql::Name::new("b"), Value::from(1));
         map.insert(async_graphql::Name::new("a"), Value::from(2));
         let mut data = Value::Object(map);
-        in_selection_order(&mut data, "{ a b", None);
+        let doc = async_graphql::parser::parse_query("query A { a b }").expect("a document");
+        in_selection_order(&mut data, &doc, Some("B"));
         assert_eq!(keys(&data), ["b", "a"]);
     }
 }

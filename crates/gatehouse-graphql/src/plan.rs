@@ -23,8 +23,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 
 use async_graphql::parser::types::{
-    DocumentOperations, ExecutableDocument, Field as QueryField, OperationType, Selection,
-    SelectionSet,
+    ExecutableDocument, Field as QueryField, OperationType, Selection, SelectionSet,
 };
 use async_graphql::{Name, Value, Variables};
 use async_graphql_value::Value as InputValue;
@@ -133,14 +132,8 @@ pub(crate) fn compile(
     doc: &ExecutableDocument,
     operation_name: Option<&str>,
 ) -> Option<Plan> {
-    // The same choice async-graphql makes; every other case is an error it reports.
-    let op = match (&doc.operations, operation_name) {
-        (DocumentOperations::Single(op), None) => op,
-        (DocumentOperations::Multiple(ops), Some(name)) => ops.get(name)?,
-        (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => ops.values().next()?,
-        _ => return None,
-    };
-    let op = &op.node;
+    // Every case it refuses is an error async-graphql reports.
+    let op = crate::cache::operation(doc, operation_name)?;
     if op.ty != OperationType::Query || !op.directives.is_empty() {
         return None;
     }
