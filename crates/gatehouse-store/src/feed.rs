@@ -126,11 +126,10 @@ impl Local {
         }
     }
 
-    fn sender(&self) -> broadcast::Sender<ChangeEvent> {
+    fn sender(&self) -> std::sync::RwLockReadGuard<'_, broadcast::Sender<ChangeEvent>> {
         self.tx
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
     }
 
     /// Publishes `ev` to the current subscribers.
