@@ -21,6 +21,7 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
+use std::sync::OnceLock;
 
 use async_graphql::parser::types::{
     ExecutableDocument, Field as QueryField, OperationType, Selection, SelectionSet,
@@ -30,7 +31,7 @@ use async_graphql_value::Value as InputValue;
 use futures::future::BoxFuture;
 use gatehouse_auth::Principal;
 use gatehouse_schema::{Binding, Entity, FieldKind, ListBinding, Model, RootField, Scalar};
-use gatehouse_store::{JoinOne, ListQuery, RowSet};
+use gatehouse_store::{JoinOne, ListQuery, PreparedList, RowSet};
 use serde_json::Value as Json;
 
 use crate::args;
@@ -69,6 +70,15 @@ struct RootPlan {
     /// Arguments as written in the query (variables unresolved).
     args: Vec<(Name, InputValue)>,
     sel: Sel,
+    /// The to-one relations of `sel` its statement reads ([`to_one_joins`]).
+    joins: Vec<JoinOne>,
+    /// The index among `sel`'s items of each of `joins`.
+    join_items: Vec<usize>,
+    /// Whether the arguments hold no variables: then every run reads the
+    /// same page, and its statement is built once, into `prepared` (`None`
+    /// when the arguments are refused: async-graphql reports them).
+    constant: bool,
+    prepared: OnceLock<Option<PreparedList>>,
 }
 
 /// What is selected from one entity.
@@ -159,10 +169,17 @@ pub(crate) fn compile(
                 return None;
             }
             let entity = model.entity(&rf.entity)?;
+            let args = written_args(f);
+            let sel = compile_sel(model, doc, entity, &f.selection_set.node)?;
+            let (joins, join_items) = to_one_joins(&sel);
             Root::Field(Box::new(RootPlan {
                 field: rf.clone(),
-                args: written_args(f),
-                sel: compile_sel(model, doc, entity, &f.selection_set.node)?,
+                constant: args.iter().all(|(_, v)| v.clone().into_const().is_some()),
+                args,
+                sel,
+                joins,
+                join_items,
+                prepared: OnceLock::new(),
             }))
         };
         roots.push((key, root));
@@ -361,9 +378,17 @@ struct Level {
 struct Children {
     rows: Vec<Values>,
     layout: Layout,
-    /// Target id (to-one) or parent id (to-many) -> its rows.
-    index: HashMap<String, Range<usize>>,
+    index: Index,
     level: Level,
+}
+
+/// How a parent row finds its rows among [`Children::rows`].
+enum Index {
+    /// Target id (to-one) or parent id (to-many) -> its rows.
+    ById(HashMap<String, Range<usize>>),
+    /// Row `k` belongs to parent row `k`, a row of nulls when the parent
+    /// refers to none: a to-one relation read by the parents' statement.
+    Aligned,
 }
 
 /// Runs `plan`: the response body (`{"data":…}`), or `None` when the
@@ -438,66 +463,69 @@ impl Run<'_> {
         Some(out)
     }
 
-    async fn root(&self, r: &RootPlan, out: &mut Vec<u8>) -> Option<()> {
+    /// The store query of a root field, its arguments resolved.
+    fn query(&self, r: &RootPlan) -> Option<ListQuery> {
         let shared = self.shared;
         let rf = &r.field;
-        let entity = shared.model.entity(&rf.entity)?;
-        self.allowed(rf.scope.as_deref().unwrap_or(entity.read_scope()))?;
         let args = self.args(&r.args, &rf.args)?;
         let select = Some(r.sel.columns.clone());
         match &rf.binding {
             Binding::List(list) => {
-                let q =
-                    args::list_query(&shared.model, &args[..], list, shared.limits, select).ok()?;
-                let (set, layout, joined) = self.rows(&entity.name, &q, &r.sel).await?;
-                let level = self.load(&r.sel, &set.rows, &layout, joined).await?;
-                write_list(out, &set.rows, &r.sel, &layout, &level)
+                args::list_query(&shared.model, &args[..], list, shared.limits, select).ok()
             }
             Binding::Lookup { filters, where_arg } => {
                 let filter =
                     args::filter_from_args(&shared.model, &args[..], filters, where_arg.as_ref())
                         .ok()??;
-                let q = ListQuery {
+                Some(ListQuery {
                     filter: Some(filter),
                     limit: Some(2),
                     select,
                     ..Default::default()
-                };
-                let (set, layout, joined) = self.rows(&entity.name, &q, &r.sel).await?;
-                match set.rows.as_slice() {
-                    [] if rf.ty.is_non_null() => None,
-                    [] => {
-                        out.extend_from_slice(b"null");
-                        Some(())
-                    }
-                    [row] => {
-                        let level = self.load(&r.sel, &set.rows, &layout, joined).await?;
-                        write_object(out, row, &r.sel, &layout, &level)
-                    }
-                    _ => None,
-                }
+                })
             }
             _ => None,
         }
     }
 
-    /// The rows of a root field's query, their layout, and the to-one
-    /// relations of `sel` its statement read with them (for [`Run::load`]).
-    async fn rows(
-        &self,
-        entity: &str,
-        q: &ListQuery,
-        sel: &Sel,
-    ) -> Option<(RowSet, Layout, Vec<(usize, RowSet)>)> {
-        let (joins, items) = to_one_joins(sel);
-        let (set, joined) = self
-            .shared
-            .store
-            .list_joined(entity, q, &joins)
-            .await
-            .ok()?;
-        let layout = Layout::new(sel, &set.columns)?;
-        Some((set, layout, items.into_iter().zip(joined).collect()))
+    async fn root(&self, r: &RootPlan, out: &mut Vec<u8>) -> Option<()> {
+        let shared = self.shared;
+        let store = &shared.store;
+        let rf = &r.field;
+        let entity = shared.model.entity(&rf.entity)?;
+        self.allowed(rf.scope.as_deref().unwrap_or(entity.read_scope()))?;
+        // The root field's rows, with the to-one relations its statement read.
+        let (set, joined) = if r.constant {
+            let prepared = r.prepared.get_or_init(|| {
+                let q = self.query(r)?;
+                store.prepare_list(&entity.name, &q, &r.joins).ok()
+            });
+            store.run_list(prepared.as_ref()?).await.ok()?
+        } else {
+            let q = self.query(r)?;
+            store.list_joined(&entity.name, &q, &r.joins).await.ok()?
+        };
+        let layout = Layout::new(&r.sel, &set.columns)?;
+        let joined = r.join_items.iter().copied().zip(joined).collect();
+        match &rf.binding {
+            Binding::List(_) => {
+                let level = self.load(&r.sel, &set.rows, &layout, joined).await?;
+                write_list(out, &set.rows, 0, &r.sel, &layout, &level)
+            }
+            Binding::Lookup { .. } => match set.rows.as_slice() {
+                [] if rf.ty.is_non_null() => None,
+                [] => {
+                    out.extend_from_slice(b"null");
+                    Some(())
+                }
+                [row] => {
+                    let level = self.load(&r.sel, &set.rows, &layout, joined).await?;
+                    write_object(out, row, 0, &r.sel, &layout, &level)
+                }
+                _ => None,
+            },
+            _ => None,
+        }
     }
 
     /// Loads every relation of `sel` for all of `rows`, level by level.
@@ -523,18 +551,7 @@ impl Run<'_> {
                         let at = joined.iter().position(|(k, _)| *k == i)?;
                         let (_, set) = joined.swap_remove(at);
                         let layout = Layout::new(child, &set.columns)?;
-                        // One row per parent, null where it refers to none:
-                        // keep each target once.
-                        let mut rows = Vec::new();
-                        let mut index = HashMap::new();
-                        for row in set.rows {
-                            let Some(id) = layout.id(&row) else { continue };
-                            if !index.contains_key(id) {
-                                index.insert(id.to_string(), rows.len()..rows.len() + 1);
-                                rows.push(row);
-                            }
-                        }
-                        Some((child, rows, layout, index))
+                        Some((child, set.rows, layout, Index::Aligned))
                     }
                     Item::ToOne {
                         target, sel: child, ..
@@ -561,7 +578,7 @@ impl Run<'_> {
                         for (k, row) in rows.iter().enumerate() {
                             index.insert(layout.id(row)?.to_string(), k..k + 1);
                         }
-                        Some((child, rows, layout, index))
+                        Some((child, rows, layout, Index::ById(index)))
                     }
                     Item::ToMany(many) => {
                         let ToMany {
@@ -595,7 +612,7 @@ impl Run<'_> {
                             .ok()?;
                         let layout = Layout::new(child, &set.columns)?;
                         let (rows, index) = group_by_parent(set.rows, &parent_of);
-                        Some((child, rows, layout, index))
+                        Some((child, rows, layout, Index::ById(index)))
                     }
                 };
                 let loaded = match loaded {
@@ -662,9 +679,11 @@ fn group_by_parent(
     (grouped, index)
 }
 
+/// Writes `rows`, the rows from position `start` on of their level.
 fn write_list(
     out: &mut Vec<u8>,
     rows: &[Values],
+    start: usize,
     sel: &Sel,
     layout: &Layout,
     level: &Level,
@@ -674,15 +693,17 @@ fn write_list(
         if i > 0 {
             out.push(b',');
         }
-        write_object(out, row, sel, layout, level)?;
+        write_object(out, row, start + i, sel, layout, level)?;
     }
     out.push(b']');
     Some(())
 }
 
+/// Writes `row`, at position `pos` among the rows of its level.
 fn write_object(
     out: &mut Vec<u8>,
     row: &[Json],
+    pos: usize,
     sel: &Sel,
     layout: &Layout,
     level: &Level,
@@ -702,13 +723,17 @@ fn write_object(
                 ..
             } => {
                 let c = loaded.as_ref()?;
-                let found = layout
-                    .value(row, i)
-                    .and_then(Json::as_str)
-                    .and_then(|id| c.index.get(id));
+                let found = match &c.index {
+                    Index::Aligned => c.rows.get(pos).and_then(|r| c.layout.id(r)).map(|_| pos),
+                    Index::ById(index) => layout
+                        .value(row, i)
+                        .and_then(Json::as_str)
+                        .and_then(|id| index.get(id))
+                        .map(|r| r.start),
+                };
                 match found {
-                    Some(r) => {
-                        write_object(out, c.rows.get(r.start)?, child, &c.layout, &c.level)?;
+                    Some(k) => {
+                        write_object(out, c.rows.get(k)?, k, child, &c.layout, &c.level)?;
                     }
                     None if *required => return None,
                     None => out.extend_from_slice(b"null"),
@@ -716,12 +741,12 @@ fn write_object(
             }
             Item::ToMany(many) => {
                 let c = loaded.as_ref()?;
-                let rows = c
-                    .index
-                    .get(layout.id(row)?)
-                    .and_then(|r| c.rows.get(r.clone()))
-                    .unwrap_or_default();
-                write_list(out, rows, &many.sel, &c.layout, &c.level)?;
+                let Index::ById(index) = &c.index else {
+                    return None;
+                };
+                let range = index.get(layout.id(row)?).cloned().unwrap_or(0..0);
+                let rows = c.rows.get(range.clone())?;
+                write_list(out, rows, range.start, &many.sel, &c.layout, &c.level)?;
             }
         }
     }

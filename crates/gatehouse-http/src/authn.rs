@@ -153,7 +153,7 @@ impl Authenticator {
             // Not read: put the untouched body back.
             let signed = self.signed_request(&parts, None);
             let req = Request::from_parts(parts, body);
-            let result = self.oauth1(signed).await;
+            let result = Box::pin(self.oauth1(signed)).await;
             return (req, result);
         };
         if maybe_in_body && !has_oauth1_params(None, None, Some(&form)) {
@@ -163,7 +163,7 @@ impl Authenticator {
         }
         let signed = self.signed_request(&parts, Some(&form));
         let req = Request::from_parts(parts, axum::body::Body::from(form));
-        let result = self.oauth1(signed).await;
+        let result = Box::pin(self.oauth1(signed)).await;
         (req, result)
     }
 
@@ -230,7 +230,9 @@ impl Authenticator {
         if scheme.eq_ignore_ascii_case("bearer") {
             self.bearer(rest).await
         } else if scheme.eq_ignore_ascii_case("basic") {
-            self.basic(rest).await
+            // Boxed, like the other rare paths, so the common bearer
+            // path's future stays small (it is moved as the request passes the layers).
+            Box::pin(self.basic(rest)).await
         } else {
             Err(AuthFailure::UnsupportedScheme)
         }
@@ -245,7 +247,7 @@ impl Authenticator {
         }
         let server = &self.inner.server;
         if let Some(introspector) = &self.inner.introspector {
-            return introspector.principal(token, server.now()).await;
+            return Box::pin(introspector.principal(token, server.now())).await;
         }
         match server.validate_access_token(token, server.now()).await {
             Ok(claims) => Ok(Principal {

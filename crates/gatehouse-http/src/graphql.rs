@@ -181,7 +181,8 @@ async fn run(
             .insert(header::CONTENT_TYPE, media.content_type());
         return resp;
     }
-    let executed = state.graphql.execute(request).await;
+    // Boxed: async-graphql's future is large, and most requests never start it.
+    let executed = Box::pin(state.graphql.execute(request)).await;
     let response = &executed.response;
     // GraphQL over HTTP: with application/graphql-response+json a request
     // that fails before execution is a 4xx; with application/json it is 200.

@@ -23,6 +23,7 @@ use crate::{StoreError, StoreOptions, error::from_sqlx};
 pub(crate) type DbRow = Vec<Json>;
 
 /// A statement ready to run: SQL text and its parameters.
+#[derive(Debug, Clone)]
 pub(crate) struct Built {
     pub sql: String,
     pub values: SqlxValues,
@@ -134,7 +135,9 @@ impl Db {
     pub async fn read(&self) -> Result<Pooled, StoreError> {
         let inner = match &self.pools {
             Pools::Sqlite(db) => PooledInner::SqliteRead(db.read().await.map_err(from_sqlx)?),
-            Pools::Postgres(pool) => PooledInner::Pg(pool.acquire().await.map_err(from_sqlx)?),
+            Pools::Postgres(pool) => {
+                PooledInner::Pg(Box::pin(pool.acquire()).await.map_err(from_sqlx)?)
+            }
         };
         Ok(Pooled {
             inner,
@@ -146,7 +149,9 @@ impl Db {
     pub async fn write(&self) -> Result<Pooled, StoreError> {
         let inner = match &self.pools {
             Pools::Sqlite(db) => PooledInner::SqliteWrite(db.write().await.map_err(from_sqlx)?),
-            Pools::Postgres(pool) => PooledInner::Pg(pool.acquire().await.map_err(from_sqlx)?),
+            Pools::Postgres(pool) => {
+                PooledInner::Pg(Box::pin(pool.acquire()).await.map_err(from_sqlx)?)
+            }
         };
         Ok(Pooled {
             inner,
@@ -159,7 +164,7 @@ impl Db {
     pub async fn begin(&self) -> Result<Tx, StoreError> {
         let inner = match &self.pools {
             Pools::Sqlite(db) => TxInner::Sqlite(db.begin().await.map_err(from_sqlx)?),
-            Pools::Postgres(pool) => TxInner::Pg(pool.begin().await.map_err(from_sqlx)?),
+            Pools::Postgres(pool) => TxInner::Pg(Box::pin(pool.begin()).await.map_err(from_sqlx)?),
         };
         Ok(Tx {
             inner,
@@ -344,9 +349,9 @@ impl Conn<'_> {
                 crate::sqlite::fetch(c.as_deref_mut().ok_or(sqlx::Error::PoolClosed)?, &q, kinds)
             }
             ConnInner::Pg(c) => {
-                let rows = sqlx::query_with(AssertSqlSafe(q.sql), q.values)
-                    .fetch_all(&mut **c)
-                    .await?;
+                let rows =
+                    Box::pin(sqlx::query_with(AssertSqlSafe(q.sql), q.values).fetch_all(&mut **c))
+                        .await?;
                 rows.iter().map(|r| decode_pg(r, kinds)).collect()
             }
         }
@@ -361,10 +366,11 @@ impl Conn<'_> {
             ConnInner::Sqlite(c) => {
                 crate::sqlite::execute(c.as_deref_mut().ok_or(sqlx::Error::PoolClosed)?, &q)
             }
-            ConnInner::Pg(c) => Ok(sqlx::query_with(AssertSqlSafe(q.sql), q.values)
-                .execute(&mut **c)
-                .await?
-                .rows_affected()),
+            ConnInner::Pg(c) => Ok(Box::pin(
+                sqlx::query_with(AssertSqlSafe(q.sql), q.values).execute(&mut **c),
+            )
+            .await?
+            .rows_affected()),
         }
     }
 

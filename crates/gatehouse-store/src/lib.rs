@@ -40,7 +40,7 @@ pub use error::StoreError;
 pub use feed::ChangeEvent;
 pub use migrate::{ColumnLayout, Layout, MigrationStep, TableLayout};
 pub use query::{Filter, JoinOne, ListQuery, OrderBy};
-pub use store::{Store, StoreOptions};
+pub use store::{PreparedList, Store, StoreOptions};
 pub use value::{ColType, Row, RowSet};
 
 pub use gatehouse_schema::{ChangeKind, FilterOp};

@@ -438,6 +438,21 @@ impl Store {
         query: &ListQuery,
         joins: &[JoinOne],
     ) -> Result<(RowSet, Vec<RowSet>), StoreError> {
+        let prepared = self.prepare_list(entity, query, joins)?;
+        self.run_list(&prepared).await
+    }
+
+    /// Builds the statement of [`Store::list_joined`] without running it, to
+    /// be run by [`Store::run_list`] as often as needed: a caller that reads
+    /// the same page again and again (the planned executor, for a query
+    /// whose arguments hold no variables) skips building the SQL each time.
+    /// It reads what the store holds when it runs, not when it was built.
+    pub fn prepare_list(
+        &self,
+        entity: &str,
+        query: &ListQuery,
+        joins: &[JoinOne],
+    ) -> Result<PreparedList, StoreError> {
         let model = &self.inner.model;
         let e = self.entity(entity)?;
         let cols = columns(model, e, query.select.as_deref())?;
@@ -466,22 +481,15 @@ impl Store {
                 s.expr(Expr::col((alias.clone(), c.field.column.clone())));
             }
             kinds.extend(t_cols.iter().map(Col::kind));
-            joined.push(t_cols);
+            joined.push(names(&t_cols));
         }
         if let Some(f) = &query.filter {
             s.and_where(condition(model, e, self.dialect(), f)?);
         }
         apply_order(&mut s, e, &query.order)?;
-        let empty = || {
-            (
-                empty_set(&cols),
-                joined.iter().map(|c| empty_set(c)).collect(),
-            )
-        };
-        if query.limit == Some(0) {
-            return Ok(empty());
-        }
-        let built = if self.dialect() == Dialect::Sqlite {
+        let built = if query.limit == Some(0) {
+            None
+        } else if self.dialect() == Dialect::Sqlite {
             // SQLite (3.47+) reads a bound LIMIT while planning and so
             // re-prepares the statement every time one is bound. The numbers
             // are ours (integers, never text from a request): written into
@@ -495,7 +503,7 @@ impl Store {
                 b.sql
                     .push_str(&format!(" LIMIT {limit} OFFSET {}", query.offset));
             }
-            b
+            Some(b)
         } else {
             if let Some(l) = query.limit {
                 s.limit(l);
@@ -503,32 +511,57 @@ impl Store {
             if query.offset > 0 {
                 s.offset(query.offset);
             }
-            Built::of(self.dialect(), &s)
+            Some(Built::of(self.dialect(), &s))
         };
-        let rows = self.fetch_read(built, &kinds).await?;
-        if joined.is_empty() {
-            return Ok((row_set(&cols, rows), Vec::new()));
+        Ok(PreparedList {
+            built,
+            kinds,
+            columns: names(&cols),
+            joined,
+        })
+    }
+
+    /// Runs a statement [`Store::prepare_list`] built: the listed rows, then
+    /// one set per join, as [`Store::list_joined`] returns them.
+    pub async fn run_list(
+        &self,
+        prepared: &PreparedList,
+    ) -> Result<(RowSet, Vec<RowSet>), StoreError> {
+        let set = |columns: &Vec<String>, rows| RowSet {
+            columns: columns.clone(),
+            rows,
+        };
+        let Some(built) = &prepared.built else {
+            let joined = prepared.joined.iter().map(|c| set(c, Vec::new())).collect();
+            return Ok((set(&prepared.columns, Vec::new()), joined));
+        };
+        let rows = self.fetch_read(built.clone(), &prepared.kinds).await?;
+        if prepared.joined.is_empty() {
+            return Ok((set(&prepared.columns, rows), Vec::new()));
         }
         // Each row holds the listed columns, then each join's: split them.
-        let mut sets: Vec<Vec<DbRow>> = joined
+        let width = prepared.columns.len();
+        let mut sets: Vec<Vec<DbRow>> = prepared
+            .joined
             .iter()
             .map(|_| Vec::with_capacity(rows.len()))
             .collect();
         let mut own = Vec::with_capacity(rows.len());
         for mut row in rows {
-            let mut rest = row.split_off(cols.len().min(row.len()));
-            for (set, t_cols) in sets.iter_mut().zip(&joined) {
+            let mut rest = row.split_off(width.min(row.len()));
+            for (rows, t_cols) in sets.iter_mut().zip(&prepared.joined) {
                 let tail = rest.split_off(t_cols.len().min(rest.len()));
-                set.push(std::mem::replace(&mut rest, tail));
+                rows.push(std::mem::replace(&mut rest, tail));
             }
             own.push(row);
         }
-        let joined = joined
+        let joined = prepared
+            .joined
             .iter()
             .zip(sets)
-            .map(|(c, rows)| row_set(c, rows))
+            .map(|(c, rows)| set(c, rows))
             .collect();
-        Ok((row_set(&cols, own), joined))
+        Ok((set(&prepared.columns, own), joined))
     }
 
     /// How many rows of `entity` match `filter` (all of them for `None`).
@@ -1087,15 +1120,32 @@ fn to_row(cols: &[Col<'_>], values: DbRow) -> Row {
         .collect()
 }
 
+fn names(cols: &[Col<'_>]) -> Vec<String> {
+    cols.iter().map(|c| c.field.name.clone()).collect()
+}
+
 fn empty_set(cols: &[Col<'_>]) -> RowSet {
     row_set(cols, Vec::new())
 }
 
 fn row_set(cols: &[Col<'_>], rows: Vec<DbRow>) -> RowSet {
     RowSet {
-        columns: cols.iter().map(|c| c.field.name.clone()).collect(),
+        columns: names(cols),
         rows,
     }
+}
+
+/// A list statement built by [`Store::prepare_list`], run by
+/// [`Store::run_list`]. It holds SQL for the store that built it only.
+#[derive(Debug)]
+pub struct PreparedList {
+    /// `None` for a page of zero rows: nothing to run.
+    built: Option<Built>,
+    kinds: Vec<SqlKind>,
+    /// The listed entity's fields, in select-list order.
+    columns: Vec<String>,
+    /// Each join's fields, in the order they follow `columns`.
+    joined: Vec<Vec<String>>,
 }
 
 /// The kind of a constraint violation, by error code. Beyond what sqlx maps,

@@ -5,6 +5,9 @@ use std::collections::BTreeSet;
 
 use gatehouse_auth::{AuthScheme, Principal};
 use gatehouse_graphql::async_graphql::{Request, Variables};
+use gatehouse_graphql::{Graphql, GraphqlOptions};
+use gatehouse_schema::{Source, load_sources};
+use gatehouse_store::{Store, StoreOptions};
 use serde_json::{Value, json};
 
 use super::{Server, start};
@@ -53,8 +56,11 @@ fn request(query: &str, variables: Value, principal: Option<Principal>) -> Reque
 /// Runs `query` through async-graphql (which validates and caches the
 /// variant), then through its plan; the bodies must be identical.
 async fn same_answer(s: &Server, query: &str, variables: Value) -> Value {
-    let slow = s
-        .graphql
+    same_answer_of(&s.graphql, query, variables).await
+}
+
+async fn same_answer_of(graphql: &Graphql, query: &str, variables: Value) -> Value {
+    let slow = graphql
         .execute(request(query, variables.clone(), None))
         .await;
     assert!(
@@ -64,8 +70,7 @@ async fn same_answer(s: &Server, query: &str, variables: Value) -> Value {
     );
     let slow_bytes = serde_json::to_vec(&slow.response).unwrap();
     let slow = serde_json::to_value(&slow.response).unwrap();
-    let planned = s
-        .graphql
+    let planned = graphql
         .execute_planned(&request(query, variables, None))
         .await
         .unwrap_or_else(|| panic!("{query}: the planned executor declined it"));
@@ -203,6 +208,12 @@ async fn the_planned_executor_declines_what_it_does_not_run() {
         ("{ books { title title } }", json!({})),
     ];
     for (q, v) in cases {
+        // Twice: a plan remembers what it refused, and refuses it again.
+        assert_eq!(
+            declined(q, v.clone(), None).await.is_some(),
+            declined(q, v.clone(), None).await.is_some(),
+            "{q}"
+        );
         let planned = declined(q, v, None).await;
         // `book(id: "missing")` is null, a plain success: planned.
         if q.starts_with("{ book(") {
@@ -225,4 +236,103 @@ async fn the_planned_executor_declines_what_it_does_not_run() {
             .await
             .is_some()
     );
+    // The statement is built once per plan, the scope checked on every run.
+    assert!(declined(q, json!({}), Some(principal(&[]))).await.is_none());
+}
+
+#[tokio::test]
+async fn a_plan_built_once_reads_what_the_store_holds_when_it_runs() {
+    let s = seeded().await;
+    let queries = [
+        "{ books(first: 10, orderBy: title_ASC) { title author { name } } }",
+        "{ bookByIsbn(isbn: \"isbn-9\") { title author { name } } }",
+        "{ authors(orderBy: name_ASC) { name books { title } } }",
+    ];
+    let before: Vec<Value> =
+        futures::future::join_all(queries.iter().map(|q| same_answer(&s, q, json!({})))).await;
+    assert_eq!(before[1]["data"]["bookByIsbn"], Value::Null);
+    let author = s.author("Aaa First", None).await;
+    s.book(json!({"title": "0 AAA", "status": "AVAILABLE", "author": author, "isbn": "isbn-9"}))
+        .await;
+    let after: Vec<Value> =
+        futures::future::join_all(queries.iter().map(|q| same_answer(&s, q, json!({})))).await;
+    assert_eq!(
+        after[0]["data"]["books"][0],
+        json!({"title": "0 AAA", "author": {"name": "Aaa First"}})
+    );
+    assert_eq!(
+        after[1]["data"]["bookByIsbn"]["author"]["name"],
+        "Aaa First"
+    );
+    assert_eq!(
+        after[2]["data"]["authors"][0]["books"],
+        json!([{"title": "0 AAA"}])
+    );
+}
+
+/// To-one relations read by the root statement: null references, the same
+/// target for several rows, and relations below them.
+#[tokio::test]
+async fn joined_to_one_relations_answer_as_async_graphql_does() {
+    let sdl = "type Person { id: ID! name: String! mentor: Person pupils: [Person!]! } \
+               enum PersonOrderBy { name_ASC name_DESC } \
+               type Query { people(orderBy: [PersonOrderBy!]): [Person!]! person(id: ID!): Person }";
+    let model = std::sync::Arc::new(
+        load_sources(&[Source {
+            path: "people.graphql".into(),
+            text: sdl.into(),
+        }])
+        .unwrap(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("p.db").display());
+    let store = Store::connect(&url, model.clone(), StoreOptions::default())
+        .await
+        .unwrap();
+    let opts = GraphqlOptions {
+        auth_required: false,
+        ..GraphqlOptions::default()
+    };
+    let graphql = Graphql::new(model, store.clone(), &opts).unwrap();
+    let add = |name: &str, mentor: Option<&str>| {
+        let mut row = gatehouse_store::Row::new();
+        row.insert("name".into(), json!(name));
+        row.insert("mentor".into(), json!(mentor));
+        let store = store.clone();
+        async move {
+            store.insert("Person", row).await.unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        }
+    };
+    let ada = add("Ada", None).await;
+    let bob = add("Bob", Some(&ada)).await;
+    add("Cy", Some(&ada)).await;
+    add("Dee", Some(&bob)).await;
+    for q in [
+        "{ people(orderBy: name_ASC) { name mentor { name } } }",
+        "{ people(orderBy: name_ASC) { name mentor { name mentor { name } pupils { name mentor { name } } } } }",
+        "{ people(orderBy: name_DESC) { a: mentor { name } name b: mentor { id } } }",
+    ] {
+        let d = same_answer_of(&graphql, q, json!({})).await;
+        assert_eq!(d["data"]["people"].as_array().unwrap().len(), 4, "{q}");
+    }
+    let d = same_answer_of(
+        &graphql,
+        "query($id: ID!) { person(id: $id) { name mentor { name pupils { name } } } }",
+        json!({"id": bob}),
+    )
+    .await;
+    assert_eq!(
+        d["data"]["person"]["mentor"]["pupils"],
+        json!([{"name": "Bob"}, {"name": "Cy"}])
+    );
+    let d = same_answer_of(
+        &graphql,
+        "query($id: ID!) { person(id: $id) { name mentor { name } } }",
+        json!({"id": ada}),
+    )
+    .await;
+    assert_eq!(d["data"]["person"]["mentor"], Value::Null);
 }
