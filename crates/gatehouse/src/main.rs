@@ -4,6 +4,7 @@ mod admin;
 mod auth;
 mod config;
 mod logbuf;
+mod logfmt;
 mod serve;
 
 use std::io::Write;
@@ -311,12 +312,18 @@ fn init_logging(format: LogFormat) -> logbuf::FlushGuard {
     let filter = EnvFilter::try_from_env("GATEHOUSE_LOG")
         .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
     let (writer, guard) = logbuf::stderr();
+    let ansi = std::io::stderr().is_terminal();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
+        .with_ansi(ansi)
         .with_writer(writer);
     match format {
-        LogFormat::Text => builder.init(),
+        // Colours only on a terminal, where speed does not matter.
+        LogFormat::Text if ansi => builder.init(),
+        LogFormat::Text => builder
+            .fmt_fields(logfmt::Fields)
+            .event_format(logfmt::Text { time: true })
+            .init(),
         LogFormat::Json => builder.json().flatten_event(true).init(),
     }
     guard
