@@ -251,12 +251,12 @@ impl Authenticator {
         }
         match server.validate_access_token(token, server.now()).await {
             Ok(claims) => Ok(Principal {
-                subject: claims.sub.clone(),
-                client_id: Some(claims.client_id.clone()),
                 scopes: claims.scopes().map(str::to_string).collect(),
+                subject: claims.sub,
+                client_id: Some(claims.client_id),
                 scheme: AuthScheme::Bearer,
                 expires_at: Some(claims.exp),
-                token_id: Some(claims.jti.clone()),
+                token_id: Some(claims.jti),
             }),
             Err(gatehouse_auth::Error::InvalidToken(d)) => {
                 Err(AuthFailure::InvalidToken(d.to_string()))

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use axum::Extension;
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -46,7 +46,7 @@ fn negotiate(headers: &HeaderMap) -> Option<Media> {
     let mut best: Option<(Media, f32)> = None;
     for part in accept.split(',') {
         let mut pieces = part.split(';');
-        let ty = pieces.next().unwrap_or("").trim().to_ascii_lowercase();
+        let ty = pieces.next().unwrap_or("").trim();
         let mut q = 1.0f32;
         for p in pieces {
             if let Some(v) = p.trim().strip_prefix("q=") {
@@ -56,10 +56,15 @@ fn negotiate(headers: &HeaderMap) -> Option<Media> {
         if q <= 0.0 {
             continue;
         }
-        let media = match ty.as_str() {
-            GRAPHQL_RESPONSE => Media::GraphqlResponse,
-            JSON | "application/*" | "*/*" => Media::Json,
-            _ => continue,
+        let media = if ty.eq_ignore_ascii_case(GRAPHQL_RESPONSE) {
+            Media::GraphqlResponse
+        } else if [JSON, "application/*", "*/*"]
+            .iter()
+            .any(|m| ty.eq_ignore_ascii_case(m))
+        {
+            Media::Json
+        } else {
+            continue;
         };
         let better = match best {
             None => true,
@@ -234,13 +239,17 @@ fn store_unavailable(response: &async_graphql::Response) -> bool {
 /// `POST {base}/graphql`.
 pub(crate) async fn post(
     State(state): State<Arc<AppState>>,
-    principal: Option<Extension<Principal>>,
-    headers: HeaderMap,
-    body: Body,
+    req: axum::extract::Request,
 ) -> Response {
+    // Taken apart rather than extracted: the `HeaderMap` and `Extension`
+    // extractors clone what they hand over.
+    let (mut parts, body) = req.into_parts();
+    let principal = parts.extensions.remove::<Principal>();
+    let headers = parts.headers;
     let sse = crate::sse::wanted(&headers);
-    let media_for_errors = negotiate(&headers).unwrap_or(Media::Json);
-    let media = match negotiate(&headers) {
+    let negotiated = negotiate(&headers);
+    let media_for_errors = negotiated.unwrap_or(Media::Json);
+    let media = match negotiated {
         Some(media) => media,
         // Errors before the stream starts are answered as JSON.
         None if sse => Media::Json,
@@ -257,8 +266,8 @@ pub(crate) async fn post(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     let mut parts = content_type.split(';');
-    let essence = parts.next().unwrap_or("").trim().to_ascii_lowercase();
-    if essence != JSON {
+    let essence = parts.next().unwrap_or("").trim();
+    if !essence.eq_ignore_ascii_case(JSON) {
         return bad_request(
             media,
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -300,8 +309,8 @@ pub(crate) async fn post(
         }
     };
     match params_from_json(&json) {
-        Ok(params) if sse => crate::sse::stream(&state, params, principal.map(|p| p.0), &headers),
-        Ok(params) => run(&state, media, params, principal.map(|p| p.0)).await,
+        Ok(params) if sse => crate::sse::stream(&state, params, principal, &headers),
+        Ok(params) => run(&state, media, params, principal).await,
         Err(msg) => bad_request(media, StatusCode::BAD_REQUEST, &msg),
     }
 }
@@ -331,8 +340,9 @@ pub(crate) async fn get(
         return crate::graphiql::page(&state.base_path);
     }
     let sse = crate::sse::wanted(&headers);
-    let media_for_errors = negotiate(&headers).unwrap_or(Media::Json);
-    let media = match negotiate(&headers) {
+    let negotiated = negotiate(&headers);
+    let media_for_errors = negotiated.unwrap_or(Media::Json);
+    let media = match negotiated {
         Some(media) => media,
         None if sse => Media::Json,
         None => {

@@ -6,6 +6,8 @@
 //! header value other than `x-request-id`, nor a query string: routes are
 //! logged as their path template (`/v1/books/{id}`), never as the raw path.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,6 +18,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use gatehouse_auth::Principal;
+use metrics::{Counter, Histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing::Instrument;
 
@@ -108,10 +111,22 @@ fn rest_route(template: &str, path: &str, status: StatusCode) -> Option<String> 
     Some(label)
 }
 
+/// Who a request acted for, as its log line names them.
+#[derive(Debug, Clone)]
+struct Caller {
+    client_id: Option<String>,
+    subject: String,
+}
+
 /// Remembers who a request acted for, for its log line. The authentication
 /// layer calls it on the response it returns.
 pub(crate) fn note_principal(resp: &mut Response, principal: &Principal) {
-    resp.extensions_mut().insert(principal.clone());
+    // Only what is logged: a whole principal (scopes, token id) is a
+    // handful of allocations more on every request.
+    resp.extensions_mut().insert(Caller {
+        client_id: principal.client_id.clone(),
+        subject: principal.subject.clone(),
+    });
 }
 
 /// Middleware on every route: assigns the request id (echoed in the
@@ -121,52 +136,128 @@ pub async fn request_layer(mut req: Request, next: Next) -> Response {
     let start = Instant::now();
     let id = incoming_request_id(req.headers()).unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
     let method = method_label(req.method());
-    // Unmatched paths share one label: raw paths would make metrics unbounded.
-    let mut route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
-    let rest_path = route
-        .ends_with(REST_TEMPLATE)
+    let matched = req.extensions().get::<MatchedPath>().cloned();
+    let rest_path = matched
+        .as_ref()
+        .is_some_and(|m| m.as_str().ends_with(REST_TEMPLATE))
         .then(|| req.uri().path().to_string());
     req.extensions_mut().insert(RequestId(id.clone()));
     let span = tracing::info_span!("request", request_id = %id);
     let mut resp = next.run(req).instrument(span).await;
     let elapsed = start.elapsed();
     let status = resp.status();
-    if let Some(path) = rest_path
-        && let Some(label) = rest_route(&route, &path, status)
-    {
-        route = label;
-    }
+    // Unmatched paths share one label: raw paths would make metrics unbounded.
+    let template = matched.as_ref().map_or("unmatched", |m| m.as_str());
+    let refined = rest_path.and_then(|path| rest_route(template, &path, status));
+    let route = refined.as_deref().unwrap_or(template);
     if let Ok(v) = HeaderValue::from_str(&id) {
         resp.headers_mut().insert(REQUEST_ID_HEADER, v);
     }
-    let principal = resp.extensions().get::<Principal>();
-    let client_id = principal.and_then(|p| p.client_id.as_deref());
-    let subject = principal.map(|p| p.subject.as_str());
+    let caller = resp.extensions().get::<Caller>();
+    let client_id = caller.and_then(|c| c.client_id.as_deref());
+    let subject = caller.map(|c| c.subject.as_str());
     let latency_ms = (elapsed.as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0;
     if status.is_server_error() {
         tracing::warn!(
-            request_id = %id, method, route = %route, status = status.as_u16(), latency_ms,
+            request_id = %id, method, route, status = status.as_u16(), latency_ms,
             client_id, subject, "request"
         );
     } else {
         tracing::info!(
-            request_id = %id, method, route = %route, status = status.as_u16(), latency_ms,
+            request_id = %id, method, route, status = status.as_u16(), latency_ms,
             client_id, subject, "request"
         );
     }
+    record_request(method, route, status, elapsed.as_secs_f64());
+    resp
+}
+
+/// Most routes whose metric handles a thread keeps; past it, requests on
+/// new routes register their labels every time (as if uncached).
+const MAX_CACHED_ROUTES: usize = 256;
+
+/// The request metrics of one route and method.
+struct MethodHandles {
+    method: &'static str,
+    duration: Histogram,
+    statuses: Vec<(u16, Counter)>,
+}
+
+/// Metric handles by route, for one thread, valid for one recorder.
+#[derive(Default)]
+struct RouteHandles {
+    recorder: usize,
+    routes: HashMap<String, Vec<MethodHandles>>,
+}
+
+thread_local! {
+    /// Registering labels with the recorder on every request (building the
+    /// key, allocating its strings, hashing it, a lock in the registry)
+    /// cost several percent of a small request; a handle is an atomic.
+    static HANDLES: RefCell<RouteHandles> = RefCell::default();
+}
+
+/// The address of the recorder metrics go to now: handles registered with
+/// another (none installed yet, say) must not be reused.
+fn recorder_id() -> usize {
+    metrics::with_recorder(|r| std::ptr::from_ref(r).cast::<()>() as usize)
+}
+
+fn request_counter(method: &'static str, route: &str, status: StatusCode) -> Counter {
     metrics::counter!(
         HTTP_REQUESTS_TOTAL,
         "method" => method,
-        "route" => route.clone(),
+        "route" => route.to_string(),
         "status" => status.as_str().to_string()
     )
-    .increment(1);
-    metrics::histogram!(HTTP_REQUEST_DURATION, "method" => method, "route" => route)
-        .record(elapsed.as_secs_f64());
-    resp
+}
+
+fn request_histogram(method: &'static str, route: &str) -> Histogram {
+    metrics::histogram!(HTTP_REQUEST_DURATION, "method" => method, "route" => route.to_string())
+}
+
+/// Counts a request in [`HTTP_REQUESTS_TOTAL`] and [`HTTP_REQUEST_DURATION`].
+fn record_request(method: &'static str, route: &str, status: StatusCode, seconds: f64) {
+    let recorder = recorder_id();
+    HANDLES.with_borrow_mut(|cache| {
+        if cache.recorder != recorder {
+            cache.routes.clear();
+            cache.recorder = recorder;
+        }
+        if !cache.routes.contains_key(route) {
+            if cache.routes.len() >= MAX_CACHED_ROUTES {
+                request_counter(method, route, status).increment(1);
+                request_histogram(method, route).record(seconds);
+                return;
+            }
+            cache.routes.insert(route.to_string(), Vec::new());
+        }
+        let Some(methods) = cache.routes.get_mut(route) else {
+            return;
+        };
+        let at = match methods.iter().position(|m| m.method == method) {
+            Some(at) => at,
+            None => {
+                methods.push(MethodHandles {
+                    method,
+                    duration: request_histogram(method, route),
+                    statuses: Vec::new(),
+                });
+                methods.len() - 1
+            }
+        };
+        let handles = &mut methods[at];
+        let code = status.as_u16();
+        match handles.statuses.iter().find(|(c, _)| *c == code) {
+            Some((_, counter)) => counter.increment(1),
+            None => {
+                let counter = request_counter(method, route, status);
+                counter.increment(1);
+                handles.statuses.push((code, counter));
+            }
+        }
+        handles.duration.record(seconds);
+    });
 }
 
 /// Keeps [`SUBSCRIPTIONS_ACTIVE`] up to date for one subscription: the
@@ -301,6 +392,58 @@ mod tests {
         );
         assert_eq!(rest_route(t, "/v1/whatever", StatusCode::NOT_FOUND), None);
         assert_eq!(rest_route(t, "/v1/books", StatusCode::UNAUTHORIZED), None);
+    }
+
+    /// What `recorder` would show for `series` (`name{labels}`).
+    fn value(
+        recorder: &metrics_exporter_prometheus::PrometheusRecorder,
+        series: &str,
+    ) -> Option<f64> {
+        let text = recorder.handle().render();
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+    }
+
+    #[test]
+    fn request_metrics_count_through_cached_handles_of_the_current_recorder() {
+        let first = PrometheusBuilder::new().build_recorder();
+        let second = PrometheusBuilder::new().build_recorder();
+        let ok = StatusCode::OK;
+        let graphql =
+            r#"gatehouse_http_requests_total{method="POST",route="/graphql",status="200"}"#;
+        metrics::with_local_recorder(&first, || {
+            for _ in 0..3 {
+                record_request("POST", "/graphql", ok, 0.001);
+            }
+            record_request("POST", "/graphql", StatusCode::BAD_REQUEST, 0.001);
+            record_request("GET", "/graphql", ok, 0.001);
+            record_request("GET", "/v1/books", ok, 0.001);
+        });
+        // Handles of the first recorder are not reused for the second.
+        metrics::with_local_recorder(&second, || record_request("POST", "/graphql", ok, 0.002));
+        metrics::with_local_recorder(&first, || record_request("POST", "/graphql", ok, 0.001));
+        assert_eq!(value(&first, graphql), Some(4.0));
+        assert_eq!(value(&second, graphql), Some(1.0));
+        for (series, n) in [
+            (
+                r#"gatehouse_http_requests_total{method="POST",route="/graphql",status="400"}"#,
+                1.0,
+            ),
+            (
+                r#"gatehouse_http_requests_total{method="GET",route="/graphql",status="200"}"#,
+                1.0,
+            ),
+            (
+                r#"gatehouse_http_requests_total{method="GET",route="/v1/books",status="200"}"#,
+                1.0,
+            ),
+            (
+                r#"gatehouse_http_request_duration_seconds_count{method="POST",route="/graphql"}"#,
+                5.0,
+            ),
+        ] {
+            assert_eq!(value(&first, series), Some(n), "{series}");
+        }
     }
 
     #[test]

@@ -322,13 +322,42 @@ impl QueryTimer {
 
 impl Drop for QueryTimer {
     fn drop(&mut self) {
-        metrics::histogram!(
-            "gatehouse_store_query_duration_seconds",
-            "backend" => self.backend,
-            "kind" => self.kind
-        )
-        .record(self.start.elapsed().as_secs_f64());
+        let seconds = self.start.elapsed().as_secs_f64();
+        let recorder = metrics::with_recorder(|r| std::ptr::from_ref(r).cast::<()>() as usize);
+        QUERY_HISTOGRAMS.with_borrow_mut(|cache| {
+            // Handles registered with another recorder (none yet, say) are not reused.
+            if cache.0 != recorder {
+                *cache = (recorder, Vec::new());
+            }
+            let handles = &mut cache.1;
+            let found = handles
+                .iter()
+                .find(|(b, k, _)| *b == self.backend && *k == self.kind);
+            match found {
+                Some((_, _, h)) => h.record(seconds),
+                None => {
+                    let h = metrics::histogram!(
+                        "gatehouse_store_query_duration_seconds",
+                        "backend" => self.backend,
+                        "kind" => self.kind
+                    );
+                    h.record(seconds);
+                    handles.push((self.backend, self.kind, h));
+                }
+            }
+        });
     }
+}
+
+/// The statement histograms' handles, by recorder (its address),
+/// backend and kind: there are four at most.
+type QueryHistograms = (usize, Vec<(&'static str, &'static str, metrics::Histogram)>);
+
+thread_local! {
+    /// Registering the labels with the recorder for every statement cost
+    /// more than a SQLite read of a row by key; a handle is an atomic.
+    static QUERY_HISTOGRAMS: std::cell::RefCell<QueryHistograms> =
+        const { std::cell::RefCell::new((0, Vec::new())) };
 }
 
 impl Conn<'_> {
