@@ -57,11 +57,6 @@ const BUCKETS: [f64; 14] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
-/// The id of the current request, in the request extensions for handlers
-/// that want to mention it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RequestId(pub String);
-
 /// The incoming `x-request-id` when it is 1 to 128 characters of
 /// `[A-Za-z0-9._:-]`; anything else is replaced, so a log line cannot be
 /// forged or blown up through it.
@@ -132,7 +127,7 @@ pub(crate) fn note_principal(resp: &mut Response, principal: &Principal) {
 /// Middleware on every route: assigns the request id (echoed in the
 /// response), runs the request inside a span carrying it, then writes the
 /// request's log line and metrics.
-pub async fn request_layer(mut req: Request, next: Next) -> Response {
+pub async fn request_layer(req: Request, next: Next) -> Response {
     let start = Instant::now();
     let id = incoming_request_id(req.headers()).unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
     let method = method_label(req.method());
@@ -141,7 +136,6 @@ pub async fn request_layer(mut req: Request, next: Next) -> Response {
         .as_ref()
         .is_some_and(|m| m.as_str().ends_with(REST_TEMPLATE))
         .then(|| req.uri().path().to_string());
-    req.extensions_mut().insert(RequestId(id.clone()));
     let span = tracing::info_span!("request", request_id = %id);
     let mut resp = next.run(req).instrument(span).await;
     let elapsed = start.elapsed();
