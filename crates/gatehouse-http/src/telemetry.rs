@@ -153,12 +153,12 @@ pub async fn request_layer(req: Request, next: Next) -> Response {
     let latency_ms = (elapsed.as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0;
     if status.is_server_error() {
         tracing::warn!(
-            request_id = %id, method, route, status = status.as_u16(), latency_ms,
+            request_id = %id, method, route = %route, status = status.as_u16(), latency_ms,
             client_id, subject, "request"
         );
     } else {
         tracing::info!(
-            request_id = %id, method, route, status = status.as_u16(), latency_ms,
+            request_id = %id, method, route = %route, status = status.as_u16(), latency_ms,
             client_id, subject, "request"
         );
     }
