@@ -13,9 +13,11 @@
 #      PostgreSQL database `gh_bench` (dropped and recreated);
 #   3. serves that PostgreSQL database with PostGraphile v5 too, and starts a
 #      minimal axum hello-world (bench/hello: a fixed 100-byte JSON body);
-#   4. runs wrk (2 threads, 50 connections, warm-up then measurement, via
-#      bench/request.lua) for a flat and a nested query against each, and
-#      the REST equivalent of the flat query (GET /v1/books?per_page=10);
+#   4. runs wrk (2 threads, 50 connections, via bench/request.lua) for a flat
+#      and a nested query against each, and the REST equivalent of the flat
+#      query (GET /v1/books?per_page=10): a warm-up per case, then ROUNDS
+#      rounds, each measuring every case once (round-robin, so drift of the
+#      host during the run weighs on every target alike);
 #   5. prints a table of req/s and p99 plus the ratios, and writes it to
 #      bench/graphql/work/results.md (with the raw wrk output beside it).
 # Every process it starts is stopped on exit.
@@ -128,30 +130,44 @@ if not isinstance(items, list) or len(items) != 10:
     sys.exit("expected 10 rows: %s" % json.dumps(r)[:600])'
 }
 
+# Cases are checked and warmed up as they are declared (bench), then measured
+# round-robin (measure_rounds): round 1 of every case, then round 2 of every
+# case, and so on. A host that drifts during the run then drifts under every
+# target alike, instead of favouring whichever target ran first.
+C_TARGET=() C_QUERY=() C_URL=() C_BODY=() C_TOKEN=() C_METHOD=()
 bench() { # TARGET QUERY URL BODY TOKEN [nocheck|get]
-  local target=$1 query=$2 url=$3 body=$4 token=$5 round line
-  export BENCH_METHOD=POST
+  local target=$1 query=$2 url=$3 body=$4 token=$5 method=POST
   if [[ "${6:-}" == get ]]; then
-    export BENCH_METHOD=GET
+    method=GET
     check_rest "$url" "$token" || die "$target $query: GET $url does not answer 10 rows"
   elif [[ "${6:-}" != nocheck ]]; then
     check_query "$url" "$body" "$token" >"$WORK/check-$target-$query.json" ||
       die "$target $query: the query does not answer 10 rows (see above)"
   fi
-  export BENCH_BODY="$body" BENCH_TOKEN="$token"
-  wrk -t"$THREADS" -c"$CONNS" -d"$WARMUP" -s "$HERE/../request.lua" "$url" >/dev/null
+  BENCH_METHOD=$method BENCH_BODY="$body" BENCH_TOKEN="$token" \
+    wrk -t"$THREADS" -c"$CONNS" -d"$WARMUP" -s "$HERE/../request.lua" "$url" >/dev/null
+  C_TARGET+=("$target") C_QUERY+=("$query") C_URL+=("$url")
+  C_BODY+=("$body") C_TOKEN+=("$token") C_METHOD+=("$method")
+}
+
+measure_rounds() {
+  local round i target query line out
   for round in $(seq "$ROUNDS"); do
-    wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s "$HERE/../request.lua" "$url" \
-      >"$WORK/wrk-$target-$query-$round.txt"
-    line=$(grep '^BENCH_RESULT' "$WORK/wrk-$target-$query-$round.txt") ||
-      die "no result from wrk; see $WORK/wrk-$target-$query-$round.txt"
-    python3 - "$target" "$query" "$round" "$line" >>"$RESULTS" <<'EOF'
+    for i in "${!C_TARGET[@]}"; do
+      target=${C_TARGET[$i]} query=${C_QUERY[$i]}
+      out="$WORK/wrk-$target-$query-$round.txt"
+      BENCH_METHOD=${C_METHOD[$i]} BENCH_BODY="${C_BODY[$i]}" BENCH_TOKEN="${C_TOKEN[$i]}" \
+        wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s "$HERE/../request.lua" \
+        "${C_URL[$i]}" >"$out"
+      line=$(grep '^BENCH_RESULT' "$out") || die "no result from wrk; see $out"
+      python3 - "$target" "$query" "$round" "$line" >>"$RESULTS" <<'EOF'
 import sys
 target, query, rnd, line = sys.argv[1:]
 kv = dict(f.split("=") for f in line.split()[1:])
 print("\t".join([target, query, rnd, kv["rps"], kv["p50_ms"], kv["p99_ms"], kv["non2xx"], kv["socket_errors"]]))
 EOF
-    printf '%-22s %-7s round %s: %s\n' "$target" "$query" "$round" "$line" >&2
+      printf '%-22s %-7s round %s: %s\n' "$target" "$query" "$round" "$line" >&2
+    done
   done
 }
 
@@ -235,6 +251,7 @@ bench gatehouse-postgres nested "$GH_PG_URL" "$(body "$Q_NESTED")" "$TOKEN_PG"
 bench gatehouse-postgres rest "http://127.0.0.1:$P_GH_PG/v1/books?per_page=10" "" "$TOKEN_PG" get
 bench postgraphile flat "$PGL_URL" "$(body "$PGL_FLAT")" ""
 bench postgraphile nested "$PGL_URL" "$(body "$PGL_NESTED")" ""
+measure_rounds
 
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$WORK/machine.txt" >&2
 
