@@ -20,6 +20,7 @@ use crate::model::{
     GRANT_TOKEN_EXCHANGE, SCOPE_OFFLINE_ACCESS, Scopes, TOKEN_TYPE_ACCESS, TOKEN_TYPE_JWT,
     TOKEN_TYPE_REFRESH, TokenKind, TokenRecord,
 };
+use crate::principal::{AuthScheme, Principal};
 use crate::random::{Random, token_string};
 use crate::repo::AuthRepo;
 use crate::secrets::{self, DUMMY_PASSWORD_HASH};
@@ -219,7 +220,8 @@ pub struct AuthServer {
 /// An entry of the verified-signature cache.
 #[derive(Clone)]
 struct Verified {
-    claims: AccessClaims,
+    /// Shared, so a cache hit copies a pointer rather than every claim.
+    claims: Arc<AccessClaims>,
     /// The record was live at `.checked_at` (server clock) with revocation
     /// generation `.generation`; `.username` is the record's.
     status: Option<LiveStatus>,
@@ -1060,7 +1062,7 @@ impl AuthServer {
                     username,
                     scope: Scopes(claims.scopes().map(str::to_string).collect()),
                     exp: claims.exp,
-                    act: claims.act,
+                    act: claims.act.clone(),
                 })
             }
             TOKEN_TYPE_REFRESH => {
@@ -1102,14 +1104,14 @@ impl AuthServer {
         token: &str,
         now: i64,
         own_audience: bool,
-    ) -> Result<(AccessClaims, Option<String>)> {
+    ) -> Result<(Arc<AccessClaims>, Option<String>)> {
         let key: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
         let cached = self.verified.lock().ok().and_then(|v| v.get(&key).cloned());
         let (claims, status) = match cached {
             Some(v) => (v.claims, v.status),
             None => {
                 let c = match jwt::verify_signature(&self.ring, token, now) {
-                    Ok(c) => c,
+                    Ok(c) => Arc::new(c),
                     Err(e) => {
                         // Another instance may have rotated: look again, but rarely.
                         let last = self.last_key_reload.load(Ordering::SeqCst);
@@ -1117,7 +1119,7 @@ impl AuthServer {
                             return Err(e);
                         }
                         self.reload_keys().await?;
-                        jwt::verify_signature(&self.ring, token, now)?
+                        Arc::new(jwt::verify_signature(&self.ring, token, now)?)
                     }
                 };
                 if let Ok(mut v) = self.verified.lock() {
@@ -1179,7 +1181,23 @@ impl AuthServer {
     /// `aud` includes this API's own audience, the issuer). Errors are
     /// [`Error::InvalidToken`] (RFC 6750 §3.1) or [`Error::Server`].
     pub async fn validate_access_token(&self, token: &str, now: i64) -> Result<AccessClaims> {
-        self.check_jwt(token, now, true).await.map(|(c, _)| c)
+        let (claims, _) = self.check_jwt(token, now, true).await?;
+        Ok(Arc::unwrap_or_clone(claims))
+    }
+
+    /// For resource servers: who a bearer access token acts for, validated
+    /// as [`AuthServer::validate_access_token`] does. Copies only what a
+    /// [`Principal`] holds out of the cached claims.
+    pub async fn access_principal(&self, token: &str, now: i64) -> Result<Principal> {
+        let (claims, _) = self.check_jwt(token, now, true).await?;
+        Ok(Principal {
+            subject: claims.sub.clone(),
+            client_id: Some(claims.client_id.clone()),
+            scopes: claims.scopes().map(str::to_string).collect(),
+            scheme: AuthScheme::Bearer,
+            expires_at: Some(claims.exp),
+            token_id: Some(claims.jti.clone()),
+        })
     }
 
     /// RFC 7662 introspection. The caller must have authenticated the
@@ -1208,8 +1226,8 @@ impl AuthServer {
                         if let Some(u) = username {
                             obj.insert("username".into(), Value::String(u));
                         }
-                        if let Some(act) = c.act {
-                            obj.insert("act".into(), act);
+                        if let Some(act) = &c.act {
+                            obj.insert("act".into(), act.clone());
                         }
                     }
                     Ok(out)

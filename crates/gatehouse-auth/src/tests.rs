@@ -972,6 +972,35 @@ async fn introspection() {
 }
 
 #[tokio::test]
+async fn access_principal_matches_the_claims_and_follows_revocation() {
+    let f = fixture().await;
+    let r = f.alice(Some("read write")).await;
+    let claims = f.validate(&r.access_token).await.unwrap();
+    // Twice: the second answer comes from the verified-token cache.
+    for _ in 0..2 {
+        let p = f
+            .server
+            .access_principal(&r.access_token, f.clock.now())
+            .await
+            .unwrap();
+        assert_eq!(p.subject, claims.sub);
+        assert_eq!(p.client_id.as_deref(), Some(claims.client_id.as_str()));
+        assert_eq!(p.token_id.as_deref(), Some(claims.jti.as_str()));
+        assert_eq!(p.expires_at, Some(claims.exp));
+        assert_eq!(p.scheme, AuthScheme::Bearer);
+        let scopes: Vec<&str> = p.scopes.iter().map(String::as_str).collect();
+        assert_eq!(scopes, ["read", "write"]);
+    }
+    f.server.revoke(&f.app, &r.access_token).await.unwrap();
+    let e = f
+        .server
+        .access_principal(&r.access_token, f.clock.now())
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "invalid_token");
+}
+
+#[tokio::test]
 async fn revocation() {
     let f = fixture().await;
     let a = f.alice(None).await;

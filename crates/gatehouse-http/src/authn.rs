@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::telemetry::Caller;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
@@ -249,26 +250,19 @@ impl Authenticator {
         if let Some(introspector) = &self.inner.introspector {
             return Box::pin(introspector.principal(token, server.now())).await;
         }
-        match server.validate_access_token(token, server.now()).await {
-            Ok(claims) => Ok(Principal {
-                scopes: claims.scopes().map(str::to_string).collect(),
-                subject: claims.sub,
-                client_id: Some(claims.client_id),
-                scheme: AuthScheme::Bearer,
-                expires_at: Some(claims.exp),
-                token_id: Some(claims.jti),
-            }),
-            Err(gatehouse_auth::Error::InvalidToken(d)) => {
-                Err(AuthFailure::InvalidToken(d.to_string()))
-            }
-            Err(e) => {
-                tracing::error!(
-                    cause = e.internal_cause().unwrap_or(""),
-                    "token validation failed"
-                );
-                Err(AuthFailure::Unavailable)
-            }
-        }
+        server
+            .access_principal(token, server.now())
+            .await
+            .map_err(|e| match e {
+                gatehouse_auth::Error::InvalidToken(d) => AuthFailure::InvalidToken(d.to_string()),
+                e => {
+                    tracing::error!(
+                        cause = e.internal_cause().unwrap_or(""),
+                        "token validation failed"
+                    );
+                    AuthFailure::Unavailable
+                }
+            })
     }
 
     async fn basic(&self, encoded: &str) -> Result<Principal, AuthFailure> {
@@ -418,9 +412,10 @@ pub(crate) async fn graphql_layer(
     let (mut req, result) = auth.authenticate_request(req).await;
     match result {
         Ok(p) => {
-            req.extensions_mut().insert(p.clone());
+            let caller = Caller::of(&p);
+            req.extensions_mut().insert(p);
             let mut resp = next.run(req).await;
-            crate::telemetry::note_principal(&mut resp, &p);
+            resp.extensions_mut().insert(caller);
             resp
         }
         Err(f) => {
@@ -539,8 +534,9 @@ pub async fn rest_layer(State(guard): State<RestGuard>, req: Request, next: Next
             );
         }
     }
-    req.extensions_mut().insert(principal.clone());
+    let caller = Caller::of(&principal);
+    req.extensions_mut().insert(principal);
     let mut resp = next.run(req).await;
-    crate::telemetry::note_principal(&mut resp, &principal);
+    resp.extensions_mut().insert(caller);
     resp
 }

@@ -106,22 +106,23 @@ fn rest_route(template: &str, path: &str, status: StatusCode) -> Option<String> 
     Some(label)
 }
 
-/// Who a request acted for, as its log line names them.
+/// Who a request acted for, as its log line names them. The authentication
+/// layers put it in the extensions of the response they return.
 #[derive(Debug, Clone)]
-struct Caller {
+pub(crate) struct Caller {
     client_id: Option<String>,
     subject: String,
 }
 
-/// Remembers who a request acted for, for its log line. The authentication
-/// layer calls it on the response it returns.
-pub(crate) fn note_principal(resp: &mut Response, principal: &Principal) {
-    // Only what is logged: a whole principal (scopes, token id) is a
-    // handful of allocations more on every request.
-    resp.extensions_mut().insert(Caller {
-        client_id: principal.client_id.clone(),
-        subject: principal.subject.clone(),
-    });
+impl Caller {
+    /// Only what is logged: a whole principal (scopes, token id) is a
+    /// handful of allocations more on every request.
+    pub(crate) fn of(principal: &Principal) -> Self {
+        Self {
+            client_id: principal.client_id.clone(),
+            subject: principal.subject.clone(),
+        }
+    }
 }
 
 /// Middleware on every route: assigns the request id (echoed in the
