@@ -9,7 +9,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::telemetry::Caller;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
@@ -19,6 +18,8 @@ use gatehouse_auth::oauth1::{SignedRequest, candidate_uris, has_oauth1_params};
 use gatehouse_auth::{AuthScheme, AuthServer, Principal};
 use serde_json::json;
 use sha2::{Digest, Sha256};
+
+use crate::telemetry::Caller;
 
 /// How long a verified Basic credential is trusted without argon2.
 const BASIC_CACHE_TTL: Duration = Duration::from_secs(60);
