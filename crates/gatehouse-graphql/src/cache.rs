@@ -108,35 +108,49 @@ impl ParseCache {
     }
 
     /// The plan of operation `operation_name` of `query`, compiled on first
-    /// use, when that operation has passed validation with these variables
-    /// (`variant`, from [`variant_key`]) and is one the planned executor runs.
+    /// use, when that operation is one the planned executor runs and has
+    /// passed validation with these variables (`variant`, from
+    /// [`variant_key`]), or with other variables and the plan `accepts`
+    /// these (see [`Plan::accepts`]): a query whose variables change on
+    /// every request (an id, a page) is validated by async-graphql once.
     pub(crate) fn plan(
         &self,
         query: &str,
         operation_name: Option<&str>,
         variant: &str,
         compile: impl FnOnce(&ExecutableDocument) -> Option<Plan>,
+        accepts: impl FnOnce(&Plan) -> bool,
     ) -> Option<Arc<Plan>> {
         let mut cache = self.inner.lock().ok()?;
         let entry = cache.get_mut(query)?;
-        if !entry.validated.iter().any(|(v, _)| v == variant) {
+        let operation = |v: &str| v.split('\0').next().map(str::to_string);
+        let validated = entry.validated.iter().any(|(v, _)| v == variant);
+        if !validated
+            && !entry
+                .validated
+                .iter()
+                .any(|(v, _)| operation(v) == operation(variant))
+        {
             return None;
         }
-        if let Some((_, plan)) = entry
+        let plan = match entry
             .plans
             .iter()
             .find(|(n, _)| n.as_deref() == operation_name)
         {
-            return plan.clone();
-        }
-        let plan = compile(&entry.doc).map(Arc::new);
-        if entry.plans.len() >= VARIANTS_PER_DOCUMENT {
-            entry.plans.remove(0);
-        }
-        entry
-            .plans
-            .push((operation_name.map(str::to_string), plan.clone()));
-        plan
+            Some((_, plan)) => plan.clone(),
+            None => {
+                let plan = compile(&entry.doc).map(Arc::new);
+                if entry.plans.len() >= VARIANTS_PER_DOCUMENT {
+                    entry.plans.remove(0);
+                }
+                entry
+                    .plans
+                    .push((operation_name.map(str::to_string), plan.clone()));
+                plan
+            }
+        }?;
+        (validated || accepts(&plan)).then_some(plan)
     }
 
     /// The parsed document of `query`: the cached one when there is one

@@ -202,9 +202,13 @@ impl Graphql {
             .and_then(|p| p.downcast_ref::<gatehouse_auth::Principal>());
         let variant = cache::variant_key(request)?;
         let name = request.operation_name.as_deref();
-        let plan = self.cache.plan(&request.query, name, &variant, |doc| {
-            plan::compile(&self.shared.model, doc, name)
-        })?;
+        let plan = self.cache.plan(
+            &request.query,
+            name,
+            &variant,
+            |doc| plan::compile(&self.shared.model, doc, name),
+            |plan| plan.accepts(&self.shared.model, &request.variables),
+        )?;
         let body = plan::run(&plan, &self.shared, principal, &request.variables).await?;
         metrics::counter!(
             "gatehouse_graphql_operations_total",

@@ -10,10 +10,11 @@
 //! field's rows are read by the root field's own statement (a `LEFT JOIN`
 //! each), so `{ books { title author { name } } }` is one statement.
 //!
-//! A plan only runs for a request that async-graphql has already validated
-//! with the same operation name and variables (the validation cache in
-//! `cache.rs` keeps that verdict), so the limits and the variable types have
-//! been checked. Anything that would not be a plain success (a missing
+//! A plan only runs for an operation async-graphql has already validated
+//! (the validation cache in `cache.rs` keeps that verdict), so the limits
+//! and every rule that depends on the document alone have been checked;
+//! with the same variables, or with others that [`Plan::accepts`] finds
+//! certainly valid for their declared types. Anything that would not be a plain success (a missing
 //! scope, a bad argument, a store error, a null where the schema promises a
 //! value, a stored value the schema would refuse) makes the run give up,
 //! and the request is executed by async-graphql, which reports it. Plans
@@ -24,7 +25,7 @@ use std::ops::Range;
 use std::sync::OnceLock;
 
 use async_graphql::parser::types::{
-    ExecutableDocument, Field as QueryField, OperationType, Selection, SelectionSet,
+    BaseType, ExecutableDocument, Field as QueryField, OperationType, Selection, SelectionSet, Type,
 };
 use async_graphql::{Name, Value, Variables};
 use async_graphql_value::Value as InputValue;
@@ -43,10 +44,68 @@ const MAX_FRAGMENT_NESTING: usize = 32;
 
 /// A compiled query operation.
 pub(crate) struct Plan {
-    /// The operation's variables, each with the value used when the request
-    /// has none (`None`: no default; a nullable variable defaults to null).
-    variables: Vec<(Name, Option<Value>)>,
+    /// The operation's variables, as declared.
+    variables: Vec<VariableDef>,
     roots: Vec<(Key, Root)>,
+}
+
+/// A variable the operation declares.
+struct VariableDef {
+    name: Name,
+    ty: Type,
+    /// The value used when the request has none (`None`: no default; a
+    /// nullable variable defaults to null).
+    default: Option<Value>,
+}
+
+impl Plan {
+    /// Whether `variables` certainly pass the checks validation makes of
+    /// variable values, so that a plan may run for a variant of the
+    /// operation that async-graphql has not validated itself (the document
+    /// has passed with other variables: every other rule and limit depends
+    /// on the document alone). Each value is checked against its
+    /// variable's declared type, which validation has found allowed where
+    /// the variable is used. Only the common cases are accepted: values of
+    /// the built-in scalars, `Date` and enums, and lists of them. Anything
+    /// else (a null, a missing variable without a default, an input
+    /// object, a number that is not plainly an `Int`) answers `false`, and
+    /// the request goes through async-graphql, which decides.
+    pub(crate) fn accepts(&self, model: &Model, variables: &Variables) -> bool {
+        self.variables.iter().all(|v| match variables.get(&v.name) {
+            Some(value) => input_value_ok(model, &v.ty, value),
+            None => v.default.is_some(),
+        })
+    }
+}
+
+/// Whether `value` is a value of the enum called `name`.
+fn enum_has(model: &Model, name: &str, value: &str) -> bool {
+    model
+        .enum_def(name)
+        .is_some_and(|e| e.values.iter().any(|v| v == value))
+}
+
+/// See [`Plan::accepts`]: `true` only for a non-null value that GraphQL's
+/// input coercion accepts for `ty`.
+fn input_value_ok(model: &Model, ty: &Type, value: &Value) -> bool {
+    match (&ty.base, value) {
+        (_, Value::Null) => false,
+        // A single value stands for a list of one (GraphQL spec §3.11).
+        (BaseType::List(item), Value::List(items)) => {
+            items.iter().all(|v| input_value_ok(model, item, v))
+        }
+        (BaseType::List(item), v) => input_value_ok(model, item, v),
+        (BaseType::Named(name), v) => match (name.as_str(), v) {
+            ("Int", Value::Number(n)) => n.as_i64().is_some_and(|i| i32::try_from(i).is_ok()),
+            ("Float", Value::Number(_))
+            | ("String" | "ID", Value::String(_))
+            | ("Boolean", Value::Boolean(_)) => true,
+            ("Date", Value::String(s)) => valid_date(s),
+            (name, Value::String(s)) => enum_has(model, name, s),
+            (name, Value::Enum(s)) => enum_has(model, name, s),
+            _ => false,
+        },
+    }
 }
 
 /// A response key, written as `"key":`.
@@ -150,7 +209,11 @@ pub(crate) fn compile(
     let variables = op
         .variable_definitions
         .iter()
-        .map(|d| (d.node.name.node.clone(), d.node.default_value().cloned()))
+        .map(|d| VariableDef {
+            name: d.node.name.node.clone(),
+            ty: d.node.var_type.node.clone(),
+            default: d.node.default_value().cloned(),
+        })
         .collect();
     let mut fields = Vec::new();
     flatten(doc, &op.selection_set.node, "Query", &mut fields, 0)?;
@@ -431,11 +494,11 @@ impl Run<'_> {
 
     /// A variable's value as async-graphql resolves it.
     fn variable(&self, name: &Name) -> Option<Value> {
-        let (name, default) = self.plan.variables.iter().find(|(n, _)| n == name)?;
+        let v = self.plan.variables.iter().find(|v| &v.name == name)?;
         self.variables
-            .get(name)
+            .get(&v.name)
             .cloned()
-            .or_else(|| default.clone())
+            .or_else(|| v.default.clone())
     }
 
     /// Argument values as a resolver gets them: as written, variables

@@ -336,3 +336,101 @@ async fn joined_to_one_relations_answer_as_async_graphql_does() {
     .await;
     assert_eq!(d["data"]["person"]["mentor"], Value::Null);
 }
+
+#[tokio::test]
+async fn new_variables_of_a_validated_operation_run_planned_when_certainly_valid() {
+    let s = seeded().await;
+    let q = "query($id: ID!, $n: Int, $s: BookStatus, $o: [BookOrderBy!], $b: Date) { \
+               book(id: $id) { title } \
+               books(first: $n, status: $s, orderBy: $o) { title year } \
+               authors(born_lt: $b) { name } }";
+    let d = same_answer(&s, "{ books { id } }", json!({})).await;
+    let ids: Vec<String> = d["data"]["books"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["id"].as_str().unwrap().to_string())
+        .collect();
+    // Never validated: async-graphql runs it, once.
+    let first =
+        json!({"id": ids[0], "n": 2, "s": "AVAILABLE", "o": ["title_ASC"], "b": "1950-01-01"});
+    assert!(
+        s.graphql
+            .execute_planned(&request(q, first.clone(), None))
+            .await
+            .is_none()
+    );
+    same_answer(&s, q, first).await;
+    // Other values of the same operation: planned at once, the same answer.
+    let fresh = [
+        json!({"id": ids[1], "n": 3, "s": "ON_LOAN", "o": ["year_DESC"], "b": "2000-02-29"}),
+        json!({"id": ids[2], "s": "LOST", "o": "title_DESC"}),
+        json!({"id": "no-such-book", "n": 10, "o": ["year_ASC", "title_ASC"], "b": "1930-01-01"}),
+        json!({"id": ids[3], "n": 0}),
+    ];
+    for v in fresh {
+        let planned = s
+            .graphql
+            .execute_planned(&request(q, v.clone(), None))
+            .await
+            .unwrap_or_else(|| panic!("{v}: not planned"));
+        let slow = s.graphql.execute(request(q, v.clone(), None)).await;
+        assert!(
+            slow.response.errors.is_empty(),
+            "{v}: {:?}",
+            slow.response.errors
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&planned),
+            serde_json::to_string(&slow.response).unwrap(),
+            "{v}"
+        );
+    }
+    // Values validation refuses, or that are not certainly fine: declined,
+    // so async-graphql answers them (with an error where one is due).
+    let refused = [
+        (json!({"id": ids[0], "n": 2.5}), true),
+        (json!({"id": ids[0], "n": "3"}), true),
+        (json!({"id": ids[0], "n": 1_u64 << 40}), true),
+        (json!({"id": ids[0], "s": "NOPE"}), true),
+        (json!({"id": ids[0], "o": ["nope_ASC"]}), true),
+        (json!({"id": ids[0], "b": "2024-13-01"}), true),
+        (json!({"id": ids[0], "s": {"x": 1}}), true),
+        (json!({"id": null}), true),
+        (json!({}), true),
+        (json!({"id": 7}), true),
+        (json!({"id": ids[0], "n": null}), false),
+    ];
+    for (v, is_error) in refused {
+        assert!(
+            s.graphql
+                .execute_planned(&request(q, v.clone(), None))
+                .await
+                .is_none(),
+            "{v}: planned"
+        );
+        let slow = s.graphql.execute(request(q, v.clone(), None)).await;
+        assert_eq!(
+            !slow.response.errors.is_empty(),
+            is_error,
+            "{v}: {:?}",
+            slow.response.errors
+        );
+    }
+    // Another operation of the same document has not been validated.
+    let doc = "query A($n: Int) { books(first: $n) { title } } query B($n: Int) { authors(limit: $n) { name } }";
+    let _ = s
+        .graphql
+        .execute(request(doc, json!({"n": 1}), None).operation_name("A"))
+        .await;
+    let planned = |name: &'static str| {
+        let s = &s;
+        async move {
+            s.graphql
+                .execute_planned(&request(doc, json!({"n": 2}), None).operation_name(name))
+                .await
+        }
+    };
+    assert!(planned("A").await.is_some());
+    assert!(planned("B").await.is_none());
+}
