@@ -6,6 +6,9 @@
 --   BENCH_CONTENT_TYPE   default application/json
 --   BENCH_TOKEN          optional: sent as "Authorization: Bearer ..."
 --   BENCH_AUTHORIZATION  optional: the whole Authorization header (wins over BENCH_TOKEN)
+--   BENCH_IDS_FILE       optional: a file of ids, one per line; every request
+--                        then replaces %ID% in BENCH_BODY with the next id
+--                        (each thread starts at its own place in the list)
 --
 --   BENCH_BODY='{"query":"{ books(first: 10) { title year } }"}' \
 --     wrk -t2 -c50 -d15s -s bench/request.lua http://127.0.0.1:18081/graphql
@@ -22,6 +25,25 @@ if authorization and authorization ~= "" then
   wrk.headers["Authorization"] = authorization
 elseif token and token ~= "" then
   wrk.headers["Authorization"] = "Bearer " .. token
+end
+
+local ids_file = os.getenv("BENCH_IDS_FILE")
+if ids_file and ids_file ~= "" then
+  local ids = {}
+  for line in io.lines(ids_file) do
+    if line ~= "" then ids[#ids + 1] = line end
+  end
+  if #ids == 0 then error(ids_file .. " holds no ids") end
+  local template = wrk.body
+  local next_id = 0
+  function setup(thread)
+    thread:set("start", math.random(#ids))
+  end
+  function request()
+    next_id = next_id + 1
+    local id = ids[(next_id + (start or 0)) % #ids + 1]
+    return wrk.format(nil, nil, nil, (template:gsub("%%ID%%", id)))
+  end
 end
 
 function done(summary, latency, requests)

@@ -14,8 +14,9 @@
 #   3. serves that PostgreSQL database with PostGraphile v5 too, and starts a
 #      minimal axum hello-world (bench/hello: a fixed 100-byte JSON body);
 #   4. runs wrk (2 threads, 50 connections, via bench/request.lua) for a flat
-#      and a nested query against each, and the REST equivalent of the flat
-#      query (GET /v1/books?per_page=10): a warm-up per case, then ROUNDS
+#      and a nested query against each, a lookup of one book by an id that
+#      changes on every request (a query variable), and the REST equivalent
+#      of the flat query (GET /v1/books?per_page=10): a warm-up per case, then ROUNDS
 #      rounds, each measuring every case once (round-robin, so drift of the
 #      host during the run weighs on every target alike);
 #   5. prints a table of req/s and p99 plus the ratios, and writes it to
@@ -134,20 +135,50 @@ if not isinstance(items, list) or len(items) != 10:
 # round-robin (measure_rounds): round 1 of every case, then round 2 of every
 # case, and so on. A host that drifts during the run then drifts under every
 # target alike, instead of favouring whichever target ran first.
-C_TARGET=() C_QUERY=() C_URL=() C_BODY=() C_TOKEN=() C_METHOD=()
-bench() { # TARGET QUERY URL BODY TOKEN [nocheck|get]
-  local target=$1 query=$2 url=$3 body=$4 token=$5 method=POST
+C_TARGET=() C_QUERY=() C_URL=() C_BODY=() C_TOKEN=() C_METHOD=() C_IDS=()
+# Checks the lookup answers a book for the first id of FILE.
+check_lookup() { # URL BODY TOKEN FILE
+  local auth=() body
+  [[ -n "$3" ]] && auth=(-H "Authorization: Bearer $3")
+  body=${2//%ID%/$(head -n1 "$4")}
+  curl -s "${auth[@]}" -H 'Content-Type: application/json' -d "$body" "$1" |
+    python3 -c '
+import json, sys
+raw = sys.stdin.read()
+r = json.loads(raw)
+book = next(iter((r.get("data") or {}).values()), None)
+if r.get("errors") or not isinstance(book, dict) or not book.get("title"):
+    sys.exit("bad response: " + raw[:600])
+print(raw[:300])'
+}
+
+# Writes the ids of 500 books, read through gatehouse's GraphQL, one per line.
+ids_of() { # URL TOKEN FILE
+  local auth=()
+  [[ -n "$2" ]] && auth=(-H "Authorization: Bearer $2")
+  curl -sf "${auth[@]}" -H 'Content-Type: application/json' \
+    -d '{"query":"{ books(first: 500, orderBy: [title_ASC]) { id } }"}' "$1" |
+    python3 -c 'import json, sys; print("\n".join(b["id"] for b in json.load(sys.stdin)["data"]["books"]))' >"$3"
+  [[ $(wc -l <"$3") -ge 100 ]] || die "could not read book ids from $1"
+}
+
+bench() { # TARGET QUERY URL BODY TOKEN [nocheck|get|ids=FILE]
+  local target=$1 query=$2 url=$3 body=$4 token=$5 method=POST ids=""
   if [[ "${6:-}" == get ]]; then
     method=GET
     check_rest "$url" "$token" || die "$target $query: GET $url does not answer 10 rows"
+  elif [[ "${6:-}" == ids=* ]]; then
+    ids=${6#ids=}
+    check_lookup "$url" "$body" "$token" "$ids" >"$WORK/check-$target-$query.json" ||
+      die "$target $query: the lookup does not answer a book (see above)"
   elif [[ "${6:-}" != nocheck ]]; then
     check_query "$url" "$body" "$token" >"$WORK/check-$target-$query.json" ||
       die "$target $query: the query does not answer 10 rows (see above)"
   fi
-  BENCH_METHOD=$method BENCH_BODY="$body" BENCH_TOKEN="$token" \
+  BENCH_METHOD=$method BENCH_BODY="$body" BENCH_TOKEN="$token" BENCH_IDS_FILE="$ids" \
     wrk -t"$THREADS" -c"$CONNS" -d"$WARMUP" -s "$HERE/../request.lua" "$url" >/dev/null
   C_TARGET+=("$target") C_QUERY+=("$query") C_URL+=("$url")
-  C_BODY+=("$body") C_TOKEN+=("$token") C_METHOD+=("$method")
+  C_BODY+=("$body") C_TOKEN+=("$token") C_METHOD+=("$method") C_IDS+=("$ids")
 }
 
 measure_rounds() {
@@ -157,7 +188,7 @@ measure_rounds() {
       target=${C_TARGET[$i]} query=${C_QUERY[$i]}
       out="$WORK/wrk-$target-$query-$round.txt"
       BENCH_METHOD=${C_METHOD[$i]} BENCH_BODY="${C_BODY[$i]}" BENCH_TOKEN="${C_TOKEN[$i]}" \
-        wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s "$HERE/../request.lua" \
+        BENCH_IDS_FILE="${C_IDS[$i]}" wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s "$HERE/../request.lua" \
         "${C_URL[$i]}" >"$out"
       line=$(grep '^BENCH_RESULT' "$out") || die "no result from wrk; see $out"
       python3 - "$target" "$query" "$round" "$line" >>"$RESULTS" <<'EOF'
@@ -220,15 +251,22 @@ fi
 # --- queries -----------------------------------------------------------------
 Q_FLAT='{ books(first: 10) { title year } }'
 Q_NESTED='{ books(first: 10) { title year author { name } } }'
+# One book by id, with a different id in the variables of every request
+# (what a client's detail page sends): %ID% is replaced by request.lua.
+Q_LOOKUP='query($id: ID!) { book(id: $id) { title year author { name } } }'
 # PostGraphile v5 (default "amber" preset) names: allBooks / nodes / authorByAuthorId.
 PGL_FLAT='{ allBooks(first: 10) { nodes { title year } } }'
 PGL_NESTED='{ allBooks(first: 10) { nodes { title year authorByAuthorId { name } } } }'
+PGL_LOOKUP='query($id: String!) { bookByRowId(rowId: $id) { title year authorByAuthorId { name } } }'
 body() { python3 -c 'import json, sys; print(json.dumps({"query": sys.argv[1]}))' "$1"; }
+lookup_body() { python3 -c 'import json, sys; print(json.dumps({"query": sys.argv[1], "variables": {"id": "%ID%"}}))' "$1"; }
 {
   echo "gatehouse flat:      $Q_FLAT"
   echo "gatehouse nested:    $Q_NESTED"
   echo "PostGraphile flat:   $PGL_FLAT"
   echo "PostGraphile nested: $PGL_NESTED"
+  echo "gatehouse lookup:    $Q_LOOKUP (a different \$id per request)"
+  echo "PostGraphile lookup: $PGL_LOOKUP"
   echo "gatehouse REST:      GET /v1/books?per_page=10"
   echo "hello-world:         POST / with the gatehouse flat body; fixed 100-byte JSON answer"
 } | tee "$WORK/queries.txt" >&2
@@ -242,6 +280,8 @@ bench hello fixed "http://127.0.0.1:$P_HELLO/" "$(body "$Q_FLAT")" "" nocheck
 bench gatehouse-sqlite flat "$GH_SQLITE_URL" "$(body "$Q_FLAT")" "$TOKEN_SQLITE"
 bench gatehouse-sqlite nested "$GH_SQLITE_URL" "$(body "$Q_NESTED")" "$TOKEN_SQLITE"
 bench gatehouse-sqlite rest "http://127.0.0.1:$P_GH_SQLITE/v1/books?per_page=10" "" "$TOKEN_SQLITE" get
+ids_of "$GH_SQLITE_URL" "$TOKEN_SQLITE" "$WORK/ids-sqlite.txt"
+bench gatehouse-sqlite lookup "$GH_SQLITE_URL" "$(lookup_body "$Q_LOOKUP")" "$TOKEN_SQLITE" "ids=$WORK/ids-sqlite.txt"
 if [[ "$ANON" == 1 && -n "$TOKEN_SQLITE" ]]; then
   bench gatehouse-sqlite-anon flat "http://127.0.0.1:$P_GH_ANON/graphql" "$(body "$Q_FLAT")" ""
   bench gatehouse-sqlite-anon nested "http://127.0.0.1:$P_GH_ANON/graphql" "$(body "$Q_NESTED")" ""
@@ -249,8 +289,12 @@ fi
 bench gatehouse-postgres flat "$GH_PG_URL" "$(body "$Q_FLAT")" "$TOKEN_PG"
 bench gatehouse-postgres nested "$GH_PG_URL" "$(body "$Q_NESTED")" "$TOKEN_PG"
 bench gatehouse-postgres rest "http://127.0.0.1:$P_GH_PG/v1/books?per_page=10" "" "$TOKEN_PG" get
+ids_of "$GH_PG_URL" "$TOKEN_PG" "$WORK/ids-postgres.txt"
+bench gatehouse-postgres lookup "$GH_PG_URL" "$(lookup_body "$Q_LOOKUP")" "$TOKEN_PG" "ids=$WORK/ids-postgres.txt"
 bench postgraphile flat "$PGL_URL" "$(body "$PGL_FLAT")" ""
 bench postgraphile nested "$PGL_URL" "$(body "$PGL_NESTED")" ""
+# Same database as gatehouse on PostgreSQL: the same ids.
+bench postgraphile lookup "$PGL_URL" "$(lookup_body "$PGL_LOOKUP")" "" "ids=$WORK/ids-postgres.txt"
 measure_rounds
 
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$WORK/machine.txt" >&2
