@@ -101,18 +101,32 @@ pub fn filter_from_args(
 
 /// One comparison; `None` when the value means "no filter".
 fn cmp(f: &ModelFilter, v: &Value) -> Option<Filter> {
-    let json = to_json(v);
+    let mut json = to_json(v);
     if json.is_null() && !matches!(f.op, FilterOp::Eq | FilterOp::Not) {
         // `year_gt: null` compares with nothing: the filter is not applied.
         return None;
+    }
+    if matches!(f.op, FilterOp::In | FilterOp::NotIn) && !json.is_array() {
+        // GraphQL input coercion (spec §3.11): a single value stands for a
+        // list of one (`status_in: LOST`).
+        json = Json::Array(vec![json]);
     }
     // `author: null` means "has no author", `author_not: null` "has one".
     Some(Filter::cmp(f.field.clone(), f.op, json))
 }
 
 fn where_filter(model: &Model, type_name: &str, v: &Value) -> Result<Option<Filter>, Error> {
-    let Value::Object(fields) = v else {
-        return Ok(None);
+    let fields = match v {
+        Value::Object(fields) => fields,
+        Value::Null => return Ok(None),
+        // A variable's value is not always checked against the input type
+        // before it gets here: refuse it rather than filter nothing.
+        _ => {
+            return Err(coded(
+                BAD_USER_INPUT,
+                format!("a `{type_name}` filter must be an object"),
+            ));
+        }
     };
     let Some(w) = model.where_input(type_name) else {
         return Ok(None);
@@ -121,7 +135,13 @@ fn where_filter(model: &Model, type_name: &str, v: &Value) -> Result<Option<Filt
     for (name, value) in fields {
         let name = name.as_str();
         if w.and.as_deref() == Some(name) || w.or.as_deref() == Some(name) {
-            let Value::List(items) = value else { continue };
+            // A single value stands for a list of one (spec §3.11);
+            // `AND: null` applies nothing.
+            let items = match value {
+                Value::List(items) => items.as_slice(),
+                Value::Null => continue,
+                one => std::slice::from_ref(one),
+            };
             let mut subs = Vec::new();
             for item in items {
                 subs.push(where_filter(model, type_name, item)?.unwrap_or(Filter::And(vec![])));

@@ -31,7 +31,9 @@ use async_graphql::{Name, Value, Variables};
 use async_graphql_value::Value as InputValue;
 use futures::future::BoxFuture;
 use gatehouse_auth::Principal;
-use gatehouse_schema::{Binding, Entity, FieldKind, ListBinding, Model, RootField, Scalar};
+use gatehouse_schema::{
+    Binding, Entity, FieldKind, ListBinding, Model, RootField, Scalar, TypeRef,
+};
 use gatehouse_store::{JoinOne, ListQuery, PreparedList, RowSet};
 use serde_json::Value as Json;
 
@@ -52,7 +54,7 @@ pub(crate) struct Plan {
 /// A variable the operation declares.
 struct VariableDef {
     name: Name,
-    ty: Type,
+    ty: TypeRef,
     /// The value used when the request has none (`None`: no default; a
     /// nullable variable defaults to null).
     default: Option<Value>,
@@ -66,10 +68,11 @@ impl Plan {
     /// on the document alone). Each value is checked against its
     /// variable's declared type, which validation has found allowed where
     /// the variable is used. Only the common cases are accepted: values of
-    /// the built-in scalars, `Date` and enums, and lists of them. Anything
-    /// else (a null, a missing variable without a default, an input
-    /// object, a number that is not plainly an `Int`) answers `false`, and
-    /// the request goes through async-graphql, which decides.
+    /// the built-in scalars, `Date`, enums and the schema's input objects,
+    /// and lists of them. Anything else (a null anywhere, a missing
+    /// variable without a default, a number that is not plainly an `Int`,
+    /// an `ID` that is not a string) answers `false`, and the request goes
+    /// through async-graphql, which decides.
     pub(crate) fn accepts(&self, model: &Model, variables: &Variables) -> bool {
         self.variables.iter().all(|v| match variables.get(&v.name) {
             Some(value) => input_value_ok(model, &v.ty, value),
@@ -86,16 +89,17 @@ fn enum_has(model: &Model, name: &str, value: &str) -> bool {
 }
 
 /// See [`Plan::accepts`]: `true` only for a non-null value that GraphQL's
-/// input coercion accepts for `ty`.
-fn input_value_ok(model: &Model, ty: &Type, value: &Value) -> bool {
-    match (&ty.base, value) {
+/// input coercion accepts for `ty` (GraphQL spec §3.5, §3.9, §3.10, §3.11).
+fn input_value_ok(model: &Model, ty: &TypeRef, value: &Value) -> bool {
+    match (ty, value) {
         (_, Value::Null) => false,
-        // A single value stands for a list of one (GraphQL spec §3.11).
-        (BaseType::List(item), Value::List(items)) => {
+        (TypeRef::NonNull(inner), v) => input_value_ok(model, inner, v),
+        (TypeRef::List(item), Value::List(items)) => {
             items.iter().all(|v| input_value_ok(model, item, v))
         }
-        (BaseType::List(item), v) => input_value_ok(model, item, v),
-        (BaseType::Named(name), v) => match (name.as_str(), v) {
+        // A single value stands for a list of one.
+        (TypeRef::List(item), v) => input_value_ok(model, item, v),
+        (TypeRef::Named(name), v) => match (name.as_str(), v) {
             ("Int", Value::Number(n)) => n.as_i64().is_some_and(|i| i32::try_from(i).is_ok()),
             ("Float", Value::Number(_))
             | ("String" | "ID", Value::String(_))
@@ -103,8 +107,33 @@ fn input_value_ok(model: &Model, ty: &Type, value: &Value) -> bool {
             ("Date", Value::String(s)) => valid_date(s),
             (name, Value::String(s)) => enum_has(model, name, s),
             (name, Value::Enum(s)) => enum_has(model, name, s),
+            (name, Value::Object(fields)) => model.input(name).is_some_and(|input| {
+                fields
+                    .keys()
+                    .all(|k| input.fields.iter().any(|f| f.name == k.as_str()))
+                    && input
+                        .fields
+                        .iter()
+                        .all(|f| match fields.get(f.name.as_str()) {
+                            Some(v) => input_value_ok(model, &f.ty, v),
+                            None => !f.ty.is_non_null() || f.default.is_some(),
+                        })
+            }),
             _ => false,
         },
+    }
+}
+
+/// The schema's form of a variable's declared type.
+fn type_ref(ty: &Type) -> TypeRef {
+    let base = match &ty.base {
+        BaseType::Named(name) => TypeRef::Named(name.to_string()),
+        BaseType::List(item) => TypeRef::List(Box::new(type_ref(item))),
+    };
+    if ty.nullable {
+        base
+    } else {
+        TypeRef::NonNull(Box::new(base))
     }
 }
 
@@ -211,7 +240,7 @@ pub(crate) fn compile(
         .iter()
         .map(|d| VariableDef {
             name: d.node.name.node.clone(),
-            ty: d.node.var_type.node.clone(),
+            ty: type_ref(&d.node.var_type.node),
             default: d.node.default_value().cloned(),
         })
         .collect();

@@ -434,3 +434,81 @@ async fn new_variables_of_a_validated_operation_run_planned_when_certainly_valid
     assert!(planned("A").await.is_some());
     assert!(planned("B").await.is_none());
 }
+
+#[tokio::test]
+async fn new_input_object_variables_run_planned_when_certainly_valid() {
+    let s = seeded().await;
+    let q =
+        "query($w: BookWhere, $o: [BookOrderBy!]) { books(where: $w, orderBy: $o) { title year } }";
+    same_answer(&s, q, json!({"w": {"year_gt": 1900}, "o": ["title_ASC"]})).await;
+    let fresh = [
+        json!({"w": {"OR": [{"year_gt": 1965}, {"year_is_null": true}]}}),
+        json!({"w": {"status_in": ["LOST", "ON_LOAN"]}, "o": "year_DESC"}),
+        json!({"w": {"AND": [{"title_contains": "s"}], "NOT": {"year_lt": 1962}}}),
+        json!({"w": {"published_gte": "1968-01-01", "status_in": "AVAILABLE"}}),
+        json!({"w": {}}),
+        json!({"w": {"OR": {"year_gt": 1970}, "AND": {"status": "ON_LOAN"}}}),
+    ];
+    for v in fresh {
+        let planned = s
+            .graphql
+            .execute_planned(&request(q, v.clone(), None))
+            .await
+            .unwrap_or_else(|| panic!("{v}: not planned"));
+        let slow = s.graphql.execute(request(q, v.clone(), None)).await;
+        assert!(
+            slow.response.errors.is_empty(),
+            "{v}: {:?}",
+            slow.response.errors
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&planned),
+            serde_json::to_string(&slow.response).unwrap(),
+            "{v}"
+        );
+    }
+    // A single value stands for a list of one (GraphQL spec §3.11), in a
+    // literal as in a variable, and filters as the list would.
+    for (q, v) in [
+        (
+            q,
+            json!({"w": {"status_in": "LOST", "OR": {"year_lt": 1970}}}),
+        ),
+        (
+            "{ books(where: {status_in: LOST, OR: {year_lt: 1970}}) { title year } }",
+            json!({}),
+        ),
+    ] {
+        let d = same_answer(&s, q, v).await;
+        assert_eq!(
+            d["data"]["books"],
+            json!([{"title": "Solaris", "year": 1961}])
+        );
+    }
+    let refused = [
+        (json!({"w": {"nope": 1}}), true),
+        (json!({"w": {"year_gt": "x"}}), true),
+        (json!({"w": {"status_in": ["NOPE"]}}), true),
+        (json!({"w": {"published_gte": "1968-02-30"}}), true),
+        (json!({"w": {"OR": [{"year_gt": 2.5}]}}), true),
+        (json!({"w": [1]}), true),
+        (json!({"w": {"OR": [1]}}), true),
+        (json!({"w": {"year": null}}), false),
+    ];
+    for (v, is_error) in refused {
+        assert!(
+            s.graphql
+                .execute_planned(&request(q, v.clone(), None))
+                .await
+                .is_none(),
+            "{v}: planned"
+        );
+        let slow = s.graphql.execute(request(q, v.clone(), None)).await;
+        assert_eq!(
+            !slow.response.errors.is_empty(),
+            is_error,
+            "{v}: {:?}",
+            slow.response.errors
+        );
+    }
+}
