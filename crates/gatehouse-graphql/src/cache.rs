@@ -123,7 +123,10 @@ impl ParseCache {
     ) -> Option<Arc<Plan>> {
         let mut cache = self.inner.lock().ok()?;
         let entry = cache.get_mut(query)?;
-        let operation = |v: &str| v.split('\0').next().map(str::to_string);
+        // A variant is `operation name \0 variables`.
+        fn operation(variant: &str) -> &str {
+            variant.split('\0').next().unwrap_or_default()
+        }
         let validated = entry.validated.iter().any(|(v, _)| v == variant);
         if !validated
             && !entry

@@ -14,11 +14,12 @@
 //! (the validation cache in `cache.rs` keeps that verdict), so the limits
 //! and every rule that depends on the document alone have been checked;
 //! with the same variables, or with others that [`Plan::accepts`] finds
-//! certainly valid for their declared types. Anything that would not be a plain success (a missing
-//! scope, a bad argument, a store error, a null where the schema promises a
-//! value, a stored value the schema would refuse) makes the run give up,
-//! and the request is executed by async-graphql, which reports it. Plans
-//! only read, so running a request a second time changes nothing.
+//! certainly valid for their declared types. Anything that would not be a
+//! plain success (a missing scope, a bad argument, a store error, a null
+//! where the schema promises a value, a stored value the schema would
+//! refuse) makes the run give up, and the request is executed by
+//! async-graphql, which reports it. Plans only read, so running a request a
+//! second time changes nothing.
 
 use std::collections::HashMap;
 use std::ops::Range;
