@@ -59,6 +59,11 @@ struct VariableDef {
     /// The value used when the request has none (`None`: no default; a
     /// nullable variable defaults to null).
     default: Option<Value>,
+    /// Whether an explicit null is certainly valid: the variable's type is
+    /// nullable and no argument or input field it stands for is non-null
+    /// (where a non-null argument with a default lets a nullable variable
+    /// in, validation still refuses a null).
+    null_ok: bool,
 }
 
 impl Plan {
@@ -70,12 +75,13 @@ impl Plan {
     /// variable's declared type, which validation has found allowed where
     /// the variable is used. Only the common cases are accepted: values of
     /// the built-in scalars, `Date`, enums and the schema's input objects,
-    /// and lists of them. Anything else (a null anywhere, a missing
-    /// variable without a default, a number that is not plainly an `Int`,
-    /// an `ID` that is not a string) answers `false`, and the request goes
-    /// through async-graphql, which decides.
+    /// lists of them, and nulls where the type allows them. Anything else
+    /// (a missing variable without a default, a number that is not plainly
+    /// an `Int`, an `ID` that is not a string) answers `false`, and the
+    /// request goes through async-graphql, which decides.
     pub(crate) fn accepts(&self, model: &Model, variables: &Variables) -> bool {
         self.variables.iter().all(|v| match variables.get(&v.name) {
+            Some(Value::Null) => v.null_ok,
             Some(value) => input_value_ok(model, &v.ty, value),
             None => v.default.is_some(),
         })
@@ -89,11 +95,12 @@ fn enum_has(model: &Model, name: &str, value: &str) -> bool {
         .is_some_and(|e| e.values.iter().any(|v| v == value))
 }
 
-/// See [`Plan::accepts`]: `true` only for a non-null value that GraphQL's
-/// input coercion accepts for `ty` (GraphQL spec §3.5, §3.9, §3.10, §3.11).
+/// See [`Plan::accepts`]: `true` only for a value that GraphQL's input
+/// coercion accepts for `ty` (GraphQL spec §3.5, §3.9, §3.10, §3.11).
 fn input_value_ok(model: &Model, ty: &TypeRef, value: &Value) -> bool {
     match (ty, value) {
-        (_, Value::Null) => false,
+        (TypeRef::NonNull(_), Value::Null) => false,
+        (_, Value::Null) => true,
         (TypeRef::NonNull(inner), v) => input_value_ok(model, inner, v),
         (TypeRef::List(item), Value::List(items)) => {
             items.iter().all(|v| input_value_ok(model, item, v))
@@ -122,6 +129,63 @@ fn input_value_ok(model: &Model, ty: &TypeRef, value: &Value) -> bool {
             }),
             _ => false,
         },
+    }
+}
+
+/// Adds to `out` the variables `value` (an argument or input field of type
+/// `ty`, as written) puts where a non-null value is required.
+fn non_null_uses(model: &Model, value: &InputValue, ty: &TypeRef, out: &mut Vec<Name>) {
+    match value {
+        InputValue::Variable(name) if ty.is_non_null() => out.push(name.clone()),
+        InputValue::List(items) => {
+            let item = match ty.nullable() {
+                TypeRef::List(item) => item.as_ref(),
+                other => other,
+            };
+            for v in items {
+                non_null_uses(model, v, item, out);
+            }
+        }
+        InputValue::Object(fields) => {
+            if let TypeRef::Named(name) = ty.nullable()
+                && let Some(input) = model.input(name)
+            {
+                for (k, v) in fields {
+                    if let Some(f) = input.fields.iter().find(|f| f.name == k.as_str()) {
+                        non_null_uses(model, v, &f.ty, out);
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// [`non_null_uses`] over the arguments of a field.
+fn non_null_arg_uses(
+    model: &Model,
+    written: &[(Name, InputValue)],
+    declared: &[gatehouse_schema::InputValue],
+    out: &mut Vec<Name>,
+) {
+    for (name, value) in written {
+        if let Some(d) = declared.iter().find(|d| d.name == name.as_str()) {
+            non_null_uses(model, value, &d.ty, out);
+        }
+    }
+}
+
+/// [`non_null_uses`] over the relation arguments of a selection.
+fn non_null_sel_uses(model: &Model, sel: &Sel, out: &mut Vec<Name>) {
+    for (_, item) in &sel.items {
+        match item {
+            Item::ToMany(t) => {
+                non_null_arg_uses(model, &t.args, &t.declared, out);
+                non_null_sel_uses(model, &t.sel, out);
+            }
+            Item::ToOne { sel, .. } => non_null_sel_uses(model, sel, out),
+            Item::Typename | Item::Value(_) => {}
+        }
     }
 }
 
@@ -236,13 +300,14 @@ pub(crate) fn compile(
     if op.ty != OperationType::Query || !op.directives.is_empty() {
         return None;
     }
-    let variables = op
+    let mut variables: Vec<VariableDef> = op
         .variable_definitions
         .iter()
         .map(|d| VariableDef {
             name: d.node.name.node.clone(),
             ty: type_ref(&d.node.var_type.node),
             default: d.node.default_value().cloned(),
+            null_ok: false,
         })
         .collect();
     let mut fields = Vec::new();
@@ -276,6 +341,16 @@ pub(crate) fn compile(
             }))
         };
         roots.push((key, root));
+    }
+    let mut strict = Vec::new();
+    for (_, root) in &roots {
+        if let Root::Field(r) = root {
+            non_null_arg_uses(model, &r.args, &r.field.args, &mut strict);
+            non_null_sel_uses(model, &r.sel, &mut strict);
+        }
+    }
+    for v in &mut variables {
+        v.null_ok = !v.ty.is_non_null() && !strict.contains(&v.name);
     }
     Some(Plan { variables, roots })
 }
