@@ -337,6 +337,53 @@ async fn joined_to_one_relations_answer_as_async_graphql_does() {
     assert_eq!(d["data"]["person"]["mentor"], Value::Null);
 }
 
+/// Runs a variant async-graphql has not validated through the planned
+/// executor first (it must take it), then through async-graphql: the same
+/// bytes, no error.
+async fn planned_first(s: &Server, query: &str, variables: Value) {
+    let planned = s
+        .graphql
+        .execute_planned(&request(query, variables.clone(), None))
+        .await
+        .unwrap_or_else(|| panic!("{variables}: not planned"));
+    let slow = s
+        .graphql
+        .execute(request(query, variables.clone(), None))
+        .await;
+    assert!(
+        slow.response.errors.is_empty(),
+        "{variables}: {:?}",
+        slow.response.errors
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&planned),
+        serde_json::to_string(&slow.response).unwrap(),
+        "{variables}"
+    );
+}
+
+/// The planned executor declines a variant async-graphql has not
+/// validated, and async-graphql answers it, with an error or without.
+async fn declined_first(s: &Server, query: &str, variables: Value, is_error: bool) {
+    assert!(
+        s.graphql
+            .execute_planned(&request(query, variables.clone(), None))
+            .await
+            .is_none(),
+        "{variables}: planned"
+    );
+    let slow = s
+        .graphql
+        .execute(request(query, variables.clone(), None))
+        .await;
+    assert_eq!(
+        !slow.response.errors.is_empty(),
+        is_error,
+        "{variables}: {:?}",
+        slow.response.errors
+    );
+}
+
 #[tokio::test]
 async fn new_variables_of_a_validated_operation_run_planned_when_certainly_valid() {
     let s = seeded().await;
@@ -370,22 +417,7 @@ async fn new_variables_of_a_validated_operation_run_planned_when_certainly_valid
         json!({"id": ids[1], "n": null, "s": null, "o": null, "b": null}),
     ];
     for v in fresh {
-        let planned = s
-            .graphql
-            .execute_planned(&request(q, v.clone(), None))
-            .await
-            .unwrap_or_else(|| panic!("{v}: not planned"));
-        let slow = s.graphql.execute(request(q, v.clone(), None)).await;
-        assert!(
-            slow.response.errors.is_empty(),
-            "{v}: {:?}",
-            slow.response.errors
-        );
-        assert_eq!(
-            String::from_utf8_lossy(&planned),
-            serde_json::to_string(&slow.response).unwrap(),
-            "{v}"
-        );
+        planned_first(&s, q, v).await;
     }
     // Values validation refuses, or that are not certainly fine: declined,
     // so async-graphql answers them (with an error where one is due).
@@ -402,42 +434,14 @@ async fn new_variables_of_a_validated_operation_run_planned_when_certainly_valid
         (json!({"id": 7}), true),
     ];
     for (v, is_error) in refused {
-        assert!(
-            s.graphql
-                .execute_planned(&request(q, v.clone(), None))
-                .await
-                .is_none(),
-            "{v}: planned"
-        );
-        let slow = s.graphql.execute(request(q, v.clone(), None)).await;
-        assert_eq!(
-            !slow.response.errors.is_empty(),
-            is_error,
-            "{v}: {:?}",
-            slow.response.errors
-        );
+        declined_first(&s, q, v, is_error).await;
     }
     // A nullable variable with a default may stand for a non-null
     // argument, but then a null is an error: not planned.
     let q = "query($id: ID = \"none\") { book(id: $id) { title } }";
     same_answer(&s, q, json!({"id": ids[0]})).await;
-    assert!(
-        s.graphql
-            .execute_planned(&request(q, json!({"id": ids[1]}), None))
-            .await
-            .is_some()
-    );
-    assert!(
-        s.graphql
-            .execute_planned(&request(q, json!({"id": null}), None))
-            .await
-            .is_none()
-    );
-    let slow = s
-        .graphql
-        .execute(request(q, json!({"id": null}), None))
-        .await;
-    assert!(!slow.response.errors.is_empty());
+    planned_first(&s, q, json!({"id": ids[1]})).await;
+    declined_first(&s, q, json!({"id": null}), true).await;
     // Another operation of the same document has not been validated.
     let doc = "query A($n: Int) { books(first: $n) { title } } query B($n: Int) { authors(limit: $n) { name } }";
     let _ = s
@@ -473,22 +477,7 @@ async fn new_input_object_variables_run_planned_when_certainly_valid() {
         json!({"w": null, "o": null}),
     ];
     for v in fresh {
-        let planned = s
-            .graphql
-            .execute_planned(&request(q, v.clone(), None))
-            .await
-            .unwrap_or_else(|| panic!("{v}: not planned"));
-        let slow = s.graphql.execute(request(q, v.clone(), None)).await;
-        assert!(
-            slow.response.errors.is_empty(),
-            "{v}: {:?}",
-            slow.response.errors
-        );
-        assert_eq!(
-            String::from_utf8_lossy(&planned),
-            serde_json::to_string(&slow.response).unwrap(),
-            "{v}"
-        );
+        planned_first(&s, q, v).await;
     }
     // A single value stands for a list of one (GraphQL spec §3.11), in a
     // literal as in a variable, and filters as the list would.
@@ -519,19 +508,6 @@ async fn new_input_object_variables_run_planned_when_certainly_valid() {
         (json!({"w": {"status_in": [null]}}), true),
     ];
     for (v, is_error) in refused {
-        assert!(
-            s.graphql
-                .execute_planned(&request(q, v.clone(), None))
-                .await
-                .is_none(),
-            "{v}: planned"
-        );
-        let slow = s.graphql.execute(request(q, v.clone(), None)).await;
-        assert_eq!(
-            !slow.response.errors.is_empty(),
-            is_error,
-            "{v}: {:?}",
-            slow.response.errors
-        );
+        declined_first(&s, q, v, is_error).await;
     }
 }
