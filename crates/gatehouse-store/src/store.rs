@@ -527,6 +527,18 @@ impl Store {
         &self,
         prepared: &PreparedList,
     ) -> Result<(RowSet, Vec<RowSet>), StoreError> {
+        self.run_list_with_texts(prepared, &[]).await
+    }
+
+    /// [`Store::run_list`] with some of the statement's bound text values
+    /// replaced: `(position, text)` pairs, positions as
+    /// [`PreparedList::text_positions`] finds them. Lets a caller build a
+    /// statement once per shape and run it with other ids or strings.
+    pub async fn run_list_with_texts(
+        &self,
+        prepared: &PreparedList,
+        texts: &[(usize, &str)],
+    ) -> Result<(RowSet, Vec<RowSet>), StoreError> {
         let set = |columns: &Vec<String>, rows| RowSet {
             columns: columns.clone(),
             rows,
@@ -535,7 +547,18 @@ impl Store {
             let joined = prepared.joined.iter().map(|c| set(c, Vec::new())).collect();
             return Ok((set(&prepared.columns, Vec::new()), joined));
         };
-        let rows = self.fetch_read(built.clone(), &prepared.kinds).await?;
+        let mut built = built.clone();
+        for &(i, text) in texts {
+            match built.values.0.0.get_mut(i) {
+                Some(sea_query::Value::String(Some(v))) => text.clone_into(v),
+                _ => {
+                    return Err(StoreError::internal(format!(
+                        "statement value {i} is not a text value"
+                    )));
+                }
+            }
+        }
+        let rows = self.fetch_read(built, &prepared.kinds).await?;
         if prepared.joined.is_empty() {
             return Ok((set(&prepared.columns, rows), Vec::new()));
         }
@@ -1132,6 +1155,32 @@ fn row_set(cols: &[Col<'_>], rows: Vec<DbRow>) -> RowSet {
     RowSet {
         columns: names(cols),
         rows,
+    }
+}
+
+impl PreparedList {
+    /// Where `text` is bound in the statement, exactly (positions among its
+    /// bound values), and whether it also occurs inside any other bound
+    /// value (as in a `_contains` pattern): then it cannot be replaced.
+    pub fn text_positions(&self, text: &str) -> (Vec<usize>, bool) {
+        let mut exact = Vec::new();
+        let mut inside = false;
+        let values = self.built.as_ref().map_or(&[][..], |b| &b.values.0.0[..]);
+        for (i, v) in values.iter().enumerate() {
+            if let sea_query::Value::String(Some(s)) = v {
+                if s == text {
+                    exact.push(i);
+                } else if s.contains(text) {
+                    inside = true;
+                }
+            }
+        }
+        (exact, inside)
+    }
+
+    /// Whether both run the same SQL text (their bound values may differ).
+    pub fn same_sql(&self, other: &PreparedList) -> bool {
+        self.built.as_ref().map(|b| &b.sql) == other.built.as_ref().map(|b| &b.sql)
     }
 }
 

@@ -419,6 +419,25 @@ async fn new_variables_of_a_validated_operation_run_planned_when_certainly_valid
     for v in fresh {
         planned_first(&s, q, v).await;
     }
+    // The statement of a shape is built once and run with each request's
+    // ids and strings; where a string is bound inside a pattern
+    // (`_contains`), it is built per request. Same answers either way.
+    let authors = same_answer(&s, "{ authors { id } }", json!({})).await;
+    let by_author = "query($a: ID, $n: Int) { books(author: $a, first: $n) { title } }";
+    let title = "query($t: String) { books(title_contains: $t) { title } }";
+    let first_id = authors["data"]["authors"][0]["id"].clone();
+    same_answer(&s, by_author, json!({"a": first_id, "n": 5})).await;
+    same_answer(&s, title, json!({"t": "the"})).await;
+    for a in authors["data"]["authors"].as_array().unwrap() {
+        planned_first(&s, by_author, json!({"a": a["id"], "n": 5})).await;
+        planned_first(&s, by_author, json!({"a": a["id"], "n": 1})).await;
+    }
+    for t in ["o", "Solaris", "%", "_", "\\"] {
+        planned_first(&s, title, json!({"t": t})).await;
+    }
+    // A NUL in an id is refused by the store, template or not.
+    declined_first(&s, q, json!({"id": "a\u{0}b"}), true).await;
+    declined_first(&s, by_author, json!({"a": "a\u{0}b"}), true).await;
     // Values validation refuses, or that are not certainly fine: declined,
     // so async-graphql answers them (with an error where one is due).
     let refused = [
