@@ -41,7 +41,7 @@ pub struct Server {
     pub store: Store,
     pub graphql: Graphql,
     pub client: reqwest::Client,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
 }
 
 pub async fn start() -> Server {
@@ -56,7 +56,60 @@ pub fn open_options() -> GraphqlOptions {
     }
 }
 
-pub async fn start_with(mut opts: GraphqlOptions, max_body_bytes: usize) -> Server {
+pub async fn start_with(opts: GraphqlOptions, max_body_bytes: usize) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let mut s = start_at(&url, opts, max_body_bytes).await;
+    s._dir = Some(dir);
+    s
+}
+
+/// `GATEHOUSE_TEST_POSTGRES_URL`, when set. Panics when CI requires the
+/// PostgreSQL run (`GATEHOUSE_REQUIRE_POSTGRES=1`) but did not configure it.
+pub fn pg_url() -> Option<String> {
+    let url = std::env::var("GATEHOUSE_TEST_POSTGRES_URL")
+        .ok()
+        .filter(|s| !s.is_empty());
+    if url.is_none() && std::env::var("GATEHOUSE_REQUIRE_POSTGRES").is_ok_and(|v| v == "1") {
+        panic!("GATEHOUSE_REQUIRE_POSTGRES=1 but GATEHOUSE_TEST_POSTGRES_URL is not set");
+    }
+    url
+}
+
+/// A new, empty PostgreSQL database named `prefix_<uuid>` on the test
+/// server, as a URL; `None` when no PostgreSQL is configured.
+pub async fn new_postgres_database(prefix: &str) -> Option<String> {
+    use sqlx::Connection;
+    let admin = pg_url()?;
+    let name = format!("{prefix}_{}", uuid::Uuid::now_v7().simple());
+    let mut c = sqlx::PgConnection::connect(&admin).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
+        .execute(&mut c)
+        .await
+        .unwrap();
+    match admin.rfind('/') {
+        Some(i) => Some(format!("{}/{name}", &admin[..i])),
+        None => panic!("no database in {admin}"),
+    }
+}
+
+/// Drops a database [`new_postgres_database`] made (closing what is still
+/// connected to it).
+pub async fn drop_postgres_database(url: &str) {
+    use sqlx::Connection;
+    let (Some(admin), Some(name)) = (pg_url(), url.rsplit('/').next()) else {
+        return;
+    };
+    let mut c = sqlx::PgConnection::connect(&admin).await.unwrap();
+    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
+    )))
+    .execute(&mut c)
+    .await;
+}
+
+/// The example served from the store at `url`, without authentication.
+pub async fn start_at(url: &str, mut opts: GraphqlOptions, max_body_bytes: usize) -> Server {
     opts.auth_required = false;
     let sources: Vec<Source> = EXAMPLE
         .iter()
@@ -66,9 +119,7 @@ pub async fn start_with(mut opts: GraphqlOptions, max_body_bytes: usize) -> Serv
         })
         .collect();
     let model = Arc::new(load_sources(&sources).unwrap());
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("t.db").display());
-    let store = Store::connect(&url, model.clone(), StoreOptions::default())
+    let store = Store::connect(url, model.clone(), StoreOptions::default())
         .await
         .unwrap();
     let graphql = Graphql::new(model, store.clone(), &opts).unwrap();
@@ -95,7 +146,7 @@ pub async fn start_with(mut opts: GraphqlOptions, max_body_bytes: usize) -> Serv
         store,
         graphql,
         client: reqwest::Client::new(),
-        _dir: dir,
+        _dir: None,
     }
 }
 

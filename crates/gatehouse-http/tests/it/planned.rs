@@ -10,10 +10,13 @@ use gatehouse_schema::{Source, load_sources};
 use gatehouse_store::{Store, StoreOptions};
 use serde_json::{Value, json};
 
-use super::{Server, start};
+use super::{Server, drop_postgres_database, new_postgres_database, start, start_at};
 
 async fn seeded() -> Server {
-    let s = start().await;
+    seed(start().await).await
+}
+
+async fn seed(s: Server) -> Server {
     let le_guin = s.author("Ursula K. Le Guin", Some("1929-10-21")).await;
     let lem = s.author("Stanisław Lem", None).await;
     s.author("Nobody \"Quoted\" Yet", None).await;
@@ -529,4 +532,35 @@ async fn new_input_object_variables_run_planned_when_certainly_valid() {
     for (v, is_error) in refused {
         declined_first(&s, q, v, is_error).await;
     }
+}
+
+#[tokio::test]
+async fn statements_reused_across_ids_answer_alike_on_postgres() {
+    let Some(url) = new_postgres_database("gh_planned").await else {
+        eprintln!("GATEHOUSE_TEST_POSTGRES_URL not set: skipped");
+        return;
+    };
+    let s = seed(start_at(&url, GraphqlOptions::default(), 1 << 20).await).await;
+    let d = same_answer(&s, "{ books { id author { id } } }", json!({})).await;
+    let books = d["data"]["books"].as_array().unwrap().clone();
+    let lookup = "query($id: ID!) { book(id: $id) { title year author { name } } }";
+    let by_author = "query($a: ID) { books(author: $a) { title } }";
+    let title = "query($t: String) { books(title_contains: $t) { title } }";
+    same_answer(&s, lookup, json!({"id": books[0]["id"]})).await;
+    same_answer(&s, by_author, json!({"a": books[0]["author"]["id"]})).await;
+    same_answer(&s, title, json!({"t": "the"})).await;
+    // Twice round: the third request of a shape onwards runs its template.
+    for _ in 0..2 {
+        for b in &books {
+            planned_first(&s, lookup, json!({"id": b["id"]})).await;
+            planned_first(&s, by_author, json!({"a": b["author"]["id"]})).await;
+        }
+        planned_first(&s, lookup, json!({"id": "no-such-book"})).await;
+        for t in ["o", "%", "_", "\\"] {
+            planned_first(&s, title, json!({"t": t})).await;
+        }
+    }
+    declined_first(&s, lookup, json!({"id": "a\u{0}b"}), true).await;
+    s.store.close().await;
+    drop_postgres_database(&url).await;
 }

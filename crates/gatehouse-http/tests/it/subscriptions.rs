@@ -850,33 +850,11 @@ async fn anonymous_reads_may_subscribe_when_configured() {
     assert_eq!(recv(&mut s).await["type"], json!("connection_ack"));
 }
 
-/// Fails when CI requires the PostgreSQL run but did not configure it.
-fn pg_url() -> Option<String> {
-    let url = std::env::var("GATEHOUSE_TEST_POSTGRES_URL")
-        .ok()
-        .filter(|s| !s.is_empty());
-    if url.is_none() && std::env::var("GATEHOUSE_REQUIRE_POSTGRES").is_ok_and(|v| v == "1") {
-        panic!("GATEHOUSE_REQUIRE_POSTGRES=1 but GATEHOUSE_TEST_POSTGRES_URL is not set");
-    }
-    url
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_event_reaches_a_subscriber_on_another_instance() {
-    use sqlx::Connection;
-    let Some(admin) = pg_url() else {
+    let Some(url) = crate::new_postgres_database("gh_subs").await else {
         eprintln!("GATEHOUSE_TEST_POSTGRES_URL not set: skipped");
         return;
-    };
-    let name = format!("gh_subs_{}", uuid::Uuid::now_v7().simple());
-    let mut c = sqlx::PgConnection::connect(&admin).await.unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
-        .execute(&mut c)
-        .await
-        .unwrap();
-    let url = match admin.rfind('/') {
-        Some(i) => format!("{}/{name}", &admin[..i]),
-        None => panic!("no database in {admin}"),
     };
     let model = model();
     let one_store = Store::connect(&url, model.clone(), StoreOptions::default())
@@ -906,11 +884,7 @@ async fn postgres_event_reaches_a_subscriber_on_another_instance() {
     drop(s);
     one_store.close().await;
     two_store.close().await;
-    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
-    )))
-    .execute(&mut c)
-    .await;
+    crate::drop_postgres_database(&url).await;
 }
 
 #[tokio::test]
