@@ -687,8 +687,8 @@ impl Run<'_> {
     /// The cache key of the request's variables for [`Run::template`]: the
     /// value of every variable, except that the text of a non-null `ID` or
     /// `String` variable is left out (only that it is text counts); and
-    /// those texts, in order.
-    fn template_key(&self) -> Option<(String, Vec<String>)> {
+    /// those variables with their texts, in order.
+    fn template_key(&self) -> Option<(String, Vec<(Name, String)>)> {
         let mut key = String::new();
         let mut texts = Vec::new();
         for v in &self.plan.variables {
@@ -699,7 +699,7 @@ impl Run<'_> {
             match value {
                 Some(Value::String(text)) if text_type => {
                     key.push_str(":text;");
-                    texts.push(text);
+                    texts.push((v.name.clone(), text));
                 }
                 Some(value) => {
                     key.push('=');
@@ -730,7 +730,7 @@ impl Run<'_> {
         // template skips: such a request takes the plain path.
         let Some((key, texts)) = self
             .template_key()
-            .filter(|(_, t)| !t.is_empty() && !t.iter().any(|t| t.contains('\0')))
+            .filter(|(_, t)| !t.is_empty() && !t.iter().any(|(_, t)| t.contains('\0')))
         else {
             return plain().await;
         };
@@ -760,27 +760,22 @@ impl Run<'_> {
         let values: Vec<(usize, &str)> = t
             .slots
             .iter()
-            .map(|&(at, i)| Some((at, texts.get(i)?.as_str())))
+            .map(|&(at, i)| Some((at, texts.get(i)?.1.as_str())))
             .collect::<Option<_>>()?;
         store.run_list_with_texts(&t.prepared, &values).await.ok()
     }
 
     /// Builds the template of this request's shape (see
     /// [`Run::run_templated`]); `None` when the shape cannot be reused.
-    fn template(&self, r: &RootPlan, entity: &str, texts: &[String]) -> Option<Template> {
+    fn template(&self, r: &RootPlan, entity: &str, texts: &[(Name, String)]) -> Option<Template> {
         let store = &self.shared.store;
         let actual = store.prepare_list(entity, &self.query(r)?, &r.joins).ok()?;
         let markers: Vec<String> = (0..texts.len())
             .map(|i| format!("\u{1}gatehouse-template-{i}\u{1}"))
             .collect();
         let mut marked = self.variables.clone();
-        let mut next = markers.iter();
-        for v in &self.plan.variables {
-            let text_type =
-                matches!(v.ty.nullable(), TypeRef::Named(n) if n == "ID" || n == "String");
-            if text_type && matches!(self.variable(&v.name), Some(Value::String(_))) {
-                marked.insert(v.name.clone(), Value::String(next.next()?.clone()));
-            }
+        for ((name, _), marker) in texts.iter().zip(&markers) {
+            marked.insert(name.clone(), Value::String(marker.clone()));
         }
         let run = Run {
             variables: &marked,
@@ -798,7 +793,7 @@ impl Run<'_> {
             }
             for p in at {
                 // The request's own statement binds its own text there.
-                if !actual.text_positions(&texts[i]).0.contains(&p) {
+                if !actual.text_positions(&texts[i].1).0.contains(&p) {
                     return None;
                 }
                 slots.push((p, i));
