@@ -791,9 +791,10 @@ impl Run<'_> {
             if inside {
                 return None;
             }
+            // The request's own statement binds its own text there.
+            let (own, _) = actual.text_positions(&texts.get(i)?.1);
             for p in at {
-                // The request's own statement binds its own text there.
-                if !actual.text_positions(&texts[i].1).0.contains(&p) {
+                if !own.contains(&p) {
                     return None;
                 }
                 slots.push((p, i));
