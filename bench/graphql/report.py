@@ -4,6 +4,15 @@
     report.py work/results.tsv
 
 With several rounds, each cell is the median over the rounds.
+
+Besides req/s and latency, each case reports CPU microseconds per request:
+"server" is what the target's own processes used (gatehouse; PostGraphile's
+Node process plus the PostgreSQL server processes; for gatehouse on
+PostgreSQL, also those), "machine" what every core of the host used (the
+load generator and the kernel's loopback network work included). On a small
+host where wrk shares the cores, req/s ratios between a fast and a slow
+server are capped by what the load generator and the kernel cost per
+request; the server CPU ratio is the efficiency comparison that is not.
 """
 
 import csv
@@ -37,12 +46,22 @@ def main():
         return sum(int(r["non2xx"]) + int(r["socket_errors"]) for r in cells[key])
 
     rounds = max(len(v) for v in cells.values())
-    print(f"| target | query | req/s | p50 ms | p99 ms | non-2xx / socket errors |")
-    print("|---|---|---:|---:|---:|---:|")
+    def cpu(key, field):
+        return med(key, field) if all(r.get(field) for r in cells[key]) else None
+
+    def us(v):
+        return "" if v is None else f"{v:.1f}"
+
+    print(
+        "| target | query | req/s | p50 ms | p99 ms | non-2xx / socket errors "
+        "| server CPU µs/req | machine CPU µs/req |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     for key in order:
         print(
             f"| {LABELS.get(key[0], key[0])} | {key[1]} | {med(key, 'rps'):,.0f} "
-            f"| {med(key, 'p50_ms'):.2f} | {med(key, 'p99_ms'):.2f} | {bad(key)} |"
+            f"| {med(key, 'p50_ms'):.2f} | {med(key, 'p99_ms'):.2f} | {bad(key)} "
+            f"| {us(cpu(key, 'server_cpu_us'))} | {us(cpu(key, 'busy_cpu_us'))} |"
         )
     if rounds > 1:
         print(f"\n(median of {rounds} rounds)")
@@ -64,6 +83,10 @@ def main():
                 if gh == "gatehouse-sqlite" and q != "lookup":
                     need = 10 if q == "flat" else 8
                     checks.append((f"SQLite {q} >= {need}x PostGraphile", r >= need, f"{r:.2f}x"))
+            if (gh, q) in cells and ("postgraphile", q) in cells:
+                ours, theirs = cpu((gh, q), "server_cpu_us"), cpu(("postgraphile", q), "server_cpu_us")
+                if ours and theirs:
+                    print(f"  - server CPU per request, PostGraphile / {LABELS[gh]}, {q}: {theirs / ours:.2f}x")
             r = ratio((gh, q), ("hello", "fixed"))
             if r is not None and q != "lookup":
                 print(f"- {LABELS[gh]} / hello-world, {q}: **{r:.1%}**")

@@ -118,7 +118,31 @@ print(raw[:300])'
 }
 
 RESULTS="$WORK/results.tsv"
-printf 'target\tquery\tround\trps\tp50_ms\tp99_ms\tnon2xx\tsocket_errors\n' >"$RESULTS"
+printf 'target\tquery\tround\trps\tp50_ms\tp99_ms\tnon2xx\tsocket_errors\tserver_cpu_us\tbusy_cpu_us\n' >"$RESULTS"
+
+# CPU time, in clock ticks, used so far by the server processes of a target:
+# its pids, and every PostgreSQL server process for the word "postgres" (the
+# backends that answer gatehouse's or PostGraphile's queries are part of
+# that target's cost). A process that ended counts as 0 (then the figure is
+# wrong, and visibly so).
+server_ticks() { # PID|postgres ...
+  local pids=() p
+  for p in "$@"; do
+    if [[ "$p" == postgres ]]; then
+      mapfile -t -O "${#pids[@]}" pids < <(pgrep -x postgres || true)
+    else
+      pids+=("$p")
+    fi
+  done
+  (( ${#pids[@]} )) || { echo 0; return; }
+  (cd /proc && cat "${pids[@]/%//stat}" 2>/dev/null) |
+    awk '{ sub(/^.*\) /, ""); s += $12 + $13 } END { print s + 0 }'
+}
+# Busy CPU time of the whole machine (every core, every process: the server,
+# wrk, the kernel's network work), in clock ticks.
+busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
+# Which processes serve each target (see server_ticks).
+declare -A TARGET_PIDS
 
 # Checks GET /v1/books?per_page=10 returns 10 items.
 check_rest() { # URL TOKEN
@@ -177,25 +201,33 @@ bench() { # TARGET QUERY URL BODY TOKEN [nocheck|get|ids=FILE]
   fi
   BENCH_METHOD=$method BENCH_BODY="$body" BENCH_TOKEN="$token" BENCH_IDS_FILE="$ids" \
     wrk -t"$THREADS" -c"$CONNS" -d"$WARMUP" -s "$HERE/../request.lua" "$url" >/dev/null
+  [[ -n "${TARGET_PIDS[$target]:-}" ]] || die "no server processes recorded for $target"
   C_TARGET+=("$target") C_QUERY+=("$query") C_URL+=("$url")
   C_BODY+=("$body") C_TOKEN+=("$token") C_METHOD+=("$method") C_IDS+=("$ids")
 }
 
 measure_rounds() {
-  local round i target query line out
+  local round i target query line out s0 b0 s1 b1
   for round in $(seq "$ROUNDS"); do
     for i in "${!C_TARGET[@]}"; do
       target=${C_TARGET[$i]} query=${C_QUERY[$i]}
       out="$WORK/wrk-$target-$query-$round.txt"
+      # shellcheck disable=SC2086 # a list of pids
+      s0=$(server_ticks ${TARGET_PIDS[$target]}) b0=$(busy_ticks)
       BENCH_METHOD=${C_METHOD[$i]} BENCH_BODY="${C_BODY[$i]}" BENCH_TOKEN="${C_TOKEN[$i]}" \
         BENCH_IDS_FILE="${C_IDS[$i]}" wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s "$HERE/../request.lua" \
         "${C_URL[$i]}" >"$out"
+      # shellcheck disable=SC2086
+      s1=$(server_ticks ${TARGET_PIDS[$target]}) b1=$(busy_ticks)
       line=$(grep '^BENCH_RESULT' "$out") || die "no result from wrk; see $out"
-      python3 - "$target" "$query" "$round" "$line" >>"$RESULTS" <<'EOF'
+      python3 - "$target" "$query" "$round" "$line" $((s1 - s0)) $((b1 - b0)) "$(getconf CLK_TCK)" >>"$RESULTS" <<'EOF'
 import sys
-target, query, rnd, line = sys.argv[1:]
+target, query, rnd, line, server, busy, hz = sys.argv[1:]
 kv = dict(f.split("=") for f in line.split()[1:])
-print("\t".join([target, query, rnd, kv["rps"], kv["p50_ms"], kv["p99_ms"], kv["non2xx"], kv["socket_errors"]]))
+# CPU microseconds per request answered: the target's server processes, and
+# the whole machine (wrk and the kernel included).
+per_req = lambda ticks: f"{int(ticks) / int(hz) * 1e6 / max(int(kv['requests']), 1):.1f}"
+print("\t".join([target, query, rnd, kv["rps"], kv["p50_ms"], kv["p99_ms"], kv["non2xx"], kv["socket_errors"], per_req(server), per_req(busy)]))
 EOF
       printf '%-22s %-7s round %s: %s\n' "$target" "$query" "$round" "$line" >&2
     done
@@ -217,6 +249,7 @@ EOF
 # --- data --------------------------------------------------------------------
 log "gatehouse on SQLite: load 1,000 authors + 10,000 books"
 start_gatehouse gatehouse-sqlite "$P_GH_SQLITE" "sqlite://$WORK/bench.db"
+TARGET_PIDS[gatehouse-sqlite]=${PIDS[-1]}
 TOKEN_SQLITE="$(token_for "$P_GH_SQLITE")"
 python3 "$HERE/load.py" "http://127.0.0.1:$P_GH_SQLITE/graphql" --token "$TOKEN_SQLITE"
 
@@ -225,6 +258,7 @@ psql "$PG_SERVER_URL" -q -v ON_ERROR_STOP=1 \
   -c "DROP DATABASE IF EXISTS \"$BENCH_DB\" WITH (FORCE)" \
   -c "CREATE DATABASE \"$BENCH_DB\""
 start_gatehouse gatehouse-postgres "$P_GH_PG" "$PG_URL"
+TARGET_PIDS[gatehouse-postgres]="${PIDS[-1]} postgres"
 TOKEN_PG="$(token_for "$P_GH_PG")"
 python3 "$HERE/load.py" "http://127.0.0.1:$P_GH_PG/graphql" --token "$TOKEN_PG"
 psql "$PG_URL" -q -c 'VACUUM ANALYZE'
@@ -235,17 +269,20 @@ log "PostGraphile v5 on the same PostgreSQL database"
   "$NODE22" "$POSTGRAPHILE" -P postgraphile/presets/amber -c "$PG_URL" -s public -n 127.0.0.1 -p "$P_PGL") \
   >"$WORK/postgraphile.log" 2>&1 &
 PIDS+=($!)
+TARGET_PIDS[postgraphile]="$! postgres"
 wait_http "http://127.0.0.1:$P_PGL/graphql" postgraphile "$!"
 
 log "axum hello-world"
 "$HELLO_BIN" "127.0.0.1:$P_HELLO" >"$WORK/hello.log" 2>&1 &
 PIDS+=($!)
+TARGET_PIDS[hello]=$!
 wait_http "http://127.0.0.1:$P_HELLO/" hello "$!"
 
 if [[ "$ANON" == 1 && -n "$TOKEN_SQLITE" ]]; then
   log "gatehouse on SQLite with anonymous_read = true (no token), same file"
   start_gatehouse gatehouse-sqlite-anon "$P_GH_ANON" "sqlite://$WORK/bench.db" \
     GATEHOUSE_AUTH_ANONYMOUS_READ=true
+  TARGET_PIDS[gatehouse-sqlite-anon]=${PIDS[-1]}
 fi
 
 # --- queries -----------------------------------------------------------------
