@@ -177,12 +177,10 @@ impl Graphql {
         } else {
             "error"
         };
-        metrics::counter!(
-            "gatehouse_graphql_operations_total",
-            "operation" => self.cache.operation_kind(&query, operation_name.as_deref()),
-            "outcome" => outcome
-        )
-        .increment(1);
+        count_operation(
+            self.cache.operation_kind(&query, operation_name.as_deref()),
+            outcome,
+        );
         Executed { response, executed }
     }
 
@@ -210,12 +208,7 @@ impl Graphql {
             |plan| plan.accepts(&self.shared.model, &request.variables),
         )?;
         let body = plan::run(&plan, &self.shared, principal, &request.variables).await?;
-        metrics::counter!(
-            "gatehouse_graphql_operations_total",
-            "operation" => "query",
-            "outcome" => "ok"
-        )
-        .increment(1);
+        count_operation("query", "ok");
         Some(body)
     }
 
@@ -272,6 +265,26 @@ impl Graphql {
         let response = self.schema.execute(Request::new(INTROSPECTION_QUERY)).await;
         serde_json::to_value(&response).unwrap_or(serde_json::Value::Null)
     }
+}
+
+thread_local! {
+    /// `gatehouse_graphql_operations_total` by operation kind and outcome.
+    static OPERATIONS: std::cell::RefCell<gatehouse_store::metric_handles::Handles<metrics::Counter>> =
+        const { std::cell::RefCell::new(gatehouse_store::metric_handles::Handles::new()) };
+}
+
+/// Counts one operation in `gatehouse_graphql_operations_total`.
+fn count_operation(operation: &'static str, outcome: &'static str) {
+    OPERATIONS.with_borrow_mut(|handles| {
+        let counter = handles.get(operation, outcome, || {
+            metrics::counter!(
+                "gatehouse_graphql_operations_total",
+                "operation" => operation,
+                "outcome" => outcome
+            )
+        });
+        counter.increment(1);
+    });
 }
 
 /// Resolver errors always carry a code and a path; errors without either

@@ -192,12 +192,6 @@ thread_local! {
     static HANDLES: RefCell<RouteHandles> = RefCell::default();
 }
 
-/// The address of the recorder metrics go to now: handles registered with
-/// another (none installed yet, say) must not be reused.
-fn recorder_id() -> usize {
-    metrics::with_recorder(|r| std::ptr::from_ref(r).cast::<()>() as usize)
-}
-
 fn request_counter(method: &'static str, route: &str, status: StatusCode) -> Counter {
     metrics::counter!(
         HTTP_REQUESTS_TOTAL,
@@ -213,7 +207,7 @@ fn request_histogram(method: &'static str, route: &str) -> Histogram {
 
 /// Counts a request in [`HTTP_REQUESTS_TOTAL`] and [`HTTP_REQUEST_DURATION`].
 fn record_request(method: &'static str, route: &str, status: StatusCode, seconds: f64) {
-    let recorder = recorder_id();
+    let recorder = gatehouse_store::metric_handles::recorder_id();
     HANDLES.with_borrow_mut(|cache| {
         if cache.recorder != recorder {
             cache.routes.clear();

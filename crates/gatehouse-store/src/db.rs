@@ -15,6 +15,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Postgres, Row as _, Transaction};
 
+use crate::metric_handles::Handles;
 use crate::sqlite::{ReadConn, SqliteDb, SqliteOptions, SqliteTx, WriteConn};
 use crate::value::{Dialect, SqlKind, format_date};
 use crate::{StoreError, StoreOptions, error::from_sqlx};
@@ -323,41 +324,25 @@ impl QueryTimer {
 impl Drop for QueryTimer {
     fn drop(&mut self) {
         let seconds = self.start.elapsed().as_secs_f64();
-        let recorder = metrics::with_recorder(|r| std::ptr::from_ref(r).cast::<()>() as usize);
-        QUERY_HISTOGRAMS.with_borrow_mut(|cache| {
-            // Handles registered with another recorder (none yet, say) are not reused.
-            if cache.0 != recorder {
-                *cache = (recorder, Vec::new());
-            }
-            let handles = &mut cache.1;
-            let found = handles
-                .iter()
-                .find(|(b, k, _)| *b == self.backend && *k == self.kind);
-            match found {
-                Some((_, _, h)) => h.record(seconds),
-                None => {
-                    let h = metrics::histogram!(
-                        "gatehouse_store_query_duration_seconds",
-                        "backend" => self.backend,
-                        "kind" => self.kind
-                    );
-                    h.record(seconds);
-                    handles.push((self.backend, self.kind, h));
-                }
-            }
+        QUERY_HISTOGRAMS.with_borrow_mut(|handles| {
+            let h = handles.get(self.backend, self.kind, || {
+                metrics::histogram!(
+                    "gatehouse_store_query_duration_seconds",
+                    "backend" => self.backend,
+                    "kind" => self.kind
+                )
+            });
+            h.record(seconds);
         });
     }
 }
 
-/// The statement histograms' handles, by recorder (its address),
-/// backend and kind: there are four at most.
-type QueryHistograms = (usize, Vec<(&'static str, &'static str, metrics::Histogram)>);
-
 thread_local! {
-    /// Registering the labels with the recorder for every statement cost
-    /// more than a SQLite read of a row by key; a handle is an atomic.
-    static QUERY_HISTOGRAMS: std::cell::RefCell<QueryHistograms> =
-        const { std::cell::RefCell::new((0, Vec::new())) };
+    /// The statement histograms' handles, by backend and kind (four at
+    /// most): registering the labels for every statement cost more than a
+    /// SQLite read of a row by key.
+    static QUERY_HISTOGRAMS: std::cell::RefCell<Handles<metrics::Histogram>> =
+        const { std::cell::RefCell::new(Handles::new()) };
 }
 
 impl Conn<'_> {
