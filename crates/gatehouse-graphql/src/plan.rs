@@ -35,7 +35,7 @@ use gatehouse_auth::Principal;
 use gatehouse_schema::{
     Binding, Entity, FieldKind, ListBinding, Model, RootField, Scalar, TypeRef,
 };
-use gatehouse_store::{JoinOne, ListQuery, PreparedList, RowSet};
+use gatehouse_store::{JoinOne, ListQuery, PreparedList, RowSet, json};
 use serde_json::Value as Json;
 
 use crate::args;
@@ -1029,7 +1029,7 @@ fn write_object(
         }
         out.extend_from_slice(&key.0);
         match item {
-            Item::Typename => serde_json::to_writer(&mut *out, &sel.entity).ok()?,
+            Item::Typename => json::write_str(out, &sel.entity),
             Item::Value(v) => write_value(out, layout.value(row, i), v)?,
             Item::ToOne {
                 required,
@@ -1092,5 +1092,6 @@ fn write_value(out: &mut Vec<u8>, v: Option<&Json>, item: &ValueItem) -> Option<
     if !ok {
         return None;
     }
-    serde_json::to_writer(&mut *out, v).ok()
+    json::write_value(out, v);
+    Some(())
 }

@@ -10,7 +10,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use gatehouse_schema::Entity;
-use gatehouse_store::{Filter, ListQuery, Row, RowSet};
+use gatehouse_store::{Filter, ListQuery, Row, RowSet, StoreError, json};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use serde::Serialize;
 use serde_json::json;
@@ -223,44 +223,59 @@ fn rank(entity: &Entity, field: &str) -> usize {
         .unwrap_or(usize::MAX)
 }
 
-/// Rows in the store's column form, serialized as a JSON array of objects
+/// Rows in the store's column form, written as a JSON array of objects
 /// straight from the columns, with no map per row. Keys follow the order
-/// the schema declares the fields in, as for a single row ([`Ordered`]).
+/// the schema declares the fields in, as for a single row ([`Ordered`]);
+/// each is escaped once, not once per row.
 struct Objects<'a> {
     set: &'a RowSet,
-    /// Column indices in the order they are written.
-    order: Vec<usize>,
+    /// Column indices in the order they are written, each with its key as
+    /// JSON text followed by `:`.
+    order: Vec<(usize, Vec<u8>)>,
 }
 
 impl<'a> Objects<'a> {
     fn new(entity: &Entity, set: &'a RowSet) -> Self {
-        let mut order: Vec<usize> = (0..set.columns.len()).collect();
-        order.sort_by_key(|&i| rank(entity, &set.columns[i]));
+        let mut order: Vec<(usize, usize, Vec<u8>)> = set
+            .columns
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let mut key = Vec::with_capacity(name.len() + 3);
+                json::write_str(&mut key, name);
+                key.push(b':');
+                (rank(entity, name), i, key)
+            })
+            .collect();
+        order.sort_unstable_by_key(|&(rank, i, _)| (rank, i));
+        let order = order.into_iter().map(|(_, i, key)| (i, key)).collect();
         Objects { set, order }
     }
-}
 
-impl Serialize for Objects<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::{SerializeMap, SerializeSeq};
-        struct Object<'r>(&'r Objects<'r>, &'r [serde_json::Value]);
-        impl Serialize for Object<'_> {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                let Object(objects, row) = self;
-                let mut map = s.serialize_map(Some(objects.order.len()))?;
-                for &i in &objects.order {
-                    if let (Some(key), Some(value)) = (objects.set.columns.get(i), row.get(i)) {
-                        map.serialize_entry(key, value)?;
-                    }
-                }
-                map.end()
+    /// The JSON text: what `serde_json` would write for the same objects.
+    fn to_vec(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(256 * self.set.rows.len() + 2);
+        out.push(b'[');
+        for (r, row) in self.set.rows.iter().enumerate() {
+            if r > 0 {
+                out.push(b',');
             }
+            out.push(b'{');
+            let mut first = true;
+            for (i, key) in &self.order {
+                if let Some(value) = row.get(*i) {
+                    if !first {
+                        out.push(b',');
+                    }
+                    first = false;
+                    out.extend_from_slice(key);
+                    json::write_value(&mut out, value);
+                }
+            }
+            out.push(b'}');
         }
-        let mut seq = s.serialize_seq(Some(self.set.rows.len()))?;
-        for row in &self.set.rows {
-            seq.serialize_element(&Object(self, row))?;
-        }
-        seq.end()
+        out.push(b']');
+        out
     }
 }
 
@@ -289,6 +304,34 @@ fn encode(segment: &str) -> String {
 }
 
 impl Api {
+    /// The rows of list query `q` over entity `ei`. With `key` (the request's
+    /// query string, which `q` was parsed from) the statement is built once
+    /// and kept ([`crate::EntityApi::lists`]).
+    async fn list(
+        &self,
+        ei: usize,
+        key: Option<&str>,
+        q: &ListQuery,
+    ) -> Result<RowSet, StoreError> {
+        let entity = &self.model.entities[ei].name;
+        let Some(key) = key else {
+            return self.store.list_set(entity, q).await;
+        };
+        let lists = &self.entities[ei].lists;
+        let cached = lists.lock().ok().and_then(|mut l| l.get(key).cloned());
+        let prepared = match cached {
+            Some(p) => p,
+            None => {
+                let p = Arc::new(self.store.prepare_list(entity, q, &[])?);
+                if let Ok(mut l) = lists.lock() {
+                    l.put(key.into(), p.clone());
+                }
+                p
+            }
+        };
+        Ok(self.store.run_list(&prepared).await?.0)
+    }
+
     /// Path-absolute URL of a collection.
     fn collection_url(&self, entity: &Entity) -> String {
         format!("{}/v1/{}", self.base_path, entity.rest_path)
@@ -354,14 +397,16 @@ async fn list(
         let total = api.store.count(&entity.name, q.filter.as_ref()).await;
         (Ok(RowSet::default()), total)
     } else {
+        // A nested collection's statement holds its parent's id: not kept.
+        let key = parent.is_none().then(|| query.unwrap_or(""));
         tokio::join!(
-            api.store.list_set(&entity.name, &q),
+            api.list(ei, key, &q),
             api.store.count(&entity.name, q.filter.as_ref())
         )
     };
     let rows = rows.map_err(Problem::from_read)?;
     let total = total.map_err(Problem::from_read)?;
-    let mut resp = json_response(StatusCode::OK, media, &Objects::new(entity, &rows))?;
+    let mut resp = bytes_response(StatusCode::OK, media, Objects::new(entity, &rows).to_vec());
     let link = link_header(&base_url, &p.passthrough, p.page, p.per_page, total);
     let h = resp.headers_mut();
     if let Ok(v) = HeaderValue::from_str(&link) {
@@ -380,25 +425,38 @@ fn link_header(
     per_page: u64,
     total: u64,
 ) -> String {
+    use std::fmt::Write as _;
     let last = total.div_ceil(per_page).max(1);
-    let url = |n: u64| {
-        let mut s = form_urlencoded::Serializer::new(String::new());
-        for (k, v) in passthrough {
-            s.append_pair(k, v);
+    // The other parameters, encoded once; `page` and `per_page` are
+    // numbers, which encode as themselves.
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    for (k, v) in passthrough {
+        query.append_pair(k, v);
+    }
+    let mut query = query.finish();
+    if !query.is_empty() {
+        query.push('&');
+    }
+    let mut links = String::with_capacity(4 * (base.len() + query.len() + 40));
+    let mut link = |n: u64, rel: &str| {
+        if !links.is_empty() {
+            links.push_str(", ");
         }
-        s.append_pair("page", &n.to_string());
-        s.append_pair("per_page", &per_page.to_string());
-        format!("<{base}?{}>", s.finish())
+        // Writing to a `String` cannot fail.
+        let _ = write!(
+            links,
+            "<{base}?{query}page={n}&per_page={per_page}>; rel=\"{rel}\""
+        );
     };
-    let mut links = vec![format!("{}; rel=\"first\"", url(1))];
+    link(1, "first");
     if page > 1 {
-        links.push(format!("{}; rel=\"prev\"", url((page - 1).min(last))));
+        link((page - 1).min(last), "prev");
     }
     if page < last {
-        links.push(format!("{}; rel=\"next\"", url(page + 1)));
+        link(page + 1, "next");
     }
-    links.push(format!("{}; rel=\"last\"", url(last)));
-    links.join(", ")
+    link(last, "last");
+    links
 }
 
 async fn get_one(

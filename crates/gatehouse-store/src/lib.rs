@@ -28,6 +28,7 @@ mod auth;
 mod db;
 mod error;
 mod feed;
+pub mod json;
 pub mod metric_handles;
 mod migrate;
 mod query;

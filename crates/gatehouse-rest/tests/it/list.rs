@@ -483,3 +483,34 @@ async fn keys_follow_the_schema_order() {
         .unwrap();
     assert_eq!(keys_in_order(&sparse), ["id", "title", "year"], "{sparse}");
 }
+
+/// A list asked for again runs its kept statement: it reads what the store
+/// holds now, including rows written, changed and deleted since.
+#[tokio::test]
+async fn a_repeated_list_reads_current_rows() {
+    let (s, authors, books) = library().await;
+    let q = "/v1/books?sort=title&per_page=3&fields=title";
+    let before = s.get_ok(q).await;
+    assert_eq!(
+        titles(&before),
+        ["Dune", "Neuromancer", "The War of the Worlds"]
+    );
+    // Sorts first; its title needs escaping in JSON.
+    let title = "\"A\" \\ tab\there\u{1}";
+    s.book(title, Some(2000), &authors[0]).await;
+    let r = s
+        .send(
+            reqwest::Method::DELETE,
+            &format!("/v1/books/{}", books[2]),
+            None,
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    let r = s.get(q).await;
+    assert_eq!(header(&r, "x-total-count").as_deref(), Some("5"));
+    let after: Value = r.json().await.unwrap();
+    assert_eq!(
+        titles(&after),
+        [title, "Neuromancer", "The War of the Worlds"]
+    );
+}
