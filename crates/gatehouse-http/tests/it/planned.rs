@@ -564,3 +564,131 @@ async fn statements_reused_across_ids_answer_alike_on_postgres() {
     s.store.close().await;
     drop_postgres_database(&url).await;
 }
+
+/// Strings with every character JSON escapes, booleans, enums, nulls,
+/// aliases, `__typename` and joined rows answer byte for byte as
+/// async-graphql does; stored values async-graphql would refuse to show
+/// (written behind the store's back) are declined.
+#[tokio::test]
+async fn stored_values_answer_as_async_graphql_does_or_are_declined() {
+    let sdl = "type Owner { id: ID! name: String! active: Boolean } \
+               enum Kind { A B } \
+               type Item { id: ID! name: String! note: String done: Boolean! flag: Boolean \
+                           kind: Kind! size: Int owner: Owner! helper: Owner } \
+               enum ItemOrderBy { name_ASC name_DESC } \
+               type Query { items(orderBy: [ItemOrderBy!]): [Item!]! item(id: ID!): Item }";
+    let model = std::sync::Arc::new(
+        load_sources(&[Source {
+            path: "items.graphql".into(),
+            text: sdl.into(),
+        }])
+        .unwrap(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("i.db");
+    let store = Store::connect(
+        &format!("sqlite://{}", file.display()),
+        model.clone(),
+        StoreOptions::default(),
+    )
+    .await
+    .unwrap();
+    let opts = GraphqlOptions {
+        auth_required: false,
+        ..GraphqlOptions::default()
+    };
+    let graphql = Graphql::new(model, store.clone(), &opts).unwrap();
+    let insert = |entity: &'static str, row: Value| {
+        let store = store.clone();
+        async move {
+            let row = row.as_object().unwrap().clone();
+            store.insert(entity, row).await.unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        }
+    };
+    // Every control character but NUL, which the store refuses.
+    let controls: String = (1u8..0x20).map(char::from).collect();
+    let ann = insert(
+        "Owner",
+        json!({"name": format!("Ann {controls}"), "active": true}),
+    )
+    .await;
+    let bo = insert(
+        "Owner",
+        json!({"name": "Bo \"\\/\u{7f}é😀", "active": null}),
+    )
+    .await;
+    insert(
+        "Item",
+        json!({"name": "a\u{2028}\u{2029}", "note": "x'y", "done": true, "flag": false,
+               "kind": "A", "size": -7, "owner": ann, "helper": bo}),
+    )
+    .await;
+    let b = insert(
+        "Item",
+        json!({"name": "b", "note": null, "done": false, "flag": null, "kind": "B",
+               "size": null, "owner": bo, "helper": null}),
+    )
+    .await;
+    for q in [
+        "{ items(orderBy: name_ASC) { id name note done flag kind size } }",
+        "{ items(orderBy: name_DESC) { __typename n: name owner { __typename name active } helper { name active } } }",
+        "{ items { name o: owner { id } h: helper { id } } }",
+    ] {
+        let d = same_answer_of(&graphql, q, json!({})).await;
+        assert_eq!(d["data"]["items"].as_array().unwrap().len(), 2, "{q}");
+    }
+    let lookup = "query($id: ID!) { item(id: $id) { name flag helper { name } owner { name } } }";
+    same_answer_of(&graphql, lookup, json!({"id": b})).await;
+    same_answer_of(&graphql, lookup, json!({"id": "none"})).await;
+
+    // Stored values that async-graphql refuses to show, written behind the
+    // store's back: the planned executor must decline, not print them.
+    let db = rusqlite::Connection::open(&file).unwrap();
+    let queries = [
+        "{ items(orderBy: name_ASC) { name kind } }",
+        "{ items(orderBy: name_ASC) { name size } }",
+        "{ items(orderBy: name_ASC) { name owner { name } } }",
+    ];
+    for (tamper, query) in [
+        ("UPDATE item SET kind = 'C' WHERE name = 'b'", queries[0]),
+        ("UPDATE item SET size = 'big' WHERE name = 'b'", queries[1]),
+        ("UPDATE item SET size = 1.5 WHERE name = 'b'", queries[1]),
+        (
+            "PRAGMA foreign_keys = OFF; UPDATE item SET owner_id = 'gone' WHERE name = 'b'",
+            queries[2],
+        ),
+    ] {
+        let slow = graphql.execute(request(query, json!({}), None)).await;
+        assert!(
+            slow.response.errors.is_empty(),
+            "{query}: {:?}",
+            slow.response.errors
+        );
+        assert!(
+            graphql
+                .execute_planned(&request(query, json!({}), None))
+                .await
+                .is_some()
+        );
+        db.execute_batch(tamper).unwrap();
+        assert!(
+            graphql
+                .execute_planned(&request(query, json!({}), None))
+                .await
+                .is_none(),
+            "{tamper}: planned"
+        );
+        let slow = graphql.execute(request(query, json!({}), None)).await;
+        assert!(!slow.response.errors.is_empty(), "{tamper}: no error");
+        db.execute_batch("DELETE FROM item WHERE name = 'b'")
+            .unwrap();
+        insert(
+            "Item",
+            json!({"name": "b", "done": false, "kind": "B", "owner": bo}),
+        )
+        .await;
+    }
+}
