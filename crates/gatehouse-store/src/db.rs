@@ -66,6 +66,82 @@ pub(crate) enum Pools {
 pub(crate) struct Db {
     pub pools: Pools,
     pub statements: Arc<AtomicU64>,
+    /// PostgreSQL connections kept between single statements ([`Warm`]).
+    warm: Arc<Warm>,
+}
+
+/// PostgreSQL connections kept out of the sqlx pool between single
+/// statements (`Db::read`, `Db::write`), so the next statement skips the
+/// pool.
+///
+/// Why: sqlx's pool tests every connection handed back to it with a
+/// round trip to the server (`ping` in `return_to_pool`, a task spawned by
+/// the connection's `Drop`), whatever the connection just did. For a
+/// request made of one short read, that doubled the round trips and most
+/// of the server's work per request. A connection is kept here only after
+/// its last statement completed (a statement cancelled half way, or one
+/// that failed, leaves it to the pool's test), each for at most
+/// [`WARM_FOR`], after which the pool takes it back and applies its own
+/// lifetime and idle rules.
+///
+/// A caller waiting in the pool cannot be handed a kept connection, so the
+/// pool must keep enough of its own: at most half of what is left after the
+/// change-feed listener's connection is kept here (none with a pool of 2),
+/// and a transaction that finds the pool without an idle connection hands
+/// every kept one back first.
+#[derive(Debug, Default)]
+struct Warm {
+    idle: std::sync::Mutex<Vec<(PoolConnection<Postgres>, Instant)>>,
+    max: usize,
+}
+
+/// How long a connection stays out of the sqlx pool ([`Warm`]).
+const WARM_FOR: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl Warm {
+    /// A kept connection, taken out of the pool less than [`WARM_FOR`] ago.
+    fn take(&self) -> Option<(PoolConnection<Postgres>, Instant)> {
+        let mut expired = Vec::new();
+        let found = {
+            let mut idle = self.idle.lock().ok()?;
+            loop {
+                match idle.pop() {
+                    Some((c, since)) if since.elapsed() < WARM_FOR => break Some((c, since)),
+                    Some(old) => expired.push(old),
+                    None => break None,
+                }
+            }
+        };
+        // Handed back to the pool outside the lock.
+        drop(expired);
+        found
+    }
+
+    /// Keeps `conn` (taken out of the pool at `since`) if there is room.
+    fn put(&self, conn: PoolConnection<Postgres>, since: Instant) {
+        let rejected = match self.idle.lock() {
+            Ok(mut idle) if idle.len() < self.max && since.elapsed() < WARM_FOR => {
+                idle.push((conn, since));
+                None
+            }
+            _ => Some(conn),
+        };
+        drop(rejected);
+    }
+
+    /// Hands every kept connection back to the pool.
+    fn clear(&self) {
+        let all = self
+            .idle
+            .lock()
+            .map(|mut idle| std::mem::take(&mut *idle))
+            .unwrap_or_default();
+        drop(all);
+    }
+
+    fn len(&self) -> usize {
+        self.idle.lock().map_or(0, |idle| idle.len())
+    }
 }
 
 impl Db {
@@ -118,9 +194,18 @@ impl Db {
                 "the database URL must start with sqlite:// or postgres://",
             ));
         };
+        let warm = match &pools {
+            Pools::Postgres(pool) => Warm {
+                // The change-feed listener holds one connection for good.
+                max: (pool.options().get_max_connections().saturating_sub(1) / 2) as usize,
+                ..Warm::default()
+            },
+            Pools::Sqlite(_) => Warm::default(),
+        };
         Ok(Db {
             pools,
             statements: Arc::new(AtomicU64::new(0)),
+            warm: Arc::new(warm),
         })
     }
 
@@ -136,9 +221,7 @@ impl Db {
     pub async fn read(&self) -> Result<Pooled, StoreError> {
         let inner = match &self.pools {
             Pools::Sqlite(db) => PooledInner::SqliteRead(db.read().await.map_err(from_sqlx)?),
-            Pools::Postgres(pool) => {
-                PooledInner::Pg(Box::pin(pool.acquire()).await.map_err(from_sqlx)?)
-            }
+            Pools::Postgres(pool) => self.pg(pool).await?,
         };
         Ok(Pooled {
             inner,
@@ -150,13 +233,34 @@ impl Db {
     pub async fn write(&self) -> Result<Pooled, StoreError> {
         let inner = match &self.pools {
             Pools::Sqlite(db) => PooledInner::SqliteWrite(db.write().await.map_err(from_sqlx)?),
-            Pools::Postgres(pool) => {
-                PooledInner::Pg(Box::pin(pool.acquire()).await.map_err(from_sqlx)?)
-            }
+            Pools::Postgres(pool) => self.pg(pool).await?,
         };
         Ok(Pooled {
             inner,
             counter: self.statements.clone(),
+        })
+    }
+
+    /// A PostgreSQL connection for single statements: a kept one
+    /// ([`Warm`]), else an idle one of the pool, else the pool's wait.
+    async fn pg(&self, pool: &PgPool) -> Result<PooledInner, StoreError> {
+        let (conn, since) = match self.warm.take() {
+            Some(kept) => kept,
+            // The pool's `acquire` future is large (it was most of a
+            // request's `memcpy`): only build it when it has to wait.
+            None => match pool.try_acquire() {
+                Some(c) => (c, Instant::now()),
+                None => (
+                    Box::pin(pool.acquire()).await.map_err(from_sqlx)?,
+                    Instant::now(),
+                ),
+            },
+        };
+        Ok(PooledInner::Pg {
+            conn: Some(conn),
+            since,
+            clean: false,
+            warm: self.warm.clone(),
         })
     }
 
@@ -165,7 +269,14 @@ impl Db {
     pub async fn begin(&self) -> Result<Tx, StoreError> {
         let inner = match &self.pools {
             Pools::Sqlite(db) => TxInner::Sqlite(db.begin().await.map_err(from_sqlx)?),
-            Pools::Postgres(pool) => TxInner::Pg(Box::pin(pool.begin()).await.map_err(from_sqlx)?),
+            Pools::Postgres(pool) => {
+                // Kept connections are out of the pool: when it has no idle
+                // one, hand them back rather than wait for a busy one.
+                if pool.num_idle() == 0 {
+                    self.warm.clear();
+                }
+                TxInner::Pg(Box::pin(pool.begin()).await.map_err(from_sqlx)?)
+            }
         };
         Ok(Tx {
             inner,
@@ -191,7 +302,7 @@ impl Db {
             Pools::Postgres(pool) => vec![PoolStats {
                 pool: "main",
                 size: pool.size(),
-                idle: u32::try_from(pool.num_idle()).unwrap_or(u32::MAX),
+                idle: u32::try_from(pool.num_idle() + self.warm.len()).unwrap_or(u32::MAX),
                 max: pool.options().get_max_connections(),
             }],
         }
@@ -201,7 +312,11 @@ impl Db {
     pub async fn close(&self) {
         match &self.pools {
             Pools::Sqlite(db) => db.close().await,
-            Pools::Postgres(pool) => pool.close().await,
+            Pools::Postgres(pool) => {
+                // The pool waits for every connection out of it.
+                self.warm.clear();
+                pool.close().await;
+            }
         }
     }
 }
@@ -237,20 +352,48 @@ pub(crate) struct Pooled {
 enum PooledInner {
     SqliteRead(ReadConn),
     SqliteWrite(WriteConn),
-    Pg(PoolConnection<Postgres>),
+    Pg {
+        /// `None` once handed on (in `Drop`).
+        conn: Option<PoolConnection<Postgres>>,
+        /// When it was taken out of the pool.
+        since: Instant,
+        /// Whether its last statement ran to completion: only then is it
+        /// kept ([`Warm`]) instead of going back to the pool's test.
+        clean: bool,
+        warm: Arc<Warm>,
+    },
 }
 
 impl Pooled {
     /// The connection, for running statements.
     pub fn conn(&mut self) -> Conn<'_> {
-        let inner = match &mut self.inner {
-            PooledInner::SqliteRead(c) => ConnInner::Sqlite(c.conn()),
-            PooledInner::SqliteWrite(c) => ConnInner::Sqlite(Some(c.conn())),
-            PooledInner::Pg(c) => ConnInner::Pg(c),
+        let (inner, clean) = match &mut self.inner {
+            PooledInner::SqliteRead(c) => (ConnInner::Sqlite(c.conn()), None),
+            PooledInner::SqliteWrite(c) => (ConnInner::Sqlite(Some(c.conn())), None),
+            PooledInner::Pg { conn, clean, .. } => match conn {
+                Some(c) => (ConnInner::Pg(c), Some(clean)),
+                None => (ConnInner::Sqlite(None), None),
+            },
         };
         Conn {
             inner,
             counter: &self.counter,
+            clean,
+        }
+    }
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        if let PooledInner::Pg {
+            conn,
+            since,
+            clean: true,
+            warm,
+        } = &mut self.inner
+            && let Some(c) = conn.take()
+        {
+            warm.put(c, *since);
         }
     }
 }
@@ -278,6 +421,7 @@ impl Tx {
         Conn {
             inner,
             counter: &self.counter,
+            clean: None,
         }
     }
 
@@ -295,6 +439,8 @@ impl Tx {
 pub(crate) struct Conn<'a> {
     inner: ConnInner<'a>,
     counter: &'a AtomicU64,
+    /// A pooled PostgreSQL connection's "last statement completed" flag.
+    clean: Option<&'a mut bool>,
 }
 
 enum ConnInner<'a> {
@@ -363,9 +509,11 @@ impl Conn<'_> {
                 crate::sqlite::fetch(c.as_deref_mut().ok_or(sqlx::Error::PoolClosed)?, &q, kinds)
             }
             ConnInner::Pg(c) => {
+                set(&mut self.clean, false);
                 let rows =
                     Box::pin(sqlx::query_with(AssertSqlSafe(q.sql), q.values).fetch_all(&mut **c))
                         .await?;
+                set(&mut self.clean, true);
                 rows.iter().map(|r| decode_pg(r, kinds)).collect()
             }
         }
@@ -380,11 +528,14 @@ impl Conn<'_> {
             ConnInner::Sqlite(c) => {
                 crate::sqlite::execute(c.as_deref_mut().ok_or(sqlx::Error::PoolClosed)?, &q)
             }
-            ConnInner::Pg(c) => Ok(Box::pin(
-                sqlx::query_with(AssertSqlSafe(q.sql), q.values).execute(&mut **c),
-            )
-            .await?
-            .rows_affected()),
+            ConnInner::Pg(c) => {
+                set(&mut self.clean, false);
+                let done =
+                    Box::pin(sqlx::query_with(AssertSqlSafe(q.sql), q.values).execute(&mut **c))
+                        .await?;
+                set(&mut self.clean, true);
+                Ok(done.rows_affected())
+            }
         }
     }
 
@@ -396,9 +547,11 @@ impl Conn<'_> {
                 crate::sqlite::batch(c.as_deref_mut().ok_or(sqlx::Error::PoolClosed)?, sql)?;
             }
             ConnInner::Pg(c) => {
+                set(&mut self.clean, false);
                 sqlx::raw_sql(AssertSqlSafe(sql.to_string()))
                     .execute(&mut **c)
                     .await?;
+                set(&mut self.clean, true);
             }
         }
         Ok(())
@@ -413,6 +566,13 @@ impl Conn<'_> {
             }
             ConnInner::Pg(c) => c.ping().await,
         }
+    }
+}
+
+/// Sets a pooled PostgreSQL connection's "last statement completed" flag.
+fn set(clean: &mut Option<&mut bool>, value: bool) {
+    if let Some(flag) = clean {
+        **flag = value;
     }
 }
 

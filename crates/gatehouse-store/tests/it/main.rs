@@ -11,6 +11,7 @@ mod durability;
 mod feed;
 mod filters;
 mod migration;
+mod pool;
 mod relations;
 
 /// Fails when CI requires the PostgreSQL run (`GATEHOUSE_REQUIRE_POSTGRES=1`)

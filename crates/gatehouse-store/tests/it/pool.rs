@@ -1,0 +1,88 @@
+//! Connections between statements: a small pool serves concurrent reads
+//! and writes, statements cancelled half way leave no connection in a bad
+//! state, and closing waits for nothing that is kept.
+
+use std::time::Duration;
+
+use gatehouse_store::{ListQuery, StoreOptions};
+use serde_json::json;
+
+use crate::common::{SDL, author, book, databases, titles};
+
+#[tokio::test]
+async fn a_small_pool_serves_concurrent_reads_and_writes() {
+    for db in databases().await {
+        let opts = StoreOptions {
+            max_connections: Some(4),
+            acquire_timeout: Duration::from_secs(10),
+            ..StoreOptions::default()
+        };
+        let s = db.open_with(SDL, opts).await.expect("store opens");
+        let a = author(&s, "A").await;
+        for _ in 0..20 {
+            s.list("Book", &ListQuery::default()).await.expect("read");
+        }
+        let stats = s.pool_stats();
+        assert!(stats.iter().all(|p| p.size <= p.max), "{stats:?}");
+        let tasks: Vec<_> = (0..40)
+            .map(|i| {
+                let s = s.clone();
+                let a = a.clone();
+                tokio::spawn(async move {
+                    if i % 4 == 0 {
+                        book(&s, &a, &format!("t{i:02}"), json!({})).await;
+                    } else {
+                        s.list("Book", &ListQuery::default()).await.expect("read");
+                        s.count("Book", None).await.expect("count");
+                    }
+                })
+            })
+            .collect();
+        let all = tokio::time::timeout(Duration::from_secs(30), futures_all(tasks)).await;
+        assert!(
+            all.is_ok(),
+            "{}: reads and writes did not finish",
+            db.backend()
+        );
+        assert_eq!(s.count("Book", None).await.unwrap(), 10, "{}", db.backend());
+        tokio::time::timeout(Duration::from_secs(10), s.close())
+            .await
+            .unwrap_or_else(|_| panic!("{}: close did not finish", db.backend()));
+    }
+}
+
+async fn futures_all(tasks: Vec<tokio::task::JoinHandle<()>>) {
+    for t in tasks {
+        t.await.expect("task");
+    }
+}
+
+/// A read cancelled at any point (its request went away) must not leave
+/// its connection for the next statement with half an answer in it.
+#[tokio::test]
+async fn cancelled_reads_leave_connections_usable() {
+    for db in databases().await {
+        let s = db.open(SDL).await;
+        let a = author(&s, "A").await;
+        for i in 0..30 {
+            book(&s, &a, &format!("b{i:02}"), json!({"tags": ["x", "y"]})).await;
+        }
+        let all = ListQuery {
+            order: vec![gatehouse_store::OrderBy {
+                field: "title".into(),
+                desc: false,
+            }],
+            ..ListQuery::default()
+        };
+        let expected: Vec<String> = (0..30).map(|i| format!("b{i:02}")).collect();
+        for round in 0..200u64 {
+            // Cancelled after 0-199 µs: before, during and after the statement.
+            let _ = tokio::time::timeout(Duration::from_micros(round), s.list("Book", &all)).await;
+            let rows = s
+                .list("Book", &all)
+                .await
+                .expect("read after a cancelled one");
+            assert_eq!(titles(&rows), expected, "{} round {round}", db.backend());
+        }
+    }
+}
