@@ -84,15 +84,40 @@ pub(crate) struct Db {
 /// [`WARM_FOR`], after which the pool takes it back and applies its own
 /// lifetime and idle rules.
 ///
-/// A caller waiting in the pool cannot be handed a kept connection, so the
-/// pool must keep enough of its own: at most half of what is left after the
-/// change-feed listener's connection is kept here (none with a pool of 2),
+/// A caller waiting in the pool cannot be handed a kept connection, so
+/// nothing is kept while one of ours waits there (the pool then serves its
+/// waiters in order, as without this), at most half of what is left after
+/// the change-feed listener's connection is kept (none with a pool of 2),
 /// and a transaction that finds the pool without an idle connection hands
 /// every kept one back first.
 #[derive(Debug, Default)]
 struct Warm {
     idle: std::sync::Mutex<Vec<(PoolConnection<Postgres>, Instant)>>,
     max: usize,
+    /// Set when the store closes: the pool's close waits for every
+    /// connection, so none may be kept from then on.
+    closed: std::sync::atomic::AtomicBool,
+    /// Callers of ours waiting in the pool ([`Waiting`]): while there are
+    /// any, connections go back to the pool, which serves its waiters in
+    /// order, instead of being kept for whoever comes next.
+    waiting: AtomicU64,
+}
+
+/// Counts a caller waiting in the pool for as long as it lives (a
+/// cancelled wait included).
+struct Waiting<'a>(&'a AtomicU64);
+
+impl<'a> Waiting<'a> {
+    fn new(count: &'a AtomicU64) -> Self {
+        count.fetch_add(1, Ordering::AcqRel);
+        Waiting(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// How long a connection stays out of the sqlx pool ([`Warm`]).
@@ -120,13 +145,25 @@ impl Warm {
     /// Keeps `conn` (taken out of the pool at `since`) if there is room.
     fn put(&self, conn: PoolConnection<Postgres>, since: Instant) {
         let rejected = match self.idle.lock() {
-            Ok(mut idle) if idle.len() < self.max && since.elapsed() < WARM_FOR => {
+            Ok(mut idle)
+                if idle.len() < self.max
+                    && since.elapsed() < WARM_FOR
+                    && self.waiting.load(Ordering::Acquire) == 0
+                    && !self.closed.load(Ordering::Acquire) =>
+            {
                 idle.push((conn, since));
                 None
             }
             _ => Some(conn),
         };
         drop(rejected);
+    }
+
+    /// Hands every kept connection back to the pool and keeps none from
+    /// now on.
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.clear();
     }
 
     /// Hands every kept connection back to the pool.
@@ -250,10 +287,13 @@ impl Db {
             // request's `memcpy`): only build it when it has to wait.
             None => match pool.try_acquire() {
                 Some(c) => (c, Instant::now()),
-                None => (
-                    Box::pin(pool.acquire()).await.map_err(from_sqlx)?,
-                    Instant::now(),
-                ),
+                None => {
+                    let _waiting = Waiting::new(&self.warm.waiting);
+                    (
+                        Box::pin(pool.acquire()).await.map_err(from_sqlx)?,
+                        Instant::now(),
+                    )
+                }
             },
         };
         Ok(PooledInner::Pg {
@@ -275,6 +315,7 @@ impl Db {
                 if pool.num_idle() == 0 {
                     self.warm.clear();
                 }
+                let _waiting = Waiting::new(&self.warm.waiting);
                 TxInner::Pg(Box::pin(pool.begin()).await.map_err(from_sqlx)?)
             }
         };
@@ -314,7 +355,7 @@ impl Db {
             Pools::Sqlite(db) => db.close().await,
             Pools::Postgres(pool) => {
                 // The pool waits for every connection out of it.
-                self.warm.clear();
+                self.warm.close();
                 pool.close().await;
             }
         }
