@@ -273,22 +273,17 @@ async fn a_plan_built_once_reads_what_the_store_holds_when_it_runs() {
     );
 }
 
-/// To-one relations read by the root statement: null references, the same
-/// target for several rows, and relations below them.
-#[tokio::test]
-async fn joined_to_one_relations_answer_as_async_graphql_does() {
-    let sdl = "type Person { id: ID! name: String! mentor: Person pupils: [Person!]! } \
-               enum PersonOrderBy { name_ASC name_DESC } \
-               type Query { people(orderBy: [PersonOrderBy!]): [Person!]! person(id: ID!): Person }";
+/// An executor without authentication over a new SQLite store at `file`
+/// with schema `sdl`.
+async fn own_schema(sdl: &str, file: &std::path::Path) -> (Graphql, Store) {
     let model = std::sync::Arc::new(
         load_sources(&[Source {
-            path: "people.graphql".into(),
+            path: "own.graphql".into(),
             text: sdl.into(),
         }])
         .unwrap(),
     );
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("p.db").display());
+    let url = format!("sqlite://{}", file.display());
     let store = Store::connect(&url, model.clone(), StoreOptions::default())
         .await
         .unwrap();
@@ -297,6 +292,18 @@ async fn joined_to_one_relations_answer_as_async_graphql_does() {
         ..GraphqlOptions::default()
     };
     let graphql = Graphql::new(model, store.clone(), &opts).unwrap();
+    (graphql, store)
+}
+
+/// To-one relations read by the root statement: null references, the same
+/// target for several rows, and relations below them.
+#[tokio::test]
+async fn joined_to_one_relations_answer_as_async_graphql_does() {
+    let sdl = "type Person { id: ID! name: String! mentor: Person pupils: [Person!]! } \
+               enum PersonOrderBy { name_ASC name_DESC } \
+               type Query { people(orderBy: [PersonOrderBy!]): [Person!]! person(id: ID!): Person }";
+    let dir = tempfile::tempdir().unwrap();
+    let (graphql, store) = own_schema(sdl, &dir.path().join("p.db")).await;
     let add = |name: &str, mentor: Option<&str>| {
         let mut row = gatehouse_store::Row::new();
         row.insert("name".into(), json!(name));
@@ -577,27 +584,9 @@ async fn stored_values_answer_as_async_graphql_does_or_are_declined() {
                            kind: Kind! size: Int owner: Owner! helper: Owner } \
                enum ItemOrderBy { name_ASC name_DESC } \
                type Query { items(orderBy: [ItemOrderBy!]): [Item!]! item(id: ID!): Item }";
-    let model = std::sync::Arc::new(
-        load_sources(&[Source {
-            path: "items.graphql".into(),
-            text: sdl.into(),
-        }])
-        .unwrap(),
-    );
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("i.db");
-    let store = Store::connect(
-        &format!("sqlite://{}", file.display()),
-        model.clone(),
-        StoreOptions::default(),
-    )
-    .await
-    .unwrap();
-    let opts = GraphqlOptions {
-        auth_required: false,
-        ..GraphqlOptions::default()
-    };
-    let graphql = Graphql::new(model, store.clone(), &opts).unwrap();
+    let (graphql, store) = own_schema(sdl, &file).await;
     let insert = |entity: &'static str, row: Value| {
         let store = store.clone();
         async move {
