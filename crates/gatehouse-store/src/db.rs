@@ -120,6 +120,21 @@ impl Drop for Waiting<'_> {
     }
 }
 
+impl Drop for Warm {
+    fn drop(&mut self) {
+        // A pooled connection dropped goes back to the pool through a task
+        // it spawns, which needs a runtime. A store dropped outside one
+        // (after its runtime ended) closes its kept connections instead.
+        if tokio::runtime::Handle::try_current().is_err()
+            && let Ok(idle) = self.idle.get_mut()
+        {
+            for (conn, _) in idle.drain(..) {
+                drop(conn.detach());
+            }
+        }
+    }
+}
+
 /// How long a connection stays out of the sqlx pool ([`Warm`]).
 const WARM_FOR: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -231,14 +246,11 @@ impl Db {
                 "the database URL must start with sqlite:// or postgres://",
             ));
         };
-        let warm = match &pools {
-            Pools::Postgres(pool) => Warm {
-                // The change-feed listener holds one connection for good.
-                max: (pool.options().get_max_connections().saturating_sub(1) / 2) as usize,
-                ..Warm::default()
-            },
-            Pools::Sqlite(_) => Warm::default(),
-        };
+        let mut warm = Warm::default();
+        if let Pools::Postgres(pool) = &pools {
+            // The change-feed listener holds one connection for good.
+            warm.max = (pool.options().get_max_connections().saturating_sub(1) / 2) as usize;
+        }
         Ok(Db {
             pools,
             statements: Arc::new(AtomicU64::new(0)),

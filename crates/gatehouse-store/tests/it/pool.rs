@@ -86,3 +86,28 @@ async fn cancelled_reads_leave_connections_usable() {
         }
     }
 }
+
+/// A store whose runtime has ended can still be dropped: the connections
+/// it keeps between statements are closed, not handed to a task.
+#[test]
+fn a_store_outliving_its_runtime_drops_cleanly() {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let stores = rt.block_on(async {
+        let mut out = Vec::new();
+        for db in databases().await {
+            let s = db.open(SDL).await;
+            let a = author(&s, "A").await;
+            book(&s, &a, "kept", json!({})).await;
+            for _ in 0..5 {
+                s.list("Book", &ListQuery::default()).await.expect("read");
+            }
+            out.push((db, s));
+        }
+        out
+    });
+    drop(rt);
+    for (db, s) in stores {
+        drop(s);
+        drop(db);
+    }
+}
