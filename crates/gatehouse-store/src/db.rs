@@ -402,6 +402,10 @@ pub(crate) struct Pooled {
 }
 
 #[derive(Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "a SQLite read connection carries its snapshot's WAL state (100 bytes); boxing it would allocate per statement"
+)]
 enum PooledInner {
     SqliteRead(ReadConn),
     SqliteWrite(WriteConn),

@@ -35,6 +35,7 @@ mod query;
 mod sqlite;
 mod store;
 mod value;
+mod wal_index;
 
 pub use auth::SqlAuthRepo;
 pub use db::PoolStats;

@@ -10,7 +10,11 @@
 //!
 //! One write connection (SQLite has one writer at a time; an async mutex
 //! queues our own writers instead of letting them meet SQLITE_BUSY) and a
-//! bounded set of read-only connections, which WAL lets run beside it.
+//! bounded set of read-only connections, which WAL lets run beside it. A
+//! read connection keeps its read transaction (its snapshot of the
+//! database) from one statement to the next while the WAL index shows that
+//! nothing was committed since it began ([`Reader`], [`crate::wal_index`]).
+//!
 //! Errors are reported as `sqlx::Error`s (a database error keeps SQLite's
 //! extended code and message), so one classification serves both backends.
 
@@ -18,7 +22,7 @@ use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::types::{ToSqlOutput, Value as SqlValue, ValueRef};
 use rusqlite::{Connection, OpenFlags, ffi};
@@ -29,6 +33,7 @@ use tokio::sync::{OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
 
 use crate::db::{Built, DbRow, hex};
 use crate::value::SqlKind;
+use crate::wal_index::{Index, WalState};
 
 /// Prepared statements kept per connection (sqlx's default is 100).
 const STATEMENT_CACHE: usize = 256;
@@ -55,18 +60,142 @@ pub(crate) struct SqliteDb {
 #[derive(Debug)]
 struct Inner {
     opts: SqliteOptions,
-    writer: Arc<tokio::sync::Mutex<Connection>>,
-    readers: Mutex<Vec<Connection>>,
+    writer: Arc<tokio::sync::Mutex<Writer>>,
+    readers: Arc<Mutex<Vec<Reader>>>,
     read_permits: Arc<Semaphore>,
-    open_readers: AtomicU32,
+    open_readers: Arc<AtomicU32>,
     /// Set by `close` (and when the last handle goes); also stops the checkpointer.
     closed: Arc<AtomicBool>,
+    /// The WAL index, which kept snapshots are checked against; `None` if
+    /// it cannot be read.
+    index: Option<Index>,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
         self.closed.store(true, Ordering::Release);
     }
+}
+
+/// The write connection.
+#[derive(Debug)]
+struct Writer {
+    conn: Connection,
+    /// Dropped after `conn` (see [`crate::wal_index`]).
+    _index: Option<Index>,
+}
+
+/// How long a read connection keeps one snapshot at most, however current
+/// the WAL index says it is: a bound in case the file read is not the one
+/// SQLite uses.
+const SNAPSHOT_FOR: Duration = Duration::from_millis(100);
+
+/// A read transaction kept open on a read connection.
+#[derive(Debug, Clone, Copy)]
+struct Snapshot {
+    /// The WAL index as read before the snapshot was taken: while it reads
+    /// the same, nothing was committed or checkpointed since.
+    wal: WalState,
+    began: Instant,
+}
+
+impl Snapshot {
+    fn current(&self, wal: Option<WalState>, now: Instant) -> bool {
+        wal == Some(self.wal) && now.saturating_duration_since(self.began) < SNAPSHOT_FOR
+    }
+}
+
+/// A read-only connection and the snapshot it keeps, if any.
+///
+/// Beginning and ending a read transaction takes and releases a read lock
+/// in the WAL index: two `fcntl` calls, behind a mutex every reader of the
+/// process takes (contended by the runtime's threads on every statement).
+/// Checking that a kept one is current reads 100 bytes of that file.
+/// Checkpoints end kept snapshots too: a reader that starts after
+/// everything was copied reads the database file alone, which lets the next
+/// commit start the WAL over, and a kept snapshot would hold that back.
+#[derive(Debug)]
+struct Reader {
+    conn: Connection,
+    snapshot: Option<Snapshot>,
+    /// Without it, no snapshot is kept. After `conn`: dropped after it.
+    index: Option<Index>,
+    /// The count of open read connections, less one when this one closes.
+    open: Arc<AtomicU32>,
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        self.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Reader {
+    fn open(db: &Inner) -> Result<Reader, sqlx::Error> {
+        let conn = open_connection(&db.opts, true)?;
+        db.open_readers.fetch_add(1, Ordering::Relaxed);
+        Ok(Reader {
+            conn,
+            snapshot: None,
+            index: db.index.clone(),
+            open: db.open_readers.clone(),
+        })
+    }
+
+    fn wal(&self) -> Option<WalState> {
+        self.index.as_ref().and_then(Index::read)
+    }
+
+    /// Makes the next statement read the current state: the kept snapshot
+    /// if it still is, else a new one (kept if the WAL index can be read).
+    fn begin(&mut self) -> Result<(), sqlx::Error> {
+        let now = Instant::now();
+        let wal = self.wal();
+        match self.snapshot {
+            Some(s) if s.current(wal, now) && !self.conn.is_autocommit() => return Ok(()),
+            Some(_) => self.end()?,
+            None => {}
+        }
+        let Some(wal) = wal else {
+            // Each statement in its own transaction, as SQLite does by itself.
+            return Ok(());
+        };
+        // Deferred: the snapshot is taken by the first statement, after
+        // `wal` was read.
+        self.conn
+            .prepare_cached("BEGIN")
+            .and_then(|mut s| s.raw_execute())
+            .map_err(to_sqlx)?;
+        self.snapshot = Some(Snapshot { wal, began: now });
+        Ok(())
+    }
+
+    /// Ends the kept snapshot.
+    fn end(&mut self) -> Result<(), sqlx::Error> {
+        self.snapshot = None;
+        if self.conn.is_autocommit() {
+            return Ok(());
+        }
+        self.conn
+            .prepare_cached("COMMIT")
+            .and_then(|mut s| s.raw_execute())
+            .map(|_| ())
+            .map_err(to_sqlx)
+    }
+}
+
+/// Ends the snapshots of idle read connections that are no longer current,
+/// so that they hold back neither a checkpoint nor the WAL's restart; a
+/// connection that fails to end one is closed.
+fn end_stale_snapshots(readers: &Mutex<Vec<Reader>>) {
+    let Ok(mut idle) = readers.lock() else {
+        return;
+    };
+    let now = Instant::now();
+    idle.retain_mut(|r| match r.snapshot {
+        Some(s) if !s.current(r.wal(), now) => r.end().is_ok(),
+        _ => true,
+    });
 }
 
 /// How often the background thread checkpoints the WAL.
@@ -92,7 +221,9 @@ const CHECKPOINT_FINISH_FRAMES: i64 = 1000;
 fn spawn_checkpointer(
     opts: &SqliteOptions,
     closed: Arc<AtomicBool>,
-    writer: std::sync::Weak<tokio::sync::Mutex<Connection>>,
+    writer: std::sync::Weak<tokio::sync::Mutex<Writer>>,
+    readers: Arc<Mutex<Vec<Reader>>>,
+    index: Option<Index>,
 ) -> Result<(), sqlx::Error> {
     let conn = open_connection(opts, false)?;
     // (frames in the WAL, frames checkpointed), as of the checkpoint's start.
@@ -109,6 +240,10 @@ fn spawn_checkpointer(
             let mut finished_at = -1;
             while !closed.load(Ordering::Acquire) {
                 std::thread::sleep(CHECKPOINT_INTERVAL);
+                // Before (an old snapshot keeps frames from being copied)
+                // and after (one begun before everything was copied keeps
+                // the next commit from starting the WAL over).
+                end_stale_snapshots(&readers);
                 match checkpoint() {
                     Ok((log, _)) if log > CHECKPOINT_FINISH_FRAMES && log != finished_at => {
                         // Weak, so this thread does not keep the write
@@ -126,7 +261,11 @@ fn spawn_checkpointer(
                     Ok(_) => {}
                     Err(e) => tracing::debug!(error = %e, "WAL checkpoint"),
                 }
+                end_stale_snapshots(&readers);
             }
+            // The connection first (see `crate::wal_index`).
+            drop(checkpoint);
+            drop(index);
         })
         .map(|_| ())
         .map_err(sqlx::Error::Io)
@@ -135,6 +274,9 @@ fn spawn_checkpointer(
 impl SqliteDb {
     /// Opens (creating if missing) the database and its write connection.
     pub fn open(opts: SqliteOptions) -> Result<SqliteDb, sqlx::Error> {
+        // Before the first connection, if another store of the process may
+        // be using it (see `crate::wal_index`).
+        let mut index = Index::open(&opts.path);
         let writer = open_connection(&opts, false)?;
         // WAL persists in the file; setting it needs the write connection.
         let mode: String = writer
@@ -151,17 +293,35 @@ impl SqliteDb {
         writer
             .execute_batch("PRAGMA wal_autocheckpoint = 0")
             .map_err(to_sqlx)?;
+        if index.is_none() {
+            // A read in WAL mode creates the index.
+            writer
+                .query_row("PRAGMA schema_version", [], |_| Ok(()))
+                .map_err(to_sqlx)?;
+            index = Index::open(&opts.path);
+        }
         let closed = Arc::new(AtomicBool::new(false));
-        let writer = Arc::new(tokio::sync::Mutex::new(writer));
-        spawn_checkpointer(&opts, closed.clone(), Arc::downgrade(&writer))?;
+        let writer = Arc::new(tokio::sync::Mutex::new(Writer {
+            conn: writer,
+            _index: index.clone(),
+        }));
+        let readers = Arc::new(Mutex::new(Vec::new()));
+        spawn_checkpointer(
+            &opts,
+            closed.clone(),
+            Arc::downgrade(&writer),
+            readers.clone(),
+            index.clone(),
+        )?;
         let max = opts.max_readers.max(1);
         Ok(SqliteDb {
             inner: Arc::new(Inner {
                 writer,
-                readers: Mutex::new(Vec::new()),
+                readers,
                 read_permits: Arc::new(Semaphore::new(max as usize)),
-                open_readers: AtomicU32::new(0),
+                open_readers: Arc::new(AtomicU32::new(0)),
                 closed,
+                index,
                 opts,
             }),
         })
@@ -171,16 +331,14 @@ impl SqliteDb {
     pub async fn read(&self) -> Result<ReadConn, sqlx::Error> {
         let permit = self.permit().await?;
         let idle = self.inner.readers.lock().ok().and_then(|mut r| r.pop());
-        let conn = match idle {
-            Some(c) => c,
-            None => {
-                let c = open_connection(&self.inner.opts, true)?;
-                self.inner.open_readers.fetch_add(1, Ordering::Relaxed);
-                c
-            }
+        let mut reader = match idle {
+            Some(r) => r,
+            None => Reader::open(&self.inner)?,
         };
+        // On failure the connection is closed (dropped), not pooled.
+        reader.begin()?;
         Ok(ReadConn {
-            conn: Some(conn),
+            reader: Some(reader),
             db: self.inner.clone(),
             _permit: permit,
         })
@@ -275,10 +433,11 @@ fn open_connection(opts: &SqliteOptions, read_only: bool) -> Result<Connection, 
     Ok(conn)
 }
 
-/// A pooled read-only connection; back to the pool when dropped.
+/// A pooled read-only connection, reading a current snapshot; back to the
+/// pool when dropped.
 #[derive(Debug)]
 pub(crate) struct ReadConn {
-    conn: Option<Connection>,
+    reader: Option<Reader>,
     db: Arc<Inner>,
     _permit: OwnedSemaphorePermit,
 }
@@ -286,17 +445,17 @@ pub(crate) struct ReadConn {
 impl ReadConn {
     /// The connection (`None` never happens: only `Drop` takes it out).
     pub fn conn(&mut self) -> Option<&mut Connection> {
-        self.conn.as_mut()
+        self.reader.as_mut().map(|r| &mut r.conn)
     }
 }
 
 impl Drop for ReadConn {
     fn drop(&mut self) {
-        if let Some(c) = self.conn.take()
+        if let Some(r) = self.reader.take()
             && !self.db.closed.load(Ordering::Acquire)
             && let Ok(mut idle) = self.db.readers.lock()
         {
-            idle.push(c);
+            idle.push(r);
         }
     }
 }
@@ -304,12 +463,12 @@ impl Drop for ReadConn {
 /// The write connection, held exclusively.
 #[derive(Debug)]
 pub(crate) struct WriteConn {
-    guard: OwnedMutexGuard<Connection>,
+    guard: OwnedMutexGuard<Writer>,
 }
 
 impl WriteConn {
     pub fn conn(&mut self) -> &mut Connection {
-        &mut self.guard
+        &mut self.guard.conn
     }
 }
 

@@ -13,6 +13,7 @@ mod filters;
 mod migration;
 mod pool;
 mod relations;
+mod snapshots;
 
 /// Fails when CI requires the PostgreSQL run (`GATEHOUSE_REQUIRE_POSTGRES=1`)
 /// but did not configure it, so a skipped PostgreSQL run cannot pass silently.

@@ -1,0 +1,95 @@
+//! SQLite read connections keep their snapshot between statements only
+//! while nothing was committed: a commit by any connection (here another
+//! store on the same file, which our write connection never sees) is read
+//! at once, and kept snapshots do not keep the WAL from starting over.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use gatehouse_store::{ListQuery, Store};
+
+use crate::common::{Place, SDL, author, databases};
+
+/// The SQLite database of a fresh set (the first one is always SQLite).
+async fn sqlite() -> crate::common::Db {
+    let db = databases().await.remove(0);
+    assert!(matches!(db.place, Place::Sqlite(_)));
+    db
+}
+
+fn file(db: &crate::common::Db) -> String {
+    db.url.trim_start_matches("sqlite://").to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_by_another_store_is_read_at_once() {
+    let db = sqlite().await;
+    let reader = db.open(SDL).await;
+    let writer = db.open(SDL).await;
+    for i in 0..300 {
+        // Twice: the second read reuses the first one's snapshot.
+        for _ in 0..2 {
+            assert_eq!(authors(&reader).await, i);
+        }
+        author(&writer, &format!("a{i}")).await;
+    }
+    // A commit by a connection outside any store.
+    let conn = rusqlite::Connection::open(file(&db)).unwrap();
+    let before = authors(&reader).await;
+    conn.execute("DELETE FROM author WHERE name = 'a0'", [])
+        .unwrap();
+    assert_eq!(authors(&reader).await, before - 1);
+}
+
+/// The number of authors, read as a list (counts are cached).
+async fn authors(s: &Store) -> usize {
+    s.list("Author", &ListQuery::default()).await.unwrap().len()
+}
+
+/// Frames in the WAL, as a separate connection sees them.
+fn wal_frames(path: &str) -> i64 {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(1))
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kept_snapshots_let_the_wal_start_over() {
+    let db = sqlite().await;
+    let s = db.open(SDL).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    // Readers that never pause for long, as under load.
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (s, stop) = (s.clone(), stop.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    read(&s).await;
+                    tokio::task::yield_now().await;
+                }
+            })
+        })
+        .collect();
+    for i in 0..1500 {
+        author(&s, &format!("a{i}")).await;
+    }
+    // The checkpointer copies it all; the next commit starts the WAL over,
+    // unless a reader still reads from it.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    author(&s, "after").await;
+    let frames = wal_frames(&file(&db));
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        r.await.unwrap();
+    }
+    assert!(frames < 100, "the WAL did not start over: {frames} frames");
+}
+
+async fn read(s: &Store) {
+    let q = ListQuery {
+        limit: Some(5),
+        ..ListQuery::default()
+    };
+    s.list("Author", &q).await.unwrap();
+}
