@@ -13,8 +13,9 @@
 //! Opening the file is the delicate part: closing *any* descriptor of a file
 //! releases every POSIX lock the process holds on it, SQLite's own included
 //! (its read locks, and the lock telling other processes that the index is
-//! in use). So each index (each inode: a database's index is recreated when
-//! its last connection closes) is opened once for the process, shared by
+//! in use). So each index (each inode: SQLite removes the file when the
+//! database's last connection closes, and creates it anew) is opened once
+//! for the process, shared by
 //! every connection to that database, and closed only when the last of them
 //! has closed: each connection holds an [`Index`] handle and drops it after
 //! itself. A store takes its first handle before it opens a connection when
