@@ -57,6 +57,12 @@ pub enum Error {
     /// An administrative operation got a malformed value (grant, scope, name).
     #[error("invalid_input")]
     InvalidInput(Description),
+    /// Too many failed logins for this account from this address (or from
+    /// this address), or too many password checks under way: retry after
+    /// the given number of seconds. The HTTP layer answers 429 with
+    /// `Retry-After` (RFC 6585 §4).
+    #[error("too_many_requests")]
+    TooManyRequests(Description, u64),
     /// A failure inside the server (store, crypto). The string is the internal
     /// cause: log it, never send it.
     #[error("server_error")]
@@ -79,6 +85,7 @@ impl Error {
             Error::NotFound(_) => "not_found",
             Error::Conflict(_) => "conflict",
             Error::InvalidInput(_) => "invalid_input",
+            Error::TooManyRequests(..) => "too_many_requests",
             Error::Server(_) => "server_error",
         }
     }
@@ -98,8 +105,17 @@ impl Error {
             | Error::InvalidToken(d)
             | Error::NotFound(d)
             | Error::Conflict(d)
-            | Error::InvalidInput(d) => d,
+            | Error::InvalidInput(d)
+            | Error::TooManyRequests(d, _) => d,
             Error::Server(_) => "the server could not complete the request",
+        }
+    }
+
+    /// Seconds to wait before retrying, for [`Error::TooManyRequests`].
+    pub fn retry_after(&self) -> Option<u64> {
+        match self {
+            Error::TooManyRequests(_, secs) => Some((*secs).max(1)),
+            _ => None,
         }
     }
 

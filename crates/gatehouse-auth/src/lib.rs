@@ -21,6 +21,7 @@ mod clock;
 mod error;
 mod jwt;
 mod keys;
+mod login;
 mod model;
 pub mod oauth1;
 mod principal;
@@ -39,13 +40,18 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Description, Error, RepoError, Result};
 pub use jwt::{ACCESS_TOKEN_TYP, AccessClaims, Audience};
 pub use keys::{KeyCipher, KeyRing, SigningAlg, generate_key};
+pub use login::{
+    Account, FREE_FAILURES_PER_ACCOUNT, FREE_FAILURES_PER_ADDRESS, LoginThrottle,
+    MAX_DELAY_PER_ACCOUNT, MAX_DELAY_PER_ADDRESS, PASSWORD_CHECK_WAIT, PASSWORD_CHECKS_PER_CPU,
+    QUIET_RESET_PER_ACCOUNT, QUIET_RESET_PER_ADDRESS,
+};
 pub use model::{
     ClientRecord, GRANT_CLIENT_CREDENTIALS, GRANT_PASSWORD, GRANT_REFRESH_TOKEN,
     GRANT_TOKEN_EXCHANGE, KNOWN_GRANTS, KeyRecord, SCOPE_OFFLINE_ACCESS, Scopes, TOKEN_TYPE_ACCESS,
     TOKEN_TYPE_JWT, TOKEN_TYPE_REFRESH, TokenKind, TokenRecord, UserRecord, valid_scope_token,
 };
 pub use model::{ConsumerRecord, OAuth1TokenKind, OAuth1TokenRecord};
-pub use principal::{AuthScheme, Principal};
+pub use principal::{ANONYMOUS_SCOPE, AuthScheme, Principal, challenge};
 pub use random::{Random, SeededRandom, SystemRandom};
 pub use repo::{AuthRepo, MemoryRepo};
 pub use secrets::{

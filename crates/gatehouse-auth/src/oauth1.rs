@@ -25,7 +25,7 @@ use crate::model::{ConsumerRecord, OAuth1TokenKind, OAuth1TokenRecord, Scopes};
 use crate::principal::{AuthScheme, Principal};
 use crate::random::{Random, token_string};
 use crate::repo::AuthRepo;
-use crate::secrets::{self, DUMMY_PASSWORD_HASH};
+use crate::secrets;
 use crate::server::{AuthConfig, AuthServer};
 
 /// `oauth_signature_method=PLAINTEXT` (RFC 5849 §3.4.4).
@@ -703,29 +703,18 @@ impl AuthServer {
     /// RFC 5849 §2.2: the resource owner (user name and password) approves a
     /// request token; returns the verifier and where to send it. Wrong
     /// credentials are `invalid_grant`; an unknown, expired or already
-    /// approved token is `invalid_token`.
+    /// approved token is `invalid_token`. Failed logins are throttled per
+    /// (user, address `from`) like every password check
+    /// ([`AuthServer::check_user_password`]).
     pub async fn oauth1_approve(
         &self,
         token: &str,
         username: &str,
         password: &str,
+        from: Option<std::net::IpAddr>,
     ) -> Result<Approval> {
         let record = self.pending_request_token(token).await?;
-        let user = self.repo().find_user(username).await?;
-        let stored = user
-            .as_ref()
-            .map(|u| u.password_hash.clone())
-            .unwrap_or_else(|| DUMMY_PASSWORD_HASH.to_string());
-        let pw = password.to_string();
-        let ok = tokio::task::spawn_blocking(move || secrets::verify_password(&pw, &stored))
-            .await
-            .map_err(|e| Error::server(format!("password check task: {e}")))?;
-        let user = match user {
-            Some(u) if ok => u,
-            _ => {
-                return Err(Error::invalid_grant("the user name or password is wrong"));
-            }
-        };
+        let user = self.check_user_password(username, password, from).await?;
         let consumer = self
             .repo()
             .get_consumer(&record.consumer_key)

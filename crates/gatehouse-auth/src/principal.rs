@@ -2,6 +2,10 @@
 
 use std::collections::BTreeSet;
 
+/// What an anonymous caller holds when `auth.anonymous_read` is on: the
+/// default read scope and nothing more.
+pub const ANONYMOUS_SCOPE: &str = "read";
+
 /// How the caller authenticated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuthScheme {
@@ -33,29 +37,45 @@ pub struct Principal {
 }
 
 impl Principal {
-    /// The caller with no credentials (anonymous reads).
+    /// The caller with no credentials (anonymous reads): it holds exactly
+    /// the default read scope, so a type or root field protected by another
+    /// scope (`@auth(read: "secret")`) stays closed to it.
     pub fn anonymous() -> Self {
         Self {
             subject: String::new(),
             client_id: None,
-            scopes: BTreeSet::new(),
+            scopes: BTreeSet::from([ANONYMOUS_SCOPE.to_string()]),
             scheme: AuthScheme::Anonymous,
             expires_at: None,
             token_id: None,
         }
     }
 
-    /// Whether the caller may use `scope`. Anonymous callers may read
-    /// (queries and subscriptions) but nothing else.
+    /// Whether the caller may use `scope`, for a read (queries,
+    /// subscriptions) or a write. Anonymous callers hold only
+    /// [`ANONYMOUS_SCOPE`], and only for reading.
     pub fn allows(&self, scope: &str, is_read: bool) -> bool {
-        match self.scheme {
-            AuthScheme::Anonymous => is_read,
-            _ => self.scopes.contains(scope),
-        }
+        (is_read || self.scheme != AuthScheme::Anonymous) && self.scopes.contains(scope)
     }
 
     /// Whether this is an anonymous caller.
     pub fn is_anonymous(&self) -> bool {
         self.scheme == AuthScheme::Anonymous
+    }
+}
+
+/// RFC 6750 §3 challenges (`WWW-Authenticate`) for resource requests, shared
+/// by GraphQL's and REST's refusals so both read alike.
+pub mod challenge {
+    /// No credentials, or credentials the caller must replace: no error code
+    /// (RFC 6750 §3.1).
+    pub const MISSING: &str = "Bearer realm=\"gatehouse\"";
+
+    /// Credentials that lack `scope` (403, RFC 6750 §3.1 `insufficient_scope`).
+    pub fn insufficient_scope(scope: &str) -> String {
+        // Scope tokens never hold `"` or `\` (RFC 6749 §3.3), but the
+        // header must stay well-formed whatever a schema declares.
+        let scope = scope.replace(['"', '\\'], "");
+        format!("Bearer realm=\"gatehouse\", error=\"insufficient_scope\", scope=\"{scope}\"")
     }
 }

@@ -64,6 +64,12 @@ pub trait AuthRepo: Send + Sync + fmt::Debug {
     async fn revoke_token(&self, id: &str) -> Result<bool, RepoError>;
     /// Marks every token of a family revoked; returns how many changed.
     async fn revoke_family(&self, family_id: &str) -> Result<u64, RepoError>;
+    /// Marks the token `id` revoked together with every token descending
+    /// from it through `parent_id` (tokens exchanged from it, and from
+    /// those, RFC 8693); descendants always share its `family_id`, which
+    /// bounds the search. Returns how many changed.
+    /// SQL: a recursive CTE over `parent_id` within `family_id`.
+    async fn revoke_token_tree(&self, id: &str, family_id: &str) -> Result<u64, RepoError>;
     /// Marks every token issued to `client_id` revoked (the client was
     /// removed); returns how many changed.
     async fn revoke_client_tokens(&self, client_id: &str) -> Result<u64, RepoError>;
@@ -281,6 +287,36 @@ impl AuthRepo for MemoryRepo {
         let ids = inner.families.get(family_id).cloned().unwrap_or_default();
         let mut n = 0;
         for id in ids {
+            if let Some(t) = inner.tokens.get_mut(&id)
+                && !t.revoked
+            {
+                t.revoked = true;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    async fn revoke_token_tree(&self, id: &str, family_id: &str) -> Result<u64, RepoError> {
+        let mut inner = self.lock();
+        let family = inner.families.get(family_id).cloned().unwrap_or_default();
+        let mut tree = vec![id.to_string()];
+        let mut i = 0;
+        while let Some(parent) = tree.get(i).cloned() {
+            for child in &family {
+                if !tree.contains(child)
+                    && inner
+                        .tokens
+                        .get(child)
+                        .is_some_and(|t| t.parent_id.as_deref() == Some(parent.as_str()))
+                {
+                    tree.push(child.clone());
+                }
+            }
+            i += 1;
+        }
+        let mut n = 0;
+        for id in tree {
             if let Some(t) = inner.tokens.get_mut(&id)
                 && !t.revoked
             {

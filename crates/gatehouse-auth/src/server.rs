@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -15,10 +16,11 @@ use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::jwt::{self, AccessClaims, Audience};
 use crate::keys::{KeyCipher, KeyRing, SigningAlg, generate_key};
+use crate::login::{Account, LoginThrottle, PasswordChecks};
 use crate::model::{
     ClientRecord, GRANT_CLIENT_CREDENTIALS, GRANT_PASSWORD, GRANT_REFRESH_TOKEN,
     GRANT_TOKEN_EXCHANGE, SCOPE_OFFLINE_ACCESS, Scopes, TOKEN_TYPE_ACCESS, TOKEN_TYPE_JWT,
-    TOKEN_TYPE_REFRESH, TokenKind, TokenRecord,
+    TOKEN_TYPE_REFRESH, TokenKind, TokenRecord, UserRecord,
 };
 use crate::principal::{AuthScheme, Principal};
 use crate::random::{Random, token_string};
@@ -184,11 +186,20 @@ impl fmt::Debug for ExchangeRequest {
 /// What a validated subject or actor token stands for.
 #[derive(Debug)]
 struct TokenFacts {
+    /// The token's record id (`jti`, or the refresh token's hash).
+    id: String,
+    /// Its family: what is exchanged from it joins it, so revoking the
+    /// family (or the token, see [`AuthRepo::revoke_token_tree`]) reaches
+    /// the exchanged tokens too.
+    family_id: String,
     sub: String,
     username: Option<String>,
     scope: Scopes,
+    audience: Vec<String>,
     exp: i64,
     act: Option<Value>,
+    /// Set for a refresh token: spent when the exchange succeeds.
+    refresh: bool,
 }
 
 /// The OAuth 2.0 authorization server logic.
@@ -215,6 +226,10 @@ pub struct AuthServer {
     clients: Arc<ClientCache>,
     /// Sequence part of [`AuthServer::new_id`].
     id_seq: AtomicU64,
+    /// Failed logins per (account, address) and per address.
+    logins: LoginThrottle,
+    /// Bounds concurrent argon2 verifications.
+    password_checks: PasswordChecks,
 }
 
 /// An entry of the verified-signature cache.
@@ -355,6 +370,8 @@ impl AuthServer {
             revocations: Arc::new(AtomicU64::new(0)),
             clients: Arc::new(ClientCache::default()),
             id_seq: AtomicU64::new(0),
+            logins: LoginThrottle::new(),
+            password_checks: PasswordChecks::new(),
         });
         server.reload_keys().await?;
         let now = server.now();
@@ -479,6 +496,60 @@ impl AuthServer {
         Ok(n)
     }
 
+    // ----- failed logins -----
+
+    /// The failed-login throttle shared by every secret check of this
+    /// server (password grant, OAuth 1.0 approval, HTTP and WebSocket Basic,
+    /// client authentication per address).
+    pub fn login_throttle(&self) -> &LoginThrottle {
+        &self.logins
+    }
+
+    /// Checks a user's password as every login does: refused at once with
+    /// [`Error::TooManyRequests`] while the (user, address) pair or the
+    /// address is throttled (even with the right password); argon2 runs
+    /// with bounded concurrency (a "retry later" when no slot frees within
+    /// [`crate::PASSWORD_CHECK_WAIT`]); a failure is counted, a success
+    /// clears the pair. A wrong user name and a wrong password are the same
+    /// `invalid_grant` and cost the same verification. `from` is the
+    /// caller's address (`None` when unknown).
+    pub async fn check_user_password(
+        &self,
+        username: &str,
+        password: &str,
+        from: Option<IpAddr>,
+    ) -> Result<UserRecord> {
+        let now = self.now();
+        let account = Account::User(username);
+        self.logins
+            .check(account, from, now)
+            .map_err(too_many_failures)?;
+        let user = self.repo.find_user(username).await?;
+        let hash = user
+            .as_ref()
+            .map(|u| u.password_hash.clone())
+            .unwrap_or_else(|| DUMMY_PASSWORD_HASH.to_string());
+        let Some(ok) = self.password_checks.verify(password, hash).await else {
+            return Err(Error::TooManyRequests(
+                "too many logins are being checked; retry later".into(),
+                1,
+            ));
+        };
+        match user {
+            Some(u) if ok => {
+                self.logins.succeeded(account, from);
+                Ok(u)
+            }
+            _ => {
+                tracing::info!(?from, "failed password login");
+                self.logins.failed(account, from, self.now());
+                Err(Error::invalid_grant(
+                    "the resource owner credentials are invalid",
+                ))
+            }
+        }
+    }
+
     // ----- client authentication -----
 
     /// RFC 6749 §2.3.1: checks a client's credentials. Unknown client and
@@ -561,6 +632,7 @@ impl AuthServer {
     #[allow(clippy::too_many_arguments)]
     async fn issue_access(
         &self,
+        jti: String,
         subject: &str,
         username: Option<&str>,
         client_id: &str,
@@ -576,7 +648,6 @@ impl AuthServer {
             .current()
             .ok_or_else(|| Error::server("no signing key loaded"))?;
         let now = self.now();
-        let jti = self.new_id();
         let claims = AccessClaims {
             iss: self.config.issuer.clone(),
             sub: subject.to_string(),
@@ -678,6 +749,7 @@ impl AuthServer {
         };
         let access = self
             .issue_access(
+                self.new_id(),
                 subject,
                 username,
                 &client.client_id,
@@ -704,7 +776,8 @@ impl AuthServer {
     /// and the client may use the refresh grant.
     ///
     /// A wrong user name and a wrong password are the same `invalid_grant`
-    /// and cost the same argon2 verification.
+    /// and cost the same argon2 verification; failures are throttled per
+    /// (user, address `from`) and per address ([`AuthServer::check_user_password`]).
     pub async fn password_grant(
         &self,
         client: &ClientRecord,
@@ -712,6 +785,7 @@ impl AuthServer {
         password: Option<&str>,
         scope: Option<&str>,
         allow_refresh: bool,
+        from: Option<IpAddr>,
     ) -> Result<TokenResponse> {
         if !client.allows_grant(GRANT_PASSWORD) {
             return Err(Error::UnauthorizedClient(
@@ -726,23 +800,7 @@ impl AuthServer {
         if let Some(s) = opt(scope) {
             Scopes::parse(s)?;
         }
-        let user = self.repo.find_user(username).await?;
-        let hash = user
-            .as_ref()
-            .map(|u| u.password_hash.clone())
-            .unwrap_or_else(|| DUMMY_PASSWORD_HASH.to_string());
-        let pw = password.to_string();
-        let ok = tokio::task::spawn_blocking(move || secrets::verify_password(&pw, &hash))
-            .await
-            .map_err(|e| Error::server(format!("password check task: {e}")))?;
-        let user = match user {
-            Some(u) if ok => u,
-            _ => {
-                return Err(Error::invalid_grant(
-                    "the resource owner credentials are invalid",
-                ));
-            }
-        };
+        let user = self.check_user_password(username, password, from).await?;
         let allowed =
             Scopes::from_list(&client.scopes).intersection(&Scopes::from_list(&user.scopes));
         let granted = Self::resolve_scope(scope, &allowed)?;
@@ -847,6 +905,7 @@ impl AuthServer {
         let lifetime = self.config.access_lifetime(&granted);
         let access = self
             .issue_access(
+                self.new_id(),
                 &record.subject,
                 record.username.as_deref(),
                 &client.client_id,
@@ -885,6 +944,9 @@ impl AuthServer {
             && let (Some(used_at), Some(successor)) = (record.used_at, &record.successor_id)
             && now - used_at <= grace
             && let Some(next) = self.repo.get_token(successor).await?
+            // A refresh token spent by an exchange has an access token as
+            // successor: presenting it again is always reuse.
+            && next.kind == TokenKind::Refresh
             && next.used_at.is_none()
             && !next.revoked
             && self
@@ -910,12 +972,17 @@ impl AuthServer {
 
     /// RFC 8693 token exchange, checking in the order CONTRACT §6 fixes:
     /// the client may exchange (`unauthorized_client`); `subject_token`
-    /// and its type are valid (`invalid_request`); the actor token, if any,
-    /// is valid (`invalid_request`); the scope only narrows
-    /// (`invalid_scope`); every audience/resource is an allowed target
-    /// (`invalid_target`); the requested token type can be issued
-    /// (`invalid_request`). The new token keeps `sub`, adds `act`, and never
-    /// outlives the subject token.
+    /// and its type are valid (`invalid_request`; a refresh token only from
+    /// the client it was issued to, and a spent one revokes its family); the
+    /// actor token, if any, is valid (`invalid_request`); the scope is
+    /// within the subject token's and the client's (`invalid_scope`); every
+    /// audience/resource is an allowed target of the client and never
+    /// widens the subject's audience (`invalid_target`); the requested
+    /// token type can be issued (`invalid_request`). The new token keeps
+    /// `sub`, adds `act`, never outlives the subject token, and joins the
+    /// subject's family with the subject as parent, so revoking the subject
+    /// revokes it. A refresh token used as subject is spent, as by the
+    /// refresh grant.
     pub async fn token_exchange(
         &self,
         client: &ClientRecord,
@@ -937,8 +1004,9 @@ impl AuthServer {
                 "token exchange needs `subject_token` and `subject_token_type`",
             ));
         };
+        // RFC 8693 §2.2.2: an invalid subject token is invalid_request.
         let subject = self
-            .token_facts(subject_token, subject_type, now)
+            .token_facts(subject_token, subject_type, client, now, true)
             .await
             .map_err(|e| match e {
                 Error::Server(_) => e,
@@ -953,7 +1021,7 @@ impl AuthServer {
         ) {
             (None, None) => {}
             (Some(actor), Some(actor_type)) => {
-                self.token_facts(actor, actor_type, now)
+                self.token_facts(actor, actor_type, client, now, false)
                     .await
                     .map_err(|e| match e {
                         Error::Server(_) => e,
@@ -972,8 +1040,16 @@ impl AuthServer {
             }
         }
 
+        // Within the subject token's scope AND the exchanging client's
+        // (RFC 8693 §5: the server decides what the client may obtain).
+        let client_scopes = Scopes::from_list(&client.scopes);
         let scope = match opt(req.scope.as_deref()) {
-            None => subject.scope.clone(),
+            None => {
+                // CONTRACT §6: offline_access only when asked for.
+                let mut s = subject.scope.intersection(&client_scopes);
+                s.0.remove(SCOPE_OFFLINE_ACCESS);
+                s
+            }
             Some(text) => {
                 let asked = Scopes::parse(text)?;
                 if !asked.is_subset(&subject.scope) {
@@ -981,10 +1057,24 @@ impl AuthServer {
                         "an exchange may only narrow the subject token's scope",
                     ));
                 }
+                if !asked.is_subset(&client_scopes) {
+                    return Err(Error::invalid_scope(
+                        "the requested scope exceeds what this client may be granted",
+                    ));
+                }
                 asked
             }
         };
+        if scope.0.is_empty() {
+            return Err(Error::invalid_scope(
+                "the subject token and this client have no scope in common",
+            ));
+        }
 
+        // A subject carrying the API's own audience (the default of every
+        // grant) may be exchanged for any of the client's targets; one
+        // restricted to other audiences never gets a wider one.
+        let subject_restricted = !subject.audience.contains(&self.config.issuer);
         let mut targets: Vec<String> = Vec::new();
         for t in req
             .audience
@@ -998,12 +1088,19 @@ impl AuthServer {
                     "the requested audience or resource is not allowed for this client".into(),
                 ));
             }
+            if subject_restricted && !subject.audience.contains(t) {
+                return Err(Error::InvalidTarget(
+                    "the requested audience or resource is outside the subject token's audience"
+                        .into(),
+                ));
+            }
             if !targets.contains(t) {
                 targets.push(t.clone());
             }
         }
         if targets.is_empty() {
-            targets.push(self.config.issuer.clone());
+            // No audience asked for: the subject's, never the API's by default.
+            targets = subject.audience.clone();
         }
 
         let issued_type = match opt(req.requested_token_type.as_deref()) {
@@ -1016,6 +1113,19 @@ impl AuthServer {
             }
         };
 
+        let jti = self.new_id();
+        if subject.refresh {
+            // RFC 9700 §4.14.2: single use, as with the refresh grant. A
+            // lost race with another use is reuse: the family is revoked.
+            if !self.repo.mark_refresh_used(&subject.id, now, &jti).await? {
+                self.revoke_reused_family(&subject.family_id, &client.client_id)
+                    .await?;
+                return Err(Error::invalid_request(
+                    "subject_token: the token is invalid, expired or revoked",
+                ));
+            }
+        }
+
         // RFC 8693 §4.1: the current actor, nesting earlier ones.
         let mut act = serde_json::Map::new();
         act.insert("sub".into(), Value::String(client.client_id.clone()));
@@ -1025,17 +1135,17 @@ impl AuthServer {
         let exp = now
             .saturating_add(self.config.access_lifetime(&scope))
             .min(subject.exp);
-        let family = self.new_id();
         let access = self
             .issue_access(
+                jti,
                 &subject.sub,
                 subject.username.as_deref(),
                 &client.client_id,
                 &scope,
                 targets,
                 exp,
-                &family,
-                None,
+                &subject.family_id,
+                Some(&subject.id),
                 Some(Value::Object(act)),
             )
             .await?;
@@ -1049,32 +1159,86 @@ impl AuthServer {
         })
     }
 
+    /// Revokes a family after a spent refresh token was presented again.
+    async fn revoke_reused_family(&self, family_id: &str, client_id: &str) -> Result<()> {
+        let n = self.repo.revoke_family(family_id).await?;
+        self.revoked();
+        tracing::warn!(
+            %client_id,
+            revoked = n,
+            "spent refresh token presented again: token family revoked"
+        );
+        Ok(())
+    }
+
     /// What a subject/actor token of RFC 8693 type `token_type` stands for,
     /// if it is valid now: signature, expiry and revocation for access
-    /// tokens and JWTs; existence, expiry, revocation and not-yet-spent for
-    /// refresh tokens.
-    async fn token_facts(&self, token: &str, token_type: &str, now: i64) -> Result<TokenFacts> {
+    /// tokens and JWTs; for refresh tokens existence, expiry, revocation,
+    /// and that it was issued to `client` (a refresh token is bound to its
+    /// client, RFC 6749 §6). A spent refresh token presented as the
+    /// `subject` is reuse: its family is revoked.
+    async fn token_facts(
+        &self,
+        token: &str,
+        token_type: &str,
+        client: &ClientRecord,
+        now: i64,
+        subject: bool,
+    ) -> Result<TokenFacts> {
+        let invalid = || Error::invalid_token("the token is invalid, expired or revoked");
         match token_type {
             TOKEN_TYPE_ACCESS | TOKEN_TYPE_JWT => {
                 let (claims, username) = self.check_jwt(token, now, false).await?;
+                // The family is only in the record (read again: the status
+                // cache may have answered above).
+                let record = self
+                    .repo
+                    .get_token(&claims.jti)
+                    .await?
+                    .filter(|r| r.kind == TokenKind::Access && !r.revoked)
+                    .ok_or_else(invalid)?;
                 Ok(TokenFacts {
+                    id: record.id,
+                    family_id: record.family_id,
                     sub: claims.sub.clone(),
                     username,
                     scope: Scopes(claims.scopes().map(str::to_string).collect()),
+                    audience: claims.aud.0.clone(),
                     exp: claims.exp,
                     act: claims.act.clone(),
+                    refresh: false,
                 })
             }
             TOKEN_TYPE_REFRESH => {
-                let record = self.live_refresh(token, now).await?.ok_or_else(|| {
-                    Error::invalid_token("the token is invalid, expired or revoked")
-                })?;
+                let record = self
+                    .repo
+                    .get_token(&secrets::token_id(token))
+                    .await?
+                    .filter(|r| {
+                        r.kind == TokenKind::Refresh
+                            && !r.revoked
+                            && r.expires_at > now
+                            // Another client's refresh token reads as an invalid one.
+                            && r.client_id == client.client_id
+                    })
+                    .ok_or_else(invalid)?;
+                if record.used_at.is_some() {
+                    if subject {
+                        self.revoke_reused_family(&record.family_id, &client.client_id)
+                            .await?;
+                    }
+                    return Err(invalid());
+                }
                 Ok(TokenFacts {
+                    id: record.id,
+                    family_id: record.family_id,
                     sub: record.subject,
                     username: record.username,
                     scope: Scopes::from_list(&record.scope),
+                    audience: record.audience,
                     exp: record.expires_at,
                     act: None,
+                    refresh: subject,
                 })
             }
             _ => Err(Error::invalid_request(
@@ -1278,7 +1442,10 @@ impl AuthServer {
                     "the token was issued to another client".into(),
                 ));
             }
-            self.repo.revoke_token(&record.id).await?;
+            // With every token exchanged from it (directly or not).
+            self.repo
+                .revoke_token_tree(&record.id, &record.family_id)
+                .await?;
             self.revoked();
             return Ok(());
         }
@@ -1297,6 +1464,11 @@ impl AuthServer {
         self.revoked();
         Ok(())
     }
+}
+
+/// [`Error::TooManyRequests`] for a throttled login.
+fn too_many_failures(wait: u64) -> Error {
+    Error::TooManyRequests("too many failed logins; retry later".into(), wait)
 }
 
 /// JWS compact serialization has exactly two dots; our refresh tokens have none.

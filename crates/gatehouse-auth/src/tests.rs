@@ -106,7 +106,14 @@ async fn fixture() -> Fixture {
 impl Fixture {
     async fn alice(&self, scope: Option<&str>) -> TokenResponse {
         self.server
-            .password_grant(&self.app, Some("alice"), Some("alice-pw"), scope, true)
+            .password_grant(
+                &self.app,
+                Some("alice"),
+                Some("alice-pw"),
+                scope,
+                true,
+                None,
+            )
             .await
             .unwrap()
     }
@@ -227,7 +234,7 @@ async fn unauthorized_client_for_grants_it_lacks() {
     let f = fixture().await;
     let e = f
         .server
-        .password_grant(&f.plain, Some("alice"), Some("alice-pw"), None, true)
+        .password_grant(&f.plain, Some("alice"), Some("alice-pw"), None, true, None)
         .await
         .unwrap_err();
     assert_eq!(e.to_string(), "unauthorized_client");
@@ -255,14 +262,14 @@ async fn scope_rules() {
     assert_eq!(r.expires_in, 30 * 86400, "offline_access lives longer");
     let r = f
         .server
-        .password_grant(&f.app, Some("bob"), Some("bob-pw"), None, true)
+        .password_grant(&f.app, Some("bob"), Some("bob-pw"), None, true, None)
         .await
         .unwrap();
     assert_eq!(r.scope, "read", "bob may only grant read");
     for bad in ["write", "read admin", "read\u{7f}"] {
         let e = f
             .server
-            .password_grant(&f.app, Some("bob"), Some("bob-pw"), Some(bad), true)
+            .password_grant(&f.app, Some("bob"), Some("bob-pw"), Some(bad), true, None)
             .await
             .unwrap_err();
         assert_eq!(e.to_string(), "invalid_scope", "{bad:?}");
@@ -296,7 +303,7 @@ async fn password_grant_success_and_failures() {
     // /oauth/access_token never issues a refresh token.
     let r = f
         .server
-        .password_grant(&f.app, Some("alice"), Some("alice-pw"), None, false)
+        .password_grant(&f.app, Some("alice"), Some("alice-pw"), None, false, None)
         .await
         .unwrap();
     assert!(r.refresh_token.is_none());
@@ -304,7 +311,7 @@ async fn password_grant_success_and_failures() {
     for (u, p) in [("alice", "nope"), ("mallory", "alice-pw")] {
         let e = f
             .server
-            .password_grant(&f.app, Some(u), Some(p), None, true)
+            .password_grant(&f.app, Some(u), Some(p), None, true, None)
             .await
             .unwrap_err();
         assert_eq!(e.to_string(), "invalid_grant");
@@ -317,7 +324,7 @@ async fn password_grant_success_and_failures() {
     ] {
         let e = f
             .server
-            .password_grant(&f.app, u, p, None, true)
+            .password_grant(&f.app, u, p, None, true, None)
             .await
             .unwrap_err();
         assert_eq!(e.to_string(), "invalid_request");
@@ -739,7 +746,10 @@ async fn token_exchange_success() {
         .await
         .unwrap();
     assert_eq!(r2.issued_token_type, Some(TOKEN_TYPE_JWT));
-    assert_eq!(r2.scope, "read write", "no scope: the subject's");
+    assert_eq!(
+        r2.scope, "read",
+        "no scope: the subject's within the exchanging client's"
+    );
     let c = f.validate(&r2.access_token).await.unwrap();
     assert_eq!(c.aud.0, vec![ISSUER.to_string()]);
     let r3 = f
@@ -752,23 +762,324 @@ async fn token_exchange_success() {
         serde_json::json!({"sub": "exchanger", "act": {"sub": "exchanger"}})
     );
 
-    // A refresh token as subject, and an actor token.
+    // An actor token.
     let r4 = f
         .exchange(
             &f.exchanger,
             ExchangeRequest {
-                subject_token: subject.refresh_token.clone(),
-                subject_token_type: Some(TOKEN_TYPE_REFRESH.into()),
                 actor_token: Some(r2.access_token.clone()),
                 actor_token_type: Some(TOKEN_TYPE_ACCESS.into()),
-                ..Default::default()
+                ..exch(&subject.access_token)
             },
         )
         .await
         .unwrap();
     let (_, claims) = parts(&r4.access_token);
     assert_eq!(claims["sub"], "alice");
-    assert_eq!(r4.expires_in, 3600);
+    assert_eq!(r4.expires_in, 3500);
+}
+
+/// A client that may both refresh and exchange (for refresh tokens as
+/// exchange subjects: only their own).
+async fn refreshing_exchanger(f: &Fixture) -> ClientRecord {
+    let all = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    f.server
+        .admin()
+        .bootstrap_client(
+            &NewClient {
+                client_id: "both".into(),
+                grants: all(&["password", "refresh_token", "token-exchange"]),
+                scopes: all(&["read", "write", "offline_access"]),
+                audiences: all(&["https://reports.example"]),
+            },
+            "both-secret",
+        )
+        .await
+        .unwrap();
+    f.server.repo().get_client("both").await.unwrap().unwrap()
+}
+
+/// D6: the new token's scope is within the subject's AND the exchanging
+/// client's allowed scopes; offline_access only when asked for.
+#[tokio::test]
+async fn exchange_scope_is_within_the_exchanging_clients_scopes() {
+    let f = fixture().await;
+    let subject = f.alice(Some("read write offline_access")).await;
+    // No scope asked: subject ∩ client ("read" for the exchanger).
+    let r = f
+        .exchange(&f.exchanger, exch(&subject.access_token))
+        .await
+        .unwrap();
+    assert_eq!(r.scope, "read");
+    // Asked beyond the client's scopes (but within the subject's).
+    let e = f
+        .exchange(
+            &f.exchanger,
+            ExchangeRequest {
+                scope: Some("read write".into()),
+                ..exch(&subject.access_token)
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "invalid_scope");
+    // offline_access: not by default, even when both allow it.
+    let both = refreshing_exchanger(&f).await;
+    let r = f
+        .exchange(&both, exch(&subject.access_token))
+        .await
+        .unwrap();
+    assert_eq!(r.scope, "read write");
+    let r = f
+        .exchange(
+            &both,
+            ExchangeRequest {
+                scope: Some("read offline_access".into()),
+                ..exch(&subject.access_token)
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.scope, "offline_access read");
+}
+
+/// D7: a refresh token is an exchange subject only for its own client,
+/// and is spent by the exchange: presenting it again is reuse.
+#[tokio::test]
+async fn exchange_refresh_subject_is_bound_to_its_client_and_spent() {
+    let f = fixture().await;
+    // Alice's refresh token issued to "app": the exchanger may not use it.
+    let foreign = f.alice(Some("read")).await;
+    let e = f
+        .exchange(
+            &f.exchanger,
+            ExchangeRequest {
+                subject_token: foreign.refresh_token.clone(),
+                subject_token_type: Some(TOKEN_TYPE_REFRESH.into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "invalid_request");
+    // ... and it was not spent: its owner still refreshes with it.
+    f.server
+        .refresh_grant(&f.app, foreign.refresh_token.as_deref(), None)
+        .await
+        .unwrap();
+
+    // Its own client may, once.
+    let both = refreshing_exchanger(&f).await;
+    let own = f
+        .server
+        .password_grant(
+            &both,
+            Some("alice"),
+            Some("alice-pw"),
+            Some("read"),
+            true,
+            None,
+        )
+        .await
+        .unwrap();
+    let by_refresh = ExchangeRequest {
+        subject_token: own.refresh_token.clone(),
+        subject_token_type: Some(TOKEN_TYPE_REFRESH.into()),
+        ..Default::default()
+    };
+    let first = f.exchange(&both, by_refresh.clone()).await.unwrap();
+    f.validate(&first.access_token).await.unwrap();
+    // Spent: a second exchange, or a refresh, is reuse and revokes the family.
+    let e = f.exchange(&both, by_refresh).await.unwrap_err();
+    assert_eq!(e.to_string(), "invalid_request");
+    assert_eq!(
+        f.validate(&first.access_token)
+            .await
+            .unwrap_err()
+            .to_string(),
+        "invalid_token"
+    );
+    assert_eq!(
+        f.validate(&own.access_token).await.unwrap_err().to_string(),
+        "invalid_token"
+    );
+    let e = f
+        .server
+        .refresh_grant(&both, own.refresh_token.as_deref(), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "invalid_grant");
+}
+
+/// D8: revoking the subject (its refresh token, or the access token
+/// itself) revokes what was exchanged from it, transitively.
+#[tokio::test]
+async fn revoking_the_subject_revokes_exchanged_tokens() {
+    let f = fixture().await;
+    // Refresh token revoked: the family's exchanged tokens go too.
+    let pair = f.alice(Some("read")).await;
+    let ex = f
+        .exchange(&f.exchanger, exch(&pair.access_token))
+        .await
+        .unwrap();
+    let ex2 = f
+        .exchange(&f.exchanger, exch(&ex.access_token))
+        .await
+        .unwrap();
+    f.validate(&ex2.access_token).await.unwrap();
+    f.server
+        .revoke(&f.app, pair.refresh_token.as_deref().unwrap())
+        .await
+        .unwrap();
+    for t in [&ex.access_token, &ex2.access_token] {
+        assert_eq!(
+            f.validate(t).await.unwrap_err().to_string(),
+            "invalid_token"
+        );
+    }
+
+    // Access token revoked: its exchanged descendants go, its family's
+    // refresh token stays.
+    let pair = f.alice(Some("read")).await;
+    let ex = f
+        .exchange(&f.exchanger, exch(&pair.access_token))
+        .await
+        .unwrap();
+    let ex2 = f
+        .exchange(&f.exchanger, exch(&ex.access_token))
+        .await
+        .unwrap();
+    let sibling = f
+        .exchange(
+            &f.exchanger,
+            exch(&f.alice(Some("read")).await.access_token),
+        )
+        .await
+        .unwrap();
+    f.server.revoke(&f.app, &pair.access_token).await.unwrap();
+    for t in [&pair.access_token, &ex.access_token, &ex2.access_token] {
+        assert_eq!(
+            f.validate(t).await.unwrap_err().to_string(),
+            "invalid_token"
+        );
+    }
+    f.validate(&sibling.access_token).await.unwrap();
+    f.server
+        .refresh_grant(&f.app, pair.refresh_token.as_deref(), None)
+        .await
+        .unwrap();
+
+    // An exchanged token revoked by its own client: only it and below.
+    let pair = f.alice(Some("read")).await;
+    let ex = f
+        .exchange(&f.exchanger, exch(&pair.access_token))
+        .await
+        .unwrap();
+    let ex2 = f
+        .exchange(&f.exchanger, exch(&ex.access_token))
+        .await
+        .unwrap();
+    f.server
+        .revoke(&f.exchanger, &ex.access_token)
+        .await
+        .unwrap();
+    assert!(f.validate(&ex2.access_token).await.is_err());
+    f.validate(&pair.access_token).await.unwrap();
+}
+
+/// D9: an audience restriction is never widened by an exchange.
+#[tokio::test]
+async fn exchange_never_widens_the_subjects_audience() {
+    let f = fixture().await;
+    let subject = f.alice(Some("read")).await;
+    let reports = f
+        .exchange(
+            &f.exchanger,
+            ExchangeRequest {
+                audience: vec!["https://reports.example".into()],
+                ..exch(&subject.access_token)
+            },
+        )
+        .await
+        .unwrap();
+    // Without audience: keeps the subject's, not the API's.
+    let again = f
+        .exchange(&f.exchanger, exch(&reports.access_token))
+        .await
+        .unwrap();
+    let (_, claims) = parts(&again.access_token);
+    assert_eq!(claims["aud"], "https://reports.example");
+    assert_eq!(
+        f.validate(&again.access_token)
+            .await
+            .unwrap_err()
+            .to_string(),
+        "invalid_token"
+    );
+    // Asking for the API (a target the client may have) is a widening.
+    for field in ["audience", "resource"] {
+        let mut r = exch(&reports.access_token);
+        if field == "audience" {
+            r.audience = vec![ISSUER.into()];
+        } else {
+            r.resource = vec![ISSUER.into()];
+        }
+        let e = f.exchange(&f.exchanger, r).await.unwrap_err();
+        assert_eq!(e.to_string(), "invalid_target", "{field}");
+    }
+    // Within the subject's audience: fine.
+    f.exchange(
+        &f.exchanger,
+        ExchangeRequest {
+            audience: vec!["https://reports.example".into()],
+            ..exch(&reports.access_token)
+        },
+    )
+    .await
+    .unwrap();
+}
+
+/// One failed-login throttle per (user, address): wrong passwords from one
+/// address do not lock the user out elsewhere; the throttled address is
+/// refused even with the right password.
+#[tokio::test]
+async fn failed_logins_are_throttled_per_user_and_address() {
+    let f = fixture().await;
+    let attacker: Option<std::net::IpAddr> = Some([203, 0, 113, 9].into());
+    let owner: Option<std::net::IpAddr> = Some([198, 51, 100, 7].into());
+    let grant = |pw: &'static str, from| {
+        let f = &f;
+        async move {
+            f.server
+                .password_grant(&f.app, Some("alice"), Some(pw), None, false, from)
+                .await
+        }
+    };
+    for _ in 0..FREE_FAILURES_PER_ACCOUNT {
+        assert_eq!(
+            grant("nope", attacker).await.unwrap_err().to_string(),
+            "invalid_grant"
+        );
+    }
+    assert_eq!(
+        grant("nope", attacker).await.unwrap_err().to_string(),
+        "invalid_grant"
+    );
+    // Throttled now, right password or not, with a wait.
+    let e = grant("alice-pw", attacker).await.unwrap_err();
+    assert_eq!(e.to_string(), "too_many_requests");
+    assert_eq!(e.retry_after(), Some(1));
+    // The owner elsewhere is not locked out (neither for OAuth 1.0 approval).
+    grant("alice-pw", owner).await.unwrap();
+    // The delay doubles with each further failure, then passes.
+    f.clock.advance(1);
+    assert!(grant("nope", attacker).await.is_err());
+    assert_eq!(
+        grant("alice-pw", attacker).await.unwrap_err().retry_after(),
+        Some(2)
+    );
+    f.clock.advance(2);
+    grant("alice-pw", attacker).await.unwrap();
 }
 
 /// Each refusal, and — when several faults are present at once — that the
@@ -1339,13 +1650,13 @@ async fn client_and_user_administration() {
     admin.set_password("dave", "pw2").await.unwrap();
     let ok = f
         .server
-        .password_grant(&f.app, Some("dave"), Some("pw2"), None, false)
+        .password_grant(&f.app, Some("dave"), Some("pw2"), None, false, None)
         .await
         .unwrap();
     assert_eq!(ok.scope, "read");
     assert!(
         f.server
-            .password_grant(&f.app, Some("dave"), Some("pw1"), None, false)
+            .password_grant(&f.app, Some("dave"), Some("pw1"), None, false, None)
             .await
             .is_err()
     );

@@ -177,15 +177,23 @@ fn input_value(v: &gatehouse_schema::InputValue) -> InputValue {
     iv
 }
 
-/// Reports `e` at this field, with its path, and resolves to null. For a
-/// non-null field the null then propagates to the parent as the spec says.
-/// (Returning `Err` from a dynamic resolver loses the path.)
+/// Reports `e` at this field, with its path, and resolves to null.
+/// (Returning `Err` from a dynamic resolver loses the path.) async-graphql's
+/// dynamic executor leaves a failed non-null field's key out rather than
+/// nulling its parent; `Graphql::execute` puts the null where GraphQL spec
+/// §6.4.4 says (the nearest nullable parent) from the error's path. In a
+/// subscription's events async-graphql drops the errors resolvers add, so
+/// there they go to the stream's [`crate::error::FieldErrors`].
 fn fail<'a>(
     ctx: &ResolverContext<'a>,
     _nullable: bool,
     e: Error,
 ) -> Result<Option<FieldValue<'a>>, Error> {
-    ctx.add_error(ctx.set_error_path(e.into_server_error(ctx.item.pos)));
+    let e = ctx.set_error_path(e.into_server_error(ctx.item.pos));
+    match ctx.data_opt::<Arc<crate::error::FieldErrors>>() {
+        Some(sink) => sink.push(e),
+        None => ctx.add_error(e),
+    }
     Ok(None)
 }
 
@@ -231,9 +239,9 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
                 let target: Arc<str> = Arc::from(target.as_str());
                 let read_scope = shared
                     .model
-                    .entity(target.as_ref())
-                    .map(|t| t.read_scope().to_string())
-                    .unwrap_or_default();
+                    .field_read_scope(f)
+                    .unwrap_or(gatehouse_schema::DEFAULT_READ_SCOPE)
+                    .to_string();
                 let what = format!("`{}.{}`", e.name, f.name);
                 let auth_required = shared.auth_required;
                 Field::new(&f.name, type_ref(&f.ty), move |ctx| {
@@ -371,20 +379,22 @@ async fn resolve_root<'a>(
         return Ok(None);
     };
     let name = entity.name.as_str();
-    let (default_scope, is_read, root) = match &rf.binding {
-        Binding::Create(_) | Binding::Update { .. } | Binding::Delete { .. } => {
-            (entity.write_scope(), false, "Mutation")
-        }
-        _ => (entity.read_scope(), true, "Query"),
+    let access = model.root_access(rf);
+    let what = if access.is_read {
+        format!("`Query.{}`", rf.name)
+    } else {
+        format!("`Mutation.{}`", rf.name)
     };
-    let scope = rf.scope.as_deref().unwrap_or(default_scope);
     authorize(
         ctx,
         shared.auth_required,
-        scope,
-        is_read,
-        &format!("`{root}.{}`", rf.name),
+        access.scope,
+        access.is_read,
+        &what,
     )?;
+    if !access.is_read {
+        authorize_mutation(ctx, shared, entity, rf, &what)?;
+    }
     match &rf.binding {
         Binding::List(list) => {
             let select = selection(ctx, entity);
@@ -453,6 +463,59 @@ async fn resolve_root<'a>(
     }
 }
 
+/// What a mutation needs beyond the entity's write scope, checked before it
+/// writes anything: the fields it returns need the entity's read scope (a
+/// write-only caller may select only `id`), and setting a to-one reference
+/// needs the read scope of its target (or the answer would tell which ids
+/// of a type the caller may not read exist).
+fn authorize_mutation(
+    ctx: &ResolverContext<'_>,
+    shared: &Shared,
+    entity: &Entity,
+    rf: &RootField,
+    what: &str,
+) -> Result<(), Error> {
+    let returns_row = match &rf.binding {
+        Binding::Delete { returns, .. } => matches!(returns, DeleteReturn::Entity),
+        _ => true,
+    };
+    if returns_row
+        && ctx
+            .ctx
+            .field()
+            .selection_set()
+            .any(|f| f.name() != "id" && f.name() != "__typename")
+    {
+        authorize(
+            ctx,
+            shared.auth_required,
+            entity.read_scope(),
+            true,
+            &format!("reading the result of {what} (beyond `id`)"),
+        )?;
+    }
+    let input = match &rf.binding {
+        Binding::Create(input) | Binding::Update { input, .. } => input,
+        _ => return Ok(()),
+    };
+    for (key, _) in args::write_row(&ctx.args, input) {
+        let Some(scope) = entity
+            .field(&key)
+            .and_then(|f| shared.model.field_read_scope(f))
+        else {
+            continue;
+        };
+        authorize(
+            ctx,
+            shared.auth_required,
+            scope,
+            true,
+            &format!("setting `{}.{key}`", entity.name),
+        )?;
+    }
+    Ok(())
+}
+
 fn id_of(ctx: &ResolverContext<'_>, arg: &str) -> Result<String, Error> {
     ctx.args.try_get(arg)?.string().map(str::to_string)
 }
@@ -460,18 +523,7 @@ fn id_of(ctx: &ResolverContext<'_>, arg: &str) -> Result<String, Error> {
 fn subscription_field(shared: &Arc<Shared>, f: &RootField) -> SubscriptionField {
     let store = shared.store.clone();
     let entity = f.entity.clone();
-    // CONTRACT §8: subscriptions need what a read of the entity needs,
-    // unless the root field names its own scope.
-    let scope = f
-        .scope
-        .clone()
-        .or_else(|| {
-            shared
-                .model
-                .entity(&f.entity)
-                .map(|e| e.read_scope().to_string())
-        })
-        .unwrap_or_else(|| gatehouse_schema::DEFAULT_READ_SCOPE.to_string());
+    let scope = shared.model.root_access(f).scope.to_string();
     let what = format!("`Subscription.{}`", f.name);
     let auth_required = shared.auth_required;
     let (kind, filters) = match &f.binding {

@@ -1,8 +1,17 @@
-//! A parsed-document cache that also enforces the depth limit: repeated
-//! query texts skip parsing and the depth walk, and a repeated (query,
-//! operation name, variables) skips validation too. Validation is a pure
-//! function of the fixed schema and those three, so a cached success is
-//! exactly what validating again would give; failures are never cached.
+//! A parsed-document cache that also enforces the size, depth and
+//! complexity limits: repeated query texts skip parsing and the limit walks,
+//! and a repeated (query, operation name, variables) skips validation too.
+//! Validation is a pure function of the fixed schema and those three, so a
+//! cached success is exactly what validating again would give; failures are
+//! never cached, and a document is cached only once it has passed the
+//! limits and validation. The cache is bounded by entries and by an
+//! estimate of the bytes its documents hold ([`MAX_CACHE_BYTES`]).
+//!
+//! The limits are checked here, once per document (the complexity once per
+//! set of variables when page sizes come from variables), before
+//! async-graphql validates, and the planned executor, which skips
+//! validation for new variables, asks [`ParseCache::plan`], which checks the
+//! same [`complexity`] for them: both executors see one limit.
 //!
 //! The depth limit is checked here rather than with async-graphql's
 //! `limit_depth` because that one counts introspection too, and the standard
@@ -10,6 +19,7 @@
 //! any sensible data limit. Introspection subtrees (`__schema`, `__type`) are
 //! not counted.
 
+use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 
@@ -17,17 +27,29 @@ use async_graphql::extensions::{
     Extension, ExtensionContext, ExtensionFactory, NextParseQuery, NextPrepareRequest,
     NextValidation,
 };
-use std::collections::HashSet;
-
 use async_graphql::parser::types::{
     DocumentOperations, ExecutableDocument, OperationDefinition, Selection, SelectionSet,
 };
 use async_graphql::{
     ErrorExtensions, Request, ServerError, ServerResult, ValidationResult, Variables,
 };
+use async_graphql_value::Value as InputValue;
+use gatehouse_schema::{Binding, Entity, FieldKind, ListBinding, Model};
 use lru::LruCache;
 
+use crate::args::PageLimits;
 use crate::plan::Plan;
+
+/// Estimated bytes all cached documents may hold together; the least
+/// recently used are dropped beyond it.
+pub const MAX_CACHE_BYTES: usize = 64 << 20;
+
+/// Estimated bytes one parsed field selection takes (its node, name, alias,
+/// arguments and position), for [`MAX_CACHE_BYTES`].
+const BYTES_PER_FIELD: usize = 256;
+
+/// Largest refused document parsed a second time to label its metric.
+const MAX_REPARSE_BYTES: usize = 16 * 1024;
 
 /// How many validated (operation name, variables) variants one document keeps.
 const VARIANTS_PER_DOCUMENT: usize = 8;
@@ -40,6 +62,11 @@ const MAX_VARIANT_KEY: usize = 1024;
 struct Entry {
     /// Shared, so the response-order pass can read it without parsing again.
     doc: Arc<ExecutableDocument>,
+    /// Its share of [`MAX_CACHE_BYTES`].
+    weight: usize,
+    /// Whether its complexity depends on variables (a page size given by a
+    /// variable): then each new set of variables is checked again.
+    cost_uses_variables: bool,
     /// `operation name \0 variables as JSON` -> the validation result.
     validated: Vec<(String, ValidationResult)>,
     /// Operation name -> its plan (`None`: not one the planned executor runs).
@@ -58,11 +85,58 @@ pub(crate) fn variant_key(request: &Request) -> Option<String> {
     })
 }
 
+/// The limits a document must pass before it is validated and cached.
+#[derive(Clone)]
+pub(crate) struct Limits {
+    pub model: Arc<Model>,
+    pub pages: PageLimits,
+    /// Deepest selection accepted (`QUERY_TOO_DEEP`).
+    pub max_depth: usize,
+    /// Highest [`complexity`] accepted (`QUERY_TOO_COMPLEX`); also the most
+    /// field selections a document may contain, counted as written.
+    pub max_complexity: usize,
+}
+
+/// The cached entries and their estimated size.
+struct Inner {
+    lru: LruCache<String, Entry>,
+    bytes: usize,
+}
+
+impl Inner {
+    fn get(&mut self, query: &str) -> Option<&Entry> {
+        self.lru.get(query)
+    }
+
+    fn get_mut(&mut self, query: &str) -> Option<&mut Entry> {
+        self.lru.get_mut(query)
+    }
+
+    fn peek(&self, query: &str) -> Option<&Entry> {
+        self.lru.peek(query)
+    }
+
+    /// Adds `entry`, dropping the least recently used entries beyond the
+    /// entry count or [`MAX_CACHE_BYTES`].
+    fn put(&mut self, query: String, entry: Entry) {
+        self.bytes += entry.weight;
+        if let Some((_, old)) = self.lru.push(query, entry) {
+            self.bytes = self.bytes.saturating_sub(old.weight);
+        }
+        while self.bytes > MAX_CACHE_BYTES && self.lru.len() > 1 {
+            match self.lru.pop_lru() {
+                Some((_, old)) => self.bytes = self.bytes.saturating_sub(old.weight),
+                None => break,
+            }
+        }
+    }
+}
+
 /// Keeps the most recently used parsed documents, keyed by query text.
 #[derive(Clone)]
 pub struct ParseCache {
-    inner: Arc<Mutex<LruCache<String, Entry>>>,
-    max_depth: usize,
+    inner: Arc<Mutex<Inner>>,
+    limits: Arc<Limits>,
 }
 
 impl std::fmt::Debug for ParseCache {
@@ -72,13 +146,59 @@ impl std::fmt::Debug for ParseCache {
 }
 
 impl ParseCache {
-    /// A cache of at most `capacity` documents, refusing documents deeper than `max_depth`.
-    pub fn new(capacity: usize, max_depth: usize) -> Self {
+    /// A cache of at most `capacity` documents, refusing documents beyond `limits`.
+    pub(crate) fn new(capacity: usize, limits: Limits) -> Self {
         let cap = NonZeroUsize::new(capacity.max(1)).unwrap_or(NonZeroUsize::MIN);
         Self {
-            inner: Arc::new(Mutex::new(LruCache::new(cap))),
-            max_depth,
+            inner: Arc::new(Mutex::new(Inner {
+                lru: LruCache::new(cap),
+                bytes: 0,
+            })),
+            limits: Arc::new(limits),
         }
+    }
+
+    /// How many documents are cached and their estimated bytes (for tests
+    /// and metrics).
+    pub fn usage(&self) -> (usize, usize) {
+        self.inner
+            .lock()
+            .map(|c| (c.lru.len(), c.bytes))
+            .unwrap_or((0, 0))
+    }
+
+    /// The limit error for `doc` with `variables`, if it exceeds one; and
+    /// whether its complexity depends on the variables.
+    fn check(
+        &self,
+        doc: &ExecutableDocument,
+        variables: &Variables,
+    ) -> (Option<ServerError>, bool) {
+        let limits = &self.limits;
+        let depth = document_depth(doc);
+        if depth > limits.max_depth {
+            let message = format!(
+                "the query is {depth} levels deep; the limit is {}",
+                limits.max_depth
+            );
+            return (
+                Some(limit_error(crate::error::QUERY_TOO_DEEP, message)),
+                false,
+            );
+        }
+        let cost = complexity(&limits.model, limits.pages, doc, variables);
+        let error = (cost.value > limits.max_complexity as u64).then(|| {
+            limit_error(
+                crate::error::QUERY_TOO_COMPLEX,
+                format!(
+                    "the query is too complex: its complexity is {}, the limit is {} \
+                     (each field costs 1, and a list field 1 plus its page size times \
+                     the cost of its selection)",
+                    cost.value, limits.max_complexity
+                ),
+            )
+        });
+        (error, cost.uses_variables)
     }
 
     /// The kind of operation `query` runs (`"query"`, `"mutation"`,
@@ -86,12 +206,17 @@ impl ParseCache {
     /// and passed the depth limit); `"unknown"` otherwise. For metrics: it
     /// never parses.
     pub fn operation_kind(&self, query: &str, name: Option<&str>) -> &'static str {
-        let Ok(cache) = self.inner.lock() else {
+        if let Ok(cache) = self.inner.lock()
+            && let Some(entry) = cache.peek(query)
+        {
+            return kind_of(&entry.doc, name);
+        }
+        // Refused documents are not cached: parse again, unless the text
+        // is so large that parsing it twice would be the attacker's gain.
+        if query.len() > MAX_REPARSE_BYTES {
             return "unknown";
-        };
-        cache
-            .peek(query)
-            .map_or("unknown", |entry| kind_of(&entry.doc, name))
+        }
+        async_graphql::parser::parse_query(query).map_or("unknown", |doc| kind_of(&doc, name))
     }
 
     /// Whether `query` (operation `name`) is a subscription: from the cached
@@ -118,6 +243,7 @@ impl ParseCache {
         query: &str,
         operation_name: Option<&str>,
         variant: &str,
+        variables: &Variables,
         compile: impl FnOnce(&ExecutableDocument) -> Option<Plan>,
         accepts: impl FnOnce(&Plan) -> bool,
     ) -> Option<Arc<Plan>> {
@@ -153,12 +279,21 @@ impl ParseCache {
                 plan
             }
         }?;
-        (validated || accepts(&plan)).then_some(plan)
+        if validated {
+            return Some(plan);
+        }
+        // Variables async-graphql has not seen: their values must fit the
+        // plan, and the page sizes they give must keep the complexity within
+        // the limit (else async-graphql runs the request, and refuses it).
+        let within_limits =
+            !entry.cost_uses_variables || self.check(&entry.doc, variables).0.is_none();
+        (within_limits && accepts(&plan)).then_some(plan)
     }
 
     /// The parsed document of `query`: the cached one when there is one
     /// (it is for every request async-graphql has parsed), else parsed now.
     pub(crate) fn document(&self, query: &str) -> Option<Arc<ExecutableDocument>> {
+        // Only for executed requests, whose documents have passed the limits.
         if let Ok(cache) = self.inner.lock()
             && let Some(entry) = cache.peek(query)
         {
@@ -171,7 +306,7 @@ impl ParseCache {
     pub fn contains(&self, query: &str) -> bool {
         self.inner
             .lock()
-            .map(|c| c.contains(query))
+            .map(|c| c.lru.contains(query))
             .unwrap_or(false)
     }
 }
@@ -181,6 +316,7 @@ impl ExtensionFactory for ParseCache {
         Arc::new(RequestCache {
             shared: self.clone(),
             key: Mutex::new(None),
+            pending: Mutex::new(None),
         })
     }
 }
@@ -192,6 +328,27 @@ struct RequestCache {
     shared: ParseCache,
     /// (query, `operation name \0 variables`) when the variant is cacheable.
     key: Mutex<Option<(String, String)>>,
+    /// A document parsed by this request, cached once it passes validation.
+    pending: Mutex<Option<(String, Entry)>>,
+}
+
+impl RequestCache {
+    /// Whether this request's variant has passed validation with `entry`.
+    fn validated(&self, entry: &Entry) -> bool {
+        self.key.lock().is_ok_and(|k| {
+            k.as_ref()
+                .is_some_and(|(_, variant)| entry.validated.iter().any(|(v, _)| v == variant))
+        })
+    }
+}
+
+/// A refusal before execution (no path), with `extensions.code`.
+fn limit_error(code: &'static str, message: String) -> ServerError {
+    let e = async_graphql::Error::new(message).extend_with(|_, e| e.set("code", code));
+    ServerError {
+        extensions: e.extensions,
+        ..ServerError::new(e.message, None)
+    }
 }
 
 #[async_trait::async_trait]
@@ -220,30 +377,46 @@ impl Extension for RequestCache {
         if let Ok(mut cache) = self.shared.inner.lock()
             && let Some(entry) = cache.get(query)
         {
+            if entry.cost_uses_variables && !self.validated(entry) {
+                let doc = entry.doc.clone();
+                drop(cache);
+                if let (Some(e), _) = self.shared.check(&doc, variables) {
+                    return Err(e);
+                }
+                return Ok((*doc).clone());
+            }
             return Ok((*entry.doc).clone());
         }
         let doc = next.run(ctx, query, variables).await?;
-        let depth = document_depth(&doc);
-        if depth > self.shared.max_depth {
-            let e = async_graphql::Error::new(format!(
-                "the query is {depth} levels deep; the limit is {}",
-                self.shared.max_depth
-            ))
-            .extend_with(|_, e| e.set("code", crate::error::QUERY_TOO_DEEP));
-            return Err(ServerError {
-                extensions: e.extensions,
-                ..ServerError::new(e.message, None)
-            });
+        // Before any walk that expands fragments: a document cannot select
+        // more fields than the complexity limit allows.
+        let fields = written_fields(&doc);
+        let max = self.shared.limits.max_complexity;
+        if fields > max {
+            return Err(limit_error(
+                crate::error::QUERY_TOO_COMPLEX,
+                format!(
+                    "the query is too complex: it has {fields} field selections, the limit is {max}"
+                ),
+            ));
         }
-        if let Ok(mut cache) = self.shared.inner.lock() {
-            cache.put(
+        let (error, cost_uses_variables) = self.shared.check(&doc, variables);
+        if let Some(e) = error {
+            return Err(e);
+        }
+        if let Ok(mut pending) = self.pending.lock() {
+            *pending = Some((
                 query.to_string(),
                 Entry {
                     doc: Arc::new(doc.clone()),
+                    weight: query
+                        .len()
+                        .saturating_add(fields.saturating_mul(BYTES_PER_FIELD)),
+                    cost_uses_variables,
                     validated: Vec::new(),
                     plans: Vec::new(),
                 },
-            );
+            ));
         }
         Ok(doc)
     }
@@ -262,6 +435,14 @@ impl Extension for RequestCache {
             return Ok(*result);
         }
         let result = next.run(ctx).await?;
+        // Validated: the document this request parsed may be cached now.
+        let pending = self.pending.lock().ok().and_then(|mut p| p.take());
+        if let Some((query, entry)) = pending
+            && let Ok(mut cache) = self.shared.inner.lock()
+            && !cache.lru.contains(query.as_str())
+        {
+            cache.put(query, entry);
+        }
         if let Some((query, variant)) = key
             && let Ok(mut cache) = self.shared.inner.lock()
             && let Some(entry) = cache.get_mut(query.as_str())
@@ -312,17 +493,20 @@ fn kind_of(doc: &ExecutableDocument, name: Option<&str>) -> &'static str {
 
 /// The deepest field path of any operation, fragments expanded, introspection skipped.
 pub(crate) fn document_depth(doc: &ExecutableDocument) -> usize {
+    let mut memo = HashMap::new();
     doc.operations
         .iter()
-        .map(|(_, op)| set_depth(doc, &op.node.selection_set.node, &mut HashSet::new()))
+        .map(|(_, op)| set_depth(doc, &op.node.selection_set.node, &mut memo))
         .max()
         .unwrap_or(0)
 }
 
+/// The depth of `set`; each fragment's depth is worked out once (`memo`),
+/// so a fragment spread many times costs one walk, not one per spread.
 fn set_depth<'d>(
     doc: &'d ExecutableDocument,
     set: &'d SelectionSet,
-    seen: &mut HashSet<&'d str>,
+    memo: &mut HashMap<&'d str, usize>,
 ) -> usize {
     let mut max = 0;
     for sel in &set.items {
@@ -332,24 +516,277 @@ fn set_depth<'d>(
                     // __typename counts as a field; __schema/__type subtrees do not.
                     usize::from(f.node.name.node == "__typename")
                 } else {
-                    1 + set_depth(doc, &f.node.selection_set.node, seen)
+                    1 + set_depth(doc, &f.node.selection_set.node, memo)
                 }
             }
-            Selection::InlineFragment(i) => set_depth(doc, &i.node.selection_set.node, seen),
+            Selection::InlineFragment(i) => set_depth(doc, &i.node.selection_set.node, memo),
             Selection::FragmentSpread(s) => {
                 let name = s.node.fragment_name.node.as_str();
-                // A fragment cycle is a validation error; do not loop on it here.
-                match doc.fragments.get(name) {
-                    Some(frag) if seen.insert(name) => {
-                        let d = set_depth(doc, &frag.node.selection_set.node, seen);
-                        seen.remove(name);
+                match (memo.get(name), doc.fragments.get(name)) {
+                    (Some(d), _) => *d,
+                    (None, Some(frag)) => {
+                        // A fragment cycle is a validation error: while a
+                        // fragment is being walked it counts 0.
+                        memo.insert(name, 0);
+                        let d = set_depth(doc, &frag.node.selection_set.node, memo);
+                        memo.insert(name, d);
                         d
                     }
-                    _ => 0,
+                    (None, None) => 0,
                 }
             }
         };
         max = max.max(d);
     }
     max
+}
+
+/// The field selections of `doc` as written (fragments counted once, where
+/// they are defined), every operation included.
+pub(crate) fn written_fields(doc: &ExecutableDocument) -> usize {
+    fn count(set: &SelectionSet) -> usize {
+        set.items
+            .iter()
+            .map(|sel| match &sel.node {
+                Selection::Field(f) => 1 + count(&f.node.selection_set.node),
+                Selection::InlineFragment(i) => count(&i.node.selection_set.node),
+                Selection::FragmentSpread(_) => 0,
+            })
+            .sum()
+    }
+    let ops: usize = doc
+        .operations
+        .iter()
+        .map(|(_, op)| count(&op.node.selection_set.node))
+        .sum();
+    let frags: usize = doc
+        .fragments
+        .values()
+        .map(|f| count(&f.node.selection_set.node))
+        .sum();
+    ops + frags
+}
+
+/// A document's complexity, and whether it depends on the variables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Cost {
+    pub value: u64,
+    pub uses_variables: bool,
+}
+
+/// The complexity of `doc` (its most complex operation) with `variables`:
+/// what `limits.max_complexity` bounds, the same for both executors.
+///
+/// Every selected field costs 1, `__typename` and aliases included (each
+/// alias is a field of its own), plus the cost of its selection; a list
+/// field (a list root field or a to-many relation) costs 1 plus its page
+/// size times the cost of its selection. The page size is the count
+/// argument (`first`, ...) as given, from a literal, a variable or the
+/// argument's default, capped at the maximum page size (a larger count is
+/// refused with `PAGE_SIZE_EXCEEDED` anyway), and the default page size when
+/// there is none. So `{ books(first: 50) { id title } }` costs
+/// 1 + 50 × 2 = 101, `{ books(first: 500) { id title author { name } } }`
+/// 1 + 500 × (1 + 1 + 2) = 2,001, and the cost bounds the number of values
+/// a response can hold. Introspection (`__schema`, `__type`) costs 1 per
+/// field, with no page sizes. Fragments are expanded where they are spread
+/// (each fragment's cost is worked out once); the arithmetic saturates.
+pub(crate) fn complexity(
+    model: &Model,
+    pages: PageLimits,
+    doc: &ExecutableDocument,
+    variables: &Variables,
+) -> Cost {
+    let mut max = 0;
+    let mut uses_variables = false;
+    for (_, op) in doc.operations.iter() {
+        let mut walk = CostWalk {
+            model,
+            pages,
+            doc,
+            variables,
+            definitions: &op.node.variable_definitions,
+            uses_variables: false,
+            memo: HashMap::new(),
+        };
+        let root = match op.node.ty {
+            async_graphql::parser::types::OperationType::Query => Parent::Query,
+            async_graphql::parser::types::OperationType::Mutation => Parent::Mutation,
+            async_graphql::parser::types::OperationType::Subscription => Parent::Subscription,
+        };
+        max = max.max(walk.set(root, &op.node.selection_set.node));
+        uses_variables |= walk.uses_variables;
+    }
+    Cost {
+        value: max,
+        uses_variables,
+    }
+}
+
+/// The type whose fields a selection set selects.
+#[derive(Clone, Copy)]
+enum Parent<'m> {
+    Query,
+    Mutation,
+    Subscription,
+    Entity(&'m Entity),
+    /// Introspection types: every field costs 1.
+    Introspection,
+    /// Not in the schema (validation refuses it): every field costs 1.
+    Unknown,
+}
+
+struct CostWalk<'a, 'd> {
+    model: &'a Model,
+    pages: PageLimits,
+    doc: &'d ExecutableDocument,
+    variables: &'a Variables,
+    definitions:
+        &'d [async_graphql::Positioned<async_graphql::parser::types::VariableDefinition>],
+    uses_variables: bool,
+    /// Fragment name -> its cost (0 while it is being walked: a cycle is a
+    /// validation error).
+    memo: HashMap<&'d str, u64>,
+}
+
+impl<'a, 'd> CostWalk<'a, 'd> {
+    fn parent_named(&self, name: &str) -> Parent<'a> {
+        match name {
+            "Query" => Parent::Query,
+            "Mutation" => Parent::Mutation,
+            "Subscription" => Parent::Subscription,
+            n if n.starts_with("__") => Parent::Introspection,
+            n => self.model.entity(n).map_or(Parent::Unknown, Parent::Entity),
+        }
+    }
+
+    fn set(&mut self, parent: Parent<'a>, set: &'d SelectionSet) -> u64 {
+        let mut total: u64 = 0;
+        for sel in &set.items {
+            let cost = match &sel.node {
+                Selection::Field(f) => self.field(parent, &f.node),
+                Selection::InlineFragment(i) => {
+                    let parent = match &i.node.type_condition {
+                        Some(t) => self.parent_named(t.node.on.node.as_str()),
+                        None => parent,
+                    };
+                    self.set(parent, &i.node.selection_set.node)
+                }
+                Selection::FragmentSpread(s) => {
+                    let name = s.node.fragment_name.node.as_str();
+                    match (self.memo.get(name), self.doc.fragments.get(name)) {
+                        (Some(c), _) => *c,
+                        (None, Some(frag)) => {
+                            self.memo.insert(name, 0);
+                            let parent =
+                                self.parent_named(frag.node.type_condition.node.on.node.as_str());
+                            let c = self.set(parent, &frag.node.selection_set.node);
+                            self.memo.insert(name, c);
+                            c
+                        }
+                        (None, None) => 0,
+                    }
+                }
+            };
+            total = total.saturating_add(cost);
+        }
+        total
+    }
+
+    fn field(&mut self, parent: Parent<'a>, f: &'d async_graphql::parser::types::Field) -> u64 {
+        let name = f.name.node.as_str();
+        let sub = &f.selection_set.node;
+        if name == "__typename" {
+            return 1;
+        }
+        if name.starts_with("__") || matches!(parent, Parent::Introspection) {
+            return 1u64.saturating_add(self.set(Parent::Introspection, sub));
+        }
+        let model = self.model;
+        let root = match parent {
+            Parent::Query => Some(&model.queries),
+            Parent::Mutation => Some(&model.mutations),
+            Parent::Subscription => Some(&model.subscriptions),
+            _ => None,
+        };
+        // (the entity its values are, a list binding and its declared arguments)
+        let (target, list): (
+            Option<&str>,
+            Option<(&ListBinding, &[gatehouse_schema::InputValue])>,
+        ) = match (parent, root) {
+            (_, Some(fields)) => match fields.iter().find(|r| r.name == name) {
+                Some(r) => (
+                    Some(r.entity.as_str()),
+                    match &r.binding {
+                        Binding::List(l) => Some((l, r.args.as_slice())),
+                        _ => None,
+                    },
+                ),
+                None => (None, None),
+            },
+            (Parent::Entity(e), None) => match e.field(name).map(|mf| &mf.kind) {
+                Some(FieldKind::ToOne { target }) => (Some(target.as_str()), None),
+                Some(FieldKind::ToMany {
+                    target, list, args, ..
+                }) => (Some(target.as_str()), Some((list, args.as_slice()))),
+                _ => (None, None),
+            },
+            _ => (None, None),
+        };
+        let child = target.map_or(Parent::Unknown, |t| self.parent_named(t));
+        let each = self.set(child, sub);
+        match list {
+            Some((list, declared)) => {
+                let page = self.page(list, declared, f);
+                1u64.saturating_add(page.saturating_mul(each))
+            }
+            None => 1u64.saturating_add(each),
+        }
+    }
+
+    /// The page size a list field with `list` reads (see [`complexity`]).
+    fn page(
+        &mut self,
+        list: &ListBinding,
+        declared: &[gatehouse_schema::InputValue],
+        f: &'d async_graphql::parser::types::Field,
+    ) -> u64 {
+        let default = u64::from(self.pages.default);
+        let max = u64::from(self.pages.max);
+        let Some(count) = &list.count else {
+            return default;
+        };
+        let written = f
+            .arguments
+            .iter()
+            .find(|(n, _)| n.node.as_str() == count.as_str())
+            .map(|(_, v)| &v.node);
+        let value = match written {
+            Some(InputValue::Variable(var)) => {
+                self.uses_variables = true;
+                match self.variables.get(var) {
+                    Some(v) => Some(v.clone()),
+                    None => self
+                        .definitions
+                        .iter()
+                        .find(|d| d.node.name.node == *var)
+                        .and_then(|d| d.node.default_value().cloned()),
+                }
+            }
+            Some(v) => v.clone().into_const(),
+            None => declared
+                .iter()
+                .find(|d| d.name == *count)
+                .and_then(|d| d.default.as_ref())
+                .map(crate::build::const_value),
+        };
+        match value {
+            None | Some(async_graphql::Value::Null) => default,
+            Some(async_graphql::Value::Number(n)) => match n.as_i64() {
+                Some(n) => u64::try_from(n).unwrap_or(0).min(max),
+                None => max,
+            },
+            // Not a count (validation refuses it).
+            Some(_) => max,
+        }
+    }
 }

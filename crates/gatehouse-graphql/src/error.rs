@@ -28,6 +28,29 @@ pub const SERVICE_UNAVAILABLE: &str = "SERVICE_UNAVAILABLE";
 /// A bug; details are in the server log only.
 pub const INTERNAL_SERVER_ERROR: &str = "INTERNAL_SERVER_ERROR";
 
+/// Field errors reported while a stream (a subscription) executes:
+/// async-graphql keeps what resolvers add per request, not per event, and
+/// never sends it; the stream takes them out after each event.
+#[derive(Debug, Default)]
+pub(crate) struct FieldErrors(std::sync::Mutex<Vec<async_graphql::ServerError>>);
+
+impl FieldErrors {
+    /// Records `e` for the event being resolved.
+    pub(crate) fn push(&self, e: async_graphql::ServerError) {
+        if let Ok(mut errors) = self.0.lock() {
+            errors.push(e);
+        }
+    }
+
+    /// The errors recorded since the last call.
+    pub(crate) fn take(&self) -> Vec<async_graphql::ServerError> {
+        self.0
+            .lock()
+            .map(|mut e| std::mem::take(&mut *e))
+            .unwrap_or_default()
+    }
+}
+
 /// An error with `extensions.code`.
 pub fn coded(code: &'static str, message: impl Into<String>) -> Error {
     Error::new(message).extend_with(|_, e| e.set("code", code))

@@ -82,3 +82,31 @@ fragment TypeRef on __Type {
   }
 }
 "#;
+
+/// Whether any operation of `doc` selects `__schema` or `__type` at its
+/// root (directly or through fragments spread there).
+pub(crate) fn asks_for_schema(doc: &async_graphql::parser::types::ExecutableDocument) -> bool {
+    use async_graphql::parser::types::{Selection, SelectionSet};
+    fn walk(
+        doc: &async_graphql::parser::types::ExecutableDocument,
+        set: &SelectionSet,
+        depth: usize,
+    ) -> bool {
+        // Fragments cannot spread in cycles in a valid document; the
+        // bound keeps an invalid one from recursing without end.
+        if depth > 32 {
+            return false;
+        }
+        set.items.iter().any(|item| match &item.node {
+            Selection::Field(f) => matches!(f.node.name.node.as_str(), "__schema" | "__type"),
+            Selection::InlineFragment(i) => walk(doc, &i.node.selection_set.node, depth + 1),
+            Selection::FragmentSpread(s) => doc
+                .fragments
+                .get(&s.node.fragment_name.node)
+                .is_some_and(|f| walk(doc, &f.node.selection_set.node, depth + 1)),
+        })
+    }
+    doc.operations
+        .iter()
+        .any(|(_, op)| walk(doc, &op.node.selection_set.node, 0))
+}

@@ -37,7 +37,10 @@ pub struct GraphqlOptions {
     pub max_page_size: u32,
     /// Deepest selection accepted (`QUERY_TOO_DEEP`).
     pub max_depth: usize,
-    /// Highest complexity accepted (`QUERY_TOO_COMPLEX`).
+    /// Highest complexity accepted (`QUERY_TOO_COMPLEX`): every selected
+    /// field costs 1, a list field 1 plus its page size times the cost of its
+    /// selection (see `cache::complexity`). Also the most field selections
+    /// one document may contain.
     pub max_complexity: usize,
     /// Parsed documents kept for reuse.
     pub parse_cache_capacity: usize,
@@ -96,9 +99,19 @@ impl Graphql {
             },
             auth_required: opts.auth_required,
         });
-        let cache = ParseCache::new(opts.parse_cache_capacity, opts.max_depth);
+        // The depth and complexity limits are the cache's (see `cache.rs`),
+        // checked once per document for both executors; async-graphql's own
+        // complexity limit would not count page sizes.
+        let cache = ParseCache::new(
+            opts.parse_cache_capacity,
+            cache::Limits {
+                model: shared.model.clone(),
+                pages: shared.limits,
+                max_depth: opts.max_depth,
+                max_complexity: opts.max_complexity,
+            },
+        );
         let schema = build::schema_builder(shared.clone())
-            .limit_complexity(opts.max_complexity)
             .extension(cache.clone())
             .finish()
             .map_err(|e| e.0)?;
@@ -132,6 +145,17 @@ impl Graphql {
 
     /// Adds the per-request data every execution needs.
     pub fn prepare(&self, request: Request) -> Request {
+        // CONTRACT §8: introspection needs what a read needs, over POST as
+        // for `/graphql/schema.json`.
+        let principal = request
+            .data
+            .get(&std::any::TypeId::of::<gatehouse_auth::Principal>())
+            .and_then(|p| p.downcast_ref::<gatehouse_auth::Principal>());
+        let request = if self.may_introspect(principal) {
+            request
+        } else {
+            request.disable_introspection()
+        };
         let loaders = DataLoader::new(
             loader::StoreLoader {
                 store: self.store.clone(),
@@ -141,28 +165,57 @@ impl Graphql {
         request.data(loaders)
     }
 
+    /// Whether `principal` may read the schema (introspection, the schema
+    /// documents): what a read needs (CONTRACT §8). Without a principal,
+    /// only when requests need none (trusted in-process callers).
+    pub fn may_introspect(&self, principal: Option<&gatehouse_auth::Principal>) -> bool {
+        match principal {
+            None => !self.shared.auth_required,
+            Some(p) => p.allows(gatehouse_schema::DEFAULT_READ_SCOPE, true),
+        }
+    }
+
+    /// A `FORBIDDEN` answer to a request that asks for `__schema` or
+    /// `__type` from a caller who may not read the schema. (`prepare` also
+    /// turns introspection off for such callers; this says why.)
+    fn refuse_introspection(&self, request: &Request) -> Option<Executed> {
+        let principal = request
+            .data
+            .get(&std::any::TypeId::of::<gatehouse_auth::Principal>())
+            .and_then(|p| p.downcast_ref::<gatehouse_auth::Principal>());
+        if self.may_introspect(principal) {
+            return None;
+        }
+        let doc = async_graphql::parser::parse_query(&request.query).ok()?;
+        if !introspection::asks_for_schema(&doc) {
+            return None;
+        }
+        let error = error::coded(
+            error::FORBIDDEN,
+            format!(
+                "introspection needs the scope `{}`",
+                gatehouse_schema::DEFAULT_READ_SCOPE
+            ),
+        )
+        .into_server_error(async_graphql::Pos::default());
+        Some(Executed {
+            response: async_graphql::Response::from_errors(vec![error]),
+            executed: true,
+        })
+    }
+
     /// Executes a query or mutation.
     pub async fn execute(&self, request: Request) -> Executed {
+        if let Some(refused) = self.refuse_introspection(&request) {
+            return refused;
+        }
         let query = request.query.clone();
         let operation_name = request.operation_name.clone();
         let mut response = self.schema.execute(self.prepare(request)).await;
         let executed = !refused_before_execution(&response);
-        // A failed non-null field is reported by its resolver (with a code);
-        // async-graphql then adds a generic note for the same path: drop it.
-        let reported: Vec<_> = response
-            .errors
-            .iter()
-            .filter(|e| {
-                e.extensions
-                    .as_ref()
-                    .is_some_and(|x| x.get("code").is_some())
-            })
-            .map(|e| e.path.clone())
-            .collect();
-        response.errors.retain(|e| {
-            !(e.message == "internal: non-null types require a return value"
-                && reported.contains(&e.path))
-        });
+        if executed && !response.errors.is_empty() {
+            self.settle_errors(&mut response, &query, operation_name.as_deref());
+        }
         let parse_failed = !executed && async_graphql::parser::parse_query(&query).is_err();
         for e in &mut response.errors {
             add_code(e, executed, parse_failed);
@@ -204,6 +257,7 @@ impl Graphql {
             &request.query,
             name,
             &variant,
+            &request.variables,
             |doc| plan::compile(&self.shared.model, doc, name),
             |plan| plan.accepts(&self.shared.model, &request.variables),
         )?;
@@ -221,16 +275,67 @@ impl Graphql {
     pub fn execute_stream(&self, request: Request) -> impl Stream<Item = Executed> + Send + use<> {
         use futures::StreamExt;
         let query = request.query.clone();
+        let operation_name = request.operation_name.clone();
+        // async-graphql drops the errors resolvers report in a
+        // subscription's events: they are collected here instead.
+        let sink = Arc::new(error::FieldErrors::default());
+        let this = self.clone();
         self.schema
-            .execute_stream(self.prepare(request))
+            .execute_stream(self.prepare(request).data(sink.clone()))
             .map(move |mut response| {
+                response.errors.extend(sink.take());
                 let executed = !refused_before_execution(&response);
+                if executed && !response.errors.is_empty() {
+                    this.settle_errors(&mut response, &query, operation_name.as_deref());
+                }
                 let parse_failed = !executed && async_graphql::parser::parse_query(&query).is_err();
                 for e in &mut response.errors {
                     add_code(e, executed, parse_failed);
                 }
                 Executed { response, executed }
             })
+    }
+
+    /// Settles the field errors of an executed response: a failed non-null
+    /// field is reported by its resolver (with a code) and async-graphql
+    /// then adds a generic internal note for the same path, which is
+    /// dropped (one left without such a report becomes a plain internal
+    /// error, its text logged); and the nulls go where GraphQL spec §6.4.4
+    /// puts them (see [`order::null_failed_fields`]).
+    fn settle_errors(&self, response: &mut Response, query: &str, operation_name: Option<&str>) {
+        const NON_NULL_NOTE: &str = "internal: non-null types require a return value";
+        let path_key = |e: &ServerError| serde_json::to_string(&e.path).unwrap_or_default();
+        let reported: std::collections::HashSet<String> = response
+            .errors
+            .iter()
+            .filter(|e| {
+                e.extensions
+                    .as_ref()
+                    .is_some_and(|x| x.get("code").is_some())
+            })
+            .map(path_key)
+            .collect();
+        response
+            .errors
+            .retain(|e| !(e.message == NON_NULL_NOTE && reported.contains(&path_key(e))));
+        for e in &mut response.errors {
+            if e.message == NON_NULL_NOTE {
+                tracing::warn!(path = %path_key(e), "a non-null field resolved to no value");
+                e.message = "internal error".to_string();
+                e.extensions
+                    .get_or_insert_with(Default::default)
+                    .set("code", error::INTERNAL_SERVER_ERROR);
+            }
+        }
+        if let Some(doc) = self.cache.document(query) {
+            order::null_failed_fields(
+                &mut response.data,
+                &response.errors,
+                &doc,
+                operation_name,
+                &self.shared.model,
+            );
+        }
     }
 
     /// Whether `query` (operation `operation_name`) is a subscription; a
@@ -287,9 +392,9 @@ fn count_operation(operation: &'static str, outcome: &'static str) {
     });
 }
 
-/// Resolver errors always carry a code and a path; errors without either
-/// come from parsing, validation or the depth/complexity limits, which
-/// refuse the request before anything runs.
+/// Resolver errors always carry a code and a path; errors without a path
+/// and without a code (or with a limit's) come from parsing, validation or
+/// the depth/complexity limits, which refuse the request before anything runs.
 fn refused_before_execution(response: &Response) -> bool {
     response.data == async_graphql::Value::Null
         && !response.errors.is_empty()
@@ -297,7 +402,11 @@ fn refused_before_execution(response: &Response) -> bool {
             e.path.is_empty()
                 && e.extensions
                     .as_ref()
-                    .is_none_or(|x| x.get("code").is_none())
+                    .and_then(|x| x.get("code"))
+                    .is_none_or(|c| {
+                        matches!(c, async_graphql::Value::String(s)
+                            if s == error::QUERY_TOO_DEEP || s == error::QUERY_TOO_COMPLEX)
+                    })
         })
 }
 

@@ -340,11 +340,14 @@ pub(crate) fn compile(
     let mut fields = Vec::new();
     flatten(doc, &op.selection_set.node, "Query", &mut fields, 0)?;
     let mut roots: Vec<(Key, Root)> = Vec::with_capacity(fields.len());
+    // Response keys seen: a hash set, not a search per field (a document can
+    // hold thousands of aliases).
+    let mut seen = std::collections::HashSet::with_capacity(fields.len());
     for f in fields {
-        let key = Key::new(f.response_key().node.as_str())?;
-        if roots.iter().any(|(k, _)| k.0 == key.0) {
+        if !seen.insert(f.response_key().node.as_str()) {
             return None;
         }
+        let key = Key::new(f.response_key().node.as_str())?;
         let name = f.name.node.as_str();
         let root = if name == "__typename" {
             Root::Typename
@@ -447,11 +450,12 @@ fn compile_sel(
     let mut fields = Vec::new();
     flatten(doc, set, &entity.name, &mut fields, 0)?;
     let mut items: Vec<(Key, Item)> = Vec::with_capacity(fields.len());
+    let mut seen = std::collections::HashSet::with_capacity(fields.len());
     for f in &fields {
-        let key = Key::new(f.response_key().node.as_str())?;
-        if items.iter().any(|(k, _)| k.0 == key.0) {
+        if !seen.insert(f.response_key().node.as_str()) {
             return None;
         }
+        let key = Key::new(f.response_key().node.as_str())?;
         let name = f.name.node.as_str();
         if name == "__typename" {
             items.push((key, Item::Typename));
@@ -808,7 +812,7 @@ impl Run<'_> {
         let store = &shared.store;
         let rf = &r.field;
         let entity = shared.model.entity(&rf.entity)?;
-        self.allowed(rf.scope.as_deref().unwrap_or(entity.read_scope()))?;
+        self.allowed(shared.model.root_access(rf).scope)?;
         // The root field's rows, with the to-one relations its statement read.
         let (set, joined) = if r.constant {
             let prepared = r.prepared.get_or_init(|| {

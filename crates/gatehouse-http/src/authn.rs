@@ -3,7 +3,7 @@
 //! every request), OAuth 1.0 signed requests (RFC 5849 §3), or anonymous
 //! reads when configured. The [`Principal`] it
 //! finds goes into the request extensions; authorization (scopes) happens
-//! per field in GraphQL and per route in REST.
+//! per field in GraphQL and in the REST router after it resolved the path.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -67,8 +67,13 @@ pub enum AuthFailure {
     /// protocol parameter, an unsupported signature method (400).
     OAuth1Invalid(String),
     /// An OAuth 1.0 request that is refused: unknown consumer, bad
-    /// signature, stale timestamp, reused nonce, bad token (401).
+    /// signature, stale timestamp, reused nonce, bad token (401). The
+    /// reason is never shown (no oracle for consumer keys).
     OAuth1Rejected(String),
+    /// Basic credentials of a user throttled after failed logins from this
+    /// address, or too many password checks under way: 429 with
+    /// `Retry-After` (seconds), whatever the password.
+    Throttled(u64),
 }
 
 /// Largest form body read to verify an OAuth 1.0 signature over it.
@@ -138,7 +143,9 @@ impl Authenticator {
         // but only when no other credentials are sent.
         let maybe_in_body = !marked && authorization.is_none() && is_form(headers);
         if !marked && !maybe_in_body {
-            let result = self.authenticate(req.headers()).await;
+            let result = self
+                .authenticate_from(req.headers(), peer_addr(req.extensions()))
+                .await;
             return (req, result);
         }
         let (parts, body) = req.into_parts();
@@ -160,7 +167,9 @@ impl Authenticator {
         };
         if maybe_in_body && !has_oauth1_params(None, None, Some(&form)) {
             let req = Request::from_parts(parts, axum::body::Body::from(form));
-            let result = self.authenticate(req.headers()).await;
+            let result = self
+                .authenticate_from(req.headers(), peer_addr(req.extensions()))
+                .await;
             return (req, result);
         }
         let signed = self.signed_request(&parts, Some(&form));
@@ -217,8 +226,20 @@ impl Authenticator {
         self.inner.server.now()
     }
 
-    /// The principal of a request with these headers.
+    /// The principal of a request with these headers, from an unknown
+    /// address (see [`Authenticator::authenticate_from`]).
     pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, AuthFailure> {
+        self.authenticate_from(headers, None).await
+    }
+
+    /// The principal of a request with these headers from `peer` (the
+    /// caller's address, [`peer_addr`]; failed Basic logins are throttled
+    /// per user and address).
+    pub async fn authenticate_from(
+        &self,
+        headers: &HeaderMap,
+        peer: Option<std::net::IpAddr>,
+    ) -> Result<Principal, AuthFailure> {
         let Some(value) = headers.get(header::AUTHORIZATION) else {
             return if self.inner.anonymous_read {
                 Ok(Principal::anonymous())
@@ -234,7 +255,7 @@ impl Authenticator {
         } else if scheme.eq_ignore_ascii_case("basic") {
             // Boxed, like the other rare paths, so the common bearer
             // path's future stays small (it is moved as the request passes the layers).
-            Box::pin(self.basic(rest)).await
+            Box::pin(self.basic(rest, peer)).await
         } else {
             Err(AuthFailure::UnsupportedScheme)
         }
@@ -266,28 +287,50 @@ impl Authenticator {
             })
     }
 
-    async fn basic(&self, encoded: &str) -> Result<Principal, AuthFailure> {
+    /// HTTP Basic with a user's password. Throttled (before anything else,
+    /// so a right password gets no further) by the authorization server's
+    /// one failed-login throttle, per (user, `peer`) and per `peer`; argon2
+    /// runs there with bounded concurrency. A verified credential is
+    /// remembered for [`BASIC_CACHE_TTL`].
+    async fn basic(
+        &self,
+        encoded: &str,
+        peer: Option<std::net::IpAddr>,
+    ) -> Result<Principal, AuthFailure> {
         let decoded = base64::engine::general_purpose::STANDARD
             .decode(encoded)
             .ok()
             .and_then(|b| String::from_utf8(b).ok())
             .ok_or(AuthFailure::BadCredentials)?;
         let (username, password) = decoded.split_once(':').ok_or(AuthFailure::BadCredentials)?;
-        let user = self
-            .inner
-            .server
+        let server = &self.inner.server;
+        server
+            .login_throttle()
+            .check(gatehouse_auth::Account::User(username), peer, server.now())
+            .map_err(AuthFailure::Throttled)?;
+        let login_failure = |e: gatehouse_auth::Error| match e {
+            gatehouse_auth::Error::TooManyRequests(_, wait) => AuthFailure::Throttled(wait),
+            gatehouse_auth::Error::InvalidGrant(_) => AuthFailure::BadCredentials,
+            e => {
+                tracing::error!(
+                    cause = e.internal_cause().unwrap_or(""),
+                    "password check failed"
+                );
+                AuthFailure::Unavailable
+            }
+        };
+        let user = server
             .repo()
             .find_user(username)
             .await
             .map_err(|_| AuthFailure::Unavailable)?;
         let Some(user) = user else {
-            // Same cost as a wrong password, so names cannot be probed by timing.
-            let password = password.to_string();
-            let _ = tokio::task::spawn_blocking(move || {
-                gatehouse_auth::verify_password(&password, gatehouse_auth::DUMMY_PASSWORD_HASH)
-            })
-            .await;
-            return Err(AuthFailure::BadCredentials);
+            // Same cost as a wrong password (so names cannot be probed by
+            // timing), and counted as a failure.
+            return Err(server
+                .check_user_password(username, password, peer)
+                .await
+                .map_or_else(login_failure, |_| AuthFailure::BadCredentials));
         };
         let key: [u8; 32] = Sha256::new()
             .chain_update(username.as_bytes())
@@ -303,13 +346,12 @@ impl Authenticator {
             })
         });
         if !cached {
-            let stored = user.password_hash.clone();
-            let pw = password.to_string();
-            let ok =
-                tokio::task::spawn_blocking(move || gatehouse_auth::verify_password(&pw, &stored))
-                    .await
-                    .unwrap_or(false);
-            if !ok {
+            let checked = server
+                .check_user_password(username, password, peer)
+                .await
+                .map_err(login_failure)?;
+            if checked.password_hash != user.password_hash {
+                // Changed between the two reads: verified against the new one.
                 return Err(AuthFailure::BadCredentials);
             }
             if let Ok(mut c) = self.inner.basic_cache.lock() {
@@ -328,6 +370,15 @@ impl Authenticator {
             token_id: None,
         })
     }
+}
+
+/// The caller's address, as the OAuth endpoints take it
+/// (`gatehouse_oauth`'s `peer_addr`): the connection's peer (`ConnectInfo`).
+/// The one place to change for trusted proxies.
+pub fn peer_addr(extensions: &axum::http::Extensions) -> Option<std::net::IpAddr> {
+    extensions
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip())
 }
 
 fn oauth1_failure(e: gatehouse_auth::Error) -> AuthFailure {
@@ -355,7 +406,9 @@ pub fn challenge(failure: &AuthFailure) -> HeaderValue {
             "Bearer realm=\"gatehouse\", error=\"invalid_token\", error_description=\"{}\"",
             d.replace(['"', '\\'], "'")
         ),
-        AuthFailure::BadCredentials => "Basic realm=\"gatehouse\"".to_string(),
+        AuthFailure::BadCredentials | AuthFailure::Throttled(_) => {
+            "Basic realm=\"gatehouse\"".to_string()
+        }
         AuthFailure::Unavailable => "Bearer realm=\"gatehouse\"".to_string(),
         // RFC 5849 §3.5.1: the OAuth scheme's challenge.
         AuthFailure::OAuth1Invalid(_) | AuthFailure::OAuth1Rejected(_) => {
@@ -382,13 +435,27 @@ impl AuthFailure {
                 "credentials cannot be checked right now; retry later".into()
             }
             AuthFailure::OAuth1Invalid(d) => format!("invalid OAuth 1.0 request: {d}"),
-            AuthFailure::OAuth1Rejected(d) => format!("OAuth 1.0 request refused: {d}"),
+            // One message for every refusal: no oracle for consumer keys.
+            AuthFailure::OAuth1Rejected(_) => "the OAuth 1.0 request was refused".into(),
+            AuthFailure::Throttled(wait) => {
+                format!("too many failed logins or login checks; retry in {wait} s")
+            }
+        }
+    }
+
+    /// Seconds for `Retry-After`, for [`AuthFailure::Throttled`]. The
+    /// response builders must send it with the 429.
+    pub fn retry_after(&self) -> Option<u64> {
+        match self {
+            AuthFailure::Throttled(wait) => Some((*wait).max(1)),
+            _ => None,
         }
     }
 
     pub(crate) fn status(&self) -> StatusCode {
         match self {
             AuthFailure::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            AuthFailure::Throttled(_) => StatusCode::TOO_MANY_REQUESTS,
             AuthFailure::OAuth1Invalid(_) => StatusCode::BAD_REQUEST,
             _ => StatusCode::UNAUTHORIZED,
         }
@@ -434,18 +501,21 @@ pub(crate) async fn graphql_layer(
                 HeaderValue::from_static("application/json; charset=utf-8"),
             );
             h.insert(header::WWW_AUTHENTICATE, challenge(&f));
+            if let Some(secs) = f.retry_after() {
+                h.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            }
             resp
         }
     }
 }
 
-/// What REST requests need: authentication, then the collection's scope.
+/// What REST requests need from this layer: authentication. Authorization
+/// happens in the REST router, on the collection and relation it resolved
+/// from the decoded path (`gatehouse-rest`'s `access.rs`).
 #[derive(Clone, Debug)]
 pub struct RestGuard {
     /// Who is calling.
     pub authn: Authenticator,
-    /// Which scope each collection needs.
-    pub model: std::sync::Arc<gatehouse_schema::Model>,
 }
 
 fn problem(status: StatusCode, detail: &str, challenge_value: HeaderValue) -> Response {
@@ -462,79 +532,21 @@ fn problem(status: StatusCode, detail: &str, challenge_value: HeaderValue) -> Re
     resp
 }
 
-/// The scope a REST request needs, from its method and `/v1/...` path:
-/// reads need the read scope of every collection on the path, writes the
-/// write scope of the collection written. `None` for paths the router will
-/// refuse anyway (unknown version or collection).
-pub fn rest_scope(
-    model: &gatehouse_schema::Model,
-    method: &axum::http::Method,
-    path: &str,
-) -> Option<(String, bool)> {
-    let mut segs = path.trim_matches('/').split('/');
-    let version = segs.next()?;
-    if version != "v1" {
-        return None;
-    }
-    let is_read = matches!(
-        *method,
-        axum::http::Method::GET | axum::http::Method::HEAD | axum::http::Method::OPTIONS
-    );
-    let Some(collection) = segs.next() else {
-        return Some((gatehouse_schema::DEFAULT_READ_SCOPE.to_string(), true));
-    };
-    if collection == "openapi.json" {
-        return Some((gatehouse_schema::DEFAULT_READ_SCOPE.to_string(), true));
-    }
-    let parent = model.entities.iter().find(|e| e.rest_path == collection)?;
-    let target = match (segs.next(), segs.next()) {
-        (Some(_id), Some(child)) => {
-            let field = parent.to_many_fields().find(|f| {
-                matches!(&f.kind, gatehouse_schema::FieldKind::ToMany { rest_segment, .. } if rest_segment == child)
-            })?;
-            match &field.kind {
-                gatehouse_schema::FieldKind::ToMany { target, .. } => model.entity(target)?,
-                _ => return None,
-            }
-        }
-        _ => parent,
-    };
-    Some(if is_read {
-        (target.read_scope().to_string(), true)
-    } else {
-        (target.write_scope().to_string(), false)
-    })
-}
-
-/// Middleware for REST routes: authenticates (401 problem), then checks the
-/// collection's scope (403 problem with `insufficient_scope`).
+/// Middleware for REST routes: authenticates (401 problem) and hands the
+/// [`Principal`] to the router, which authorizes what it resolved.
 pub async fn rest_layer(State(guard): State<RestGuard>, req: Request, next: Next) -> Response {
     let (mut req, result) = guard.authn.authenticate_request(req).await;
     let principal = match result {
         Ok(p) => p,
-        Err(f) => return problem(f.status(), &f.message(), challenge(&f)),
-    };
-    if let Some((scope, is_read)) = rest_scope(&guard.model, req.method(), req.uri().path()) {
-        // Nested under a base path, the router sees the path without it;
-        // `rest_scope` is given the path as routed here.
-        if !principal.allows(&scope, is_read) {
-            if principal.is_anonymous() {
-                let f = AuthFailure::Missing;
-                return problem(StatusCode::UNAUTHORIZED, &f.message(), challenge(&f));
+        Err(f) => {
+            let mut resp = problem(f.status(), &f.message(), challenge(&f));
+            if let Some(secs) = f.retry_after() {
+                resp.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(secs));
             }
-            let value = HeaderValue::from_str(&format!(
-                "Bearer realm=\"gatehouse\", error=\"insufficient_scope\", scope=\"{scope}\""
-            ))
-            .unwrap_or_else(|_| {
-                HeaderValue::from_static("Bearer realm=\"gatehouse\", error=\"insufficient_scope\"")
-            });
-            return problem(
-                StatusCode::FORBIDDEN,
-                &format!("this request needs the scope `{scope}`"),
-                value,
-            );
+            return resp;
         }
-    }
+    };
     let caller = Caller::of(&principal);
     req.extensions_mut().insert(principal);
     let mut resp = next.run(req).await;

@@ -427,7 +427,7 @@ pub(crate) async fn other_method(method: Method) -> Response {
 fn may_read_schema(principal: Option<&Principal>, state: &AppState) -> Result<(), Box<Response>> {
     match principal {
         None if state.authn.is_none() => Ok(()),
-        Some(p) if p.allows(gatehouse_schema::DEFAULT_READ_SCOPE, true) => Ok(()),
+        p if p.is_some() && state.graphql.may_introspect(p) => Ok(()),
         _ => {
             let mut resp = respond(
                 StatusCode::FORBIDDEN,

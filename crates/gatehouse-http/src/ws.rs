@@ -85,7 +85,10 @@ pub(crate) async fn get_or_upgrade(State(state): State<Arc<AppState>>, req: Requ
     let (mut parts, _body) = req.into_parts();
     if is_upgrade(&parts.headers) {
         return match WebSocketUpgrade::from_request_parts(&mut parts, &state).await {
-            Ok(ws) => upgrade(state, &parts.headers, ws),
+            Ok(ws) => {
+                let peer = crate::authn::peer_addr(&parts.extensions);
+                upgrade(state, &parts.headers, ws, peer)
+            }
             Err(rejection) => rejection.into_response(),
         };
     }
@@ -104,7 +107,12 @@ enum Protocol {
     Legacy,
 }
 
-fn upgrade(state: Arc<AppState>, headers: &HeaderMap, ws: WebSocketUpgrade) -> Response {
+fn upgrade(
+    state: Arc<AppState>,
+    headers: &HeaderMap,
+    ws: WebSocketUpgrade,
+    peer: Option<std::net::IpAddr>,
+) -> Response {
     // tungstenite's default 128 KiB read buffer per socket would dominate
     // the memory of idle subscribers; GraphQL messages are small, and a
     // larger one still arrives, in more reads.
@@ -122,7 +130,7 @@ fn upgrade(state: Arc<AppState>, headers: &HeaderMap, ws: WebSocketUpgrade) -> R
     ws.on_upgrade(move |socket| async move {
         match protocol {
             Some(protocol) => {
-                Connection::new(state, protocol, authorization)
+                Connection::new(state, protocol, authorization, peer)
                     .run(socket)
                     .await
             }
@@ -233,6 +241,8 @@ struct Connection {
     protocol: Protocol,
     /// `Authorization` of the upgrade request, used when `connection_init` has none.
     upgrade_authorization: Option<HeaderValue>,
+    /// The client's address (failed Basic logins are throttled per address).
+    peer: Option<std::net::IpAddr>,
     init_received: bool,
     acked: bool,
     principal: Option<Principal>,
@@ -247,12 +257,18 @@ struct Connection {
 }
 
 impl Connection {
-    fn new(state: Arc<AppState>, protocol: Protocol, authorization: Option<HeaderValue>) -> Self {
+    fn new(
+        state: Arc<AppState>,
+        protocol: Protocol,
+        authorization: Option<HeaderValue>,
+        peer: Option<std::net::IpAddr>,
+    ) -> Self {
         let (tx, rx) = mpsc::channel(state.subscriptions.queue_capacity.max(1));
         Self {
             state,
             protocol,
             upgrade_authorization: authorization,
+            peer,
             init_received: false,
             acked: false,
             principal: None,
@@ -437,7 +453,8 @@ impl Connection {
         if let Some(v) = &authorization {
             headers.insert(header::AUTHORIZATION, v.clone());
         }
-        let principal = authn.authenticate(&headers).await?;
+        // Basic here is throttled per (user, address) like every login.
+        let principal = authn.authenticate_from(&headers, self.peer).await?;
         self.credential = Some(Credential {
             authorization,
             principal: principal.clone(),

@@ -7,6 +7,13 @@
 //! metadata document names absolute URLs. Serve it with
 //! `into_make_service_with_connect_info::<SocketAddr>()` so per-address
 //! limits see the peer address (otherwise all peers share one bucket).
+//!
+//! Limits (CONTRACT §10): every endpoint that authenticates a client
+//! (token, introspection, revocation) charges the client's bucket
+//! (`rate_per_second`, `rate_burst`) only once the client has
+//! authenticated, so nobody else can use it up; failed client and user
+//! authentications are throttled per address (and per account and address)
+//! by the authorization server's [`gatehouse_auth::LoginThrottle`].
 #![warn(missing_docs)]
 
 mod form;
@@ -28,12 +35,12 @@ use axum::routing::{any, get, post};
 use serde_json::json;
 
 use gatehouse_auth::{
-    AuthServer, ClientRecord, Error, ExchangeRequest, GRANT_CLIENT_CREDENTIALS, GRANT_PASSWORD,
-    GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE, KNOWN_GRANTS,
+    Account, AuthServer, ClientRecord, Error, ExchangeRequest, GRANT_CLIENT_CREDENTIALS,
+    GRANT_PASSWORD, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE, KNOWN_GRANTS,
 };
 
 use crate::form::{Basic, Params};
-use crate::limits::{LoginThrottle, RateLimits};
+use crate::limits::RateLimits;
 
 /// HTTP-side settings of the OAuth endpoints.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,28 +52,19 @@ pub struct OAuthConfig {
     pub rate_per_second: u32,
     /// Burst allowed above the rate, per client and per address.
     pub rate_burst: u32,
-    /// Failed password logins per user name before lock-out.
-    pub failed_login_limit: u32,
-    /// Failed password logins per remote address (any user names) before
-    /// lock-out; higher than per user, as many users may share an address.
-    pub failed_login_limit_per_addr: u32,
-    /// Length of the failed-login window (and lock-out), in seconds.
-    pub failed_login_window: u64,
     /// Largest form body accepted, in bytes.
     pub max_body_bytes: usize,
 }
 
 impl OAuthConfig {
-    /// The contract defaults (20/s, burst 40; 5 failed logins per user and 20
-    /// per address in 5 minutes; 64 KiB bodies) for a router reachable at `public_url`.
+    /// The contract defaults (20/s, burst 40; 64 KiB bodies) for a router
+    /// reachable at `public_url`. Failed logins are throttled by the
+    /// authorization server (`gatehouse_auth::LoginThrottle`).
     pub fn new(public_url: impl Into<String>) -> Self {
         Self {
             public_url: public_url.into().trim_end_matches('/').to_string(),
             rate_per_second: 20,
             rate_burst: 40,
-            failed_login_limit: 5,
-            failed_login_limit_per_addr: 20,
-            failed_login_window: 300,
             max_body_bytes: 64 * 1024,
         }
     }
@@ -76,8 +74,6 @@ struct Inner {
     server: Arc<AuthServer>,
     config: OAuthConfig,
     rates: RateLimits,
-    user_logins: LoginThrottle,
-    addr_logins: LoginThrottle,
 }
 
 /// Shared state of the OAuth routes: the authorization server (which holds
@@ -100,18 +96,11 @@ impl OAuthState {
     /// State for [`router`].
     pub fn new(server: Arc<AuthServer>, config: OAuthConfig) -> Self {
         let rates = RateLimits::new(config.rate_per_second, config.rate_burst);
-        let user_logins = LoginThrottle::new(config.failed_login_limit, config.failed_login_window);
-        let addr_logins = LoginThrottle::new(
-            config.failed_login_limit_per_addr,
-            config.failed_login_window,
-        );
         Self {
             inner: Arc::new(Inner {
                 server,
                 config,
                 rates,
-                user_logins,
-                addr_logins,
             }),
         }
     }
@@ -197,11 +186,17 @@ pub fn spawn_maintenance(server: Arc<AuthServer>, every: Duration) -> tokio::tas
     })
 }
 
-fn peer(req: &Request) -> IpAddr {
-    req.extensions()
+/// The caller's address, for limits and logs: the peer of the connection
+/// (`ConnectInfo`). The one place to change for trusted proxies.
+pub(crate) fn peer_addr(extensions: &axum::http::Extensions) -> IpAddr {
+    extensions
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0.ip())
         .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
+}
+
+fn peer(req: &Request) -> IpAddr {
+    peer_addr(req.extensions())
 }
 
 /// Checks the content type, reads and parses the form body.
@@ -227,28 +222,39 @@ async fn read_form(
 
 /// RFC 6749 §2.3.1 client authentication with HTTP Basic. Credentials in
 /// the body are refused: one method per request (RFC 6749 §2.3).
+///
+/// Failed authentications are throttled per address and per (client,
+/// address) before the secret is looked at; the client's rate bucket is
+/// charged only after it authenticated (CONTRACT §10), so strangers cannot
+/// use it up.
 async fn authenticate(
     state: &OAuthState,
     headers: &axum::http::HeaderMap,
     params: &Params,
-    rate_limited: bool,
+    addr: IpAddr,
 ) -> Result<ClientRecord, Response> {
     if params.get("client_secret").is_some() {
         return Err(response::error(&Error::InvalidRequest(
             "send client credentials with HTTP Basic, not in the body".into(),
         )));
     }
+    let server = &state.inner.server;
+    let throttle = server.login_throttle();
+    let now = server.now();
+    let from = Some(addr);
     let creds = match form::basic_credentials(headers) {
         Basic::Present(c) => c,
-        Basic::Missing => {
-            return Err(response::error(&Error::InvalidClient(
-                "client authentication with HTTP Basic is required".into(),
-            )));
-        }
-        Basic::Malformed => {
-            return Err(response::error(&Error::InvalidClient(
-                "malformed HTTP Basic credentials".into(),
-            )));
+        missing_or_malformed => {
+            if let Err(wait) = throttle.check_address(from, now) {
+                return Err(response::too_many_requests(wait));
+            }
+            throttle.failed_address(from, now);
+            let what = if matches!(missing_or_malformed, Basic::Missing) {
+                "client authentication with HTTP Basic is required"
+            } else {
+                "malformed HTTP Basic credentials"
+            };
+            return Err(response::error(&Error::InvalidClient(what.into())));
         }
     };
     if let Some(id) = params.get("client_id")
@@ -258,23 +264,38 @@ async fn authenticate(
             "`client_id` differs from the authenticated client".into(),
         )));
     }
-    // Limit per client before checking the secret, so guessing is limited too.
-    if rate_limited && let Err(wait) = state.inner.rates.check_client(&creds.client_id) {
+    let account = Account::Client(&creds.client_id);
+    if let Err(wait) = throttle.check(account, from, now) {
         return Err(response::too_many_requests(wait));
     }
-    let server = &state.inner.server;
-    match server
+    let result = match server
         .authenticate_client(&creds.client_id, &creds.secret)
         .await
     {
-        Ok(c) => Ok(c),
         // Clients that do not form-encode (curl -u, many libraries): try the
         // secret exactly as sent.
-        Err(Error::InvalidClient(_)) if creds.raw_secret != creds.secret => server
-            .authenticate_client(&creds.client_id, &creds.raw_secret)
-            .await
-            .map_err(|e| response::error(&e)),
-        Err(e) => Err(response::error(&e)),
+        Err(Error::InvalidClient(_)) if creds.raw_secret != creds.secret => {
+            server
+                .authenticate_client(&creds.client_id, &creds.raw_secret)
+                .await
+        }
+        other => other,
+    };
+    match result {
+        Ok(c) => {
+            throttle.succeeded(account, from);
+            if let Err(wait) = state.inner.rates.check_client(&c.client_id) {
+                return Err(response::too_many_requests(wait));
+            }
+            Ok(c)
+        }
+        Err(e) => {
+            if matches!(e, Error::InvalidClient(_)) {
+                tracing::info!(%addr, "failed client authentication");
+                throttle.failed(account, from, now);
+            }
+            Err(response::error(&e))
+        }
     }
 }
 
@@ -297,16 +318,13 @@ async fn token_response(
     endpoint: Endpoint,
 ) -> Response {
     let addr = peer(&req);
-    if let Err(wait) = state.inner.rates.check_addr(addr) {
-        return response::too_many_requests(wait);
-    }
     let (parts, body) = req.into_parts();
     let headers = parts.headers;
     let params = match read_form(&state, &headers, body).await {
         Ok(p) => p,
         Err(r) => return r,
     };
-    let client = match authenticate(&state, &headers, &params, true).await {
+    let client = match authenticate(&state, &headers, &params, addr).await {
         Ok(c) => c,
         Err(r) => return r,
     };
@@ -332,10 +350,20 @@ async fn token_response(
     }
     let server = &state.inner.server;
     let result = match grant {
-        GRANT_PASSWORD => match password(&state, &client, &params, addr, endpoint).await {
-            Ok(result) => result,
-            Err(wait) => return response::too_many_requests(wait),
-        },
+        // Failed logins are throttled per (user, address) and per address
+        // inside the grant (`AuthServer::check_user_password`).
+        GRANT_PASSWORD => {
+            server
+                .password_grant(
+                    &client,
+                    params.get("username"),
+                    params.get("password"),
+                    params.get("scope"),
+                    endpoint != Endpoint::AccessToken,
+                    Some(addr),
+                )
+                .await
+        }
         GRANT_CLIENT_CREDENTIALS => {
             server
                 .client_credentials_grant(&client, params.get("scope"))
@@ -380,52 +408,17 @@ async fn token_response(
     }
 }
 
-/// The password grant with failed-login throttling per user and per address.
-/// The outer `Err` is a lock-out: seconds to wait.
-async fn password(
-    state: &OAuthState,
-    client: &ClientRecord,
-    params: &Params,
-    addr: IpAddr,
-    endpoint: Endpoint,
-) -> Result<Result<gatehouse_auth::TokenResponse, Error>, u64> {
-    let server = &state.inner.server;
-    let now = server.now();
-    let user_key = params.get("username").unwrap_or_default().to_string();
-    let addr_key = addr.to_string();
-    let (users, addrs) = (&state.inner.user_logins, &state.inner.addr_logins);
-    users.check(&user_key, now)?;
-    addrs.check(&addr_key, now)?;
-    let result = server
-        .password_grant(
-            client,
-            params.get("username"),
-            params.get("password"),
-            params.get("scope"),
-            endpoint != Endpoint::AccessToken,
-        )
-        .await;
-    match &result {
-        Ok(_) => users.succeeded(&user_key),
-        Err(Error::InvalidGrant(_)) => {
-            tracing::info!(client_id = %client.client_id, "failed password login");
-            users.failed(&user_key, now);
-            addrs.failed(&addr_key, now);
-        }
-        Err(_) => {}
-    }
-    Ok(result)
-}
-
 /// RFC 7662 §2.1: client-authenticated; `token` required.
 async fn introspect(State(state): State<OAuthState>, req: Request) -> Response {
+    let addr = peer(&req);
     let (parts, body) = req.into_parts();
     let headers = parts.headers;
     let params = match read_form(&state, &headers, body).await {
         Ok(p) => p,
         Err(r) => return r,
     };
-    let client = match authenticate(&state, &headers, &params, false).await {
+    // The same limits as the token endpoints (CONTRACT §10).
+    let client = match authenticate(&state, &headers, &params, addr).await {
         Ok(c) => c,
         Err(r) => return r,
     };
@@ -443,13 +436,15 @@ async fn introspect(State(state): State<OAuthState>, req: Request) -> Response {
 /// RFC 7009 §2.1: client-authenticated; `token` required; 200 with an empty
 /// body whether or not the token was known (§2.2).
 async fn revoke(State(state): State<OAuthState>, req: Request) -> Response {
+    let addr = peer(&req);
     let (parts, body) = req.into_parts();
     let headers = parts.headers;
     let params = match read_form(&state, &headers, body).await {
         Ok(p) => p,
         Err(r) => return r,
     };
-    let client = match authenticate(&state, &headers, &params, false).await {
+    // The same limits as the token endpoints (CONTRACT §10).
+    let client = match authenticate(&state, &headers, &params, addr).await {
         Ok(c) => c,
         Err(r) => return r,
     };

@@ -12,19 +12,27 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use gatehouse_auth::Error;
 use gatehouse_auth::oauth1::{OOB, SignedRequest, candidate_uris, has_oauth1_params};
+use gatehouse_auth::{Account, Error};
 
-use crate::{OAuthState, form, peer, response};
+use crate::{OAuthState, form, peer, peer_addr, response};
 
 /// `WWW-Authenticate` of every OAuth 1.0 401 (RFC 5849 §3.5.1 scheme).
 const CHALLENGE: &str = r#"OAuth realm="gatehouse""#;
 
+/// The body of every OAuth 1.0 401: the same whatever the reason, so a
+/// refusal never tells whether a consumer key exists (the reason is logged).
+const REFUSED: &str = "the OAuth 1.0 request was refused";
+
 /// An OAuth 1.0 error: `{error, error_description}` like the OAuth 2.0
 /// endpoints; 400 for a malformed request, 401 with an `OAuth` challenge
 /// for a bad consumer, signature, timestamp, nonce, token, verifier or
-/// password (RFC 5849 §3.2).
+/// password (RFC 5849 §3.2), all with one body; 429 with `Retry-After`
+/// for a throttled login.
 pub(crate) fn error(e: &Error) -> Response {
+    if let Some(wait) = e.retry_after() {
+        return response::too_many_requests(wait);
+    }
     let status = match e {
         Error::InvalidClient(_) | Error::InvalidToken(_) | Error::InvalidGrant(_) => {
             StatusCode::UNAUTHORIZED
@@ -35,10 +43,19 @@ pub(crate) fn error(e: &Error) -> Response {
         }
         _ => StatusCode::BAD_REQUEST,
     };
-    let body = axum::Json(json!({
-        "error": e.code(),
-        "error_description": e.description(),
-    }));
+    let body = if status == StatusCode::UNAUTHORIZED {
+        tracing::info!(
+            error = e.code(),
+            reason = e.description(),
+            "OAuth 1.0 request refused"
+        );
+        axum::Json(json!({ "error": "unauthorized", "error_description": REFUSED }))
+    } else {
+        axum::Json(json!({
+            "error": e.code(),
+            "error_description": e.description(),
+        }))
+    };
     let mut resp = (status, body).into_response();
     if status == StatusCode::UNAUTHORIZED {
         resp.headers_mut().insert(
@@ -115,17 +132,38 @@ async fn form_body(
         })
 }
 
-/// Rate limits per address, then (once the request is parsed) per consumer.
+/// Rate limit per address, then (once the request is parsed) the
+/// failed-authentication throttle per (consumer, address) and per address.
+/// A consumer's own bucket is not charged before its signature is checked:
+/// strangers could use it up (CONTRACT §10).
 fn limited(state: &OAuthState, addr: IpAddr, consumer: Option<&str>) -> Option<Response> {
     if let Err(wait) = state.inner.rates.check_addr(addr) {
         return Some(response::too_many_requests(wait));
     }
-    if let Some(c) = consumer
-        && let Err(wait) = state.inner.rates.check_client(c)
-    {
-        return Some(response::too_many_requests(wait));
+    if let Some(c) = consumer {
+        let server = &state.inner.server;
+        let check = server
+            .login_throttle()
+            .check(Account::Client(c), Some(addr), server.now());
+        if let Err(wait) = check {
+            return Some(response::too_many_requests(wait));
+        }
     }
     None
+}
+
+/// Counts a 401 (bad consumer, signature, timestamp, nonce, token) against
+/// the consumer key and address.
+fn count_refusal(state: &OAuthState, addr: IpAddr, consumer: &str, e: &Error) {
+    if matches!(
+        e,
+        Error::InvalidClient(_) | Error::InvalidToken(_) | Error::InvalidGrant(_)
+    ) {
+        let server = &state.inner.server;
+        server
+            .login_throttle()
+            .failed(Account::Client(consumer), Some(addr), server.now());
+    }
 }
 
 /// `GET|POST /oauth/requestToken`: temporary credentials (RFC 5849 §2.1).
@@ -157,6 +195,7 @@ pub(crate) async fn request_token(State(state): State<OAuthState>, req: Request)
         ]),
         Err(e) => {
             tracing::debug!(error = e.code(), "OAuth 1.0 request token refused");
+            count_refusal(&state, addr, &signed.protocol().consumer_key, &e);
             error(&e)
         }
     }
@@ -193,11 +232,7 @@ pub(crate) async fn access_token(State(state): State<OAuthState>, req: Request) 
     if parts.method != Method::POST && parts.method != Method::GET {
         return response::method_not_allowed("POST");
     }
-    let addr = parts
-        .extensions
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|c| c.0.ip())
-        .unwrap_or(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+    let addr = peer_addr(&parts.extensions);
     if let Some(r) = limited(&state, addr, None) {
         return r;
     }
@@ -212,6 +247,7 @@ pub(crate) async fn access_token(State(state): State<OAuthState>, req: Request) 
         Ok(t) => form_response(&[("oauth_token", &t.token), ("oauth_token_secret", &t.secret)]),
         Err(e) => {
             tracing::debug!(error = e.code(), "OAuth 1.0 access token refused");
+            count_refusal(&state, addr, &signed.protocol().consumer_key, &e);
             error(&e)
         }
     }
@@ -371,18 +407,12 @@ pub(crate) async fn authorize(State(state): State<OAuthState>, req: Request) -> 
         ));
     };
     let server = &state.inner.server;
-    let now = server.now();
-    let (users, addrs) = (&state.inner.user_logins, &state.inner.addr_logins);
-    let addr_key = addr.to_string();
-    if let Err(wait) = users.check(username, now) {
-        return response::too_many_requests(wait);
-    }
-    if let Err(wait) = addrs.check(&addr_key, now) {
-        return response::too_many_requests(wait);
-    }
-    match server.oauth1_approve(token, username, password).await {
+    // Failed logins are throttled per (user, address) inside.
+    match server
+        .oauth1_approve(token, username, password, Some(addr))
+        .await
+    {
         Ok(a) => {
-            users.succeeded(username);
             if a.callback == OOB {
                 return form_response(&[
                     ("oauth_token", &a.token),
@@ -401,14 +431,7 @@ pub(crate) async fn authorize(State(state): State<OAuthState>, req: Request) -> 
                 )),
             }
         }
-        Err(e) => {
-            if matches!(e, Error::InvalidGrant(_)) {
-                tracing::info!("failed OAuth 1.0 approval login");
-                users.failed(username, now);
-                addrs.failed(&addr_key, now);
-            }
-            error(&e)
-        }
+        Err(e) => error(&e),
     }
 }
 

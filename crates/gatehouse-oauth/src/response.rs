@@ -25,6 +25,9 @@ pub(crate) fn no_store(mut resp: Response) -> Response {
 
 /// An OAuth error response: JSON `{error, error_description}` (RFC 6749 §5.2).
 pub(crate) fn error(e: &Error) -> Response {
+    if let Some(wait) = e.retry_after() {
+        return too_many_requests(wait);
+    }
     let status = match e {
         // RFC 6749 §5.2: invalid_client with Basic auth -> 401 + challenge.
         Error::InvalidClient(_) => StatusCode::UNAUTHORIZED,

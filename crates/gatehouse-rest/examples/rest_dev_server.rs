@@ -109,6 +109,8 @@ async fn main() {
         max_page_size: 500,
         max_body_bytes: 1024 * 1024,
         base_path: String::new(),
+        // A local development server without the authentication layer.
+        auth_required: false,
     });
     let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
     println!("listening on http://{addr}/v1/ (OpenAPI at /v1/openapi.json)");

@@ -15,6 +15,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_perc
 use serde::Serialize;
 use serde_json::json;
 
+use crate::access::Caller;
 use crate::body::{self, Mode};
 use crate::negotiate::negotiate;
 use crate::params;
@@ -43,8 +44,11 @@ pub(crate) async fn dispatch(State(api): State<Arc<Api>>, req: Request) -> Respo
     let method = parts.method;
     let headers = parts.headers;
     let query = parts.uri.query().map(str::to_string);
+    let principal = parts.extensions.get::<gatehouse_auth::Principal>();
+    let caller = Caller::new(principal, api.auth_required);
     let result = route(
         &api,
+        &caller,
         &method,
         &headers,
         parts.uri.path(),
@@ -72,8 +76,11 @@ fn is_version(s: &str) -> bool {
     s.len() > 1 && s.starts_with('v') && s[1..].bytes().all(|b| b.is_ascii_digit())
 }
 
+/// Resolves the route, authorizes it (before any store access or body
+/// read), then runs its handler.
 async fn route(
     api: &Api,
+    caller: &Caller<'_>,
     method: &Method,
     headers: &HeaderMap,
     path: &str,
@@ -101,6 +108,7 @@ async fn route(
         return Err(unknown_collection(api, None));
     };
     if segs.len() == 2 && collection == "openapi.json" {
+        caller.require(gatehouse_schema::DEFAULT_READ_SCOPE, true)?;
         return match *method {
             Method::GET | Method::HEAD => {
                 negotiate(headers)?;
@@ -118,25 +126,56 @@ async fn route(
         return Err(unknown_collection(api, Some(collection)));
     };
     let entity = &api.model.entities[ei];
+    // Every path below names `entity` first: reading anything under it
+    // (its rows, a nested collection, whether an id exists) needs its read
+    // scope; writes need the write scope of the entity written.
     match segs.len() {
         2 => match *method {
-            Method::GET | Method::HEAD => list(api, ei, headers, query, None).await,
-            Method::POST => create(api, ei, headers, body, None).await,
-            Method::OPTIONS => Ok(options(ALLOW_COLLECTION)),
+            Method::GET | Method::HEAD => {
+                caller.read(entity)?;
+                list(api, caller, ei, headers, query, None).await
+            }
+            Method::POST => {
+                caller.write(entity)?;
+                create(api, caller, ei, headers, body, None).await
+            }
+            Method::OPTIONS => {
+                caller.read(entity)?;
+                Ok(options(ALLOW_COLLECTION))
+            }
             _ => Err(Problem::method_not_allowed(ALLOW_COLLECTION)),
         },
         3 => {
             let id = segs[2].as_ref();
             match *method {
-                Method::GET | Method::HEAD => get_one(api, entity, id, headers, query).await,
-                Method::PUT => write_existing(api, entity, id, headers, body, Mode::Replace).await,
-                Method::PATCH => write_existing(api, entity, id, headers, body, Mode::Patch).await,
-                Method::DELETE => delete(api, entity, id, headers).await,
-                Method::OPTIONS => Ok(options(ALLOW_ITEM)),
+                Method::GET | Method::HEAD => {
+                    caller.read(entity)?;
+                    get_one(api, caller, entity, id, headers, query).await
+                }
+                Method::PUT | Method::PATCH => {
+                    caller.write(entity)?;
+                    let mode = if *method == Method::PUT {
+                        Mode::Replace
+                    } else {
+                        Mode::Patch
+                    };
+                    write_existing(api, caller, entity, id, headers, body, mode).await
+                }
+                Method::DELETE => {
+                    caller.write(entity)?;
+                    delete(api, entity, id, headers).await
+                }
+                Method::OPTIONS => {
+                    caller.read(entity)?;
+                    Ok(options(ALLOW_ITEM))
+                }
                 _ => Err(Problem::method_not_allowed(ALLOW_ITEM)),
             }
         }
         4 => {
+            // A nested path reads its parent (it answers 404 for a parent
+            // that does not exist), whatever it does with the children.
+            caller.read(entity)?;
             let Some(nested) = api.entities[ei].nested.get(segs[3].as_ref()) else {
                 let known: Vec<&str> = api.entities[ei].nested.keys().map(String::as_str).collect();
                 return Err(Problem::not_found(format!(
@@ -155,12 +194,20 @@ async fn route(
                 id: segs[2].as_ref(),
                 nested,
             };
+            let child = &api.model.entities[nested.child];
             match *method {
                 Method::GET | Method::HEAD => {
-                    list(api, nested.child, headers, query, Some(parent)).await
+                    caller.read(child)?;
+                    list(api, caller, nested.child, headers, query, Some(parent)).await
                 }
-                Method::POST => create(api, nested.child, headers, body, Some(parent)).await,
-                Method::OPTIONS => Ok(options(ALLOW_COLLECTION)),
+                Method::POST => {
+                    caller.write(child)?;
+                    create(api, caller, nested.child, headers, body, Some(parent)).await
+                }
+                Method::OPTIONS => {
+                    caller.read(child)?;
+                    Ok(options(ALLOW_COLLECTION))
+                }
                 _ => Err(Problem::method_not_allowed(ALLOW_COLLECTION)),
             }
         }
@@ -235,11 +282,13 @@ struct Objects<'a> {
 }
 
 impl<'a> Objects<'a> {
-    fn new(entity: &Entity, set: &'a RowSet) -> Self {
+    /// `hidden` columns (fields the caller may not read) are left out.
+    fn new(entity: &Entity, set: &'a RowSet, hidden: &[&str]) -> Self {
         let mut order: Vec<(usize, usize, Vec<u8>)> = set
             .columns
             .iter()
             .enumerate()
+            .filter(|(_, name)| !hidden.contains(&name.as_str()))
             .map(|(i, name)| {
                 let mut key = Vec::with_capacity(name.len() + 3);
                 json::write_str(&mut key, name);
@@ -280,16 +329,30 @@ impl<'a> Objects<'a> {
 }
 
 /// One row serialized with its keys in the order the schema declares the
-/// fields in (`Row` itself iterates alphabetically).
+/// fields in (`Row` itself iterates alphabetically), without the fields the
+/// caller may not read.
 struct Ordered<'a> {
     entity: &'a Entity,
     row: &'a Row,
+    hidden: &'a [&'a str],
+    /// Only the `id` (for a caller that may write but not read the entity).
+    id_only: bool,
 }
 
 impl Serialize for Ordered<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let mut keys: Vec<&String> = self.row.keys().collect();
+        let mut keys: Vec<&String> = self
+            .row
+            .keys()
+            .filter(|k| {
+                if self.id_only {
+                    k.as_str() == "id"
+                } else {
+                    !self.hidden.contains(&k.as_str())
+                }
+            })
+            .collect();
         keys.sort_by_key(|k| rank(self.entity, k));
         let mut map = s.serialize_map(Some(keys.len()))?;
         for k in keys {
@@ -352,6 +415,7 @@ impl Api {
 
 async fn list(
     api: &Api,
+    caller: &Caller<'_>,
     ei: usize,
     headers: &HeaderMap,
     query: Option<&str>,
@@ -365,6 +429,18 @@ async fn list(
         api.paging,
         query,
     )?;
+    let hidden = caller.hidden(&api.model, entity);
+    if !hidden.is_empty() {
+        let mut used: Vec<&str> = Vec::new();
+        for f in &p.filters {
+            f.for_each_field(&mut |name| used.push(name));
+        }
+        used.extend(p.order.iter().map(|o| o.field.as_str()));
+        used.extend(p.select.iter().flatten().map(String::as_str));
+        for name in used {
+            caller.use_field(&api.model, entity, &hidden, name)?;
+        }
+    }
     let media = negotiate(headers)?;
     let mut filters = p.filters;
     let base_url = match &parent {
@@ -406,7 +482,11 @@ async fn list(
     };
     let rows = rows.map_err(Problem::from_read)?;
     let total = total.map_err(Problem::from_read)?;
-    let mut resp = bytes_response(StatusCode::OK, media, Objects::new(entity, &rows).to_vec());
+    let mut resp = bytes_response(
+        StatusCode::OK,
+        media,
+        Objects::new(entity, &rows, &hidden).to_vec(),
+    );
     let link = link_header(&base_url, &p.passthrough, p.page, p.per_page, total);
     let h = resp.headers_mut();
     if let Ok(v) = HeaderValue::from_str(&link) {
@@ -461,6 +541,7 @@ fn link_header(
 
 async fn get_one(
     api: &Api,
+    caller: &Caller<'_>,
     entity: &Entity,
     id: &str,
     headers: &HeaderMap,
@@ -484,6 +565,10 @@ async fn get_one(
     if !bad.is_empty() {
         return Err(Problem::bad_params(bad));
     }
+    let hidden = caller.hidden(&api.model, entity);
+    for name in select.iter().flatten() {
+        caller.use_field(&api.model, entity, &hidden, name)?;
+    }
     let media = negotiate(headers)?;
     let row = api
         .store
@@ -498,11 +583,21 @@ async fn get_one(
             .collect(),
         None => row,
     };
-    json_response(StatusCode::OK, media, &Ordered { entity, row: &row })
+    json_response(
+        StatusCode::OK,
+        media,
+        &Ordered {
+            entity,
+            row: &row,
+            hidden: &hidden,
+            id_only: false,
+        },
+    )
 }
 
 async fn create(
     api: &Api,
+    caller: &Caller<'_>,
     ei: usize,
     headers: &HeaderMap,
     body: Body,
@@ -511,6 +606,10 @@ async fn create(
     let entity = &api.model.entities[ei];
     let media = negotiate(headers)?;
     let object = body::read_object(headers, body, api.max_body_bytes, WRITE_TYPES).await?;
+    let hidden = caller.hidden(&api.model, entity);
+    for name in object.keys() {
+        caller.use_field(&api.model, entity, &hidden, name)?;
+    }
     let mut fixed = Vec::new();
     if let Some(parent) = &parent {
         api.require_parent(parent).await?;
@@ -530,10 +629,7 @@ async fn create(
     let mut resp = json_response(
         StatusCode::CREATED,
         media,
-        &Ordered {
-            entity,
-            row: &stored,
-        },
+        &written(caller, entity, &stored, &hidden),
     )?;
     if let Ok(v) = HeaderValue::from_str(&location) {
         resp.headers_mut().insert(header::LOCATION, v);
@@ -543,6 +639,7 @@ async fn create(
 
 async fn write_existing(
     api: &Api,
+    caller: &Caller<'_>,
     entity: &Entity,
     id: &str,
     headers: &HeaderMap,
@@ -556,6 +653,10 @@ async fn write_existing(
         WRITE_TYPES
     };
     let object = body::read_object(headers, body, api.max_body_bytes, accepted).await?;
+    let hidden = caller.hidden(&api.model, entity);
+    for name in object.keys() {
+        caller.use_field(&api.model, entity, &hidden, name)?;
+    }
     let row = body::validate(&api.model, entity, object, mode, &[("id", id)])?;
     let result = if mode == Mode::Patch {
         api.store.update(&entity.name, id, row).await
@@ -571,11 +672,24 @@ async fn write_existing(
     json_response(
         StatusCode::OK,
         media,
-        &Ordered {
-            entity,
-            row: &stored,
-        },
+        &written(caller, entity, &stored, &hidden),
     )
+}
+
+/// The body answering a write: the stored row as the caller may read it,
+/// or only its id when the caller may write the entity but not read it.
+fn written<'a>(
+    caller: &Caller<'_>,
+    entity: &'a Entity,
+    stored: &'a Row,
+    hidden: &'a [&'a str],
+) -> Ordered<'a> {
+    Ordered {
+        entity,
+        row: stored,
+        hidden,
+        id_only: !caller.may(entity.read_scope(), true),
+    }
 }
 
 async fn delete(

@@ -6,6 +6,8 @@
 //! (read, replace, merge-patch, delete) and, for each to-many relation,
 //! `/v1/<rest_path>/{id}/<rest_segment>` (list and create children). Bodies
 //! use the schema's field names; a to-one relation is the referenced id.
+//! Authorization is decided after routing, on the resolved collection and
+//! relation (`access.rs`), from the request's `gatehouse_auth::Principal`.
 //! Every error is an RFC 9457 `application/problem+json` body; client
 //! mistakes are 4xx, never 5xx. Writes go through the [`Store`], which emits
 //! the same change events as GraphQL writes.
@@ -13,6 +15,7 @@
 //! [`router`] answers paths relative to the base path: the caller nests it
 //! under `base_path` (or merges it at the root when the base path is empty).
 
+mod access;
 mod body;
 mod handlers;
 mod negotiate;
@@ -53,6 +56,10 @@ pub struct RestState {
     /// path-absolute URLs of `Location` and `Link` headers and the OpenAPI
     /// `servers` entry. The router itself does not add it.
     pub base_path: String,
+    /// Whether every request must carry a `gatehouse_auth::Principal` (the
+    /// authentication layer adds one). Off only for trusted in-process
+    /// callers that mount the router without that layer.
+    pub auth_required: bool,
 }
 
 /// Everything resolved at start-up, shared by every request.
@@ -64,6 +71,8 @@ struct Api {
     max_body_bytes: usize,
     /// Base path without a trailing `/`.
     base_path: String,
+    /// [`RestState::auth_required`].
+    auth_required: bool,
     /// REST collection segment to entity index.
     collections: HashMap<String, usize>,
     /// Per entity, in Model order.
@@ -157,6 +166,7 @@ impl Api {
             paging,
             max_body_bytes: state.max_body_bytes,
             base_path,
+            auth_required: state.auth_required,
             collections,
             entities,
             openapi,

@@ -52,6 +52,43 @@ impl Model {
     pub fn order_enum(&self, name: &str) -> Option<&OrderEnum> {
         self.order_enums.iter().find(|e| e.name == name)
     }
+
+    /// What calling root field `rf` needs: its `@auth(scope:)`, else the
+    /// entity's read scope for queries and subscriptions and its write scope
+    /// for mutations (CONTRACT §8). GraphQL's executors, subscriptions and
+    /// every other caller ask here; nothing re-derives it.
+    pub fn root_access<'a>(&'a self, rf: &'a RootField) -> Access<'a> {
+        let is_read = !matches!(
+            rf.binding,
+            Binding::Create(_) | Binding::Update { .. } | Binding::Delete { .. }
+        );
+        let default = match (self.entity(&rf.entity), is_read) {
+            (Some(e), true) => e.read_scope(),
+            (Some(e), false) => e.write_scope(),
+            (None, true) => DEFAULT_READ_SCOPE,
+            (None, false) => DEFAULT_WRITE_SCOPE,
+        };
+        Access {
+            scope: rf.scope.as_deref().unwrap_or(default),
+            is_read,
+        }
+    }
+
+    /// The scope needed to see (or set) `field` of an entity beyond reading
+    /// the entity itself: a relation shows its target's rows, or for a
+    /// to-one field the target's id, so it needs the target's read scope.
+    /// `None` for the entity's own values. REST bodies, REST filters and
+    /// GraphQL relations all ask here, so a type protected by
+    /// `@auth(read:)` cannot leak through a relation from an open type.
+    pub fn field_read_scope(&self, field: &Field) -> Option<&str> {
+        match &field.kind {
+            FieldKind::ToOne { target } | FieldKind::ToMany { target, .. } => Some(
+                self.entity(target)
+                    .map_or(DEFAULT_READ_SCOPE, Entity::read_scope),
+            ),
+            FieldKind::Id | FieldKind::Value { .. } => None,
+        }
+    }
 }
 
 /// An object type other than the roots: a stored collection.
@@ -98,6 +135,16 @@ impl Entity {
             .iter()
             .filter(|f| matches!(f.kind, FieldKind::ToMany { .. }))
     }
+}
+
+/// What an operation needs of the caller: one scope, granted for reading
+/// or for writing (an anonymous caller may only read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Access<'a> {
+    /// The scope the caller's credentials must hold.
+    pub scope: &'a str,
+    /// Whether the operation only reads.
+    pub is_read: bool,
 }
 
 /// Scope queries and subscriptions need unless `@auth` says otherwise.

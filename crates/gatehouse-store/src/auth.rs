@@ -935,6 +935,21 @@ impl AuthRepo for SqlAuthRepo {
             .await
     }
 
+    async fn revoke_token_tree(&self, id: &str, family_id: &str) -> Result<u64, RepoError> {
+        // Descendants share the family, so the walk stays on the family_id
+        // index (no index on parent_id: most tokens have a random parent,
+        // and an index on it would cost every group commit scattered pages).
+        let t = q(TOKENS);
+        let sql = format!(
+            "WITH RECURSIVE tree(id) AS (SELECT id FROM {t} WHERE id = ? \
+             UNION SELECT c.id FROM {t} c JOIN tree ON c.parent_id = tree.id \
+             WHERE c.family_id = ?) \
+             UPDATE {t} SET revoked = TRUE WHERE id IN (SELECT id FROM tree) AND NOT revoked"
+        );
+        self.execute("revoke_token_tree", &sql, vec![text(id), text(family_id)])
+            .await
+    }
+
     async fn revoke_client_tokens(&self, client_id: &str) -> Result<u64, RepoError> {
         let sql = format!(
             "UPDATE {} SET revoked = TRUE WHERE client_id = ? AND NOT revoked",

@@ -46,6 +46,9 @@ pub enum StoreError {
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
+/// Longest cause text [`StoreError::internal`] logs and keeps.
+const MAX_LOGGED_CAUSE: usize = 1024;
+
 fn render_refused(steps: &[String]) -> String {
     let mut s = String::from(
         "the schema change needs destructive migration steps; review the plan and run \
@@ -76,7 +79,19 @@ impl StoreError {
 
     /// An [`StoreError::Internal`] from any displayable cause; the cause is logged here.
     pub fn internal(cause: impl fmt::Display) -> Self {
-        let text = cause.to_string();
+        let mut text = cause.to_string();
+        // A driver's message can quote a whole statement (one of 50,000
+        // placeholders is 100 KB): keep log lines short. Statements never
+        // hold values (they are bound), and values are never logged.
+        if text.len() > MAX_LOGGED_CAUSE {
+            let mut end = MAX_LOGGED_CAUSE;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            let total = text.len();
+            text.truncate(end);
+            text.push_str(&format!("… ({total} bytes in all)"));
+        }
         tracing::error!(error = %text, "internal storage error");
         StoreError::Internal(text.into())
     }

@@ -35,6 +35,19 @@ pub enum Filter {
 }
 
 impl Filter {
+    /// Calls `f` with the name of every field this filter compares.
+    pub fn for_each_field<'a>(&'a self, f: &mut impl FnMut(&'a str)) {
+        match self {
+            Filter::And(all) | Filter::Or(all) => {
+                for sub in all {
+                    sub.for_each_field(f);
+                }
+            }
+            Filter::Not(sub) => sub.for_each_field(f),
+            Filter::Cmp { field, .. } => f(field),
+        }
+    }
+
     /// A comparison (shorthand for [`Filter::Cmp`]).
     pub fn cmp(field: impl Into<String>, op: FilterOp, value: impl Into<Json>) -> Filter {
         Filter::Cmp {
@@ -175,18 +188,40 @@ fn quoted(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
-/// Builds the SQL condition for `filter` on `entity`.
+/// Most values one `_in` / `_not_in` list may hold.
+pub(crate) const MAX_IN_VALUES: usize = 1000;
+
+/// Most values one filter may compare with, all its lists together
+/// (SQLite binds at most 32,766 values in one statement).
+pub(crate) const MAX_FILTER_VALUES: usize = 5000;
+
+/// Builds the SQL condition for `filter` on `entity`. A list longer than
+/// [`MAX_IN_VALUES`], or lists holding more than [`MAX_FILTER_VALUES`]
+/// together, are [`StoreError::Invalid`] (a user's mistake, not the
+/// database's "too many SQL variables").
 pub(crate) fn condition(
     model: &Model,
     entity: &Entity,
     dialect: Dialect,
     filter: &Filter,
 ) -> Result<Expr, StoreError> {
+    let mut budget = MAX_FILTER_VALUES;
+    condition_within(model, entity, dialect, filter, &mut budget)
+}
+
+/// [`condition`], taking the values each comparison binds from `budget`.
+fn condition_within(
+    model: &Model,
+    entity: &Entity,
+    dialect: Dialect,
+    filter: &Filter,
+    budget: &mut usize,
+) -> Result<Expr, StoreError> {
     Ok(match filter {
         Filter::And(parts) => {
             let mut acc: Option<Expr> = None;
             for p in parts {
-                let c = condition(model, entity, dialect, p)?;
+                let c = condition_within(model, entity, dialect, p, budget)?;
                 acc = Some(match acc {
                     None => c,
                     Some(a) => a.and(c),
@@ -197,7 +232,7 @@ pub(crate) fn condition(
         Filter::Or(parts) => {
             let mut acc: Option<Expr> = None;
             for p in parts {
-                let c = condition(model, entity, dialect, p)?;
+                let c = condition_within(model, entity, dialect, p, budget)?;
                 acc = Some(match acc {
                     None => c,
                     Some(a) => a.or(c),
@@ -205,8 +240,26 @@ pub(crate) fn condition(
             }
             acc.unwrap_or_else(always_false)
         }
-        Filter::Not(inner) => condition(model, entity, dialect, inner)?.not(),
-        Filter::Cmp { field, op, value } => comparison(model, entity, dialect, field, *op, value)?,
+        Filter::Not(inner) => condition_within(model, entity, dialect, inner, budget)?.not(),
+        Filter::Cmp { field, op, value } => {
+            let values = match value {
+                Json::Array(items) => items.len(),
+                _ => 1,
+            };
+            if values > MAX_IN_VALUES {
+                return Err(StoreError::invalid(
+                    format!("{field}{}", op.suffix()),
+                    format!("{values} values given; a list may hold at most {MAX_IN_VALUES}"),
+                ));
+            }
+            *budget = budget.checked_sub(values).ok_or_else(|| {
+                StoreError::invalid(
+                    format!("{field}{}", op.suffix()),
+                    format!("the filter compares with more than {MAX_FILTER_VALUES} values in all"),
+                )
+            })?;
+            comparison(model, entity, dialect, field, *op, value)?
+        }
     })
 }
 

@@ -274,6 +274,7 @@ fn spawn_checkpointer(
 impl SqliteDb {
     /// Opens (creating if missing) the database and its write connection.
     pub fn open(opts: SqliteOptions) -> Result<SqliteDb, sqlx::Error> {
+        create_private(&opts.path)?;
         // Before the first connection, if another store of the process may
         // be using it (see `crate::wal_index`).
         let mut index = Index::open(&opts.path);
@@ -406,6 +407,46 @@ impl SqliteDb {
             r.clear();
         }
     }
+}
+
+/// Creates the database file, when missing, readable by its owner only:
+/// it holds password hashes, token records and sealed keys, and SQLite
+/// would create it with the umask's mode (typically 0644). SQLite gives the
+/// `-wal` and `-shm` files it creates later the database file's mode, so
+/// they are private too. An existing file keeps its mode (it is the
+/// operator's), with a warning when others may read it.
+#[cfg(unix)]
+fn create_private(path: &std::path::Path) -> Result<(), sqlx::Error> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    // An empty file is a valid empty SQLite database. `create_new` so that
+    // a file another process creates at the same moment is left alone.
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            if let Ok(meta) = std::fs::metadata(path)
+                && meta.permissions().mode() & 0o077 != 0
+            {
+                tracing::warn!(
+                    path = %path.display(),
+                    mode = format!("{:o}", meta.permissions().mode() & 0o777),
+                    "the SQLite database is readable or writable by other users; \
+                     consider chmod 600 (and its -wal and -shm files)"
+                );
+            }
+            Ok(())
+        }
+        Err(e) => Err(sqlx::Error::Io(e)),
+    }
+}
+
+#[cfg(not(unix))]
+fn create_private(_path: &std::path::Path) -> Result<(), sqlx::Error> {
+    Ok(())
 }
 
 fn open_connection(opts: &SqliteOptions, read_only: bool) -> Result<Connection, sqlx::Error> {

@@ -183,6 +183,20 @@ pub struct LimitsConfig {
     pub token_rate_burst: u32,
     /// OAuth 1.0: how far `oauth_timestamp` may be from the server's clock.
     pub oauth1_timestamp_window: Seconds,
+    /// How long a new connection may take, TLS handshake included, to
+    /// deliver its first request's head (request line and headers); then it
+    /// is closed. Bounds idle and slowly-talking sockets (slowloris).
+    pub header_read_timeout: Seconds,
+    /// How long a request body may take to arrive completely, counted from
+    /// its head; then the answer is 408 and the connection is closed.
+    pub body_read_timeout: Seconds,
+    /// HTTP/1.1 keep-alive: how long a connection may wait, after a
+    /// response, for the next request's head to be complete; then it is
+    /// closed. WebSocket and SSE streams are requests in flight, not idle.
+    pub idle_timeout: Seconds,
+    /// Client connections (HTTP, HTTPS, WebSocket) open at once; beyond it
+    /// a new connection is closed as soon as it is accepted.
+    pub max_connections: u32,
 }
 
 impl Default for LimitsConfig {
@@ -196,6 +210,22 @@ impl Default for LimitsConfig {
             token_rate_per_second: 20,
             token_rate_burst: 40,
             oauth1_timestamp_window: Seconds(300),
+            // A client sends its headers in one go; 10 s leaves room for a
+            // TLS handshake over a slow link (hyper's default is 30 s,
+            // nginx's 60 s: generous to attackers, never needed by clients).
+            header_read_timeout: Seconds(10),
+            // The largest body (1 MiB) at 35 KB/s; nginx allows 60 s per
+            // read, with no total bound.
+            body_read_timeout: Seconds(30),
+            // nginx's keepalive_timeout: longer than the idle timeouts of
+            // common load balancers (AWS ALB and nginx upstreams: 60 s), so
+            // the balancer, not gatehouse, closes a pooled connection and
+            // never sends a request on one being closed.
+            idle_timeout: Seconds(75),
+            // nginx's worker_connections; below the usual soft limit of 1024
+            // open files, so the cap, not running out of descriptors (for
+            // the database, the log, outgoing connections), refuses.
+            max_connections: 512,
         }
     }
 }
@@ -625,6 +655,18 @@ fn validate(c: &Config) -> Result<(), String> {
             "`limits.default_page_size` ({}) is above `limits.max_page_size` ({})",
             l.default_page_size, l.max_page_size
         ));
+    }
+    for (key, value) in [
+        ("header_read_timeout", l.header_read_timeout.0),
+        ("body_read_timeout", l.body_read_timeout.0),
+        ("idle_timeout", l.idle_timeout.0),
+    ] {
+        if value == 0 {
+            problems.push(format!("`limits.{key}` must be at least 1 second"));
+        }
+    }
+    if l.max_connections == 0 {
+        problems.push("`limits.max_connections` must be at least 1".into());
     }
     if c.tls.cert.is_some() != c.tls.key.is_some() {
         problems.push("`tls`: set both `cert` and `key`, or neither".into());

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use anyhow::Context;
 use axum_server::Handle;
-use axum_server::accept::NoDelayAcceptor;
 use axum_server::tls_rustls::RustlsConfig;
 use gatehouse_http::telemetry::Metrics;
 
@@ -110,11 +109,11 @@ async fn serve(loaded: Loaded) -> anyhow::Result<ExitCode> {
         max_page_size: limits.max_page_size,
         max_body_bytes: usize::try_from(limits.max_body_bytes).unwrap_or(usize::MAX),
         base_path: config.base_path.clone(),
+        auth_required: true,
     })
     .layer(axum::middleware::from_fn_with_state(
         gatehouse_http::authn::RestGuard {
             authn: authn.clone(),
-            model: model.clone(),
         },
         gatehouse_http::authn::rest_layer,
     ));
@@ -155,23 +154,31 @@ async fn serve(loaded: Loaded) -> anyhow::Result<ExitCode> {
     let handle = Handle::new();
     let listener = listener.into_std().context("preparing the listener")?;
     let make_service = app.into_make_service_with_connect_info::<SocketAddr>();
-    // TCP_NODELAY on every accepted socket: without it small responses and
-    // subscription events wait for Nagle's algorithm (~40 ms).
+    // Every accepted socket goes through the connection limits (and gets
+    // TCP_NODELAY there); under TLS they run before the handshake.
+    let conn_limits = conn::Limits::new(
+        limits.max_connections,
+        Duration::from_secs(limits.header_read_timeout.0),
+        Duration::from_secs(limits.body_read_timeout.0),
+    );
+    let idle = Duration::from_secs(limits.idle_timeout.0);
     let mut serving = match tls {
-        Some(tls) => tokio::spawn(
-            axum_server::from_tcp_rustls(listener, tls)
+        Some(tls) => {
+            let mut server = axum_server::from_tcp_rustls(listener, tls)
                 .context("serving HTTPS")?
-                .map(|a| a.acceptor(NoDelayAcceptor))
-                .handle(handle.clone())
-                .serve(make_service),
-        ),
-        None => tokio::spawn(
-            axum_server::from_tcp(listener)
+                .map(|a| a.acceptor(conn_limits))
+                .handle(handle.clone());
+            keep_alive_timer(server.http_builder(), idle);
+            tokio::spawn(server.serve(make_service))
+        }
+        None => {
+            let mut server = axum_server::from_tcp(listener)
                 .context("serving HTTP")?
-                .acceptor(NoDelayAcceptor)
-                .handle(handle.clone())
-                .serve(make_service),
-        ),
+                .acceptor(conn_limits)
+                .handle(handle.clone());
+            keep_alive_timer(server.http_builder(), idle);
+            tokio::spawn(server.serve(make_service))
+        }
     };
 
     tokio::select! {
@@ -211,6 +218,21 @@ async fn serve(loaded: Loaded) -> anyhow::Result<ExitCode> {
     }
     tracing::info!("shut down");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Bounds HTTP/1 keep-alive idleness. hyper's header-read timer starts as
+/// soon as a connection waits for a request head (right after the previous
+/// response), so it bounds the idle wait and the next head together; the
+/// first request's head has the shorter `header_read_timeout`
+/// ([`conn::Limited`]). Without a timer hyper applies no timeout at all.
+fn keep_alive_timer(
+    builder: &mut hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>,
+    idle: Duration,
+) {
+    builder
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(idle);
 }
 
 /// Time kept from the shutdown budget for closing the store.
@@ -367,4 +389,330 @@ fn authenticator(
         },
     )
     .map_err(|e| anyhow::anyhow!(e))
+}
+
+/// Connection-level limits against slow and idle clients (slowloris): a cap
+/// on open connections, a deadline for the first request's head, and one
+/// for every request body. HTTP/1 keep-alive idleness is hyper's header-read
+/// timer (`http_builder` in `serve`).
+mod conn {
+    use std::future::Future;
+    use std::io;
+    use std::pin::Pin;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::task::{Context, Poll};
+    use std::time::{Duration, Instant};
+
+    use axum::body::Body;
+    use axum::http::{Request, Response, StatusCode, header};
+    use axum_server::accept::Accept;
+    use futures::future::{BoxFuture, Either};
+    use http_body::{Frame, SizeHint};
+    use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+    use tokio::net::TcpStream;
+    use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+    use tokio::time::Sleep;
+
+    /// The acceptor of the main listener (the innermost one under TLS, so
+    /// it runs on the raw socket, before the handshake).
+    #[derive(Clone, Debug)]
+    pub(super) struct Limits {
+        permits: Arc<Semaphore>,
+        max: u32,
+        first_head: Duration,
+        body: Duration,
+        refusals: Arc<Refusals>,
+    }
+
+    impl Limits {
+        pub(super) fn new(max_connections: u32, first_head: Duration, body: Duration) -> Self {
+            Self {
+                permits: Arc::new(Semaphore::new(max_connections as usize)),
+                max: max_connections,
+                first_head,
+                body,
+                refusals: Arc::new(Refusals {
+                    start: Instant::now(),
+                    last_warning_ms: AtomicU64::new(0),
+                    count: AtomicU64::new(0),
+                }),
+            }
+        }
+    }
+
+    impl<S> Accept<TcpStream, S> for Limits {
+        type Stream = Limited<TcpStream>;
+        type Service = Deadlines<S>;
+        type Future = std::future::Ready<io::Result<(Self::Stream, Self::Service)>>;
+
+        fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
+            // Over the cap the socket is dropped (closed) at once rather than
+            // kept waiting: a waiting socket still holds a descriptor, which
+            // is what the cap protects, and axum-server has accepted it
+            // already, so it cannot be left in the kernel's backlog.
+            let Ok(permit) = self.permits.clone().try_acquire_owned() else {
+                self.refusals.note(self.max);
+                return std::future::ready(Err(io::Error::other("connection limit reached")));
+            };
+            // TCP_NODELAY: without it small responses and subscription
+            // events wait for Nagle's algorithm (~40 ms).
+            if let Err(e) = stream.set_nodelay(true) {
+                return std::future::ready(Err(e));
+            }
+            let served = Arc::new(AtomicBool::new(false));
+            std::future::ready(Ok((
+                Limited {
+                    inner: stream,
+                    _permit: permit,
+                    first_head: Some(Box::pin(tokio::time::sleep(self.first_head))),
+                    served: served.clone(),
+                },
+                Deadlines {
+                    inner: service,
+                    served,
+                    body: self.body,
+                },
+            )))
+        }
+    }
+
+    /// Counts refused connections; warns at most every 10 s, so a flood
+    /// cannot flood the log too.
+    #[derive(Debug)]
+    struct Refusals {
+        start: Instant,
+        /// Milliseconds after `start` of the last warning; 0: none yet.
+        last_warning_ms: AtomicU64,
+        count: AtomicU64,
+    }
+
+    impl Refusals {
+        fn note(&self, max: u32) {
+            self.count.fetch_add(1, Ordering::Relaxed);
+            let now = u64::try_from(self.start.elapsed().as_millis())
+                .unwrap_or(u64::MAX)
+                .max(1);
+            let last = self.last_warning_ms.load(Ordering::Relaxed);
+            if (last == 0 || now.saturating_sub(last) >= 10_000)
+                && self
+                    .last_warning_ms
+                    .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+            {
+                let refused = self.count.swap(0, Ordering::Relaxed);
+                tracing::warn!(
+                    refused,
+                    max_connections = max,
+                    "connection limit reached: new connections are closed (limits.max_connections)"
+                );
+            }
+        }
+    }
+
+    /// An accepted socket: holds its place under the connection cap, and is
+    /// failed (so closed) when its first request's head has not arrived by
+    /// the deadline. That deadline covers what hyper's own header timer
+    /// does not: the TLS handshake, and the wait before the first byte
+    /// (hyper-util reads it to tell HTTP/1 from HTTP/2, with no timer).
+    #[derive(Debug)]
+    pub(super) struct Limited<S> {
+        inner: S,
+        _permit: OwnedSemaphorePermit,
+        /// Until the first request's head is in; then dropped, and hyper's
+        /// timers and the body deadline take over.
+        first_head: Option<Pin<Box<Sleep>>>,
+        /// Set by [`Deadlines`] when the connection's first request starts.
+        served: Arc<AtomicBool>,
+    }
+
+    impl<S: AsyncRead + Unpin> AsyncRead for Limited<S> {
+        fn poll_read(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            let this = self.get_mut();
+            if let Some(deadline) = &mut this.first_head {
+                if this.served.load(Ordering::Relaxed) {
+                    this.first_head = None;
+                } else if deadline.as_mut().poll(cx).is_ready() {
+                    tracing::debug!(
+                        "connection closed: no request head within header_read_timeout"
+                    );
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "no request head within limits.header_read_timeout",
+                    )));
+                }
+            }
+            Pin::new(&mut this.inner).poll_read(cx, buf)
+        }
+    }
+
+    impl<S: AsyncWrite + Unpin> AsyncWrite for Limited<S> {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+        }
+
+        fn poll_write_vectored(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            bufs: &[io::IoSlice<'_>],
+        ) -> Poll<io::Result<usize>> {
+            Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+        }
+
+        fn is_write_vectored(&self) -> bool {
+            self.inner.is_write_vectored()
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+        }
+    }
+
+    /// The per-connection service: marks the connection served and gives
+    /// every request body a deadline. A body past it ends in an error (the
+    /// handler's answer, whatever it is, is then replaced by 408 with
+    /// `Connection: close`), not in a request-wide timeout, which would cut
+    /// WebSocket and SSE streams.
+    #[derive(Clone, Debug)]
+    pub(super) struct Deadlines<S> {
+        inner: S,
+        served: Arc<AtomicBool>,
+        body: Duration,
+    }
+
+    impl<S, B> tower::Service<Request<B>> for Deadlines<S>
+    where
+        S: tower::Service<Request<DeadlineBody<B>>, Response = Response<Body>>,
+        S::Future: Send + 'static,
+        B: http_body::Body + Unpin,
+    {
+        type Response = Response<Body>;
+        type Error = S::Error;
+        type Future = Either<S::Future, BoxFuture<'static, Result<Response<Body>, S::Error>>>;
+
+        fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+            self.inner.poll_ready(cx)
+        }
+
+        fn call(&mut self, req: Request<B>) -> Self::Future {
+            if !self.served.load(Ordering::Relaxed) {
+                self.served.store(true, Ordering::Relaxed);
+            }
+            let (parts, body) = req.into_parts();
+            if body.is_end_stream() {
+                // No body (GET, WebSocket upgrades, SSE): nothing to time,
+                // and no timer or allocation on the common path.
+                let body = DeadlineBody {
+                    inner: body,
+                    deadline: None,
+                };
+                return Either::Left(self.inner.call(Request::from_parts(parts, body)));
+            }
+            let expired = Arc::new(AtomicBool::new(false));
+            let body = DeadlineBody {
+                inner: body,
+                deadline: Some(Deadline {
+                    at: tokio::time::Instant::now() + self.body,
+                    sleep: None,
+                    expired: expired.clone(),
+                }),
+            };
+            let answer = self.inner.call(Request::from_parts(parts, body));
+            let limit = self.body;
+            Either::Right(Box::pin(async move {
+                let response = answer.await?;
+                if expired.load(Ordering::Relaxed) {
+                    return Ok(body_timeout(limit));
+                }
+                Ok(response)
+            }))
+        }
+    }
+
+    /// 408; `Connection: close` because the rest of the body may still be
+    /// on its way (hyper closes the connection after this answer).
+    fn body_timeout(limit: Duration) -> Response<Body> {
+        let mut response = Response::new(Body::from(format!(
+            "the request body did not arrive within {} s\n",
+            limit.as_secs()
+        )));
+        *response.status_mut() = StatusCode::REQUEST_TIMEOUT;
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        headers.insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
+        response
+    }
+
+    /// A request body that fails once its deadline has passed.
+    #[derive(Debug)]
+    pub(super) struct DeadlineBody<B> {
+        inner: B,
+        deadline: Option<Deadline>,
+    }
+
+    #[derive(Debug)]
+    struct Deadline {
+        at: tokio::time::Instant,
+        /// Made only when the body first waits, so a body already received
+        /// costs no timer.
+        sleep: Option<Pin<Box<Sleep>>>,
+        expired: Arc<AtomicBool>,
+    }
+
+    impl<B> http_body::Body for DeadlineBody<B>
+    where
+        B: http_body::Body + Unpin,
+        B::Error: Into<axum::BoxError>,
+    {
+        type Data = B::Data;
+        type Error = axum::BoxError;
+
+        fn poll_frame(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+            let this = self.get_mut();
+            if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
+                return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
+            }
+            let Some(d) = &mut this.deadline else {
+                return Poll::Pending;
+            };
+            let sleep = d
+                .sleep
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(d.at)));
+            if sleep.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            d.expired.store(true, Ordering::Relaxed);
+            tracing::debug!("request body cut at limits.body_read_timeout");
+            Poll::Ready(Some(Err("the request body did not arrive in time".into())))
+        }
+
+        fn is_end_stream(&self) -> bool {
+            self.inner.is_end_stream()
+        }
+
+        fn size_hint(&self) -> SizeHint {
+            self.inner.size_hint()
+        }
+    }
 }

@@ -637,3 +637,53 @@ async fn resource_server_mode_validates_tokens_by_introspection() {
     let r = dead.post(Some(&bearer), "{ authors { id } }").await;
     assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
 }
+
+/// D5: HTTP Basic shares the one failed-login throttle (per user and
+/// address): after the free failures, even the right password is refused
+/// with 429 from that address, while the user elsewhere is not locked out;
+/// the password grant from the same address is throttled too.
+#[tokio::test]
+async fn basic_logins_are_throttled_per_user_and_address() {
+    let env = start(false).await;
+    let basic = |client: &reqwest::Client, pw: &str| {
+        client
+            .post(format!("{}/graphql", env.base))
+            .basic_auth("alice", Some(pw))
+            .json(&json!({"query": "{ authors { id } }"}))
+            .send()
+    };
+    for _ in 0..=gatehouse_auth::FREE_FAILURES_PER_ACCOUNT {
+        let r = basic(&env.client, "wrong").await.unwrap();
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    }
+    let r = basic(&env.client, "alice-password").await.unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(www(&r), "Basic realm=\"gatehouse\"");
+    assert!(r.headers().get("retry-after").is_some());
+    // The password grant from the same address shares the throttle.
+    let r = env
+        .client
+        .post(format!("{}/oauth/token", env.base))
+        .basic_auth("app", Some("app-secret"))
+        .form(&[
+            ("grant_type", "password"),
+            ("username", "alice"),
+            ("password", "alice-password"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(r.headers().get("retry-after").is_some());
+    // Another address: not locked out.
+    let elsewhere = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, 4]))
+        .build()
+        .unwrap();
+    let r = basic(&elsewhere, "alice-password").await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    // The delay passes on the server's clock.
+    env.clock.advance(1);
+    let r = basic(&env.client, "alice-password").await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+}

@@ -397,7 +397,7 @@ async fn relations_are_batched_per_level() {
     let before = s.store.statements();
     let d = s
         .data(
-            "{ authors(limit: 50) { name books { title author { name } reviews { stars book { title } } } } }",
+            "{ authors(limit: 50) { name books(first: 2) { title author { name } reviews(first: 2) { stars book { title } } } } }",
             json!({}),
         )
         .await;
@@ -585,4 +585,101 @@ async fn subscription_field_streams_changes() {
         v["data"]["bookCreated"],
         json!({"title": "His Master's Voice", "author": {"name": "Lem"}})
     );
+}
+
+/// Complexity counts every selected field (`__typename` and aliases too)
+/// and a list's page size times its selection, for both executors:
+/// D3's 2,000 `__typename` aliases on `books(first: 500)` and 1,000 aliases
+/// of `books(first: 500)` (32 MB of answer) are refused before anything
+/// runs, while ordinary pages pass.
+#[tokio::test]
+async fn complexity_counts_page_sizes_and_every_field() {
+    let s = start().await;
+    s.data("{ books(first: 50) { id title } }", json!({})).await;
+    s.data(
+        "{ books(first: 500) { id title author { name } } }",
+        json!({}),
+    )
+    .await;
+    let typenames: Vec<String> = (0..2000).map(|i| format!("a{i}: __typename")).collect();
+    let wide = format!("{{ books(first: 500) {{ {} }} }}", typenames.join(" "));
+    assert_eq!(s.error_code(&wide, json!({})).await, "QUERY_TOO_COMPLEX");
+    let pages: Vec<String> = (0..1000)
+        .map(|i| format!("b{i}: books(first: 500) {{ id }}"))
+        .collect();
+    let many = format!("{{ {} }}", pages.join(" "));
+    let r = s.gql(&many, json!({})).await;
+    assert_eq!(
+        r["errors"][0]["extensions"]["code"], "QUERY_TOO_COMPLEX",
+        "{r}"
+    );
+    assert!(r.get("data").is_none(), "refused before execution: {r}");
+    assert!(!s.graphql.parse_cache().contains(&many));
+    // A page size from a variable counts with each request's value, also
+    // once the operation runs planned with other variables.
+    let pages: Vec<String> = (0..20)
+        .map(|i| format!("c{i}: books(first: $n) {{ id title }}"))
+        .collect();
+    let q = format!("query($n: Int) {{ {} }}", pages.join(" "));
+    for _ in 0..3 {
+        s.data(&q, json!({"n": 10})).await;
+        s.data(&q, json!({"n": 11})).await;
+    }
+    assert_eq!(
+        s.error_code(&q, json!({"n": 500})).await,
+        "QUERY_TOO_COMPLEX"
+    );
+}
+
+/// D4: documents refused by a limit are not cached (before, each was kept
+/// whole, and sixteen 850 KB ones took 600 MB); a document with more field
+/// selections than the complexity limit is refused as it parses.
+#[tokio::test]
+async fn refused_documents_are_not_cached() {
+    let s = start().await;
+    for k in 0..4 {
+        let fields: Vec<String> = (0..20_000).map(|i| format!("x{i}")).collect();
+        let q = format!("{{ {} }} #{k}", fields.join(" "));
+        let r = s.gql(&q, json!({})).await;
+        assert_eq!(
+            r["errors"][0]["extensions"]["code"], "QUERY_TOO_COMPLEX",
+            "{r}"
+        );
+        assert!(!s.graphql.parse_cache().contains(&q));
+    }
+    // Invalid documents are not cached either.
+    let invalid = "{ books { nope } }";
+    let _ = s.gql(invalid, json!({})).await;
+    assert!(!s.graphql.parse_cache().contains(invalid));
+    assert_eq!(s.graphql.parse_cache().usage().0, 0);
+    let ok = "{ books { id } }";
+    s.data(ok, json!({})).await;
+    assert!(s.graphql.parse_cache().contains(ok));
+    let (entries, bytes) = s.graphql.parse_cache().usage();
+    assert_eq!(entries, 1);
+    assert!(bytes > 0 && bytes < 4096, "{bytes}");
+}
+
+/// D12: an `_in` list longer than the store's bound is BAD_USER_INPUT,
+/// not an internal error from the database ("too many SQL variables").
+#[tokio::test]
+async fn an_oversized_in_list_is_bad_user_input() {
+    let s = start().await;
+    let q = "query($y: [Int!]) { books(where: { year_in: $y }) { id } }";
+    let many: Vec<i64> = (0..50_000).collect();
+    let r = s.gql(q, json!({"y": many})).await;
+    assert_eq!(
+        r["errors"][0]["extensions"]["code"],
+        "BAD_USER_INPUT",
+        "{}",
+        &r.to_string()[..300.min(r.to_string().len())]
+    );
+    assert!(
+        r["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("at most 1000")
+    );
+    let fine: Vec<i64> = (0..1000).collect();
+    s.data(q, json!({"y": fine})).await;
 }

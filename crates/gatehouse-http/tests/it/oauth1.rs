@@ -99,10 +99,7 @@ async fn start() -> Env {
     let rest = axum::Router::new()
         .route("/v1/authors", get(whoami).post(whoami))
         .layer(axum::middleware::from_fn_with_state(
-            RestGuard {
-                authn,
-                model: model.clone(),
-            },
+            RestGuard { authn },
             rest_layer,
         ));
     let router = app(state, vec![oauth, rest]);

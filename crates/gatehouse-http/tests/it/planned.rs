@@ -101,7 +101,7 @@ async fn planned_answers_equal_async_graphql() {
             json!({}),
         ),
         (
-            "{ authors(orderBy: name_ASC) { name born books { title status reviews { stars postedOn body } } } }",
+            "{ authors(orderBy: name_ASC) { name born books(first: 5) { title status reviews(first: 5) { stars postedOn body } } } }",
             json!({}),
         ),
         (
@@ -299,7 +299,7 @@ async fn own_schema(sdl: &str, file: &std::path::Path) -> (Graphql, Store) {
 /// target for several rows, and relations below them.
 #[tokio::test]
 async fn joined_to_one_relations_answer_as_async_graphql_does() {
-    let sdl = "type Person { id: ID! name: String! mentor: Person pupils: [Person!]! } \
+    let sdl = "type Person { id: ID! name: String! mentor: Person pupils(first: Int): [Person!]! } \
                enum PersonOrderBy { name_ASC name_DESC } \
                type Query { people(orderBy: [PersonOrderBy!]): [Person!]! person(id: ID!): Person }";
     let dir = tempfile::tempdir().unwrap();
@@ -322,7 +322,7 @@ async fn joined_to_one_relations_answer_as_async_graphql_does() {
     add("Dee", Some(&bob)).await;
     for q in [
         "{ people(orderBy: name_ASC) { name mentor { name } } }",
-        "{ people(orderBy: name_ASC) { name mentor { name mentor { name } pupils { name mentor { name } } } } }",
+        "{ people(orderBy: name_ASC) { name mentor { name mentor { name } pupils(first: 5) { name mentor { name } } } } }",
         "{ people(orderBy: name_DESC) { a: mentor { name } name b: mentor { id } } }",
     ] {
         let d = same_answer_of(&graphql, q, json!({})).await;
@@ -680,4 +680,84 @@ async fn stored_values_answer_as_async_graphql_does_or_are_declined() {
         )
         .await;
     }
+}
+
+/// A schema whose authors need a scope of their own, for the field-error tests.
+const SECRET_AUTHORS: &str = "
+type Author @auth(read: \"secret\") { id: ID! name: String! }
+type Book { id: ID! title: String! author: Author! }
+type Query { books: [Book!] }
+type Subscription { bookCreated: Book }
+";
+
+/// GraphQL spec §6.4.4: a forbidden non-null relation (`Book.author:
+/// Author!`) makes its nearest nullable parent null: here the list
+/// `books` (its items are non-null), with the FORBIDDEN error at the
+/// relation's path and no internal note. Before, the `author` key was left
+/// out of each book and the books answered anyway.
+#[tokio::test]
+async fn a_forbidden_non_null_relation_nulls_its_nearest_nullable_parent() {
+    let dir = tempfile::tempdir().unwrap();
+    let (graphql, store) = own_schema(SECRET_AUTHORS, &dir.path().join("db.sqlite")).await;
+    let mut author = gatehouse_store::Row::new();
+    author.insert("name".into(), json!("A"));
+    let id = store.insert("Author", author).await.unwrap()["id"].clone();
+    let mut book = gatehouse_store::Row::new();
+    book.insert("title".into(), json!("T"));
+    book.insert("author".into(), id);
+    store.insert("Book", book).await.unwrap();
+    let q = "{ books { title author { name } } }";
+    let r = graphql
+        .execute(request(q, json!({}), Some(principal(&["read"]))))
+        .await;
+    let v = serde_json::to_value(&r.response).unwrap();
+    assert_eq!(v["data"], json!({"books": null}), "{v}");
+    let errors = v["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{v}");
+    assert_eq!(errors[0]["extensions"]["code"], "FORBIDDEN");
+    assert_eq!(errors[0]["path"], json!(["books", 0, "author"]));
+    // With the scope, the same query answers.
+    let r = graphql
+        .execute(request(q, json!({}), Some(principal(&["read", "secret"]))))
+        .await;
+    let v = serde_json::to_value(&r.response).unwrap();
+    assert_eq!(v["data"]["books"][0]["author"]["name"], "A", "{v}");
+}
+
+/// A subscription event whose non-null relation is forbidden carries the
+/// FORBIDDEN error (before, async-graphql dropped it and the client got
+/// "internal: non-null types require a return value").
+#[tokio::test]
+async fn a_subscription_event_reports_a_forbidden_relation() {
+    use futures::StreamExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (graphql, store) = own_schema(SECRET_AUTHORS, &dir.path().join("db.sqlite")).await;
+    let mut events = Box::pin(graphql.execute_stream(request(
+        "subscription { bookCreated { title author { name } } }",
+        json!({}),
+        Some(principal(&["read"])),
+    )));
+    let mut author = gatehouse_store::Row::new();
+    author.insert("name".into(), json!("A"));
+    let id = store.insert("Author", author).await.unwrap()["id"].clone();
+    let writer = async {
+        // Until the subscription listens: the event is written after it started.
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let mut book = gatehouse_store::Row::new();
+        book.insert("title".into(), json!("T"));
+        book.insert("author".into(), id);
+        store.insert("Book", book).await.unwrap();
+    };
+    let (event, ()) = tokio::join!(
+        tokio::time::timeout(std::time::Duration::from_secs(20), events.next()),
+        writer
+    );
+    let event = event.expect("an event in time").expect("an event");
+    let v = serde_json::to_value(&event.response).unwrap();
+    assert_eq!(v["data"], json!({"bookCreated": null}), "{v}");
+    let errors = v["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{v}");
+    assert_eq!(errors[0]["extensions"]["code"], "FORBIDDEN", "{v}");
+    assert_eq!(errors[0]["path"], json!(["bookCreated", "author"]));
+    assert!(!v.to_string().contains("internal"), "{v}");
 }

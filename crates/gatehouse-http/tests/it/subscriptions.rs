@@ -137,9 +137,10 @@ async fn start_on(
         max_page_size: 500,
         max_body_bytes: 1 << 20,
         base_path: String::new(),
+        auth_required: true,
     })
     .layer(axum::middleware::from_fn_with_state(
-        RestGuard { authn, model },
+        RestGuard { authn },
         gatehouse_http::authn::rest_layer,
     ));
     let router = app(state, vec![oauth, rest]);

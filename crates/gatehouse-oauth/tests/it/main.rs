@@ -772,41 +772,77 @@ async fn rate_limits_answer_429_with_retry_after() {
     let wait: u64 = r.header("retry-after").unwrap().parse().unwrap();
     assert!((1..=2).contains(&wait), "{wait}");
     assert_eq!(r.body["error"], "too_many_requests");
-    // Introspection is not a token endpoint: not limited per client.
-    for _ in 0..5 {
-        let i = s.app("/oauth/introspect", &[("token", "x")]).await;
-        assert_eq!(i.status, StatusCode::OK);
+    // D13: introspection and revocation share the client's bucket.
+    for path in ["/oauth/introspect", "/oauth/revoke"] {
+        let i = s.app(path, &[("token", "x")]).await;
+        assert_eq!(i.status, StatusCode::TOO_MANY_REQUESTS, "{path}");
+        assert!(i.header("retry-after").is_some());
+    }
+}
+
+/// D13: bad secrets on introspection and revocation are throttled like on
+/// the token endpoint (per client and address, and per address).
+#[tokio::test]
+async fn failed_client_authentication_is_throttled_on_every_endpoint() {
+    for path in ["/oauth/introspect", "/oauth/revoke", "/oauth/token"] {
+        let s = start().await;
+        let form = [("token", "x"), ("grant_type", "client_credentials")];
+        let mut refused = None;
+        for n in 0..60 {
+            let r = s.post(path, Some(("app", "wrong")), &form).await;
+            if r.status == StatusCode::TOO_MANY_REQUESTS {
+                refused = Some((n, r));
+                break;
+            }
+            r.assert_error(401, "invalid_client");
+        }
+        let (n, r) = refused.unwrap_or_else(|| panic!("{path}: never 429"));
+        assert!(
+            n as u32 > gatehouse_auth::FREE_FAILURES_PER_ACCOUNT,
+            "{path}: {n}"
+        );
+        assert!(r.header("retry-after").is_some());
+        assert_eq!(r.body["error"], "too_many_requests");
+    }
+}
+
+/// D14: failed authentications from another address do not use up the
+/// real client's bucket (charged only after authentication), and do not
+/// throttle the client elsewhere.
+#[tokio::test]
+async fn strangers_cannot_use_up_a_clients_rate_limit() {
+    let s = start_with("", |c| {
+        c.rate_per_second = 1;
+        c.rate_burst = 3;
+    })
+    .await;
+    let form = [("grant_type", "client_credentials")];
+    // 127.0.0.2 is another address than the real client's 127.0.0.1.
+    let stranger = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, 2]))
+        .build()
+        .unwrap();
+    let mut saw_429 = false;
+    for _ in 0..45 {
+        let r = s
+            .send(
+                stranger
+                    .post(format!("{}/oauth/token", s.base))
+                    .basic_auth("app", Some("wrong"))
+                    .form(&form),
+            )
+            .await;
+        saw_429 |= r.status == StatusCode::TOO_MANY_REQUESTS;
+    }
+    assert!(saw_429, "the stranger's failures are throttled");
+    for _ in 0..3 {
+        s.app("/oauth/token", &form).await.assert_token();
     }
 }
 
 #[tokio::test]
-async fn rate_limit_per_client_counts_failed_authentication_too() {
-    let s = start_with("", |c| {
-        c.rate_per_second = 1;
-        c.rate_burst = 2;
-    })
-    .await;
-    // Per-address is the same bucket size here, so use two paths to show the
-    // per-client bucket: a wrong secret twice exhausts the client's budget.
-    let form = [("grant_type", "client_credentials")];
-    s.post("/oauth/token", Some(("app", "x")), &form)
-        .await
-        .assert_error(401, "invalid_client");
-    s.post("/oauth/token", Some(("app", "y")), &form)
-        .await
-        .assert_error(401, "invalid_client");
-    let r = s.app("/oauth/token", &form).await;
-    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
-    assert!(r.header("retry-after").is_some());
-}
-
-#[tokio::test]
-async fn failed_passwords_are_throttled_per_user() {
-    let s = start_with("", |c| {
-        c.failed_login_limit = 2;
-        c.failed_login_window = 60;
-    })
-    .await;
+async fn failed_passwords_are_throttled_per_user_and_address() {
+    let s = start().await;
     let bad = [
         ("grant_type", "password"),
         ("username", "alice"),
@@ -817,17 +853,30 @@ async fn failed_passwords_are_throttled_per_user() {
         ("username", "alice"),
         ("password", "alice-pw"),
     ];
-    s.app("/oauth/token", &bad)
-        .await
-        .assert_error(400, "invalid_grant");
-    s.app("/oauth/token", &bad)
-        .await
-        .assert_error(400, "invalid_grant");
-    // Locked now, even with the right password.
+    for _ in 0..=gatehouse_auth::FREE_FAILURES_PER_ACCOUNT {
+        s.app("/oauth/token", &bad)
+            .await
+            .assert_error(400, "invalid_grant");
+    }
+    // Throttled now from this address, even with the right password.
     let r = s.app("/oauth/token", &good).await;
     assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
-    assert_eq!(r.header("retry-after"), Some("60"));
-    // The window passes (on the server's clock): the right password works.
-    s.clock.advance(60);
+    assert_eq!(r.header("retry-after"), Some("1"));
+    // From another address the user is not locked out.
+    let elsewhere = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, 3]))
+        .build()
+        .unwrap();
+    let r = s
+        .send(
+            elsewhere
+                .post(format!("{}/oauth/token", s.base))
+                .basic_auth("app", Some("app-secret"))
+                .form(&good),
+        )
+        .await;
+    r.assert_token();
+    // The delay passes (on the server's clock): the right password works.
+    s.clock.advance(1);
     s.app("/oauth/token", &good).await.assert_token();
 }

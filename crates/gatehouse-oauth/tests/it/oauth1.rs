@@ -274,17 +274,17 @@ async fn request_token_refusals() {
     // 401: an unknown consumer.
     let mut sig = Sig::new(&s, SignatureMethod::HmacSha1);
     sig.consumer = "nobody";
-    s.signed_post("/oauth/requestToken", &sig, &[])
-        .await
-        .assert_refused(401);
+    let unknown = s.signed_post("/oauth/requestToken", &sig, &[]).await;
+    unknown.assert_refused(401);
 
-    // 401: the wrong secret, with either method.
+    // 401: the wrong secret, with either method; it reads exactly like an
+    // unknown consumer (no oracle for consumer keys).
     for method in [SignatureMethod::HmacSha1, SignatureMethod::Plaintext] {
         let mut sig = Sig::new(&s, method);
         sig.consumer_secret = "not-the-secret";
-        s.signed_post("/oauth/requestToken", &sig, &[])
-            .await
-            .assert_refused(401);
+        let r = s.signed_post("/oauth/requestToken", &sig, &[]).await;
+        r.assert_refused(401);
+        assert_eq!(r.text, unknown.text);
     }
 
     // 401: a tampered parameter (signed a=1, sent a=2).
@@ -553,9 +553,13 @@ async fn authorize_needs_its_fields_and_is_throttled() {
     .await;
     r.assert_refused(400);
     let (rt, _) = request_token(&s, SignatureMethod::HmacSha1, None).await;
-    for _ in 0..5 {
+    // Free failures, then a delay (per user and address, not global).
+    for _ in 0..=gatehouse_auth::FREE_FAILURES_PER_ACCOUNT {
         approve(&s, &rt, "wrong").await.assert_refused(401);
     }
     let r = approve(&s, &rt, "alice-pw").await;
     assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS, "{}", r.text);
+    assert_eq!(r.header("retry-after"), Some("1"));
+    s.clock.advance(1);
+    approve(&s, &rt, "alice-pw").await.assert_form_ok();
 }

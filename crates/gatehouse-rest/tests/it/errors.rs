@@ -519,3 +519,22 @@ async fn odd_queries_and_bodies_never_give_5xx() {
         assert!(r.status().as_u16() < 500, "{accept:?}: {}", r.status());
     }
 }
+
+/// D12: an `_in` list longer than the store's bound (1,000 values) is a 400
+/// problem naming the parameter, not a 500 from the database.
+#[tokio::test]
+async fn an_oversized_in_list_is_400() {
+    let s = start().await;
+    let many: Vec<String> = (0..1001).map(|i| i.to_string()).collect();
+    let r = s
+        .get(&format!("/v1/books?year_in={}", many.join(",")))
+        .await;
+    let body = problem(r, 400).await;
+    assert!(body.to_string().contains("year_in"), "{body}");
+    assert!(body.to_string().contains("at most 1000"), "{body}");
+    let fine: Vec<String> = (0..1000).map(|i| i.to_string()).collect();
+    let r = s
+        .get(&format!("/v1/books?year_in={}", fine.join(",")))
+        .await;
+    assert_eq!(r.status(), StatusCode::OK);
+}

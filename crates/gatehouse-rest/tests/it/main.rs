@@ -54,6 +54,9 @@ pub fn state(store: Store, model: Arc<Model>, base_path: &str, max_body_bytes: u
         max_page_size: 500,
         max_body_bytes,
         base_path: base_path.to_string(),
+        // The router alone, as a trusted in-process caller; authorization
+        // is tested through the whole server (`tests/security`).
+        auth_required: false,
     }
 }
 

@@ -299,6 +299,44 @@ same_as_memory!(revoke_family, |r| {
     (n, again, none, revoked)
 });
 
+// Exchanged tokens (RFC 8693) record their subject as parent and join its
+// family: revoking a token takes its descendants, nothing else.
+same_as_memory!(revoke_token_tree, |r| {
+    // f1: refresh r1 -> access a1 (parent r1); exchanged e1 from a1, e2
+    // from e1, e3 from a1 (already revoked); sibling a2 (parent r1); f2: an
+    // unrelated token whose parent id is a1 but in another family.
+    for (id, fam, parent) in [
+        ("r1", "f1", None),
+        ("a1", "f1", Some("r1")),
+        ("e1", "f1", Some("a1")),
+        ("e2", "f1", Some("e1")),
+        ("e3", "f1", Some("a1")),
+        ("a2", "f1", Some("r1")),
+        ("x", "f2", Some("a1")),
+    ] {
+        let mut t = token(id, TokenKind::Access, fam, "app", Some("u"));
+        t.parent_id = parent.map(str::to_string);
+        r.insert_token(&t).await.unwrap();
+    }
+    r.revoke_token("e3").await.unwrap();
+    let n = r.revoke_token_tree("a1", "f1").await.unwrap();
+    let again = r.revoke_token_tree("a1", "f1").await.unwrap();
+    let none = r.revoke_token_tree("nope", "f1").await.unwrap();
+    assert_eq!((n, again, none), (3, 0, 0));
+    let mut revoked = Vec::new();
+    for id in ["r1", "a1", "e1", "e2", "e3", "a2", "x"] {
+        revoked.push(r.get_token(id).await.unwrap().unwrap().revoked);
+    }
+    assert_eq!(revoked, [false, true, true, true, true, false, false]);
+    // A leaf: only itself.
+    r.insert_token(&token("leaf", TokenKind::Access, "f3", "app", None))
+        .await
+        .unwrap();
+    let leaf = r.revoke_token_tree("leaf", "f3").await.unwrap();
+    assert_eq!(leaf, 1);
+    (n, again, none, revoked, leaf)
+});
+
 same_as_memory!(revoke_client_tokens, |r| {
     for (id, client) in [("1", "app"), ("2", "app"), ("3", "other")] {
         r.insert_token(&token(id, TokenKind::Refresh, id, client, None))
@@ -773,7 +811,7 @@ async fn two_instances_share_tokens_and_revocations() {
         let c1 = one.authenticate_client("app", "app-secret").await.unwrap();
         let c2 = two.authenticate_client("app", "app-secret").await.unwrap();
         let issued = one
-            .password_grant(&c1, Some("alice"), Some("correct horse"), None, true)
+            .password_grant(&c1, Some("alice"), Some("correct horse"), None, true, None)
             .await
             .unwrap();
         let claims = two
@@ -796,7 +834,7 @@ async fn two_instances_share_tokens_and_revocations() {
         // Rotation on two; replaying the spent token on one revokes the
         // family everywhere.
         let pair = two
-            .password_grant(&c2, Some("alice"), Some("correct horse"), None, true)
+            .password_grant(&c2, Some("alice"), Some("correct horse"), None, true, None)
             .await
             .unwrap();
         let spent = pair.refresh_token.clone().unwrap();
@@ -825,7 +863,7 @@ async fn two_instances_share_tokens_and_revocations() {
 
         // Removing the user on one ends its tokens on the other.
         let third = one
-            .password_grant(&c1, Some("alice"), Some("correct horse"), None, false)
+            .password_grant(&c1, Some("alice"), Some("correct horse"), None, false, None)
             .await
             .unwrap();
         two.admin().remove_user("alice").await.unwrap();
@@ -853,7 +891,7 @@ async fn restart_keeps_issued_tokens_valid() {
             bootstrap(&auth).await;
             let c = auth.authenticate_client("app", "app-secret").await.unwrap();
             let t = auth
-                .password_grant(&c, Some("alice"), Some("correct horse"), None, true)
+                .password_grant(&c, Some("alice"), Some("correct horse"), None, true, None)
                 .await
                 .unwrap();
             let kid = auth.repo().load_keys().await.unwrap()[0].kid.clone();

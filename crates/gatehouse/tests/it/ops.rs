@@ -757,3 +757,290 @@ fn unreadable_tls_files_stop_the_start_with_exit_1() {
     assert!(err.contains("missing.crt"), "{err}");
     assert!(!crate::stdout(&o).contains("listening"));
 }
+
+// Connection limits (slowloris). Each test sets short limits and waits for
+// the server to act; the bounds are several times the configured values so
+// a slow machine cannot make them flake, and each would be hit (the
+// connection still open) without the limit.
+
+/// Reads from `conn` until the server closes it (EOF or reset) or `limit`
+/// passes; returns what was read and how long the server took to close,
+/// `None` when it was still open at `limit`.
+fn read_until_closed(
+    conn: &mut std::net::TcpStream,
+    limit: Duration,
+) -> (Vec<u8>, Option<Duration>) {
+    let start = Instant::now();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let left = limit.saturating_sub(start.elapsed());
+        if left.is_zero() {
+            return (got, None);
+        }
+        conn.set_read_timeout(Some(left)).unwrap();
+        match conn.read(&mut buf) {
+            Ok(0) => return (got, Some(start.elapsed())),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return (got, None);
+            }
+            // Reset by the server: closed.
+            Err(_) => return (got, Some(start.elapsed())),
+        }
+    }
+}
+
+/// A connection that never sends anything is closed at
+/// `limits.header_read_timeout`.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_idle_new_connection_is_closed_at_the_header_read_timeout() {
+    let server = Server::start("[limits]\nheader_read_timeout = 1\n", &[]);
+    let mut conn = std::net::TcpStream::connect(server.addr()).unwrap();
+    let (got, closed) = read_until_closed(&mut conn, Duration::from_secs(15));
+    let closed = closed.expect("the idle connection is still open after 15 s");
+    assert!(closed < Duration::from_secs(8), "closed after {closed:?}");
+    assert!(got.is_empty(), "{:?}", String::from_utf8_lossy(&got));
+    server.stop();
+}
+
+/// A request head sent one line at a time (slowloris) is cut at
+/// `limits.header_read_timeout`, however steadily the lines come.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_head_trickled_line_by_line_is_cut_at_the_header_read_timeout() {
+    let server = Server::start("[limits]\nheader_read_timeout = 2\n", &[]);
+    let addr = server.addr();
+    let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+    let mut writer = conn.try_clone().unwrap();
+    let trickle = std::thread::spawn(move || {
+        let _ = write!(writer, "GET /healthz HTTP/1.1\r\nHost: {addr}\r\n");
+        for i in 0..80 {
+            std::thread::sleep(Duration::from_millis(250));
+            if write!(writer, "X-Slow-{i}: a\r\n").is_err() {
+                return;
+            }
+        }
+    });
+    let (got, closed) = read_until_closed(&mut conn, Duration::from_secs(20));
+    let closed = closed.expect("the trickled head is still being read after 20 s");
+    assert!(closed < Duration::from_secs(10), "closed after {closed:?}");
+    let got = String::from_utf8_lossy(&got);
+    assert!(!got.contains(" 200 "), "the request was answered: {got}");
+    trickle.join().unwrap();
+    server.stop();
+}
+
+/// A body that keeps trickling but never completes is answered 408 at
+/// `limits.body_read_timeout` (a total bound, not one per read), and the
+/// connection is closed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_body_that_never_completes_gets_408_at_the_body_read_timeout() {
+    let server = Server::start("[limits]\nbody_read_timeout = 2\n", &[]);
+    let access = token(&client(), &server.base).await;
+    let addr = server.addr();
+    let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+    // Authenticated, so the handler reads the body.
+    write!(
+        conn,
+        "POST /graphql HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {access}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{{"
+    )
+    .unwrap();
+    let mut writer = conn.try_clone().unwrap();
+    let trickle = std::thread::spawn(move || {
+        for _ in 0..80 {
+            std::thread::sleep(Duration::from_millis(250));
+            if writer.write_all(b" ").is_err() {
+                return;
+            }
+        }
+    });
+    let (got, closed) = read_until_closed(&mut conn, Duration::from_secs(20));
+    let got = String::from_utf8_lossy(&got).into_owned();
+    let closed = closed.unwrap_or_else(|| panic!("still open after 20 s; read: {got:?}"));
+    assert!(closed < Duration::from_secs(10), "closed after {closed:?}");
+    assert!(got.starts_with("HTTP/1.1 408"), "response: {got:?}");
+    assert!(
+        got.to_ascii_lowercase().contains("connection: close"),
+        "{got}"
+    );
+    trickle.join().unwrap();
+    // A body that arrives in time is still served.
+    let r = client()
+        .post(format!("{}/graphql", server.base))
+        .bearer_auth(&access)
+        .json(&serde_json::json!({"query": "{ books { id } }"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    server.stop();
+}
+
+/// An HTTP/1.1 keep-alive connection left idle after a response is closed
+/// at `limits.idle_timeout`, and not before about that long.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_idle_keep_alive_connection_is_closed_at_the_idle_timeout() {
+    let server = Server::start(
+        "[limits]\nidle_timeout = 2\nheader_read_timeout = 60\n",
+        &[],
+    );
+    let addr = server.addr();
+    let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+    write!(conn, "GET /healthz HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    // The whole response (its head announces the length) before timing.
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    loop {
+        let n = conn.read(&mut buf).unwrap();
+        assert!(n > 0, "closed before the response");
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let len: usize = head
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse().ok())?
+                })
+                .expect("a content-length");
+            if body.len() >= len {
+                assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+                break;
+            }
+        }
+    }
+    let (rest, closed) = read_until_closed(&mut conn, Duration::from_secs(20));
+    let closed = closed.expect("the idle keep-alive connection is still open after 20 s");
+    assert!(rest.is_empty(), "{:?}", String::from_utf8_lossy(&rest));
+    assert!(
+        closed >= Duration::from_millis(1500) && closed < Duration::from_secs(10),
+        "closed after {closed:?}"
+    );
+    server.stop();
+}
+
+/// Beyond `limits.max_connections` a new connection is closed at once;
+/// when one closes, a new one is served again.
+#[tokio::test(flavor = "multi_thread")]
+async fn connections_beyond_max_connections_are_closed_at_once() {
+    let server = Server::start(
+        "[limits]\nmax_connections = 2\nheader_read_timeout = 60\n",
+        &[],
+    );
+    let addr = server.addr();
+    let first = std::net::TcpStream::connect(&addr).unwrap();
+    let _second = std::net::TcpStream::connect(&addr).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut third = std::net::TcpStream::connect(&addr).unwrap();
+    let _ = write!(third, "GET /healthz HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+    let (got, closed) = read_until_closed(&mut third, Duration::from_secs(15));
+    let closed = closed.expect("a connection beyond the cap is still open after 15 s");
+    assert!(closed < Duration::from_secs(5), "closed after {closed:?}");
+    assert!(got.is_empty(), "{:?}", String::from_utf8_lossy(&got));
+
+    drop(first);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+        let _ = write!(
+            conn,
+            "GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        );
+        let (got, _) = read_until_closed(&mut conn, Duration::from_secs(10));
+        if String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no place freed by a closed connection"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let logs = server.stop();
+    assert!(
+        logs.iter().any(|l| l.contains("connection limit reached")),
+        "{logs:#?}"
+    );
+}
+
+/// SSE streams are requests in flight: the header, body and idle timeouts
+/// (all 1 s here) never cut one.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_sse_stream_outlives_the_connection_timeouts() {
+    let server = Server::start(
+        "[limits]\nheader_read_timeout = 1\nbody_read_timeout = 1\nidle_timeout = 1\n\
+         [subscriptions]\nkeepalive = 1\n",
+        &[],
+    );
+    let access = token(&client(), &server.base).await;
+    let addr = server.addr();
+    let body = serde_json::json!({"query": "subscription { bookDeleted { id } }"}).to_string();
+    let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+    write!(
+        conn,
+        "POST /graphql HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {access}\r\n\
+         Accept: text/event-stream\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let (got, closed) = read_until_closed(&mut conn, Duration::from_secs(5));
+    let got = String::from_utf8_lossy(&got);
+    assert!(closed.is_none(), "the stream was closed: {got:?}");
+    assert!(got.starts_with("HTTP/1.1 200"), "{got}");
+    // Keep-alive comments kept coming the whole time.
+    assert!(got.matches(":\n\n").count() >= 3, "{got:?}");
+    server.stop();
+}
+
+/// A new SQLite database and the `-wal` and `-shm` files SQLite creates
+/// beside it are readable by their owner only; an existing database keeps
+/// its mode, with a warning when others may read it.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread")]
+async fn sqlite_files_are_created_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("data").join("fresh.db");
+    let db = format!("sqlite://{}", path.display());
+    let server = Server::start_in(dir, &config_text(&db, ""), &[]);
+    // A write, so the WAL has content while the server runs.
+    token(&client(), &server.base).await;
+    for suffix in ["", "-wal", "-shm"] {
+        let file = PathBuf::from(format!("{}{suffix}", path.display()));
+        assert!(file.exists(), "{} missing", file.display());
+        assert_eq!(mode(&file), 0o600, "{}", file.display());
+    }
+    let logs = server.stop();
+    assert!(
+        !logs
+            .iter()
+            .any(|l| l.contains("readable or writable by other users"))
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shared.db");
+    std::fs::write(&path, b"").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let db = format!("sqlite://{}", path.display());
+    let server = Server::start_in(dir, &config_text(&db, ""), &[]);
+    token(&client(), &server.base).await;
+    assert_eq!(mode(&path), 0o644, "an existing file keeps its mode");
+    let logs = server.stop();
+    assert!(
+        logs.iter()
+            .any(|l| l.contains("readable or writable by other users")),
+        "{logs:#?}"
+    );
+}

@@ -1,0 +1,420 @@
+//! The security suite: attacks on the real `gatehouse` binary, each a
+//! regression test for a hole once found (see `docs/security.md`). The
+//! server runs the schema in `tests/security/schema/`: the library's open
+//! types linked to types protected by their own scopes (`Secret`, `Vault`),
+//! and a root field that needs `admin`.
+//!
+//! Runs on SQLite always and on PostgreSQL too when
+//! `GATEHOUSE_TEST_POSTGRES_URL` is set (required in CI).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod anonymous;
+mod paths;
+mod scopes;
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+pub const APP: (&str, &str) = ("app", "app-secret-0123456789abcdef");
+pub const DEMO: (&str, &str) = ("demo", "demo-secret-0123456789abcdef");
+
+/// Users of the fixture: (name, password, scopes).
+pub const USERS: &[(&str, &str, &str)] = &[
+    ("reader", "reader-password", "read"),
+    ("writer", "writer-password", "write"),
+    (
+        "power",
+        "power-password",
+        "read write review secret offline_access",
+    ),
+    ("admin", "admin-password", "read admin"),
+];
+
+fn config_text(database: &str, extra: &str) -> String {
+    let schema = repo().join("tests/security/schema");
+    let mut users = String::new();
+    for (name, password, scopes) in USERS {
+        let scopes: Vec<String> = scopes.split(' ').map(|s| format!("\"{s}\"")).collect();
+        users.push_str(&format!(
+            "[[bootstrap.users]]\nusername = \"{name}\"\npassword = \"{password}\"\nscopes = [{}]\n\n",
+            scopes.join(", ")
+        ));
+    }
+    format!(
+        r#"listen = "127.0.0.1:0"
+database = "{database}"
+schema = ["{schema}"]
+{extra}
+
+[[bootstrap.clients]]
+client_id = "{app}"
+client_secret = "{app_secret}"
+grants = ["password", "client_credentials", "refresh_token",
+          "urn:ietf:params:oauth:grant-type:token-exchange"]
+scopes = ["read", "write", "review", "secret", "admin", "offline_access"]
+
+[[bootstrap.clients]]
+client_id = "{demo}"
+client_secret = "{demo_secret}"
+grants = ["password", "refresh_token", "urn:ietf:params:oauth:grant-type:token-exchange"]
+scopes = ["read", "write", "offline_access"]
+audiences = ["https://reports.example"]
+
+{users}"#,
+        schema = schema.display(),
+        app = APP.0,
+        app_secret = APP.1,
+        demo = DEMO.0,
+        demo_secret = DEMO.1,
+    )
+}
+
+/// A running `gatehouse serve` with the fixture schema and principals.
+#[allow(missing_debug_implementations)]
+pub struct Server {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    pub client: reqwest::Client,
+    logs: Arc<Mutex<Vec<String>>>,
+    /// A PostgreSQL database made for this server, dropped with it.
+    pg: Option<String>,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// The binary on a fresh SQLite database; `extra` is config text
+    /// (top-level keys first, then sections).
+    pub fn start(extra: &str) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let db = format!("sqlite://{}", dir.path().join("s.db").display());
+        Self::start_in(dir, &db, extra, None)
+    }
+
+    /// The binary on a new PostgreSQL database; `None` when no PostgreSQL
+    /// is configured.
+    pub async fn start_postgres(extra: &str) -> Option<Server> {
+        let url = new_postgres_database().await?;
+        let dir = tempfile::tempdir().unwrap();
+        Some(Self::start_in(dir, &url, extra, Some(url.clone())))
+    }
+
+    /// Both backends: SQLite, then PostgreSQL when configured.
+    pub async fn each_backend(extra: &str) -> Vec<Server> {
+        let mut out = vec![Server::start(extra)];
+        out.extend(Server::start_postgres(extra).await);
+        out
+    }
+
+    fn start_in(dir: tempfile::TempDir, database: &str, extra: &str, pg: Option<String>) -> Server {
+        let file = dir.path().join("gatehouse.toml");
+        std::fs::write(&file, config_text(database, extra)).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+        cmd.arg("serve")
+            .arg("--config")
+            .arg(&file)
+            .current_dir(dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, _) in std::env::vars() {
+            if k.starts_with("GATEHOUSE_") {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.env(
+            "GATEHOUSE_SECRET",
+            "security-suite-key-encryption-secret-0123456789",
+        );
+        cmd.env("GATEHOUSE_LOG", "info");
+        let mut child = cmd.spawn().unwrap();
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let stderr = child.stderr.take().unwrap();
+        let sink = logs.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut base = None;
+        let mut line = String::new();
+        while stdout.read_line(&mut line).unwrap_or(0) > 0 {
+            if let Some(i) = line.find("http://") {
+                let url = line[i..].trim().trim_end_matches('"').to_string();
+                if line.contains("listening") {
+                    base = Some(url);
+                    break;
+                }
+            }
+            line.clear();
+        }
+        std::thread::spawn(move || {
+            let mut sink = Vec::new();
+            let _ = stdout.read_to_end(&mut sink);
+        });
+        let Some(base) = base else {
+            let _ = child.kill();
+            panic!(
+                "the server did not start:\n{}",
+                logs.lock().unwrap().join("\n")
+            );
+        };
+        Server {
+            child,
+            base,
+            client: reqwest::Client::new(),
+            logs,
+            pg,
+            _dir: dir,
+        }
+    }
+
+    /// Every log line so far.
+    pub fn logs(&self) -> Vec<String> {
+        self.logs.lock().unwrap().clone()
+    }
+
+    /// Which backend this server stores in, for assertion messages.
+    pub fn backend(&self) -> &'static str {
+        if self.pg.is_some() {
+            "postgres"
+        } else {
+            "sqlite"
+        }
+    }
+
+    /// A password-grant token response for `user` through `client`.
+    pub async fn token_response(
+        &self,
+        client: (&str, &str),
+        user: &str,
+        scope: Option<&str>,
+    ) -> Value {
+        let password = USERS.iter().find(|u| u.0 == user).map(|u| u.1).unwrap();
+        let mut form = vec![
+            ("grant_type", "password"),
+            ("username", user),
+            ("password", password),
+        ];
+        if let Some(s) = scope {
+            form.push(("scope", s));
+        }
+        let r = self
+            .client
+            .post(format!("{}/oauth/token", self.base))
+            .basic_auth(client.0, Some(client.1))
+            .form(&form)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(status, 200, "token for {user}: {body}");
+        body
+    }
+
+    /// An access token of `user` (all its scopes) through the `app` client.
+    pub async fn token(&self, user: &str) -> String {
+        self.token_response(APP, user, None).await["access_token"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    /// A request to `path` (sent as written: no normalization of its
+    /// percent-encoding) with an optional bearer token.
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+    ) -> reqwest::RequestBuilder {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let mut b = self.client.request(method, format!("{}{path}", self.base));
+        if let Some(t) = token {
+            b = b.bearer_auth(t);
+        }
+        b
+    }
+
+    /// (status, JSON body or `null`) of a REST call.
+    pub async fn rest(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let mut b = self.request(method, path, token);
+        if let Some(body) = body {
+            b = b
+                .header("content-type", "application/json")
+                .body(body.to_string());
+        }
+        let r = b.send().await.unwrap();
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    /// A GraphQL response (any status).
+    pub async fn gql(&self, token: Option<&str>, query: &str, variables: Value) -> Value {
+        let mut b = self
+            .client
+            .post(format!("{}/graphql", self.base))
+            .json(&json!({"query": query, "variables": variables}));
+        if let Some(t) = token {
+            b = b.bearer_auth(t);
+        }
+        let r = b.send().await.unwrap();
+        let text = r.text().await.unwrap();
+        serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"))
+    }
+
+    /// `data` of a GraphQL request that must succeed.
+    pub async fn data(&self, token: &str, query: &str, variables: Value) -> Value {
+        let r = self.gql(Some(token), query, variables).await;
+        assert!(r.get("errors").is_none(), "unexpected errors: {r}");
+        r["data"].clone()
+    }
+
+    /// Rows made with the `power` user: an author, a book linked to a
+    /// secret, a vault with a note. Returns their ids.
+    pub async fn fixture(&self) -> Fixture {
+        let t = self.token("power").await;
+        let d = self
+            .data(
+                &t,
+                "mutation { createAuthor(name: \"Ann\") { id } }",
+                json!({}),
+            )
+            .await;
+        let author = d["createAuthor"]["id"].as_str().unwrap().to_string();
+        let d = self
+            .data(
+                &t,
+                "mutation { createSecret(code: \"s3cr3t\", level: 1) { id } }",
+                json!({}),
+            )
+            .await;
+        let secret = d["createSecret"]["id"].as_str().unwrap().to_string();
+        let d = self
+            .data(
+                &t,
+                "mutation($i: BookInput!) { createBook(input: $i) { id } }",
+                json!({"i": {"title": "Dune", "status": "AVAILABLE", "author": author, "vault": secret}}),
+            )
+            .await;
+        let book = d["createBook"]["id"].as_str().unwrap().to_string();
+        let d = self
+            .data(
+                &t,
+                "mutation { createVault(name: \"v\") { id } }",
+                json!({}),
+            )
+            .await;
+        let vault = d["createVault"]["id"].as_str().unwrap().to_string();
+        let d = self
+            .data(
+                &t,
+                "mutation($v: ID) { createNote(text: \"n\", vault: $v) { id } }",
+                json!({"v": vault}),
+            )
+            .await;
+        let note = d["createNote"]["id"].as_str().unwrap().to_string();
+        Fixture {
+            author,
+            book,
+            secret,
+            vault,
+            note,
+        }
+    }
+
+    /// Everything stored, read with full rights: to compare before and
+    /// after an attack.
+    pub async fn snapshot(&self) -> Value {
+        let t = self.token("power").await;
+        self.data(
+            &t,
+            "{ authors { id name } books { id title year status vault { id } } secrets { id code level } notes { id text } }",
+            json!({}),
+        )
+        .await
+    }
+}
+
+/// Ids made by [`Server::fixture`].
+#[derive(Debug, Clone)]
+pub struct Fixture {
+    pub author: String,
+    pub book: String,
+    pub secret: String,
+    pub vault: String,
+    pub note: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(url) = self.pg.take() {
+            // Best effort: the test runtime may be gone by now.
+            std::thread::spawn(move || {
+                if let Ok(rt) = tokio::runtime::Runtime::new() {
+                    rt.block_on(drop_postgres_database(&url));
+                }
+            })
+            .join()
+            .ok();
+        }
+    }
+}
+
+/// `GATEHOUSE_TEST_POSTGRES_URL`, when set; panics when CI requires
+/// PostgreSQL (`GATEHOUSE_REQUIRE_POSTGRES=1`) but did not configure it.
+fn pg_url() -> Option<String> {
+    let url = std::env::var("GATEHOUSE_TEST_POSTGRES_URL")
+        .ok()
+        .filter(|s| !s.is_empty());
+    if url.is_none() && std::env::var("GATEHOUSE_REQUIRE_POSTGRES").is_ok_and(|v| v == "1") {
+        panic!("GATEHOUSE_REQUIRE_POSTGRES=1 but GATEHOUSE_TEST_POSTGRES_URL is not set");
+    }
+    url
+}
+
+async fn new_postgres_database() -> Option<String> {
+    use sqlx::Connection;
+    let admin = pg_url()?;
+    let name = format!("security_{}", uuid::Uuid::now_v7().simple());
+    let mut c = sqlx::PgConnection::connect(&admin).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
+        .execute(&mut c)
+        .await
+        .unwrap();
+    let i = admin.rfind('/').unwrap();
+    Some(format!("{}/{name}", &admin[..i]))
+}
+
+async fn drop_postgres_database(url: &str) {
+    use sqlx::Connection;
+    let (Some(admin), Some(name)) = (pg_url(), url.rsplit('/').next()) else {
+        return;
+    };
+    if let Ok(mut c) = sqlx::PgConnection::connect(&admin).await {
+        let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
+        )))
+        .execute(&mut c)
+        .await;
+    }
+}
