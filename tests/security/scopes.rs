@@ -116,3 +116,37 @@ async fn root_field_and_type_scopes_hold_in_both_executors() {
     );
     let _ = APP;
 }
+
+#[tokio::test]
+async fn graphql_cannot_compare_a_relation_the_caller_may_not_read() {
+    let server = Server::start("");
+    let f = server.fixture().await;
+    let reader = server.token("reader").await;
+    // Which books link to a given secret would tell that the id exists.
+    for (q, vars) in [
+        (
+            "query($v: ID) { books(where: {vault: $v}) { id } }",
+            json!({"v": f.secret}),
+        ),
+        ("{ books(where: {vault: \"x\"}) { id } }", json!({})),
+        (
+            "query($v: ID) { authors { books(first: 5) { id } } books(where: {vault: $v}) { title } }",
+            json!({"v": f.secret}),
+        ),
+    ] {
+        let r = server.gql(Some(&reader), q, vars).await;
+        assert_eq!(
+            r["errors"][0]["extensions"]["code"], "FORBIDDEN",
+            "{q}: {r}"
+        );
+    }
+    let power = server.token("power").await;
+    let d = server
+        .data(
+            &power,
+            "query($v: ID) { books(where: {vault: $v}) { id } }",
+            json!({"v": f.secret}),
+        )
+        .await;
+    assert_eq!(d["books"][0]["id"], f.book.as_str());
+}

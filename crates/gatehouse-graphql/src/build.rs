@@ -306,7 +306,11 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
                             &list,
                             shared.limits,
                             Some(select),
-                        ) {
+                        )
+                        .and_then(|q| {
+                            authorize_compared(&ctx, &shared, child, q.filter.as_ref(), &q.order)?;
+                            Ok(q)
+                        }) {
                             Ok(q) => q,
                             Err(e) => return fail(&ctx, nullable, e),
                         };
@@ -399,6 +403,7 @@ async fn resolve_root<'a>(
         Binding::List(list) => {
             let select = selection(ctx, entity);
             let q = args::list_query(model, &ctx.args, list, shared.limits, Some(select))?;
+            authorize_compared(ctx, shared, entity, q.filter.as_ref(), &q.order)?;
             let rows = store.list(name, &q).await.map_err(|e| from_store(&e))?;
             Ok(Some(FieldValue::list(
                 rows.into_iter().map(FieldValue::owned_any),
@@ -416,6 +421,7 @@ async fn resolve_root<'a>(
                     ),
                 ));
             };
+            authorize_compared(ctx, shared, entity, Some(&filter), &[])?;
             let q = gatehouse_store::ListQuery {
                 filter: Some(filter),
                 limit: Some(2),
@@ -511,6 +517,37 @@ fn authorize_mutation(
             scope,
             true,
             &format!("setting `{}.{key}`", entity.name),
+        )?;
+    }
+    Ok(())
+}
+
+/// Filtering or ordering by a field needs what reading it needs: comparing
+/// a to-one reference tells which ids it holds.
+fn authorize_compared(
+    ctx: &ResolverContext<'_>,
+    shared: &Shared,
+    entity: &Entity,
+    filter: Option<&gatehouse_store::Filter>,
+    order: &[gatehouse_store::OrderBy],
+) -> Result<(), Error> {
+    let mut fields: Vec<&str> = order.iter().map(|o| o.field.as_str()).collect();
+    if let Some(f) = filter {
+        f.for_each_field(&mut |name| fields.push(name));
+    }
+    for name in fields {
+        let Some(scope) = entity
+            .field(name)
+            .and_then(|f| shared.model.field_read_scope(f))
+        else {
+            continue;
+        };
+        authorize(
+            ctx,
+            shared.auth_required,
+            scope,
+            true,
+            &format!("comparing `{}.{name}`", entity.name),
         )?;
     }
     Ok(())

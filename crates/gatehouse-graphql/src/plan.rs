@@ -622,6 +622,19 @@ pub(crate) async fn run(
 }
 
 impl Run<'_> {
+    /// `Some` when the caller may read every relation of `entity`. The plan
+    /// does not check which fields its arguments compare; a caller who may
+    /// not read some relation is handed to async-graphql, whose resolvers
+    /// refuse comparing it.
+    fn relations_readable(&self, entity: &gatehouse_schema::Entity) -> Option<()> {
+        for f in &entity.fields {
+            if let Some(scope) = self.shared.model.field_read_scope(f) {
+                self.allowed(scope)?;
+            }
+        }
+        Some(())
+    }
+
     fn allowed(&self, scope: &str) -> Option<()> {
         match self.principal {
             None => (!self.shared.auth_required).then_some(()),
@@ -813,6 +826,7 @@ impl Run<'_> {
         let rf = &r.field;
         let entity = shared.model.entity(&rf.entity)?;
         self.allowed(shared.model.root_access(rf).scope)?;
+        self.relations_readable(entity)?;
         // The root field's rows, with the to-one relations its statement read.
         let (set, joined) = if r.constant {
             let prepared = r.prepared.get_or_init(|| {
@@ -907,7 +921,9 @@ impl Run<'_> {
                             args: written,
                             sel: child,
                         } = &**many;
-                        self.allowed(self.shared.model.entity(target)?.read_scope())?;
+                        let child_entity = self.shared.model.entity(target)?;
+                        self.allowed(child_entity.read_scope())?;
+                        self.relations_readable(child_entity)?;
                         let args = self.args(written, declared)?;
                         let q = args::list_query(
                             &self.shared.model,
