@@ -504,22 +504,14 @@ fn authorize_mutation(
         Binding::Create(input) | Binding::Update { input, .. } => input,
         _ => return Ok(()),
     };
-    for (key, _) in args::write_row(&ctx.args, input) {
-        let Some(scope) = entity
-            .field(&key)
-            .and_then(|f| shared.model.field_read_scope(f))
-        else {
-            continue;
-        };
-        authorize(
-            ctx,
-            shared.auth_required,
-            scope,
-            true,
-            &format!("setting `{}.{key}`", entity.name),
-        )?;
-    }
-    Ok(())
+    let row = args::write_row(&ctx.args, input);
+    authorize_fields(
+        ctx,
+        shared,
+        entity,
+        row.keys().map(String::as_str),
+        "setting",
+    )
 }
 
 /// Filtering or ordering by a field needs what reading it needs: comparing
@@ -535,6 +527,18 @@ fn authorize_compared(
     if let Some(f) = filter {
         f.for_each_field(&mut |name| fields.push(name));
     }
+    authorize_fields(ctx, shared, entity, fields.into_iter(), "comparing")
+}
+
+/// Checks the caller may read each of `fields` of `entity` beyond the
+/// entity itself (`Model::field_read_scope`); `doing` names the use.
+fn authorize_fields<'f>(
+    ctx: &ResolverContext<'_>,
+    shared: &Shared,
+    entity: &Entity,
+    fields: impl Iterator<Item = &'f str>,
+    doing: &str,
+) -> Result<(), Error> {
     for name in fields {
         let Some(scope) = entity
             .field(name)
@@ -547,7 +551,7 @@ fn authorize_compared(
             shared.auth_required,
             scope,
             true,
-            &format!("comparing `{}.{name}`", entity.name),
+            &format!("{doing} `{}.{name}`", entity.name),
         )?;
     }
     Ok(())
