@@ -16,6 +16,7 @@
 //! - [`Error`]: RFC error codes whose `Display` is the wire string.
 #![warn(missing_docs)]
 
+mod access;
 mod admin;
 mod clock;
 mod error;
@@ -33,6 +34,7 @@ mod server;
 #[cfg(test)]
 mod tests;
 
+pub use access::access_context_of;
 pub use admin::{
     Admin, BootstrapOutcome, ClientInfo, ClientSecret, MAX_PASSWORD, NewClient, UserInfo,
 };

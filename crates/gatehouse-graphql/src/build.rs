@@ -13,7 +13,7 @@ use gatehouse_schema::{
     Binding, ChangeKind, ConstValue, DeleteReturn, Entity, FieldKind, Model, RootField,
     TypeRef as ModelTypeRef,
 };
-use gatehouse_store::{Row, Store};
+use gatehouse_store::{AccessContext, Row, Store};
 use serde_json::Value as Json;
 
 use crate::args::{self, PageLimits};
@@ -38,16 +38,25 @@ pub(crate) struct Shared {
 /// Invariant: anything [`authorize`] (or any other resolver) starts reading
 /// from [`Principal`] must be added here, or subscriptions would be shared
 /// between callers that ought to see different results.
-pub(crate) fn sharing_key(principal: Option<&Principal>) -> String {
+pub(crate) fn sharing_key(principal: Option<&Principal>, auth_required: bool) -> String {
+    let access = access_of(principal, auth_required);
     match principal {
-        None => "none".to_string(),
-        Some(p) if p.is_anonymous() => "anonymous".to_string(),
-        Some(p) => {
-            // Scope tokens never contain a space (RFC 6749 §3.3).
-            let scopes: Vec<&str> = p.scopes.iter().map(String::as_str).collect();
-            format!("scopes:{}", scopes.join(" "))
-        }
+        None => format!("none:{}", access.key()),
+        Some(p) if p.is_anonymous() => format!("anonymous:{}", access.key()),
+        Some(_) => format!("caller:{}", access.key()),
     }
+}
+
+/// The access context the store decides rows for: the principal's; without
+/// one, the trusted in-process caller when requests need none, else a
+/// caller holding nothing.
+pub(crate) fn access_of(principal: Option<&Principal>, auth_required: bool) -> AccessContext {
+    gatehouse_auth::access_context_of(principal, auth_required)
+}
+
+/// The request's access context (`Graphql::prepare` adds it).
+fn caller<'a>(ctx: &ResolverContext<'a>) -> Result<&'a AccessContext, Error> {
+    ctx.data::<AccessContext>()
 }
 
 /// Checks that the caller may use `scope` for `what`; `Ok` when no
@@ -134,11 +143,7 @@ fn date_scalar() -> Scalar {
         .validator(|v| matches!(v, Value::String(s) if valid_date(s)))
 }
 
-/// `YYYY-MM-DD` naming a real calendar day.
-pub(crate) fn valid_date(s: &str) -> bool {
-    let format = time::macros::format_description!("[year]-[month]-[day]");
-    s.len() == 10 && time::Date::parse(s, format).is_ok()
-}
+pub(crate) use gatehouse_schema::valid_date;
 
 fn type_ref(t: &ModelTypeRef) -> TypeRef {
     match t {
@@ -220,6 +225,34 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
         let name = f.name.clone();
         let nullable = !f.ty.is_non_null();
         let mut field = match &f.kind {
+            FieldKind::Id | FieldKind::Value { .. }
+                if shared.model.field_read_scope(f).is_some() =>
+            {
+                // `@auth(read:)` on the field: checked for every row.
+                let model_field = Arc::new(f.clone());
+                let scope = shared
+                    .model
+                    .field_read_scope(f)
+                    .unwrap_or(gatehouse_schema::DEFAULT_READ_SCOPE)
+                    .to_string();
+                let what = format!("`{}.{}`", e.name, f.name);
+                let auth_required = shared.auth_required;
+                Field::new(&f.name, type_ref(&f.ty), move |ctx| {
+                    let model_field = model_field.clone();
+                    let scope = scope.clone();
+                    let what = what.clone();
+                    FieldFuture::new(async move {
+                        if let Err(e) = authorize(&ctx, auth_required, &scope, true, &what) {
+                            return fail(&ctx, nullable, e);
+                        }
+                        let row = parent_row(&ctx)?;
+                        Ok(row
+                            .get(&model_field.name)
+                            .filter(|v| !v.is_null())
+                            .map(|v| FieldValue::value(args::to_graphql(&model_field, v))))
+                    })
+                })
+            }
             FieldKind::Id | FieldKind::Value { .. } => {
                 let model_field = Arc::new(f.clone());
                 // Stored values are already in the row: resolved synchronously,
@@ -404,7 +437,10 @@ async fn resolve_root<'a>(
             let select = selection(ctx, entity);
             let q = args::list_query(model, &ctx.args, list, shared.limits, Some(select))?;
             authorize_compared(ctx, shared, entity, q.filter.as_ref(), &q.order)?;
-            let rows = store.list(name, &q).await.map_err(|e| from_store(&e))?;
+            let rows = store
+                .list(caller(ctx)?, name, &q)
+                .await
+                .map_err(|e| from_store(&e))?;
             Ok(Some(FieldValue::list(
                 rows.into_iter().map(FieldValue::owned_any),
             )))
@@ -428,7 +464,10 @@ async fn resolve_root<'a>(
                 select: Some(selection(ctx, entity)),
                 ..Default::default()
             };
-            let mut rows = store.list(name, &q).await.map_err(|e| from_store(&e))?;
+            let mut rows = store
+                .list(caller(ctx)?, name, &q)
+                .await
+                .map_err(|e| from_store(&e))?;
             if rows.len() > 1 {
                 return Err(coded(
                     BAD_USER_INPUT,
@@ -442,21 +481,28 @@ async fn resolve_root<'a>(
         }
         Binding::Create(input) => {
             let row = args::write_row(&ctx.args, input);
-            let created = store.insert(name, row).await.map_err(|e| from_store(&e))?;
+            let created = store
+                .insert(caller(ctx)?, name, row)
+                .await
+                .map_err(|e| from_store(&e))?;
             Ok(Some(FieldValue::owned_any(created)))
         }
         Binding::Update { id_arg, input } => {
             let id = id_of(ctx, id_arg)?;
             let patch = args::write_row(&ctx.args, input);
             let updated = store
-                .update(name, &id, patch)
+                .update(caller(ctx)?, name, &id, patch)
                 .await
                 .map_err(|e| from_store(&e))?;
             Ok(Some(FieldValue::owned_any(updated)))
         }
         Binding::Delete { id_arg, returns } => {
             let id = id_of(ctx, id_arg)?;
-            match store.delete(name, &id).await.map_err(|e| from_store(&e))? {
+            match store
+                .delete(caller(ctx)?, name, &id)
+                .await
+                .map_err(|e| from_store(&e))?
+            {
                 None => Err(coded(NOT_FOUND, format!("no `{name}` with id `{id}`"))),
                 Some(row) => Ok(Some(match returns {
                     DeleteReturn::Entity => FieldValue::owned_any(row),
@@ -574,6 +620,14 @@ fn subscription_field(shared: &Arc<Shared>, f: &RootField) -> SubscriptionField 
     let mut field = SubscriptionField::new(&f.name, type_ref(&f.ty), move |ctx| {
         let store = store.clone();
         let entity = entity.clone();
+        let access = match caller(&ctx) {
+            Ok(a) => a.clone(),
+            Err(e) => {
+                return SubscriptionFieldFuture::new(async move {
+                    Err::<futures::stream::Empty<Result<Value, Error>>, _>(e)
+                });
+            }
+        };
         if let Err(e) = authorize(&ctx, auth_required, &scope, true, &what) {
             // The error ends the stream before it starts; async-graphql adds
             // the field's path, so transports report it as an execution error.
@@ -596,6 +650,8 @@ fn subscription_field(shared: &Arc<Shared>, f: &RootField) -> SubscriptionField 
             Ok(futures::stream::unfold(Some(rx), move |state| {
                 let entity = entity.clone();
                 let wanted = wanted.clone();
+                let store = store.clone();
+                let access = access.clone();
                 async move {
                     let mut rx = state?;
                     loop {
@@ -611,7 +667,18 @@ fn subscription_field(shared: &Arc<Shared>, f: &RootField) -> SubscriptionField 
                                         .iter()
                                         .all(|(f, v)| row.get(f).unwrap_or(&Json::Null) == v)
                                 {
-                                    return Some((Ok(FieldValue::owned_any(row)), Some(rx)));
+                                    // Only rows the subscriber may read (the
+                                    // store decides, as for every read).
+                                    match store.visible(&access, &entity, &row).await {
+                                        Ok(true) => {
+                                            return Some((
+                                                Ok(FieldValue::owned_any(row)),
+                                                Some(rx),
+                                            ));
+                                        }
+                                        Ok(false) => {}
+                                        Err(e) => return Some((Err(from_store(&e)), Some(rx))),
+                                    }
                                 }
                             }
                             Ok(_) => {}

@@ -61,6 +61,7 @@ pub fn from_store(e: &StoreError) -> Error {
     match e {
         StoreError::NotFound => coded(NOT_FOUND, "no row with this id"),
         StoreError::Conflict { .. } => coded(CONFLICT, e.to_string()),
+        StoreError::Forbidden { .. } => coded(FORBIDDEN, e.to_string()),
         StoreError::Invalid { .. } => coded(BAD_USER_INPUT, e.to_string()),
         StoreError::Unavailable => {
             coded(SERVICE_UNAVAILABLE, "storage is unavailable; retry later")

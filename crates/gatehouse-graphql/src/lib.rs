@@ -151,6 +151,7 @@ impl Graphql {
             .data
             .get(&std::any::TypeId::of::<gatehouse_auth::Principal>())
             .and_then(|p| p.downcast_ref::<gatehouse_auth::Principal>());
+        let access = build::access_of(principal, self.shared.auth_required);
         let request = if self.may_introspect(principal) {
             request
         } else {
@@ -159,10 +160,11 @@ impl Graphql {
         let loaders = DataLoader::new(
             loader::StoreLoader {
                 store: self.store.clone(),
+                access: access.clone(),
             },
             tokio::spawn,
         );
-        request.data(loaders)
+        request.data(loaders).data(access)
     }
 
     /// Whether `principal` may read the schema (introspection, the schema
@@ -261,7 +263,8 @@ impl Graphql {
             |doc| plan::compile(&self.shared.model, doc, name),
             |plan| plan.accepts(&self.shared.model, &request.variables),
         )?;
-        let body = plan::run(&plan, &self.shared, principal, &request.variables).await?;
+        let access = build::access_of(principal, self.shared.auth_required);
+        let body = plan::run(&plan, &self.shared, principal, &access, &request.variables).await?;
         count_operation("query", "ok");
         Some(body)
     }
@@ -361,7 +364,7 @@ impl Graphql {
             "{}\u{0}{}\u{0}{variables}\u{0}{}",
             request.query,
             request.operation_name.as_deref().unwrap_or(""),
-            build::sharing_key(principal),
+            build::sharing_key(principal, self.shared.auth_required),
         ))
     }
 

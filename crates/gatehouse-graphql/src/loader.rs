@@ -7,12 +7,14 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use async_graphql::dataloader::Loader;
-use gatehouse_store::{ListQuery, Row, Store, StoreError};
+use gatehouse_store::{AccessContext, ListQuery, Row, Store, StoreError};
 
 /// Loads rows from the store in batches.
 #[derive(Debug, Clone)]
 pub struct StoreLoader {
     pub(crate) store: Store,
+    /// The request's caller: a loader serves one request.
+    pub(crate) access: AccessContext,
 }
 
 /// A to-one load: the row `id` of `entity`.
@@ -68,7 +70,11 @@ impl Loader<OneKey> for StoreLoader {
         }
         let mut out = HashMap::new();
         for (entity, ids) in by_entity {
-            let rows = self.store.get_many(&entity, &ids).await.map_err(Arc::new)?;
+            let rows = self
+                .store
+                .get_many(&self.access, &entity, &ids)
+                .await
+                .map_err(Arc::new)?;
             for (id, row) in rows {
                 out.insert(
                     OneKey {
@@ -100,7 +106,7 @@ impl Loader<ManyKey> for StoreLoader {
         for (_, (spec, parents)) in groups {
             let children = self
                 .store
-                .load_children(&spec.target, &spec.via, &parents, &spec.query)
+                .load_children(&self.access, &spec.target, &spec.via, &parents, &spec.query)
                 .await
                 .map_err(Arc::new)?;
             for (parent, rows) in children {

@@ -35,7 +35,7 @@ use gatehouse_auth::Principal;
 use gatehouse_schema::{
     Binding, Entity, FieldKind, ListBinding, Model, RootField, Scalar, TypeRef,
 };
-use gatehouse_store::{JoinOne, ListQuery, PreparedList, RowSet, json};
+use gatehouse_store::{AccessContext, JoinOne, ListQuery, PreparedList, RowSet, json};
 use serde_json::Value as Json;
 
 use crate::args;
@@ -234,6 +234,9 @@ struct RootPlan {
     prepared: OnceLock<Option<PreparedList>>,
     /// For arguments with variables: statements by [`Run::template_key`].
     templates: Mutex<HashMap<String, Shape>>,
+    /// For constant arguments and a caller whose rows a policy filters:
+    /// statements by [`Run::statement_caller`].
+    per_caller: Mutex<HashMap<String, Arc<PreparedList>>>,
 }
 
 /// What is known of one shape of a root field's variables.
@@ -369,6 +372,7 @@ pub(crate) fn compile(
                 join_items,
                 prepared: OnceLock::new(),
                 templates: Mutex::new(HashMap::new()),
+                per_caller: Mutex::new(HashMap::new()),
             }))
         };
         roots.push((key, root));
@@ -519,6 +523,8 @@ fn compile_sel(
 struct Run<'a> {
     shared: &'a Shared,
     principal: Option<&'a Principal>,
+    /// The caller the store decides rows for.
+    access: &'a AccessContext,
     plan: &'a Plan,
     variables: &'a Variables,
 }
@@ -597,11 +603,13 @@ pub(crate) async fn run(
     plan: &Plan,
     shared: &Shared,
     principal: Option<&Principal>,
+    access: &AccessContext,
     variables: &Variables,
 ) -> Option<Vec<u8>> {
     let run = Run {
         shared,
         principal,
+        access,
         plan,
         variables,
     };
@@ -622,10 +630,11 @@ pub(crate) async fn run(
 }
 
 impl Run<'_> {
-    /// `Some` when the caller may read every relation of `entity`. The plan
-    /// does not check which fields its arguments compare; a caller who may
-    /// not read some relation is handed to async-graphql, whose resolvers
-    /// refuse comparing it.
+    /// `Some` when the caller may read every field of `entity` (relations,
+    /// and values with `@auth(read:)`). The plan neither checks which
+    /// fields its arguments compare nor nulls fields: a caller who may not
+    /// read some field is handed to async-graphql, whose resolvers refuse
+    /// comparing it and report it.
     fn relations_readable(&self, entity: &gatehouse_schema::Entity) -> Option<()> {
         for f in &entity.fields {
             if let Some(scope) = self.shared.model.field_read_scope(f) {
@@ -640,6 +649,32 @@ impl Run<'_> {
             None => (!self.shared.auth_required).then_some(()),
             Some(p) => p.allows(scope, true).then_some(()),
         }
+    }
+
+    /// What the root field's statement depends on of the caller: `""`
+    /// when no policy filters the rows it reads (the statement serves every
+    /// caller), else the caller's [`AccessContext::key`].
+    fn statement_caller(&self, r: &RootPlan) -> Option<&str> {
+        let model = &self.shared.model;
+        let filtered = |name: &str| {
+            model.entity(name).is_some_and(|e| {
+                e.policy
+                    .rule_for(gatehouse_schema::Action::Read, self.access)
+                    .is_some()
+            })
+        };
+        let mut any = filtered(&r.field.entity);
+        for j in &r.joins {
+            let target = model
+                .entity(&r.field.entity)?
+                .field(&j.field)
+                .and_then(|f| match &f.kind {
+                    gatehouse_schema::FieldKind::ToOne { target } => Some(target.as_str()),
+                    _ => None,
+                })?;
+            any |= filtered(target);
+        }
+        Some(if any { self.access.key() } else { "" })
     }
 
     /// A variable's value as async-graphql resolves it.
@@ -705,8 +740,8 @@ impl Run<'_> {
     /// value of every variable, except that the text of a non-null `ID` or
     /// `String` variable is left out (only that it is text counts); and
     /// those variables with their texts, in order.
-    fn template_key(&self) -> Option<(String, Vec<(Name, String)>)> {
-        let mut key = String::new();
+    fn template_key(&self, r: &RootPlan) -> Option<(String, Vec<(Name, String)>)> {
+        let mut key = self.statement_caller(r)?.to_string();
         let mut texts = Vec::new();
         for v in &self.plan.variables {
             let value = self.variable(&v.name);
@@ -741,12 +776,15 @@ impl Run<'_> {
         let store = &self.shared.store;
         let plain = || async {
             let q = self.query(r)?;
-            store.list_joined(entity, &q, &r.joins).await.ok()
+            store
+                .list_joined(self.access, entity, &q, &r.joins)
+                .await
+                .ok()
         };
         // A text with a NUL is refused by the store's checks, which a
         // template skips: such a request takes the plain path.
         let Some((key, texts)) = self
-            .template_key()
+            .template_key(r)
             .filter(|(_, t)| !t.is_empty() && !t.iter().any(|(_, t)| t.contains('\0')))
         else {
             return plain().await;
@@ -786,7 +824,9 @@ impl Run<'_> {
     /// [`Run::run_templated`]); `None` when the shape cannot be reused.
     fn template(&self, r: &RootPlan, entity: &str, texts: &[(Name, String)]) -> Option<Template> {
         let store = &self.shared.store;
-        let actual = store.prepare_list(entity, &self.query(r)?, &r.joins).ok()?;
+        let actual = store
+            .prepare_list(self.access, entity, &self.query(r)?, &r.joins)
+            .ok()?;
         let markers: Vec<String> = (0..texts.len())
             .map(|i| format!("\u{1}gatehouse-template-{i}\u{1}"))
             .collect();
@@ -798,7 +838,9 @@ impl Run<'_> {
             variables: &marked,
             ..*self
         };
-        let prepared = store.prepare_list(entity, &run.query(r)?, &r.joins).ok()?;
+        let prepared = store
+            .prepare_list(self.access, entity, &run.query(r)?, &r.joins)
+            .ok()?;
         if !prepared.same_sql(&actual) {
             return None;
         }
@@ -829,11 +871,39 @@ impl Run<'_> {
         self.relations_readable(entity)?;
         // The root field's rows, with the to-one relations its statement read.
         let (set, joined) = if r.constant {
-            let prepared = r.prepared.get_or_init(|| {
-                let q = self.query(r)?;
-                store.prepare_list(&entity.name, &q, &r.joins).ok()
-            });
-            store.run_list(prepared.as_ref()?).await.ok()?
+            let caller = self.statement_caller(r)?;
+            if caller.is_empty() {
+                let prepared = r.prepared.get_or_init(|| {
+                    let q = self.query(r)?;
+                    store
+                        .prepare_list(self.access, &entity.name, &q, &r.joins)
+                        .ok()
+                });
+                store.run_list(prepared.as_ref()?).await.ok()?
+            } else {
+                // A statement with the caller's policy in it serves only
+                // callers with the same policy inputs.
+                let known = r.per_caller.lock().ok()?.get(caller).cloned();
+                let prepared = match known {
+                    Some(p) => p,
+                    None => {
+                        let q = self.query(r)?;
+                        let p = Arc::new(
+                            store
+                                .prepare_list(self.access, &entity.name, &q, &r.joins)
+                                .ok()?,
+                        );
+                        if let Ok(mut map) = r.per_caller.lock() {
+                            if map.len() >= MAX_TEMPLATES {
+                                map.clear();
+                            }
+                            map.insert(caller.to_string(), p.clone());
+                        }
+                        p
+                    }
+                };
+                store.run_list(&prepared).await.ok()?
+            }
         } else {
             self.run_templated(r, &entity.name).await?
         };
@@ -879,7 +949,9 @@ impl Run<'_> {
                     Item::ToOne {
                         target, sel: child, ..
                     } if joined.iter().any(|(k, _)| *k == i) => {
-                        self.allowed(self.shared.model.entity(target)?.read_scope())?;
+                        let t = self.shared.model.entity(target)?;
+                        self.allowed(t.read_scope())?;
+                        self.relations_readable(t)?;
                         let at = joined.iter().position(|(k, _)| *k == i)?;
                         let (_, set) = joined.swap_remove(at);
                         let layout = Layout::new(child, &set.columns)?;
@@ -888,7 +960,9 @@ impl Run<'_> {
                     Item::ToOne {
                         target, sel: child, ..
                     } => {
-                        self.allowed(self.shared.model.entity(target)?.read_scope())?;
+                        let t = self.shared.model.entity(target)?;
+                        self.allowed(t.read_scope())?;
+                        self.relations_readable(t)?;
                         let mut ids: Vec<String> = rows
                             .iter()
                             .filter_map(|r| layout.value(r, i).and_then(Json::as_str))
@@ -900,7 +974,7 @@ impl Run<'_> {
                             (Vec::new(), Layout::new(child, &child.columns)?)
                         } else {
                             let set = store
-                                .get_many_set(target, &ids, Some(&child.columns))
+                                .get_many_set(self.access, target, &ids, Some(&child.columns))
                                 .await
                                 .ok()?;
                             let layout = Layout::new(child, &set.columns)?;
@@ -941,7 +1015,7 @@ impl Run<'_> {
                         parents.sort_unstable();
                         parents.dedup();
                         let (set, parent_of) = store
-                            .load_children_set(target, via, &parents, &q)
+                            .load_children_set(self.access, target, via, &parents, &q)
                             .await
                             .ok()?;
                         let layout = Layout::new(child, &set.columns)?;

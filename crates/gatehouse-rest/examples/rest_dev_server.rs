@@ -64,7 +64,11 @@ async fn main() {
         ("Anonymous", None),
     ] {
         let a = store
-            .insert("Author", row(json!({"name": name, "born": born})))
+            .insert(
+                &gatehouse_store::AccessContext::system(),
+                "Author",
+                row(json!({"name": name, "born": born})),
+            )
             .await
             .unwrap();
         authors.push(a["id"].as_str().unwrap().to_string());
@@ -80,6 +84,7 @@ async fn main() {
     for (i, (title, year, status, a)) in books.iter().enumerate() {
         let b = store
             .insert(
+                &gatehouse_store::AccessContext::system(),
                 "Book",
                 row(json!({
                     "title": title, "year": year, "status": status,
@@ -92,6 +97,7 @@ async fn main() {
             .unwrap();
         store
             .insert(
+                &gatehouse_store::AccessContext::system(),
                 "Review",
                 row(json!({
                     "book": b["id"], "reviewer": "dev", "stars": 5,

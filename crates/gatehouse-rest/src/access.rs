@@ -9,12 +9,12 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use gatehouse_auth::{Principal, challenge};
-use gatehouse_schema::{Entity, Model};
+use gatehouse_schema::{AccessContext, Entity, Model};
 
 use crate::problem::Problem;
 
 /// Who is calling, as far as authorization is concerned.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Caller<'a> {
     /// The authenticated caller (the authentication layer puts it into the
     /// request's extensions).
@@ -23,6 +23,8 @@ pub(crate) struct Caller<'a> {
     /// trusted in-process callers that run the router without the
     /// authentication layer.
     required: bool,
+    /// What the store decides this caller's rows on.
+    pub(crate) access: AccessContext,
 }
 
 impl<'a> Caller<'a> {
@@ -30,6 +32,7 @@ impl<'a> Caller<'a> {
         Caller {
             principal,
             required,
+            access: gatehouse_auth::access_context_of(principal, required),
         }
     }
 

@@ -344,35 +344,7 @@ fn check_scalar(model: &Model, ty: &ValueType, v: &Json) -> Result<(), String> {
     }
 }
 
-/// A strict ISO-8601 calendar date `YYYY-MM-DD` that exists (leap years included).
-pub(crate) fn is_date(s: &str) -> bool {
-    let b = s.as_bytes();
-    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
-        return false;
-    }
-    let digits = |r: std::ops::Range<usize>| -> Option<u32> {
-        let mut n = 0u32;
-        for &c in &b[r] {
-            if !c.is_ascii_digit() {
-                return None;
-            }
-            n = n * 10 + u32::from(c - b'0');
-        }
-        Some(n)
-    };
-    let (Some(y), Some(m), Some(d)) = (digits(0..4), digits(5..7), digits(8..10)) else {
-        return false;
-    };
-    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    let days = match m {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if leap => 29,
-        2 => 28,
-        _ => return false,
-    };
-    (1..=days).contains(&d)
-}
+pub(crate) use gatehouse_schema::valid_date as is_date;
 
 #[cfg(test)]
 mod tests {

@@ -9,7 +9,7 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use gatehouse_schema::Entity;
+use gatehouse_schema::{AccessContext, Action, Entity};
 use gatehouse_store::{Filter, ListQuery, Row, RowSet, StoreError, json};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use serde::Serialize;
@@ -163,7 +163,7 @@ async fn route(
                 }
                 Method::DELETE => {
                     caller.write(entity)?;
-                    delete(api, entity, id, headers).await
+                    delete(api, caller, entity, id, headers).await
                 }
                 Method::OPTIONS => {
                     caller.read(entity)?;
@@ -372,20 +372,30 @@ impl Api {
     /// and kept ([`crate::EntityApi::lists`]).
     async fn list(
         &self,
+        access: &AccessContext,
         ei: usize,
         key: Option<&str>,
         q: &ListQuery,
     ) -> Result<RowSet, StoreError> {
-        let entity = &self.model.entities[ei].name;
+        let entity = &self.model.entities[ei];
         let Some(key) = key else {
-            return self.store.list_set(entity, q).await;
+            return self.store.list_set(access, &entity.name, q).await;
+        };
+        // A statement with a caller's policy in it serves only that caller.
+        let key = if entity.policy.rule_for(Action::Read, access).is_some() {
+            format!("{key}\u{0}{}", access.key())
+        } else {
+            key.to_string()
         };
         let lists = &self.entities[ei].lists;
-        let cached = lists.lock().ok().and_then(|mut l| l.get(key).cloned());
+        let cached = lists
+            .lock()
+            .ok()
+            .and_then(|mut l| l.get(key.as_str()).cloned());
         let prepared = match cached {
             Some(p) => p,
             None => {
-                let p = Arc::new(self.store.prepare_list(entity, q, &[])?);
+                let p = Arc::new(self.store.prepare_list(access, &entity.name, q, &[])?);
                 if let Ok(mut l) = lists.lock() {
                     l.put(key.into(), p.clone());
                 }
@@ -400,9 +410,13 @@ impl Api {
         format!("{}/v1/{}", self.base_path, entity.rest_path)
     }
 
-    /// Checks that the parent of a nested request exists.
-    async fn require_parent(&self, parent: &Parent<'_>) -> Result<(), Problem> {
-        match self.store.get(&parent.entity.name, parent.id).await {
+    /// Checks that the parent of a nested request exists (for this caller).
+    async fn require_parent(
+        &self,
+        access: &AccessContext,
+        parent: &Parent<'_>,
+    ) -> Result<(), Problem> {
+        match self.store.get(access, &parent.entity.name, parent.id).await {
             Ok(Some(_)) => Ok(()),
             Ok(None) => Err(Problem::not_found(format!(
                 "there is no {} with id `{}`",
@@ -445,7 +459,7 @@ async fn list(
     let mut filters = p.filters;
     let base_url = match &parent {
         Some(parent) => {
-            api.require_parent(parent).await?;
+            api.require_parent(&caller.access, parent).await?;
             filters.insert(0, Filter::eq(parent.nested.via.clone(), parent.id));
             format!(
                 "{}/{}/{}",
@@ -470,14 +484,18 @@ async fn list(
         select: p.select,
     };
     let (rows, total) = if offset > MAX_OFFSET {
-        let total = api.store.count(&entity.name, q.filter.as_ref()).await;
+        let total = api
+            .store
+            .count(&caller.access, &entity.name, q.filter.as_ref())
+            .await;
         (Ok(RowSet::default()), total)
     } else {
         // A nested collection's statement holds its parent's id: not kept.
         let key = parent.is_none().then(|| query.unwrap_or(""));
         tokio::join!(
-            api.list(ei, key, &q),
-            api.store.count(&entity.name, q.filter.as_ref())
+            api.list(&caller.access, ei, key, &q),
+            api.store
+                .count(&caller.access, &entity.name, q.filter.as_ref())
         )
     };
     let rows = rows.map_err(Problem::from_read)?;
@@ -572,7 +590,7 @@ async fn get_one(
     let media = negotiate(headers)?;
     let row = api
         .store
-        .get(&entity.name, id)
+        .get(&caller.access, &entity.name, id)
         .await
         .map_err(Problem::from_read)?
         .ok_or_else(|| Problem::not_found(format!("there is no {} with id `{id}`", entity.name)))?;
@@ -612,13 +630,13 @@ async fn create(
     }
     let mut fixed = Vec::new();
     if let Some(parent) = &parent {
-        api.require_parent(parent).await?;
+        api.require_parent(&caller.access, parent).await?;
         fixed.push((parent.nested.via.as_str(), parent.id));
     }
     let row = body::validate(&api.model, entity, object, Mode::Create, &fixed)?;
     let stored = api
         .store
-        .insert(&entity.name, row)
+        .insert(&caller.access, &entity.name, row)
         .await
         .map_err(Problem::from_write)?;
     let id = stored
@@ -659,9 +677,13 @@ async fn write_existing(
     }
     let row = body::validate(&api.model, entity, object, mode, &[("id", id)])?;
     let result = if mode == Mode::Patch {
-        api.store.update(&entity.name, id, row).await
+        api.store
+            .update(&caller.access, &entity.name, id, row)
+            .await
     } else {
-        api.store.replace(&entity.name, id, row).await
+        api.store
+            .replace(&caller.access, &entity.name, id, row)
+            .await
     };
     let stored = result.map_err(|e| match e {
         gatehouse_store::StoreError::NotFound => {
@@ -694,12 +716,13 @@ fn written<'a>(
 
 async fn delete(
     api: &Api,
+    caller: &Caller<'_>,
     entity: &Entity,
     id: &str,
     headers: &HeaderMap,
 ) -> Result<Response, Problem> {
     negotiate(headers)?;
-    match api.store.delete(&entity.name, id).await {
+    match api.store.delete(&caller.access, &entity.name, id).await {
         Ok(Some(_)) => Ok(StatusCode::NO_CONTENT.into_response()),
         Ok(None) => Err(Problem::not_found(format!(
             "there is no {} with id `{id}`",

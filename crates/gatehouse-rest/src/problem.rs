@@ -164,6 +164,9 @@ impl Problem {
                 Problem::new(StatusCode::CONFLICT, "CONFLICT", message)
             }
             StoreError::Invalid { field, message } => Problem::invalid_field(field, message),
+            StoreError::Forbidden { message } => {
+                Problem::new(StatusCode::FORBIDDEN, "FORBIDDEN", message)
+            }
             StoreError::Unavailable => Problem::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "UNAVAILABLE",

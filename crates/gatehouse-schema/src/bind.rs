@@ -13,6 +13,7 @@ use heck::{ToKebabCase, ToLowerCamelCase, ToSnakeCase};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::load::at;
 use crate::model::*;
+use crate::policy::{Operand, Policy, Rule};
 
 const ROOTS: [&str; 3] = ["Query", "Mutation", "Subscription"];
 const COUNT_ARGS: [&str; 4] = ["first", "limit", "count", "take"];
@@ -76,6 +77,9 @@ impl<'a> Binder<'a> {
         for (i, obj) in objects.iter().enumerate() {
             self.entity_pass2(i, obj);
         }
+        for (i, obj) in objects.iter().enumerate() {
+            self.entities[i].policy = self.bind_policy(obj);
+        }
 
         let queries = self.root_fields("Query");
         let mutations = self.root_fields("Mutation");
@@ -135,13 +139,7 @@ impl<'a> Binder<'a> {
             let unique = field.directives.get("unique").is_some();
             let index = field.directives.get("index").is_some();
             let relation = field.directives.get("relation");
-            if field.directives.get("auth").is_some() {
-                self.error(
-                    loc,
-                    format!("`@auth` on the entity field `{name}.{fname}` is not supported"),
-                    Some("put `@auth(read:, write:)` on the type, or `@auth(scope:)` on a root field".into()),
-                );
-            }
+            let field_auth = self.field_auth(&name, field);
             if fname == "id" {
                 if !is_id_bang(&field.ty) {
                     self.error(
@@ -162,7 +160,15 @@ impl<'a> Binder<'a> {
                     unique: true,
                     index: false,
                     ty,
+                    auth: TypeAuth::default(),
                 });
+                if field_auth != TypeAuth::default() {
+                    self.error(
+                        loc,
+                        format!("`@auth` on `{name}.id`: the id is read with the row"),
+                        None,
+                    );
+                }
                 continue;
             }
             let base = field.ty.inner_named_type();
@@ -222,6 +228,16 @@ impl<'a> Binder<'a> {
                 _ => fname.to_snake_case(),
             };
             let is_to_many = matches!(kind, FieldKind::ToMany { .. });
+            if !matches!(kind, FieldKind::Value { .. }) && field_auth != TypeAuth::default() {
+                self.error(
+                    loc,
+                    format!("`@auth` on the relation `{name}.{fname}`"),
+                    Some(format!(
+                        "a relation needs its target's read scope: put `@auth(read:)` on `{}`",
+                        field.ty.inner_named_type()
+                    )),
+                );
+            }
             let is_list_value = matches!(kind, FieldKind::Value { list: Some(_), .. });
             if !is_to_many && !field.arguments.is_empty() {
                 self.error(
@@ -262,6 +278,7 @@ impl<'a> Binder<'a> {
                 unique,
                 index,
                 ty,
+                auth: field_auth,
             });
         }
         match id_field {
@@ -301,7 +318,242 @@ impl<'a> Binder<'a> {
             description: desc(&obj.description),
             fields,
             auth,
+            policy: Policy::default(),
         }
+    }
+
+    // ---- policies -------------------------------------------------------
+
+    /// Binds `@policy` on an entity: each argument a rule over its fields,
+    /// then the most specific argument chosen for each action.
+    fn bind_policy(&mut self, obj: &Node<ObjectType>) -> Policy {
+        let mut policy = Policy::default();
+        let Some(d) = obj.directives.get("policy") else {
+            return policy;
+        };
+        let name = obj.name.to_string();
+        let rule = |b: &mut Self, arg: &str| -> Option<Rule> {
+            let v = d.specified_argument_by_name(arg)?;
+            b.policy_rule(&name, v, &format!("@policy({arg}:)"))
+        };
+        let all = rule(self, "all");
+        let write = rule(self, "write").or_else(|| all.clone());
+        policy.read = rule(self, "read").or_else(|| all.clone());
+        policy.create = rule(self, "create").or_else(|| write.clone());
+        policy.update = rule(self, "update").or_else(|| write.clone());
+        policy.delete = rule(self, "delete").or_else(|| write.clone());
+        policy.bypass = self.scope_arg(d, "bypass");
+        let has_rule = ["read", "create", "update", "delete", "write", "all"]
+            .iter()
+            .any(|a| d.specified_argument_by_name(a).is_some());
+        if !has_rule {
+            self.error(
+                d.location(),
+                format!("`@policy` on `{name}` has no rule"),
+                Some("give it `read:`, `create:`, `update:`, `delete:`, `write:` or `all:`".into()),
+            );
+        }
+        policy
+    }
+
+    /// One policy rule: an object in the language of `where` inputs over
+    /// `entity`'s fields, whose `"$name"` strings are claims.
+    fn policy_rule(&mut self, entity: &str, v: &Node<ast::Value>, at: &str) -> Option<Rule> {
+        let loc = v.location();
+        let ast::Value::Object(entries) = v.as_ref() else {
+            self.error(
+                loc,
+                format!("`{at}` on `{entity}` must be an object like `{{owner: \"$sub\"}}`"),
+                None,
+            );
+            return None;
+        };
+        let e = self.entities.iter().find(|e| e.name == entity)?.clone();
+        let mut parts: Vec<Option<Rule>> = Vec::new();
+        for (key, value) in entries {
+            let key = key.as_str();
+            let part = match key {
+                "AND" | "OR" => {
+                    let items: Vec<&Node<ast::Value>> = match value.as_ref() {
+                        ast::Value::List(items) => items.iter().collect(),
+                        _ => vec![value],
+                    };
+                    let rules: Vec<Rule> = items
+                        .into_iter()
+                        .filter_map(|i| self.policy_rule(entity, i, at))
+                        .collect();
+                    Some(if key == "AND" {
+                        Rule::And(rules)
+                    } else {
+                        Rule::Or(rules)
+                    })
+                }
+                "NOT" => self
+                    .policy_rule(entity, value, at)
+                    .map(|r| Rule::Not(Box::new(r))),
+                _ => self.policy_cmp(&e, key, value, at),
+            };
+            parts.push(part);
+        }
+        // Every part is checked, so one run reports each problem.
+        let mut parts: Vec<Rule> = parts.into_iter().collect::<Option<_>>()?;
+        Some(if parts.len() == 1 {
+            parts.remove(0)
+        } else {
+            Rule::And(parts)
+        })
+    }
+
+    fn policy_cmp(
+        &mut self,
+        e: &Entity,
+        key: &str,
+        value: &Node<ast::Value>,
+        at: &str,
+    ) -> Option<Rule> {
+        let loc = value.location();
+        let entity = e.name.as_str();
+        let Some((field, op)) = parse_filter_name(e, key) else {
+            let fields: Vec<&str> = e.stored_fields().map(|f| f.name.as_str()).collect();
+            self.error(
+                loc,
+                format!("`{key}` in `{at}` on `{entity}` binds to nothing"),
+                Some(format!(
+                    "a policy takes `AND`, `OR`, `NOT`, or a field of `{entity}` ({}) with an optional operator suffix, as a `where` input does",
+                    fields.join(", ")
+                )),
+            );
+            return None;
+        };
+        let f = e.field(&field)?;
+        if let (FieldKind::ToOne { target }, FilterOp::Eq, ast::Value::Object(_)) =
+            (&f.kind, op, value.as_ref())
+        {
+            let rule = self.policy_rule(target, value, at)?;
+            return Some(Rule::Path {
+                field,
+                target: target.clone(),
+                rule: Box::new(rule),
+            });
+        }
+        let ty = f.filter_type()?;
+        let is_list_field = matches!(f.kind, FieldKind::Value { list: Some(_), .. });
+        let allowed = match op {
+            FilterOp::IsNull => true,
+            _ if is_list_field => op == FilterOp::Contains,
+            FilterOp::Lt | FilterOp::Lte | FilterOp::Gt | FilterOp::Gte => ty.is_ordered(),
+            FilterOp::Contains | FilterOp::StartsWith | FilterOp::EndsWith => ty.is_text(),
+            _ => true,
+        };
+        if !allowed {
+            self.error(
+                loc,
+                format!(
+                    "operator `{}` in `{at}` does not apply to `{entity}.{field}` ({})",
+                    op_label(op),
+                    ty.graphql_name()
+                ),
+                None,
+            );
+            return None;
+        }
+        let expected = if op == FilterOp::IsNull {
+            ValueType::Scalar(Scalar::Boolean)
+        } else {
+            ty
+        };
+        let operand = if op.takes_list() {
+            let ast::Value::List(items) = value.as_ref() else {
+                self.error(loc, format!("`{key}` in `{at}` takes a list"), None);
+                return None;
+            };
+            let mut out = Vec::new();
+            for i in items {
+                out.push(self.policy_operand(i, &expected, key, at)?);
+            }
+            Operand::List(out)
+        } else {
+            self.policy_operand(value, &expected, key, at)?
+        };
+        Some(Rule::Cmp {
+            field,
+            op,
+            value: operand,
+        })
+    }
+
+    /// A literal of type `ty`, or a claim (`"$name"`; `"$$..."` is a literal `$`).
+    fn policy_operand(
+        &mut self,
+        v: &Node<ast::Value>,
+        ty: &ValueType,
+        key: &str,
+        at: &str,
+    ) -> Option<Operand> {
+        let loc = v.location();
+        if let ast::Value::String(s) = v.as_ref()
+            && let Some(rest) = s.strip_prefix('$')
+        {
+            if let Some(literal) = rest.strip_prefix('$') {
+                return Some(Operand::Literal(serde_json::Value::String(format!(
+                    "${literal}"
+                ))));
+            }
+            let valid = !rest.is_empty()
+                && rest
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '.' | '-'));
+            if !valid {
+                self.error(
+                    loc,
+                    format!("`\"{s}\"` in `{at}` is not a claim name"),
+                    Some("a claim is `$` and a name such as `$sub` or `$org`; write `$$` for a literal `$`".into()),
+                );
+                return None;
+            }
+            return Some(Operand::Claim(rest.to_string()));
+        }
+        let json = match (v.as_ref(), ty) {
+            (ast::Value::Null, _) => Some(serde_json::Value::Null),
+            (ast::Value::Boolean(b), ValueType::Scalar(Scalar::Boolean)) => Some((*b).into()),
+            (ast::Value::Int(i), ValueType::Scalar(Scalar::Int)) => {
+                i.try_to_i32().ok().map(serde_json::Value::from)
+            }
+            (ast::Value::Int(i), ValueType::Scalar(Scalar::Float)) => {
+                i.try_to_f64().ok().map(serde_json::Value::from)
+            }
+            (ast::Value::Float(x), ValueType::Scalar(Scalar::Float)) => {
+                x.try_to_f64().ok().map(serde_json::Value::from)
+            }
+            (ast::Value::String(s), ValueType::Scalar(Scalar::String | Scalar::Id)) => {
+                Some(s.as_str().into())
+            }
+            (ast::Value::String(s), ValueType::Scalar(Scalar::Date)) => {
+                valid_date(s).then(|| s.as_str().into())
+            }
+            (ast::Value::Enum(n), ValueType::Enum(en)) => {
+                self.schema.types.get(en.as_str()).and_then(|t| match t {
+                    ExtendedType::Enum(def) => def
+                        .values
+                        .contains_key(n.as_str())
+                        .then(|| n.as_str().into()),
+                    _ => None,
+                })
+            }
+            _ => None,
+        };
+        if json.is_none() {
+            self.error(
+                loc,
+                format!(
+                    "`{key}` in `{at}` compares with `{}`, which is not a `{}` value",
+                    v,
+                    ty.graphql_name()
+                ),
+                None,
+            );
+        }
+        json.map(Operand::Literal)
     }
 
     fn check_columns(&mut self, name: &str, obj: &Node<ObjectType>, fields: &[Field], table: &str) {
@@ -406,6 +658,28 @@ impl<'a> Binder<'a> {
             self.error(
                 d.location(),
                 format!("`@auth(scope:)` on the type `{name}`: a type takes `read:` and `write:`"),
+                Some("`@auth(scope:)` goes on a root field".into()),
+            );
+        }
+        auth.read = self.scope_arg(d, "read");
+        auth.write = self.scope_arg(d, "write");
+        auth
+    }
+
+    /// `@auth(read:, write:)` on an entity field: the scopes its value needs
+    /// beyond the type's own.
+    fn field_auth(&mut self, entity: &str, field: &Node<FieldDefinition>) -> TypeAuth {
+        let mut auth = TypeAuth::default();
+        let Some(d) = field.directives.get("auth") else {
+            return auth;
+        };
+        if d.specified_argument_by_name("scope").is_some() {
+            self.error(
+                d.location(),
+                format!(
+                    "`@auth(scope:)` on the field `{entity}.{}`: an entity field takes `read:` and `write:`",
+                    field.name
+                ),
                 Some("`@auth(scope:)` goes on a root field".into()),
             );
         }
@@ -1265,7 +1539,18 @@ impl<'a> Binder<'a> {
                 );
                 continue;
             }
-            if create && f.required && !matches!(f.kind, FieldKind::Id) && !got.is_non_null() {
+            // A field the create policy fills from a claim may be left out.
+            let filled = entity
+                .policy
+                .owner_fields()
+                .iter()
+                .any(|(n, _)| *n == f.name);
+            if create
+                && f.required
+                && !filled
+                && !matches!(f.kind, FieldKind::Id)
+                && !got.is_non_null()
+            {
                 ok = false;
                 self.error(
                     *vloc,
@@ -1280,6 +1565,11 @@ impl<'a> Binder<'a> {
             for f in entity.stored_fields() {
                 if f.required
                     && !matches!(f.kind, FieldKind::Id)
+                    && !entity
+                        .policy
+                        .owner_fields()
+                        .iter()
+                        .any(|(n, _)| *n == f.name)
                     && !fields.contains(&f.name)
                     && values.iter().all(|(v, _)| v.name != f.name.as_str())
                 {

@@ -9,6 +9,7 @@ mod bind;
 mod diag;
 mod load;
 pub mod model;
+pub mod policy;
 mod scaffold;
 
 use std::path::PathBuf;
@@ -17,6 +18,7 @@ pub use bind::{RESERVED_TABLE_PREFIX, default_rest_path, valid_scope};
 pub use diag::{Diagnostic, Diagnostics, Severity};
 pub use load::{LoadOptions, PRELUDE_PATH, Source, directive_declarations};
 pub use model::*;
+pub use policy::{AccessContext, Action, Operand, Policy, Rule};
 pub use scaffold::scaffold;
 
 /// Reads and loads the schema files and directories at `paths`.

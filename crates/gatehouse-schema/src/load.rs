@@ -45,6 +45,10 @@ const PRELUDE_DIRECTIVES: &[(&str, &str)] = &[
         "auth",
         "\"Scopes required: read/write on a type, scope on a root field.\"\ndirective @auth(read: String, write: String, scope: String) on OBJECT | FIELD_DEFINITION",
     ),
+    (
+        "policy",
+        "\"Which rows each action may touch: filters in the language of `where` inputs, with `$claim` operands.\"\ndirective @policy(read: _PolicyRule, create: _PolicyRule, update: _PolicyRule, delete: _PolicyRule, write: _PolicyRule, all: _PolicyRule, bypass: String) on OBJECT",
+    ),
 ];
 
 /// The declarations of gatehouse's built-in directives (`@unique`, `@index`,
@@ -55,8 +59,14 @@ pub fn directive_declarations() -> String {
         out.push_str(decl);
         out.push_str("\n\n");
     }
+    out.push_str(PRELUDE_POLICY_RULE);
+    out.push_str("\n\n");
     out
 }
+
+/// The type of `@policy`'s rules: an object literal in the language of
+/// `where` inputs, checked by the binder, not by GraphQL validation.
+const PRELUDE_POLICY_RULE: &str = "\"A row filter of `@policy`.\"\nscalar _PolicyRule";
 
 const PRELUDE_DATE: &str = "\"An ISO-8601 calendar date, `YYYY-MM-DD`.\"\nscalar Date @specifiedBy(url: \"https://www.rfc-editor.org/rfc/rfc3339#section-5.6\")";
 
@@ -176,6 +186,10 @@ pub(crate) fn parse_and_build(
         prelude.push_str(PRELUDE_DATE);
         prelude.push('\n');
     }
+    if !declared.policy_rule {
+        prelude.push_str(PRELUDE_POLICY_RULE);
+        prelude.push('\n');
+    }
     for (name, decl) in PRELUDE_DIRECTIVES {
         if !declared.directives.iter().any(|d| d == name) {
             prelude.push_str(decl);
@@ -211,6 +225,8 @@ pub(crate) fn parse_and_build(
 /// What the user declared of the built-ins.
 struct Declared {
     date: bool,
+    /// `scalar _PolicyRule` (a printed schema holds it).
+    policy_rule: bool,
     directives: Vec<String>,
 }
 
@@ -219,6 +235,7 @@ const ROOTS: [&str; 3] = ["Query", "Mutation", "Subscription"];
 fn file_rules(docs: &[Document], opts: LoadOptions, diags: &mut Diagnostics) -> Declared {
     let mut declared = Declared {
         date: false,
+        policy_rule: false,
         directives: Vec::new(),
     };
     // Where each root type is defined: (file, location).
@@ -255,6 +272,8 @@ fn file_rules(docs: &[Document], opts: LoadOptions, diags: &mut Diagnostics) -> 
                 Definition::ScalarTypeDefinition(s) => {
                     if s.name == "Date" {
                         declared.date = true;
+                    } else if s.name == "_PolicyRule" {
+                        declared.policy_rule = true;
                     } else {
                         here(
                             diags,

@@ -74,19 +74,32 @@ impl Model {
         }
     }
 
-    /// The scope needed to see (or set) `field` of an entity beyond reading
-    /// the entity itself: a relation shows its target's rows, or for a
-    /// to-one field the target's id, so it needs the target's read scope.
-    /// `None` for the entity's own values. REST bodies, REST filters and
-    /// GraphQL relations all ask here, so a type protected by
-    /// `@auth(read:)` cannot leak through a relation from an open type.
-    pub fn field_read_scope(&self, field: &Field) -> Option<&str> {
+    /// The scope needed to see `field` of an entity beyond reading the
+    /// entity itself: a relation shows its target's rows, or for a to-one
+    /// field the target's id, so it needs the target's read scope; a value
+    /// with `@auth(read:)` needs that scope. `None` for the entity's other
+    /// values. Filtering and ordering by a field need the same. REST bodies
+    /// and filters, both GraphQL executors and the store all ask here.
+    pub fn field_read_scope<'a>(&'a self, field: &'a Field) -> Option<&'a str> {
         match &field.kind {
             FieldKind::ToOne { target } | FieldKind::ToMany { target, .. } => Some(
                 self.entity(target)
                     .map_or(DEFAULT_READ_SCOPE, Entity::read_scope),
             ),
-            FieldKind::Id | FieldKind::Value { .. } => None,
+            FieldKind::Id | FieldKind::Value { .. } => field.auth.read.as_deref(),
+        }
+    }
+
+    /// The scope needed to set `field` beyond writing the entity: setting a
+    /// to-one reference needs its target's read scope (the answer would
+    /// tell which ids exist); a value with `@auth` needs its `write:` scope,
+    /// else its `read:` scope.
+    pub fn field_write_scope<'a>(&'a self, field: &'a Field) -> Option<&'a str> {
+        match &field.kind {
+            FieldKind::Id | FieldKind::Value { .. } => {
+                field.auth.write.as_deref().or(field.auth.read.as_deref())
+            }
+            _ => self.field_read_scope(field),
         }
     }
 }
@@ -106,6 +119,9 @@ pub struct Entity {
     pub fields: Vec<Field>,
     /// `@auth(read:, write:)` on the type.
     pub auth: TypeAuth,
+    /// `@policy`: which rows each action may touch, most specific argument
+    /// already chosen.
+    pub policy: crate::policy::Policy,
 }
 
 impl Entity {
@@ -182,6 +198,9 @@ pub struct Field {
     pub index: bool,
     /// The field's GraphQL output type as written.
     pub ty: TypeRef,
+    /// `@auth(read:, write:)` on the field (values only): scopes needed
+    /// beyond the entity's.
+    pub auth: TypeAuth,
 }
 
 impl Field {
@@ -324,6 +343,36 @@ impl Scalar {
             Scalar::String => "String",
         }
     }
+}
+
+/// The one rule for `Date` values: a strict ISO-8601 calendar date `YYYY-MM-DD` that exists (leap years included).
+pub fn valid_date(s: &str) -> bool {
+    let b = s.as_bytes();
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+        return false;
+    }
+    let digits = |r: std::ops::Range<usize>| -> Option<u32> {
+        let mut n = 0u32;
+        for &c in &b[r] {
+            if !c.is_ascii_digit() {
+                return None;
+            }
+            n = n * 10 + u32::from(c - b'0');
+        }
+        Some(n)
+    };
+    let (Some(y), Some(m), Some(d)) = (digits(0..4), digits(5..7), digits(8..10)) else {
+        return false;
+    };
+    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let days = match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return false,
+    };
+    (1..=days).contains(&d)
 }
 
 /// A GraphQL type reference, as written in the SDL (serialized as that text).

@@ -63,7 +63,11 @@ async fn run(label: &str, url: &str) {
     let mut authors = Vec::with_capacity(AUTHORS);
     for i in 0..AUTHORS {
         let a = store
-            .insert("Author", row(json!({"name": format!("author-{i}")})))
+            .insert(
+                &gatehouse_store::AccessContext::system(),
+                "Author",
+                row(json!({"name": format!("author-{i}")})),
+            )
             .await
             .unwrap();
         authors.push(a["id"].as_str().unwrap().to_string());
@@ -83,7 +87,10 @@ async fn run(label: &str, url: &str) {
                     "status": status,
                     "author": authors[i % AUTHORS],
                 }));
-                store.insert("Book", r).await.unwrap();
+                store
+                    .insert(&gatehouse_store::AccessContext::system(), "Book", r)
+                    .await
+                    .unwrap();
             }
         }));
     }
@@ -108,7 +115,10 @@ async fn run(label: &str, url: &str) {
             ..Default::default()
         };
         let t = Instant::now();
-        let rows = store.list("Book", &q).await.unwrap();
+        let rows = store
+            .list(&gatehouse_store::AccessContext::system(), "Book", &q)
+            .await
+            .unwrap();
         times.push(t.elapsed());
         assert_eq!(rows.len(), 10);
     }
@@ -128,7 +138,10 @@ async fn run(label: &str, url: &str) {
             ..Default::default()
         };
         let t = Instant::now();
-        let rows = store.list("Book", &q).await.unwrap();
+        let rows = store
+            .list(&gatehouse_store::AccessContext::system(), "Book", &q)
+            .await
+            .unwrap();
         times.push(t.elapsed());
         assert_eq!(rows.len(), 1);
     }
@@ -146,7 +159,10 @@ async fn run(label: &str, url: &str) {
         let r = row(
             json!({"title": format!("seq-{i}"), "status": "LOST", "author": authors[i % AUTHORS]}),
         );
-        store.insert("Book", r).await.unwrap();
+        store
+            .insert(&gatehouse_store::AccessContext::system(), "Book", r)
+            .await
+            .unwrap();
     }
     let el = t.elapsed();
     println!(
@@ -164,7 +180,7 @@ async fn run(label: &str, url: &str) {
         tasks.push(tokio::spawn(async move {
             for i in 0..n / 8 {
                                 let r = row(json!({"title": format!("par-{w}-{i}"), "status": "LOST", "author": authors[i % AUTHORS]}));
-                store.insert("Book", r).await.unwrap();
+                store.insert(&gatehouse_store::AccessContext::system(), "Book", r).await.unwrap();
             }
         }));
     }
@@ -198,7 +214,13 @@ async fn run(label: &str, url: &str) {
             let before = store.statements();
             let t = Instant::now();
             let got = store
-                .load_children("Book", "author", &parents, &q)
+                .load_children(
+                    &gatehouse_store::AccessContext::system(),
+                    "Book",
+                    "author",
+                    &parents,
+                    &q,
+                )
                 .await
                 .unwrap();
             times.push(t.elapsed());

@@ -29,6 +29,15 @@ pub enum StoreError {
         /// What is wrong with it.
         message: String,
     },
+    /// The caller may see the row (or there is none to hide) but not do
+    /// this: a field it may not read or write, or a write the entity's
+    /// policy refuses (the new row, or the row after an update, would not
+    /// match it).
+    #[error("{message}")]
+    Forbidden {
+        /// What is refused, in words fit for an API user.
+        message: String,
+    },
     /// The database cannot be reached right now (connection refused, pool
     /// timeout, I/O error); retrying later may succeed.
     #[error("storage unavailable")]
@@ -77,6 +86,13 @@ impl StoreError {
         }
     }
 
+    /// A [`StoreError::Forbidden`] with `message`.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        StoreError::Forbidden {
+            message: message.into(),
+        }
+    }
+
     /// An [`StoreError::Internal`] from any displayable cause; the cause is logged here.
     pub fn internal(cause: impl fmt::Display) -> Self {
         let mut text = cause.to_string();
@@ -102,6 +118,7 @@ impl StoreError {
             StoreError::NotFound => "NOT_FOUND",
             StoreError::Conflict { .. } => "CONFLICT",
             StoreError::Invalid { .. } => "BAD_USER_INPUT",
+            StoreError::Forbidden { .. } => "FORBIDDEN",
             StoreError::Unavailable => "UNAVAILABLE",
             StoreError::DestructiveMigration { .. } => "DESTRUCTIVE_MIGRATION",
             StoreError::Internal(_) => "INTERNAL",

@@ -31,6 +31,7 @@ mod feed;
 pub mod json;
 pub mod metric_handles;
 mod migrate;
+mod policy;
 mod query;
 mod sqlite;
 mod store;
@@ -46,4 +47,4 @@ pub use query::{Filter, JoinOne, ListQuery, OrderBy};
 pub use store::{PreparedList, Store, StoreOptions};
 pub use value::{ColType, Row, RowSet};
 
-pub use gatehouse_schema::{ChangeKind, FilterOp};
+pub use gatehouse_schema::{AccessContext, ChangeKind, FilterOp};

@@ -263,15 +263,15 @@ fn condition_within(
     })
 }
 
-fn always_true() -> Expr {
+pub(crate) fn always_true() -> Expr {
     Expr::cust("1 = 1")
 }
 
-fn always_false() -> Expr {
+pub(crate) fn always_false() -> Expr {
     Expr::cust("1 = 0")
 }
 
-fn comparison(
+pub(crate) fn comparison(
     model: &Model,
     entity: &Entity,
     dialect: Dialect,

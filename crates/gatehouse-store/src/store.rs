@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use gatehouse_schema::{ChangeKind, Entity, FieldKind, Model};
+use gatehouse_schema::{AccessContext, Action, ChangeKind, Entity, FieldKind, Model};
 use sea_query::{Expr, ExprTrait, Func, LockType, Order, Query, SelectStatement, WindowStatement};
 use serde_json::Value as Json;
 use sqlx::error::ErrorKind;
@@ -16,6 +16,7 @@ use crate::db::{Built, Conn, Db, DbRow, Pools};
 use crate::error::from_sqlx;
 use crate::feed::{self, ChangeEvent};
 use crate::migrate::{self, Layout, MigrationStep, q};
+use crate::policy;
 use crate::query::{
     Col, Filter, JoinOne, ListQuery, apply_order, col, columns, condition, ordering, stored_field,
 };
@@ -359,8 +360,13 @@ impl Store {
 
     // ---------------------------------------------------------------- reads
 
-    /// The row of `entity` with `id`, or `None`.
-    pub async fn get(&self, entity: &str, id: &str) -> Result<Option<Row>, StoreError> {
+    /// The row of `entity` with `id`, or `None` (also when `ctx` may not read it).
+    pub async fn get(
+        &self,
+        ctx: &AccessContext,
+        entity: &str,
+        id: &str,
+    ) -> Result<Option<Row>, StoreError> {
         let e = self.entity(entity)?;
         if unstorable(id) {
             return Ok(None);
@@ -368,6 +374,7 @@ impl Store {
         let cols = columns(&self.inner.model, e, None)?;
         let mut s = self.select(e, &cols);
         s.and_where(col(e, id_field(e)?).eq(id));
+        self.restrict(&mut s, e, Action::Read, ctx)?;
         let rows = self
             .fetch_read(Built::of(self.dialect(), &s), &kinds(&cols))
             .await?;
@@ -378,11 +385,12 @@ impl Store {
     /// (the to-one batch of a relation). Missing ids are absent from the map.
     pub async fn get_many(
         &self,
+        ctx: &AccessContext,
         entity: &str,
         ids: &[String],
     ) -> Result<HashMap<String, Row>, StoreError> {
         Ok(self
-            .get_many_set(entity, ids, None)
+            .get_many_set(ctx, entity, ids, None)
             .await?
             .into_rows()
             .into_iter()
@@ -395,6 +403,7 @@ impl Store {
     /// missing ids have none.
     pub async fn get_many_set(
         &self,
+        ctx: &AccessContext,
         entity: &str,
         ids: &[String],
         select: Option<&[String]>,
@@ -411,6 +420,7 @@ impl Store {
         }
         let mut s = self.select(e, &cols);
         s.and_where(col(e, id_field(e)?).is_in(ids.iter().map(|i| Expr::val(*i))));
+        self.restrict(&mut s, e, Action::Read, ctx)?;
         let rows = self
             .fetch_read(Built::of(self.dialect(), &s), &kinds(&cols))
             .await?;
@@ -418,13 +428,23 @@ impl Store {
     }
 
     /// The rows of `entity` that match `query`, ordered and paged.
-    pub async fn list(&self, entity: &str, query: &ListQuery) -> Result<Vec<Row>, StoreError> {
-        Ok(self.list_set(entity, query).await?.into_rows())
+    pub async fn list(
+        &self,
+        ctx: &AccessContext,
+        entity: &str,
+        query: &ListQuery,
+    ) -> Result<Vec<Row>, StoreError> {
+        Ok(self.list_set(ctx, entity, query).await?.into_rows())
     }
 
     /// [`Store::list`] in column form.
-    pub async fn list_set(&self, entity: &str, query: &ListQuery) -> Result<RowSet, StoreError> {
-        Ok(self.list_joined(entity, query, &[]).await?.0)
+    pub async fn list_set(
+        &self,
+        ctx: &AccessContext,
+        entity: &str,
+        query: &ListQuery,
+    ) -> Result<RowSet, StoreError> {
+        Ok(self.list_joined(ctx, entity, query, &[]).await?.0)
     }
 
     /// [`Store::list_set`] that also reads, in the same statement, the row
@@ -434,11 +454,12 @@ impl Store {
     /// A to-one relation then costs no statement of its own.
     pub async fn list_joined(
         &self,
+        ctx: &AccessContext,
         entity: &str,
         query: &ListQuery,
         joins: &[JoinOne],
     ) -> Result<(RowSet, Vec<RowSet>), StoreError> {
-        let prepared = self.prepare_list(entity, query, joins)?;
+        let prepared = self.prepare_list(ctx, entity, query, joins)?;
         self.run_list(&prepared).await
     }
 
@@ -446,15 +467,19 @@ impl Store {
     /// be run by [`Store::run_list`] as often as needed: a caller that reads
     /// the same page again and again (the planned executor, for a query
     /// whose arguments hold no variables) skips building the SQL each time.
-    /// It reads what the store holds when it runs, not when it was built.
+    /// It reads what the store holds when it runs, not when it was built,
+    /// for the caller `ctx` it was built for: run it for no other (see
+    /// [`AccessContext::key`]).
     pub fn prepare_list(
         &self,
+        ctx: &AccessContext,
         entity: &str,
         query: &ListQuery,
         joins: &[JoinOne],
     ) -> Result<PreparedList, StoreError> {
         let model = &self.inner.model;
         let e = self.entity(entity)?;
+        policy::check_compared(model, e, ctx, query.filter.as_ref(), &query.order)?;
         let cols = columns(model, e, query.select.as_deref())?;
         let mut s = self.select(e, &cols);
         let mut kinds = kinds(&cols);
@@ -470,12 +495,24 @@ impl Store {
             let t = self.entity(target)?;
             let t_cols = columns(model, t, Some(&join.select))?;
             let alias = sea_query::Alias::new(format!("j{j}"));
+            let mut on = Expr::col((alias.clone(), id_field(t)?.column.clone()))
+                .equals((e.table.clone(), field.column.clone()));
+            // A referenced row the caller may not read joins as nulls.
+            if let Some(c) = policy::condition(model, t, self.dialect(), Action::Read, ctx)? {
+                let mut visible = Query::select();
+                visible
+                    .expr(col(t, id_field(t)?))
+                    .from(t.table.clone())
+                    .and_where(c);
+                on = on.and(
+                    Expr::col((alias.clone(), id_field(t)?.column.clone())).in_subquery(visible),
+                );
+            }
             s.join_as(
                 sea_query::JoinType::LeftJoin,
                 t.table.clone(),
                 alias.clone(),
-                Expr::col((alias.clone(), id_field(t)?.column.clone()))
-                    .equals((e.table.clone(), field.column.clone())),
+                on,
             );
             for c in &t_cols {
                 s.expr(Expr::col((alias.clone(), c.field.column.clone())));
@@ -486,6 +523,7 @@ impl Store {
         if let Some(f) = &query.filter {
             s.and_where(condition(model, e, self.dialect(), f)?);
         }
+        self.restrict(&mut s, e, Action::Read, ctx)?;
         apply_order(&mut s, e, &query.order)?;
         let built = if query.limit == Some(0) {
             None
@@ -594,8 +632,21 @@ impl Store {
     /// of (any write: a cascade changes other entities' counts), and for at
     /// most [`COUNT_CACHE_TTL`]. A count is only kept when no write was seen
     /// while it ran, so a cached count never predates a write it should see.
-    pub async fn count(&self, entity: &str, filter: Option<&Filter>) -> Result<u64, StoreError> {
-        let key = format!("{entity}\0{filter:?}");
+    pub async fn count(
+        &self,
+        ctx: &AccessContext,
+        entity: &str,
+        filter: Option<&Filter>,
+    ) -> Result<u64, StoreError> {
+        let e = self.entity(entity)?;
+        policy::check_compared(&self.inner.model, e, ctx, filter, &[])?;
+        // A policy makes the count the caller's own.
+        let caller = if policy::read_filtered(e, ctx) {
+            ctx.key()
+        } else {
+            ""
+        };
+        let key = format!("{entity}\0{filter:?}\0{caller}");
         let generation = self.inner.writes.load(Ordering::SeqCst);
         if let Ok(counts) = self.inner.counts.lock()
             && let Some((g, at, n)) = counts.get(&key)
@@ -605,7 +656,7 @@ impl Store {
             return Ok(*n);
         }
         let at = Instant::now();
-        let n = self.count_rows(entity, filter).await?;
+        let n = self.count_rows(ctx, e, filter).await?;
         if self.inner.writes.load(Ordering::SeqCst) == generation
             && let Ok(mut counts) = self.inner.counts.lock()
         {
@@ -617,13 +668,18 @@ impl Store {
         Ok(n)
     }
 
-    async fn count_rows(&self, entity: &str, filter: Option<&Filter>) -> Result<u64, StoreError> {
-        let e = self.entity(entity)?;
+    async fn count_rows(
+        &self,
+        ctx: &AccessContext,
+        e: &Entity,
+        filter: Option<&Filter>,
+    ) -> Result<u64, StoreError> {
         let mut s = Query::select();
         s.expr(Expr::cust("COUNT(*)")).from(e.table.clone());
         if let Some(f) = filter {
             s.and_where(condition(&self.inner.model, e, self.dialect(), f)?);
         }
+        self.restrict(&mut s, e, Action::Read, ctx)?;
         let rows = self
             .fetch_read(Built::of(self.dialect(), &s), &[SqlKind::Count])
             .await?;
@@ -643,13 +699,14 @@ impl Store {
     /// For `Author.books` (the inverse of `Book.author`): `load_children("Book", "author", ...)`.
     pub async fn load_children(
         &self,
+        ctx: &AccessContext,
         entity: &str,
         via: &str,
         parent_ids: &[String],
         query: &ListQuery,
     ) -> Result<HashMap<String, Vec<Row>>, StoreError> {
         let (set, parents) = self
-            .load_children_set(entity, via, parent_ids, query)
+            .load_children_set(ctx, entity, via, parent_ids, query)
             .await?;
         let mut out: HashMap<String, Vec<Row>> =
             parent_ids.iter().map(|p| (p.clone(), Vec::new())).collect();
@@ -666,12 +723,20 @@ impl Store {
     /// each row (aligned with `rows`).
     pub async fn load_children_set(
         &self,
+        ctx: &AccessContext,
         entity: &str,
         via: &str,
         parent_ids: &[String],
         query: &ListQuery,
     ) -> Result<(RowSet, Vec<String>), StoreError> {
         let e = self.entity(entity)?;
+        policy::check_compared(
+            &self.inner.model,
+            e,
+            ctx,
+            query.filter.as_ref(),
+            &query.order,
+        )?;
         let via_field = stored_field(e, via)?;
         if !matches!(via_field.kind, FieldKind::ToOne { .. }) {
             return Err(StoreError::invalid(via, "is not a to-one relation"));
@@ -695,6 +760,7 @@ impl Store {
         if let Some(f) = &query.filter {
             inner.and_where(condition(&self.inner.model, e, d, f)?);
         }
+        self.restrict(&mut inner, e, Action::Read, ctx)?;
         let paged = query.limit.is_some() || query.offset > 0;
         let stmt: SelectStatement = if paged {
             let mut w = WindowStatement::partition_by((e.table.clone(), via_field.column.clone()));
@@ -744,8 +810,19 @@ impl Store {
     /// Inserts a row and returns it as stored. The id is a new UUIDv7 unless
     /// `row` gives one; a taken id or `@unique` value is a `Conflict`; a
     /// reference to a missing row is `Invalid` naming the field.
-    pub async fn insert(&self, entity: &str, row: Row) -> Result<Row, StoreError> {
+    ///
+    /// With a create policy, fields it ties to a claim are filled from
+    /// `ctx` when left out, and a row that would not match it is
+    /// `Forbidden` and not written.
+    pub async fn insert(
+        &self,
+        ctx: &AccessContext,
+        entity: &str,
+        mut row: Row,
+    ) -> Result<Row, StoreError> {
         let e = self.entity(entity)?;
+        policy::check_written(&self.inner.model, e, ctx, &row)?;
+        policy::inject_owner(e, ctx, &mut row);
         let row = self.full_row(e, &row, None)?;
         let d = self.dialect();
         let cols = columns(&self.inner.model, e, None)?;
@@ -770,6 +847,16 @@ impl Store {
             drop(tx);
             return Err(self.write_error(e, err, Some(&row), None).await);
         }
+        if !self
+            .matches(&mut tx, e, &ev.id, Action::Create, ctx)
+            .await?
+        {
+            drop(tx);
+            return Err(StoreError::forbidden(format!(
+                "the new {} does not match its create policy",
+                e.name
+            )));
+        }
         self.commit(tx, ev).await?;
         Ok(row)
     }
@@ -777,9 +864,19 @@ impl Store {
     /// Partial update: fields in `patch` are set (explicit null clears),
     /// omitted ones are untouched. `NotFound` when there is no such row;
     /// `Invalid` naming the field when a required field is set to null.
-    pub async fn update(&self, entity: &str, id: &str, patch: Row) -> Result<Row, StoreError> {
+    ///
+    /// A row `ctx` may not read is `NotFound`; one it may read but not
+    /// change, or a change that would leave the update policy, is `Forbidden`.
+    pub async fn update(
+        &self,
+        ctx: &AccessContext,
+        entity: &str,
+        id: &str,
+        patch: Row,
+    ) -> Result<Row, StoreError> {
         let e = self.entity(entity)?;
         check_keys(e, &patch)?;
+        policy::check_written(&self.inner.model, e, ctx, &patch)?;
         let mut values = Row::new();
         for (k, v) in &patch {
             let f = stored_field(e, k)?;
@@ -797,23 +894,42 @@ impl Store {
         if unstorable(id) {
             return Err(StoreError::NotFound);
         }
-        self.write_existing(e, id, values, false).await
+        self.write_existing(ctx, e, id, values, false).await
     }
 
     /// Whole replacement: every field takes its value from `row` (omitted
     /// nullable fields become null). `row` may repeat the id but not change it.
-    pub async fn replace(&self, entity: &str, id: &str, row: Row) -> Result<Row, StoreError> {
+    /// Fields `ctx` may not write keep their values. Policies apply as
+    /// for [`Store::update`].
+    pub async fn replace(
+        &self,
+        ctx: &AccessContext,
+        entity: &str,
+        id: &str,
+        row: Row,
+    ) -> Result<Row, StoreError> {
         let e = self.entity(entity)?;
+        let given: Row = row
+            .iter()
+            .filter(|(k, v)| !v.is_null() && k.as_str() != "id")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        policy::check_written(&self.inner.model, e, ctx, &given)?;
         let full = self.full_row(e, &row, Some(id))?;
-        let values = full.into_iter().filter(|(k, _)| k != "id").collect();
+        let model = &self.inner.model;
+        let values = full
+            .into_iter()
+            .filter(|(k, _)| k != "id" && policy::may_write(model, e, ctx, k))
+            .collect();
         if unstorable(id) {
             return Err(StoreError::NotFound);
         }
-        self.write_existing(e, id, values, true).await
+        self.write_existing(ctx, e, id, values, true).await
     }
 
     async fn write_existing(
         &self,
+        ctx: &AccessContext,
         e: &Entity,
         id: &str,
         values: Row,
@@ -824,6 +940,7 @@ impl Store {
         let idf = id_field(e)?;
         let mut sel = self.select(e, &cols);
         sel.and_where(col(e, idf).eq(id));
+        self.restrict(&mut sel, e, Action::Read, ctx)?;
         if d == Dialect::Postgres {
             sel.lock(LockType::Update);
         }
@@ -837,6 +954,9 @@ impl Store {
             .next()
             .map(|r| to_row(&cols, r))
             .ok_or(StoreError::NotFound)?;
+        if !self.matches(&mut tx, e, id, Action::Update, ctx).await? {
+            return Err(forbidden_change(e));
+        }
         if values.is_empty() {
             return Ok(old);
         }
@@ -850,12 +970,19 @@ impl Store {
                 new.insert(c.field.name.clone(), v.clone());
             }
         }
-        debug_assert!(whole || sets.len() == values.len());
+        let _ = whole;
         upd.values(sets)
             .and_where(Expr::col(idf.column.clone()).eq(id));
         if let Err(err) = tx.conn().execute(Built::of(d, &upd)).await {
             drop(tx);
             return Err(self.write_error(e, err, Some(&values), None).await);
+        }
+        if !self.matches(&mut tx, e, id, Action::Update, ctx).await? {
+            drop(tx);
+            return Err(StoreError::forbidden(format!(
+                "the change would take the {} out of its update policy",
+                e.name
+            )));
         }
         let ev = ChangeEvent {
             entity: e.name.clone(),
@@ -870,7 +997,15 @@ impl Store {
 
     /// Deletes the row and returns it (`None` when there was none). Deleting a
     /// row that other rows reference is a `Conflict` naming the referencing field.
-    pub async fn delete(&self, entity: &str, id: &str) -> Result<Option<Row>, StoreError> {
+    ///
+    /// A row `ctx` may not read is `None` (as if missing); one it may read
+    /// but not delete is `Forbidden`.
+    pub async fn delete(
+        &self,
+        ctx: &AccessContext,
+        entity: &str,
+        id: &str,
+    ) -> Result<Option<Row>, StoreError> {
         let e = self.entity(entity)?;
         if unstorable(id) {
             return Ok(None);
@@ -882,6 +1017,17 @@ impl Store {
             .and_where(Expr::col(id_field(e)?.column.clone()).eq(id))
             .returning(Query::returning().columns(cols.iter().map(|c| c.field.column.clone())));
         let mut tx = self.inner.db.begin().await?;
+        if policy::read_filtered(e, ctx) || e.policy.rule_for(Action::Delete, ctx).is_some() {
+            if !self.matches(&mut tx, e, id, Action::Read, ctx).await? {
+                return Ok(None);
+            }
+            if !self.matches(&mut tx, e, id, Action::Delete, ctx).await? {
+                return Err(StoreError::forbidden(format!(
+                    "the {} may not be deleted by this caller (its delete policy)",
+                    e.name
+                )));
+            }
+        }
         let rows = match tx.conn().fetch(Built::of(d, &del), &kinds(&cols)).await {
             Ok(rows) => rows,
             Err(err) => {
@@ -904,6 +1050,75 @@ impl Store {
     }
 
     // ---------------------------------------------------------------- helpers
+
+    /// Adds the policy of `action` on `e` for `ctx` to `s`.
+    fn restrict(
+        &self,
+        s: &mut SelectStatement,
+        e: &Entity,
+        action: Action,
+        ctx: &AccessContext,
+    ) -> Result<(), StoreError> {
+        if let Some(c) = policy::condition(&self.inner.model, e, self.dialect(), action, ctx)? {
+            s.and_where(c);
+        }
+        Ok(())
+    }
+
+    /// Whether row `id` of `e`, as the transaction sees it, matches the
+    /// policy of `action` for `ctx` (true when that is not filtered).
+    async fn matches(
+        &self,
+        tx: &mut crate::db::Tx,
+        e: &Entity,
+        id: &str,
+        action: Action,
+        ctx: &AccessContext,
+    ) -> Result<bool, StoreError> {
+        let d = self.dialect();
+        let Some(c) = policy::condition(&self.inner.model, e, d, action, ctx)? else {
+            return Ok(true);
+        };
+        let mut s = Query::select();
+        s.expr(Expr::cust("1"))
+            .from(e.table.clone())
+            .and_where(col(e, id_field(e)?).eq(id))
+            .and_where(c);
+        let rows = tx
+            .conn()
+            .fetch(Built::of(d, &s), &[])
+            .await
+            .map_err(from_sqlx)?;
+        Ok(!rows.is_empty())
+    }
+
+    /// Whether `ctx` may read `row` of `entity` as it stands (a row from a
+    /// change event, which may since have changed or been deleted): the read
+    /// policy is evaluated by the database over the row's values, so it means
+    /// exactly what it means in every other statement.
+    pub async fn visible(
+        &self,
+        ctx: &AccessContext,
+        entity: &str,
+        row: &Row,
+    ) -> Result<bool, StoreError> {
+        let e = self.entity(entity)?;
+        let d = self.dialect();
+        let Some(c) = policy::condition(&self.inner.model, e, d, Action::Read, ctx)? else {
+            return Ok(true);
+        };
+        let cols = columns(&self.inner.model, e, None)?;
+        let mut values = Query::select();
+        for col in &cols {
+            let v = row.get(&col.field.name).unwrap_or(&Json::Null);
+            values.expr_as(to_sql(d, &col.ty, v), col.field.column.clone());
+        }
+        let mut s = Query::select();
+        s.expr(Expr::cust("1"))
+            .from_subquery(values, sea_query::Alias::new(e.table.clone()))
+            .and_where(c);
+        Ok(!self.fetch_read(Built::of(d, &s), &[]).await?.is_empty())
+    }
 
     fn select(&self, e: &Entity, cols: &[Col<'_>]) -> SelectStatement {
         let mut s = Query::select();
@@ -1068,7 +1283,7 @@ impl Store {
                         else {
                             continue;
                         };
-                        match self.get(target, v).await {
+                        match self.get(&AccessContext::system(), target, v).await {
                             Ok(None) => {
                                 return StoreError::invalid(
                                     &f.name,
@@ -1117,6 +1332,13 @@ impl Store {
             e.name
         ))
     }
+}
+
+fn forbidden_change(e: &Entity) -> StoreError {
+    StoreError::forbidden(format!(
+        "the {} may not be changed by this caller (its update policy)",
+        e.name
+    ))
 }
 
 fn id_field(e: &Entity) -> Result<&gatehouse_schema::Field, StoreError> {

@@ -45,12 +45,44 @@ enum Command {
         command: admin::ConsumerCommand,
     },
     /// Validate the schema; print every problem as `file:line:col: error: message`.
-    Check(SchemaArgs),
+    Check {
+        #[command(flatten)]
+        schema: SchemaArgs,
+        /// Also print each type's scopes and effective row policy.
+        #[arg(long)]
+        explain: bool,
+    },
     /// Print the effective schema, or what the conventions would bind.
     Schema {
         #[command(subcommand)]
         command: SchemaCommand,
     },
+}
+
+/// Each type's scopes, field scopes and effective policy, for `check --explain`.
+fn explain_access(model: &gatehouse_schema::Model) -> String {
+    let mut out = String::new();
+    for e in &model.entities {
+        out.push_str(&format!(
+            "\n{}: read scope `{}`, write scope `{}`\n",
+            e.name,
+            e.read_scope(),
+            e.write_scope()
+        ));
+        for f in &e.fields {
+            if let Some(r) = model.field_read_scope(f)
+                && f.auth.read.is_some()
+            {
+                let w = model.field_write_scope(f).unwrap_or(r);
+                out.push_str(&format!(
+                    "  field {}: read scope `{r}`, write scope `{w}`\n",
+                    f.name
+                ));
+            }
+        }
+        out.push_str(&e.policy.explain());
+    }
+    out
 }
 
 #[derive(Debug, Subcommand)]
@@ -166,7 +198,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Client { command } => admin::client(command),
         Command::User { command } => admin::user(command),
         Command::Consumer { command } => admin::consumer(command),
-        Command::Check(args) => {
+        Command::Check {
+            schema: args,
+            explain,
+        } => {
             let paths = schema_paths(&args)?;
             match gatehouse_schema::load_paths(&paths) {
                 Ok(model) => {
@@ -177,6 +212,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         model.mutations.len(),
                         model.subscriptions.len()
                     );
+                    if explain {
+                        print_out(&explain_access(&model))?;
+                    }
                     Ok(ExitCode::SUCCESS)
                 }
                 Err(diags) => Ok(report(&diags)),

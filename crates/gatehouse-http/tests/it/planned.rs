@@ -310,7 +310,10 @@ async fn joined_to_one_relations_answer_as_async_graphql_does() {
         row.insert("mentor".into(), json!(mentor));
         let store = store.clone();
         async move {
-            store.insert("Person", row).await.unwrap()["id"]
+            store
+                .insert(&gatehouse_store::AccessContext::system(), "Person", row)
+                .await
+                .unwrap()["id"]
                 .as_str()
                 .unwrap()
                 .to_string()
@@ -591,7 +594,10 @@ async fn stored_values_answer_as_async_graphql_does_or_are_declined() {
         let store = store.clone();
         async move {
             let row = row.as_object().unwrap().clone();
-            store.insert(entity, row).await.unwrap()["id"]
+            store
+                .insert(&gatehouse_store::AccessContext::system(), entity, row)
+                .await
+                .unwrap()["id"]
                 .as_str()
                 .unwrap()
                 .to_string()
@@ -701,11 +707,18 @@ async fn a_forbidden_non_null_relation_nulls_its_nearest_nullable_parent() {
     let (graphql, store) = own_schema(SECRET_AUTHORS, &dir.path().join("db.sqlite")).await;
     let mut author = gatehouse_store::Row::new();
     author.insert("name".into(), json!("A"));
-    let id = store.insert("Author", author).await.unwrap()["id"].clone();
+    let id = store
+        .insert(&gatehouse_store::AccessContext::system(), "Author", author)
+        .await
+        .unwrap()["id"]
+        .clone();
     let mut book = gatehouse_store::Row::new();
     book.insert("title".into(), json!("T"));
     book.insert("author".into(), id);
-    store.insert("Book", book).await.unwrap();
+    store
+        .insert(&gatehouse_store::AccessContext::system(), "Book", book)
+        .await
+        .unwrap();
     let q = "{ books { title author { name } } }";
     let r = graphql
         .execute(request(q, json!({}), Some(principal(&["read"]))))
@@ -739,14 +752,21 @@ async fn a_subscription_event_reports_a_forbidden_relation() {
     )));
     let mut author = gatehouse_store::Row::new();
     author.insert("name".into(), json!("A"));
-    let id = store.insert("Author", author).await.unwrap()["id"].clone();
+    let id = store
+        .insert(&gatehouse_store::AccessContext::system(), "Author", author)
+        .await
+        .unwrap()["id"]
+        .clone();
     let writer = async {
         // Until the subscription listens: the event is written after it started.
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         let mut book = gatehouse_store::Row::new();
         book.insert("title".into(), json!("T"));
         book.insert("author".into(), id);
-        store.insert("Book", book).await.unwrap();
+        store
+            .insert(&gatehouse_store::AccessContext::system(), "Book", book)
+            .await
+            .unwrap();
     };
     let (event, ()) = tokio::join!(
         tokio::time::timeout(std::time::Duration::from_secs(20), events.next()),

@@ -132,8 +132,24 @@ case!(
     &format!("{Q}type Novel @rest(path: \"books\") {{ id: ID! }}\n")
 );
 case!(
-    auth_on_entity_field,
-    &format!("{Q}type Shelf {{ id: ID! label: String @auth(read: \"admin\") }}\n")
+    auth_on_relation_field,
+    &format!("{Q}type Shelf {{ id: ID! next: Shelf @auth(read: \"admin\") }}\n")
+);
+case!(
+    policy_problems,
+    &format!(
+        "{Q}type Shelf @policy(read: {{ownr: \"$sub\"}}, write: {{owner: 3, label_lt: \"$\"}}, all: {{NOT: {{owner_contains: true}}}}) {{ id: ID! owner: String label: Boolean next: Shelf }}\n"
+    )
+);
+case!(
+    policy_path_problem,
+    &format!(
+        "{Q}type Shelf @policy(read: {{next: {{nope: \"$sub\"}}}}) {{ id: ID! owner: String next: Shelf }}\n"
+    )
+);
+case!(
+    policy_without_rule,
+    &format!("{Q}type Shelf @policy(bypass: \"admin\") {{ id: ID! }}\n")
 );
 case!(
     auth_scope_on_type,

@@ -172,7 +172,11 @@ pub async fn stores() -> Vec<(Db, Store)> {
 /// Inserts an author and returns its id.
 pub async fn author(s: &Store, name: &str) -> String {
     let r = s
-        .insert("Author", row(json!({"name": name})))
+        .insert(
+            &gatehouse_store::AccessContext::system(),
+            "Author",
+            row(json!({"name": name})),
+        )
         .await
         .expect("insert author");
     r["id"].as_str().expect("id").to_string()
@@ -184,7 +188,9 @@ pub async fn book(s: &Store, author: &str, title: &str, extra: Value) -> Row {
     if let Value::Object(m) = extra {
         r.extend(m);
     }
-    s.insert("Book", r).await.expect("insert book")
+    s.insert(&gatehouse_store::AccessContext::system(), "Book", r)
+        .await
+        .expect("insert book")
 }
 
 pub fn ids(rows: &[Row]) -> Vec<String> {

@@ -33,7 +33,11 @@ conformance!(insert_generates_uuid_v7_and_get_round_trips, |db, s| {
     let id = b["id"].as_str().unwrap();
     let u = uuid::Uuid::parse_str(id).unwrap();
     assert_eq!(u.get_version_num(), 7);
-    let got = s.get("Book", id).await.unwrap().unwrap();
+    let got = s
+        .get(&gatehouse_store::AccessContext::system(), "Book", id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(got, b);
     assert_eq!(got["published"], json!("1974-05-01"));
     assert_eq!(got["tags"], json!(["sf", "utopia"]));
@@ -45,24 +49,41 @@ conformance!(insert_generates_uuid_v7_and_get_round_trips, |db, s| {
     // omitted nullable fields read back as null
     let b2 = book(&s, &a, "Lathe", json!({})).await;
     let got2 = s
-        .get("Book", b2["id"].as_str().unwrap())
+        .get(
+            &gatehouse_store::AccessContext::system(),
+            "Book",
+            b2["id"].as_str().unwrap(),
+        )
         .await
         .unwrap()
         .unwrap();
     assert_eq!(got2["year"], json!(null));
     assert_eq!(got2["tags"], json!(null));
-    assert!(s.get("Book", "nope").await.unwrap().is_none());
+    assert!(
+        s.get(&gatehouse_store::AccessContext::system(), "Book", "nope")
+            .await
+            .unwrap()
+            .is_none()
+    );
 });
 
 conformance!(insert_with_given_id_and_duplicate_id_conflicts, |db, s| {
     let r = s
-        .insert("Author", row(json!({"id": "a-1", "name": "X"})))
+        .insert(
+            &gatehouse_store::AccessContext::system(),
+            "Author",
+            row(json!({"id": "a-1", "name": "X"})),
+        )
         .await
         .unwrap();
     assert_eq!(r["id"], json!("a-1"));
     let msg = conflict(
-        s.insert("Author", row(json!({"id": "a-1", "name": "Y"})))
-            .await,
+        s.insert(
+            &gatehouse_store::AccessContext::system(),
+            "Author",
+            row(json!({"id": "a-1", "name": "Y"})),
+        )
+        .await,
     );
     assert!(
         msg.contains("a-1") && msg.contains("already exists"),
@@ -72,12 +93,20 @@ conformance!(insert_with_given_id_and_duplicate_id_conflicts, |db, s| {
 
 conformance!(unique_conflict_names_the_field, |db, s| {
     author(&s, "Same").await;
-    let msg = conflict(s.insert("Author", row(json!({"name": "Same"}))).await);
+    let msg = conflict(
+        s.insert(
+            &gatehouse_store::AccessContext::system(),
+            "Author",
+            row(json!({"name": "Same"})),
+        )
+        .await,
+    );
     assert!(msg.contains("Author.name"), "{msg}");
     let a = author(&s, "Other").await;
     book(&s, &a, "B1", json!({"isbn": "1"})).await;
     let msg = conflict(
         s.insert(
+            &gatehouse_store::AccessContext::system(),
             "Book",
             row(json!({"title": "B2", "status": "LOST", "author": a, "isbn": "1"})),
         )
@@ -95,14 +124,19 @@ conformance!(
         let a = author(&s, "A").await;
         assert_eq!(
             invalid_field(
-                s.insert("Book", row(json!({"status": "LOST", "author": a})))
-                    .await
+                s.insert(
+                    &gatehouse_store::AccessContext::system(),
+                    "Book",
+                    row(json!({"status": "LOST", "author": a}))
+                )
+                .await
             ),
             "title"
         );
         assert_eq!(
             invalid_field(
                 s.insert(
+                    &gatehouse_store::AccessContext::system(),
                     "Book",
                     row(json!({"title": "t", "status": "LOST", "author": a, "pages": 3}))
                 )
@@ -113,6 +147,7 @@ conformance!(
         assert_eq!(
             invalid_field(
                 s.insert(
+                    &gatehouse_store::AccessContext::system(),
                     "Book",
                     row(json!({"title": 5, "status": "LOST", "author": a}))
                 )
@@ -123,6 +158,7 @@ conformance!(
         assert_eq!(
             invalid_field(
                 s.insert(
+                    &gatehouse_store::AccessContext::system(),
                     "Book",
                     row(json!({"title": "t", "status": "LOST", "author": a, "tags": "x"}))
                 )
@@ -133,6 +169,7 @@ conformance!(
         assert_eq!(
             invalid_field(
                 s.insert(
+                    &gatehouse_store::AccessContext::system(),
                     "Book",
                     row(json!({"title": "t", "status": "LOST", "author": a, "tags": [1]}))
                 )
@@ -143,6 +180,7 @@ conformance!(
         assert_eq!(
             invalid_field(
                 s.insert(
+                    &gatehouse_store::AccessContext::system(),
                     "Book",
                     row(json!({"title": "t", "status": "LOST", "author": a, "reviews": []}))
                 )
@@ -150,7 +188,12 @@ conformance!(
             ),
             "reviews"
         );
-        assert_eq!(s.count("Book", None).await.unwrap(), 0);
+        assert_eq!(
+            s.count(&gatehouse_store::AccessContext::system(), "Book", None)
+                .await
+                .unwrap(),
+            0
+        );
     }
 );
 
@@ -164,35 +207,68 @@ conformance!(int_range_float_date_and_enum_are_validated, |db, s| {
     };
     assert_eq!(
         invalid_field(
-            s.insert("Book", with("year", json!(2_147_483_648_i64)))
-                .await
+            s.insert(
+                &gatehouse_store::AccessContext::system(),
+                "Book",
+                with("year", json!(2_147_483_648_i64))
+            )
+            .await
         ),
         "year"
     );
     assert_eq!(
         invalid_field(
-            s.insert("Book", with("year", json!(-2_147_483_649_i64)))
-                .await
+            s.insert(
+                &gatehouse_store::AccessContext::system(),
+                "Book",
+                with("year", json!(-2_147_483_649_i64))
+            )
+            .await
         ),
         "year"
     );
     assert_eq!(
-        invalid_field(s.insert("Book", with("year", json!(1.5))).await),
+        invalid_field(
+            s.insert(
+                &gatehouse_store::AccessContext::system(),
+                "Book",
+                with("year", json!(1.5))
+            )
+            .await
+        ),
         "year"
     );
     assert_eq!(
         invalid_field(
-            s.insert("Book", with("scores", json!([1, 3_000_000_000_i64])))
-                .await
+            s.insert(
+                &gatehouse_store::AccessContext::system(),
+                "Book",
+                with("scores", json!([1, 3_000_000_000_i64]))
+            )
+            .await
         ),
         "scores"
     );
     assert_eq!(
-        invalid_field(s.insert("Book", with("rating", json!("NaN"))).await),
+        invalid_field(
+            s.insert(
+                &gatehouse_store::AccessContext::system(),
+                "Book",
+                with("rating", json!("NaN"))
+            )
+            .await
+        ),
         "rating"
     );
     assert_eq!(
-        invalid_field(s.insert("Book", with("rating", json!("Infinity"))).await),
+        invalid_field(
+            s.insert(
+                &gatehouse_store::AccessContext::system(),
+                "Book",
+                with("rating", json!("Infinity"))
+            )
+            .await
+        ),
         "rating"
     );
     for bad in [
@@ -203,48 +279,94 @@ conformance!(int_range_float_date_and_enum_are_validated, |db, s| {
         "+2024-01-01",
     ] {
         assert_eq!(
-            invalid_field(s.insert("Book", with("published", json!(bad))).await),
+            invalid_field(
+                s.insert(
+                    &gatehouse_store::AccessContext::system(),
+                    "Book",
+                    with("published", json!(bad))
+                )
+                .await
+            ),
             "published",
             "{bad}"
         );
     }
     assert_eq!(
-        invalid_field(s.insert("Book", with("status", json!("BURNT"))).await),
+        invalid_field(
+            s.insert(
+                &gatehouse_store::AccessContext::system(),
+                "Book",
+                with("status", json!("BURNT"))
+            )
+            .await
+        ),
         "status"
     );
     assert_eq!(
-        invalid_field(s.insert("Book", with("status", json!(null))).await),
+        invalid_field(
+            s.insert(
+                &gatehouse_store::AccessContext::system(),
+                "Book",
+                with("status", json!(null))
+            )
+            .await
+        ),
         "status"
     );
     // the edges are fine
     let ok = s
-        .insert("Book", with("year", json!(i32::MAX)))
+        .insert(
+            &gatehouse_store::AccessContext::system(),
+            "Book",
+            with("year", json!(i32::MAX)),
+        )
         .await
         .unwrap();
     assert_eq!(ok["year"], json!(i32::MAX));
     let ok = s
-        .insert("Book", with("year", json!(i32::MIN)))
+        .insert(
+            &gatehouse_store::AccessContext::system(),
+            "Book",
+            with("year", json!(i32::MIN)),
+        )
         .await
         .unwrap();
     assert_eq!(
-        s.get("Book", ok["id"].as_str().unwrap())
-            .await
-            .unwrap()
-            .unwrap()["year"],
+        s.get(
+            &gatehouse_store::AccessContext::system(),
+            "Book",
+            ok["id"].as_str().unwrap()
+        )
+        .await
+        .unwrap()
+        .unwrap()["year"],
         json!(i32::MIN)
     );
     let ok = s
-        .insert("Book", with("published", json!("2024-02-29")))
+        .insert(
+            &gatehouse_store::AccessContext::system(),
+            "Book",
+            with("published", json!("2024-02-29")),
+        )
         .await
         .unwrap();
     assert_eq!(
-        s.get("Book", ok["id"].as_str().unwrap())
-            .await
-            .unwrap()
-            .unwrap()["published"],
+        s.get(
+            &gatehouse_store::AccessContext::system(),
+            "Book",
+            ok["id"].as_str().unwrap()
+        )
+        .await
+        .unwrap()
+        .unwrap()["published"],
         json!("2024-02-29")
     );
-    assert_eq!(s.count("Book", None).await.unwrap(), 3);
+    assert_eq!(
+        s.count(&gatehouse_store::AccessContext::system(), "Book", None)
+            .await
+            .unwrap(),
+        3
+    );
 });
 
 conformance!(partial_update_keeps_omitted_and_null_clears, |db, s| {
@@ -258,17 +380,36 @@ conformance!(partial_update_keeps_omitted_and_null_clears, |db, s| {
     .await;
     let id = b["id"].as_str().unwrap();
     let u = s
-        .update("Book", id, row(json!({"title": "New", "rating": null})))
+        .update(
+            &gatehouse_store::AccessContext::system(),
+            "Book",
+            id,
+            row(json!({"title": "New", "rating": null})),
+        )
         .await
         .unwrap();
     assert_eq!(u["title"], json!("New"));
     assert_eq!(u["year"], json!(1990));
     assert_eq!(u["rating"], json!(null));
     assert_eq!(u["tags"], json!(["x"]));
-    let got = s.get("Book", id).await.unwrap().unwrap();
+    let got = s
+        .get(&gatehouse_store::AccessContext::system(), "Book", id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(got, u);
     // an empty patch changes nothing and returns the row
-    assert_eq!(s.update("Book", id, row(json!({}))).await.unwrap(), got);
+    assert_eq!(
+        s.update(
+            &gatehouse_store::AccessContext::system(),
+            "Book",
+            id,
+            row(json!({}))
+        )
+        .await
+        .unwrap(),
+        got
+    );
 });
 
 conformance!(
@@ -278,24 +419,54 @@ conformance!(
         let b = book(&s, &a, "T", json!({})).await;
         let id = b["id"].as_str().unwrap();
         assert_eq!(
-            invalid_field(s.update("Book", id, row(json!({"title": null}))).await),
+            invalid_field(
+                s.update(
+                    &gatehouse_store::AccessContext::system(),
+                    "Book",
+                    id,
+                    row(json!({"title": null}))
+                )
+                .await
+            ),
             "title"
         );
         assert_eq!(
-            invalid_field(s.update("Book", id, row(json!({"author": null}))).await),
+            invalid_field(
+                s.update(
+                    &gatehouse_store::AccessContext::system(),
+                    "Book",
+                    id,
+                    row(json!({"author": null}))
+                )
+                .await
+            ),
             "author"
         );
         assert_eq!(
-            invalid_field(s.update("Book", id, row(json!({"id": "other"}))).await),
+            invalid_field(
+                s.update(
+                    &gatehouse_store::AccessContext::system(),
+                    "Book",
+                    id,
+                    row(json!({"id": "other"}))
+                )
+                .await
+            ),
             "id"
         );
         assert!(matches!(
-            s.update("Book", "missing", row(json!({"title": "x"})))
-                .await,
+            s.update(
+                &gatehouse_store::AccessContext::system(),
+                "Book",
+                "missing",
+                row(json!({"title": "x"}))
+            )
+            .await,
             Err(StoreError::NotFound)
         ));
         assert!(matches!(
             s.replace(
+                &gatehouse_store::AccessContext::system(),
                 "Book",
                 "missing",
                 row(json!({"title": "x", "status": "LOST", "author": a}))
@@ -304,7 +475,10 @@ conformance!(
             Err(StoreError::NotFound)
         ));
         assert_eq!(
-            s.get("Book", id).await.unwrap().unwrap()["title"],
+            s.get(&gatehouse_store::AccessContext::system(), "Book", id)
+                .await
+                .unwrap()
+                .unwrap()["title"],
             json!("T")
         );
     }
@@ -316,6 +490,7 @@ conformance!(replace_sets_omitted_fields_to_null, |db, s| {
     let id = b["id"].as_str().unwrap();
     let r = s
         .replace(
+            &gatehouse_store::AccessContext::system(),
             "Book",
             id,
             row(json!({"id": id, "title": "R", "status": "ON_LOAN", "author": a})),
@@ -325,10 +500,24 @@ conformance!(replace_sets_omitted_fields_to_null, |db, s| {
     assert_eq!(r["year"], json!(null));
     assert_eq!(r["isbn"], json!(null));
     assert_eq!(r["title"], json!("R"));
-    assert_eq!(s.get("Book", id).await.unwrap().unwrap(), r);
+    assert_eq!(
+        s.get(&gatehouse_store::AccessContext::system(), "Book", id)
+            .await
+            .unwrap()
+            .unwrap(),
+        r
+    );
     // a replacement must be whole
     assert_eq!(
-        invalid_field(s.replace("Book", id, row(json!({"title": "R"}))).await),
+        invalid_field(
+            s.replace(
+                &gatehouse_store::AccessContext::system(),
+                "Book",
+                id,
+                row(json!({"title": "R"}))
+            )
+            .await
+        ),
         "status"
     );
 });
@@ -337,9 +526,24 @@ conformance!(delete_returns_the_row_once, |db, s| {
     let a = author(&s, "A").await;
     let b = book(&s, &a, "T", json!({})).await;
     let id = b["id"].as_str().unwrap();
-    assert_eq!(s.delete("Book", id).await.unwrap(), Some(b.clone()));
-    assert_eq!(s.delete("Book", id).await.unwrap(), None);
-    assert!(s.get("Book", id).await.unwrap().is_none());
+    assert_eq!(
+        s.delete(&gatehouse_store::AccessContext::system(), "Book", id)
+            .await
+            .unwrap(),
+        Some(b.clone())
+    );
+    assert_eq!(
+        s.delete(&gatehouse_store::AccessContext::system(), "Book", id)
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(
+        s.get(&gatehouse_store::AccessContext::system(), "Book", id)
+            .await
+            .unwrap()
+            .is_none()
+    );
 });
 
 conformance!(
@@ -348,6 +552,7 @@ conformance!(
         assert_eq!(
             invalid_field(
                 s.insert(
+                    &gatehouse_store::AccessContext::system(),
                     "Book",
                     row(json!({"title": "t", "status": "LOST", "author": "ghost"}))
                 )
@@ -359,11 +564,22 @@ conformance!(
         let b = book(&s, &a, "T", json!({})).await;
         let id = b["id"].as_str().unwrap();
         assert_eq!(
-            invalid_field(s.update("Book", id, row(json!({"author": "ghost"}))).await),
+            invalid_field(
+                s.update(
+                    &gatehouse_store::AccessContext::system(),
+                    "Book",
+                    id,
+                    row(json!({"author": "ghost"}))
+                )
+                .await
+            ),
             "author"
         );
         assert_eq!(
-            s.get("Book", id).await.unwrap().unwrap()["author"],
+            s.get(&gatehouse_store::AccessContext::system(), "Book", id)
+                .await
+                .unwrap()
+                .unwrap()["author"],
             json!(a)
         );
     }
@@ -372,20 +588,45 @@ conformance!(
 conformance!(deleting_a_referenced_row_is_a_conflict, |db, s| {
     let a = author(&s, "A").await;
     let b = book(&s, &a, "T", json!({})).await;
-    let msg = conflict(s.delete("Author", &a).await);
+    let msg = conflict(
+        s.delete(&gatehouse_store::AccessContext::system(), "Author", &a)
+            .await,
+    );
     assert!(msg.contains("Book") && msg.contains("author"), "{msg}");
-    assert!(s.get("Author", &a).await.unwrap().is_some());
-    s.delete("Book", b["id"].as_str().unwrap()).await.unwrap();
-    assert!(s.delete("Author", &a).await.unwrap().is_some());
+    assert!(
+        s.get(&gatehouse_store::AccessContext::system(), "Author", &a)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    s.delete(
+        &gatehouse_store::AccessContext::system(),
+        "Book",
+        b["id"].as_str().unwrap(),
+    )
+    .await
+    .unwrap();
+    assert!(
+        s.delete(&gatehouse_store::AccessContext::system(), "Author", &a)
+            .await
+            .unwrap()
+            .is_some()
+    );
 });
 
 conformance!(unknown_entity_is_invalid, |db, s| {
     assert!(matches!(
-        s.get("Nope", "x").await,
+        s.get(&gatehouse_store::AccessContext::system(), "Nope", "x")
+            .await,
         Err(StoreError::Invalid { .. })
     ));
     assert!(matches!(
-        s.insert("Nope", row(json!({}))).await,
+        s.insert(
+            &gatehouse_store::AccessContext::system(),
+            "Nope",
+            row(json!({}))
+        )
+        .await,
         Err(StoreError::Invalid { .. })
     ));
 });
@@ -394,29 +635,61 @@ conformance!(
     nul_characters_are_refused_as_invalid_on_every_path,
     |db, s| {
         // PostgreSQL cannot store U+0000; both backends refuse it the same way.
-        let r = s.insert("Author", row(json!({"name": "a\u{0}b"}))).await;
+        let r = s
+            .insert(
+                &gatehouse_store::AccessContext::system(),
+                "Author",
+                row(json!({"name": "a\u{0}b"})),
+            )
+            .await;
         assert_eq!(invalid_field(r), "name");
         let a = author(&s, "Ursula").await;
         let r = s
             .insert(
+                &gatehouse_store::AccessContext::system(),
                 "Book",
                 row(json!({"title": "t", "status": "AVAILABLE", "author": a, "tags": ["x\u{0}"]})),
             )
             .await;
         assert_eq!(invalid_field(r), "tags");
         let r = s
-            .insert("Author", row(json!({"id": "\u{0}", "name": "n"})))
+            .insert(
+                &gatehouse_store::AccessContext::system(),
+                "Author",
+                row(json!({"id": "\u{0}", "name": "n"})),
+            )
             .await;
         assert_eq!(invalid_field(r), "id");
         // A lookup by such an id is a miss or a client error, never a fault.
-        match s.get("Author", "x\u{0}y").await {
+        match s
+            .get(
+                &gatehouse_store::AccessContext::system(),
+                "Author",
+                "x\u{0}y",
+            )
+            .await
+        {
             Ok(None) | Err(StoreError::Invalid { .. }) => {}
             other => panic!("expected a miss or Invalid, got {other:?}"),
         }
-        assert!(s.delete("Author", "x\u{0}").await.unwrap().is_none());
+        assert!(
+            s.delete(
+                &gatehouse_store::AccessContext::system(),
+                "Author",
+                "x\u{0}"
+            )
+            .await
+            .unwrap()
+            .is_none()
+        );
         assert!(matches!(
-            s.update("Author", "x\u{0}", row(json!({"name": "n"})))
-                .await,
+            s.update(
+                &gatehouse_store::AccessContext::system(),
+                "Author",
+                "x\u{0}",
+                row(json!({"name": "n"}))
+            )
+            .await,
             Err(StoreError::NotFound)
         ));
         // So is a filter value with NUL: a client error, not an outage.
@@ -428,7 +701,10 @@ conformance!(
             )),
             ..Default::default()
         };
-        match s.list("Author", &q).await {
+        match s
+            .list(&gatehouse_store::AccessContext::system(), "Author", &q)
+            .await
+        {
             Ok(rows) => assert!(rows.is_empty()),
             Err(e) => assert!(matches!(e, StoreError::Invalid { .. }), "{e:?}"),
         }

@@ -24,13 +24,18 @@ async fn durability_child() {
         .await
         .unwrap();
     let a = s
-        .insert("Author", row(json!({"name": "durable"})))
+        .insert(
+            &gatehouse_store::AccessContext::system(),
+            "Author",
+            row(json!({"name": "durable"})),
+        )
         .await
         .unwrap();
     println!("ACK {}", a["id"].as_str().unwrap());
     for i in 0.. {
         let b = s
             .insert(
+                &gatehouse_store::AccessContext::system(),
                 "Book",
                 row(json!({"title": format!("b{i}"), "status": "LOST", "author": a["id"]})),
             )
@@ -76,9 +81,23 @@ async fn sqlite_acknowledged_writes_survive_sigkill() {
     let s = gatehouse_store::Store::connect(&url, model(SDL), Default::default())
         .await
         .unwrap();
-    let author = s.get("Author", &acked[0]).await.unwrap();
+    let author = s
+        .get(
+            &gatehouse_store::AccessContext::system(),
+            "Author",
+            &acked[0],
+        )
+        .await
+        .unwrap();
     assert!(author.is_some(), "the first acknowledged row is lost");
-    let books = s.get_many("Book", &acked[1..]).await.unwrap();
+    let books = s
+        .get_many(
+            &gatehouse_store::AccessContext::system(),
+            "Book",
+            &acked[1..],
+        )
+        .await
+        .unwrap();
     let lost: Vec<&String> = acked[1..]
         .iter()
         .filter(|id| !books.contains_key(*id))
@@ -90,6 +109,9 @@ async fn sqlite_acknowledged_writes_survive_sigkill() {
     eprintln!(
         "{} acknowledged rows, all present; {} rows stored",
         acked.len(),
-        s.count("Book", None).await.unwrap() + 1
+        s.count(&gatehouse_store::AccessContext::system(), "Book", None)
+            .await
+            .unwrap()
+            + 1
     );
 }

@@ -55,7 +55,14 @@ conformance!(events_on_insert_update_replace_delete, |db, s| {
     let id = b["id"].as_str().unwrap();
     assert_eq!(next(&mut rx).await.kind, ChangeKind::Created);
 
-    s.update("Book", id, row(json!({"year": 2}))).await.unwrap();
+    s.update(
+        &gatehouse_store::AccessContext::system(),
+        "Book",
+        id,
+        row(json!({"year": 2})),
+    )
+    .await
+    .unwrap();
     let ev = next(&mut rx).await;
     assert_eq!(ev.kind, ChangeKind::Updated);
     assert_eq!(ev.old.as_ref().unwrap()["year"], json!(1));
@@ -63,6 +70,7 @@ conformance!(events_on_insert_update_replace_delete, |db, s| {
     assert_eq!(ev.new.as_ref().unwrap()["title"], json!("T"));
 
     s.replace(
+        &gatehouse_store::AccessContext::system(),
         "Book",
         id,
         row(json!({"title": "R", "status": "LOST", "author": a})),
@@ -73,16 +81,33 @@ conformance!(events_on_insert_update_replace_delete, |db, s| {
     assert_eq!(ev.kind, ChangeKind::Updated);
     assert_eq!(ev.new.as_ref().unwrap()["year"], json!(null));
 
-    s.delete("Book", id).await.unwrap();
+    s.delete(&gatehouse_store::AccessContext::system(), "Book", id)
+        .await
+        .unwrap();
     let ev = next(&mut rx).await;
     assert_eq!((ev.kind, ev.id.as_str()), (ChangeKind::Deleted, id));
     assert!(ev.new.is_none());
     assert_eq!(ev.old.as_ref().unwrap()["title"], json!("R"));
 
     // failed and no-op writes publish nothing
-    let _ = s.insert("Author", row(json!({"name": "A"}))).await;
-    let _ = s.delete("Book", id).await;
-    let _ = s.update("Book", "missing", row(json!({"year": 3}))).await;
+    let _ = s
+        .insert(
+            &gatehouse_store::AccessContext::system(),
+            "Author",
+            row(json!({"name": "A"})),
+        )
+        .await;
+    let _ = s
+        .delete(&gatehouse_store::AccessContext::system(), "Book", id)
+        .await;
+    let _ = s
+        .update(
+            &gatehouse_store::AccessContext::system(),
+            "Book",
+            "missing",
+            row(json!({"year": 3})),
+        )
+        .await;
     nothing(&mut rx).await;
 });
 
@@ -112,7 +137,13 @@ async fn postgres_change_reaches_another_instance() {
     assert_eq!(next(&mut rx_two).await.id, ev.id, "own event, once");
     assert_eq!(ev.new.unwrap()["title"].as_str().unwrap().len(), 20_000);
 
-    one.delete("Book", b["id"].as_str().unwrap()).await.unwrap();
+    one.delete(
+        &gatehouse_store::AccessContext::system(),
+        "Book",
+        b["id"].as_str().unwrap(),
+    )
+    .await
+    .unwrap();
     let ev = next(&mut rx_two).await;
     assert_eq!(ev.kind, ChangeKind::Deleted);
     assert_eq!(ev.old.unwrap()["title"].as_str().unwrap().len(), 20_000);

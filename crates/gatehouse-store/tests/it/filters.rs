@@ -36,7 +36,11 @@ async fn titles_where(s: &Store, f: Filter) -> Vec<String> {
         order: vec![OrderBy::asc("title")],
         ..Default::default()
     };
-    titles(&s.list("Book", &q).await.unwrap())
+    titles(
+        &s.list(&gatehouse_store::AccessContext::system(), "Book", &q)
+            .await
+            .unwrap(),
+    )
 }
 
 fn c(field: &str, op: FilterOp, v: Value) -> Filter {
@@ -110,6 +114,7 @@ conformance!(filter_in_and_not_in, |db, s| {
     );
     assert!(matches!(
         s.list(
+            &gatehouse_store::AccessContext::system(),
             "Book",
             &ListQuery {
                 filter: Some(c("year", FilterOp::In, json!(1990))),
@@ -121,6 +126,7 @@ conformance!(filter_in_and_not_in, |db, s| {
     ));
     assert!(matches!(
         s.list(
+            &gatehouse_store::AccessContext::system(),
             "Book",
             &ListQuery {
                 filter: Some(c("status", FilterOp::In, json!(["NOPE"]))),
@@ -244,6 +250,7 @@ conformance!(filter_is_null, |db, s| {
     );
     assert!(matches!(
         s.list(
+            &gatehouse_store::AccessContext::system(),
             "Book",
             &ListQuery {
                 filter: Some(c("year", FilterOp::IsNull, json!("yes"))),
@@ -305,6 +312,7 @@ conformance!(filter_relation_by_id, |db, s| {
     );
     assert!(matches!(
         s.list(
+            &gatehouse_store::AccessContext::system(),
             "Book",
             &ListQuery {
                 filter: Some(c("author", FilterOp::Eq, json!(5))),
@@ -337,6 +345,7 @@ conformance!(filter_list_contains, |db, s| {
     );
     assert!(matches!(
         s.list(
+            &gatehouse_store::AccessContext::system(),
             "Book",
             &ListQuery {
                 filter: Some(c("scores", FilterOp::Contains, json!("2"))),
@@ -361,6 +370,7 @@ conformance!(filter_rejects_operators_that_do_not_apply, |db, s| {
     ] {
         let r = s
             .list(
+                &gatehouse_store::AccessContext::system(),
                 "Book",
                 &ListQuery {
                     filter: Some(f.clone()),
@@ -376,7 +386,14 @@ conformance!(
     ordering_asc_desc_with_id_tie_breaker_and_nulls_last_ascending,
     |db, s| {
         seed(&s).await;
-        let all = s.list("Book", &ListQuery::default()).await.unwrap();
+        let all = s
+            .list(
+                &gatehouse_store::AccessContext::system(),
+                "Book",
+                &ListQuery::default(),
+            )
+            .await
+            .unwrap();
         // default order is by id, and ids are time-ordered UUIDv7: insertion order
         assert_eq!(
             titles(&all),
@@ -387,7 +404,11 @@ conformance!(
             ..Default::default()
         };
         let r = s
-            .list("Book", &q(vec![OrderBy::asc("year")]))
+            .list(
+                &gatehouse_store::AccessContext::system(),
+                "Book",
+                &q(vec![OrderBy::asc("year")]),
+            )
             .await
             .unwrap();
         assert_eq!(
@@ -395,7 +416,11 @@ conformance!(
             ["Alpha", "Epsilon", "beta 100%", "Gamma_ray", "Delta"]
         );
         let r = s
-            .list("Book", &q(vec![OrderBy::desc("year")]))
+            .list(
+                &gatehouse_store::AccessContext::system(),
+                "Book",
+                &q(vec![OrderBy::desc("year")]),
+            )
             .await
             .unwrap();
         // nulls first descending; the 1990 tie still broken by ascending id
@@ -405,6 +430,7 @@ conformance!(
         );
         let r = s
             .list(
+                &gatehouse_store::AccessContext::system(),
                 "Book",
                 &q(vec![OrderBy::asc("status"), OrderBy::desc("title")]),
             )
@@ -414,13 +440,24 @@ conformance!(
             titles(&r),
             ["Delta", "Alpha", "Gamma_ray", "beta 100%", "Epsilon"]
         );
-        let r = s.list("Book", &q(vec![OrderBy::desc("id")])).await.unwrap();
+        let r = s
+            .list(
+                &gatehouse_store::AccessContext::system(),
+                "Book",
+                &q(vec![OrderBy::desc("id")]),
+            )
+            .await
+            .unwrap();
         assert_eq!(
             titles(&r),
             ["Epsilon", "Delta", "Gamma_ray", "beta 100%", "Alpha"]
         );
         let r = s
-            .list("Book", &q(vec![OrderBy::asc("published")]))
+            .list(
+                &gatehouse_store::AccessContext::system(),
+                "Book",
+                &q(vec![OrderBy::asc("published")]),
+            )
             .await
             .unwrap();
         assert_eq!(
@@ -428,11 +465,21 @@ conformance!(
             ["Alpha", "beta 100%", "Gamma_ray", "Delta", "Epsilon"]
         );
         assert!(matches!(
-            s.list("Book", &q(vec![OrderBy::asc("tags")])).await,
+            s.list(
+                &gatehouse_store::AccessContext::system(),
+                "Book",
+                &q(vec![OrderBy::asc("tags")])
+            )
+            .await,
             Err(StoreError::Invalid { .. })
         ));
         assert!(matches!(
-            s.list("Book", &q(vec![OrderBy::asc("nope")])).await,
+            s.list(
+                &gatehouse_store::AccessContext::system(),
+                "Book",
+                &q(vec![OrderBy::asc("nope")])
+            )
+            .await,
             Err(StoreError::Invalid { .. })
         ));
     }
@@ -446,47 +493,160 @@ conformance!(paging_edges, |db, s| {
         ..Default::default()
     };
     assert_eq!(
-        titles(&s.list("Book", &q(Some(2), 0)).await.unwrap()),
+        titles(
+            &s.list(
+                &gatehouse_store::AccessContext::system(),
+                "Book",
+                &q(Some(2), 0)
+            )
+            .await
+            .unwrap()
+        ),
         ["Alpha", "beta 100%"]
     );
     assert_eq!(
-        titles(&s.list("Book", &q(Some(2), 2)).await.unwrap()),
+        titles(
+            &s.list(
+                &gatehouse_store::AccessContext::system(),
+                "Book",
+                &q(Some(2), 2)
+            )
+            .await
+            .unwrap()
+        ),
         ["Gamma_ray", "Delta"]
     );
     assert_eq!(
-        titles(&s.list("Book", &q(Some(2), 4)).await.unwrap()),
+        titles(
+            &s.list(
+                &gatehouse_store::AccessContext::system(),
+                "Book",
+                &q(Some(2), 4)
+            )
+            .await
+            .unwrap()
+        ),
         ["Epsilon"]
     );
-    assert!(s.list("Book", &q(Some(2), 5)).await.unwrap().is_empty());
-    assert!(s.list("Book", &q(Some(10), 1000)).await.unwrap().is_empty());
-    assert!(s.list("Book", &q(Some(0), 0)).await.unwrap().is_empty());
-    assert_eq!(s.list("Book", &q(None, 3)).await.unwrap().len(), 2);
-    assert_eq!(s.list("Book", &q(Some(100), 0)).await.unwrap().len(), 5);
+    assert!(
+        s.list(
+            &gatehouse_store::AccessContext::system(),
+            "Book",
+            &q(Some(2), 5)
+        )
+        .await
+        .unwrap()
+        .is_empty()
+    );
+    assert!(
+        s.list(
+            &gatehouse_store::AccessContext::system(),
+            "Book",
+            &q(Some(10), 1000)
+        )
+        .await
+        .unwrap()
+        .is_empty()
+    );
+    assert!(
+        s.list(
+            &gatehouse_store::AccessContext::system(),
+            "Book",
+            &q(Some(0), 0)
+        )
+        .await
+        .unwrap()
+        .is_empty()
+    );
+    assert_eq!(
+        s.list(
+            &gatehouse_store::AccessContext::system(),
+            "Book",
+            &q(None, 3)
+        )
+        .await
+        .unwrap()
+        .len(),
+        2
+    );
+    assert_eq!(
+        s.list(
+            &gatehouse_store::AccessContext::system(),
+            "Book",
+            &q(Some(100), 0)
+        )
+        .await
+        .unwrap()
+        .len(),
+        5
+    );
 });
 
 conformance!(count_total_and_filtered, |db, s| {
-    assert_eq!(s.count("Book", None).await.unwrap(), 0);
-    let (a, _) = seed(&s).await;
-    assert_eq!(s.count("Book", None).await.unwrap(), 5);
-    assert_eq!(s.count("Author", None).await.unwrap(), 2);
     assert_eq!(
-        s.count("Book", Some(&Filter::eq("author", a)))
+        s.count(&gatehouse_store::AccessContext::system(), "Book", None)
             .await
             .unwrap(),
+        0
+    );
+    let (a, _) = seed(&s).await;
+    assert_eq!(
+        s.count(&gatehouse_store::AccessContext::system(), "Book", None)
+            .await
+            .unwrap(),
+        5
+    );
+    assert_eq!(
+        s.count(&gatehouse_store::AccessContext::system(), "Author", None)
+            .await
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        s.count(
+            &gatehouse_store::AccessContext::system(),
+            "Book",
+            Some(&Filter::eq("author", a))
+        )
+        .await
+        .unwrap(),
         3
     );
     assert_eq!(
-        s.count("Book", Some(&c("year", FilterOp::IsNull, json!(true))))
-            .await
-            .unwrap(),
+        s.count(
+            &gatehouse_store::AccessContext::system(),
+            "Book",
+            Some(&c("year", FilterOp::IsNull, json!(true)))
+        )
+        .await
+        .unwrap(),
         1
     );
     // Counts are cached, and every write makes them stale at once.
-    let books = s.list("Book", &ListQuery::default()).await.unwrap();
+    let books = s
+        .list(
+            &gatehouse_store::AccessContext::system(),
+            "Book",
+            &ListQuery::default(),
+        )
+        .await
+        .unwrap();
     let id = books[0]["id"].as_str().unwrap().to_string();
-    assert_eq!(s.count("Book", None).await.unwrap(), 5);
-    s.delete("Book", &id).await.unwrap();
-    assert_eq!(s.count("Book", None).await.unwrap(), 4);
+    assert_eq!(
+        s.count(&gatehouse_store::AccessContext::system(), "Book", None)
+            .await
+            .unwrap(),
+        5
+    );
+    s.delete(&gatehouse_store::AccessContext::system(), "Book", &id)
+        .await
+        .unwrap();
+    assert_eq!(
+        s.count(&gatehouse_store::AccessContext::system(), "Book", None)
+            .await
+            .unwrap(),
+        4
+    );
 });
 
 conformance!(select_returns_only_the_chosen_fields_and_id, |db, s| {
@@ -496,7 +656,10 @@ conformance!(select_returns_only_the_chosen_fields_and_id, |db, s| {
         limit: Some(1),
         ..Default::default()
     };
-    let r = s.list("Book", &q).await.unwrap();
+    let r = s
+        .list(&gatehouse_store::AccessContext::system(), "Book", &q)
+        .await
+        .unwrap();
     let keys: Vec<&str> = r[0].keys().map(String::as_str).collect();
     let mut keys = keys;
     keys.sort();
@@ -507,7 +670,8 @@ conformance!(select_returns_only_the_chosen_fields_and_id, |db, s| {
         ..Default::default()
     };
     assert!(matches!(
-        s.list("Book", &bad).await,
+        s.list(&gatehouse_store::AccessContext::system(), "Book", &bad)
+            .await,
         Err(StoreError::Invalid { .. })
     ));
 });

@@ -38,7 +38,11 @@ fn refused(r: Result<gatehouse_store::Store, StoreError>) -> String {
 async fn v1_with_row(db: &crate::common::Db) -> String {
     let s = db.open(V1).await;
     let r = s
-        .insert("Item", row(json!({"name": "a", "size": 3, "color": "RED"})))
+        .insert(
+            &gatehouse_store::AccessContext::system(),
+            "Item",
+            row(json!({"name": "a", "size": 3, "color": "RED"})),
+        )
         .await
         .unwrap();
     s.close().await;
@@ -99,33 +103,58 @@ type Tag { id: ID! label: String! @unique }
         let s = db.open(V2).await;
         assert_eq!(s.schema_version().await.unwrap(), 2, "{}", db.backend());
         assert!(s.plan().await.unwrap().is_empty());
-        let old = s.get("Item", &id).await.unwrap().unwrap();
+        let old = s
+            .get(&gatehouse_store::AccessContext::system(), "Item", &id)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(old["note"], json!(null));
         assert_eq!(old["size"], json!(3));
-        let t = s.insert("Tag", row(json!({"label": "x"}))).await.unwrap();
+        let t = s
+            .insert(
+                &gatehouse_store::AccessContext::system(),
+                "Tag",
+                row(json!({"label": "x"})),
+            )
+            .await
+            .unwrap();
         let n = s
             .insert(
+                &gatehouse_store::AccessContext::system(),
                 "Item",
                 row(json!({"name": "b", "color": "BLUE", "note": "hi", "tag": t["id"]})),
             )
             .await
             .unwrap();
         assert_eq!(
-            s.get("Item", n["id"].as_str().unwrap())
-                .await
-                .unwrap()
-                .unwrap()["tag"],
+            s.get(
+                &gatehouse_store::AccessContext::system(),
+                "Item",
+                n["id"].as_str().unwrap()
+            )
+            .await
+            .unwrap()
+            .unwrap()["tag"],
             t["id"]
         );
         // the new column's foreign key is enforced
         assert!(matches!(
-            s.insert("Item", row(json!({"name": "c", "tag": "ghost"})))
-                .await,
+            s.insert(
+                &gatehouse_store::AccessContext::system(),
+                "Item",
+                row(json!({"name": "c", "tag": "ghost"}))
+            )
+            .await,
             Err(StoreError::Invalid { .. })
         ));
         // and the new unique index
         assert!(matches!(
-            s.insert("Tag", row(json!({"label": "x"}))).await,
+            s.insert(
+                &gatehouse_store::AccessContext::system(),
+                "Tag",
+                row(json!({"label": "x"}))
+            )
+            .await,
             Err(StoreError::Conflict { .. })
         ));
         s.close().await;
@@ -147,10 +176,20 @@ type Item { id: ID! name: String! color: Color }
         // nothing changed
         let s = db.open(V1).await;
         assert_eq!(s.schema_version().await.unwrap(), 1);
-        assert_eq!(s.get("Item", &id).await.unwrap().unwrap()["size"], json!(3));
+        assert_eq!(
+            s.get(&gatehouse_store::AccessContext::system(), "Item", &id)
+                .await
+                .unwrap()
+                .unwrap()["size"],
+            json!(3)
+        );
         s.close().await;
         let s = db.open_with(V, destructive()).await.unwrap();
-        let r = s.get("Item", &id).await.unwrap().unwrap();
+        let r = s
+            .get(&gatehouse_store::AccessContext::system(), "Item", &id)
+            .await
+            .unwrap()
+            .unwrap();
         assert!(!r.contains_key("size"));
         assert_eq!(r["name"], json!("a"));
         assert_eq!(s.schema_version().await.unwrap(), 2);
@@ -174,14 +213,21 @@ type Item { id: ID! name: String! size: Float color: Color }
         );
         let s = db.open_with(V, destructive()).await.unwrap();
         assert_eq!(
-            s.get("Item", &id).await.unwrap().unwrap()["size"],
+            s.get(&gatehouse_store::AccessContext::system(), "Item", &id)
+                .await
+                .unwrap()
+                .unwrap()["size"],
             json!(3.0),
             "{}",
             db.backend()
         );
-        s.insert("Item", row(json!({"name": "f", "size": 2.5})))
-            .await
-            .unwrap();
+        s.insert(
+            &gatehouse_store::AccessContext::system(),
+            "Item",
+            row(json!({"name": "f", "size": 2.5})),
+        )
+        .await
+        .unwrap();
         s.close().await;
     }
 }
@@ -196,7 +242,14 @@ type Item { id: ID! name: String! size: Int! color: Color }
     for db in databases().await {
         let id = v1_with_row(&db).await;
         let s = db.open(V1).await;
-        let null_row = s.insert("Item", row(json!({"name": "n"}))).await.unwrap();
+        let null_row = s
+            .insert(
+                &gatehouse_store::AccessContext::system(),
+                "Item",
+                row(json!({"name": "n"})),
+            )
+            .await
+            .unwrap();
         s.close().await;
         let msg = refused(db.open_with(V, StoreOptions::default()).await);
         assert!(msg.contains("make item.size required"), "{msg}");
@@ -213,14 +266,29 @@ type Item { id: ID! name: String! size: Int! color: Color }
         }
         let s = db.open(V1).await;
         assert_eq!(s.schema_version().await.unwrap(), 1);
-        s.delete("Item", null_row["id"].as_str().unwrap())
-            .await
-            .unwrap();
+        s.delete(
+            &gatehouse_store::AccessContext::system(),
+            "Item",
+            null_row["id"].as_str().unwrap(),
+        )
+        .await
+        .unwrap();
         s.close().await;
         let s = db.open_with(V, destructive()).await.unwrap();
-        assert_eq!(s.get("Item", &id).await.unwrap().unwrap()["size"], json!(3));
+        assert_eq!(
+            s.get(&gatehouse_store::AccessContext::system(), "Item", &id)
+                .await
+                .unwrap()
+                .unwrap()["size"],
+            json!(3)
+        );
         assert!(matches!(
-            s.insert("Item", row(json!({"name": "x"}))).await,
+            s.insert(
+                &gatehouse_store::AccessContext::system(),
+                "Item",
+                row(json!({"name": "x"}))
+            )
+            .await,
             Err(StoreError::Invalid { .. })
         ));
         s.close().await;
@@ -240,10 +308,16 @@ type Item { id: ID! name: String! size: Int color: Color weight: Int! shade: Col
         s.close().await;
         let s = db.open(V).await;
         assert!(matches!(
-            s.insert("Item", row(json!({"name": "x"}))).await,
+            s.insert(
+                &gatehouse_store::AccessContext::system(),
+                "Item",
+                row(json!({"name": "x"}))
+            )
+            .await,
             Err(StoreError::Invalid { .. })
         ));
         s.insert(
+            &gatehouse_store::AccessContext::system(),
             "Item",
             row(json!({"name": "x", "weight": 1, "shade": "RED"})),
         )
@@ -261,7 +335,11 @@ type Item { id: ID! name: String! size: Int color: Color weight: Int! shade: Col
             "{msg}"
         );
         let s = db.open_with(V, destructive()).await.unwrap();
-        let r = s.get("Item", &id).await.unwrap().unwrap();
+        let r = s
+            .get(&gatehouse_store::AccessContext::system(), "Item", &id)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(r["weight"], json!(0), "{}", db.backend());
         assert_eq!(r["shade"], json!("RED"));
         s.close().await;
@@ -283,10 +361,21 @@ type Item { id: ID! name: String! size: Int color: Color }
 "#;
     for db in databases().await {
         let s = db.open(TWO).await;
-        let i = s.insert("Item", row(json!({"name": "a"}))).await.unwrap();
-        s.insert("Gone", row(json!({"item": i["id"]})))
+        let i = s
+            .insert(
+                &gatehouse_store::AccessContext::system(),
+                "Item",
+                row(json!({"name": "a"})),
+            )
             .await
             .unwrap();
+        s.insert(
+            &gatehouse_store::AccessContext::system(),
+            "Gone",
+            row(json!({"item": i["id"]})),
+        )
+        .await
+        .unwrap();
         s.close().await;
         let msg = refused(db.open_with(LESS, StoreOptions::default()).await);
         assert!(msg.contains("DESTRUCTIVE drop table gone"), "{msg}");
@@ -297,10 +386,14 @@ type Item { id: ID! name: String! size: Int color: Color }
         let s = db.open_with(LESS, destructive()).await.unwrap();
         // the referenced row is deletable now that its referrer table is gone
         assert!(
-            s.delete("Item", i["id"].as_str().unwrap())
-                .await
-                .unwrap()
-                .is_some(),
+            s.delete(
+                &gatehouse_store::AccessContext::system(),
+                "Item",
+                i["id"].as_str().unwrap()
+            )
+            .await
+            .unwrap()
+            .is_some(),
             "{}",
             db.backend()
         );
@@ -320,14 +413,29 @@ type Item { id: ID! name: String @unique size: Int color: Color @index }
         let id = v1_with_row(&db).await;
         let s = db.open(V).await;
         assert_eq!(s.schema_version().await.unwrap(), 2);
-        let n = s.insert("Item", row(json!({"size": 1}))).await.unwrap();
+        let n = s
+            .insert(
+                &gatehouse_store::AccessContext::system(),
+                "Item",
+                row(json!({"size": 1})),
+            )
+            .await
+            .unwrap();
         assert_eq!(n["name"], json!(null));
         assert!(matches!(
-            s.insert("Item", row(json!({"name": "a"}))).await,
+            s.insert(
+                &gatehouse_store::AccessContext::system(),
+                "Item",
+                row(json!({"name": "a"}))
+            )
+            .await,
             Err(StoreError::Conflict { .. })
         ));
         assert_eq!(
-            s.get("Item", &id).await.unwrap().unwrap()["name"],
+            s.get(&gatehouse_store::AccessContext::system(), "Item", &id)
+                .await
+                .unwrap()
+                .unwrap()["name"],
             json!("a")
         );
         s.close().await;

@@ -20,7 +20,13 @@ async fn a_small_pool_serves_concurrent_reads_and_writes() {
         let s = db.open_with(SDL, opts).await.expect("store opens");
         let a = author(&s, "A").await;
         for _ in 0..20 {
-            s.list("Book", &ListQuery::default()).await.expect("read");
+            s.list(
+                &gatehouse_store::AccessContext::system(),
+                "Book",
+                &ListQuery::default(),
+            )
+            .await
+            .expect("read");
         }
         let stats = s.pool_stats();
         assert!(stats.iter().all(|p| p.size <= p.max), "{stats:?}");
@@ -32,8 +38,16 @@ async fn a_small_pool_serves_concurrent_reads_and_writes() {
                     if i % 4 == 0 {
                         book(&s, &a, &format!("t{i:02}"), json!({})).await;
                     } else {
-                        s.list("Book", &ListQuery::default()).await.expect("read");
-                        s.count("Book", None).await.expect("count");
+                        s.list(
+                            &gatehouse_store::AccessContext::system(),
+                            "Book",
+                            &ListQuery::default(),
+                        )
+                        .await
+                        .expect("read");
+                        s.count(&gatehouse_store::AccessContext::system(), "Book", None)
+                            .await
+                            .expect("count");
                     }
                 })
             })
@@ -44,7 +58,14 @@ async fn a_small_pool_serves_concurrent_reads_and_writes() {
             "{}: reads and writes did not finish",
             db.backend()
         );
-        assert_eq!(s.count("Book", None).await.unwrap(), 10, "{}", db.backend());
+        assert_eq!(
+            s.count(&gatehouse_store::AccessContext::system(), "Book", None)
+                .await
+                .unwrap(),
+            10,
+            "{}",
+            db.backend()
+        );
         tokio::time::timeout(Duration::from_secs(10), s.close())
             .await
             .unwrap_or_else(|_| panic!("{}: close did not finish", db.backend()));
@@ -77,9 +98,13 @@ async fn cancelled_reads_leave_connections_usable() {
         let expected: Vec<String> = (0..30).map(|i| format!("b{i:02}")).collect();
         for round in 0..200u64 {
             // Cancelled after 0-199 µs: before, during and after the statement.
-            let _ = tokio::time::timeout(Duration::from_micros(round), s.list("Book", &all)).await;
+            let _ = tokio::time::timeout(
+                Duration::from_micros(round),
+                s.list(&gatehouse_store::AccessContext::system(), "Book", &all),
+            )
+            .await;
             let rows = s
-                .list("Book", &all)
+                .list(&gatehouse_store::AccessContext::system(), "Book", &all)
                 .await
                 .expect("read after a cancelled one");
             assert_eq!(titles(&rows), expected, "{} round {round}", db.backend());
@@ -99,7 +124,13 @@ fn a_store_outliving_its_runtime_drops_cleanly() {
             let a = author(&s, "A").await;
             book(&s, &a, "kept", json!({})).await;
             for _ in 0..5 {
-                s.list("Book", &ListQuery::default()).await.expect("read");
+                s.list(
+                    &gatehouse_store::AccessContext::system(),
+                    "Book",
+                    &ListQuery::default(),
+                )
+                .await
+                .expect("read");
             }
             out.push((db, s));
         }

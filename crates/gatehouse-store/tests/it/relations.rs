@@ -14,13 +14,21 @@ conformance!(get_many_loads_to_one_targets_in_one_statement, |db, s| {
     let mut ask = authors.clone();
     ask.push("missing".into());
     let before = s.statements();
-    let got = s.get_many("Author", &ask).await.unwrap();
+    let got = s
+        .get_many(&gatehouse_store::AccessContext::system(), "Author", &ask)
+        .await
+        .unwrap();
     assert_eq!(s.statements() - before, 1);
     assert_eq!(got.len(), 20);
     assert_eq!(got[&authors[3]]["name"], json!("A3"));
     assert!(!got.contains_key("missing"));
     let before = s.statements();
-    assert!(s.get_many("Author", &[]).await.unwrap().is_empty());
+    assert!(
+        s.get_many(&gatehouse_store::AccessContext::system(), "Author", &[])
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(s.statements(), before);
 });
 
@@ -44,7 +52,16 @@ conformance!(load_children_pages_per_parent_in_one_statement, |db, s| {
         ..Default::default()
     };
     let before = s.statements();
-    let got = s.load_children("Book", "author", &ask, &q).await.unwrap();
+    let got = s
+        .load_children(
+            &gatehouse_store::AccessContext::system(),
+            "Book",
+            "author",
+            &ask,
+            &q,
+        )
+        .await
+        .unwrap();
     assert_eq!(s.statements() - before, 1, "one statement for all parents");
     assert_eq!(got.len(), 11);
     assert!(got[&lonely].is_empty());
@@ -60,7 +77,13 @@ conformance!(load_children_pages_per_parent_in_one_statement, |db, s| {
     };
     let before = s.statements();
     let got = s
-        .load_children("Book", "author", &parents, &q)
+        .load_children(
+            &gatehouse_store::AccessContext::system(),
+            "Book",
+            "author",
+            &parents,
+            &q,
+        )
         .await
         .unwrap();
     assert_eq!(s.statements() - before, 1);
@@ -73,7 +96,13 @@ conformance!(load_children_pages_per_parent_in_one_statement, |db, s| {
         ..Default::default()
     };
     let got = s
-        .load_children("Book", "author", &parents, &q)
+        .load_children(
+            &gatehouse_store::AccessContext::system(),
+            "Book",
+            "author",
+            &parents,
+            &q,
+        )
         .await
         .unwrap();
     assert_eq!(titles(&got[&parents[0]]), ["B0-0"]);
@@ -86,9 +115,15 @@ conformance!(load_children_pages_per_parent_in_one_statement, |db, s| {
         ..Default::default()
     };
     assert!(
-        s.load_children("Book", "author", &parents, &q)
-            .await
-            .unwrap()[&parents[0]]
+        s.load_children(
+            &gatehouse_store::AccessContext::system(),
+            "Book",
+            "author",
+            &parents,
+            &q
+        )
+        .await
+        .unwrap()[&parents[0]]
             .is_empty()
     );
     let before = s.statements();
@@ -97,16 +132,28 @@ conformance!(load_children_pages_per_parent_in_one_statement, |db, s| {
         ..Default::default()
     };
     assert!(
-        s.load_children("Book", "author", &parents, &q)
-            .await
-            .unwrap()[&parents[0]]
+        s.load_children(
+            &gatehouse_store::AccessContext::system(),
+            "Book",
+            "author",
+            &parents,
+            &q
+        )
+        .await
+        .unwrap()[&parents[0]]
             .is_empty()
     );
     assert_eq!(s.statements(), before);
 
     assert!(matches!(
-        s.load_children("Book", "title", &parents, &ListQuery::default())
-            .await,
+        s.load_children(
+            &gatehouse_store::AccessContext::system(),
+            "Book",
+            "title",
+            &parents,
+            &ListQuery::default()
+        )
+        .await,
         Err(StoreError::Invalid { .. })
     ));
 });
@@ -120,6 +167,7 @@ conformance!(nested_relation_levels_cost_one_statement_each, |db, s| {
             let b = book(&s, &a, &format!("B{i}{j}"), json!({})).await;
             for k in 0..2 {
                 s.insert(
+                    &gatehouse_store::AccessContext::system(),
                     "Review",
                     crate::common::row(json!({"book": b["id"], "stars": k + 1})),
                 )
@@ -130,15 +178,34 @@ conformance!(nested_relation_levels_cost_one_statement_each, |db, s| {
         authors.push(a);
     }
     let before = s.statements();
-    let list = s.list("Author", &ListQuery::default()).await.unwrap();
+    let list = s
+        .list(
+            &gatehouse_store::AccessContext::system(),
+            "Author",
+            &ListQuery::default(),
+        )
+        .await
+        .unwrap();
     let ids: Vec<String> = crate::common::ids(&list);
     let books = s
-        .load_children("Book", "author", &ids, &ListQuery::default())
+        .load_children(
+            &gatehouse_store::AccessContext::system(),
+            "Book",
+            "author",
+            &ids,
+            &ListQuery::default(),
+        )
         .await
         .unwrap();
     let book_ids: Vec<String> = books.values().flat_map(|v| crate::common::ids(v)).collect();
     let reviews = s
-        .load_children("Review", "book", &book_ids, &ListQuery::default())
+        .load_children(
+            &gatehouse_store::AccessContext::system(),
+            "Review",
+            "book",
+            &book_ids,
+            &ListQuery::default(),
+        )
         .await
         .unwrap();
     assert_eq!(s.statements() - before, 3);
@@ -163,10 +230,23 @@ async fn list_joined_reads_to_one_targets_in_the_same_statement() {
         let person = |name: &str, boss: Option<&str>| {
             crate::common::row(json!({"name": name, "boss": boss}))
         };
-        let boss = s.insert("Person", person("boss", None)).await.unwrap();
+        let boss = s
+            .insert(
+                &gatehouse_store::AccessContext::system(),
+                "Person",
+                person("boss", None),
+            )
+            .await
+            .unwrap();
         let boss = boss["id"].as_str().unwrap().to_string();
         for name in ["a", "b"] {
-            s.insert("Person", person(name, Some(&boss))).await.unwrap();
+            s.insert(
+                &gatehouse_store::AccessContext::system(),
+                "Person",
+                person(name, Some(&boss)),
+            )
+            .await
+            .unwrap();
         }
         let q = ListQuery {
             order: vec![OrderBy::asc("name")],
@@ -178,7 +258,15 @@ async fn list_joined_reads_to_one_targets_in_the_same_statement() {
             select: vec!["name".into()],
         }];
         let before = s.statements();
-        let (set, joined) = s.list_joined("Person", &q, &joins).await.unwrap();
+        let (set, joined) = s
+            .list_joined(
+                &gatehouse_store::AccessContext::system(),
+                "Person",
+                &q,
+                &joins,
+            )
+            .await
+            .unwrap();
         assert_eq!(s.statements() - before, 1, "{}", db.backend());
         assert_eq!(set.columns, ["id", "name", "boss"]);
         let names: Vec<_> = set.rows.iter().map(|r| r[1].clone()).collect();
@@ -200,7 +288,15 @@ async fn list_joined_reads_to_one_targets_in_the_same_statement() {
             offset: 2,
             ..q.clone()
         };
-        let (set, joined) = s.list_joined("Person", &first, &joins).await.unwrap();
+        let (set, joined) = s
+            .list_joined(
+                &gatehouse_store::AccessContext::system(),
+                "Person",
+                &first,
+                &joins,
+            )
+            .await
+            .unwrap();
         assert_eq!(set.rows.len(), 1);
         assert_eq!(joined[0].rows, [vec![json!(null), json!(null)]]);
         // Only a to-one field can be joined.
@@ -209,7 +305,13 @@ async fn list_joined_reads_to_one_targets_in_the_same_statement() {
             select: vec![],
         }];
         assert!(matches!(
-            s.list_joined("Person", &q, &bad).await,
+            s.list_joined(
+                &gatehouse_store::AccessContext::system(),
+                "Person",
+                &q,
+                &bad
+            )
+            .await,
             Err(StoreError::Invalid { .. })
         ));
     }

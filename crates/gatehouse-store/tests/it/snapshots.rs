@@ -44,7 +44,14 @@ async fn a_commit_by_another_store_is_read_at_once() {
 
 /// The number of authors, read as a list (counts are cached).
 async fn authors(s: &Store) -> usize {
-    s.list("Author", &ListQuery::default()).await.unwrap().len()
+    s.list(
+        &gatehouse_store::AccessContext::system(),
+        "Author",
+        &ListQuery::default(),
+    )
+    .await
+    .unwrap()
+    .len()
 }
 
 /// Frames in the WAL, as a separate connection sees them.
@@ -91,5 +98,7 @@ async fn read(s: &Store) {
         limit: Some(5),
         ..ListQuery::default()
     };
-    s.list("Author", &q).await.unwrap();
+    s.list(&gatehouse_store::AccessContext::system(), "Author", &q)
+        .await
+        .unwrap();
 }

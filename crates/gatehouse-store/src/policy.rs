@@ -1,0 +1,181 @@
+//! The caller's access context in SQL: row policies become part of the
+//! statement that reads or writes, and field scopes are checked before it
+//! runs. Every read and write of [`crate::Store`] goes through here.
+
+use gatehouse_schema::{AccessContext, Action, Entity, FieldKind, Model, Rule};
+use sea_query::{Expr, ExprTrait, Query};
+
+use crate::StoreError;
+use crate::query::{Filter, OrderBy, always_false, always_true, col, comparison, stored_field};
+use crate::value::{Dialect, Row};
+
+/// The condition rows of `e` must meet for `action` by `ctx`; `None` when
+/// the action is not filtered for this caller.
+pub(crate) fn condition(
+    model: &Model,
+    e: &Entity,
+    dialect: Dialect,
+    action: Action,
+    ctx: &AccessContext,
+) -> Result<Option<Expr>, StoreError> {
+    match e.policy.rule_for(action, ctx) {
+        None => Ok(None),
+        Some(rule) => rule_condition(model, e, dialect, rule, ctx).map(Some),
+    }
+}
+
+/// Whether reads of `e` are filtered for `ctx` (then cached answers must be
+/// keyed by the caller).
+pub(crate) fn read_filtered(e: &Entity, ctx: &AccessContext) -> bool {
+    e.policy.rule_for(Action::Read, ctx).is_some()
+}
+
+/// SQL's unknown truth value: a comparison with a claim the caller lacks.
+/// Unlike false it stays unknown under `NOT`, so it never matches.
+fn unknown() -> Expr {
+    Expr::cust("CAST(NULL AS BOOLEAN)")
+}
+
+fn rule_condition(
+    model: &Model,
+    e: &Entity,
+    dialect: Dialect,
+    rule: &Rule,
+    ctx: &AccessContext,
+) -> Result<Expr, StoreError> {
+    Ok(match rule {
+        Rule::And(parts) => {
+            let mut acc: Option<Expr> = None;
+            for p in parts {
+                let c = rule_condition(model, e, dialect, p, ctx)?;
+                acc = Some(match acc {
+                    None => c,
+                    Some(a) => a.and(c),
+                });
+            }
+            acc.unwrap_or_else(always_true)
+        }
+        Rule::Or(parts) => {
+            let mut acc: Option<Expr> = None;
+            for p in parts {
+                let c = rule_condition(model, e, dialect, p, ctx)?;
+                acc = Some(match acc {
+                    None => c,
+                    Some(a) => a.or(c),
+                });
+            }
+            acc.unwrap_or_else(always_false)
+        }
+        Rule::Not(inner) => rule_condition(model, e, dialect, inner, ctx)?.not(),
+        Rule::Cmp { field, op, value } => match value.resolve(ctx) {
+            None => unknown(),
+            Some(v) => match comparison(model, e, dialect, field, *op, &v) {
+                Ok(c) => c,
+                // A claim of another type than the field (a number for a
+                // String) matches nothing; literals were checked at load.
+                Err(StoreError::Invalid { .. }) => unknown(),
+                Err(other) => return Err(other),
+            },
+        },
+        Rule::Path {
+            field,
+            target,
+            rule,
+        } => {
+            let t = model
+                .entity(target)
+                .ok_or_else(|| StoreError::internal(format!("unknown entity {target}")))?;
+            let f = stored_field(e, field)?;
+            let id = t
+                .field("id")
+                .ok_or_else(|| StoreError::internal(format!("{target} has no id")))?;
+            let mut sub = Query::select();
+            sub.expr(col(t, id))
+                .from(t.table.clone())
+                .and_where(rule_condition(model, t, dialect, rule, ctx)?);
+            col(e, f).in_subquery(sub)
+        }
+    })
+}
+
+/// Refuses filtering or ordering `e` by a field `ctx` may not read
+/// (`Model::field_read_scope`): comparing a field tells its values.
+pub(crate) fn check_compared(
+    model: &Model,
+    e: &Entity,
+    ctx: &AccessContext,
+    filter: Option<&Filter>,
+    order: &[OrderBy],
+) -> Result<(), StoreError> {
+    let mut result = Ok(());
+    let mut check = |name: &str| {
+        if result.is_err() {
+            return;
+        }
+        if let Some(scope) = e.field(name).and_then(|f| model.field_read_scope(f))
+            && !ctx.allows(scope, true)
+        {
+            result = Err(StoreError::forbidden(format!(
+                "comparing `{}.{name}` needs the scope `{scope}`",
+                e.name
+            )));
+        }
+    };
+    if let Some(f) = filter {
+        f.for_each_field(&mut |n| check(n));
+    }
+    for o in order {
+        check(&o.field);
+    }
+    result
+}
+
+/// Refuses setting a field of `e` that `ctx` may not write
+/// (`Model::field_write_scope`); a null for a field it may not write is
+/// refused too, as it would clear it.
+pub(crate) fn check_written(
+    model: &Model,
+    e: &Entity,
+    ctx: &AccessContext,
+    row: &Row,
+) -> Result<(), StoreError> {
+    for name in row.keys() {
+        if let Some(f) = e.field(name)
+            && let Some(scope) = model.field_write_scope(f)
+            && !ctx.allows(scope, false)
+        {
+            return Err(StoreError::forbidden(format!(
+                "setting `{}.{name}` needs the scope `{scope}`",
+                e.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `ctx` may write field `name` of `e` (a whole replacement keeps
+/// the fields it may not).
+pub(crate) fn may_write(model: &Model, e: &Entity, ctx: &AccessContext, name: &str) -> bool {
+    e.field(name)
+        .and_then(|f| model.field_write_scope(f))
+        .is_none_or(|scope| ctx.allows(scope, false))
+}
+
+/// Fills the fields the create policy ties to a claim (`owner: "$sub"`)
+/// when the new row leaves them out.
+pub(crate) fn inject_owner(e: &Entity, ctx: &AccessContext, row: &mut Row) {
+    if e.policy.rule_for(Action::Create, ctx).is_none() {
+        return;
+    }
+    for (field, claim) in e.policy.owner_fields() {
+        let given = row.get(field).is_some_and(|v| !v.is_null());
+        if !given
+            && let Some(v) = ctx.claim(claim)
+            && e.field(field).is_some_and(|f| {
+                matches!(f.kind, FieldKind::Value { .. } | FieldKind::ToOne { .. })
+            })
+        {
+            row.insert(field.to_string(), v.clone());
+        }
+    }
+}
