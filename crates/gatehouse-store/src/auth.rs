@@ -138,29 +138,34 @@ const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
 
 async fn add_missing_columns(conn: &mut Conn<'_>, d: Dialect) -> Result<(), sqlx::Error> {
     for (table, column, decl) in ADDED_COLUMNS {
-        let add = format!("ALTER TABLE {} ADD COLUMN {} {decl}", q(table), q(column));
-        match d {
-            // Under the migration lock, so no other instance adds it meanwhile.
-            Dialect::Postgres => {
-                let add = add.replacen("ADD COLUMN", "ADD COLUMN IF NOT EXISTS", 1);
-                conn.ddl(&add).await?;
-            }
-            // SQLite has no `ADD COLUMN IF NOT EXISTS`: look first.
-            Dialect::Sqlite => {
-                let probe = Built::raw(
-                    "SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?",
-                    vec![text(*table), text(*column)],
-                );
-                let rows = conn.fetch(probe, &[SqlKind::Count]).await?;
-                let present = rows
-                    .first()
-                    .and_then(|r| r.first())
-                    .and_then(Json::as_i64)
-                    .is_some_and(|n| n > 0);
-                if !present {
-                    conn.ddl(&add).await?;
-                }
-            }
+        // Looked up first rather than `ADD COLUMN IF NOT EXISTS` (SQLite
+        // has no such clause; on PostgreSQL it would take the table's
+        // exclusive lock at every start, stalling other instances' logins).
+        // Under the migration lock, so no other instance adds it meanwhile.
+        let probe = match d {
+            Dialect::Sqlite => Built::raw(
+                "SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?",
+                vec![text(*table), text(*column)],
+            ),
+            Dialect::Postgres => Built::raw(
+                "SELECT COUNT(*) FROM information_schema.columns \
+                 WHERE table_schema = current_schema() AND table_name = $1 AND column_name = $2",
+                vec![text(*table), text(*column)],
+            ),
+        };
+        let rows = conn.fetch(probe, &[SqlKind::Count]).await?;
+        let present = rows
+            .first()
+            .and_then(|r| r.first())
+            .and_then(Json::as_i64)
+            .is_some_and(|n| n > 0);
+        if !present {
+            conn.ddl(&format!(
+                "ALTER TABLE {} ADD COLUMN {} {decl}",
+                q(table),
+                q(column)
+            ))
+            .await?;
         }
     }
     Ok(())
