@@ -324,7 +324,8 @@ impl CacheHooks {
     }
 }
 
-/// Verified signatures kept at most (about 1 KiB each).
+/// Verified signatures kept at most (about 1 KiB each; up to 5 KiB with a
+/// user's custom claims, which are bounded to 4 KiB).
 const VERIFIED_CACHE_MAX: usize = 10_000;
 
 impl fmt::Debug for AuthServer {
