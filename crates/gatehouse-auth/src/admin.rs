@@ -4,6 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::claims::{Claims, check_claims};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::model::{
@@ -55,6 +56,8 @@ pub struct UserInfo {
     pub username: String,
     /// Scopes the user may grant.
     pub scopes: Vec<String>,
+    /// Custom claims carried by the user's access tokens.
+    pub claims: Claims,
     /// Creation time, seconds since the epoch.
     pub created_at: i64,
 }
@@ -293,17 +296,31 @@ impl Admin {
         }
     }
 
-    /// `user add`: registers a resource owner with an argon2id password hash.
-    /// `Conflict` if the name exists.
+    /// `user add`: registers a resource owner with an argon2id password hash
+    /// and no custom claims. `Conflict` if the name exists.
     pub async fn add_user(
         &self,
         username: &str,
         password: &str,
         scopes: &[String],
     ) -> Result<UserInfo> {
+        self.add_user_with_claims(username, password, scopes, &Claims::new())
+            .await
+    }
+
+    /// `user add --claim NAME=VALUE`: registers a resource owner with custom
+    /// claims (checked by [`check_claims`]). `Conflict` if the name exists.
+    pub async fn add_user_with_claims(
+        &self,
+        username: &str,
+        password: &str,
+        scopes: &[String],
+        claims: &Claims,
+    ) -> Result<UserInfo> {
         check_name("a user name", username)?;
         check_password(password)?;
         let scopes = normalize_scopes(scopes)?;
+        check_claims(claims)?;
         if self.repo.find_user(username).await?.is_some() {
             return Err(Error::Conflict(
                 format!("user {username:?} already exists").into(),
@@ -314,11 +331,37 @@ impl Admin {
             username: username.to_string(),
             password_hash: self.hash_password(password).await?,
             scopes,
+            claims: claims.clone(),
             created_at: now,
             updated_at: now,
         };
         self.repo.upsert_user(&record).await?;
         Ok(user_info(&record))
+    }
+
+    /// `user set-claims`: replaces the user's custom claims (an empty set
+    /// clears them). Access tokens already issued keep the claims they
+    /// were signed with until they expire; the next password login,
+    /// refresh or exchange of a refresh token carries the new ones.
+    /// `NotFound` if there is no such user.
+    pub async fn set_user_claims(&self, username: &str, claims: &Claims) -> Result<UserInfo> {
+        check_claims(claims)?;
+        let Some(mut record) = self.repo.find_user(username).await? else {
+            return Err(Error::NotFound(format!("no user {username:?}").into()));
+        };
+        record.claims = claims.clone();
+        record.updated_at = self.clock.now();
+        self.repo.upsert_user(&record).await?;
+        Ok(user_info(&record))
+    }
+
+    /// `user show`: one user, without the password hash. `NotFound` if
+    /// there is no such user.
+    pub async fn get_user(&self, username: &str) -> Result<UserInfo> {
+        match self.repo.find_user(username).await? {
+            Some(record) => Ok(user_info(&record)),
+            None => Err(Error::NotFound(format!("no user {username:?}").into())),
+        }
     }
 
     /// `user passwd`: sets a new password. Tokens already issued stay valid
@@ -356,23 +399,40 @@ impl Admin {
             .collect())
     }
 
-    /// `[[bootstrap.users]]`: creates the user, or updates it when the
-    /// password or scopes differ. An unchanged password is not re-hashed.
+    /// `[[bootstrap.users]]` without claims: creates the user, or updates it
+    /// when the password or scopes differ, or when it has custom claims
+    /// (they are cleared). An unchanged password is not re-hashed.
     pub async fn bootstrap_user(
         &self,
         username: &str,
         password: &str,
         scopes: &[String],
     ) -> Result<BootstrapOutcome> {
+        self.bootstrap_user_with_claims(username, password, scopes, &Claims::new())
+            .await
+    }
+
+    /// `[[bootstrap.users]]`: creates the user, or updates it when the
+    /// password, scopes or custom claims differ (the configured claims
+    /// replace the stored ones). An unchanged password is not re-hashed.
+    pub async fn bootstrap_user_with_claims(
+        &self,
+        username: &str,
+        password: &str,
+        scopes: &[String],
+        claims: &Claims,
+    ) -> Result<BootstrapOutcome> {
         check_name("a user name", username)?;
         check_password(password)?;
         let scopes = normalize_scopes(scopes)?;
+        check_claims(claims)?;
         let now = self.clock.now();
         let Some(mut existing) = self.repo.find_user(username).await? else {
             let record = UserRecord {
                 username: username.to_string(),
                 password_hash: self.hash_password(password).await?,
                 scopes,
+                claims: claims.clone(),
                 created_at: now,
                 updated_at: now,
             };
@@ -385,13 +445,14 @@ impl Admin {
             tokio::task::spawn_blocking(move || secrets::verify_password(&pw, &hash))
                 .await
                 .map_err(|e| Error::server(format!("password check task: {e}")))?;
-        if same_password && existing.scopes == scopes {
+        if same_password && existing.scopes == scopes && existing.claims == *claims {
             return Ok(BootstrapOutcome::Unchanged);
         }
         if !same_password {
             existing.password_hash = self.hash_password(password).await?;
         }
         existing.scopes = scopes;
+        existing.claims = claims.clone();
         existing.updated_at = now;
         self.repo.upsert_user(&existing).await?;
         Ok(BootstrapOutcome::Updated)
@@ -412,6 +473,7 @@ fn user_info(u: &UserRecord) -> UserInfo {
     UserInfo {
         username: u.username.clone(),
         scopes: u.scopes.clone(),
+        claims: u.claims.clone(),
         created_at: u.created_at,
     }
 }

@@ -49,7 +49,8 @@ impl<'de> Deserialize<'de> for Audience {
     }
 }
 
-/// Claims of an access token (RFC 9068 §2.2, plus `act` from RFC 8693 §4.1).
+/// Claims of an access token (RFC 9068 §2.2, plus `act` from RFC 8693 §4.1
+/// and the user's custom claims).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AccessClaims {
     /// Issuer: the server's configured issuer URL.
@@ -73,6 +74,11 @@ pub struct AccessClaims {
     /// nesting earlier actors (RFC 8693 §4.1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub act: Option<Value>,
+    /// The user's custom claims (`org`, `team`, ...), as top-level claims.
+    /// Their names never collide with the ones above: reserved names are
+    /// refused when the claims are set ([`crate::RESERVED_CLAIMS`]).
+    #[serde(flatten)]
+    pub custom: crate::Claims,
 }
 
 impl AccessClaims {
@@ -164,7 +170,13 @@ pub(crate) fn verify_signature(ring: &KeyRing, token: &str, now: i64) -> Result<
     if !verifier.verify(signing_input.as_bytes(), &sig) {
         return Err(bad());
     }
-    b64d(p)
+    let mut claims: AccessClaims = b64d(p)
         .and_then(|b| serde_json::from_slice(&b).ok())
-        .ok_or_else(bad)
+        .ok_or_else(bad)?;
+    // Registered claims this struct does not model (none are issued here)
+    // are never custom ones.
+    claims
+        .custom
+        .retain(|name, _| !crate::is_reserved_claim(name));
+    Ok(claims)
 }

@@ -10,6 +10,7 @@
 //!   access tokens, validation for resource servers, RFC 7662
 //!   introspection, RFC 7009 revocation, signing-key rotation and the JWKS.
 //! - [`Admin`]: client and user administration and idempotent bootstrap.
+//! - [`Claims`]: a user's custom claims, carried by its access tokens.
 //! - [`oauth1`]: OAuth 1.0 (RFC 5849) signatures, request and access
 //!   tokens, signed resource requests, consumer administration.
 //! - [`AuthRepo`]: the storage interface, with [`MemoryRepo`] for tests.
@@ -18,6 +19,7 @@
 
 mod access;
 mod admin;
+mod claims;
 mod clock;
 mod error;
 mod jwt;
@@ -37,6 +39,11 @@ mod tests;
 pub use access::access_context_of;
 pub use admin::{
     Admin, BootstrapOutcome, ClientInfo, ClientSecret, MAX_PASSWORD, NewClient, UserInfo,
+};
+pub use claims::{
+    Claims, MAX_CLAIM_NAME, MAX_CLAIM_VALUE, MAX_CLAIMS, MAX_CLAIMS_JSON, RESERVED_CLAIMS,
+    check_claim_name, check_claims, claims_from_pairs, custom_claims, is_reserved_claim,
+    parse_claim_pair,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Description, Error, RepoError, Result};

@@ -83,6 +83,9 @@ pub struct UserRecord {
     pub password_hash: String,
     /// Scopes the user may grant.
     pub scopes: Vec<String>,
+    /// Custom claims (checked by [`crate::check_claims`]), copied into the
+    /// user's access tokens.
+    pub claims: crate::Claims,
     /// Creation time, seconds since the epoch.
     pub created_at: i64,
     /// Last change, seconds since the epoch.
@@ -95,6 +98,7 @@ impl fmt::Debug for UserRecord {
             .field("username", &self.username)
             .field("password_hash", &"<redacted>")
             .field("scopes", &self.scopes)
+            .field("claims", &self.claims)
             .field("created_at", &self.created_at)
             .field("updated_at", &self.updated_at)
             .finish()

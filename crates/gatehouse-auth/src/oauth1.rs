@@ -795,7 +795,8 @@ impl AuthServer {
     /// RFC 5849 §3: a signed resource request. With the consumer alone it
     /// acts as the consumer (its key as subject, its scopes); with an access
     /// token as the approving user, with the token's scopes as still allowed
-    /// to both user and consumer (a removed user is refused).
+    /// to both user and consumer (a removed user is refused), and the
+    /// user's custom claims as the user record holds them now.
     pub async fn oauth1_authenticate(&self, req: &SignedRequest) -> Result<Principal> {
         let v = self.verify_oauth1(req, TokenUse::OptionalAccess).await?;
         let consumer_scopes = Scopes::from_list(&v.consumer.scopes);
@@ -807,6 +808,7 @@ impl AuthServer {
                 scheme: AuthScheme::OAuth1,
                 expires_at: None,
                 token_id: None,
+                claims: crate::Claims::new(),
             });
         };
         let username = token
@@ -828,6 +830,7 @@ impl AuthServer {
             scheme: AuthScheme::OAuth1,
             expires_at: Some(token.expires_at),
             token_id: None,
+            claims: user.claims,
         })
     }
 }

@@ -2,6 +2,10 @@
 
 use std::collections::BTreeSet;
 
+use serde_json::Value;
+
+use crate::claims::Claims;
+
 /// What an anonymous caller holds when `auth.anonymous_read` is on: the
 /// default read scope and nothing more.
 pub const ANONYMOUS_SCOPE: &str = "read";
@@ -34,6 +38,10 @@ pub struct Principal {
     pub expires_at: Option<i64>,
     /// The access token's id (`jti`), to notice revocation of long-lived streams.
     pub token_id: Option<String>,
+    /// The custom claims of the caller (`org`, `team`, ...): a bearer
+    /// token's own, or for HTTP Basic and OAuth 1.0 the user record's.
+    /// Never `sub` nor `client_id`: ask [`Principal::claim`] for those.
+    pub claims: Claims,
 }
 
 impl Principal {
@@ -48,6 +56,20 @@ impl Principal {
             scheme: AuthScheme::Anonymous,
             expires_at: None,
             token_id: None,
+            claims: Claims::new(),
+        }
+    }
+
+    /// The value of claim `name` for the caller, as row policies read
+    /// `$name`: `sub` is the subject and `client_id` the client (`None`
+    /// when there is none, as for an anonymous caller); any other name is
+    /// one of the custom [`Principal::claims`]. `None`: the caller has no
+    /// such claim (and a policy comparing with it matches nothing).
+    pub fn claim(&self, name: &str) -> Option<Value> {
+        match name {
+            "sub" => (!self.subject.is_empty()).then(|| Value::String(self.subject.clone())),
+            "client_id" => self.client_id.clone().map(Value::String),
+            _ => self.claims.get(name).cloned(),
         }
     }
 

@@ -12,6 +12,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use sha2::Digest;
 
+use crate::claims::Claims;
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::jwt::{self, AccessClaims, Audience};
@@ -198,6 +199,9 @@ struct TokenFacts {
     audience: Vec<String>,
     exp: i64,
     act: Option<Value>,
+    /// The custom claims the exchanged token keeps: an access token's own,
+    /// or for a refresh token the user's current ones.
+    claims: Claims,
     /// Set for a refresh token: spent when the exchange succeeds.
     refresh: bool,
 }
@@ -320,7 +324,8 @@ impl CacheHooks {
     }
 }
 
-/// Verified signatures kept at most (about 1 KiB each).
+/// Verified signatures kept at most (about 1 KiB each; up to 5 KiB with a
+/// user's custom claims, which are bounded to 4 KiB).
 const VERIFIED_CACHE_MAX: usize = 10_000;
 
 impl fmt::Debug for AuthServer {
@@ -642,6 +647,7 @@ impl AuthServer {
         family_id: &str,
         parent_id: Option<&str>,
         act: Option<Value>,
+        custom: &Claims,
     ) -> Result<String> {
         let signer = self
             .ring
@@ -658,6 +664,7 @@ impl AuthServer {
             client_id: client_id.to_string(),
             scope: scope.to_string(),
             act,
+            custom: custom.clone(),
         };
         let token = jwt::encode(&signer, &claims)?;
         self.repo
@@ -726,6 +733,7 @@ impl AuthServer {
         client: &ClientRecord,
         scope: &Scopes,
         with_refresh: bool,
+        custom: &Claims,
     ) -> Result<TokenResponse> {
         let now = self.now();
         let family = self.new_id();
@@ -759,6 +767,7 @@ impl AuthServer {
                 &family,
                 refresh.as_deref().map(secrets::token_id).as_deref(),
                 None,
+                custom,
             )
             .await?;
         Ok(TokenResponse {
@@ -811,12 +820,14 @@ impl AuthServer {
             client,
             &granted,
             with_refresh,
+            &user.claims,
         )
         .await
     }
 
-    /// RFC 6749 §4.4: client credentials. The subject is the client itself;
-    /// no refresh token (RFC 6749 §4.4.3).
+    /// RFC 6749 §4.4: client credentials. The subject is the client itself,
+    /// with no custom claims (those belong to users); no refresh token
+    /// (RFC 6749 §4.4.3).
     pub async fn client_credentials_grant(
         &self,
         client: &ClientRecord,
@@ -828,8 +839,15 @@ impl AuthServer {
             ));
         }
         let granted = Self::resolve_scope(scope, &Scopes::from_list(&client.scopes))?;
-        self.issue_pair(&client.client_id, None, client, &granted, false)
-            .await
+        self.issue_pair(
+            &client.client_id,
+            None,
+            client,
+            &granted,
+            false,
+            &Claims::new(),
+        )
+        .await
     }
 
     /// RFC 6749 §6 with rotation (RFC 9700 §4.14.2): the presented refresh
@@ -876,11 +894,16 @@ impl AuthServer {
                 asked
             }
         };
-        if let Some(username) = &record.username
-            && self.repo.find_user(username).await?.is_none()
-        {
-            return Err(invalid());
-        }
+        // The user is read again: a removed user gets nothing, and the new
+        // access token carries the user's claims as they are now (so
+        // `user set-claims` takes effect at the next refresh).
+        let custom = match &record.username {
+            Some(username) => match self.repo.find_user(username).await? {
+                Some(user) => user.claims,
+                None => return Err(invalid()),
+            },
+            None => Claims::new(),
+        };
         let next_value = token_string(self.random.as_ref(), 32);
         let next_id = secrets::token_id(&next_value);
         if record.used_at.is_some() {
@@ -915,6 +938,7 @@ impl AuthServer {
                 &record.family_id,
                 Some(&next_id),
                 None,
+                &custom,
             )
             .await?;
         Ok(TokenResponse {
@@ -1147,6 +1171,7 @@ impl AuthServer {
                 &subject.family_id,
                 Some(&subject.id),
                 Some(Value::Object(act)),
+                &subject.claims,
             )
             .await?;
         Ok(TokenResponse {
@@ -1206,6 +1231,7 @@ impl AuthServer {
                     audience: claims.aud.0.clone(),
                     exp: claims.exp,
                     act: claims.act.clone(),
+                    claims: claims.custom.clone(),
                     refresh: false,
                 })
             }
@@ -1229,6 +1255,19 @@ impl AuthServer {
                     }
                     return Err(invalid());
                 }
+                // A refresh token carries no claims: an access token
+                // refreshed from it would get the user's current ones, and
+                // so does the exchanged token.
+                let claims = match &record.username {
+                    Some(username) => {
+                        self.repo
+                            .find_user(username)
+                            .await?
+                            .ok_or_else(invalid)?
+                            .claims
+                    }
+                    None => Claims::new(),
+                };
                 Ok(TokenFacts {
                     id: record.id,
                     family_id: record.family_id,
@@ -1238,6 +1277,7 @@ impl AuthServer {
                     audience: record.audience,
                     exp: record.expires_at,
                     act: None,
+                    claims,
                     refresh: subject,
                 })
             }
@@ -1361,6 +1401,7 @@ impl AuthServer {
             scheme: AuthScheme::Bearer,
             expires_at: Some(claims.exp),
             token_id: Some(claims.jti.clone()),
+            claims: claims.custom.clone(),
         })
     }
 
@@ -1393,6 +1434,9 @@ impl AuthServer {
                         if let Some(act) = &c.act {
                             obj.insert("act".into(), act.clone());
                         }
+                        for (name, value) in &c.custom {
+                            obj.insert(name.clone(), value.clone());
+                        }
                     }
                     Ok(out)
                 }
@@ -1413,8 +1457,20 @@ impl AuthServer {
                     "exp": r.expires_at,
                     "iat": r.issued_at,
                 });
-                if let (Some(obj), Some(u)) = (out.as_object_mut(), r.username) {
-                    obj.insert("username".into(), Value::String(u));
+                if let Some(u) = r.username {
+                    // What an access token refreshed from it would carry.
+                    let custom = self
+                        .repo
+                        .find_user(&u)
+                        .await?
+                        .map(|user| user.claims)
+                        .unwrap_or_default();
+                    if let Some(obj) = out.as_object_mut() {
+                        obj.insert("username".into(), Value::String(u));
+                        for (name, value) in custom {
+                            obj.insert(name, value);
+                        }
+                    }
                 }
                 Ok(out)
             }

@@ -1707,3 +1707,356 @@ fn scopes_parse_and_render() {
     assert!(Scopes::parse("a\\b").is_err());
     assert!(Scopes::parse("").unwrap().is_empty());
 }
+
+// ----- custom claims -----
+
+fn claims(v: Value) -> Claims {
+    v.as_object().cloned().unwrap()
+}
+
+#[tokio::test]
+async fn custom_claims_ride_in_password_grant_tokens_and_principals() {
+    let f = fixture().await;
+    let admin = f.server.admin();
+    let set = claims(serde_json::json!({"org": "acme", "level": 3, "staff": true}));
+    let info = admin.set_user_claims("alice", &set).await.unwrap();
+    assert_eq!(info.claims, set);
+    assert_eq!(admin.get_user("alice").await.unwrap().claims, set);
+
+    let r = f.alice(Some("read")).await;
+    let (_, jwt) = parts(&r.access_token);
+    assert_eq!(jwt["org"], "acme");
+    assert_eq!(jwt["level"], 3);
+    assert_eq!(jwt["staff"], true);
+    assert_eq!(jwt["sub"], "alice");
+    let c = f.validate(&r.access_token).await.unwrap();
+    assert_eq!(
+        c.custom, set,
+        "only the custom claims, none of the registered ones"
+    );
+
+    // Twice: the second principal comes from the verified-token cache.
+    for _ in 0..2 {
+        let p = f
+            .server
+            .access_principal(&r.access_token, f.clock.now())
+            .await
+            .unwrap();
+        assert_eq!(p.claims, set);
+        assert_eq!(p.claim("org"), Some(Value::from("acme")));
+        assert_eq!(p.claim("level"), Some(Value::from(3)));
+        assert_eq!(p.claim("sub"), Some(Value::from("alice")));
+        assert_eq!(p.claim("client_id"), Some(Value::from("app")));
+        assert_eq!(p.claim("team"), None);
+    }
+
+    // Introspection repeats them at the top level.
+    let i = f.server.introspect(&f.app, &r.access_token).await.unwrap();
+    assert_eq!(
+        (i["org"].clone(), i["staff"].clone()),
+        ("acme".into(), true.into())
+    );
+    let i = f
+        .server
+        .introspect(&f.app, r.refresh_token.as_deref().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(i["org"], "acme", "what a refreshed token would carry");
+
+    // A user without claims: tokens without any.
+    let bob = f
+        .server
+        .password_grant(&f.app, Some("bob"), Some("bob-pw"), None, false, None)
+        .await
+        .unwrap();
+    assert!(
+        f.validate(&bob.access_token)
+            .await
+            .unwrap()
+            .custom
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn refresh_reads_the_users_claims_again() {
+    let f = fixture().await;
+    let admin = f.server.admin();
+    admin
+        .set_user_claims(
+            "alice",
+            &claims(serde_json::json!({"org": "acme", "team": "x"})),
+        )
+        .await
+        .unwrap();
+    let first = f.alice(Some("read")).await;
+    admin
+        .set_user_claims("alice", &claims(serde_json::json!({"org": "globex"})))
+        .await
+        .unwrap();
+    // The token already issued keeps what it was signed with.
+    let c = f.validate(&first.access_token).await.unwrap();
+    assert_eq!(c.custom["org"], "acme");
+    // The next refresh carries the new set (and only it).
+    let second = f
+        .server
+        .refresh_grant(&f.app, first.refresh_token.as_deref(), None)
+        .await
+        .unwrap();
+    let c = f.validate(&second.access_token).await.unwrap();
+    assert_eq!(c.custom, claims(serde_json::json!({"org": "globex"})));
+    // Cleared: the next refresh has none.
+    admin
+        .set_user_claims("alice", &Claims::new())
+        .await
+        .unwrap();
+    let third = f
+        .server
+        .refresh_grant(&f.app, second.refresh_token.as_deref(), None)
+        .await
+        .unwrap();
+    assert!(
+        f.validate(&third.access_token)
+            .await
+            .unwrap()
+            .custom
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn exchanged_tokens_keep_the_subjects_claims() {
+    let f = fixture().await;
+    let admin = f.server.admin();
+    let set = claims(serde_json::json!({"org": "acme"}));
+    admin.set_user_claims("alice", &set).await.unwrap();
+    let subject = f.alice(Some("read")).await;
+    // Changed after the subject token was issued: the exchange keeps the
+    // subject token's claims, not the record's.
+    admin
+        .set_user_claims("alice", &claims(serde_json::json!({"org": "other"})))
+        .await
+        .unwrap();
+    let r = f
+        .exchange(
+            &f.exchanger,
+            ExchangeRequest {
+                resource: vec![ISSUER.into()],
+                ..exch(&subject.access_token)
+            },
+        )
+        .await
+        .unwrap();
+    let (_, jwt) = parts(&r.access_token);
+    assert_eq!(jwt["org"], "acme");
+    assert_eq!(jwt["act"]["sub"], "exchanger");
+    let p = f
+        .server
+        .access_principal(&r.access_token, f.clock.now())
+        .await
+        .unwrap();
+    assert_eq!((p.subject.as_str(), p.claims), ("alice", set));
+    // And again from the exchanged token.
+    let r2 = f
+        .exchange(&f.exchanger, exch(&r.access_token))
+        .await
+        .unwrap();
+    assert_eq!(parts(&r2.access_token).1["org"], "acme");
+
+    // A refresh token as subject carries no claims of its own: the
+    // exchanged token gets the user's current ones, as a refresh would.
+    let both = refreshing_exchanger(&f).await;
+    let issued = f
+        .server
+        .password_grant(
+            &both,
+            Some("alice"),
+            Some("alice-pw"),
+            Some("read"),
+            true,
+            None,
+        )
+        .await
+        .unwrap();
+    let r3 = f
+        .exchange(
+            &both,
+            ExchangeRequest {
+                subject_token: issued.refresh_token.clone(),
+                subject_token_type: Some(TOKEN_TYPE_REFRESH.into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(parts(&r3.access_token).1["org"], "other");
+}
+
+#[tokio::test]
+async fn client_credentials_have_the_client_as_subject_and_no_custom_claims() {
+    let f = fixture().await;
+    let r = f
+        .server
+        .client_credentials_grant(&f.app, None)
+        .await
+        .unwrap();
+    let (_, jwt) = parts(&r.access_token);
+    let mut names: Vec<&str> = jwt
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "aud",
+            "client_id",
+            "exp",
+            "iat",
+            "iss",
+            "jti",
+            "scope",
+            "sub"
+        ]
+    );
+    assert_eq!(jwt["sub"], "app");
+    let p = f
+        .server
+        .access_principal(&r.access_token, f.clock.now())
+        .await
+        .unwrap();
+    assert!(p.claims.is_empty());
+    assert_eq!(p.claim("sub"), Some(Value::from("app")));
+    assert_eq!(p.claim("client_id"), Some(Value::from("app")));
+}
+
+#[test]
+fn principal_claims_of_an_anonymous_caller() {
+    let p = Principal::anonymous();
+    assert!(p.claims.is_empty());
+    assert_eq!(p.claim("sub"), None);
+    assert_eq!(p.claim("client_id"), None);
+    assert_eq!(p.claim("org"), None);
+}
+
+#[tokio::test]
+async fn claims_are_set_by_add_and_bootstrap_and_checked() {
+    let f = fixture().await;
+    let admin = f.server.admin();
+    let set = claims_from_pairs(&["org=acme", "team=x", "org=initech"]).unwrap();
+    assert_eq!(
+        set,
+        claims(serde_json::json!({"org": "initech", "team": "x"}))
+    );
+    let info = admin
+        .add_user_with_claims("carol", "carol-pw", &["read".into()], &set)
+        .await
+        .unwrap();
+    assert_eq!(info.claims, set);
+    let listed = admin.list_users().await.unwrap();
+    let carol = listed.iter().find(|u| u.username == "carol").unwrap();
+    assert_eq!(carol.claims, set);
+
+    // Bootstrap: created with claims, unchanged when equal, updated (and
+    // replaced) when different; the plain bootstrap clears them.
+    let scopes = vec!["read".to_string()];
+    let one = claims(serde_json::json!({"org": "acme", "n": 1}));
+    let run = |c: Claims| {
+        let admin = admin.clone();
+        let scopes = scopes.clone();
+        async move {
+            admin
+                .bootstrap_user_with_claims("dave", "dave-pw", &scopes, &c)
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(run(one.clone()).await, BootstrapOutcome::Created);
+    assert_eq!(run(one.clone()).await, BootstrapOutcome::Unchanged);
+    assert_eq!(admin.get_user("dave").await.unwrap().claims, one);
+    let two = claims(serde_json::json!({"team": "y"}));
+    assert_eq!(run(two.clone()).await, BootstrapOutcome::Updated);
+    assert_eq!(admin.get_user("dave").await.unwrap().claims, two);
+    assert_eq!(
+        admin
+            .bootstrap_user("dave", "dave-pw", &scopes)
+            .await
+            .unwrap(),
+        BootstrapOutcome::Updated
+    );
+    assert!(admin.get_user("dave").await.unwrap().claims.is_empty());
+
+    // Refusals, each with a message that names the problem; nothing is
+    // stored.
+    let long_name = "a".repeat(65);
+    let long_value = format!("org={}", "v".repeat(257));
+    let long_name_pair = format!("{long_name}=x");
+    for (pairs, needle) in [
+        (vec!["sub=bob"], "reserved"),
+        (vec!["client_id=x"], "reserved"),
+        (vec!["scope=admin"], "reserved"),
+        (vec!["act=x"], "reserved"),
+        (vec!["=x"], "invalid claim name"),
+        (vec!["1org=x"], "invalid claim name"),
+        (vec!["o rg=x"], "invalid claim name"),
+        (vec!["org"], "NAME=VALUE"),
+        (vec![long_name.as_str()], "NAME=VALUE"),
+        (vec![long_name_pair.as_str()], "invalid claim name"),
+        (vec![long_value.as_str()], "at most 256 characters"),
+    ] {
+        let e = claims_from_pairs(&pairs).unwrap_err();
+        assert_eq!(e.to_string(), "invalid_input", "{pairs:?}");
+        assert!(
+            e.description().contains(needle),
+            "{pairs:?}: {}",
+            e.description()
+        );
+    }
+    let many: Vec<String> = (0..33).map(|i| format!("c{i}=v")).collect();
+    let e = claims_from_pairs(&many).unwrap_err();
+    assert!(
+        e.description().contains("at most 32 claims"),
+        "{}",
+        e.description()
+    );
+    // Values a claim may not take (config files can write them).
+    for bad in [
+        serde_json::json!({"org": null}),
+        serde_json::json!({"org": ["a"]}),
+        serde_json::json!({"org": {"a": 1}}),
+        serde_json::json!({"iss": "x"}),
+    ] {
+        let e = admin
+            .set_user_claims("carol", &claims(bad.clone()))
+            .await
+            .unwrap_err();
+        assert_eq!(e.to_string(), "invalid_input", "{bad}");
+        let e = admin
+            .bootstrap_user_with_claims("erin", "erin-pw", &scopes, &claims(bad.clone()))
+            .await
+            .unwrap_err();
+        assert_eq!(e.to_string(), "invalid_input", "{bad}");
+    }
+    // The whole set is bounded too (tokens stay small).
+    let big: Claims = (0..32)
+        .map(|i| (format!("c{i}"), Value::from("v".repeat(200))))
+        .collect();
+    let e = check_claims(&big).unwrap_err();
+    assert!(e.description().contains("bytes"), "{}", e.description());
+    assert_eq!(admin.get_user("carol").await.unwrap().claims, set);
+    assert!(admin.get_user("erin").await.is_err());
+    let e = admin
+        .set_user_claims("nobody", &Claims::new())
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "not_found");
+    // Every registered name is refused.
+    for name in RESERVED_CLAIMS {
+        assert!(check_claim_name(name).is_err(), "{name}");
+    }
+    for name in ["org", "_x", "a:b.c-d_e", "Team9"] {
+        check_claim_name(name).unwrap();
+    }
+}

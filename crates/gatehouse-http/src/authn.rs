@@ -368,6 +368,8 @@ impl Authenticator {
             scheme: AuthScheme::Basic,
             expires_at: None,
             token_id: None,
+            // Read from the record on every request, like the password.
+            claims: user.claims,
         })
     }
 }

@@ -178,6 +178,12 @@ impl Introspector {
             scheme: AuthScheme::Bearer,
             expires_at: exp,
             token_id: text("jti"),
+            // Every member that is not a registered one is a custom claim
+            // of the token (the answer repeats them at the top level).
+            claims: answer
+                .as_object()
+                .map(gatehouse_auth::custom_claims)
+                .unwrap_or_default(),
         })
     }
 }
@@ -213,6 +219,22 @@ mod tests {
         assert!(p.scopes.contains("read") && p.scopes.contains("write"));
         assert_eq!(p.expires_at, Some(2_000));
         assert_eq!(p.token_id.as_deref(), Some("j1"));
+        assert!(p.claims.is_empty());
+    }
+
+    #[test]
+    fn custom_claims_of_the_answer_reach_the_principal() {
+        let mut answer = active();
+        answer["org"] = json!("acme");
+        answer["level"] = json!(3);
+        answer["username"] = json!("alice");
+        let p = introspector(None).check(&answer, 1_000).unwrap();
+        assert_eq!(
+            serde_json::Value::Object(p.claims.clone()),
+            json!({"org": "acme", "level": 3})
+        );
+        assert_eq!(p.claim("org"), Some(json!("acme")));
+        assert_eq!(p.claim("sub"), Some(json!("alice")));
     }
 
     #[test]

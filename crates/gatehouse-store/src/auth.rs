@@ -75,7 +75,8 @@ pub(crate) async fn ensure_tables(conn: &mut Conn<'_>, d: Dialect) -> Result<(),
         format!(
             "CREATE TABLE IF NOT EXISTS {} (username {text} PRIMARY KEY NOT NULL, \
              password_hash TEXT NOT NULL, scopes TEXT NOT NULL, \
-             created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL)",
+             created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL, \
+             claims TEXT NOT NULL DEFAULT '{{}}')",
             q(USERS)
         ),
         format!(
@@ -123,6 +124,49 @@ pub(crate) async fn ensure_tables(conn: &mut Conn<'_>, d: Dialect) -> Result<(),
     ];
     for sql in &statements {
         conn.ddl(sql).await?;
+    }
+    add_missing_columns(conn, d).await
+}
+
+/// Columns added to the internal tables after their first release: a
+/// database created before gets them here, once. Each is nullable or has
+/// a default, so existing rows stay valid.
+const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
+    // Custom claims of a user, a JSON object.
+    (USERS, "claims", "TEXT NOT NULL DEFAULT '{}'"),
+];
+
+async fn add_missing_columns(conn: &mut Conn<'_>, d: Dialect) -> Result<(), sqlx::Error> {
+    for (table, column, decl) in ADDED_COLUMNS {
+        // Looked up first rather than `ADD COLUMN IF NOT EXISTS` (SQLite
+        // has no such clause; on PostgreSQL it would take the table's
+        // exclusive lock at every start, stalling other instances' logins).
+        // Under the migration lock, so no other instance adds it meanwhile.
+        let probe = match d {
+            Dialect::Sqlite => Built::raw(
+                "SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?",
+                vec![text(*table), text(*column)],
+            ),
+            Dialect::Postgres => Built::raw(
+                "SELECT COUNT(*) FROM information_schema.columns \
+                 WHERE table_schema = current_schema() AND table_name = $1 AND column_name = $2",
+                vec![text(*table), text(*column)],
+            ),
+        };
+        let rows = conn.fetch(probe, &[SqlKind::Count]).await?;
+        let present = rows
+            .first()
+            .and_then(|r| r.first())
+            .and_then(Json::as_i64)
+            .is_some_and(|n| n > 0);
+        if !present {
+            conn.ddl(&format!(
+                "ALTER TABLE {} ADD COLUMN {} {decl}",
+                q(table),
+                q(column)
+            ))
+            .await?;
+        }
     }
     Ok(())
 }
@@ -235,13 +279,14 @@ const CLIENT_KINDS: &[SqlKind] = &[
     SqlKind::Count,
     SqlKind::Count,
 ];
-const USER_COLS: &str = "username, password_hash, scopes, created_at, updated_at";
+const USER_COLS: &str = "username, password_hash, scopes, created_at, updated_at, claims";
 const USER_KINDS: &[SqlKind] = &[
     SqlKind::Text,
     SqlKind::Text,
     SqlKind::Text,
     SqlKind::Count,
     SqlKind::Count,
+    SqlKind::Text,
 ];
 const KEY_COLS: &str =
     "kid, alg, public_jwk, private_sealed, created_at, retired_at, publish_until";
@@ -603,6 +648,12 @@ fn list(v: &[String]) -> Result<Value, RepoError> {
         .map_err(|e| RepoError::new(format!("encoding a list: {e}")))
 }
 
+fn object(v: &serde_json::Map<String, Json>) -> Result<Value, RepoError> {
+    serde_json::to_string(v)
+        .map(text)
+        .map_err(|e| RepoError::new(format!("encoding an object: {e}")))
+}
+
 /// Reads the columns of one decoded row in order.
 struct Cols {
     row: std::vec::IntoIter<Json>,
@@ -661,6 +712,11 @@ impl Cols {
         let s = self.string()?;
         serde_json::from_str(&s).map_err(|_| self.bad("a JSON list of strings"))
     }
+
+    fn object(&mut self) -> Result<serde_json::Map<String, Json>, RepoError> {
+        let s = self.string()?;
+        serde_json::from_str(&s).map_err(|_| self.bad("a JSON object"))
+    }
 }
 
 fn client(row: DbRow) -> Result<ClientRecord, RepoError> {
@@ -684,6 +740,7 @@ fn user(row: DbRow) -> Result<UserRecord, RepoError> {
         scopes: c.list()?,
         created_at: c.int()?,
         updated_at: c.int()?,
+        claims: c.object()?,
     })
 }
 
@@ -818,10 +875,10 @@ impl AuthRepo for SqlAuthRepo {
 
     async fn upsert_user(&self, u: &UserRecord) -> Result<(), RepoError> {
         let sql = format!(
-            "INSERT INTO {} ({USER_COLS}) VALUES (?, ?, ?, ?, ?) \
+            "INSERT INTO {} ({USER_COLS}) VALUES (?, ?, ?, ?, ?, ?) \
              ON CONFLICT (username) DO UPDATE SET password_hash = excluded.password_hash, \
              scopes = excluded.scopes, created_at = excluded.created_at, \
-             updated_at = excluded.updated_at",
+             updated_at = excluded.updated_at, claims = excluded.claims",
             q(USERS)
         );
         let values = vec![
@@ -830,6 +887,7 @@ impl AuthRepo for SqlAuthRepo {
             list(&u.scopes)?,
             int(u.created_at),
             int(u.updated_at),
+            object(&u.claims)?,
         ];
         self.execute("upsert_user", &sql, values).await?;
         Ok(())

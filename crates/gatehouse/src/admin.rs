@@ -68,6 +68,33 @@ pub enum UserCommand {
         /// Scopes the user may grant, space-separated.
         #[arg(long, default_value = "read")]
         scopes: String,
+        /// A custom claim carried by the user's access tokens, as NAME=VALUE
+        /// (repeatable; the value is a string).
+        #[arg(long = "claim", value_name = "NAME=VALUE")]
+        claims: Vec<String>,
+        #[command(flatten)]
+        out: Output,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Replace a user's custom claims with the given NAME=VALUE pairs (none:
+    /// remove them all). Tokens already issued keep their claims; the next
+    /// login or refresh carries the new ones.
+    SetClaims {
+        /// The user name.
+        name: String,
+        /// The new claims, NAME=VALUE each (the value is a string).
+        #[arg(value_name = "NAME=VALUE")]
+        claims: Vec<String>,
+        #[command(flatten)]
+        out: Output,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Show one user: scopes and custom claims (never the password).
+    Show {
+        /// The user name.
+        name: String,
         #[command(flatten)]
         out: Output,
         #[command(flatten)]
@@ -207,6 +234,25 @@ fn read_password(prompt: &str) -> anyhow::Result<String> {
     Ok(pw)
 }
 
+/// A user's claims as one JSON object after `prefix`; nothing when there are none.
+fn claims_text(claims: &gatehouse_auth::Claims, prefix: &str) -> String {
+    if claims.is_empty() {
+        String::new()
+    } else {
+        format!("{prefix}{}", serde_json::Value::Object(claims.clone()))
+    }
+}
+
+/// One line of `user list` / `user show`.
+fn user_line(u: &gatehouse_auth::UserInfo) -> String {
+    format!(
+        "{}\tscopes={}{}",
+        u.username,
+        u.scopes.join(" "),
+        claims_text(&u.claims, "\tclaims=")
+    )
+}
+
 /// Runs a `user` subcommand.
 pub fn user(cmd: UserCommand) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async move {
@@ -214,15 +260,18 @@ pub fn user(cmd: UserCommand) -> anyhow::Result<ExitCode> {
             UserCommand::Add {
                 name,
                 scopes: sc,
+                claims,
                 out,
                 store,
             } => {
+                // Checked before the password prompt: a typo costs nothing.
+                let claims = gatehouse_auth::claims_from_pairs(&claims).map_err(|e| failed(&e))?;
                 let password = read_password(&format!("Password for {name}: "))?;
                 let Some((admin, store)) = open(&store).await? else {
                     return Ok(ExitCode::FAILURE);
                 };
                 let info = admin
-                    .add_user(&name, &password, &scopes(&sc))
+                    .add_user_with_claims(&name, &password, &scopes(&sc), &claims)
                     .await
                     .map_err(|e| failed(&e))?;
                 store.close().await;
@@ -230,10 +279,51 @@ pub fn user(cmd: UserCommand) -> anyhow::Result<ExitCode> {
                     println!("{}", serde_json::to_string(&info)?);
                 } else {
                     println!(
-                        "added user {} with scopes: {}",
+                        "added user {} with scopes: {}{}",
                         info.username,
-                        info.scopes.join(" ")
+                        info.scopes.join(" "),
+                        claims_text(&info.claims, " and claims: ")
                     );
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+            UserCommand::SetClaims {
+                name,
+                claims,
+                out,
+                store,
+            } => {
+                let claims = gatehouse_auth::claims_from_pairs(&claims).map_err(|e| failed(&e))?;
+                let Some((admin, store)) = open(&store).await? else {
+                    return Ok(ExitCode::FAILURE);
+                };
+                let info = admin
+                    .set_user_claims(&name, &claims)
+                    .await
+                    .map_err(|e| failed(&e))?;
+                store.close().await;
+                if out.json {
+                    println!("{}", serde_json::to_string(&info)?);
+                } else if info.claims.is_empty() {
+                    println!("removed the claims of {name}");
+                } else {
+                    println!(
+                        "set the claims of {name}: {}",
+                        claims_text(&info.claims, "")
+                    );
+                }
+                Ok(ExitCode::SUCCESS)
+            }
+            UserCommand::Show { name, out, store } => {
+                let Some((admin, store)) = open(&store).await? else {
+                    return Ok(ExitCode::FAILURE);
+                };
+                let info = admin.get_user(&name).await.map_err(|e| failed(&e))?;
+                store.close().await;
+                if out.json {
+                    println!("{}", serde_json::to_string_pretty(&info)?);
+                } else {
+                    println!("{}", user_line(&info));
                 }
                 Ok(ExitCode::SUCCESS)
             }
@@ -269,7 +359,7 @@ pub fn user(cmd: UserCommand) -> anyhow::Result<ExitCode> {
                     println!("{}", serde_json::to_string_pretty(&users)?);
                 } else {
                     for u in users {
-                        println!("{}\tscopes={}", u.username, u.scopes.join(" "));
+                        println!("{}", user_line(&u));
                     }
                 }
                 Ok(ExitCode::SUCCESS)

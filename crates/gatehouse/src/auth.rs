@@ -184,7 +184,7 @@ pub async fn bootstrap(admin: &Admin, config: &Config) -> anyhow::Result<()> {
     }
     for u in &config.bootstrap.users {
         let outcome = admin
-            .bootstrap_user(&u.username, &u.password, &u.scopes)
+            .bootstrap_user_with_claims(&u.username, &u.password, &u.scopes, &u.claims)
             .await
             .map_err(|e| anyhow::anyhow!("bootstrap user {:?}: {}", u.username, describe(&e)))?;
         tracing::info!(username = %u.username, ?outcome, "bootstrap user");

@@ -361,6 +361,11 @@ pub struct BootstrapUser {
     /// Scopes the user may grant.
     #[serde(default)]
     pub scopes: Vec<String>,
+    /// Custom claims carried by the user's access tokens (`{ org = "acme" }`:
+    /// strings, numbers or booleans). They replace the stored ones at every
+    /// start; none configured means none kept.
+    #[serde(default)]
+    pub claims: serde_json::Map<String, serde_json::Value>,
 }
 
 impl fmt::Debug for BootstrapUser {
@@ -369,6 +374,7 @@ impl fmt::Debug for BootstrapUser {
             .field("username", &self.username)
             .field("password", &"<redacted>")
             .field("scopes", &self.scopes)
+            .field("claims", &self.claims)
             .finish()
     }
 }
@@ -719,6 +725,12 @@ fn validate(c: &Config) -> Result<(), String> {
                 "`bootstrap.users[{i}]`: username and password must not be empty"
             ));
         }
+        if let Err(e) = gatehouse_auth::check_claims(&u.claims) {
+            problems.push(format!(
+                "`bootstrap.users[{i}].claims`: {}",
+                e.description()
+            ));
+        }
     }
     for (i, k) in c.bootstrap.consumers.iter().enumerate() {
         if k.key.is_empty() || k.secret.is_empty() {
@@ -854,6 +866,41 @@ mod tests {
     }
 
     #[test]
+    fn bootstrap_users_take_claims_of_every_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = write(
+            dir.path(),
+            "[[bootstrap.users]]\nusername = \"alice\"\npassword = \"pw\"\n\
+             claims = { org = \"acme\", level = 2, ratio = 0.5, staff = true }\n\
+             [[bootstrap.users]]\nusername = \"bob\"\npassword = \"pw\"\n",
+        );
+        let l = load_with_env(Some(&f), &CliOverrides::default(), env(&[])).unwrap();
+        let users = &l.config.bootstrap.users;
+        assert_eq!(
+            serde_json::Value::Object(users[0].claims.clone()),
+            serde_json::json!({"org": "acme", "level": 2, "ratio": 0.5, "staff": true})
+        );
+        assert!(users[1].claims.is_empty());
+        for (claims, needle) in [
+            ("{ sub = \"x\" }", "reserved"),
+            ("{ \"bad name\" = \"x\" }", "invalid claim name"),
+            ("{ org = [\"a\"] }", "a string, a number or a boolean"),
+        ] {
+            let f = write(
+                dir.path(),
+                &format!(
+                    "[[bootstrap.users]]\nusername = \"a\"\npassword = \"pw\"\nclaims = {claims}\n"
+                ),
+            );
+            let e = load_with_env(Some(&f), &CliOverrides::default(), env(&[])).unwrap_err();
+            assert!(
+                e.contains("bootstrap.users[0].claims") && e.contains(needle),
+                "{claims}: {e}"
+            );
+        }
+    }
+
+    #[test]
     fn introspection_mode_is_configured_from_file_and_environment() {
         let dir = tempfile::tempdir().unwrap();
         let f = write(
@@ -981,6 +1028,10 @@ mod tests {
     /// array's path: `bootstrap.clients.client_id`).
     fn key_paths(prefix: &str, value: &Value, out: &mut std::collections::BTreeSet<String>) {
         match value {
+            // A map of free-form names (`claims`) is one key.
+            Value::Dict(_, d) if d.is_empty() => {
+                out.insert(prefix.to_string());
+            }
             Value::Dict(_, d) => {
                 for (k, v) in d {
                     let path = if prefix.is_empty() {
@@ -1024,6 +1075,7 @@ mod tests {
             username: "u".into(),
             password: "p".into(),
             scopes: vec![],
+            claims: Default::default(),
         });
         c.bootstrap.consumers.push(BootstrapConsumer {
             key: "k".into(),
@@ -1115,6 +1167,7 @@ mod tests {
             username: "u".into(),
             password: "pw-123".into(),
             scopes: vec![],
+            claims: Default::default(),
         };
         let k = BootstrapConsumer {
             key: "k".into(),

@@ -35,7 +35,14 @@ struct Env {
 
 /// Echoes who the REST layer says is calling.
 async fn whoami(Extension(p): Extension<Principal>) -> axum::Json<Value> {
-    axum::Json(json!({"subject": p.subject, "client_id": p.client_id, "scopes": p.scopes}))
+    axum::Json(json!({
+        "subject": p.subject,
+        "client_id": p.client_id,
+        "scopes": p.scopes,
+        "claims": p.claims,
+        "$sub": p.claim("sub"),
+        "$org": p.claim("org"),
+    }))
 }
 
 async fn start() -> Env {
@@ -66,7 +73,12 @@ async fn start() -> Env {
     .await
     .unwrap();
     auth.admin()
-        .bootstrap_user("alice", "alice-password", &["read".into(), "write".into()])
+        .bootstrap_user_with_claims(
+            "alice",
+            "alice-password",
+            &["read".into(), "write".into()],
+            &alice_claims(),
+        )
         .await
         .unwrap();
     auth.consumers()
@@ -118,6 +130,13 @@ async fn start() -> Env {
         auth,
         _dir: dir,
     }
+}
+
+fn alice_claims() -> gatehouse_auth::Claims {
+    json!({"org": "acme", "level": 2})
+        .as_object()
+        .cloned()
+        .unwrap()
 }
 
 fn nonce() -> String {
@@ -309,6 +328,11 @@ async fn rest_signed_requests_act_for_the_consumer_or_the_user() {
     assert_eq!(v["subject"], KEY);
     assert_eq!(v["client_id"], KEY);
     assert_eq!(v["scopes"], json!(["read", "write"]));
+    // A consumer is no user: no custom claims.
+    assert_eq!(
+        (v["claims"].clone(), v["$org"].clone()),
+        (json!({}), Value::Null)
+    );
 
     // With the access token: alice, with the token's scopes.
     let (at, ats) = env.access_token().await;
@@ -327,6 +351,35 @@ async fn rest_signed_requests_act_for_the_consumer_or_the_user() {
     assert_eq!(v["subject"], "alice");
     assert_eq!(v["client_id"], KEY);
     assert_eq!(v["scopes"], json!(["read", "write"]));
+    // The user's claims, from the user record.
+    assert_eq!(v["claims"], json!(alice_claims()));
+    assert_eq!(
+        (v["$sub"].clone(), v["$org"].clone()),
+        (json!("alice"), json!("acme"))
+    );
+    // Read on every request: a change shows at once.
+    env.auth
+        .admin()
+        .set_user_claims(
+            "alice",
+            &json!({"org": "globex"}).as_object().cloned().unwrap(),
+        )
+        .await
+        .unwrap();
+    let r = env
+        .client
+        .get(&url)
+        .header(
+            "authorization",
+            env.sig(Some((&at, &ats))).header("GET", &url, &[]),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["claims"],
+        json!({"org": "globex"})
+    );
 
     // Protocol parameters in the query string instead of the header.
     let sig = env.sig(None);
@@ -444,4 +497,78 @@ async fn scopes_limit_signed_requests() {
     };
     let r = env.graphql(&sig, "{ authors { name } }").await;
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+}
+
+/// The same claims reach the resource side whatever the scheme: a bearer
+/// token carries the user's claims, HTTP Basic reads them from the user
+/// record on every request.
+#[tokio::test]
+async fn bearer_and_basic_callers_carry_the_users_claims() {
+    let env = start().await;
+    let url = format!("{}/v1/authors", env.base);
+    env.auth
+        .admin()
+        .bootstrap_client(
+            &gatehouse_auth::NewClient {
+                client_id: "app".into(),
+                grants: vec!["password".into(), "client_credentials".into()],
+                scopes: vec!["read".into()],
+                audiences: vec![],
+            },
+            "app-secret",
+        )
+        .await
+        .unwrap();
+    let app = env
+        .auth
+        .authenticate_client("app", "app-secret")
+        .await
+        .unwrap();
+    let token = env
+        .auth
+        .password_grant(
+            &app,
+            Some("alice"),
+            Some("alice-password"),
+            None,
+            false,
+            None,
+        )
+        .await
+        .unwrap()
+        .access_token;
+    let whoami = |auth: reqwest::RequestBuilder| async move {
+        let r = auth.send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        r.json::<Value>().await.unwrap()
+    };
+    let v = whoami(env.client.get(&url).bearer_auth(&token)).await;
+    assert_eq!(v["claims"], json!(alice_claims()));
+    assert_eq!(
+        (v["$sub"].clone(), v["$org"].clone()),
+        (json!("alice"), json!("acme"))
+    );
+    let v = whoami(
+        env.client
+            .get(&url)
+            .basic_auth("alice", Some("alice-password")),
+    )
+    .await;
+    assert_eq!(v["claims"], json!(alice_claims()));
+    assert_eq!(v["$org"], "acme");
+
+    // Client credentials: the client is the subject, with no custom claims.
+    let token = env
+        .auth
+        .client_credentials_grant(&app, None)
+        .await
+        .unwrap()
+        .access_token;
+    let v = whoami(env.client.get(&url).bearer_auth(&token)).await;
+    assert_eq!(
+        (v["subject"].clone(), v["claims"].clone()),
+        (json!("app"), json!({}))
+    );
+    assert_eq!(v["$sub"], "app");
+    assert_eq!(v["$org"], Value::Null);
 }

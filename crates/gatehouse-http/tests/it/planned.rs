@@ -169,6 +169,7 @@ fn principal(scopes: &[&str]) -> Principal {
         scheme: AuthScheme::Bearer,
         expires_at: None,
         token_id: None,
+        claims: Default::default(),
     }
 }
 

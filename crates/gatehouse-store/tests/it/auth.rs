@@ -37,6 +37,12 @@ fn user(name: &str, t: i64) -> UserRecord {
         username: name.into(),
         password_hash: format!("$argon2id$v=19$m=19456,t=2,p=1$c2FsdA${name}"),
         scopes: strings(&["read"]),
+        // Every kind of value a claim may take, and a name past `z`.
+        claims:
+            serde_json::json!({"org": "acme", "level": 3, "ratio": 0.5, "staff": true, "é": "ü"})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
         created_at: t,
         updated_at: t,
     }
@@ -167,6 +173,7 @@ same_as_memory!(upsert_user, |r| {
     let mut changed = user("alice", 6);
     changed.password_hash = "$argon2id$new".into();
     changed.scopes = strings(&["read", "write", "offline_access"]);
+    changed.claims = serde_json::Map::new();
     r.upsert_user(&changed).await.unwrap();
     let got = r.find_user("alice").await.unwrap();
     assert_eq!(got.as_ref(), Some(&changed));
@@ -914,6 +921,60 @@ async fn restart_keeps_issued_tokens_valid() {
             .await
             .unwrap();
         s.close().await;
+    }
+}
+
+/// A users table created before custom claims existed gets the column on
+/// the next start (existing users have none), and starting again changes
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn users_table_from_before_claims_is_migrated() {
+    const OLD: &str = "CREATE TABLE \"_gatehouse_oauth_users\" (username TEXT PRIMARY KEY NOT NULL, \
+                       password_hash TEXT NOT NULL, scopes TEXT NOT NULL, \
+                       created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL); \
+                       INSERT INTO \"_gatehouse_oauth_users\" VALUES ('old', 'h', '[\"read\"]', 1, 2)";
+    for db in databases().await {
+        let be = db.backend();
+        eprintln!("backend: {be}");
+        match &db.place {
+            crate::common::Place::Sqlite(_) => {
+                let path = db.url.trim_start_matches("sqlite://");
+                if let Some(dir) = std::path::Path::new(path).parent() {
+                    std::fs::create_dir_all(dir).unwrap();
+                }
+                rusqlite::Connection::open(path)
+                    .unwrap()
+                    .execute_batch(OLD)
+                    .unwrap();
+            }
+            crate::common::Place::Postgres { .. } => {
+                use sqlx::Connection;
+                let mut c = sqlx::PgConnection::connect(&db.url).await.unwrap();
+                sqlx::raw_sql(sqlx::AssertSqlSafe(OLD.to_string()))
+                    .execute(&mut c)
+                    .await
+                    .unwrap();
+            }
+        }
+        for round in 0..2 {
+            let s = db.open(SDL).await;
+            let repo = SqlAuthRepo::new(s.clone());
+            let old = repo.find_user("old").await.unwrap().unwrap();
+            assert_eq!(
+                (old.scopes, old.claims.len()),
+                (strings(&["read"]), 0),
+                "{be}"
+            );
+            if round == 0 {
+                repo.upsert_user(&user("new", 3)).await.unwrap();
+            }
+            assert_eq!(
+                repo.find_user("new").await.unwrap(),
+                Some(user("new", 3)),
+                "{be}: round {round}"
+            );
+            s.close().await;
+        }
     }
 }
 

@@ -171,3 +171,105 @@ fn consumer_add_list_remove() {
     let o = run(&["consumer", "remove", "printer"]);
     assert_eq!(o.status.code(), Some(1));
 }
+
+#[test]
+fn user_claims_are_added_replaced_cleared_and_listed() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("data/t.db").display());
+    let schema = repo().join("examples/library/schema");
+    let schema = schema.to_str().unwrap();
+    let args = |args: &[&str]| {
+        let mut all: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        all.extend([
+            "--database".into(),
+            db.clone(),
+            "--schema".into(),
+            schema.into(),
+        ]);
+        all
+    };
+    let run = |a: &[&str]| {
+        let all = args(a);
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        gatehouse(dir.path(), &all)
+    };
+    let json = |o: &std::process::Output| -> serde_json::Value {
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(o));
+        serde_json::from_str(&stdout(o)).unwrap()
+    };
+
+    // `user add` reads the password from stdin.
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("GATEHOUSE_") {
+            cmd.env_remove(k);
+        }
+    }
+    let mut child = cmd
+        .args(args(&[
+            "user", "add", "alice", "--claim", "org=acme", "--claim", "level=2", "--json",
+        ]))
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"alice-password\n")
+        .unwrap();
+    let v = json(&child.wait_with_output().unwrap());
+    // Command-line values are strings.
+    assert_eq!(
+        v["claims"],
+        serde_json::json!({"org": "acme", "level": "2"})
+    );
+
+    let v = json(&run(&["user", "show", "alice", "--json"]));
+    assert_eq!(
+        v["claims"],
+        serde_json::json!({"org": "acme", "level": "2"})
+    );
+
+    // Replaced as a whole.
+    let v = json(&run(&["user", "set-claims", "alice", "team=x", "--json"]));
+    assert_eq!(v["claims"], serde_json::json!({"team": "x"}));
+    let v = json(&run(&["user", "list", "--json"]));
+    assert_eq!(v[0]["claims"], serde_json::json!({"team": "x"}));
+    let o = run(&["user", "list"]);
+    assert!(
+        stdout(&o).contains("claims={\"team\":\"x\"}"),
+        "{}",
+        stdout(&o)
+    );
+
+    // Refused with a clear message, and nothing changes.
+    for (pair, needle) in [
+        ("sub=bob", "reserved"),
+        ("9lives=x", "invalid claim name"),
+        ("org", "NAME=VALUE"),
+    ] {
+        let o = run(&["user", "set-claims", "alice", pair]);
+        assert_eq!(o.status.code(), Some(1), "{pair}");
+        assert!(stderr(&o).contains(needle), "{pair}: {}", stderr(&o));
+    }
+    let o = run(&["user", "add", "bob", "--claim", "exp=1"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("reserved"), "{}", stderr(&o));
+    let v = json(&run(&["user", "show", "alice", "--json"]));
+    assert_eq!(v["claims"], serde_json::json!({"team": "x"}));
+
+    // No pairs: cleared.
+    let o = run(&["user", "set-claims", "alice"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("removed the claims of alice"));
+    let v = json(&run(&["user", "show", "alice", "--json"]));
+    assert_eq!(v["claims"], serde_json::json!({}));
+
+    let o = run(&["user", "set-claims", "nobody", "org=x"]);
+    assert_eq!(o.status.code(), Some(1));
+}

@@ -1044,3 +1044,39 @@ async fn sqlite_files_are_created_owner_only() {
         "{logs:#?}"
     );
 }
+
+/// `[[bootstrap.users]] claims` reach the user's tokens, and a changed
+/// configuration replaces them at the next start.
+#[tokio::test(flavor = "multi_thread")]
+async fn bootstrap_claims_reach_tokens_and_follow_the_config() {
+    let data = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", data.path().join("claims.db").display());
+    let c = client();
+    for (claims, want) in [
+        (
+            r#"{ org = "acme", level = 2 }"#,
+            serde_json::json!({"org": "acme", "level": 2}),
+        ),
+        (r#"{ team = "x" }"#, serde_json::json!({"team": "x"})),
+    ] {
+        let config = format!("{}claims = {claims}\n", config_text(&db, ""));
+        let server = Server::start_in(tempfile::tempdir().unwrap(), &config, &[]);
+        let access = token(&c, &server.base).await;
+        let answer: serde_json::Value = c
+            .post(format!("{}/oauth/introspect", server.base))
+            .basic_auth(CLIENT_ID, Some(CLIENT_SECRET))
+            .form(&[("token", access.as_str())])
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(answer["active"], true, "{answer}");
+        assert_eq!(answer["sub"], USER);
+        for name in ["org", "level", "team"] {
+            assert_eq!(answer[name], want[name], "{name}: {answer}");
+        }
+        server.stop();
+    }
+}
