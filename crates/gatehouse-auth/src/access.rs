@@ -13,7 +13,8 @@ impl Principal {
     /// a token issued to a client) and the custom claims. An anonymous
     /// caller may only read.
     pub fn access_context(&self) -> AccessContext {
-        let mut claims = Map::new();
+        // Custom claims never hold `sub` or `client_id` (reserved names).
+        let mut claims = self.claims.clone();
         if !self.subject.is_empty() {
             claims.insert("sub".into(), Json::String(self.subject.clone()));
         }
