@@ -10,6 +10,7 @@
 
 mod anonymous;
 mod paths;
+mod policies;
 mod scopes;
 
 use std::io::{BufRead, BufReader, Read};
@@ -37,7 +38,12 @@ pub const USERS: &[(&str, &str, &str)] = &[
         "read write review secret offline_access",
     ),
     ("admin", "admin-password", "read admin"),
+    ("alice", "alice-password", "read write memo:draft"),
+    ("bob", "bob-password", "read write"),
 ];
+
+/// Custom claims of the fixture's users (row policies compare them).
+pub const CLAIMS: &[(&str, &str)] = &[("alice", "acme"), ("bob", "globex")];
 
 fn config_text(database: &str, extra: &str) -> String {
     let schema = repo().join("tests/security/schema");
@@ -45,9 +51,13 @@ fn config_text(database: &str, extra: &str) -> String {
     for (name, password, scopes) in USERS {
         let scopes: Vec<String> = scopes.split(' ').map(|s| format!("\"{s}\"")).collect();
         users.push_str(&format!(
-            "[[bootstrap.users]]\nusername = \"{name}\"\npassword = \"{password}\"\nscopes = [{}]\n\n",
+            "[[bootstrap.users]]\nusername = \"{name}\"\npassword = \"{password}\"\nscopes = [{}]\n",
             scopes.join(", ")
         ));
+        if let Some((_, org)) = CLAIMS.iter().find(|c| c.0 == *name) {
+            users.push_str(&format!("claims = {{ org = \"{org}\" }}\n"));
+        }
+        users.push('\n');
     }
     format!(
         r#"listen = "127.0.0.1:0"
@@ -60,7 +70,7 @@ client_id = "{app}"
 client_secret = "{app_secret}"
 grants = ["password", "client_credentials", "refresh_token",
           "urn:ietf:params:oauth:grant-type:token-exchange"]
-scopes = ["read", "write", "review", "secret", "admin", "offline_access"]
+scopes = ["read", "write", "review", "secret", "admin", "offline_access", "memo:draft"]
 
 [[bootstrap.clients]]
 client_id = "{demo}"

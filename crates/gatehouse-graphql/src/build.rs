@@ -339,11 +339,7 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
                             &list,
                             shared.limits,
                             Some(select),
-                        )
-                        .and_then(|q| {
-                            authorize_compared(&ctx, &shared, child, q.filter.as_ref(), &q.order)?;
-                            Ok(q)
-                        }) {
+                        ) {
                             Ok(q) => q,
                             Err(e) => return fail(&ctx, nullable, e),
                         };
@@ -436,7 +432,6 @@ async fn resolve_root<'a>(
         Binding::List(list) => {
             let select = selection(ctx, entity);
             let q = args::list_query(model, &ctx.args, list, shared.limits, Some(select))?;
-            authorize_compared(ctx, shared, entity, q.filter.as_ref(), &q.order)?;
             let rows = store
                 .list(caller(ctx)?, name, &q)
                 .await
@@ -457,7 +452,6 @@ async fn resolve_root<'a>(
                     ),
                 ));
             };
-            authorize_compared(ctx, shared, entity, Some(&filter), &[])?;
             let q = gatehouse_store::ListQuery {
                 filter: Some(filter),
                 limit: Some(2),
@@ -517,9 +511,9 @@ async fn resolve_root<'a>(
 
 /// What a mutation needs beyond the entity's write scope, checked before it
 /// writes anything: the fields it returns need the entity's read scope (a
-/// write-only caller may select only `id`), and setting a to-one reference
-/// needs the read scope of its target (or the answer would tell which ids
-/// of a type the caller may not read exist).
+/// write-only caller may select only `id`). Which fields the caller may set
+/// or compare is the store's decision (`Model::field_write_scope`,
+/// `Model::field_read_scope`).
 fn authorize_mutation(
     ctx: &ResolverContext<'_>,
     shared: &Shared,
@@ -544,60 +538,6 @@ fn authorize_mutation(
             entity.read_scope(),
             true,
             &format!("reading the result of {what} (beyond `id`)"),
-        )?;
-    }
-    let input = match &rf.binding {
-        Binding::Create(input) | Binding::Update { input, .. } => input,
-        _ => return Ok(()),
-    };
-    let row = args::write_row(&ctx.args, input);
-    authorize_fields(
-        ctx,
-        shared,
-        entity,
-        row.keys().map(String::as_str),
-        "setting",
-    )
-}
-
-/// Filtering or ordering by a field needs what reading it needs: comparing
-/// a to-one reference tells which ids it holds.
-fn authorize_compared(
-    ctx: &ResolverContext<'_>,
-    shared: &Shared,
-    entity: &Entity,
-    filter: Option<&gatehouse_store::Filter>,
-    order: &[gatehouse_store::OrderBy],
-) -> Result<(), Error> {
-    let mut fields: Vec<&str> = order.iter().map(|o| o.field.as_str()).collect();
-    if let Some(f) = filter {
-        f.for_each_field(&mut |name| fields.push(name));
-    }
-    authorize_fields(ctx, shared, entity, fields.into_iter(), "comparing")
-}
-
-/// Checks the caller may read each of `fields` of `entity` beyond the
-/// entity itself (`Model::field_read_scope`); `doing` names the use.
-fn authorize_fields<'f>(
-    ctx: &ResolverContext<'_>,
-    shared: &Shared,
-    entity: &Entity,
-    fields: impl Iterator<Item = &'f str>,
-    doing: &str,
-) -> Result<(), Error> {
-    for name in fields {
-        let Some(scope) = entity
-            .field(name)
-            .and_then(|f| shared.model.field_read_scope(f))
-        else {
-            continue;
-        };
-        authorize(
-            ctx,
-            shared.auth_required,
-            scope,
-            true,
-            &format!("{doing} `{}.{name}`", entity.name),
         )?;
     }
     Ok(())

@@ -821,7 +821,13 @@ impl Store {
         mut row: Row,
     ) -> Result<Row, StoreError> {
         let e = self.entity(entity)?;
-        policy::check_written(&self.inner.model, e, ctx, &row)?;
+        // A null sets nothing on a new row: only values need the scope.
+        let given: Row = row
+            .iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        policy::check_written(&self.inner.model, e, ctx, &given)?;
         policy::inject_owner(e, ctx, &mut row);
         let row = self.full_row(e, &row, None)?;
         let d = self.dialect();

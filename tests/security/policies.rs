@@ -1,0 +1,510 @@
+//! Row policies and field scopes (`docs/design/policies.md`): the same cases
+//! through GraphQL, REST, SSE subscriptions and HTTP Basic, on each backend.
+//! The fixture: `Memo` (published or own rows; own rows written; `admin`
+//! bypasses; `draft` needs `memo:draft`), `Remark` (readable where its memo
+//! is: a rule through a to-one path) and `Invoice` (a tenant claim, `org`).
+//! Users: `alice` (org acme, may read drafts), `bob` (org globex), `admin`.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::{APP, Server};
+
+const CREATE: &str = "mutation($t: String!, $p: Boolean!, $o: String, $d: String) \
+    { createMemo(title: $t, published: $p, owner: $o, draft: $d) { id owner } }";
+
+/// Memos made by alice and bob: (alice open, alice private, bob private).
+async fn memos(s: &Server, alice: &str, bob: &str) -> (String, String, String) {
+    let mk = |t: &str, title: &str, published: bool| {
+        let t = t.to_string();
+        let title = title.to_string();
+        // Only alice may write drafts.
+        let vars = if t == alice {
+            json!({"t": title, "p": published, "d": "secret draft"})
+        } else {
+            json!({"t": title, "p": published})
+        };
+        async move {
+            let d = s.data(&t, CREATE, vars).await;
+            d["createMemo"]["id"].as_str().unwrap().to_string()
+        }
+    };
+    let a_open = mk(alice, "a-open", true).await;
+    let a_private = mk(alice, "a-private", false).await;
+    let b_private = mk(bob, "b-private", false).await;
+    (a_open, a_private, b_private)
+}
+
+fn titles(v: &Value) -> Vec<&str> {
+    let mut t: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["title"].as_str().unwrap())
+        .collect();
+    t.sort_unstable();
+    t
+}
+
+fn code(r: &Value) -> &str {
+    r["errors"][0]["extensions"]["code"].as_str().unwrap_or("")
+}
+
+#[tokio::test]
+async fn owner_only_rows_on_every_entry_point() {
+    for s in Server::each_backend("").await {
+        let b = s.backend();
+        let alice = s.token("alice").await;
+        let bob = s.token("bob").await;
+        let admin = s.token("admin").await;
+        let (a_open, a_private, b_private) = memos(&s, &alice, &bob).await;
+
+        // Owner injection: the owner is the creator's `sub`, not given.
+        let d = s.data(&alice, "{ memos { id owner } }", json!({})).await;
+        let owners: Vec<&str> = d["memos"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["id"] == a_private.as_str())
+            .map(|m| m["owner"].as_str().unwrap())
+            .collect();
+        assert_eq!(owners.len(), 1, "{b}: {d}");
+        let alice_sub = owners[0].to_string();
+        assert!(!alice_sub.is_empty());
+
+        // Lists: published rows and one's own.
+        let d = s.data(&bob, "{ memos { title } }", json!({})).await;
+        assert_eq!(titles(&d["memos"]), ["a-open", "b-private"], "{b}");
+        let d = s.data(&alice, "{ memos { title } }", json!({})).await;
+        assert_eq!(titles(&d["memos"]), ["a-open", "a-private"], "{b}");
+        // Bypass scope.
+        let d = s.data(&admin, "{ memos { title } }", json!({})).await;
+        assert_eq!(titles(&d["memos"]).len(), 3, "{b}");
+        // Paging is never short: the first page holds the caller's rows.
+        let d = s
+            .data(&bob, "{ memos(first: 1) { title } }", json!({}))
+            .await;
+        assert_eq!(d["memos"].as_array().unwrap().len(), 1, "{b}");
+        let d = s
+            .data(&bob, "{ memos(first: 1, offset: 1) { title } }", json!({}))
+            .await;
+        assert_eq!(d["memos"].as_array().unwrap().len(), 1, "{b}");
+
+        // Lookups: null in GraphQL, 404 in REST.
+        let d = s
+            .data(
+                &bob,
+                "query($i: ID!) { memo(id: $i) { title } }",
+                json!({"i": a_private}),
+            )
+            .await;
+        assert_eq!(d["memo"], Value::Null, "{b}");
+        let (st, _) = s
+            .rest("GET", &format!("/v1/memos/{a_private}"), Some(&bob), None)
+            .await;
+        assert_eq!(st, 404, "{b}");
+        let (st, body) = s
+            .rest("GET", &format!("/v1/memos/{a_open}"), Some(&bob), None)
+            .await;
+        assert_eq!(st, 200, "{b}: {body}");
+
+        // Counts: X-Total-Count is what the caller can see.
+        let r = s
+            .request("GET", "/v1/memos", Some(&bob))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.headers()["x-total-count"], "2", "{b}");
+        let r = s
+            .request("GET", "/v1/memos?per_page=1", Some(&alice))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.headers()["x-total-count"], "2", "{b}");
+        let rows: Value = r.json().await.unwrap();
+        assert_eq!(rows.as_array().unwrap().len(), 1, "{b}");
+        let r = s
+            .request("GET", "/v1/memos", Some(&admin))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.headers()["x-total-count"], "3", "{b}");
+
+        // Forged owner: refused, nothing written.
+        let r = s
+            .gql(
+                Some(&bob),
+                CREATE,
+                json!({"t": "forged", "p": false, "o": alice_sub}),
+            )
+            .await;
+        assert_eq!(code(&r), "FORBIDDEN", "{b}: {r}");
+        let (st, _) = s
+            .rest(
+                "POST",
+                "/v1/memos",
+                Some(&bob),
+                Some(json!({"title": "forged", "published": false, "owner": alice_sub})),
+            )
+            .await;
+        assert_eq!(st, 403, "{b}");
+        let d = s.data(&admin, "{ memos { title } }", json!({})).await;
+        assert_eq!(
+            titles(&d["memos"]).len(),
+            3,
+            "{b}: nothing forged was written"
+        );
+
+        // Update and delete: invisible 404, visible but not own 403.
+        let upd = "mutation($i: ID!, $p: MemoPatch!) { updateMemo(id: $i, patch: $p) { title } }";
+        let r = s
+            .gql(
+                Some(&bob),
+                upd,
+                json!({"i": a_private, "p": {"title": "x"}}),
+            )
+            .await;
+        assert_eq!(code(&r), "NOT_FOUND", "{b}: {r}");
+        let r = s
+            .gql(Some(&bob), upd, json!({"i": a_open, "p": {"title": "x"}}))
+            .await;
+        assert_eq!(code(&r), "FORBIDDEN", "{b}: {r}");
+        let (st, _) = s
+            .rest(
+                "PATCH",
+                &format!("/v1/memos/{a_private}"),
+                Some(&bob),
+                Some(json!({"title": "x"})),
+            )
+            .await;
+        assert_eq!(st, 404, "{b}");
+        let (st, _) = s
+            .rest(
+                "PATCH",
+                &format!("/v1/memos/{a_open}"),
+                Some(&bob),
+                Some(json!({"title": "x"})),
+            )
+            .await;
+        assert_eq!(st, 403, "{b}");
+        let (st, _) = s
+            .rest(
+                "DELETE",
+                &format!("/v1/memos/{a_private}"),
+                Some(&bob),
+                None,
+            )
+            .await;
+        assert_eq!(st, 404, "{b}");
+        let (st, _) = s
+            .rest("DELETE", &format!("/v1/memos/{a_open}"), Some(&bob), None)
+            .await;
+        assert_eq!(st, 403, "{b}");
+        let r = s
+            .gql(
+                Some(&bob),
+                "mutation($i: ID!) { deleteMemo(id: $i) { id } }",
+                json!({"i": a_private}),
+            )
+            .await;
+        assert_eq!(code(&r), "NOT_FOUND", "{b}: {r}");
+        // An update that would leave the policy (give the row away).
+        let r = s
+            .gql(
+                Some(&alice),
+                upd,
+                json!({"i": a_private, "p": {"owner": "someone"}}),
+            )
+            .await;
+        assert_eq!(code(&r), "FORBIDDEN", "{b}: {r}");
+        let (st, _) = s
+            .rest(
+                "PUT",
+                &format!("/v1/memos/{a_private}"),
+                Some(&alice),
+                Some(json!({"title": "t", "published": false, "owner": "someone"})),
+            )
+            .await;
+        assert_eq!(st, 403, "{b}");
+        // The owner's own change works.
+        let d = s
+            .data(&alice, upd, json!({"i": a_private, "p": {"title": "mine"}}))
+            .await;
+        assert_eq!(d["updateMemo"]["title"], "mine", "{b}");
+        let d = s.data(&admin, "{ memos { title owner } }", json!({})).await;
+        assert!(
+            d["memos"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|m| m["owner"] != "someone"),
+            "{b}: {d}"
+        );
+        // Bob's own delete works.
+        let (st, _) = s
+            .rest(
+                "DELETE",
+                &format!("/v1/memos/{b_private}"),
+                Some(&bob),
+                None,
+            )
+            .await;
+        assert_eq!(st, 204, "{b}");
+
+        // HTTP Basic callers are filtered the same way.
+        let r = s
+            .request("GET", "/v1/memos", None)
+            .basic_auth("bob", Some("bob-password"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{b}");
+        assert_eq!(r.headers()["x-total-count"], "1", "{b}");
+    }
+}
+
+#[tokio::test]
+async fn relations_and_paths_follow_the_policy() {
+    for s in Server::each_backend("").await {
+        let b = s.backend();
+        let alice = s.token("alice").await;
+        let bob = s.token("bob").await;
+        let (a_open, a_private, _) = memos(&s, &alice, &bob).await;
+        let add = "mutation($m: ID!, $t: String!) { createRemark(memo: $m, body: $t) { id } }";
+        s.data(&alice, add, json!({"m": a_open, "t": "on open"}))
+            .await;
+        s.data(&alice, add, json!({"m": a_private, "t": "on private"}))
+            .await;
+
+        // A rule through a to-one path.
+        let d = s
+            .data(&bob, "{ remarks { body memo { title } } }", json!({}))
+            .await;
+        assert_eq!(
+            d["remarks"],
+            json!([{"body": "on open", "memo": {"title": "a-open"}}]),
+            "{b}"
+        );
+        let d = s.data(&alice, "{ remarks { body } }", json!({})).await;
+        assert_eq!(d["remarks"].as_array().unwrap().len(), 2, "{b}");
+        // The to-many side.
+        let d = s
+            .data(&alice, "{ memos { title remarks { body } } }", json!({}))
+            .await;
+        let n: usize = d["memos"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["remarks"].as_array().unwrap().len())
+            .sum();
+        assert_eq!(n, 2, "{b}: {d}");
+        // Nested REST paths: an invisible parent is 404.
+        let (st, _) = s
+            .rest(
+                "GET",
+                &format!("/v1/memos/{a_private}/remarks"),
+                Some(&bob),
+                None,
+            )
+            .await;
+        assert_eq!(st, 404, "{b}");
+        let (st, body) = s
+            .rest(
+                "GET",
+                &format!("/v1/memos/{a_open}/remarks"),
+                Some(&bob),
+                None,
+            )
+            .await;
+        assert_eq!((st, body.as_array().map(Vec::len)), (200, Some(1)), "{b}");
+        let r = s
+            .request("GET", "/v1/remarks", Some(&bob))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.headers()["x-total-count"], "1", "{b}");
+    }
+}
+
+#[tokio::test]
+async fn tenant_claims_and_client_credentials() {
+    for s in Server::each_backend("").await {
+        let b = s.backend();
+        let alice = s.token("alice").await;
+        let bob = s.token("bob").await;
+        let create =
+            "mutation($t: Float!, $o: String) { createInvoice(total: $t, org: $o) { id org } }";
+        // The tenant column is filled from the claim.
+        let d = s.data(&alice, create, json!({"t": 10.0})).await;
+        assert_eq!(d["createInvoice"]["org"], "acme", "{b}");
+        let d = s.data(&bob, create, json!({"t": 20.0})).await;
+        assert_eq!(d["createInvoice"]["org"], "globex", "{b}");
+        // Another tenant's id is refused.
+        let r = s
+            .gql(Some(&bob), create, json!({"t": 1.0, "o": "acme"}))
+            .await;
+        assert_eq!(code(&r), "FORBIDDEN", "{b}: {r}");
+        let d = s
+            .data(&alice, "{ invoices { org total } }", json!({}))
+            .await;
+        assert_eq!(
+            d["invoices"],
+            json!([{"org": "acme", "total": 10.0}]),
+            "{b}"
+        );
+        let r = s
+            .request("GET", "/v1/invoices", Some(&bob))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.headers()["x-total-count"], "1", "{b}");
+
+        // A client_credentials token: `sub` is the client, no `org`, so no
+        // invoice matches (a missing claim matches nothing) and it cannot
+        // create one.
+        let r = s
+            .client
+            .post(format!("{}/oauth/token", s.base))
+            .basic_auth(APP.0, Some(APP.1))
+            .form(&[
+                ("grant_type", "client_credentials"),
+                ("scope", "read write"),
+            ])
+            .send()
+            .await
+            .unwrap();
+        let body: Value = r.json().await.unwrap();
+        let cc = body["access_token"].as_str().unwrap().to_string();
+        let d = s.data(&cc, "{ invoices { org } }", json!({})).await;
+        assert_eq!(d["invoices"], json!([]), "{b}");
+        let r = s
+            .gql(Some(&cc), create, json!({"t": 1.0, "o": "acme"}))
+            .await;
+        assert_eq!(code(&r), "FORBIDDEN", "{b}: {r}");
+        // Its own memo is owned by the client id.
+        let d = s
+            .data(&cc, CREATE, json!({"t": "by client", "p": false}))
+            .await;
+        assert_eq!(d["createMemo"]["owner"], APP.0, "{b}");
+    }
+}
+
+#[tokio::test]
+async fn field_scopes_hide_values_filters_and_orderings() {
+    for s in Server::each_backend("").await {
+        let b = s.backend();
+        let alice = s.token("alice").await;
+        let bob = s.token("bob").await;
+        let (a_open, _, _) = memos(&s, &alice, &bob).await;
+        // Alice holds `memo:draft`.
+        let d = s.data(&alice, "{ memos { title draft } }", json!({})).await;
+        assert!(d["memos"][0]["draft"].is_string(), "{b}: {d}");
+        // Bob: null and FORBIDDEN at the field's path.
+        let r = s
+            .gql(Some(&bob), "{ memos { title draft } }", json!({}))
+            .await;
+        assert_eq!(code(&r), "FORBIDDEN", "{b}: {r}");
+        assert_eq!(r["data"]["memos"][0]["draft"], Value::Null, "{b}: {r}");
+        assert_eq!(r["errors"][0]["path"][2], "draft", "{b}: {r}");
+        // No filtering or ordering by it.
+        let r = s
+            .gql(
+                Some(&bob),
+                "{ memos(where: {draft: \"secret draft\"}) { title } }",
+                json!({}),
+            )
+            .await;
+        assert_eq!(code(&r), "FORBIDDEN", "{b}: {r}");
+        let r = s
+            .gql(
+                Some(&bob),
+                "{ memos(orderBy: [draft_ASC]) { title } }",
+                json!({}),
+            )
+            .await;
+        assert_eq!(code(&r), "FORBIDDEN", "{b}: {r}");
+        // REST: left out of bodies, refused in filters, sort and writes.
+        let (st, body) = s
+            .rest("GET", &format!("/v1/memos/{a_open}"), Some(&bob), None)
+            .await;
+        assert_eq!(st, 200, "{b}");
+        assert!(body.get("draft").is_none(), "{b}: {body}");
+        let (_, body) = s
+            .rest("GET", &format!("/v1/memos/{a_open}"), Some(&alice), None)
+            .await;
+        assert!(body.get("draft").is_some(), "{b}: {body}");
+        for path in [
+            "/v1/memos?draft=x",
+            "/v1/memos?sort=draft",
+            "/v1/memos?fields=draft",
+        ] {
+            let (st, _) = s.rest("GET", path, Some(&bob), None).await;
+            assert_eq!(st, 403, "{b}: {path}");
+        }
+        let (st, _) = s
+            .rest(
+                "POST",
+                "/v1/memos",
+                Some(&bob),
+                Some(json!({"title": "t", "published": true, "draft": "x"})),
+            )
+            .await;
+        assert_eq!(st, 403, "{b}");
+        let r = s
+            .gql(Some(&bob), CREATE, json!({"t": "t", "p": true, "d": "x"}))
+            .await;
+        assert_eq!(code(&r), "FORBIDDEN", "{b}: {r}");
+    }
+}
+
+/// Reads one SSE stream's `next` events for `wait`.
+async fn sse_events(
+    s: &Server,
+    token: &str,
+    query: &str,
+    wait: Duration,
+) -> tokio::task::JoinHandle<String> {
+    let r = s
+        .client
+        .post(format!("{}/graphql", s.base))
+        .bearer_auth(token)
+        .header("accept", "text/event-stream")
+        .json(&json!({"query": query}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    tokio::spawn(async move {
+        let mut r = r;
+        let mut text = String::new();
+        let _ = tokio::time::timeout(wait, async {
+            while let Ok(Some(chunk)) = r.chunk().await {
+                text.push_str(&String::from_utf8_lossy(&chunk));
+            }
+        })
+        .await;
+        text
+    })
+}
+
+#[tokio::test]
+async fn subscription_events_reach_only_readers_of_the_row() {
+    for s in Server::each_backend("").await {
+        let b = s.backend();
+        let alice = s.token("alice").await;
+        let bob = s.token("bob").await;
+        let q = "subscription { memoCreated { title } }";
+        let to_bob = sse_events(&s, &bob, q, Duration::from_secs(3)).await;
+        let to_alice = sse_events(&s, &alice, q, Duration::from_secs(3)).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        memos(&s, &alice, &bob).await;
+        let bob_saw = to_bob.await.unwrap();
+        let alice_saw = to_alice.await.unwrap();
+        assert!(bob_saw.contains("a-open"), "{b}: {bob_saw}");
+        assert!(bob_saw.contains("b-private"), "{b}: {bob_saw}");
+        assert!(!bob_saw.contains("a-private"), "{b}: {bob_saw}");
+        assert!(alice_saw.contains("a-private"), "{b}: {alice_saw}");
+        assert!(!alice_saw.contains("b-private"), "{b}: {alice_saw}");
+    }
+}
