@@ -2,6 +2,7 @@
 """Load the benchmark dataset into a running gatehouse through GraphQL.
 
     load.py URL [--authors 1000] [--books 10000] [--token TOKEN]
+            [--notes 10000 --other-token TOKEN2]
 
 URL is the GraphQL endpoint (e.g. http://127.0.0.1:18081/graphql). Rows are
 created with the example schema's own mutations (`createAuthor`,
@@ -100,12 +101,42 @@ def create_books(url, token, rng, author_ids, count, batch, workers):
         return sum(pool.map(send, list(batched(books, batch))))
 
 
+def create_notes(url, tokens, rng, count, batch, workers):
+    """Owner-only notes (`Note @policy(all: {owner: "$sub"})`), created in
+    turn with each token: each owner holds an equal share of the table."""
+    book_ids = [b["id"] for b in gql(url, tokens[0], "{ books(first: 500) { id } }")["books"]]
+    notes = [
+        (tokens[i % len(tokens)], {"b": rng.choice(book_ids), "t": f"note {i} {rng.choice(WORDS)}"})
+        for i in range(count)
+    ]
+
+    def send(chunk):
+        token = chunk[0][0]
+        decl = ", ".join(f"$b{j}: ID!, $t{j}: String!" for j in range(len(chunk)))
+        sel = " ".join(f"n{j}: createNote(book: $b{j}, text: $t{j}) {{ id }}" for j in range(len(chunk)))
+        variables = {}
+        for j, (_, n) in enumerate(chunk):
+            variables[f"b{j}"] = n["b"]
+            variables[f"t{j}"] = n["t"]
+        return len(gql(url, token, f"mutation({decl}) {{ {sel} }}", variables))
+
+    # Batches of one owner each.
+    chunks = []
+    for token in tokens:
+        mine = [n for n in notes if n[0] == token]
+        chunks.extend(batched(mine, batch))
+    with ThreadPoolExecutor(workers) as pool:
+        return sum(pool.map(send, chunks))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("url")
     p.add_argument("--authors", type=int, default=1000)
     p.add_argument("--books", type=int, default=10000)
     p.add_argument("--token", default="")
+    p.add_argument("--notes", type=int, default=0, help="owner-only notes, shared among the tokens")
+    p.add_argument("--other-token", default="", help="a second owner of notes")
     p.add_argument("--batch", type=int, default=50, help="mutations per request")
     p.add_argument("--workers", type=int, default=4, help="requests in flight")
     p.add_argument("--seed", type=int, default=20261)
@@ -121,6 +152,10 @@ def main():
         f"loaded {len(author_ids)} authors in {t1 - t0:.1f}s and {n} books in {t2 - t1:.1f}s",
         file=sys.stderr,
     )
+    if a.notes:
+        tokens = [t for t in (a.token, a.other_token) if t]
+        n = create_notes(a.url, tokens, rng, a.notes, a.batch, a.workers)
+        print(f"loaded {n} notes of {len(tokens)} owners in {time.time() - t2:.1f}s", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -98,6 +98,11 @@ def main():
             print(f"- {LABELS[gh]}: REST GET /v1/books?per_page=10 / GraphQL flat: **{r:.2f}x**")
             if gh == "gatehouse-sqlite":
                 checks.append(("SQLite REST >= GraphQL flat", r >= 1, f"{r:.2f}x"))
+    for gh in ("gatehouse-sqlite", "gatehouse-postgres"):
+        r = ratio((gh, "owned"), (gh, "flat"))
+        if r is not None:
+            print(f"- {LABELS[gh]}: owner-filtered notes / GraphQL flat: **{r:.1%}**")
+            checks.append((f"{LABELS[gh]} owner-filtered within 10% of flat", r >= 0.9, f"{r:.1%}"))
     for q in ("flat", "nested"):
         r = ratio(("gatehouse-sqlite", q), ("gatehouse-sqlite-anon", q))
         if r is not None:

@@ -96,6 +96,14 @@ token_for() { # PORT
   fi
 }
 
+# A token of the example's second user (a second owner of notes), or nothing.
+other_token_for() { # PORT
+  curl -sf -u demo-app:demo-secret-change-me \
+    -d grant_type=password -d username=bob -d password=bob-password \
+    -d 'scope=read write' "http://127.0.0.1:$1/oauth/token" |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["access_token"])' || true
+}
+
 # Checks a query returns 10 items without errors; prints the response.
 check_query() { # URL BODY TOKEN
   local auth=()
@@ -251,7 +259,8 @@ log "gatehouse on SQLite: load 1,000 authors + 10,000 books"
 start_gatehouse gatehouse-sqlite "$P_GH_SQLITE" "sqlite://$WORK/bench.db"
 TARGET_PIDS[gatehouse-sqlite]=${PIDS[-1]}
 TOKEN_SQLITE="$(token_for "$P_GH_SQLITE")"
-python3 "$HERE/load.py" "http://127.0.0.1:$P_GH_SQLITE/graphql" --token "$TOKEN_SQLITE"
+python3 "$HERE/load.py" "http://127.0.0.1:$P_GH_SQLITE/graphql" --token "$TOKEN_SQLITE" \
+  --notes 10000 --other-token "$(other_token_for "$P_GH_SQLITE")"
 
 log "gatehouse on PostgreSQL ($PG_URL): recreate, load the same rows"
 psql "$PG_SERVER_URL" -q -v ON_ERROR_STOP=1 \
@@ -260,7 +269,8 @@ psql "$PG_SERVER_URL" -q -v ON_ERROR_STOP=1 \
 start_gatehouse gatehouse-postgres "$P_GH_PG" "$PG_URL"
 TARGET_PIDS[gatehouse-postgres]="${PIDS[-1]} postgres"
 TOKEN_PG="$(token_for "$P_GH_PG")"
-python3 "$HERE/load.py" "http://127.0.0.1:$P_GH_PG/graphql" --token "$TOKEN_PG"
+python3 "$HERE/load.py" "http://127.0.0.1:$P_GH_PG/graphql" --token "$TOKEN_PG" \
+  --notes 10000 --other-token "$(other_token_for "$P_GH_PG")"
 psql "$PG_URL" -q -c 'VACUUM ANALYZE'
 echo "PostgreSQL rows: $(psql "$PG_URL" -Atc 'select count(*) from author') authors, $(psql "$PG_URL" -Atc 'select count(*) from book') books" >&2
 
@@ -288,6 +298,9 @@ fi
 # --- queries -----------------------------------------------------------------
 Q_FLAT='{ books(first: 10) { title year } }'
 Q_NESTED='{ books(first: 10) { title year author { name } } }'
+# The caller's own notes: a collection filtered by a row policy (owner = $sub)
+# in the same statement; compare with the flat query.
+Q_OWNED='{ notes(first: 10) { text } }'
 # One book by id, with a different id in the variables of every request
 # (what a client's detail page sends): %ID% is replaced by request.lua.
 Q_LOOKUP='query($id: ID!) { book(id: $id) { title year author { name } } }'
@@ -300,6 +313,7 @@ lookup_body() { python3 -c 'import json, sys; print(json.dumps({"query": sys.arg
 {
   echo "gatehouse flat:      $Q_FLAT"
   echo "gatehouse nested:    $Q_NESTED"
+  echo "gatehouse owned:     $Q_OWNED (Note @policy(all: {owner: \"\$sub\"}), half the rows the caller's)"
   echo "PostGraphile flat:   $PGL_FLAT"
   echo "PostGraphile nested: $PGL_NESTED"
   echo "gatehouse lookup:    $Q_LOOKUP (a different \$id per request)"
@@ -316,6 +330,7 @@ PGL_URL="http://127.0.0.1:$P_PGL/graphql"
 bench hello fixed "http://127.0.0.1:$P_HELLO/" "$(body "$Q_FLAT")" "" nocheck
 bench gatehouse-sqlite flat "$GH_SQLITE_URL" "$(body "$Q_FLAT")" "$TOKEN_SQLITE"
 bench gatehouse-sqlite nested "$GH_SQLITE_URL" "$(body "$Q_NESTED")" "$TOKEN_SQLITE"
+[[ -n "$TOKEN_SQLITE" ]] && bench gatehouse-sqlite owned "$GH_SQLITE_URL" "$(body "$Q_OWNED")" "$TOKEN_SQLITE"
 bench gatehouse-sqlite rest "http://127.0.0.1:$P_GH_SQLITE/v1/books?per_page=10" "" "$TOKEN_SQLITE" get
 ids_of "$GH_SQLITE_URL" "$TOKEN_SQLITE" "$WORK/ids-sqlite.txt"
 bench gatehouse-sqlite lookup "$GH_SQLITE_URL" "$(lookup_body "$Q_LOOKUP")" "$TOKEN_SQLITE" "ids=$WORK/ids-sqlite.txt"
@@ -325,6 +340,7 @@ if [[ "$ANON" == 1 && -n "$TOKEN_SQLITE" ]]; then
 fi
 bench gatehouse-postgres flat "$GH_PG_URL" "$(body "$Q_FLAT")" "$TOKEN_PG"
 bench gatehouse-postgres nested "$GH_PG_URL" "$(body "$Q_NESTED")" "$TOKEN_PG"
+[[ -n "$TOKEN_PG" ]] && bench gatehouse-postgres owned "$GH_PG_URL" "$(body "$Q_OWNED")" "$TOKEN_PG"
 bench gatehouse-postgres rest "http://127.0.0.1:$P_GH_PG/v1/books?per_page=10" "" "$TOKEN_PG" get
 ids_of "$GH_PG_URL" "$TOKEN_PG" "$WORK/ids-postgres.txt"
 bench gatehouse-postgres lookup "$GH_PG_URL" "$(lookup_body "$Q_LOOKUP")" "$TOKEN_PG" "ids=$WORK/ids-postgres.txt"

@@ -27,6 +27,10 @@ const SCHEMA: &[(&str, &str)] = &[
         include_str!("../../../examples/library/schema/inputs.graphql"),
     ),
     (
+        "private.graphql",
+        include_str!("../../../examples/library/schema/private.graphql"),
+    ),
+    (
         "root.graphql",
         include_str!("../../../examples/library/schema/root.graphql"),
     ),

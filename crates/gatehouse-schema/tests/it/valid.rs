@@ -21,6 +21,10 @@ fn example() -> Vec<(&'static str, &'static str)> {
             include_str!("../../../../examples/library/schema/inputs.graphql"),
         ),
         (
+            "private.graphql",
+            include_str!("../../../../examples/library/schema/private.graphql"),
+        ),
+        (
             "root.graphql",
             include_str!("../../../../examples/library/schema/root.graphql"),
         ),
