@@ -1,0 +1,63 @@
+//! Every way into the rows takes the caller: the store's public methods
+//! that read or write rows all have an `AccessContext` parameter, so no
+//! route of REST, GraphQL (either executor) or subscriptions can reach
+//! them without one. Read from the source, so a new entry point without it
+//! fails here.
+
+/// Methods of `Store` that touch no rows of the Model's entities.
+const NOT_ROW_ACCESS: &[&str] = &[
+    "connect",
+    "model",
+    "backend",
+    "statements",
+    "subscribe",
+    "ping",
+    "pool_stats",
+    "close",
+    "plan",
+    "schema_version",
+    "migrate",
+    "run_list",
+    "run_list_with_texts",
+    "text_positions",
+    "same_sql",
+];
+
+#[test]
+fn every_row_entry_point_takes_an_access_context() {
+    let src = include_str!("../../src/store.rs");
+    let mut checked = 0;
+    let mut missing = Vec::new();
+    for (i, _) in src.match_indices("    pub ") {
+        let rest = &src[i + 8..];
+        let Some(rest) = rest
+            .strip_prefix("async fn ")
+            .or_else(|| rest.strip_prefix("fn "))
+        else {
+            continue;
+        };
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if NOT_ROW_ACCESS.contains(&name.as_str()) {
+            continue;
+        }
+        let signature = &rest[..rest.find('{').unwrap_or(rest.len())];
+        checked += 1;
+        if !signature.contains("ctx: &AccessContext") {
+            missing.push(name);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "store methods without an access context: {missing:?}"
+    );
+    // get, get_many, get_many_set, list, list_set, list_joined,
+    // prepare_list, count, load_children, load_children_set, insert,
+    // update, replace, delete, visible.
+    assert!(
+        checked >= 15,
+        "only {checked} entry points found: the scan is broken"
+    );
+}
