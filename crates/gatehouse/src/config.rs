@@ -24,6 +24,10 @@ pub struct Config {
     pub issuer: Option<String>,
     /// Path prefix for every route (e.g. `/api`); empty serves at the root.
     pub base_path: String,
+    /// Proxies (CIDRs or addresses) whose `Forwarded` / `X-Forwarded-*`
+    /// headers are believed for the client's address, scheme and host.
+    /// Empty (the default): the headers are ignored.
+    pub trusted_proxies: Vec<String>,
     /// Token lifetimes and signing.
     pub tokens: TokensConfig,
     /// Request limits.
@@ -53,6 +57,7 @@ impl Default for Config {
             schema: vec![PathBuf::from("schema")],
             issuer: None,
             base_path: String::new(),
+            trusted_proxies: Vec::new(),
             tokens: TokensConfig::default(),
             limits: LimitsConfig::default(),
             auth: AuthConfig::default(),
@@ -663,6 +668,9 @@ fn validate(c: &Config) -> Result<(), String> {
     ] {
         if value == 0 {
             problems.push(format!("`limits.{key}` must be at least 1 second"));
+    if let Err(e) = gatehouse_oauth::TrustedProxies::parse(&c.trusted_proxies) {
+        problems.push(format!("`trusted_proxies`: {e}"));
+    }
         }
     }
     if l.max_connections == 0 {
@@ -788,8 +796,8 @@ impl Provider for EnvProvider {
                     }
                 }
                 None if defaults.contains_key(&rest) || rest == "issuer" => {
-                    let value = if rest == "schema" {
-                        // A comma-separated list of paths.
+                    let value = if rest == "schema" || rest == "trusted_proxies" {
+                        // A comma-separated list.
                         match value.as_str() {
                             Some(s) => Value::from(
                                 s.split(',')

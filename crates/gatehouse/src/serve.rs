@@ -128,7 +128,20 @@ async fn serve(loaded: Loaded) -> anyhow::Result<ExitCode> {
         }
         Some(listen) => Some(serve_metrics(listen, &metrics).await?),
     };
-    let app = gatehouse_http::app(state, extra);
+    let proxies = gatehouse_oauth::TrustedProxies::parse(&config.trusted_proxies)
+        .map_err(|e| anyhow::anyhow!("`trusted_proxies`: {e}"))?;
+    if !proxies.is_empty() {
+        tracing::info!(
+            trusted_proxies = config.trusted_proxies.join(","),
+            "forwarding headers are read from trusted proxies"
+        );
+    }
+    // Outermost: every limit, log line and signature check below sees the
+    // client's address as resolved here.
+    let app = gatehouse_http::app(state, extra).layer(axum::middleware::from_fn_with_state(
+        Arc::new(proxies),
+        gatehouse_oauth::origin::layer,
+    ));
 
     let tls = match (&config.tls.cert, &config.tls.key) {
         (Some(cert), Some(key)) => Some(
