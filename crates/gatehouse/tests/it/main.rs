@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod cli;
+mod first_hour;
 mod ops;
 
 use std::path::{Path, PathBuf};
