@@ -1,4 +1,4 @@
-//! OAuth 1.0 endpoints (CONTRACT §7): request tokens, approval, the OAuth
+//! OAuth 1.0 endpoints: request tokens, approval, the OAuth
 //! 1.0 exchange on `/oauth/access_token`, and every refusal. Requests are
 //! signed here with the RFC 5849 rules (the base string and signature are
 //! unit-tested against the RFC's examples in `gatehouse-auth`; the Python

@@ -4,6 +4,7 @@
 mod cli;
 mod first_hour;
 mod ops;
+mod readme;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
