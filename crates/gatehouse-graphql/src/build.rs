@@ -441,13 +441,13 @@ async fn resolve_root<'a>(
             Ok(rows.pop().map(FieldValue::owned_any))
         }
         Binding::Create(input) => {
-            let row = args::write_row(&ctx.args, input);
+            let row = args::write_row(model, &ctx.args, input);
             let created = store.insert(name, row).await.map_err(|e| from_store(&e))?;
             Ok(Some(FieldValue::owned_any(created)))
         }
         Binding::Update { id_arg, input } => {
             let id = id_of(ctx, id_arg)?;
-            let patch = args::write_row(&ctx.args, input);
+            let patch = args::write_row(model, &ctx.args, input);
             let updated = store
                 .update(name, &id, patch)
                 .await
@@ -504,7 +504,7 @@ fn authorize_mutation(
         Binding::Create(input) | Binding::Update { input, .. } => input,
         _ => return Ok(()),
     };
-    let row = args::write_row(&ctx.args, input);
+    let row = args::write_row(&shared.model, &ctx.args, input);
     authorize_fields(
         ctx,
         shared,
