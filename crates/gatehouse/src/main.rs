@@ -50,6 +50,8 @@ enum Command {
         #[command(subcommand)]
         command: admin::ConsumerCommand,
     },
+    /// Copy every row (data and the authorization server's state) from one store to another.
+    Copy(CopyArgs),
     /// Validate the schema; print every problem as `file:line:col: error: message`.
     Check(SchemaArgs),
     /// Print the effective schema, or what the conventions would bind.
@@ -117,6 +119,22 @@ struct ServeArgs {
     /// Log format (to stderr; one line per request and per event).
     #[arg(long, value_enum, env = "GATEHOUSE_LOG_FORMAT", default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+}
+
+/// `gatehouse copy`.
+#[derive(Debug, Args)]
+struct CopyArgs {
+    /// The store to read: `sqlite://PATH` or `postgres://...`.
+    #[arg(long, value_name = "URL")]
+    from: String,
+    /// The store to write (migrated to the schema first): `sqlite://PATH` or `postgres://...`.
+    #[arg(long, value_name = "URL")]
+    to: String,
+    /// Replace the rows a non-empty target already has.
+    #[arg(long)]
+    force: bool,
+    #[command(flatten)]
+    schema: SchemaArgs,
 }
 
 /// `gatehouse migrate`.
@@ -204,6 +222,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .build()?;
             runtime.block_on(migrate(loaded.config, args.plan, args.allow_destructive))
         }
+        Command::Copy(args) => copy(&args),
         Command::Client { command } => admin::client(command),
         Command::User { command } => admin::user(command),
         Command::Consumer { command } => admin::consumer(command),
@@ -238,6 +257,81 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             SchemaCommand::Scaffold(args) => scaffold(&args),
         },
     }
+}
+
+/// `gatehouse copy`: opens the source as it is (nothing migrated), the
+/// target migrated to the schema, and copies every table.
+fn copy(args: &CopyArgs) -> anyhow::Result<ExitCode> {
+    use std::io::IsTerminal;
+    let cli = CliOverrides {
+        schema: args.schema.schema.clone(),
+        ..CliOverrides::default()
+    };
+    let config = config::load(args.schema.config.as_deref(), &cli)
+        .map_err(anyhow::Error::msg)?
+        .config;
+    let model = match gatehouse_schema::load_paths(&config.schema) {
+        Ok(m) => std::sync::Arc::new(m),
+        Err(diags) => return Ok(report(&diags)),
+    };
+    if std::env::var_os("GATEHOUSE_SECRET").is_none() {
+        eprintln!(
+            "warning: GATEHOUSE_SECRET is not set: the signing keys are copied sealed, so the \
+             target's servers need the secret (or key file) the source's used"
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let source = gatehouse_store::Store::connect(
+            &args.from,
+            model.clone(),
+            gatehouse_store::StoreOptions {
+                migrate: false,
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("opening the source {}: {e}", redact_url(&args.from)))?;
+        let target = gatehouse_store::Store::connect(
+            &args.to,
+            model,
+            gatehouse_store::StoreOptions::default(),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("opening the target {}: {e}", redact_url(&args.to)))?;
+        let terminal = std::io::stderr().is_terminal();
+        let mut progress = |table: &str, done: u64, total: u64| {
+            if terminal {
+                eprint!("\r\x1b[K{table}: {done}/{total}");
+                if done == total {
+                    eprintln!();
+                }
+            } else if done == total {
+                eprintln!("{table}: {done}/{total}");
+            }
+        };
+        let result = gatehouse_store::copy_store(&source, &target, args.force, &mut progress).await;
+        source.close().await;
+        target.close().await;
+        match result {
+            Ok(tables) => {
+                let rows: u64 = tables.iter().map(|t| t.rows).sum();
+                println!(
+                    "copied {rows} rows in {} tables from {} to {}; row counts verified",
+                    tables.len(),
+                    redact_url(&args.from),
+                    redact_url(&args.to)
+                );
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                Ok(ExitCode::FAILURE)
+            }
+        }
+    })
 }
 
 /// `schema scaffold`. Empty files are skipped (the one a shell redirect
