@@ -132,12 +132,15 @@ async fn form_body(
         })
 }
 
-/// Rate limit per address, then (once the request is parsed) the
-/// failed-authentication throttle per (consumer, address) and per address.
-/// A consumer's own bucket is not charged before its signature is checked:
-/// strangers could use it up.
+/// Called twice per request: first (`consumer` `None`) the rate limit per
+/// client address, then, once the request is parsed, the
+/// failed-authentication throttle per (consumer, address) and per address
+/// (the address is charged once). A consumer's own bucket is not charged
+/// before its signature is checked: strangers could use it up.
 fn limited(state: &OAuthState, addr: IpAddr, consumer: Option<&str>) -> Option<Response> {
-    if let Err(wait) = state.inner.rates.check_addr(addr) {
+    if consumer.is_none()
+        && let Err(wait) = state.inner.rates.check_addr(addr)
+    {
         return Some(response::too_many_requests(wait));
     }
     if let Some(c) = consumer {
