@@ -145,7 +145,7 @@ impl Graphql {
 
     /// Adds the per-request data every execution needs.
     pub fn prepare(&self, request: Request) -> Request {
-        // CONTRACT §8: introspection needs what a read needs, over POST as
+        // Introspection needs what a read needs, over POST as
         // for `/graphql/schema.json`.
         let principal = request
             .data
@@ -166,7 +166,7 @@ impl Graphql {
     }
 
     /// Whether `principal` may read the schema (introspection, the schema
-    /// documents): what a read needs (CONTRACT §8). Without a principal,
+    /// documents): what a read needs. Without a principal,
     /// only when requests need none (trusted in-process callers).
     pub fn may_introspect(&self, principal: Option<&gatehouse_auth::Principal>) -> bool {
         match principal {
