@@ -32,6 +32,19 @@ async fn serve(loaded: Loaded, json_logs: bool) -> anyhow::Result<ExitCode> {
     if let Some(file) = &loaded.file {
         tracing::info!(config = %file.display(), "configuration loaded");
     }
+    if loaded.file.is_none() && !config.schema.iter().any(|p| p.exists()) {
+        let paths: Vec<String> = config
+            .schema
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        anyhow::bail!(
+            "no schema at {} and no gatehouse.toml here: `gatehouse init` writes a starter \
+             service into this directory; or name a schema with --schema DIR, or a config \
+             with --config FILE",
+            paths.join(", ")
+        );
+    }
     let model = match gatehouse_schema::load_paths(&config.schema) {
         Ok(model) => Arc::new(model),
         Err(diags) => return Ok(crate::report(&diags)),

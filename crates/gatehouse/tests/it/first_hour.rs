@@ -233,3 +233,13 @@ fn registrations_do_not_need_a_schema() {
     let o = gatehouse(dir.path(), &["consumer", "list", "--database", &db]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
+
+#[test]
+fn serve_in_an_empty_directory_points_at_init() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = gatehouse(dir.path(), &["serve", "--listen", "127.0.0.1:0"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains("gatehouse init"), "{err}");
+    assert!(!dir.path().join("data").exists(), "nothing is created");
+}
