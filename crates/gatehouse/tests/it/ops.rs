@@ -1170,8 +1170,12 @@ fn logged_client(logs: &[String], request_id: &str) -> Option<String> {
     })
 }
 
-/// Sends 45 OAuth 1.0 request-token requests (limit: 20/s, burst 40 per
-/// address), each claiming another address; returns how many got 429.
+/// A per-address rate low enough that [`spoofed_burst`] exceeds it however
+/// slow the machine.
+const LOW_RATE: &str = "[limits]\ntoken_rate_per_second = 1\ntoken_rate_burst = 5";
+
+/// Sends 45 OAuth 1.0 request-token requests (with [`LOW_RATE`]: 1/s, burst
+/// 5 per address), each claiming another address; returns how many got 429.
 async fn spoofed_burst(c: &reqwest::Client, base: &str) -> usize {
     let mut limited = 0;
     for i in 0..45 {
@@ -1192,7 +1196,7 @@ async fn spoofed_burst(c: &reqwest::Client, base: &str) -> usize {
 async fn x_forwarded_for_is_ignored_from_an_untrusted_peer() {
     // The peer (127.0.0.1) is not a trusted proxy.
     let server = Server::start(
-        "trusted_proxies = [\"10.0.0.0/8\"]",
+        &format!("trusted_proxies = [\"10.0.0.0/8\"]\n{LOW_RATE}"),
         &["--log-format", "json"],
     );
     let c = client();
@@ -1217,7 +1221,7 @@ async fn x_forwarded_for_is_ignored_from_an_untrusted_peer() {
 #[tokio::test(flavor = "multi_thread")]
 async fn x_forwarded_for_from_a_trusted_proxy_is_the_client() {
     let server = Server::start(
-        "trusted_proxies = [\"127.0.0.0/8\", \"::1\"]",
+        &format!("trusted_proxies = [\"127.0.0.0/8\", \"::1\"]\n{LOW_RATE}"),
         &["--log-format", "json"],
     );
     let c = client();
