@@ -32,7 +32,7 @@ pub const MAX_DELAY_PER_ACCOUNT: i64 = 300;
 /// Seconds without failures after which an (account, address) key is forgotten.
 pub const QUIET_RESET_PER_ACCOUNT: i64 = 900;
 /// Failures from one address (any accounts) before any delay: the token
-/// endpoints' burst (CONTRACT §10), so password spraying from one address
+/// endpoints' burst, so password spraying from one address
 /// is slowed without penalising a few typos behind a shared address.
 pub const FREE_FAILURES_PER_ADDRESS: u32 = 40;
 /// Longest delay (seconds) after a failure from one address.

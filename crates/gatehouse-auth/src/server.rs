@@ -91,7 +91,7 @@ impl AuthConfig {
     }
 
     /// RFC 9068 leaves lifetimes to the server; `offline_access` asks for the
-    /// long one (CONTRACT §6).
+    /// long one.
     fn access_lifetime(&self, scope: &Scopes) -> i64 {
         if scope.contains(SCOPE_OFFLINE_ACCESS) {
             Self::secs(self.offline_access_ttl)
@@ -598,7 +598,7 @@ impl AuthServer {
 
     fn resolve_scope(requested: Option<&str>, allowed: &Scopes) -> Result<Scopes> {
         match opt(requested) {
-            // CONTRACT §6: no scope = everything allowed except offline_access,
+            // no scope = everything allowed except offline_access,
             // which is granted only when asked for.
             None => {
                 let mut s = allowed.clone();
@@ -616,6 +616,24 @@ impl AuthServer {
                 }
             }
         }
+    }
+
+    /// The password grant's scope: requested ∩ user's ∩ client's. RFC 6749
+    /// §3.3 lets the server grant less than asked (the response's `scope`
+    /// then says what was granted), so a request naming scopes beyond the
+    /// allowed ones is narrowed, not refused; `invalid_scope` only when
+    /// nothing asked for may be granted.
+    fn narrow_scope(requested: Option<&str>, allowed: &Scopes) -> Result<Scopes> {
+        let Some(text) = opt(requested) else {
+            return Self::resolve_scope(None, allowed);
+        };
+        let granted = Scopes::parse(text)?.intersection(allowed);
+        if granted.is_empty() {
+            return Err(Error::invalid_scope(
+                "none of the requested scopes may be granted to this user through this client",
+            ));
+        }
+        Ok(granted)
     }
 
     /// A new token or family id: `now` (seconds) and a per-server sequence
@@ -812,7 +830,7 @@ impl AuthServer {
         let user = self.check_user_password(username, password, from).await?;
         let allowed =
             Scopes::from_list(&client.scopes).intersection(&Scopes::from_list(&user.scopes));
-        let granted = Self::resolve_scope(scope, &allowed)?;
+        let granted = Self::narrow_scope(scope, &allowed)?;
         let with_refresh = allow_refresh && client.allows_grant(GRANT_REFRESH_TOKEN);
         self.issue_pair(
             &user.username,
@@ -994,7 +1012,7 @@ impl AuthServer {
         ))
     }
 
-    /// RFC 8693 token exchange, checking in the order CONTRACT §6 fixes:
+    /// RFC 8693 token exchange, checking in this order:
     /// the client may exchange (`unauthorized_client`); `subject_token`
     /// and its type are valid (`invalid_request`; a refresh token only from
     /// the client it was issued to, and a spent one revokes its family); the
@@ -1069,7 +1087,7 @@ impl AuthServer {
         let client_scopes = Scopes::from_list(&client.scopes);
         let scope = match opt(req.scope.as_deref()) {
             None => {
-                // CONTRACT §6: offline_access only when asked for.
+                // offline_access only when asked for.
                 let mut s = subject.scope.intersection(&client_scopes);
                 s.0.remove(SCOPE_OFFLINE_ACCESS);
                 s

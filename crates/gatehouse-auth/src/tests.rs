@@ -266,7 +266,35 @@ async fn scope_rules() {
         .await
         .unwrap();
     assert_eq!(r.scope, "read", "bob may only grant read");
-    for bad in ["write", "read admin", "read\u{7f}"] {
+    // RFC 6749 §3.3: the password grant narrows to requested ∩ user's ∩
+    // client's, and refuses only when that is empty.
+    for asked in ["read write", "read admin"] {
+        let r = f
+            .server
+            .password_grant(&f.app, Some("bob"), Some("bob-pw"), Some(asked), true, None)
+            .await
+            .unwrap();
+        assert_eq!(r.scope, "read", "{asked:?}: bob may only grant read");
+    }
+    let mut narrow = f.app.clone();
+    narrow.scopes = vec!["read".into(), "offline_access".into()];
+    let r = f
+        .server
+        .password_grant(
+            &narrow,
+            Some("alice"),
+            Some("alice-pw"),
+            Some("read write offline_access"),
+            true,
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        r.scope, "offline_access read",
+        "the client may not grant write"
+    );
+    for bad in ["write", "admin write", "read\u{7f}"] {
         let e = f
             .server
             .password_grant(&f.app, Some("bob"), Some("bob-pw"), Some(bad), true, None)
@@ -1083,7 +1111,7 @@ async fn failed_logins_are_throttled_per_user_and_address() {
 }
 
 /// Each refusal, and — when several faults are present at once — that the
-/// earliest check in the CONTRACT §6 order is the one reported.
+/// earliest check in the documented order is the one reported.
 #[tokio::test]
 async fn token_exchange_refusals_in_order() {
     let f = fixture().await;

@@ -115,7 +115,39 @@ fn cmp(f: &ModelFilter, v: &Value) -> Option<Filter> {
     Some(Filter::cmp(f.field.clone(), f.op, json))
 }
 
+/// `v` with the declared defaults of input object `type_name` filled in for
+/// the fields it leaves out, at every depth (GraphQL spec §3.10 input
+/// coercion: a field absent from the literal or variable takes its default;
+/// an explicit `null` stays null). Anything that is not an object of a
+/// known input type is returned as it is.
+pub fn with_input_defaults(model: &Model, type_name: &str, v: &Value) -> Value {
+    let (Value::Object(given), Some(input)) = (v, model.input(type_name)) else {
+        return v.clone();
+    };
+    let mut out = given.clone();
+    for field in &input.fields {
+        let name = async_graphql::Name::new(&field.name);
+        let inner = field.ty.base_name();
+        match out.get_mut(&name) {
+            Some(Value::List(items)) => {
+                for item in items.iter_mut() {
+                    *item = with_input_defaults(model, inner, item);
+                }
+            }
+            Some(value) => *value = with_input_defaults(model, inner, value),
+            None => {
+                if let Some(default) = &field.default {
+                    let value = crate::build::const_value(default);
+                    out.insert(name, with_input_defaults(model, inner, &value));
+                }
+            }
+        }
+    }
+    Value::Object(out)
+}
+
 fn where_filter(model: &Model, type_name: &str, v: &Value) -> Result<Option<Filter>, Error> {
+    let v = &with_input_defaults(model, type_name, v);
     let fields = match v {
         Value::Object(fields) => fields,
         Value::Null => return Ok(None),
@@ -245,15 +277,20 @@ pub fn list_query(
 }
 
 /// The entity fields set by a create/update, from its arguments.
-pub fn write_row(args: &(impl Args + ?Sized), input: &gatehouse_schema::WriteInput) -> Row {
+/// Input-object fields left out take their declared defaults.
+pub fn write_row(
+    model: &Model,
+    args: &(impl Args + ?Sized),
+    input: &gatehouse_schema::WriteInput,
+) -> Row {
     let mut row = Row::new();
     match input {
-        gatehouse_schema::WriteInput::Object { arg, .. } => {
+        gatehouse_schema::WriteInput::Object { arg, type_name, .. } => {
             if let Some(v) = args.arg(arg)
-                && let Value::Object(fields) = v
+                && let Value::Object(fields) = with_input_defaults(model, type_name, v)
             {
                 for (k, v) in fields {
-                    row.insert(k.to_string(), to_json(v));
+                    row.insert(k.to_string(), to_json(&v));
                 }
             }
         }

@@ -474,7 +474,7 @@ async fn resolve_root<'a>(
             Ok(rows.pop().map(FieldValue::owned_any))
         }
         Binding::Create(input) => {
-            let row = args::write_row(&ctx.args, input);
+            let row = args::write_row(model, &ctx.args, input);
             let created = store
                 .insert(caller(ctx)?, name, row)
                 .await
@@ -483,7 +483,7 @@ async fn resolve_root<'a>(
         }
         Binding::Update { id_arg, input } => {
             let id = id_of(ctx, id_arg)?;
-            let patch = args::write_row(&ctx.args, input);
+            let patch = args::write_row(model, &ctx.args, input);
             let updated = store
                 .update(caller(ctx)?, name, &id, patch)
                 .await

@@ -145,7 +145,7 @@ impl Graphql {
 
     /// Adds the per-request data every execution needs.
     pub fn prepare(&self, request: Request) -> Request {
-        // CONTRACT §8: introspection needs what a read needs, over POST as
+        // Introspection needs what a read needs, over POST as
         // for `/graphql/schema.json`.
         let principal = request
             .data
@@ -168,7 +168,7 @@ impl Graphql {
     }
 
     /// Whether `principal` may read the schema (introspection, the schema
-    /// documents): what a read needs (CONTRACT §8). Without a principal,
+    /// documents): what a read needs. Without a principal,
     /// only when requests need none (trusted in-process callers).
     pub fn may_introspect(&self, principal: Option<&gatehouse_auth::Principal>) -> bool {
         match principal {
@@ -281,6 +281,9 @@ impl Graphql {
         let operation_name = request.operation_name.clone();
         // async-graphql drops the errors resolvers report in a
         // subscription's events: they are collected here instead.
+        if let Some(refused) = several_subscription_roots(&query, operation_name.as_deref()) {
+            return futures::stream::once(std::future::ready(refused)).left_stream();
+        }
         let sink = Arc::new(error::FieldErrors::default());
         let this = self.clone();
         self.schema
@@ -297,6 +300,7 @@ impl Graphql {
                 }
                 Executed { response, executed }
             })
+            .right_stream()
     }
 
     /// Settles the field errors of an executed response: a failed non-null
@@ -393,6 +397,75 @@ fn count_operation(operation: &'static str, outcome: &'static str) {
         });
         counter.increment(1);
     });
+}
+
+/// GraphQL spec §5.2.3.1 (single root field): a subscription operation
+/// selects exactly one root field, fragments included. The refusal of one
+/// that selects several, as a validation error (nothing runs); `None` for
+/// anything else, left to the usual validation.
+fn several_subscription_roots(query: &str, operation_name: Option<&str>) -> Option<Executed> {
+    use async_graphql::parser::types::{DocumentOperations, OperationType};
+    let doc = async_graphql::parser::parse_query(query).ok()?;
+    let op = match (&doc.operations, operation_name) {
+        (DocumentOperations::Single(op), _) => op,
+        (DocumentOperations::Multiple(ops), Some(name)) => ops.get(name)?,
+        (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => ops.values().next()?,
+        _ => return None,
+    };
+    if op.node.ty != OperationType::Subscription {
+        return None;
+    }
+    let mut keys = Vec::new();
+    root_keys(&doc, &op.node.selection_set.node, &mut keys, 0);
+    if keys.len() <= 1 {
+        return None;
+    }
+    let name = operation_name.map_or_else(String::new, |n| format!(" `{n}`"));
+    let mut error = async_graphql::ServerError::new(
+        format!(
+            "the subscription{name} selects {} root fields ({}); a subscription selects exactly one",
+            keys.len(),
+            keys.join(", ")
+        ),
+        Some(op.pos),
+    );
+    add_code(&mut error, false, false);
+    Some(Executed {
+        response: Response::from_errors(vec![error]),
+        executed: false,
+    })
+}
+
+/// The distinct response keys of a selection set, through fragments (at
+/// most a few levels: cycles are a validation error of their own).
+fn root_keys(
+    doc: &async_graphql::parser::types::ExecutableDocument,
+    set: &async_graphql::parser::types::SelectionSet,
+    keys: &mut Vec<String>,
+    depth: usize,
+) {
+    use async_graphql::parser::types::Selection;
+    if depth > 16 {
+        return;
+    }
+    for item in &set.items {
+        match &item.node {
+            Selection::Field(f) => {
+                let key = f.node.response_key().node.to_string();
+                if !keys.contains(&key) {
+                    keys.push(key);
+                }
+            }
+            Selection::FragmentSpread(s) => {
+                if let Some(fragment) = doc.fragments.get(&s.node.fragment_name.node) {
+                    root_keys(doc, &fragment.node.selection_set.node, keys, depth + 1);
+                }
+            }
+            Selection::InlineFragment(f) => {
+                root_keys(doc, &f.node.selection_set.node, keys, depth + 1);
+            }
+        }
+    }
 }
 
 /// Resolver errors always carry a code and a path; errors without a path

@@ -14,7 +14,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
-use gatehouse_auth::oauth1::{SignedRequest, candidate_uris, has_oauth1_params};
+use gatehouse_auth::oauth1::{SignedRequest, has_oauth1_params};
 use gatehouse_auth::{AuthScheme, AuthServer, Principal};
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -144,7 +144,10 @@ impl Authenticator {
         let maybe_in_body = !marked && authorization.is_none() && is_form(headers);
         if !marked && !maybe_in_body {
             let result = self
-                .authenticate_from(req.headers(), peer_addr(req.extensions()))
+                .authenticate_from(
+                    req.headers(),
+                    gatehouse_oauth::client_addr(req.extensions()),
+                )
                 .await;
             return (req, result);
         }
@@ -168,7 +171,10 @@ impl Authenticator {
         if maybe_in_body && !has_oauth1_params(None, None, Some(&form)) {
             let req = Request::from_parts(parts, axum::body::Body::from(form));
             let result = self
-                .authenticate_from(req.headers(), peer_addr(req.extensions()))
+                .authenticate_from(
+                    req.headers(),
+                    gatehouse_oauth::client_addr(req.extensions()),
+                )
                 .await;
             return (req, result);
         }
@@ -178,9 +184,9 @@ impl Authenticator {
         (req, result)
     }
 
-    /// Gathers what RFC 5849 §3.4.1 signs. The base string URI is built
-    /// from the configured issuer's scheme and authority (or the `Host`
-    /// header's) and the path as sent, base path included.
+    /// Gathers what RFC 5849 §3.4.1 signs. The base string URI is the URL
+    /// the client used (`gatehouse_oauth::origin::signing_uris`) with the
+    /// path as sent, base path included.
     fn signed_request(
         &self,
         parts: &axum::http::request::Parts,
@@ -193,9 +199,10 @@ impl Authenticator {
             .unwrap_or_else(|| parts.uri.clone());
         let str_header =
             |name: header::HeaderName| parts.headers.get(name).and_then(|v| v.to_str().ok());
-        let uris = candidate_uris(
+        let uris = gatehouse_oauth::origin::signing_uris(
             &self.inner.server.config().issuer,
-            str_header(header::HOST),
+            &parts.extensions,
+            &parts.headers,
             uri.path(),
         );
         SignedRequest::parse(
@@ -233,7 +240,7 @@ impl Authenticator {
     }
 
     /// The principal of a request with these headers from `peer` (the
-    /// caller's address, [`peer_addr`]; failed Basic logins are throttled
+    /// caller's address, `gatehouse_oauth::client_addr`; failed Basic logins are throttled
     /// per user and address).
     pub async fn authenticate_from(
         &self,
@@ -372,15 +379,6 @@ impl Authenticator {
             claims: user.claims,
         })
     }
-}
-
-/// The caller's address, as the OAuth endpoints take it
-/// (`gatehouse_oauth`'s `peer_addr`): the connection's peer (`ConnectInfo`).
-/// The one place to change for trusted proxies.
-pub fn peer_addr(extensions: &axum::http::Extensions) -> Option<std::net::IpAddr> {
-    extensions
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|c| c.0.ip())
 }
 
 fn oauth1_failure(e: gatehouse_auth::Error) -> AuthFailure {

@@ -35,6 +35,16 @@ const ASSETS: &[Asset] = &[
 
 /// The GraphiQL page; `base` is the configured base path.
 pub(crate) fn page(base: &str) -> Response {
+    // Without a token every query answers UNAUTHENTICATED and the docs
+    // panel stays empty (introspection needs the read scope): say so where
+    // a newcomer looks first, and open the Headers tab.
+    let default_query = serde_json::to_string(&format!(
+        "# Queries, and the docs panel, need an access token: get one from\n\
+         # POST {base}/oauth/token, then put it in the Headers tab below:\n\
+         #   {{\"Authorization\": \"Bearer <access token>\"}}\n\n\
+         {{\n  __typename\n}}\n"
+    ))
+    .unwrap_or_default();
     let html = format!(
         r#"<!doctype html>
 <html lang="en">
@@ -60,7 +70,8 @@ pub(crate) fn page(base: &str) -> Response {
       fetcher,
       query: params.get("query") || undefined,
       variables: params.get("variables") || undefined,
-      defaultEditorToolsVisibility: true,
+      defaultQuery: {default_query},
+      defaultEditorToolsVisibility: "headers",
     }}));
   </script>
 </body>

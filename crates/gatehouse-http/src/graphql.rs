@@ -423,7 +423,7 @@ pub(crate) async fn other_method(method: Method) -> Response {
     resp
 }
 
-/// The schema documents need what a read needs (CONTRACT §8).
+/// The schema documents need what a read needs.
 fn may_read_schema(principal: Option<&Principal>, state: &AppState) -> Result<(), Box<Response>> {
     match principal {
         None if state.authn.is_none() => Ok(()),

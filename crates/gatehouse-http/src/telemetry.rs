@@ -137,6 +137,9 @@ pub async fn request_layer(req: Request, next: Next) -> Response {
         .as_ref()
         .is_some_and(|m| m.as_str().ends_with(REST_TEMPLATE))
         .then(|| req.uri().path().to_string());
+    // The client's address as resolved for trusted proxies (`client_addr`).
+    let client = gatehouse_oauth::client_addr(req.extensions());
+    let client = client.map(tracing::field::display);
     let span = tracing::info_span!("request", request_id = %id);
     let mut resp = next.run(req).instrument(span).await;
     let elapsed = start.elapsed();
@@ -155,12 +158,12 @@ pub async fn request_layer(req: Request, next: Next) -> Response {
     if status.is_server_error() {
         tracing::warn!(
             request_id = %id, method, route = %route, status = status.as_u16(), latency_ms,
-            client_id, subject, "request"
+            client, client_id, subject, "request"
         );
     } else {
         tracing::info!(
             request_id = %id, method, route = %route, status = status.as_u16(), latency_ms,
-            client_id, subject, "request"
+            client, client_id, subject, "request"
         );
     }
     record_request(method, route, status, elapsed.as_secs_f64());

@@ -86,7 +86,7 @@ pub(crate) async fn get_or_upgrade(State(state): State<Arc<AppState>>, req: Requ
     if is_upgrade(&parts.headers) {
         return match WebSocketUpgrade::from_request_parts(&mut parts, &state).await {
             Ok(ws) => {
-                let peer = crate::authn::peer_addr(&parts.extensions);
+                let peer = gatehouse_oauth::client_addr(&parts.extensions);
                 upgrade(state, &parts.headers, ws, peer)
             }
             Err(rejection) => rejection.into_response(),

@@ -1,14 +1,14 @@
-//! The HTTP face of the gatehouse OAuth 2.0 authorization server (CONTRACT
-//! §6): token endpoints, introspection, revocation, RFC 8414 metadata and
-//! the JWKS, as an axum [`Router`]. The logic lives in `gatehouse-auth`.
+//! The HTTP face of the gatehouse OAuth 2.0 authorization server: token
+//! endpoints, introspection, revocation, RFC 8414 metadata and the JWKS, as an axum [`Router`]. The logic lives in `gatehouse-auth`.
 //!
 //! The router has no base path of its own: the caller nests it where it
 //! belongs, and tells [`OAuthConfig::public_url`] where that is so the
 //! metadata document names absolute URLs. Serve it with
-//! `into_make_service_with_connect_info::<SocketAddr>()` so per-address
-//! limits see the peer address (otherwise all peers share one bucket).
+//! `into_make_service_with_connect_info::<SocketAddr>()`, behind
+//! [`origin::layer`], so per-address limits see the client's address
+//! (otherwise all peers share one bucket).
 //!
-//! Limits (CONTRACT §10): every endpoint that authenticates a client
+//! Limits: every endpoint that authenticates a client
 //! (token, introspection, revocation) charges the client's bucket
 //! (`rate_per_second`, `rate_burst`) only once the client has
 //! authenticated, so nobody else can use it up; failed client and user
@@ -19,16 +19,19 @@
 mod form;
 mod limits;
 mod oauth1;
+pub mod origin;
 mod response;
 
+pub use origin::{ClientOrigin, TrustedProxies, client_addr};
+
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
@@ -48,9 +51,11 @@ pub struct OAuthConfig {
     /// Absolute URL where the router is mounted (issuer + base path, no
     /// trailing slash), used for the endpoint URLs in the RFC 8414 metadata.
     pub public_url: String,
-    /// Token-endpoint requests per second, per client and per address.
+    /// Requests per second per authenticated client on the endpoints that
+    /// authenticate clients, and per address on the OAuth 1.0 endpoints.
+    /// (Failed authentications are throttled per address separately.)
     pub rate_per_second: u32,
-    /// Burst allowed above the rate, per client and per address.
+    /// Burst allowed above the rate, with the same keys.
     pub rate_burst: u32,
     /// Largest form body accepted, in bytes.
     pub max_body_bytes: usize,
@@ -111,7 +116,7 @@ impl OAuthState {
     }
 }
 
-/// Which token path a request came in on (CONTRACT §6 table).
+/// Which token path a request came in on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Endpoint {
     /// `/oauth/token` and `/oauth2/token`: every grant.
@@ -186,13 +191,10 @@ pub fn spawn_maintenance(server: Arc<AuthServer>, every: Duration) -> tokio::tas
     })
 }
 
-/// The caller's address, for limits and logs: the peer of the connection
-/// (`ConnectInfo`). The one place to change for trusted proxies.
+/// The caller's address ([`client_addr`]); the unspecified address when
+/// unknown (a request built in-process), which then shares one bucket.
 pub(crate) fn peer_addr(extensions: &axum::http::Extensions) -> IpAddr {
-    extensions
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.ip())
-        .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
+    client_addr(extensions).unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
 }
 
 fn peer(req: &Request) -> IpAddr {
@@ -225,7 +227,7 @@ async fn read_form(
 ///
 /// Failed authentications are throttled per address and per (client,
 /// address) before the secret is looked at; the client's rate bucket is
-/// charged only after it authenticated (CONTRACT §10), so strangers cannot
+/// charged only after it authenticated, so strangers cannot
 /// use it up.
 async fn authenticate(
     state: &OAuthState,
@@ -330,7 +332,7 @@ async fn token_response(
     };
     let grant = match (params.get("grant_type"), endpoint) {
         (Some(g), _) => g,
-        // CONTRACT §6: grant_type may be omitted on /oauth/refresh_token only.
+        // grant_type may be omitted on /oauth/refresh_token only.
         (None, Endpoint::RefreshToken) => GRANT_REFRESH_TOKEN,
         (None, _) => {
             return response::error(&Error::InvalidRequest(
@@ -417,7 +419,7 @@ async fn introspect(State(state): State<OAuthState>, req: Request) -> Response {
         Ok(p) => p,
         Err(r) => return r,
     };
-    // The same limits as the token endpoints (CONTRACT §10).
+    // The same limits as the token endpoints.
     let client = match authenticate(&state, &headers, &params, addr).await {
         Ok(c) => c,
         Err(r) => return r,
@@ -443,7 +445,7 @@ async fn revoke(State(state): State<OAuthState>, req: Request) -> Response {
         Ok(p) => p,
         Err(r) => return r,
     };
-    // The same limits as the token endpoints (CONTRACT §10).
+    // The same limits as the token endpoints.
     let client = match authenticate(&state, &headers, &params, addr).await {
         Ok(c) => c,
         Err(r) => return r,

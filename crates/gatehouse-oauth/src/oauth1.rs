@@ -1,4 +1,4 @@
-//! The OAuth 1.0 endpoints (CONTRACT §7, RFC 5849 §2): request tokens,
+//! The OAuth 1.0 endpoints (RFC 5849 §2): request tokens,
 //! the owner's approval, and the OAuth 1.0 side of `/oauth/access_token`.
 //! Verification lives in `gatehouse_auth::oauth1`; this module gathers the
 //! request's parts and shapes the responses.
@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use gatehouse_auth::oauth1::{OOB, SignedRequest, candidate_uris, has_oauth1_params};
+use gatehouse_auth::oauth1::{OOB, SignedRequest, has_oauth1_params};
 use gatehouse_auth::{Account, Error};
 
 use crate::{OAuthState, form, peer, peer_addr, response};
@@ -85,9 +85,8 @@ fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
 }
 
 /// Builds the request to verify from its parts and (form) body. The base
-/// string URI uses the configured issuer's scheme and authority, or the
-/// `Host` header's authority, with the path as the client sent it (base
-/// path included).
+/// string URI is the URL the client used ([`crate::origin::signing_uris`]),
+/// with the path as the client sent it (base path included).
 fn signed_request(
     state: &OAuthState,
     parts: &Parts,
@@ -98,9 +97,10 @@ fn signed_request(
         .get::<OriginalUri>()
         .map(|o| o.0.clone())
         .unwrap_or_else(|| parts.uri.clone());
-    let uris = candidate_uris(
+    let uris = crate::origin::signing_uris(
         &state.inner.server.config().issuer,
-        header_str(&parts.headers, header::HOST),
+        &parts.extensions,
+        &parts.headers,
         uri.path(),
     );
     SignedRequest::parse(
@@ -132,12 +132,15 @@ async fn form_body(
         })
 }
 
-/// Rate limit per address, then (once the request is parsed) the
-/// failed-authentication throttle per (consumer, address) and per address.
-/// A consumer's own bucket is not charged before its signature is checked:
-/// strangers could use it up (CONTRACT §10).
+/// Called twice per request: first (`consumer` `None`) the rate limit per
+/// client address, then, once the request is parsed, the
+/// failed-authentication throttle per (consumer, address) and per address
+/// (the address is charged once). A consumer's own bucket is not charged
+/// before its signature is checked: strangers could use it up.
 fn limited(state: &OAuthState, addr: IpAddr, consumer: Option<&str>) -> Option<Response> {
-    if let Err(wait) = state.inner.rates.check_addr(addr) {
+    if consumer.is_none()
+        && let Err(wait) = state.inner.rates.check_addr(addr)
+    {
         return Some(response::too_many_requests(wait));
     }
     if let Some(c) = consumer {

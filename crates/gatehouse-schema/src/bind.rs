@@ -1,5 +1,5 @@
 //! Binding: from the apollo schema to the [`Model`], by the conventions of
-//! CONTRACT §2. Every problem becomes a diagnostic; binding goes on after a
+//! `docs/design/schema-conventions.md`. Every problem becomes a diagnostic; binding goes on after a
 //! problem so one run reports everything.
 
 use std::collections::HashMap;

@@ -1,6 +1,6 @@
 //! gatehouse-schema: GraphQL SDL files in, the typed [`Model`] out.
 //!
-//! The loader parses with apollo-compiler, enforces the rules of CONTRACT §2,
+//! The loader parses with apollo-compiler, enforces the schema rules,
 //! and binds every root field by convention. Every problem is reported in one
 //! run as a [`Diagnostic`] (`path:line:col: error: message`). Nothing here does
 //! IO other than reading the schema files.

@@ -55,7 +55,7 @@ impl Model {
 
     /// What calling root field `rf` needs: its `@auth(scope:)`, else the
     /// entity's read scope for queries and subscriptions and its write scope
-    /// for mutations (CONTRACT §8). GraphQL's executors, subscriptions and
+    /// for mutations. GraphQL's executors, subscriptions and
     /// every other caller ask here; nothing re-derives it.
     pub fn root_access<'a>(&'a self, rf: &'a RootField) -> Access<'a> {
         let is_read = !matches!(
@@ -495,7 +495,7 @@ pub struct InputObject {
     pub description: Option<String>,
 }
 
-/// Comparison operators, from the argument-name suffixes of CONTRACT §2.
+/// Comparison operators, from the argument-name suffixes of the conventions.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Hash)]
 #[serde(rename_all = "snake_case")]
 pub enum FilterOp {

@@ -25,6 +25,7 @@
 #![warn(missing_docs)]
 
 mod auth;
+mod copy;
 mod db;
 mod error;
 mod feed;
@@ -39,6 +40,7 @@ mod value;
 mod wal_index;
 
 pub use auth::SqlAuthRepo;
+pub use copy::{CopiedTable, copy_store};
 pub use db::PoolStats;
 pub use error::StoreError;
 pub use feed::ChangeEvent;

@@ -198,7 +198,7 @@ impl Store {
         self.inner.db.close().await;
     }
 
-    fn dialect(&self) -> Dialect {
+    pub(crate) fn dialect(&self) -> Dialect {
         self.inner.db.dialect()
     }
 

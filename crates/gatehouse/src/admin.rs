@@ -139,17 +139,37 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 async fn open(store: &StoreArgs) -> anyhow::Result<Option<(Admin, gatehouse_store::Store)>> {
     let loaded = store.load(None)?;
-    let model = match gatehouse_schema::load_paths(&loaded.config.schema) {
-        Ok(m) => std::sync::Arc::new(m),
-        Err(diags) => {
-            crate::report(&diags);
-            return Ok(None);
-        }
-    };
-    let Some(store) = crate::open_store(&loaded.config, model, false).await? else {
-        return Ok(None);
-    };
+    let store = open_auth_store(&loaded.config).await?;
     Ok(Some((crate::auth::admin(&store), store)))
+}
+
+/// The store, for the authorization server's tables only. Registrations do
+/// not need the schema: the store is opened without one and without
+/// migrating the data tables (the authorization server's own tables are
+/// created when missing), so `--schema` is accepted but not read.
+async fn open_auth_store(config: &crate::config::Config) -> anyhow::Result<gatehouse_store::Store> {
+    let model = gatehouse_schema::load_sources_with(
+        &[],
+        gatehouse_schema::LoadOptions {
+            require_query: false,
+        },
+    )
+    .map_err(|d| anyhow::anyhow!("an empty schema does not load: {d}"))?;
+    let opts = gatehouse_store::StoreOptions {
+        migrate: false,
+        max_connections: config.store.max_connections,
+        acquire_timeout: std::time::Duration::from_secs(config.store.acquire_timeout.0),
+        sqlite_sync_every_commit: config.store.sqlite_sync_every_commit,
+        ..Default::default()
+    };
+    gatehouse_store::Store::connect(&config.database, std::sync::Arc::new(model), opts)
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "opening the store {}: {e}",
+                crate::redact_url(&config.database)
+            )
+        })
 }
 
 fn scopes(s: &str) -> Vec<String> {
@@ -403,16 +423,7 @@ async fn open_consumers(
     store: &StoreArgs,
 ) -> anyhow::Result<Option<(gatehouse_auth::oauth1::Consumers, gatehouse_store::Store)>> {
     let loaded = store.load(None)?;
-    let model = match gatehouse_schema::load_paths(&loaded.config.schema) {
-        Ok(m) => std::sync::Arc::new(m),
-        Err(diags) => {
-            crate::report(&diags);
-            return Ok(None);
-        }
-    };
-    let Some(db) = crate::open_store(&loaded.config, model, false).await? else {
-        return Ok(None);
-    };
+    let db = open_auth_store(&loaded.config).await?;
     let consumers = crate::auth::consumers(&loaded.config, &db)?;
     Ok(Some((consumers, db)))
 }

@@ -24,6 +24,10 @@ pub struct Config {
     pub issuer: Option<String>,
     /// Path prefix for every route (e.g. `/api`); empty serves at the root.
     pub base_path: String,
+    /// Proxies (CIDRs or addresses) whose `Forwarded` / `X-Forwarded-*`
+    /// headers are believed for the client's address, scheme and host.
+    /// Empty (the default): the headers are ignored.
+    pub trusted_proxies: Vec<String>,
     /// Token lifetimes and signing.
     pub tokens: TokensConfig,
     /// Request limits.
@@ -53,6 +57,7 @@ impl Default for Config {
             schema: vec![PathBuf::from("schema")],
             issuer: None,
             base_path: String::new(),
+            trusted_proxies: Vec::new(),
             tokens: TokensConfig::default(),
             limits: LimitsConfig::default(),
             auth: AuthConfig::default(),
@@ -317,6 +322,23 @@ pub struct BootstrapConfig {
     pub users: Vec<BootstrapUser>,
     /// OAuth 1.0 consumers.
     pub consumers: Vec<BootstrapConsumer>,
+    /// Starter data: rows inserted at start into types that have none.
+    pub rows: Vec<BootstrapRow>,
+}
+
+/// One `[[bootstrap.rows]]` entry: a row of starter data. At every start,
+/// the entries of a type are inserted when that type has no rows at all,
+/// and skipped otherwise (so rows changed or deleted later stay so as long
+/// as one row is left).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BootstrapRow {
+    /// The type (e.g. `Author`).
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// Values by field name; a to-one relation takes the referenced row's
+    /// id. Give `id` to let other rows refer to this one.
+    pub values: serde_json::Map<String, serde_json::Value>,
 }
 
 /// One `[[bootstrap.clients]]` entry.
@@ -652,6 +674,9 @@ fn validate(c: &Config) -> Result<(), String> {
             c.base_path
         ));
     }
+    if let Err(e) = gatehouse_oauth::TrustedProxies::parse(&c.trusted_proxies) {
+        problems.push(format!("`trusted_proxies`: {e}"));
+    }
     let l = &c.limits;
     if l.default_page_size == 0 || l.max_page_size == 0 {
         problems.push("`limits`: page sizes must be at least 1".into());
@@ -800,8 +825,8 @@ impl Provider for EnvProvider {
                     }
                 }
                 None if defaults.contains_key(&rest) || rest == "issuer" => {
-                    let value = if rest == "schema" {
-                        // A comma-separated list of paths.
+                    let value = if rest == "schema" || rest == "trusted_proxies" {
+                        // A comma-separated list.
                         match value.as_str() {
                             Some(s) => Value::from(
                                 s.split(',')
@@ -1082,6 +1107,13 @@ mod tests {
             secret: "s".into(),
             scopes: vec![],
         });
+        c.bootstrap.rows.push(BootstrapRow {
+            type_name: "Author".into(),
+            values: serde_json::json!({"name": "n"})
+                .as_object()
+                .cloned()
+                .unwrap(),
+        });
         let dict = Serialized::defaults(c)
             .data()
             .unwrap()
@@ -1089,6 +1121,14 @@ mod tests {
             .unwrap();
         let mut keys = std::collections::BTreeSet::new();
         key_paths("", &Value::from(dict), &mut keys);
+        // A row's values are the schema's fields, not config keys.
+        let keys: std::collections::BTreeSet<String> = keys
+            .into_iter()
+            .map(|k| match k.strip_prefix("bootstrap.rows.values.") {
+                Some(_) => "bootstrap.rows.values".to_string(),
+                None => k,
+            })
+            .collect();
         let doc = std::fs::read_to_string(
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/configuration.md"),
         )

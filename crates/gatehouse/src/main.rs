@@ -3,6 +3,7 @@
 mod admin;
 mod auth;
 mod config;
+mod init;
 mod logbuf;
 mod logfmt;
 mod serve;
@@ -25,6 +26,11 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Write a starter service (schema, config with a local client and user) into DIR.
+    Init {
+        /// Where to write (created when missing; default: the current directory).
+        dir: Option<PathBuf>,
+    },
     /// Run the service.
     Serve(ServeArgs),
     /// Bring the store's tables to the schema.
@@ -44,6 +50,8 @@ enum Command {
         #[command(subcommand)]
         command: admin::ConsumerCommand,
     },
+    /// Copy every row (data and the authorization server's state) from one store to another.
+    Copy(CopyArgs),
     /// Validate the schema; print every problem as `file:line:col: error: message`.
     Check {
         #[command(flatten)]
@@ -89,8 +97,21 @@ fn explain_access(model: &gatehouse_schema::Model) -> String {
 enum SchemaCommand {
     /// The effective SDL, built-in declarations included.
     Print(SchemaArgs),
+    /// The introspection result (`{"data":{"__schema":…}}`), as `/graphql/schema.json` serves it.
+    Json(SchemaArgs),
     /// Root fields and input types the conventions would bind for every type, to copy.
-    Scaffold(SchemaArgs),
+    Scaffold(ScaffoldArgs),
+}
+
+/// `gatehouse schema scaffold`.
+#[derive(Debug, Args)]
+struct ScaffoldArgs {
+    #[command(flatten)]
+    schema: SchemaArgs,
+    /// Write to FILE instead of stdout (replacing it; when FILE is inside
+    /// the schema, its old content is not read as part of the schema).
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
 }
 
 /// Options shared by every command that touches the store.
@@ -99,7 +120,8 @@ pub(crate) struct StoreArgs {
     /// Config file (default: ./gatehouse.toml when present).
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Schema file or directory (repeatable; overrides the config).
+    /// Schema file or directory (repeatable; overrides the config). Only
+    /// `serve` and `migrate` read it; registrations do not need it.
     #[arg(long, value_name = "PATH")]
     schema: Vec<PathBuf>,
     /// `sqlite://PATH` or `postgres://...` (overrides the config).
@@ -129,6 +151,22 @@ struct ServeArgs {
     /// Log format (to stderr; one line per request and per event).
     #[arg(long, value_enum, env = "GATEHOUSE_LOG_FORMAT", default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+}
+
+/// `gatehouse copy`.
+#[derive(Debug, Args)]
+struct CopyArgs {
+    /// The store to read: `sqlite://PATH` or `postgres://...`.
+    #[arg(long, value_name = "URL")]
+    from: String,
+    /// The store to write (migrated to the schema first): `sqlite://PATH` or `postgres://...`.
+    #[arg(long, value_name = "URL")]
+    to: String,
+    /// Replace the rows a non-empty target already has.
+    #[arg(long)]
+    force: bool,
+    #[command(flatten)]
+    schema: SchemaArgs,
 }
 
 /// `gatehouse migrate`.
@@ -164,6 +202,14 @@ struct SchemaArgs {
     config: Option<PathBuf>,
 }
 
+/// Set by `serve --log-format json`: problems found while starting are then
+/// log events (one JSON object each) rather than plain text on stderr.
+static JSON_LOGS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn json_logs() -> bool {
+    JSON_LOGS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 // mimalloc: glibc's allocator spent ~15% of a GraphQL request's CPU in
 // malloc/free across the runtime's threads (bench/RESULTS.md).
 #[global_allocator]
@@ -182,11 +228,24 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Init { dir } => init::run(dir),
         Command::Serve(args) => {
             // Kept to the end: dropping it flushes the log lines still queued.
             let _flush_logs = init_logging(args.log_format);
-            let loaded = args.store.load(args.listen.clone())?;
-            serve::run(loaded)
+            let json = matches!(args.log_format, LogFormat::Json);
+            JSON_LOGS.store(json, std::sync::atomic::Ordering::Relaxed);
+            let result = args
+                .store
+                .load(args.listen.clone())
+                .and_then(|loaded| serve::run(loaded, json));
+            match result {
+                // In JSON mode every line is a JSON object, the last one too.
+                Err(e) if json => {
+                    tracing::error!(error = format!("{e:#}"), "the server could not start");
+                    Ok(ExitCode::FAILURE)
+                }
+                other => other,
+            }
         }
         Command::Migrate(args) => {
             let loaded = args.store.load(None)?;
@@ -195,6 +254,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .build()?;
             runtime.block_on(migrate(loaded.config, args.plan, args.allow_destructive))
         }
+        Command::Copy(args) => copy(&args),
         Command::Client { command } => admin::client(command),
         Command::User { command } => admin::user(command),
         Command::Consumer { command } => admin::consumer(command),
@@ -231,21 +291,194 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     Err(diags) => Ok(report(&diags)),
                 }
             }
-            SchemaCommand::Scaffold(args) => {
-                let paths = schema_paths(&args)?;
-                let opts = gatehouse_schema::LoadOptions {
-                    require_query: false,
-                };
-                match gatehouse_schema::load_paths_with(&paths, opts) {
-                    Ok(model) => {
-                        print_out(&gatehouse_schema::scaffold(&model))?;
-                        Ok(ExitCode::SUCCESS)
-                    }
-                    Err(diags) => Ok(report(&diags)),
-                }
-            }
+            SchemaCommand::Json(args) => schema_json(&args),
+            SchemaCommand::Scaffold(args) => scaffold(&args),
         },
     }
+}
+
+/// `gatehouse copy`: opens the source as it is (nothing migrated), the
+/// target migrated to the schema, and copies every table.
+fn copy(args: &CopyArgs) -> anyhow::Result<ExitCode> {
+    use std::io::IsTerminal;
+    let cli = CliOverrides {
+        schema: args.schema.schema.clone(),
+        ..CliOverrides::default()
+    };
+    let config = config::load(args.schema.config.as_deref(), &cli)
+        .map_err(anyhow::Error::msg)?
+        .config;
+    let model = match gatehouse_schema::load_paths(&config.schema) {
+        Ok(m) => std::sync::Arc::new(m),
+        Err(diags) => return Ok(report(&diags)),
+    };
+    if std::env::var_os("GATEHOUSE_SECRET").is_none() {
+        eprintln!(
+            "warning: GATEHOUSE_SECRET is not set: the signing keys are copied sealed, so the \
+             target's servers need the secret (or key file) the source's used"
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let source = gatehouse_store::Store::connect(
+            &args.from,
+            model.clone(),
+            gatehouse_store::StoreOptions {
+                migrate: false,
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("opening the source {}: {e}", redact_url(&args.from)))?;
+        let target = gatehouse_store::Store::connect(
+            &args.to,
+            model,
+            gatehouse_store::StoreOptions::default(),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("opening the target {}: {e}", redact_url(&args.to)))?;
+        let terminal = std::io::stderr().is_terminal();
+        let mut progress = |table: &str, done: u64, total: u64| {
+            if terminal {
+                eprint!("\r\x1b[K{table}: {done}/{total}");
+                if done == total {
+                    eprintln!();
+                }
+            } else if done == total {
+                eprintln!("{table}: {done}/{total}");
+            }
+        };
+        let result = gatehouse_store::copy_store(&source, &target, args.force, &mut progress).await;
+        source.close().await;
+        target.close().await;
+        match result {
+            Ok(tables) => {
+                let rows: u64 = tables.iter().map(|t| t.rows).sum();
+                println!(
+                    "copied {rows} rows in {} tables from {} to {}; row counts verified",
+                    tables.len(),
+                    redact_url(&args.from),
+                    redact_url(&args.to)
+                );
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                Ok(ExitCode::FAILURE)
+            }
+        }
+    })
+}
+
+/// `schema scaffold`. Empty files are skipped (the one a shell redirect
+/// creates before the command runs, `> schema/root.graphql`), and so is
+/// the `--out` file, which is about to be replaced.
+fn scaffold(args: &ScaffoldArgs) -> anyhow::Result<ExitCode> {
+    let paths = schema_paths(&args.schema)?;
+    let files = schema_files(&paths, args.out.as_deref());
+    let opts = gatehouse_schema::LoadOptions {
+        require_query: false,
+    };
+    let model = match gatehouse_schema::load_paths_with(&files, opts) {
+        Ok(model) => model,
+        Err(diags) => return Ok(report(&diags)),
+    };
+    let text = gatehouse_schema::scaffold(&model);
+    match &args.out {
+        Some(out) => {
+            std::fs::write(out, &text)
+                .map_err(|e| anyhow::anyhow!("writing {}: {e}", out.display()))?;
+            eprintln!("wrote {}", out.display());
+        }
+        None => print_out(&text)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The schema files under `paths` (directories expanded to their
+/// `.graphql` / `.graphqls` files), without `exclude` and without empty
+/// files. A path that is neither is kept, so loading reports it.
+fn schema_files(paths: &[PathBuf], exclude: Option<&std::path::Path>) -> Vec<PathBuf> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            out.push(dir.to_path_buf());
+            return;
+        };
+        let mut found: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+        found.sort();
+        for path in found {
+            if path.is_dir() {
+                walk(&path, out);
+            } else if matches!(
+                path.extension().and_then(|e| e.to_str()),
+                Some("graphql" | "graphqls")
+            ) {
+                out.push(path);
+            }
+        }
+    }
+    let excluded = exclude.and_then(|p| std::fs::canonicalize(p).ok());
+    let mut files = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let before = files.len();
+            walk(path, &mut files);
+            if files.len() == before {
+                // Nothing in it: let loading say so.
+                files.push(path.clone());
+            }
+        } else {
+            files.push(path.clone());
+        }
+    }
+    files
+        .into_iter()
+        .filter(|f| {
+            let is_excluded = excluded.is_some() && std::fs::canonicalize(f).ok() == excluded;
+            let is_empty = f.is_file()
+                && std::fs::read(f).is_ok_and(|b| b.iter().all(u8::is_ascii_whitespace));
+            !is_excluded && !is_empty
+        })
+        .collect()
+}
+
+/// `schema json`: builds the executable schema exactly as `serve` does and
+/// runs the introspection query `/graphql/schema.json` runs. The store is a
+/// throwaway SQLite file: introspection never reads it, but the executable
+/// schema is built over a store.
+fn schema_json(args: &SchemaArgs) -> anyhow::Result<ExitCode> {
+    let cli = CliOverrides {
+        schema: args.schema.clone(),
+        ..CliOverrides::default()
+    };
+    let config = config::load(args.config.as_deref(), &cli)
+        .map_err(anyhow::Error::msg)?
+        .config;
+    let model = match gatehouse_schema::load_paths(&config.schema) {
+        Ok(m) => std::sync::Arc::new(m),
+        Err(diags) => return Ok(report(&diags)),
+    };
+    let scratch = tempfile::tempdir()?;
+    let database = format!("sqlite://{}", scratch.path().join("schema.db").display());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let json = runtime.block_on(async {
+        let store = gatehouse_store::Store::connect(
+            &database,
+            model.clone(),
+            gatehouse_store::StoreOptions::default(),
+        )
+        .await?;
+        let graphql = serve::graphql(&config, model, store.clone())?;
+        let json = graphql.introspection().await;
+        store.close().await;
+        anyhow::Ok(json)
+    })?;
+    print_out(&serde_json::to_string_pretty(&json)?)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Opens the store for `config`, migrating additive steps (and destructive
@@ -266,7 +499,11 @@ pub(crate) async fn open_store(
     match gatehouse_store::Store::connect(&config.database, model, opts).await {
         Ok(store) => Ok(Some(store)),
         Err(e @ gatehouse_store::StoreError::DestructiveMigration { .. }) => {
-            eprintln!("error: {e}");
+            if json_logs() {
+                tracing::error!(error = %e, "the schema needs a destructive migration");
+            } else {
+                eprintln!("error: {e}");
+            }
             Ok(None)
         }
         Err(e) => Err(anyhow::anyhow!(
@@ -277,7 +514,7 @@ pub(crate) async fn open_store(
 }
 
 /// The database URL without its password, for messages.
-fn redact_url(url: &str) -> String {
+pub(crate) fn redact_url(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             let userinfo = &url[scheme + 3..at];
@@ -368,8 +605,12 @@ fn init_logging(format: LogFormat) -> logbuf::FlushGuard {
 }
 
 pub(crate) fn report(diags: &gatehouse_schema::Diagnostics) -> ExitCode {
-    eprint!("{diags}");
     let n = diags.error_count();
+    if json_logs() {
+        tracing::error!(problems = %diags, count = n, "the schema has problems");
+        return ExitCode::FAILURE;
+    }
+    eprint!("{diags}");
     eprintln!(
         "error: the schema has {n} problem{}",
         if n == 1 { "" } else { "s" }

@@ -14,22 +14,36 @@ use gatehouse_http::telemetry::Metrics;
 
 use crate::config::Loaded;
 
-/// Runs the service; returns when it has shut down.
-pub fn run(loaded: Loaded) -> anyhow::Result<ExitCode> {
+/// Runs the service; returns when it has shut down. With `json_logs` the
+/// process writes nothing but log events (one JSON object per line).
+pub fn run(loaded: Loaded, json_logs: bool) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let result = runtime.block_on(serve(loaded));
+    let result = runtime.block_on(serve(loaded, json_logs));
     // Tasks still running (a stream past the deadline) must not hold the exit.
     runtime.shutdown_timeout(Duration::from_millis(200));
     result
 }
 
-async fn serve(loaded: Loaded) -> anyhow::Result<ExitCode> {
+async fn serve(loaded: Loaded, json_logs: bool) -> anyhow::Result<ExitCode> {
     let config = loaded.config;
     if let Some(file) = &loaded.file {
         tracing::info!(config = %file.display(), "configuration loaded");
+    }
+    if loaded.file.is_none() && !config.schema.iter().any(|p| p.exists()) {
+        let paths: Vec<String> = config
+            .schema
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        anyhow::bail!(
+            "no schema at {} and no gatehouse.toml here: `gatehouse init` writes a starter \
+             service into this directory; or name a schema with --schema DIR, or a config \
+             with --config FILE",
+            paths.join(", ")
+        );
     }
     let model = match gatehouse_schema::load_paths(&config.schema) {
         Ok(model) => Arc::new(model),
@@ -57,24 +71,15 @@ async fn serve(loaded: Loaded) -> anyhow::Result<ExitCode> {
         None => return Ok(ExitCode::FAILURE),
     };
     tracing::info!(backend = store.backend(), "store ready");
+    seed_rows(&store, &config.bootstrap.rows).await?;
 
     let limits = &config.limits;
-    let graphql = gatehouse_graphql::Graphql::new(
-        model.clone(),
-        store.clone(),
-        &gatehouse_graphql::GraphqlOptions {
-            default_page_size: limits.default_page_size,
-            max_page_size: limits.max_page_size,
-            max_depth: limits.max_depth as usize,
-            max_complexity: limits.max_complexity as usize,
-            ..Default::default()
-        },
-    )
-    .map_err(|e| anyhow::anyhow!("building the GraphQL schema: {e}"))?;
+    let graphql = graphql(&config, model.clone(), store.clone())?;
 
     let auth = crate::auth::start(&config, &store, &issuer).await?;
     crate::auth::bootstrap(&auth.admin(), &config).await?;
     crate::auth::bootstrap_consumers(&auth, &config).await?;
+    warn_when_nobody_can_sign_in(&auth.admin(), &config).await;
     let authn = authenticator(&config, &auth)?;
     let shutdown = gatehouse_http::CancellationToken::new();
     let ready_store = store.clone();
@@ -126,9 +131,22 @@ async fn serve(loaded: Loaded) -> anyhow::Result<ExitCode> {
             extra.push(metrics.router());
             None
         }
-        Some(listen) => Some(serve_metrics(listen, &metrics).await?),
+        Some(listen) => Some(serve_metrics(listen, &metrics, json_logs).await?),
     };
-    let app = gatehouse_http::app(state, extra);
+    let proxies = gatehouse_oauth::TrustedProxies::parse(&config.trusted_proxies)
+        .map_err(|e| anyhow::anyhow!("`trusted_proxies`: {e}"))?;
+    if !proxies.is_empty() {
+        tracing::info!(
+            trusted_proxies = config.trusted_proxies.join(","),
+            "forwarding headers are read from trusted proxies"
+        );
+    }
+    // Outermost: every limit, log line and signature check below sees the
+    // client's address as resolved here.
+    let app = gatehouse_http::app(state, extra).layer(axum::middleware::from_fn_with_state(
+        Arc::new(proxies),
+        gatehouse_oauth::origin::layer,
+    ));
 
     let tls = match (&config.tls.cert, &config.tls.key) {
         (Some(cert), Some(key)) => Some(
@@ -146,10 +164,14 @@ async fn serve(loaded: Loaded) -> anyhow::Result<ExitCode> {
     };
     let reload = spawn_sighup(tls.clone(), config.tls.cert.clone(), config.tls.key.clone());
 
-    // Printed on stdout so scripts and tests can find a port-0 address.
+    // Printed on stdout so scripts and tests can find a port-0 address; in
+    // JSON mode the `listening` event (its `url` field) is the only trace.
     let scheme = if tls.is_some() { "https" } else { "http" };
-    println!("gatehouse listening on {scheme}://{addr}");
-    tracing::info!(%addr, scheme, "listening");
+    let url = format!("{scheme}://{addr}");
+    if !json_logs {
+        println!("gatehouse listening on {url}");
+    }
+    tracing::info!(%addr, scheme, %url, "listening");
 
     let handle = Handle::new();
     let listener = listener.into_std().context("preparing the listener")?;
@@ -220,6 +242,96 @@ async fn serve(loaded: Loaded) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `[[bootstrap.rows]]`: inserts the entries of every type that has no
+/// rows yet, types in the order they first appear (so a row can refer to
+/// one of an earlier type).
+async fn seed_rows(
+    store: &gatehouse_store::Store,
+    rows: &[crate::config::BootstrapRow],
+) -> anyhow::Result<()> {
+    let mut types: Vec<&str> = Vec::new();
+    for r in rows {
+        if !types.contains(&r.type_name.as_str()) {
+            types.push(&r.type_name);
+        }
+    }
+    for ty in types {
+        let existing = store
+            .count(&gatehouse_store::AccessContext::system(), ty, None)
+            .await
+            .with_context(|| format!("[[bootstrap.rows]] of type `{ty}`"))?;
+        if existing > 0 {
+            continue;
+        }
+        let mut inserted = 0;
+        for (i, r) in rows.iter().enumerate().filter(|(_, r)| r.type_name == ty) {
+            store
+                .insert(
+                    &gatehouse_store::AccessContext::system(),
+                    ty,
+                    r.values.clone(),
+                )
+                .await
+                .with_context(|| format!("[[bootstrap.rows]] entry {} (type `{ty}`)", i + 1))?;
+            inserted += 1;
+        }
+        tracing::info!(
+            r#type = ty,
+            rows = inserted,
+            "starter rows inserted into an empty type"
+        );
+    }
+    Ok(())
+}
+
+/// A server with no client or no user hands out no token for a user: say
+/// so at start, with the command that fixes it.
+async fn warn_when_nobody_can_sign_in(
+    admin: &gatehouse_auth::Admin,
+    config: &crate::config::Config,
+) {
+    let config_flag = "[--config FILE]";
+    match admin.list_clients().await {
+        Ok(clients) if clients.is_empty() => tracing::warn!(
+            "no OAuth client is registered, so nobody can get a token; add one with \
+             `gatehouse client add NAME --grants password,refresh_token --scopes \"read write\" \
+             {config_flag}` or a [[bootstrap.clients]] entry in the config"
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %crate::auth::describe(&e), "cannot list the clients"),
+    }
+    match admin.list_users().await {
+        Ok(users) if users.is_empty() && !config.auth.anonymous_read => tracing::warn!(
+            "no user is registered, so the password grant has nobody to sign in; add one with \
+             `gatehouse user add NAME --scopes \"read write\" {config_flag}` (the password is \
+             read from stdin) or a [[bootstrap.users]] entry in the config"
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %crate::auth::describe(&e), "cannot list the users"),
+    }
+}
+
+/// The executable GraphQL schema `serve` runs (and `schema json` introspects).
+pub(crate) fn graphql(
+    config: &crate::config::Config,
+    model: Arc<gatehouse_schema::Model>,
+    store: gatehouse_store::Store,
+) -> anyhow::Result<gatehouse_graphql::Graphql> {
+    let limits = &config.limits;
+    gatehouse_graphql::Graphql::new(
+        model,
+        store,
+        &gatehouse_graphql::GraphqlOptions {
+            default_page_size: limits.default_page_size,
+            max_page_size: limits.max_page_size,
+            max_depth: limits.max_depth as usize,
+            max_complexity: limits.max_complexity as usize,
+            ..Default::default()
+        },
+    )
+    .map_err(|e| anyhow::anyhow!("building the GraphQL schema: {e}"))
+}
+
 /// Bounds HTTP/1 keep-alive idleness. hyper's header-read timer starts as
 /// soon as a connection waits for a request head (right after the previous
 /// response), so it bounds the idle wait and the next head together; the
@@ -256,6 +368,7 @@ fn install_metrics(store: &gatehouse_store::Store) -> anyhow::Result<Metrics> {
 async fn serve_metrics(
     listen: &str,
     metrics: &Metrics,
+    json_logs: bool,
 ) -> anyhow::Result<(Handle<SocketAddr>, tokio::task::JoinHandle<()>)> {
     let listener = std::net::TcpListener::bind(listen)
         .with_context(|| format!("cannot listen on {listen} for metrics"))?;
@@ -265,8 +378,11 @@ async fn serve_metrics(
     let addr = listener
         .local_addr()
         .context("reading the metrics address")?;
-    println!("gatehouse metrics on http://{addr}/metrics");
-    tracing::info!(%addr, "serving metrics");
+    let url = format!("http://{addr}/metrics");
+    if !json_logs {
+        println!("gatehouse metrics on {url}");
+    }
+    tracing::info!(%addr, %url, "serving metrics");
     let handle = Handle::new();
     let server = axum_server::from_tcp(listener)
         .context("serving metrics")?

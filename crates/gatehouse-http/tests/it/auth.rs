@@ -1,4 +1,4 @@
-//! Protecting GraphQL with the issued credentials (CONTRACT §8): Bearer,
+//! Protecting GraphQL with the issued credentials: Bearer,
 //! Basic, anonymous reads, and each refusal with its status and header.
 
 use std::sync::Arc;

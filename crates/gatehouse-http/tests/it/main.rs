@@ -6,6 +6,7 @@ mod graphql;
 mod http;
 mod oauth1;
 mod planned;
+mod spec;
 mod subscriptions;
 
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! OAuth 1.0 signed resource requests (CONTRACT §7, §8): GraphQL and REST
+//! OAuth 1.0 signed resource requests: GraphQL and REST
 //! signed by a consumer alone (acting as the consumer) or with an access
 //! token (acting as the approving user), and the refusals with their
 //! `WWW-Authenticate: OAuth` challenge.

@@ -1,4 +1,4 @@
-//! OAuth 1.0 endpoints (CONTRACT §7): request tokens, approval, the OAuth
+//! OAuth 1.0 endpoints: request tokens, approval, the OAuth
 //! 1.0 exchange on `/oauth/access_token`, and every refusal. Requests are
 //! signed here with the RFC 5849 rules (the base string and signature are
 //! unit-tested against the RFC's examples in `gatehouse-auth`; the Python
@@ -562,4 +562,30 @@ async fn authorize_needs_its_fields_and_is_throttled() {
     assert_eq!(r.header("retry-after"), Some("1"));
     s.clock.advance(1);
     approve(&s, &rt, "alice-pw").await.assert_form_ok();
+}
+
+#[tokio::test]
+async fn a_signed_request_charges_its_address_once() {
+    // Burst 2: two requests pass, the third (within the second) does not.
+    let s = start_with("", |c| {
+        c.rate_per_second = 1;
+        c.rate_burst = 2;
+    })
+    .await;
+    with_consumer(&s).await;
+    for _ in 0..2 {
+        s.signed_get_query(
+            "/oauth/requestToken",
+            &Sig::new(&s, SignatureMethod::Plaintext),
+        )
+        .await
+        .assert_form_ok();
+    }
+    let r = s
+        .signed_get_query(
+            "/oauth/requestToken",
+            &Sig::new(&s, SignatureMethod::Plaintext),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS, "{}", r.text);
 }

@@ -795,7 +795,7 @@ fn now() -> i64 {
     SystemClock.now()
 }
 
-/// CONTRACT §9: tokens issued by one instance are valid on all, and
+/// Scale-out: tokens issued by one instance are valid on all, and
 /// revocations reach all. Two `AuthServer`s over two independent stores on
 /// one database (PostgreSQL when configured; SQLite too, as two processes
 /// sharing a file would).

@@ -2,7 +2,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod cli;
+mod copy;
+mod first_hour;
 mod ops;
+mod readme;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -24,6 +24,8 @@ pub struct Server {
     /// `http://ADDR/metrics` when `metrics.listen` is set.
     pub metrics_url: Option<String>,
     logs: Arc<Mutex<Vec<String>>>,
+    /// What the process wrote on stdout.
+    out: Arc<Mutex<Vec<String>>>,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -80,32 +82,53 @@ impl Server {
         cmd.env("GATEHOUSE_LOG", "info");
         let mut child = cmd.spawn().unwrap();
         let logs = Arc::new(Mutex::new(Vec::new()));
+        let out = Arc::new(Mutex::new(Vec::new()));
+        // The address comes from stdout's `gatehouse listening on URL` line,
+        // or (JSON logs) from the `listening` event's `url` on stderr.
+        let (found, addresses) = std::sync::mpsc::channel::<(&str, String)>();
         let stderr = child.stderr.take().unwrap();
         let sink = logs.clone();
+        let tell = found.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) {
+                    for (message, key) in [("listening", "base"), ("serving metrics", "metrics")] {
+                        if event["message"] == message
+                            && let Some(url) = event["url"].as_str()
+                        {
+                            let _ = tell.send((key, url.to_string()));
+                        }
+                    }
+                }
                 sink.lock().unwrap().push(line);
             }
+            let _ = tell.send(("closed", String::new()));
         });
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let stdout = child.stdout.take().unwrap();
+        let sink = out.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(rest) = line.trim().strip_prefix("gatehouse metrics on ") {
+                    let _ = found.send(("metrics", rest.to_string()));
+                }
+                if let Some(rest) = line.trim().strip_prefix("gatehouse listening on ") {
+                    let _ = found.send(("base", rest.to_string()));
+                }
+                sink.lock().unwrap().push(line);
+            }
+            let _ = found.send(("closed", String::new()));
+        });
         let mut base = None;
         let mut metrics_url = None;
-        let mut line = String::new();
-        while stdout.read_line(&mut line).unwrap_or(0) > 0 {
-            if let Some(rest) = line.trim().strip_prefix("gatehouse metrics on ") {
-                metrics_url = Some(rest.to_string());
+        let mut closed = 0;
+        while base.is_none() && closed < 2 {
+            match addresses.recv_timeout(Duration::from_secs(60)) {
+                Ok(("base", url)) => base = Some(url),
+                Ok(("metrics", url)) => metrics_url = Some(url),
+                Ok(_) => closed += 1,
+                Err(_) => break,
             }
-            if let Some(rest) = line.trim().strip_prefix("gatehouse listening on ") {
-                base = Some(rest.to_string());
-                break;
-            }
-            line.clear();
         }
-        // Keep draining stdout so the child never blocks on a full pipe.
-        std::thread::spawn(move || {
-            let mut sink = Vec::new();
-            let _ = stdout.read_to_end(&mut sink);
-        });
         let Some(base) = base else {
             let _ = child.kill();
             panic!(
@@ -113,11 +136,19 @@ impl Server {
                 logs.lock().unwrap().join("\n")
             );
         };
+        // A JSON `serving metrics` event comes before `listening`; its URL
+        // may still be in the channel.
+        while let Ok((key, url)) = addresses.try_recv() {
+            if key == "metrics" {
+                metrics_url = Some(url);
+            }
+        }
         Server {
             child,
             base,
             metrics_url,
             logs,
+            out,
             _dir: Some(dir),
         }
     }
@@ -125,6 +156,11 @@ impl Server {
     /// `host:port`.
     pub fn addr(&self) -> String {
         self.base.split("://").nth(1).unwrap().to_string()
+    }
+
+    /// Every stdout line so far.
+    pub fn stdout_lines(&self) -> Vec<String> {
+        self.out.lock().unwrap().clone()
     }
 
     /// Every log line so far.
@@ -1079,4 +1115,198 @@ async fn bootstrap_claims_reach_tokens_and_follow_the_config() {
         }
         server.stop();
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn schema_json_prints_what_the_endpoint_serves() {
+    let server = Server::start("", &[]);
+    let c = client();
+    let token = token(&c, &server.base).await;
+    let served: serde_json::Value = c
+        .get(format!("{}/graphql/schema.json", server.base))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let o = crate::gatehouse(
+        &repo(),
+        &["schema", "json", "--schema", "examples/library/schema"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", crate::stderr(&o));
+    let printed: serde_json::Value = serde_json::from_str(&crate::stdout(&o)).unwrap();
+    assert!(printed["data"]["__schema"]["types"].is_array(), "{printed}");
+    assert_eq!(printed, served);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn json_logs_write_nothing_but_json_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("ops.db").display());
+    let extra = "[metrics]\nlisten = \"127.0.0.1:0\"\n";
+    let server = Server::start_in(dir, &config_text(&db, extra), &["--log-format", "json"]);
+    assert!(server.metrics_url.is_some(), "{:?}", server.logs());
+    let c = client();
+    token(&c, &server.base).await;
+    let out = server.stdout_lines();
+    let logs = server.stop();
+    assert!(out.is_empty(), "stdout in JSON mode: {out:?}");
+    let mut listening = false;
+    for line in &logs {
+        let event: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("not a JSON object ({e}): {line}"));
+        assert!(event.is_object(), "{line}");
+        if event["message"] == "listening" {
+            assert_eq!(event["url"], server_url(&event));
+            listening = true;
+        }
+    }
+    assert!(listening, "{logs:?}");
+    assert!(logs.iter().any(|l| l.contains("\"shut down\"")), "{logs:?}");
+
+    // A start that fails (a bad schema) reports in JSON too.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("s.graphql"),
+        "type Query { nothing: Nope }\n",
+    )
+    .unwrap();
+    let o = crate::gatehouse(
+        dir.path(),
+        &["serve", "--schema", "s.graphql", "--log-format", "json"],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(o.stdout.is_empty(), "{}", crate::stdout(&o));
+    let err = crate::stderr(&o);
+    assert!(err.contains("Nope"), "{err}");
+    for line in err.lines() {
+        let event: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("not a JSON object ({e}): {line}"));
+        assert!(event.is_object(), "{line}");
+    }
+}
+
+/// `scheme://addr` of a `listening` event.
+fn server_url(event: &serde_json::Value) -> String {
+    format!(
+        "{}://{}",
+        event["scheme"].as_str().unwrap(),
+        event["addr"].as_str().unwrap()
+    )
+}
+
+/// The `client` of the request log line with this request id.
+fn logged_client(logs: &[String], request_id: &str) -> Option<String> {
+    logs.iter().find_map(|line| {
+        let event: serde_json::Value = serde_json::from_str(line).ok()?;
+        (event["message"] == "request" && event["request_id"] == request_id)
+            .then(|| event["client"].as_str().map(str::to_string))?
+    })
+}
+
+/// A per-address rate low enough that [`spoofed_burst`] exceeds it however
+/// slow the machine.
+const LOW_RATE: &str = "[limits]\ntoken_rate_per_second = 1\ntoken_rate_burst = 5";
+
+/// Sends 45 OAuth 1.0 request-token requests (with [`LOW_RATE`]: 1/s, burst
+/// 5 per address), each claiming another address; returns how many got 429.
+async fn spoofed_burst(c: &reqwest::Client, base: &str) -> usize {
+    let mut limited = 0;
+    for i in 0..45 {
+        let r = c
+            .get(format!("{base}/oauth/requestToken"))
+            .header("x-forwarded-for", format!("198.51.100.{i}"))
+            .send()
+            .await
+            .unwrap();
+        if r.status() == 429 {
+            limited += 1;
+        }
+    }
+    limited
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn x_forwarded_for_is_ignored_from_an_untrusted_peer() {
+    // The peer (127.0.0.1) is not a trusted proxy.
+    let server = Server::start(
+        &format!("trusted_proxies = [\"10.0.0.0/8\"]\n{LOW_RATE}"),
+        &["--log-format", "json"],
+    );
+    let c = client();
+    c.get(format!("{}/healthz", server.base))
+        .header("x-forwarded-for", "203.0.113.5")
+        .header("forwarded", "for=203.0.113.6")
+        .header("x-request-id", "spoofed-1")
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        spoofed_burst(&c, &server.base).await > 0,
+        "one address, one bucket"
+    );
+    let logs = server.stop();
+    assert_eq!(
+        logged_client(&logs, "spoofed-1").as_deref(),
+        Some("127.0.0.1")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn x_forwarded_for_from_a_trusted_proxy_is_the_client() {
+    let server = Server::start(
+        &format!("trusted_proxies = [\"127.0.0.0/8\", \"::1\"]\n{LOW_RATE}"),
+        &["--log-format", "json"],
+    );
+    let c = client();
+    c.get(format!("{}/healthz", server.base))
+        // The left-most entry was written by the client: not believed.
+        .header("x-forwarded-for", "6.6.6.6, 203.0.113.5")
+        .header("x-request-id", "proxied-1")
+        .send()
+        .await
+        .unwrap();
+    c.get(format!("{}/healthz", server.base))
+        .header("forwarded", "for=\"[2001:db8::7]:4711\";proto=https")
+        .header("x-request-id", "proxied-2")
+        .send()
+        .await
+        .unwrap();
+    // Every client behind the proxy has its own bucket.
+    assert_eq!(spoofed_burst(&c, &server.base).await, 0);
+    let logs = server.stop();
+    assert_eq!(
+        logged_client(&logs, "proxied-1").as_deref(),
+        Some("203.0.113.5")
+    );
+    assert_eq!(
+        logged_client(&logs, "proxied-2").as_deref(),
+        Some("2001:db8::7")
+    );
+}
+
+#[test]
+fn a_bad_trusted_proxy_entry_stops_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("gatehouse.toml"),
+        "trusted_proxies = [\"10.0.0.0/33\"]\n",
+    )
+    .unwrap();
+    let o = crate::gatehouse(
+        dir.path(),
+        &[
+            "check",
+            "--schema",
+            &repo().join("examples/library/schema").display().to_string(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        crate::stderr(&o).contains("10.0.0.0/33"),
+        "{}",
+        crate::stderr(&o)
+    );
 }
