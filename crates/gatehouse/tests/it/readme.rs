@@ -97,6 +97,10 @@ fn readme_quickstart_runs_as_written() {
         // REST
         "\"title\":\"Kindred\"",
         "\"title\":\"A Wizard of Earthsea\"",
+        // row policies: alice's note and pick; bob sees only the pick
+        "\"createNote\":{\"owner\":",
+        "\"createClubPick\":{\"club\":\"sf-readers\"",
+        "{\"data\":{\"notes\":[],\"clubPicks\":[{\"comment\":\"for March\",\"book\":{\"title\":\"Kindred\"}}]}}",
         // GraphiQL's header
         "{\"Authorization\": \"Bearer ey",
     ] {
