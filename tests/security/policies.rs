@@ -340,6 +340,25 @@ async fn tenant_claims_and_client_credentials() {
         assert_eq!(d["createInvoice"]["org"], "acme", "{b}");
         let d = s.data(&bob, create, json!({"t": 20.0})).await;
         assert_eq!(d["createInvoice"]["org"], "globex", "{b}");
+        // Over REST too, the required tenant field may be left out.
+        let (st, body) = s
+            .rest(
+                "POST",
+                "/v1/invoices",
+                Some(&alice),
+                Some(json!({"total": 5.0})),
+            )
+            .await;
+        assert_eq!((st, &body["org"]), (201, &json!("acme")), "{b}: {body}");
+        let (st, _) = s
+            .rest(
+                "DELETE",
+                &format!("/v1/invoices/{}", body["id"].as_str().unwrap()),
+                Some(&alice),
+                None,
+            )
+            .await;
+        assert_eq!(st, 204, "{b}");
         // Another tenant's id is refused.
         let r = s
             .gql(Some(&bob), create, json!({"t": 1.0, "o": "acme"}))

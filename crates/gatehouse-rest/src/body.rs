@@ -215,8 +215,12 @@ pub(crate) fn validate(
     if mode != Mode::Patch {
         for f in entity.stored_fields() {
             let fixed_here = fixed.iter().any(|(n, _)| *n == f.name);
-            if f.required
-                && !matches!(f.kind, FieldKind::Id)
+            let required = if mode == Mode::Create {
+                entity.required_on_create(f)
+            } else {
+                f.required && !matches!(f.kind, FieldKind::Id)
+            };
+            if required
                 && !fixed_here
                 && !out.contains_key(&f.name)
                 && !errors.iter().any(|e| e.field == f.name)

@@ -117,7 +117,8 @@ fn entity_schema(entity: &Entity, kind: BodyKind, omit: Option<&str>) -> Json {
         let req = match kind {
             BodyKind::Full => true,
             BodyKind::Selection => is_id,
-            BodyKind::Create | BodyKind::Replace => f.required && !is_id,
+            BodyKind::Create => entity.required_on_create(f),
+            BodyKind::Replace => f.required && !is_id,
             BodyKind::Patch => false,
         };
         if req {

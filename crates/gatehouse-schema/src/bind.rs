@@ -1539,18 +1539,7 @@ impl<'a> Binder<'a> {
                 );
                 continue;
             }
-            // A field the create policy fills from a claim may be left out.
-            let filled = entity
-                .policy
-                .owner_fields()
-                .iter()
-                .any(|(n, _)| *n == f.name);
-            if create
-                && f.required
-                && !filled
-                && !matches!(f.kind, FieldKind::Id)
-                && !got.is_non_null()
-            {
+            if create && entity.required_on_create(f) && !got.is_non_null() {
                 ok = false;
                 self.error(
                     *vloc,
@@ -1563,13 +1552,7 @@ impl<'a> Binder<'a> {
         }
         if create {
             for f in entity.stored_fields() {
-                if f.required
-                    && !matches!(f.kind, FieldKind::Id)
-                    && !entity
-                        .policy
-                        .owner_fields()
-                        .iter()
-                        .any(|(n, _)| *n == f.name)
+                if entity.required_on_create(f)
                     && !fields.contains(&f.name)
                     && values.iter().all(|(v, _)| v.name != f.name.as_str())
                 {

@@ -145,6 +145,15 @@ impl Entity {
         self.auth.write.as_deref().unwrap_or(DEFAULT_WRITE_SCOPE)
     }
 
+    /// Whether a new row must be given `f`: a required field other than
+    /// `id` that the create policy does not fill from a claim. Create
+    /// mutations, REST bodies and the OpenAPI document all ask here.
+    pub fn required_on_create(&self, f: &Field) -> bool {
+        f.required
+            && !matches!(f.kind, FieldKind::Id)
+            && !self.policy.owner_fields().iter().any(|(n, _)| *n == f.name)
+    }
+
     /// To-many relation fields (inverses of another entity's to-one field).
     pub fn to_many_fields(&self) -> impl Iterator<Item = &Field> {
         self.fields

@@ -44,7 +44,7 @@ async fn unknown_collections_and_paths_are_404() {
         p["detail"]
             .as_str()
             .unwrap()
-            .contains("authors, books, reviews"),
+            .contains("authors, books, club-picks, notes, reviews"),
         "{p}"
     );
     insta::assert_json_snapshot!("unknown_collection", redact(p));
