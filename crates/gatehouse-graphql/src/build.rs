@@ -216,6 +216,13 @@ fn selection(ctx: &ResolverContext<'_>, entity: &Entity) -> Vec<String> {
     args::selected_fields(entity, names.iter().map(String::as_str))
 }
 
+/// The value of a stored field in its row, as GraphQL answers it.
+fn stored_value<'a>(row: &Row, f: &gatehouse_schema::Field) -> Option<FieldValue<'a>> {
+    row.get(&f.name)
+        .filter(|v| !v.is_null())
+        .map(|v| FieldValue::value(args::to_graphql(f, v)))
+}
+
 fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
     let mut obj = Object::new(&e.name);
     if let Some(d) = &e.description {
@@ -245,11 +252,7 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
                         if let Err(e) = authorize(&ctx, auth_required, &scope, true, &what) {
                             return fail(&ctx, nullable, e);
                         }
-                        let row = parent_row(&ctx)?;
-                        Ok(row
-                            .get(&model_field.name)
-                            .filter(|v| !v.is_null())
-                            .map(|v| FieldValue::value(args::to_graphql(&model_field, v))))
+                        Ok(stored_value(parent_row(&ctx)?, &model_field))
                     })
                 })
             }
@@ -259,11 +262,7 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
                 // with no future to allocate per field and row.
                 Field::new(&f.name, type_ref(&f.ty), move |ctx| {
                     match parent_row(&ctx) {
-                        Ok(row) => FieldFuture::Value(
-                            row.get(&model_field.name)
-                                .filter(|v| !v.is_null())
-                                .map(|v| FieldValue::value(args::to_graphql(&model_field, v))),
-                        ),
+                        Ok(row) => FieldFuture::Value(stored_value(row, &model_field)),
                         Err(e) => FieldFuture::new(async move { Err::<Option<Value>, _>(e) }),
                     }
                 })

@@ -6,7 +6,7 @@ use gatehouse_schema::{AccessContext, Action, Entity, FieldKind, Model, Rule};
 use sea_query::{Expr, ExprTrait, Query};
 
 use crate::StoreError;
-use crate::query::{Filter, OrderBy, always_false, always_true, col, comparison, stored_field};
+use crate::query::{Filter, OrderBy, all_of, any_of, col, comparison, stored_field};
 use crate::value::{Dialect, Row};
 
 /// The condition rows of `e` must meet for `action` by `ctx`; `None` when
@@ -44,28 +44,16 @@ fn rule_condition(
     ctx: &AccessContext,
 ) -> Result<Expr, StoreError> {
     Ok(match rule {
-        Rule::And(parts) => {
-            let mut acc: Option<Expr> = None;
-            for p in parts {
-                let c = rule_condition(model, e, dialect, p, ctx)?;
-                acc = Some(match acc {
-                    None => c,
-                    Some(a) => a.and(c),
-                });
-            }
-            acc.unwrap_or_else(always_true)
-        }
-        Rule::Or(parts) => {
-            let mut acc: Option<Expr> = None;
-            for p in parts {
-                let c = rule_condition(model, e, dialect, p, ctx)?;
-                acc = Some(match acc {
-                    None => c,
-                    Some(a) => a.or(c),
-                });
-            }
-            acc.unwrap_or_else(always_false)
-        }
+        Rule::And(parts) => all_of(
+            parts
+                .iter()
+                .map(|p| rule_condition(model, e, dialect, p, ctx)),
+        )?,
+        Rule::Or(parts) => any_of(
+            parts
+                .iter()
+                .map(|p| rule_condition(model, e, dialect, p, ctx)),
+        )?,
         Rule::Not(inner) => rule_condition(model, e, dialect, inner, ctx)?.not(),
         Rule::Cmp { field, op, value } => match value.resolve(ctx) {
             None => unknown(),

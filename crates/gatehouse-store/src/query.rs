@@ -218,28 +218,16 @@ fn condition_within(
     budget: &mut usize,
 ) -> Result<Expr, StoreError> {
     Ok(match filter {
-        Filter::And(parts) => {
-            let mut acc: Option<Expr> = None;
-            for p in parts {
-                let c = condition_within(model, entity, dialect, p, budget)?;
-                acc = Some(match acc {
-                    None => c,
-                    Some(a) => a.and(c),
-                });
-            }
-            acc.unwrap_or_else(always_true)
-        }
-        Filter::Or(parts) => {
-            let mut acc: Option<Expr> = None;
-            for p in parts {
-                let c = condition_within(model, entity, dialect, p, budget)?;
-                acc = Some(match acc {
-                    None => c,
-                    Some(a) => a.or(c),
-                });
-            }
-            acc.unwrap_or_else(always_false)
-        }
+        Filter::And(parts) => all_of(
+            parts
+                .iter()
+                .map(|p| condition_within(model, entity, dialect, p, budget)),
+        )?,
+        Filter::Or(parts) => any_of(
+            parts
+                .iter()
+                .map(|p| condition_within(model, entity, dialect, p, budget)),
+        )?,
         Filter::Not(inner) => condition_within(model, entity, dialect, inner, budget)?.not(),
         Filter::Cmp { field, op, value } => {
             let values = match value {
@@ -261,6 +249,36 @@ fn condition_within(
             comparison(model, entity, dialect, field, *op, value)?
         }
     })
+}
+
+/// The conjunction of `parts` (true when there are none).
+pub(crate) fn all_of(
+    parts: impl Iterator<Item = Result<Expr, StoreError>>,
+) -> Result<Expr, StoreError> {
+    let mut acc: Option<Expr> = None;
+    for c in parts {
+        let c = c?;
+        acc = Some(match acc {
+            None => c,
+            Some(a) => a.and(c),
+        });
+    }
+    Ok(acc.unwrap_or_else(always_true))
+}
+
+/// The disjunction of `parts` (false when there are none).
+pub(crate) fn any_of(
+    parts: impl Iterator<Item = Result<Expr, StoreError>>,
+) -> Result<Expr, StoreError> {
+    let mut acc: Option<Expr> = None;
+    for c in parts {
+        let c = c?;
+        acc = Some(match acc {
+            None => c,
+            Some(a) => a.or(c),
+        });
+    }
+    Ok(acc.unwrap_or_else(always_false))
 }
 
 pub(crate) fn always_true() -> Expr {
