@@ -277,6 +277,26 @@ async fn relations_and_paths_follow_the_policy() {
         s.data(&alice, add, json!({"m": a_private, "t": "on private"}))
             .await;
 
+        // A reference to a row the caller may not read is refused as if
+        // the row did not exist, and nothing is written.
+        let r = s
+            .gql(Some(&bob), add, json!({"m": a_private, "t": "sneaky"}))
+            .await;
+        assert_eq!(code(&r), "BAD_USER_INPUT", "{b}: {r}");
+        let missing = s
+            .gql(Some(&bob), add, json!({"m": "no-such-memo", "t": "x"}))
+            .await;
+        assert_eq!(
+            r["errors"][0]["message"]
+                .as_str()
+                .unwrap()
+                .replace(&a_private, "ID"),
+            missing["errors"][0]["message"]
+                .as_str()
+                .unwrap()
+                .replace("no-such-memo", "ID"),
+            "{b}"
+        );
         // A rule through a to-one path.
         let d = s
             .data(&bob, "{ remarks { body memo { title } } }", json!({}))

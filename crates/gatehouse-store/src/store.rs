@@ -853,6 +853,7 @@ impl Store {
             drop(tx);
             return Err(self.write_error(e, err, Some(&row), None).await);
         }
+        self.check_references(&mut tx, e, &row, ctx).await?;
         if !self
             .matches(&mut tx, e, &ev.id, Action::Create, ctx)
             .await?
@@ -983,6 +984,7 @@ impl Store {
             drop(tx);
             return Err(self.write_error(e, err, Some(&values), None).await);
         }
+        self.check_references(&mut tx, e, &values, ctx).await?;
         if !self.matches(&mut tx, e, id, Action::Update, ctx).await? {
             drop(tx);
             return Err(StoreError::forbidden(format!(
@@ -1096,6 +1098,32 @@ impl Store {
             .await
             .map_err(from_sqlx)?;
         Ok(!rows.is_empty())
+    }
+
+    /// Refuses a reference in `row` to a row `ctx` may not read, in the
+    /// words of a reference to a missing row: a write must not tell which
+    /// ids of invisible rows exist.
+    async fn check_references(
+        &self,
+        tx: &mut crate::db::Tx,
+        e: &Entity,
+        row: &Row,
+        ctx: &AccessContext,
+    ) -> Result<(), StoreError> {
+        for f in e.stored_fields() {
+            let (FieldKind::ToOne { target }, Some(Json::String(id))) = (&f.kind, row.get(&f.name))
+            else {
+                continue;
+            };
+            let t = self.entity(target)?;
+            if !self.matches(tx, t, id, Action::Read, ctx).await? {
+                return Err(StoreError::invalid(
+                    &f.name,
+                    format!("there is no {target} with id `{id}`"),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Whether `ctx` may read `row` of `entity` as it stands (a row from a
