@@ -149,36 +149,37 @@ impl Operand {
 /// Who an operation of the store acts for: the scopes and claims its
 /// answers depend on. Every read and write of the store takes one; there is
 /// no entry point without it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct AccessContext {
     scopes: BTreeSet<String>,
     claims: Map<String, Json>,
     read_only: bool,
     system: bool,
-    /// Identity of the inputs a decision reads, for caches keyed by caller.
-    key: String,
+    /// Identity of the inputs a decision reads, for caches keyed by
+    /// caller: made on first use (most requests read no policy).
+    key: std::sync::OnceLock<String>,
+}
+
+impl PartialEq for AccessContext {
+    fn eq(&self, other: &Self) -> bool {
+        // `key` is derived from the rest.
+        self.scopes == other.scopes
+            && self.claims == other.claims
+            && self.read_only == other.read_only
+            && self.system == other.system
+    }
 }
 
 impl AccessContext {
     /// A caller holding `scopes` and `claims` (`sub`, `client_id` and any
     /// custom ones). `read_only` callers (anonymous) may only read.
     pub fn caller(scopes: BTreeSet<String>, claims: Map<String, Json>, read_only: bool) -> Self {
-        let key = format!(
-            "{}\u{0}{}\u{0}{}",
-            u8::from(read_only),
-            scopes
-                .iter()
-                .map(String::as_str)
-                .collect::<Vec<_>>()
-                .join(" "),
-            Json::Object(claims.clone())
-        );
         AccessContext {
             scopes,
             claims,
             read_only,
             system: false,
-            key,
+            key: std::sync::OnceLock::new(),
         }
     }
 
@@ -191,7 +192,7 @@ impl AccessContext {
             claims: Map::new(),
             read_only: false,
             system: true,
-            key: "system".to_string(),
+            key: std::sync::OnceLock::from("system".to_string()),
         }
     }
 
@@ -218,7 +219,19 @@ impl AccessContext {
     /// A string identifying everything decisions read of this caller:
     /// equal keys get equal answers (for caches and shared subscriptions).
     pub fn key(&self) -> &str {
-        &self.key
+        self.key.get_or_init(|| {
+            // Scope tokens hold no space (RFC 6749 §3.3); claims are JSON.
+            format!(
+                "{}\u{0}{}\u{0}{}",
+                u8::from(self.read_only),
+                self.scopes
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                Json::Object(self.claims.clone())
+            )
+        })
     }
 }
 
