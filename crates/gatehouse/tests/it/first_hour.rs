@@ -151,8 +151,16 @@ fn serve_warns_when_nobody_can_get_a_token() {
         ],
         &[],
     );
-    // The warnings come before the listening line.
-    let logs = server.logs().join("\n");
+    // The warnings are logged before the listening line, but the log
+    // writer batches its lines on another thread: wait for them.
+    let mut logs = server.logs().join("\n");
+    for _ in 0..100 {
+        if logs.contains("no user is registered") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        logs = server.logs().join("\n");
+    }
     assert!(logs.contains("no OAuth client is registered"), "{logs}");
     assert!(logs.contains("gatehouse client add"), "{logs}");
     assert!(logs.contains("no user is registered"), "{logs}");
