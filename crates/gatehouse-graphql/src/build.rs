@@ -216,6 +216,34 @@ fn selection(ctx: &ResolverContext<'_>, entity: &Entity) -> Vec<String> {
     args::selected_fields(entity, names.iter().map(String::as_str))
 }
 
+/// What reading a field of an entity needs beyond the entity itself
+/// (`Model::field_read_scope`), checked for each row that shows it.
+#[derive(Clone)]
+struct FieldGuard {
+    scope: Arc<str>,
+    /// The field, as refusals name it.
+    what: Arc<str>,
+    auth_required: bool,
+}
+
+impl FieldGuard {
+    fn new(shared: &Shared, e: &Entity, f: &gatehouse_schema::Field) -> Self {
+        let scope = shared
+            .model
+            .field_read_scope(f)
+            .unwrap_or(gatehouse_schema::DEFAULT_READ_SCOPE);
+        FieldGuard {
+            scope: Arc::from(scope),
+            what: Arc::from(format!("`{}.{}`", e.name, f.name)),
+            auth_required: shared.auth_required,
+        }
+    }
+
+    fn check(&self, ctx: &ResolverContext<'_>) -> Result<(), Error> {
+        authorize(ctx, self.auth_required, &self.scope, true, &self.what)
+    }
+}
+
 /// The value of a stored field in its row, as GraphQL answers it.
 fn stored_value<'a>(row: &Row, f: &gatehouse_schema::Field) -> Option<FieldValue<'a>> {
     row.get(&f.name)
@@ -237,19 +265,12 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
             {
                 // `@auth(read:)` on the field: checked for every row.
                 let model_field = Arc::new(f.clone());
-                let scope = shared
-                    .model
-                    .field_read_scope(f)
-                    .unwrap_or(gatehouse_schema::DEFAULT_READ_SCOPE)
-                    .to_string();
-                let what = format!("`{}.{}`", e.name, f.name);
-                let auth_required = shared.auth_required;
+                let guard = FieldGuard::new(shared, e, f);
                 Field::new(&f.name, type_ref(&f.ty), move |ctx| {
                     let model_field = model_field.clone();
-                    let scope = scope.clone();
-                    let what = what.clone();
+                    let guard = guard.clone();
                     FieldFuture::new(async move {
-                        if let Err(e) = authorize(&ctx, auth_required, &scope, true, &what) {
+                        if let Err(e) = guard.check(&ctx) {
                             return fail(&ctx, nullable, e);
                         }
                         Ok(stored_value(parent_row(&ctx)?, &model_field))
@@ -269,20 +290,13 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
             }
             FieldKind::ToOne { target } => {
                 let target: Arc<str> = Arc::from(target.as_str());
-                let read_scope = shared
-                    .model
-                    .field_read_scope(f)
-                    .unwrap_or(gatehouse_schema::DEFAULT_READ_SCOPE)
-                    .to_string();
-                let what = format!("`{}.{}`", e.name, f.name);
-                let auth_required = shared.auth_required;
+                let guard = FieldGuard::new(shared, e, f);
                 Field::new(&f.name, type_ref(&f.ty), move |ctx| {
                     let target = target.clone();
                     let name = name.clone();
-                    let read_scope = read_scope.clone();
-                    let what = what.clone();
+                    let guard = guard.clone();
                     FieldFuture::new(async move {
-                        if let Err(e) = authorize(&ctx, auth_required, &read_scope, true, &what) {
+                        if let Err(e) = guard.check(&ctx) {
                             return fail(&ctx, nullable, e);
                         }
                         let row = parent_row(&ctx)?;
