@@ -25,6 +25,8 @@ LABELS = {
     "gatehouse-sqlite-anon": "gatehouse, SQLite, anonymous_read (no token)",
     "gatehouse-postgres": "gatehouse, PostgreSQL",
     "postgraphile": "PostGraphile v5, PostgreSQL",
+    "baseline-sqlite": "baseline gatehouse, SQLite",
+    "baseline-postgres": "baseline gatehouse, PostgreSQL",
 }
 
 
@@ -114,6 +116,17 @@ def main():
         if key in cells:
             p99 = med(key, "p99_ms")
             checks.append((f"SQLite {q} p99 < 10 ms", p99 < 10, f"{p99:.2f} ms"))
+
+    for gh, base in (("gatehouse-sqlite", "baseline-sqlite"), ("gatehouse-postgres", "baseline-postgres")):
+        for q in ("flat", "nested", "owned"):
+            r = ratio((gh, q), (base, q))
+            if r is not None:
+                print(f"- {LABELS[gh]} / baseline, {q}: **{r:.1%}**")
+                ours, theirs = cpu((gh, q), "server_cpu_us"), cpu((base, q), "server_cpu_us")
+                if ours and theirs:
+                    print(f"  - server CPU per request, this build / baseline: {ours / theirs:.1%}")
+                if q in ("flat", "nested"):
+                    checks.append((f"{LABELS[gh]} {q} within 5% of the baseline", r >= 0.95, f"{r:.1%}"))
 
     print("\nTargets (gatehouse on SQLite, with the example config):\n")
     for name, ok, val in checks:

@@ -32,6 +32,11 @@
 #   ANON=0              skip the extra "anonymous_read" gatehouse rows (only
 #                       measured when the example config demands a token)
 #   GATEHOUSE_SRC=tree  build the working tree instead of a snapshot of HEAD
+#   BASELINE_BIN        a second gatehouse binary (say, the last release) served
+#                       beside the first on the same SQLite file and PostgreSQL
+#                       database; its flat/nested/owned cases are measured in the
+#                       same rounds, and the report gives this build / baseline
+#   BASELINE_DESC       what the baseline is (default: its path)
 #   CARGO_TARGET_DIR, GATEHOUSE_BIN, HELLO_BIN, PORT_BASE (default 18080)
 #
 # Needs: cargo, wrk, psql, python3, npm (and curl).
@@ -56,6 +61,8 @@ P_GH_PG=$((PORT_BASE + 2))
 P_PGL=$((PORT_BASE + 3))
 P_HELLO=$((PORT_BASE + 4))
 P_GH_ANON=$((PORT_BASE + 5))
+P_BASE_SQLITE=$((PORT_BASE + 6))
+P_BASE_PG=$((PORT_BASE + 7))
 
 source "$HERE/../lib.sh"
 for tool in cargo wrk psql python3 npm curl; do
@@ -248,6 +255,7 @@ EOF
   echo "host: $(nproc) CPUs; $(lscpu | sed -n 's/^Model name: *//p')"
   echo "gatehouse: $GATEHOUSE_DESC"
   echo "binary: $GATEHOUSE_BIN ($(stat -c %y "$GATEHOUSE_BIN" | cut -d. -f1))"
+  [[ -n "${BASELINE_BIN:-}" ]] && echo "baseline: ${BASELINE_DESC:-$BASELINE_BIN} ($(stat -c %y "$BASELINE_BIN" | cut -d. -f1))"
   echo "wrk: $(wrk -v 2>&1 | head -1 | cut -d' ' -f1-2); node: $("$NODE22" --version); postgraphile: $("$NODE22" -p 'require(process.argv[1]).version' "$HERE/node_modules/postgraphile/package.json")"
   echo "postgres: $(psql "$PG_SERVER_URL" -Atc 'show server_version')"
   echo "wrk: -t$THREADS -c$CONNS, warm-up $WARMUP, measure $DURATION x $ROUNDS round(s)"
@@ -293,6 +301,16 @@ if [[ "$ANON" == 1 && -n "$TOKEN_SQLITE" ]]; then
   start_gatehouse gatehouse-sqlite-anon "$P_GH_ANON" "sqlite://$WORK/bench.db" \
     GATEHOUSE_AUTH_ANONYMOUS_READ=true
   TARGET_PIDS[gatehouse-sqlite-anon]=${PIDS[-1]}
+fi
+
+if [[ -n "${BASELINE_BIN:-}" ]]; then
+  # Same data, same database files: only the binary differs. Both instances
+  # serve the same PostgreSQL database, which the product supports.
+  log "baseline gatehouse ($BASELINE_BIN) on the same SQLite file and PostgreSQL database"
+  GATEHOUSE_BIN="$BASELINE_BIN" start_gatehouse baseline-sqlite "$P_BASE_SQLITE" "sqlite://$WORK/bench.db"
+  TARGET_PIDS[baseline-sqlite]=${PIDS[-1]}
+  GATEHOUSE_BIN="$BASELINE_BIN" start_gatehouse baseline-postgres "$P_BASE_PG" "$PG_URL"
+  TARGET_PIDS[baseline-postgres]="${PIDS[-1]} postgres"
 fi
 
 # --- queries -----------------------------------------------------------------
@@ -344,6 +362,15 @@ bench gatehouse-postgres nested "$GH_PG_URL" "$(body "$Q_NESTED")" "$TOKEN_PG"
 bench gatehouse-postgres rest "http://127.0.0.1:$P_GH_PG/v1/books?per_page=10" "" "$TOKEN_PG" get
 ids_of "$GH_PG_URL" "$TOKEN_PG" "$WORK/ids-postgres.txt"
 bench gatehouse-postgres lookup "$GH_PG_URL" "$(lookup_body "$Q_LOOKUP")" "$TOKEN_PG" "ids=$WORK/ids-postgres.txt"
+if [[ -n "${BASELINE_BIN:-}" ]]; then
+  # Tokens are signed with the shared key, so either instance accepts them.
+  for q in flat nested owned; do
+    case $q in flat) Q=$Q_FLAT ;; nested) Q=$Q_NESTED ;; owned) Q=$Q_OWNED ;; esac
+    [[ $q == owned && -z "$TOKEN_SQLITE" ]] && continue
+    bench baseline-sqlite "$q" "http://127.0.0.1:$P_BASE_SQLITE/graphql" "$(body "$Q")" "$TOKEN_SQLITE"
+    bench baseline-postgres "$q" "http://127.0.0.1:$P_BASE_PG/graphql" "$(body "$Q")" "$TOKEN_PG"
+  done
+fi
 bench postgraphile flat "$PGL_URL" "$(body "$PGL_FLAT")" ""
 bench postgraphile nested "$PGL_URL" "$(body "$PGL_NESTED")" ""
 # Same database as gatehouse on PostgreSQL: the same ids.
