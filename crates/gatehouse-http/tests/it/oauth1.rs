@@ -8,20 +8,15 @@ use std::sync::Arc;
 use axum::Extension;
 use axum::routing::get;
 use gatehouse_auth::oauth1::{SignatureMethod, percent_encode, sign, signature_base_string};
-use gatehouse_auth::{
-    AuthConfig, AuthServer, Clock, ManualClock, MemoryRepo, Principal, SystemRandom,
-};
+use gatehouse_auth::{AuthServer, Clock, ManualClock, Principal};
 use gatehouse_graphql::{Graphql, GraphqlOptions};
 use gatehouse_http::authn::{Authenticator, RestGuard, rest_layer};
 use gatehouse_http::{AppState, app};
-use gatehouse_schema::{Source, load_sources};
-use gatehouse_store::{Store, StoreOptions};
+use gatehouse_testkit::{Port, TestDb, example_model};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::EXAMPLE;
-
-const NOW: i64 = 1_800_000_000;
+use crate::{auth_server, oauth_router, ready};
 const KEY: &str = "printer";
 const SECRET: &str = "printer-secret";
 
@@ -30,7 +25,7 @@ struct Env {
     client: reqwest::Client,
     clock: Arc<ManualClock>,
     auth: Arc<AuthServer>,
-    _dir: tempfile::TempDir,
+    _db: TestDb,
 }
 
 /// Echoes who the REST layer says is calling.
@@ -46,32 +41,12 @@ async fn whoami(Extension(p): Extension<Principal>) -> axum::Json<Value> {
 }
 
 async fn start() -> Env {
-    let sources: Vec<Source> = EXAMPLE
-        .iter()
-        .map(|(p, t)| Source {
-            path: p.to_string(),
-            text: t.to_string(),
-        })
-        .collect();
-    let model = Arc::new(load_sources(&sources).unwrap());
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("t.db").display());
-    let store = Store::connect(&url, model.clone(), StoreOptions::default())
-        .await
-        .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let issuer = format!("http://{addr}");
-    let clock = Arc::new(ManualClock::new(NOW));
-    let auth = AuthServer::start(
-        AuthConfig::new(&issuer),
-        Arc::new(MemoryRepo::default()),
-        clock.clone(),
-        Arc::new(SystemRandom),
-        "a test secret of some length",
-    )
-    .await
-    .unwrap();
+    let db = TestDb::sqlite();
+    let model = example_model();
+    let store = db.open(&model).await;
+    let port = Port::bind().await;
+    let issuer = port.base();
+    let (auth, clock) = auth_server(&issuer).await;
     auth.admin()
         .bootstrap_user_with_claims(
             "alice",
@@ -91,23 +66,16 @@ async fn start() -> Env {
         .unwrap();
     let authn = Authenticator::new(auth.clone(), false);
     let graphql = Graphql::new(model.clone(), store.clone(), &GraphqlOptions::default()).unwrap();
-    let ready_store = store.clone();
     let state = AppState {
         graphql,
-        ready: Arc::new(move || {
-            let s = ready_store.clone();
-            Box::pin(async move { s.ping().await.map_err(|e| e.to_string()) })
-        }),
+        ready: ready(&store),
         base_path: String::new(),
         max_body_bytes: 1 << 20,
         authn: Some(authn.clone()),
         shutdown: None,
         subscriptions: Default::default(),
     };
-    let oauth = gatehouse_oauth::router(gatehouse_oauth::OAuthState::new(
-        auth.clone(),
-        gatehouse_oauth::OAuthConfig::new(&issuer),
-    ));
+    let oauth = oauth_router(&auth, &issuer);
     let rest = axum::Router::new()
         .route("/v1/authors", get(whoami).post(whoami))
         .layer(axum::middleware::from_fn_with_state(
@@ -115,20 +83,13 @@ async fn start() -> Env {
             rest_layer,
         ));
     let router = app(state, vec![oauth, rest]);
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-        )
-        .await
-        .unwrap();
-    });
+    let served = port.serve(router);
     Env {
         base: issuer,
-        client: reqwest::Client::new(),
+        client: served.client,
         clock,
         auth,
-        _dir: dir,
+        _db: db,
     }
 }
 
