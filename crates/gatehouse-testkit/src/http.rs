@@ -52,3 +52,11 @@ pub async fn password_token(
     assert_eq!(status, 200, "token for {}: {text}", user.0);
     serde_json::from_str(&text).unwrap()
 }
+
+/// The value of `r`'s header `name`, when present; panics when it is not
+/// visible ASCII.
+pub fn header(r: &reqwest::Response, name: &str) -> Option<String> {
+    r.headers()
+        .get(name)
+        .map(|v| v.to_str().unwrap().to_string())
+}

@@ -16,11 +16,13 @@
 mod db;
 mod fixtures;
 mod http;
+mod oauth1;
 mod process;
 mod server;
 
 pub use db::{IntoModel, TestDb, open_store, postgres_url};
 pub use fixtures::{EXAMPLE_SCHEMA, example_model, example_sources, model, repo_root};
-pub use http::{graphql, password_token};
+pub use http::{graphql, header, password_token};
+pub use oauth1::{OAuth1Sig, nonce};
 pub use process::{ServerProcess, command};
 pub use server::{Port, TestServer};

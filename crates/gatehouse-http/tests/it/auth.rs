@@ -11,7 +11,7 @@ use gatehouse_testkit::{Port, TestDb, example_model, password_token};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::{auth_server, oauth_router, ready};
+use crate::{auth_server, oauth_router, ready, www};
 
 struct Env {
     base: String,
@@ -110,13 +110,6 @@ impl Env {
         }
         req.send().await.unwrap()
     }
-}
-
-fn www(r: &reqwest::Response) -> String {
-    r.headers()
-        .get("www-authenticate")
-        .map(|v| v.to_str().unwrap().to_string())
-        .unwrap_or_default()
 }
 
 #[tokio::test]

@@ -96,6 +96,11 @@ pub fn oauth_router(auth: &Arc<AuthServer>, issuer: &str) -> axum::Router {
     ))
 }
 
+/// The `WWW-Authenticate` challenge of `r` (empty when there is none).
+pub fn www(r: &reqwest::Response) -> String {
+    gatehouse_testkit::header(r, "www-authenticate").unwrap_or_default()
+}
+
 /// A readiness check that pings `store`.
 pub fn ready(store: &Store) -> gatehouse_http::ReadinessCheck {
     let store = store.clone();

@@ -7,16 +7,16 @@ use std::sync::Arc;
 
 use axum::Extension;
 use axum::routing::get;
-use gatehouse_auth::oauth1::{SignatureMethod, percent_encode, sign, signature_base_string};
+use gatehouse_auth::oauth1::SignatureMethod;
 use gatehouse_auth::{AuthServer, Clock, ManualClock, Principal};
 use gatehouse_graphql::{Graphql, GraphqlOptions};
 use gatehouse_http::authn::{Authenticator, RestGuard, rest_layer};
 use gatehouse_http::{AppState, app};
-use gatehouse_testkit::{Port, TestDb, example_model};
+use gatehouse_testkit::{OAuth1Sig, Port, TestDb, example_model, nonce};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::{auth_server, oauth_router, ready};
+use crate::{auth_server, oauth_router, ready, www};
 const KEY: &str = "printer";
 const SECRET: &str = "printer-secret";
 
@@ -100,65 +100,11 @@ fn alice_claims() -> gatehouse_auth::Claims {
         .unwrap()
 }
 
-fn nonce() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    format!("n{}", N.fetch_add(1, Ordering::SeqCst))
-}
-
-/// One signing: consumer, optional token, method, time and nonce.
-struct Sig<'a> {
-    consumer: (&'a str, &'a str),
-    token: Option<(&'a str, &'a str)>,
-    method: SignatureMethod,
-    timestamp: i64,
-    nonce: String,
-}
-
-impl Sig<'_> {
-    /// The `Authorization: OAuth` header for `method url` with `params`
-    /// (query and form parameters) signed too.
-    fn header(&self, http_method: &str, url: &str, params: &[(&str, &str)]) -> String {
-        let name = match self.method {
-            SignatureMethod::Plaintext => "PLAINTEXT",
-            SignatureMethod::HmacSha1 => "HMAC-SHA1",
-        };
-        let mut oauth: Vec<(String, String)> = vec![
-            ("oauth_consumer_key".into(), self.consumer.0.into()),
-            ("oauth_signature_method".into(), name.into()),
-            ("oauth_timestamp".into(), self.timestamp.to_string()),
-            ("oauth_nonce".into(), self.nonce.clone()),
-            ("oauth_version".into(), "1.0".into()),
-        ];
-        if let Some((t, _)) = self.token {
-            oauth.push(("oauth_token".into(), t.into()));
-        }
-        let mut all = oauth.clone();
-        all.extend(params.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-        let base = signature_base_string(http_method, url, &all);
-        let sig = sign(
-            self.method,
-            &base,
-            self.consumer.1,
-            self.token.map(|t| t.1).unwrap_or(""),
-        );
-        oauth.push(("oauth_signature".into(), sig));
-        let parts: Vec<String> = oauth
-            .iter()
-            .map(|(k, v)| format!("{k}=\"{}\"", percent_encode(v)))
-            .collect();
-        format!("OAuth {}", parts.join(", "))
-    }
-}
-
 impl Env {
-    fn sig<'a>(&self, token: Option<(&'a str, &'a str)>) -> Sig<'a> {
-        Sig {
-            consumer: (KEY, SECRET),
+    fn sig<'a>(&self, token: Option<(&'a str, &'a str)>) -> OAuth1Sig<'a> {
+        OAuth1Sig {
             token,
-            method: SignatureMethod::HmacSha1,
-            timestamp: self.clock.now(),
-            nonce: nonce(),
+            ..OAuth1Sig::new((KEY, SECRET), self.clock.now())
         }
     }
 
@@ -209,7 +155,7 @@ impl Env {
         (f["oauth_token"].clone(), f["oauth_token_secret"].clone())
     }
 
-    async fn graphql(&self, sig: &Sig<'_>, query: &str) -> reqwest::Response {
+    async fn graphql(&self, sig: &OAuth1Sig<'_>, query: &str) -> reqwest::Response {
         let url = format!("{}/graphql", self.base);
         self.client
             .post(&url)
@@ -229,13 +175,6 @@ fn form(text: &str) -> std::collections::HashMap<String, String> {
 
 async fn form_of(r: reqwest::Response) -> std::collections::HashMap<String, String> {
     form(&r.text().await.unwrap())
-}
-
-fn www(r: &reqwest::Response) -> String {
-    r.headers()
-        .get("www-authenticate")
-        .map(|v| v.to_str().unwrap().to_string())
-        .unwrap_or_default()
 }
 
 #[tokio::test]
@@ -438,13 +377,7 @@ async fn signed_requests_are_refused_with_an_oauth_challenge() {
 async fn scopes_limit_signed_requests() {
     let env = start().await;
     // A consumer limited to read may query but not mutate.
-    let sig = Sig {
-        consumer: ("reader", "reader-secret"),
-        token: None,
-        method: SignatureMethod::HmacSha1,
-        timestamp: env.clock.now(),
-        nonce: nonce(),
-    };
+    let sig = OAuth1Sig::new(("reader", "reader-secret"), env.clock.now());
     let r = env
         .graphql(&sig, r#"mutation { createAuthor(name: "A") { name } }"#)
         .await;
@@ -452,7 +385,7 @@ async fn scopes_limit_signed_requests() {
     assert_eq!(v["errors"][0]["extensions"]["code"], "FORBIDDEN", "{v}");
     // Removing the consumer ends its access.
     env.auth.consumers().remove("reader").await.unwrap();
-    let sig = Sig {
+    let sig = OAuth1Sig {
         nonce: nonce(),
         ..sig
     };

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use gatehouse_rest::{RestState, router};
 use gatehouse_schema::Model;
 use gatehouse_store::Store;
+pub use gatehouse_testkit::header;
 use gatehouse_testkit::{TestDb, TestServer, example_model};
 use reqwest::{Method, Response, StatusCode};
 use serde_json::{Value, json};
@@ -142,10 +143,4 @@ pub fn ids(rows: &Value) -> Vec<String> {
         .iter()
         .map(|r| r["id"].as_str().unwrap().to_string())
         .collect()
-}
-
-pub fn header(r: &Response, name: &str) -> Option<String> {
-    r.headers()
-        .get(name)
-        .map(|v| v.to_str().unwrap().to_string())
 }
