@@ -13,17 +13,8 @@ mod paths;
 mod policies;
 mod scopes;
 
-use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-
+use gatehouse_testkit::{ServerProcess, TestDb, graphql, password_token, repo_root};
 use serde_json::{Value, json};
-
-/// The repository root.
-pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 pub const APP: (&str, &str) = ("app", "app-secret-0123456789abcdef");
 pub const DEMO: (&str, &str) = ("demo", "demo-secret-0123456789abcdef");
@@ -46,7 +37,7 @@ pub const USERS: &[(&str, &str, &str)] = &[
 pub const CLAIMS: &[(&str, &str)] = &[("alice", "acme"), ("bob", "globex")];
 
 fn config_text(database: &str, extra: &str) -> String {
-    let schema = repo().join("tests/security/schema");
+    let schema = repo_root().join("tests/security/schema");
     let mut users = String::new();
     for (name, password, scopes) in USERS {
         let scopes: Vec<String> = scopes.split(' ').map(|s| format!("\"{s}\"")).collect();
@@ -89,33 +80,27 @@ audiences = ["https://reports.example"]
 }
 
 /// A running `gatehouse serve` with the fixture schema and principals.
-#[allow(missing_debug_implementations)]
+#[derive(Debug)]
 pub struct Server {
-    child: Child,
+    process: ServerProcess,
     /// `http://127.0.0.1:PORT`.
     pub base: String,
     pub client: reqwest::Client,
-    logs: Arc<Mutex<Vec<String>>>,
-    /// A PostgreSQL database made for this server, dropped with it.
-    pg: Option<String>,
-    _dir: tempfile::TempDir,
+    /// Dropped after the process, which may still hold it open.
+    db: TestDb,
 }
 
 impl Server {
     /// The binary on a fresh SQLite database; `extra` is config text
     /// (top-level keys first, then sections).
     pub fn start(extra: &str) -> Server {
-        let dir = tempfile::tempdir().unwrap();
-        let db = format!("sqlite://{}", dir.path().join("s.db").display());
-        Self::start_in(dir, &db, extra, None)
+        Self::start_on(TestDb::sqlite(), extra)
     }
 
     /// The binary on a new PostgreSQL database; `None` when no PostgreSQL
     /// is configured.
     pub async fn start_postgres(extra: &str) -> Option<Server> {
-        let url = new_postgres_database().await?;
-        let dir = tempfile::tempdir().unwrap();
-        Some(Self::start_in(dir, &url, extra, Some(url.clone())))
+        Some(Self::start_on(TestDb::postgres().await?, extra))
     }
 
     /// Both backends: SQLite, then PostgreSQL when configured.
@@ -125,81 +110,37 @@ impl Server {
         out
     }
 
-    fn start_in(dir: tempfile::TempDir, database: &str, extra: &str, pg: Option<String>) -> Server {
+    fn start_on(db: TestDb, extra: &str) -> Server {
+        let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("gatehouse.toml");
-        std::fs::write(&file, config_text(database, extra)).unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+        std::fs::write(&file, config_text(db.url(), extra)).unwrap();
+        let mut cmd = gatehouse_testkit::command(env!("CARGO_BIN_EXE_gatehouse"));
         cmd.arg("serve")
             .arg("--config")
             .arg(&file)
             .current_dir(dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for (k, _) in std::env::vars() {
-            if k.starts_with("GATEHOUSE_") {
-                cmd.env_remove(k);
-            }
-        }
-        cmd.env(
-            "GATEHOUSE_SECRET",
-            "security-suite-key-encryption-secret-0123456789",
-        );
-        cmd.env("GATEHOUSE_LOG", "info");
-        let mut child = cmd.spawn().unwrap();
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let stderr = child.stderr.take().unwrap();
-        let sink = logs.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push(line);
-            }
-        });
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut base = None;
-        let mut line = String::new();
-        while stdout.read_line(&mut line).unwrap_or(0) > 0 {
-            if let Some(i) = line.find("http://") {
-                let url = line[i..].trim().trim_end_matches('"').to_string();
-                if line.contains("listening") {
-                    base = Some(url);
-                    break;
-                }
-            }
-            line.clear();
-        }
-        std::thread::spawn(move || {
-            let mut sink = Vec::new();
-            let _ = stdout.read_to_end(&mut sink);
-        });
-        let Some(base) = base else {
-            let _ = child.kill();
-            panic!(
-                "the server did not start:\n{}",
-                logs.lock().unwrap().join("\n")
-            );
-        };
+            .env(
+                "GATEHOUSE_SECRET",
+                "security-suite-key-encryption-secret-0123456789",
+            )
+            .env("GATEHOUSE_LOG", "info");
+        let process = ServerProcess::start(cmd).with_dir(dir);
         Server {
-            child,
-            base,
+            base: process.base.clone(),
+            process,
             client: reqwest::Client::new(),
-            logs,
-            pg,
-            _dir: dir,
+            db,
         }
     }
 
     /// Every log line so far.
     pub fn logs(&self) -> Vec<String> {
-        self.logs.lock().unwrap().clone()
+        self.process.logs()
     }
 
     /// Which backend this server stores in, for assertion messages.
     pub fn backend(&self) -> &'static str {
-        if self.pg.is_some() {
-            "postgres"
-        } else {
-            "sqlite"
-        }
+        self.db.backend()
     }
 
     /// A password-grant token response for `user` through `client`.
@@ -210,26 +151,7 @@ impl Server {
         scope: Option<&str>,
     ) -> Value {
         let password = USERS.iter().find(|u| u.0 == user).map(|u| u.1).unwrap();
-        let mut form = vec![
-            ("grant_type", "password"),
-            ("username", user),
-            ("password", password),
-        ];
-        if let Some(s) = scope {
-            form.push(("scope", s));
-        }
-        let r = self
-            .client
-            .post(format!("{}/oauth/token", self.base))
-            .basic_auth(client.0, Some(client.1))
-            .form(&form)
-            .send()
-            .await
-            .unwrap();
-        let status = r.status();
-        let body: Value = r.json().await.unwrap();
-        assert_eq!(status, 200, "token for {user}: {body}");
-        body
+        password_token(&self.client, &self.base, client, (user, password), scope).await
     }
 
     /// An access token of `user` (all its scopes) through the `app` client.
@@ -278,16 +200,8 @@ impl Server {
 
     /// A GraphQL response (any status).
     pub async fn gql(&self, token: Option<&str>, query: &str, variables: Value) -> Value {
-        let mut b = self
-            .client
-            .post(format!("{}/graphql", self.base))
-            .json(&json!({"query": query, "variables": variables}));
-        if let Some(t) = token {
-            b = b.bearer_auth(t);
-        }
-        let r = b.send().await.unwrap();
-        let text = r.text().await.unwrap();
-        serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"))
+        let url = format!("{}/graphql", self.base);
+        graphql(&self.client, &url, token, query, variables).await
     }
 
     /// `data` of a GraphQL request that must succeed.
@@ -371,60 +285,4 @@ pub struct Fixture {
     pub secret: String,
     pub vault: String,
     pub note: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if let Some(url) = self.pg.take() {
-            // Best effort: the test runtime may be gone by now.
-            std::thread::spawn(move || {
-                if let Ok(rt) = tokio::runtime::Runtime::new() {
-                    rt.block_on(drop_postgres_database(&url));
-                }
-            })
-            .join()
-            .ok();
-        }
-    }
-}
-
-/// `GATEHOUSE_TEST_POSTGRES_URL`, when set; panics when CI requires
-/// PostgreSQL (`GATEHOUSE_REQUIRE_POSTGRES=1`) but did not configure it.
-fn pg_url() -> Option<String> {
-    let url = std::env::var("GATEHOUSE_TEST_POSTGRES_URL")
-        .ok()
-        .filter(|s| !s.is_empty());
-    if url.is_none() && std::env::var("GATEHOUSE_REQUIRE_POSTGRES").is_ok_and(|v| v == "1") {
-        panic!("GATEHOUSE_REQUIRE_POSTGRES=1 but GATEHOUSE_TEST_POSTGRES_URL is not set");
-    }
-    url
-}
-
-async fn new_postgres_database() -> Option<String> {
-    use sqlx::Connection;
-    let admin = pg_url()?;
-    let name = format!("security_{}", uuid::Uuid::now_v7().simple());
-    let mut c = sqlx::PgConnection::connect(&admin).await.unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
-        .execute(&mut c)
-        .await
-        .unwrap();
-    let i = admin.rfind('/').unwrap();
-    Some(format!("{}/{name}", &admin[..i]))
-}
-
-async fn drop_postgres_database(url: &str) {
-    use sqlx::Connection;
-    let (Some(admin), Some(name)) = (pg_url(), url.rsplit('/').next()) else {
-        return;
-    };
-    if let Ok(mut c) = sqlx::PgConnection::connect(&admin).await {
-        let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
-        )))
-        .execute(&mut c)
-        .await;
-    }
 }

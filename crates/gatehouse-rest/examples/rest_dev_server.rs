@@ -6,35 +6,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use gatehouse_rest::{RestState, router};
-use gatehouse_schema::{Source, load_sources};
-use gatehouse_store::{Row, Store, StoreOptions};
+use gatehouse_store::Row;
+use gatehouse_testkit::{TestDb, example_model};
 use serde_json::json;
-
-const SCHEMA: &[(&str, &str)] = &[
-    (
-        "types.graphql",
-        include_str!("../../../examples/library/schema/types.graphql"),
-    ),
-    (
-        "reviews.graphql",
-        include_str!("../../../examples/library/schema/reviews.graphql"),
-    ),
-    (
-        "inputs.graphql",
-        include_str!("../../../examples/library/schema/inputs.graphql"),
-    ),
-    (
-        "private.graphql",
-        include_str!("../../../examples/library/schema/private.graphql"),
-    ),
-    (
-        "root.graphql",
-        include_str!("../../../examples/library/schema/root.graphql"),
-    ),
-];
 
 fn row(v: serde_json::Value) -> Row {
     v.as_object().cloned().unwrap()
@@ -47,19 +23,9 @@ async fn main() {
         .unwrap_or_else(|| "127.0.0.1:8090".into())
         .parse()
         .expect("an address like 127.0.0.1:8090");
-    let sources: Vec<Source> = SCHEMA
-        .iter()
-        .map(|(p, t)| Source {
-            path: p.to_string(),
-            text: t.to_string(),
-        })
-        .collect();
-    let model = Arc::new(load_sources(&sources).expect("the example schema loads"));
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("dev.db").display());
-    let store = Store::connect(&url, model.clone(), StoreOptions::default())
-        .await
-        .unwrap();
+    let model = example_model();
+    let db = TestDb::sqlite();
+    let store = db.open(&model).await;
 
     let mut authors = Vec::new();
     for (name, born) in [

@@ -3,24 +3,21 @@
 
 use std::sync::Arc;
 
-use gatehouse_auth::{AuthConfig, AuthServer, ManualClock, MemoryRepo, NewClient, SystemRandom};
+use gatehouse_auth::{ManualClock, NewClient};
 use gatehouse_graphql::{Graphql, GraphqlOptions};
 use gatehouse_http::authn::Authenticator;
 use gatehouse_http::{AppState, IntrospectionConfig, app};
-use gatehouse_schema::{Source, load_sources};
-use gatehouse_store::{Store, StoreOptions};
+use gatehouse_testkit::{Port, TestDb, example_model, password_token};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::EXAMPLE;
-
-const NOW: i64 = 1_800_000_000;
+use crate::{auth_server, oauth_router, ready, www};
 
 struct Env {
     base: String,
     client: reqwest::Client,
     clock: Arc<ManualClock>,
-    _dir: tempfile::TempDir,
+    _db: TestDb,
 }
 
 async fn start(anonymous_read: bool) -> Env {
@@ -30,32 +27,12 @@ async fn start(anonymous_read: bool) -> Env {
 /// A service whose bearer tokens are checked by `introspection` when given
 /// (resource-server-only mode), else by its own authorization server.
 async fn start_with(anonymous_read: bool, introspection: Option<IntrospectionConfig>) -> Env {
-    let sources: Vec<Source> = EXAMPLE
-        .iter()
-        .map(|(p, t)| Source {
-            path: p.to_string(),
-            text: t.to_string(),
-        })
-        .collect();
-    let model = Arc::new(load_sources(&sources).unwrap());
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("t.db").display());
-    let store = Store::connect(&url, model.clone(), StoreOptions::default())
-        .await
-        .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let issuer = format!("http://{addr}");
-    let clock = Arc::new(ManualClock::new(NOW));
-    let auth = AuthServer::start(
-        AuthConfig::new(&issuer),
-        Arc::new(MemoryRepo::default()),
-        clock.clone(),
-        Arc::new(SystemRandom),
-        "a test secret of some length",
-    )
-    .await
-    .unwrap();
+    let db = TestDb::sqlite();
+    let model = example_model();
+    let store = db.open(&model).await;
+    let port = Port::bind().await;
+    let issuer = port.base();
+    let (auth, clock) = auth_server(&issuer).await;
     let admin = auth.admin();
     admin
         .bootstrap_client(
@@ -88,13 +65,9 @@ async fn start_with(anonymous_read: bool, introspection: Option<IntrospectionCon
         .unwrap();
 
     let graphql = Graphql::new(model, store.clone(), &GraphqlOptions::default()).unwrap();
-    let ready_store = store.clone();
     let state = AppState {
         graphql,
-        ready: Arc::new(move || {
-            let s = ready_store.clone();
-            Box::pin(async move { s.ping().await.map_err(|e| e.to_string()) })
-        }),
+        ready: ready(&store),
         base_path: String::new(),
         max_body_bytes: 1 << 20,
         authn: Some(match introspection {
@@ -104,47 +77,20 @@ async fn start_with(anonymous_read: bool, introspection: Option<IntrospectionCon
         shutdown: None,
         subscriptions: Default::default(),
     };
-    let oauth = gatehouse_oauth::router(gatehouse_oauth::OAuthState::new(
-        auth.clone(),
-        gatehouse_oauth::OAuthConfig::new(&issuer),
-    ));
-    let router = app(state, vec![oauth]);
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-        )
-        .await
-        .unwrap();
-    });
+    let router = app(state, vec![oauth_router(&auth, &issuer)]);
+    let served = port.serve(router);
     Env {
         base: issuer,
-        client: reqwest::Client::new(),
+        client: served.client,
         clock,
-        _dir: dir,
+        _db: db,
     }
 }
 
 impl Env {
     async fn token(&self, user: &str, password: &str, scope: Option<&str>) -> Value {
-        let mut form = vec![
-            ("grant_type", "password"),
-            ("username", user),
-            ("password", password),
-        ];
-        if let Some(s) = scope {
-            form.push(("scope", s));
-        }
-        let r = self
-            .client
-            .post(format!("{}/oauth/token", self.base))
-            .basic_auth("app", Some("app-secret"))
-            .form(&form)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), StatusCode::OK);
-        r.json().await.unwrap()
+        let app = ("app", "app-secret");
+        password_token(&self.client, &self.base, app, (user, password), scope).await
     }
 
     async fn access(&self, user: &str, password: &str, scope: Option<&str>) -> String {
@@ -164,13 +110,6 @@ impl Env {
         }
         req.send().await.unwrap()
     }
-}
-
-fn www(r: &reqwest::Response) -> String {
-    r.headers()
-        .get("www-authenticate")
-        .map(|v| v.to_str().unwrap().to_string())
-        .unwrap_or_default()
 }
 
 #[tokio::test]

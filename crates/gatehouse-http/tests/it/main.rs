@@ -11,34 +11,12 @@ mod subscriptions;
 
 use std::sync::Arc;
 
+use gatehouse_auth::{AuthConfig, AuthServer, ManualClock, MemoryRepo, SystemRandom};
 use gatehouse_graphql::{Graphql, GraphqlOptions};
 use gatehouse_http::{AppState, app};
-use gatehouse_schema::{Source, load_sources};
-use gatehouse_store::{Store, StoreOptions};
+use gatehouse_store::Store;
+use gatehouse_testkit::{TestDb, TestServer, example_model};
 use serde_json::{Value, json};
-
-pub const EXAMPLE: &[(&str, &str)] = &[
-    (
-        "types.graphql",
-        include_str!("../../../../examples/library/schema/types.graphql"),
-    ),
-    (
-        "reviews.graphql",
-        include_str!("../../../../examples/library/schema/reviews.graphql"),
-    ),
-    (
-        "inputs.graphql",
-        include_str!("../../../../examples/library/schema/inputs.graphql"),
-    ),
-    (
-        "private.graphql",
-        include_str!("../../../../examples/library/schema/private.graphql"),
-    ),
-    (
-        "root.graphql",
-        include_str!("../../../../examples/library/schema/root.graphql"),
-    ),
-];
 
 #[derive(Debug)]
 pub struct Server {
@@ -46,7 +24,7 @@ pub struct Server {
     pub store: Store,
     pub graphql: Graphql,
     pub client: reqwest::Client,
-    _dir: Option<tempfile::TempDir>,
+    _db: TestDb,
 }
 
 pub async fn start() -> Server {
@@ -62,111 +40,81 @@ pub fn open_options() -> GraphqlOptions {
 }
 
 pub async fn start_with(opts: GraphqlOptions, max_body_bytes: usize) -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("t.db").display());
-    let mut s = start_at(&url, opts, max_body_bytes).await;
-    s._dir = Some(dir);
-    s
+    start_in(TestDb::sqlite(), opts, max_body_bytes).await
 }
 
-/// `GATEHOUSE_TEST_POSTGRES_URL`, when set. Panics when CI requires the
-/// PostgreSQL run (`GATEHOUSE_REQUIRE_POSTGRES=1`) but did not configure it.
-pub fn pg_url() -> Option<String> {
-    let url = std::env::var("GATEHOUSE_TEST_POSTGRES_URL")
-        .ok()
-        .filter(|s| !s.is_empty());
-    if url.is_none() && std::env::var("GATEHOUSE_REQUIRE_POSTGRES").is_ok_and(|v| v == "1") {
-        panic!("GATEHOUSE_REQUIRE_POSTGRES=1 but GATEHOUSE_TEST_POSTGRES_URL is not set");
-    }
-    url
-}
-
-/// A new, empty PostgreSQL database named `prefix_<uuid>` on the test
-/// server, as a URL; `None` when no PostgreSQL is configured.
-pub async fn new_postgres_database(prefix: &str) -> Option<String> {
-    use sqlx::Connection;
-    let admin = pg_url()?;
-    let name = format!("{prefix}_{}", uuid::Uuid::now_v7().simple());
-    let mut c = sqlx::PgConnection::connect(&admin).await.unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
-        .execute(&mut c)
-        .await
-        .unwrap();
-    match admin.rfind('/') {
-        Some(i) => Some(format!("{}/{name}", &admin[..i])),
-        None => panic!("no database in {admin}"),
-    }
-}
-
-/// Drops a database [`new_postgres_database`] made (closing what is still
-/// connected to it).
-pub async fn drop_postgres_database(url: &str) {
-    use sqlx::Connection;
-    let (Some(admin), Some(name)) = (pg_url(), url.rsplit('/').next()) else {
-        return;
-    };
-    let mut c = sqlx::PgConnection::connect(&admin).await.unwrap();
-    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
-    )))
-    .execute(&mut c)
-    .await;
-}
-
-/// The example served from the store at `url`, without authentication.
-pub async fn start_at(url: &str, mut opts: GraphqlOptions, max_body_bytes: usize) -> Server {
+/// The example served from `db`, without authentication.
+pub async fn start_in(db: TestDb, mut opts: GraphqlOptions, max_body_bytes: usize) -> Server {
     opts.auth_required = false;
-    let sources: Vec<Source> = EXAMPLE
-        .iter()
-        .map(|(p, t)| Source {
-            path: p.to_string(),
-            text: t.to_string(),
-        })
-        .collect();
-    let model = Arc::new(load_sources(&sources).unwrap());
-    let store = Store::connect(url, model.clone(), StoreOptions::default())
-        .await
-        .unwrap();
+    let model = example_model();
+    let store = db.open(&model).await;
     let graphql = Graphql::new(model, store.clone(), &opts).unwrap();
-    let ready_store = store.clone();
     let state = AppState {
         graphql: graphql.clone(),
-        ready: Arc::new(move || {
-            let s = ready_store.clone();
-            Box::pin(async move { s.ping().await.map_err(|e| e.to_string()) })
-        }),
+        ready: ready(&store),
         base_path: String::new(),
         max_body_bytes,
         authn: None,
         shutdown: None,
         subscriptions: Default::default(),
     };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(listener, app(state, Vec::new())).await.unwrap();
-    });
+    let served = TestServer::start(app(state, Vec::new())).await;
     Server {
-        base: format!("http://{addr}"),
+        base: served.base,
         store,
         graphql,
-        client: reqwest::Client::new(),
-        _dir: None,
+        client: served.client,
+        _db: db,
     }
+}
+
+/// Where the authorization servers' manual clocks start.
+pub const NOW: i64 = 1_800_000_000;
+
+/// An authorization server for `issuer` over an in-memory repository, on a
+/// manual clock starting at [`NOW`]; register its clients and users with
+/// `admin()`.
+pub async fn auth_server(issuer: &str) -> (Arc<AuthServer>, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(NOW));
+    let auth = AuthServer::start(
+        AuthConfig::new(issuer),
+        Arc::new(MemoryRepo::default()),
+        clock.clone(),
+        Arc::new(SystemRandom),
+        "a test secret of some length",
+    )
+    .await
+    .unwrap();
+    (auth, clock)
+}
+
+/// The OAuth endpoints of `auth`, answering as `issuer`.
+pub fn oauth_router(auth: &Arc<AuthServer>, issuer: &str) -> axum::Router {
+    gatehouse_oauth::router(gatehouse_oauth::OAuthState::new(
+        auth.clone(),
+        gatehouse_oauth::OAuthConfig::new(issuer),
+    ))
+}
+
+/// The `WWW-Authenticate` challenge of `r` (empty when there is none).
+pub fn www(r: &reqwest::Response) -> String {
+    gatehouse_testkit::header(r, "www-authenticate").unwrap_or_default()
+}
+
+/// A readiness check that pings `store`.
+pub fn ready(store: &Store) -> gatehouse_http::ReadinessCheck {
+    let store = store.clone();
+    Arc::new(move || {
+        let s = store.clone();
+        Box::pin(async move { s.ping().await.map_err(|e| e.to_string()) })
+    })
 }
 
 impl Server {
     /// POSTs a GraphQL request and returns the JSON response (any status).
     pub async fn gql(&self, query: &str, variables: Value) -> Value {
-        self.client
-            .post(format!("{}/graphql", self.base))
-            .json(&json!({"query": query, "variables": variables}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        let url = format!("{}/graphql", self.base);
+        gatehouse_testkit::graphql(&self.client, &url, None, query, variables).await
     }
 
     /// `data` of a request that must succeed.

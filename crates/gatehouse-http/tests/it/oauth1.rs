@@ -7,21 +7,16 @@ use std::sync::Arc;
 
 use axum::Extension;
 use axum::routing::get;
-use gatehouse_auth::oauth1::{SignatureMethod, percent_encode, sign, signature_base_string};
-use gatehouse_auth::{
-    AuthConfig, AuthServer, Clock, ManualClock, MemoryRepo, Principal, SystemRandom,
-};
+use gatehouse_auth::oauth1::SignatureMethod;
+use gatehouse_auth::{AuthServer, Clock, ManualClock, Principal};
 use gatehouse_graphql::{Graphql, GraphqlOptions};
 use gatehouse_http::authn::{Authenticator, RestGuard, rest_layer};
 use gatehouse_http::{AppState, app};
-use gatehouse_schema::{Source, load_sources};
-use gatehouse_store::{Store, StoreOptions};
+use gatehouse_testkit::{OAuth1Sig, Port, TestDb, example_model, nonce};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::EXAMPLE;
-
-const NOW: i64 = 1_800_000_000;
+use crate::{auth_server, oauth_router, ready, www};
 const KEY: &str = "printer";
 const SECRET: &str = "printer-secret";
 
@@ -30,7 +25,7 @@ struct Env {
     client: reqwest::Client,
     clock: Arc<ManualClock>,
     auth: Arc<AuthServer>,
-    _dir: tempfile::TempDir,
+    _db: TestDb,
 }
 
 /// Echoes who the REST layer says is calling.
@@ -46,32 +41,12 @@ async fn whoami(Extension(p): Extension<Principal>) -> axum::Json<Value> {
 }
 
 async fn start() -> Env {
-    let sources: Vec<Source> = EXAMPLE
-        .iter()
-        .map(|(p, t)| Source {
-            path: p.to_string(),
-            text: t.to_string(),
-        })
-        .collect();
-    let model = Arc::new(load_sources(&sources).unwrap());
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("t.db").display());
-    let store = Store::connect(&url, model.clone(), StoreOptions::default())
-        .await
-        .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let issuer = format!("http://{addr}");
-    let clock = Arc::new(ManualClock::new(NOW));
-    let auth = AuthServer::start(
-        AuthConfig::new(&issuer),
-        Arc::new(MemoryRepo::default()),
-        clock.clone(),
-        Arc::new(SystemRandom),
-        "a test secret of some length",
-    )
-    .await
-    .unwrap();
+    let db = TestDb::sqlite();
+    let model = example_model();
+    let store = db.open(&model).await;
+    let port = Port::bind().await;
+    let issuer = port.base();
+    let (auth, clock) = auth_server(&issuer).await;
     auth.admin()
         .bootstrap_user_with_claims(
             "alice",
@@ -91,23 +66,16 @@ async fn start() -> Env {
         .unwrap();
     let authn = Authenticator::new(auth.clone(), false);
     let graphql = Graphql::new(model.clone(), store.clone(), &GraphqlOptions::default()).unwrap();
-    let ready_store = store.clone();
     let state = AppState {
         graphql,
-        ready: Arc::new(move || {
-            let s = ready_store.clone();
-            Box::pin(async move { s.ping().await.map_err(|e| e.to_string()) })
-        }),
+        ready: ready(&store),
         base_path: String::new(),
         max_body_bytes: 1 << 20,
         authn: Some(authn.clone()),
         shutdown: None,
         subscriptions: Default::default(),
     };
-    let oauth = gatehouse_oauth::router(gatehouse_oauth::OAuthState::new(
-        auth.clone(),
-        gatehouse_oauth::OAuthConfig::new(&issuer),
-    ));
+    let oauth = oauth_router(&auth, &issuer);
     let rest = axum::Router::new()
         .route("/v1/authors", get(whoami).post(whoami))
         .layer(axum::middleware::from_fn_with_state(
@@ -115,20 +83,13 @@ async fn start() -> Env {
             rest_layer,
         ));
     let router = app(state, vec![oauth, rest]);
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-        )
-        .await
-        .unwrap();
-    });
+    let served = port.serve(router);
     Env {
         base: issuer,
-        client: reqwest::Client::new(),
+        client: served.client,
         clock,
         auth,
-        _dir: dir,
+        _db: db,
     }
 }
 
@@ -139,65 +100,11 @@ fn alice_claims() -> gatehouse_auth::Claims {
         .unwrap()
 }
 
-fn nonce() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    format!("n{}", N.fetch_add(1, Ordering::SeqCst))
-}
-
-/// One signing: consumer, optional token, method, time and nonce.
-struct Sig<'a> {
-    consumer: (&'a str, &'a str),
-    token: Option<(&'a str, &'a str)>,
-    method: SignatureMethod,
-    timestamp: i64,
-    nonce: String,
-}
-
-impl Sig<'_> {
-    /// The `Authorization: OAuth` header for `method url` with `params`
-    /// (query and form parameters) signed too.
-    fn header(&self, http_method: &str, url: &str, params: &[(&str, &str)]) -> String {
-        let name = match self.method {
-            SignatureMethod::Plaintext => "PLAINTEXT",
-            SignatureMethod::HmacSha1 => "HMAC-SHA1",
-        };
-        let mut oauth: Vec<(String, String)> = vec![
-            ("oauth_consumer_key".into(), self.consumer.0.into()),
-            ("oauth_signature_method".into(), name.into()),
-            ("oauth_timestamp".into(), self.timestamp.to_string()),
-            ("oauth_nonce".into(), self.nonce.clone()),
-            ("oauth_version".into(), "1.0".into()),
-        ];
-        if let Some((t, _)) = self.token {
-            oauth.push(("oauth_token".into(), t.into()));
-        }
-        let mut all = oauth.clone();
-        all.extend(params.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-        let base = signature_base_string(http_method, url, &all);
-        let sig = sign(
-            self.method,
-            &base,
-            self.consumer.1,
-            self.token.map(|t| t.1).unwrap_or(""),
-        );
-        oauth.push(("oauth_signature".into(), sig));
-        let parts: Vec<String> = oauth
-            .iter()
-            .map(|(k, v)| format!("{k}=\"{}\"", percent_encode(v)))
-            .collect();
-        format!("OAuth {}", parts.join(", "))
-    }
-}
-
 impl Env {
-    fn sig<'a>(&self, token: Option<(&'a str, &'a str)>) -> Sig<'a> {
-        Sig {
-            consumer: (KEY, SECRET),
+    fn sig<'a>(&self, token: Option<(&'a str, &'a str)>) -> OAuth1Sig<'a> {
+        OAuth1Sig {
             token,
-            method: SignatureMethod::HmacSha1,
-            timestamp: self.clock.now(),
-            nonce: nonce(),
+            ..OAuth1Sig::new((KEY, SECRET), self.clock.now())
         }
     }
 
@@ -248,7 +155,7 @@ impl Env {
         (f["oauth_token"].clone(), f["oauth_token_secret"].clone())
     }
 
-    async fn graphql(&self, sig: &Sig<'_>, query: &str) -> reqwest::Response {
+    async fn graphql(&self, sig: &OAuth1Sig<'_>, query: &str) -> reqwest::Response {
         let url = format!("{}/graphql", self.base);
         self.client
             .post(&url)
@@ -268,13 +175,6 @@ fn form(text: &str) -> std::collections::HashMap<String, String> {
 
 async fn form_of(r: reqwest::Response) -> std::collections::HashMap<String, String> {
     form(&r.text().await.unwrap())
-}
-
-fn www(r: &reqwest::Response) -> String {
-    r.headers()
-        .get("www-authenticate")
-        .map(|v| v.to_str().unwrap().to_string())
-        .unwrap_or_default()
 }
 
 #[tokio::test]
@@ -477,13 +377,7 @@ async fn signed_requests_are_refused_with_an_oauth_challenge() {
 async fn scopes_limit_signed_requests() {
     let env = start().await;
     // A consumer limited to read may query but not mutate.
-    let sig = Sig {
-        consumer: ("reader", "reader-secret"),
-        token: None,
-        method: SignatureMethod::HmacSha1,
-        timestamp: env.clock.now(),
-        nonce: nonce(),
-    };
+    let sig = OAuth1Sig::new(("reader", "reader-secret"), env.clock.now());
     let r = env
         .graphql(&sig, r#"mutation { createAuthor(name: "A") { name } }"#)
         .await;
@@ -491,7 +385,7 @@ async fn scopes_limit_signed_requests() {
     assert_eq!(v["errors"][0]["extensions"]["code"], "FORBIDDEN", "{v}");
     // Removing the consumer ends its access.
     env.auth.consumers().remove("reader").await.unwrap();
-    let sig = Sig {
+    let sig = OAuth1Sig {
         nonce: nonce(),
         ..sig
     };

@@ -6,11 +6,11 @@ use std::collections::BTreeSet;
 use gatehouse_auth::{AuthScheme, Principal};
 use gatehouse_graphql::async_graphql::{Request, Variables};
 use gatehouse_graphql::{Graphql, GraphqlOptions};
-use gatehouse_schema::{Source, load_sources};
-use gatehouse_store::{Store, StoreOptions};
+use gatehouse_store::Store;
+use gatehouse_testkit::TestDb;
 use serde_json::{Value, json};
 
-use super::{Server, drop_postgres_database, new_postgres_database, start, start_at};
+use super::{Server, start, start_in};
 
 async fn seeded() -> Server {
     seed(start().await).await
@@ -274,20 +274,11 @@ async fn a_plan_built_once_reads_what_the_store_holds_when_it_runs() {
     );
 }
 
-/// An executor without authentication over a new SQLite store at `file`
-/// with schema `sdl`.
-async fn own_schema(sdl: &str, file: &std::path::Path) -> (Graphql, Store) {
-    let model = std::sync::Arc::new(
-        load_sources(&[Source {
-            path: "own.graphql".into(),
-            text: sdl.into(),
-        }])
-        .unwrap(),
-    );
-    let url = format!("sqlite://{}", file.display());
-    let store = Store::connect(&url, model.clone(), StoreOptions::default())
-        .await
-        .unwrap();
+/// An executor without authentication over a new store in `db` with
+/// schema `sdl`.
+async fn own_schema(sdl: &str, db: &TestDb) -> (Graphql, Store) {
+    let model = gatehouse_testkit::model(sdl);
+    let store = db.open(&model).await;
     let opts = GraphqlOptions {
         auth_required: false,
         ..GraphqlOptions::default()
@@ -303,8 +294,8 @@ async fn joined_to_one_relations_answer_as_async_graphql_does() {
     let sdl = "type Person { id: ID! name: String! mentor: Person pupils(first: Int): [Person!]! } \
                enum PersonOrderBy { name_ASC name_DESC } \
                type Query { people(orderBy: [PersonOrderBy!]): [Person!]! person(id: ID!): Person }";
-    let dir = tempfile::tempdir().unwrap();
-    let (graphql, store) = own_schema(sdl, &dir.path().join("p.db")).await;
+    let db = TestDb::sqlite();
+    let (graphql, store) = own_schema(sdl, &db).await;
     let add = |name: &str, mentor: Option<&str>| {
         let mut row = gatehouse_store::Row::new();
         row.insert("name".into(), json!(name));
@@ -547,11 +538,11 @@ async fn new_input_object_variables_run_planned_when_certainly_valid() {
 
 #[tokio::test]
 async fn statements_reused_across_ids_answer_alike_on_postgres() {
-    let Some(url) = new_postgres_database("gh_planned").await else {
+    let Some(db) = TestDb::postgres().await else {
         eprintln!("GATEHOUSE_TEST_POSTGRES_URL not set: skipped");
         return;
     };
-    let s = seed(start_at(&url, GraphqlOptions::default(), 1 << 20).await).await;
+    let s = seed(start_in(db, GraphqlOptions::default(), 1 << 20).await).await;
     let d = same_answer(&s, "{ books { id author { id } } }", json!({})).await;
     let books = d["data"]["books"].as_array().unwrap().clone();
     let lookup = "query($id: ID!) { book(id: $id) { title year author { name } } }";
@@ -573,7 +564,6 @@ async fn statements_reused_across_ids_answer_alike_on_postgres() {
     }
     declined_first(&s, lookup, json!({"id": "a\u{0}b"}), true).await;
     s.store.close().await;
-    drop_postgres_database(&url).await;
 }
 
 /// Strings with every character JSON escapes, booleans, enums, nulls,
@@ -588,9 +578,9 @@ async fn stored_values_answer_as_async_graphql_does_or_are_declined() {
                            kind: Kind! size: Int owner: Owner! helper: Owner } \
                enum ItemOrderBy { name_ASC name_DESC } \
                type Query { items(orderBy: [ItemOrderBy!]): [Item!]! item(id: ID!): Item }";
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("i.db");
-    let (graphql, store) = own_schema(sdl, &file).await;
+    let db = TestDb::sqlite();
+    let file = db.sqlite_path().unwrap();
+    let (graphql, store) = own_schema(sdl, &db).await;
     let insert = |entity: &'static str, row: Value| {
         let store = store.clone();
         async move {
@@ -704,8 +694,8 @@ type Subscription { bookCreated: Book }
 /// out of each book and the books answered anyway.
 #[tokio::test]
 async fn a_forbidden_non_null_relation_nulls_its_nearest_nullable_parent() {
-    let dir = tempfile::tempdir().unwrap();
-    let (graphql, store) = own_schema(SECRET_AUTHORS, &dir.path().join("db.sqlite")).await;
+    let db = TestDb::sqlite();
+    let (graphql, store) = own_schema(SECRET_AUTHORS, &db).await;
     let mut author = gatehouse_store::Row::new();
     author.insert("name".into(), json!("A"));
     let id = store
@@ -744,8 +734,8 @@ async fn a_forbidden_non_null_relation_nulls_its_nearest_nullable_parent() {
 #[tokio::test]
 async fn a_subscription_event_reports_a_forbidden_relation() {
     use futures::StreamExt;
-    let dir = tempfile::tempdir().unwrap();
-    let (graphql, store) = own_schema(SECRET_AUTHORS, &dir.path().join("db.sqlite")).await;
+    let db = TestDb::sqlite();
+    let (graphql, store) = own_schema(SECRET_AUTHORS, &db).await;
     let mut events = Box::pin(graphql.execute_stream(request(
         "subscription { bookCreated { title author { name } } }",
         json!({}),
@@ -829,8 +819,8 @@ async fn planned_answers_equal_async_graphql_under_policies() {
                enum MemoOrderBy { title_ASC } \
                type Query { memos(first: Int, orderBy: [MemoOrderBy!]): [Memo!]! memo(id: ID!): Memo \
                             remarks: [Remark!]! invoices: [Invoice!]! }";
-    let dir = tempfile::tempdir().unwrap();
-    let (graphql, store) = own_schema(sdl, &dir.path().join("p.db")).await;
+    let db = TestDb::sqlite();
+    let (graphql, store) = own_schema(sdl, &db).await;
     let sys = gatehouse_store::AccessContext::system();
     let insert = |entity: &'static str, row: Value| {
         let store = store.clone();

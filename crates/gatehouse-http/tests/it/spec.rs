@@ -2,13 +2,10 @@
 //! validation: input-object field defaults (§3.10 input coercion) and the
 //! single root field of a subscription (§5.2.3.1).
 
-use std::sync::Arc;
-
 use futures::StreamExt;
 use gatehouse_graphql::async_graphql::Request;
 use gatehouse_graphql::{Graphql, GraphqlOptions};
-use gatehouse_schema::{Source, load_sources};
-use gatehouse_store::{Store, StoreOptions};
+use gatehouse_testkit::TestDb;
 use serde_json::{Value, json};
 
 const NOTES: &str = r#"
@@ -20,24 +17,15 @@ type Mutation { createNote(input: NoteInput!): Note! }
 type Subscription { noteCreated: Note!  noteDeleted: Note! }
 "#;
 
-async fn notes() -> (Graphql, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("t.db").display());
-    let model = Arc::new(
-        load_sources(&[Source {
-            path: "notes.graphql".into(),
-            text: NOTES.into(),
-        }])
-        .unwrap(),
-    );
-    let store = Store::connect(&url, model.clone(), StoreOptions::default())
-        .await
-        .unwrap();
+async fn notes() -> (Graphql, TestDb) {
+    let db = TestDb::sqlite();
+    let model = gatehouse_testkit::model(NOTES);
+    let store = db.open(&model).await;
     let options = GraphqlOptions {
         auth_required: false,
         ..GraphqlOptions::default()
     };
-    (Graphql::new(model, store, &options).unwrap(), dir)
+    (Graphql::new(model, store, &options).unwrap(), db)
 }
 
 async fn run(g: &Graphql, query: &str) -> Value {
@@ -47,7 +35,7 @@ async fn run(g: &Graphql, query: &str) -> Value {
 
 #[tokio::test]
 async fn input_object_field_defaults_apply_when_the_query_runs() {
-    let (g, _dir) = notes().await;
+    let (g, _db) = notes().await;
     // `done` left out of the input: its default, false.
     let v = run(
         &g,
@@ -87,7 +75,7 @@ async fn input_object_field_defaults_apply_when_the_query_runs() {
 
 #[tokio::test]
 async fn a_subscription_with_two_root_fields_is_refused() {
-    let (g, _dir) = notes().await;
+    let (g, _db) = notes().await;
     for query in [
         "subscription { noteCreated { id } noteDeleted { id } }",
         "subscription { noteCreated { id } ...more } fragment more on Subscription { noteDeleted { id } }",

@@ -8,21 +8,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
-use gatehouse_auth::{AuthConfig, AuthServer, ManualClock, MemoryRepo, NewClient, SystemRandom};
+use gatehouse_auth::{ManualClock, NewClient};
 use gatehouse_graphql::{Graphql, GraphqlOptions};
 use gatehouse_http::authn::{Authenticator, RestGuard};
 use gatehouse_http::{AppState, Fanout, Shutdown, SubscriptionOptions, app};
-use gatehouse_schema::{Model, Source, load_sources};
-use gatehouse_store::{Store, StoreOptions};
+use gatehouse_schema::Model;
+use gatehouse_store::Store;
+use gatehouse_testkit::{Port, TestDb, example_model, graphql, password_token};
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use crate::EXAMPLE;
+use crate::{auth_server, oauth_router};
 
-const NOW: i64 = 1_800_000_000;
 const WAIT: Duration = Duration::from_secs(5);
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
@@ -34,18 +34,7 @@ struct Env {
     shutdown: Shutdown,
     /// The server's subscription groups.
     fanout: Fanout,
-    _dir: Option<tempfile::TempDir>,
-}
-
-fn model() -> Arc<Model> {
-    let sources: Vec<Source> = EXAMPLE
-        .iter()
-        .map(|(p, t)| Source {
-            path: p.to_string(),
-            text: t.to_string(),
-        })
-        .collect();
-    Arc::new(load_sources(&sources).unwrap())
+    _db: Option<TestDb>,
 }
 
 fn options() -> SubscriptionOptions {
@@ -59,14 +48,11 @@ fn options() -> SubscriptionOptions {
 }
 
 async fn start() -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("t.db").display());
-    let model = model();
-    let store = Store::connect(&url, model.clone(), StoreOptions::default())
-        .await
-        .unwrap();
+    let db = TestDb::sqlite();
+    let model = example_model();
+    let store = db.open(&model).await;
     let mut env = start_on(store, model, options(), false).await;
-    env._dir = Some(dir);
+    env._db = Some(db);
     env
 }
 
@@ -76,19 +62,9 @@ async fn start_on(
     subscriptions: SubscriptionOptions,
     anonymous_read: bool,
 ) -> Env {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let issuer = format!("http://{addr}");
-    let clock = Arc::new(ManualClock::new(NOW));
-    let auth = AuthServer::start(
-        AuthConfig::new(&issuer),
-        Arc::new(MemoryRepo::default()),
-        clock.clone(),
-        Arc::new(SystemRandom),
-        "a test secret of some length",
-    )
-    .await
-    .unwrap();
+    let port = Port::bind().await;
+    let issuer = port.base();
+    let (auth, clock) = auth_server(&issuer).await;
     let admin = auth.admin();
     admin
         .bootstrap_client(
@@ -126,10 +102,7 @@ async fn start_on(
         shutdown: None,
         subscriptions,
     };
-    let oauth = gatehouse_oauth::router(gatehouse_oauth::OAuthState::new(
-        auth.clone(),
-        gatehouse_oauth::OAuthConfig::new(&issuer),
-    ));
+    let oauth = oauth_router(&auth, &issuer);
     let rest = gatehouse_rest::router(gatehouse_rest::RestState {
         model: model.clone(),
         store,
@@ -144,44 +117,21 @@ async fn start_on(
         gatehouse_http::authn::rest_layer,
     ));
     let router = app(state, vec![oauth, rest]);
-    let listener = axum::serve::ListenerExt::tap_io(listener, |t| {
-        let _ = t.set_nodelay(true);
-    });
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-        )
-        .await
-        .unwrap();
-    });
+    let served = port.serve(router);
     Env {
         base: issuer,
-        client: reqwest::Client::new(),
+        client: served.client,
         clock,
         shutdown,
         fanout,
-        _dir: None,
+        _db: None,
     }
 }
 
 impl Env {
     async fn token(&self, user: &str, password: &str) -> String {
-        let r: Value = self
-            .client
-            .post(format!("{}/oauth/token", self.base))
-            .basic_auth("app", Some("app-secret"))
-            .form(&[
-                ("grant_type", "password"),
-                ("username", user),
-                ("password", password),
-            ])
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let app = ("app", "app-secret");
+        let r = password_token(&self.client, &self.base, app, (user, password), None).await;
         r["access_token"].as_str().unwrap().to_string()
     }
 
@@ -190,16 +140,8 @@ impl Env {
     }
 
     async fn gql(&self, token: &str, query: &str, variables: Value) -> Value {
-        self.client
-            .post(format!("{}/graphql", self.base))
-            .bearer_auth(token)
-            .json(&json!({"query": query, "variables": variables}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        let url = format!("{}/graphql", self.base);
+        graphql(&self.client, &url, Some(token), query, variables).await
     }
 
     async fn author(&self, token: &str, name: &str) -> String {
@@ -839,12 +781,9 @@ async fn sse_errors_and_queries_and_credentials() {
 
 #[tokio::test]
 async fn anonymous_reads_may_subscribe_when_configured() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("t.db").display());
-    let model = model();
-    let store = Store::connect(&url, model.clone(), StoreOptions::default())
-        .await
-        .unwrap();
+    let db = TestDb::sqlite();
+    let model = example_model();
+    let store = db.open(&model).await;
     let env = start_on(store, model, options(), true).await;
     let mut s = env.ws("graphql-transport-ws").await;
     send(&mut s, json!({"type": "connection_init"})).await;
@@ -853,17 +792,13 @@ async fn anonymous_reads_may_subscribe_when_configured() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_event_reaches_a_subscriber_on_another_instance() {
-    let Some(url) = crate::new_postgres_database("gh_subs").await else {
+    let Some(db) = TestDb::postgres().await else {
         eprintln!("GATEHOUSE_TEST_POSTGRES_URL not set: skipped");
         return;
     };
-    let model = model();
-    let one_store = Store::connect(&url, model.clone(), StoreOptions::default())
-        .await
-        .unwrap();
-    let two_store = Store::connect(&url, model.clone(), StoreOptions::default())
-        .await
-        .unwrap();
+    let model = example_model();
+    let one_store = db.open(&model).await;
+    let two_store = db.open(&model).await;
     let one = start_on(one_store.clone(), model.clone(), options(), false).await;
     let two = start_on(two_store.clone(), model, options(), false).await;
 
@@ -885,17 +820,13 @@ async fn postgres_event_reaches_a_subscriber_on_another_instance() {
     drop(s);
     one_store.close().await;
     two_store.close().await;
-    crate::drop_postgres_database(&url).await;
 }
 
 #[tokio::test]
 async fn a_client_that_falls_behind_is_closed_with_1013() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("t.db").display());
-    let model = model();
-    let store = Store::connect(&url, model.clone(), StoreOptions::default())
-        .await
-        .unwrap();
+    let db = TestDb::sqlite();
+    let model = example_model();
+    let store = db.open(&model).await;
     // One queued message per socket: a burst of events outruns the writer.
     let opts = SubscriptionOptions {
         queue_capacity: 1,

@@ -2,7 +2,6 @@
 //! the in-memory store, and reqwest as the client.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use gatehouse_auth::{
@@ -10,6 +9,7 @@ use gatehouse_auth::{
     TOKEN_TYPE_ACCESS, TOKEN_TYPE_JWT,
 };
 use gatehouse_oauth::{OAuthConfig, OAuthState, router};
+use gatehouse_testkit::Port;
 use reqwest::StatusCode;
 use serde_json::Value;
 
@@ -30,9 +30,8 @@ fn strings(v: &[&str]) -> Vec<String> {
 
 /// Starts the router under `mount` (e.g. "" or "/api") on 127.0.0.1:0.
 async fn start_with(mount: &str, tweak: impl FnOnce(&mut OAuthConfig)) -> Server {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let issuer = format!("http://{addr}");
+    let port = Port::bind().await;
+    let issuer = port.base();
     let clock = Arc::new(ManualClock::new(gatehouse_auth::SystemClock.now()));
     let auth = AuthServer::start(
         AuthConfig::new(&issuer),
@@ -88,17 +87,10 @@ async fn start_with(mount: &str, tweak: impl FnOnce(&mut OAuthConfig)) -> Server
     } else {
         axum::Router::new().nest(mount, app)
     };
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-        .unwrap();
-    });
+    let served = port.serve(app);
     Server {
-        base: format!("{issuer}{mount}"),
-        http: reqwest::Client::new(),
+        base: served.url(mount),
+        http: served.client,
         auth,
         clock,
     }

@@ -4,7 +4,8 @@
 //! unit-tested against the RFC's examples in `gatehouse-auth`; the Python
 //! `oauthlib` script in `tests/external/` checks interoperability).
 
-use gatehouse_auth::oauth1::{SignatureMethod, percent_encode, sign, signature_base_string};
+use gatehouse_auth::oauth1::SignatureMethod;
+use gatehouse_testkit::OAuth1Sig;
 use reqwest::StatusCode;
 
 use crate::{Server, start, start_with};
@@ -20,89 +21,11 @@ async fn with_consumer(s: &Server) {
         .unwrap();
 }
 
-/// How to sign one request.
-#[derive(Clone)]
-struct Sig<'a> {
-    method: SignatureMethod,
-    consumer: &'a str,
-    consumer_secret: &'a str,
-    token: Option<(&'a str, &'a str)>,
-    timestamp: i64,
-    nonce: String,
-    extra: Vec<(&'a str, &'a str)>,
-}
-
-impl<'a> Sig<'a> {
-    fn new(s: &Server, method: SignatureMethod) -> Self {
-        Sig {
-            method,
-            consumer: KEY,
-            consumer_secret: SECRET,
-            token: None,
-            timestamp: s.clock_now(),
-            nonce: next_nonce(),
-            extra: vec![],
-        }
-    }
-
-    fn token(mut self, token: &'a str, secret: &'a str) -> Self {
-        self.token = Some((token, secret));
-        self
-    }
-
-    fn with(mut self, name: &'a str, value: &'a str) -> Self {
-        self.extra.push((name, value));
-        self
-    }
-
-    /// The protocol parameters, signed over `url`'s `other` parameters too.
-    fn params(
-        &self,
-        http_method: &str,
-        url: &str,
-        other: &[(&str, &str)],
-    ) -> Vec<(String, String)> {
-        let method_name = match self.method {
-            SignatureMethod::Plaintext => "PLAINTEXT",
-            SignatureMethod::HmacSha1 => "HMAC-SHA1",
-        };
-        let ts = self.timestamp.to_string();
-        let mut oauth: Vec<(String, String)> = vec![
-            ("oauth_consumer_key".into(), self.consumer.into()),
-            ("oauth_signature_method".into(), method_name.into()),
-            ("oauth_timestamp".into(), ts),
-            ("oauth_nonce".into(), self.nonce.clone()),
-            ("oauth_version".into(), "1.0".into()),
-        ];
-        if let Some((t, _)) = self.token {
-            oauth.push(("oauth_token".into(), t.into()));
-        }
-        for (k, v) in &self.extra {
-            oauth.push((k.to_string(), v.to_string()));
-        }
-        let mut all = oauth.clone();
-        all.extend(other.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-        let base = signature_base_string(http_method, url, &all);
-        let token_secret = self.token.map(|(_, s)| s).unwrap_or("");
-        let signature = sign(self.method, &base, self.consumer_secret, token_secret);
-        oauth.push(("oauth_signature".into(), signature));
-        oauth
-    }
-
-    fn header(&self, http_method: &str, url: &str, other: &[(&str, &str)]) -> String {
-        let parts: Vec<String> = self
-            .params(http_method, url, other)
-            .iter()
-            .map(|(k, v)| format!("{}=\"{}\"", percent_encode(k), percent_encode(v)))
-            .collect();
-        format!("OAuth realm=\"gatehouse\", {}", parts.join(", "))
-    }
-}
-
-fn next_nonce() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    format!("nonce-{}", N.fetch_add(1, Ordering::SeqCst))
+/// A signing by the `printer` consumer at the server's time.
+fn signer(s: &Server, method: SignatureMethod) -> OAuth1Sig<'static> {
+    OAuth1Sig::new((KEY, SECRET), s.clock_now())
+        .method(method)
+        .realm("gatehouse")
 }
 
 impl Server {
@@ -116,7 +39,7 @@ impl Server {
     }
 
     /// A signed POST with the protocol parameters in the header.
-    async fn signed_post(&self, path: &str, sig: &Sig<'_>, form: &[(&str, &str)]) -> Raw {
+    async fn signed_post(&self, path: &str, sig: &OAuth1Sig<'_>, form: &[(&str, &str)]) -> Raw {
         let url = self.url(path);
         let auth = sig.header("POST", &url, form);
         let req = self
@@ -129,7 +52,7 @@ impl Server {
 
     /// A signed GET with every protocol parameter in the query string (the
     /// seed's form of the request-token call).
-    async fn signed_get_query(&self, path: &str, sig: &Sig<'_>) -> Raw {
+    async fn signed_get_query(&self, path: &str, sig: &OAuth1Sig<'_>) -> Raw {
         let url = self.url(path);
         let params = sig.params("GET", &url, &[]);
         let req = self.http.get(&url).query(&params);
@@ -203,7 +126,7 @@ async fn request_token_in_the_query_string_with_plaintext() {
     let r = s
         .signed_get_query(
             "/oauth/requestToken",
-            &Sig::new(&s, SignatureMethod::Plaintext),
+            &signer(&s, SignatureMethod::Plaintext),
         )
         .await;
     r.assert_form_ok();
@@ -216,8 +139,7 @@ async fn request_token_in_the_query_string_with_plaintext() {
 async fn request_token_with_the_header_and_hmac_sha1_under_a_base_path() {
     let s = start_with("/api", |_| {}).await;
     with_consumer(&s).await;
-    let sig =
-        Sig::new(&s, SignatureMethod::HmacSha1).with("oauth_callback", "https://c.example/cb");
+    let sig = signer(&s, SignatureMethod::HmacSha1).with("oauth_callback", "https://c.example/cb");
     let r = s
         .signed_post("/oauth/requestToken", &sig, &[("extra", "a b")])
         .await;
@@ -232,13 +154,13 @@ async fn request_token_refusals() {
     let url = s.url("/oauth/requestToken");
 
     // 400: a missing protocol parameter.
-    let mut params = Sig::new(&s, SignatureMethod::Plaintext).params("GET", &url, &[]);
+    let mut params = signer(&s, SignatureMethod::Plaintext).params("GET", &url, &[]);
     params.retain(|(k, _)| k != "oauth_nonce");
     let r = Raw::from(s.http.get(&url).query(&params).send().await.unwrap()).await;
     r.assert_refused(400);
 
     // 400: a duplicated protocol parameter (query and header).
-    let sig = Sig::new(&s, SignatureMethod::Plaintext);
+    let sig = signer(&s, SignatureMethod::Plaintext);
     let r = Raw::from(
         s.http
             .get(&url)
@@ -252,7 +174,7 @@ async fn request_token_refusals() {
     r.assert_refused(400);
 
     // 400: an unsupported signature method.
-    let mut params = Sig::new(&s, SignatureMethod::Plaintext).params("GET", &url, &[]);
+    let mut params = signer(&s, SignatureMethod::Plaintext).params("GET", &url, &[]);
     for p in params
         .iter_mut()
         .filter(|(k, _)| k == "oauth_signature_method")
@@ -263,7 +185,7 @@ async fn request_token_refusals() {
     r.assert_refused(400);
 
     // 400: a bad oauth_version.
-    let sig = Sig::new(&s, SignatureMethod::HmacSha1);
+    let sig = signer(&s, SignatureMethod::HmacSha1);
     let mut params = sig.params("GET", &url, &[]);
     for p in params.iter_mut().filter(|(k, _)| k == "oauth_version") {
         p.1 = "2.0".into();
@@ -272,23 +194,23 @@ async fn request_token_refusals() {
     r.assert_refused(400);
 
     // 401: an unknown consumer.
-    let mut sig = Sig::new(&s, SignatureMethod::HmacSha1);
-    sig.consumer = "nobody";
+    let mut sig = signer(&s, SignatureMethod::HmacSha1);
+    sig.consumer.0 = "nobody";
     let unknown = s.signed_post("/oauth/requestToken", &sig, &[]).await;
     unknown.assert_refused(401);
 
     // 401: the wrong secret, with either method; it reads exactly like an
     // unknown consumer (no oracle for consumer keys).
     for method in [SignatureMethod::HmacSha1, SignatureMethod::Plaintext] {
-        let mut sig = Sig::new(&s, method);
-        sig.consumer_secret = "not-the-secret";
+        let mut sig = signer(&s, method);
+        sig.consumer.1 = "not-the-secret";
         let r = s.signed_post("/oauth/requestToken", &sig, &[]).await;
         r.assert_refused(401);
         assert_eq!(r.text, unknown.text);
     }
 
     // 401: a tampered parameter (signed a=1, sent a=2).
-    let sig = Sig::new(&s, SignatureMethod::HmacSha1);
+    let sig = signer(&s, SignatureMethod::HmacSha1);
     let header = sig.header("POST", &url, &[("a", "1")]);
     let r = Raw::from(
         s.http
@@ -304,14 +226,14 @@ async fn request_token_refusals() {
 
     // 401: a timestamp outside the 300 s window, either way.
     for skew in [-301, 301] {
-        let mut sig = Sig::new(&s, SignatureMethod::HmacSha1);
+        let mut sig = signer(&s, SignatureMethod::HmacSha1);
         sig.timestamp += skew;
         s.signed_post("/oauth/requestToken", &sig, &[])
             .await
             .assert_refused(401);
     }
     // ... but inside it is fine.
-    let mut sig = Sig::new(&s, SignatureMethod::HmacSha1);
+    let mut sig = signer(&s, SignatureMethod::HmacSha1);
     sig.timestamp -= 299;
     s.signed_post("/oauth/requestToken", &sig, &[])
         .await
@@ -327,7 +249,7 @@ async fn request_token_refusals() {
 async fn a_nonce_is_never_accepted_twice() {
     let s = start().await;
     with_consumer(&s).await;
-    let sig = Sig::new(&s, SignatureMethod::HmacSha1);
+    let sig = signer(&s, SignatureMethod::HmacSha1);
     s.signed_post("/oauth/requestToken", &sig, &[])
         .await
         .assert_form_ok();
@@ -342,12 +264,12 @@ async fn a_nonce_is_never_accepted_twice() {
         .await
         .assert_refused(401);
     // A failed signature does not burn a nonce.
-    let mut fresh = Sig::new(&s, SignatureMethod::HmacSha1);
-    fresh.consumer_secret = "wrong";
+    let mut fresh = signer(&s, SignatureMethod::HmacSha1);
+    fresh.consumer.1 = "wrong";
     s.signed_post("/oauth/requestToken", &fresh, &[])
         .await
         .assert_refused(401);
-    fresh.consumer_secret = SECRET;
+    fresh.consumer.1 = SECRET;
     s.signed_post("/oauth/requestToken", &fresh, &[])
         .await
         .assert_form_ok();
@@ -359,7 +281,7 @@ async fn request_token(
     method: SignatureMethod,
     callback: Option<&str>,
 ) -> (String, String) {
-    let mut sig = Sig::new(s, method);
+    let mut sig = signer(s, method);
     if let Some(c) = callback {
         sig = sig.with("oauth_callback", c);
     }
@@ -450,7 +372,7 @@ async fn three_legged_flow_with_a_callback() {
     approve(&s, &rt, "alice-pw").await.assert_refused(401);
 
     // A wrong verifier: 401, and the token stays usable.
-    let sig = Sig::new(&s, SignatureMethod::HmacSha1)
+    let sig = signer(&s, SignatureMethod::HmacSha1)
         .token(&rt, &rt_secret)
         .with("oauth_verifier", "nope");
     s.signed_post("/oauth/access_token", &sig, &[])
@@ -458,7 +380,7 @@ async fn three_legged_flow_with_a_callback() {
         .assert_refused(401);
 
     // The exchange.
-    let sig = Sig::new(&s, SignatureMethod::HmacSha1)
+    let sig = signer(&s, SignatureMethod::HmacSha1)
         .token(&rt, &rt_secret)
         .with("oauth_verifier", &verifier);
     let r = s.signed_post("/oauth/access_token", &sig, &[]).await;
@@ -468,7 +390,7 @@ async fn three_legged_flow_with_a_callback() {
     assert_eq!(r.get("oauth_token_secret").len(), 43);
 
     // The verifier works once.
-    let sig = Sig::new(&s, SignatureMethod::HmacSha1)
+    let sig = signer(&s, SignatureMethod::HmacSha1)
         .token(&rt, &rt_secret)
         .with("oauth_verifier", &verifier);
     s.signed_post("/oauth/access_token", &sig, &[])
@@ -476,7 +398,7 @@ async fn three_legged_flow_with_a_callback() {
         .assert_refused(401);
 
     // The access token is not a request token.
-    let sig = Sig::new(&s, SignatureMethod::HmacSha1)
+    let sig = signer(&s, SignatureMethod::HmacSha1)
         .token(&at, "whatever")
         .with("oauth_verifier", &verifier);
     s.signed_post("/oauth/access_token", &sig, &[])
@@ -495,14 +417,14 @@ async fn three_legged_flow_out_of_band_with_plaintext() {
     let verifier = r.get("oauth_verifier");
 
     // The request token secret is part of the key: the consumer's alone fails.
-    let sig = Sig::new(&s, SignatureMethod::Plaintext)
+    let sig = signer(&s, SignatureMethod::Plaintext)
         .token(&rt, "")
         .with("oauth_verifier", &verifier);
     s.signed_post("/oauth/access_token", &sig, &[])
         .await
         .assert_refused(401);
 
-    let sig = Sig::new(&s, SignatureMethod::Plaintext)
+    let sig = signer(&s, SignatureMethod::Plaintext)
         .token(&rt, &rt_secret)
         .with("oauth_verifier", &verifier);
     s.signed_post("/oauth/access_token", &sig, &[])
@@ -532,7 +454,7 @@ async fn access_token_without_oauth1_parameters_stays_oauth2() {
     r.assert_token();
     assert!(r.body.get("refresh_token").is_none());
     // An OAuth 1.0 exchange missing its verifier is a 400, not OAuth 2.0.
-    let sig = Sig::new(&s, SignatureMethod::HmacSha1).token("t", "s");
+    let sig = signer(&s, SignatureMethod::HmacSha1).token("t", "s");
     s.signed_post("/oauth/access_token", &sig, &[])
         .await
         .assert_refused(400);
@@ -576,7 +498,7 @@ async fn a_signed_request_charges_its_address_once() {
     for _ in 0..2 {
         s.signed_get_query(
             "/oauth/requestToken",
-            &Sig::new(&s, SignatureMethod::Plaintext),
+            &signer(&s, SignatureMethod::Plaintext),
         )
         .await
         .assert_form_ok();
@@ -584,7 +506,7 @@ async fn a_signed_request_charges_its_address_once() {
     let r = s
         .signed_get_query(
             "/oauth/requestToken",
-            &Sig::new(&s, SignatureMethod::Plaintext),
+            &signer(&s, SignatureMethod::Plaintext),
         )
         .await;
     assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS, "{}", r.text);

@@ -355,12 +355,9 @@ async fn base_path_shapes_location_and_link() {
 #[tokio::test]
 async fn merges_beside_the_other_routers_at_the_root() {
     use axum::routing::{get, post};
-    let model = crate::model();
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("m.db").display());
-    let store = gatehouse_store::Store::connect(&url, model.clone(), Default::default())
-        .await
-        .unwrap();
+    let model = gatehouse_testkit::example_model();
+    let db = gatehouse_testkit::TestDb::sqlite();
+    let store = db.open(&model).await;
     let others = axum::Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route(
@@ -372,11 +369,8 @@ async fn merges_beside_the_other_routers_at_the_root() {
         .route("/oauth/token", post(|| async { "token" }))
         .route("/.well-known/jwks.json", get(|| async { "jwks" }));
     let app = others.merge(gatehouse_rest::router(crate::state(store, model, "", 1024)));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let c = reqwest::Client::new();
-    let get = |p: &str| c.get(format!("http://{addr}{p}")).send();
+    let served = gatehouse_testkit::TestServer::start(app).await;
+    let get = |p: &str| served.client.get(served.url(p)).send();
     for (path, body) in [
         ("/healthz", "ok"),
         ("/graphql", "graphql"),

@@ -11,44 +11,12 @@ mod openapi;
 use std::sync::Arc;
 
 use gatehouse_rest::{RestState, router};
-use gatehouse_schema::{Model, Source, load_sources};
-use gatehouse_store::{Store, StoreOptions};
+use gatehouse_schema::Model;
+use gatehouse_store::Store;
+pub use gatehouse_testkit::header;
+use gatehouse_testkit::{TestDb, TestServer, example_model};
 use reqwest::{Method, Response, StatusCode};
 use serde_json::{Value, json};
-
-pub const EXAMPLE: &[(&str, &str)] = &[
-    (
-        "types.graphql",
-        include_str!("../../../../examples/library/schema/types.graphql"),
-    ),
-    (
-        "reviews.graphql",
-        include_str!("../../../../examples/library/schema/reviews.graphql"),
-    ),
-    (
-        "inputs.graphql",
-        include_str!("../../../../examples/library/schema/inputs.graphql"),
-    ),
-    (
-        "private.graphql",
-        include_str!("../../../../examples/library/schema/private.graphql"),
-    ),
-    (
-        "root.graphql",
-        include_str!("../../../../examples/library/schema/root.graphql"),
-    ),
-];
-
-pub fn model() -> Arc<Model> {
-    let sources: Vec<Source> = EXAMPLE
-        .iter()
-        .map(|(p, t)| Source {
-            path: p.to_string(),
-            text: t.to_string(),
-        })
-        .collect();
-    Arc::new(load_sources(&sources).unwrap())
-}
 
 pub fn state(store: Store, model: Arc<Model>, base_path: &str, max_body_bytes: usize) -> RestState {
     RestState {
@@ -70,7 +38,7 @@ pub struct Server {
     pub base: String,
     pub store: Store,
     pub client: reqwest::Client,
-    _dir: tempfile::TempDir,
+    _db: TestDb,
 }
 
 pub async fn start() -> Server {
@@ -78,28 +46,21 @@ pub async fn start() -> Server {
 }
 
 pub async fn start_with(base_path: &str, max_body_bytes: usize) -> Server {
-    let model = model();
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("t.db").display());
-    let store = Store::connect(&url, model.clone(), StoreOptions::default())
-        .await
-        .unwrap();
+    let model = example_model();
+    let db = TestDb::sqlite();
+    let store = db.open(&model).await;
     let rest = router(state(store.clone(), model, base_path, max_body_bytes));
     let app = if base_path.is_empty() {
         rest
     } else {
         axum::Router::new().nest(base_path, rest)
     };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(listener, app).await.unwrap();
-    });
+    let served = TestServer::start(app).await;
     Server {
-        base: format!("http://{addr}{base_path}"),
+        base: served.url(base_path),
         store,
-        client: reqwest::Client::new(),
-        _dir: dir,
+        client: served.client,
+        _db: db,
     }
 }
 
@@ -182,10 +143,4 @@ pub fn ids(rows: &Value) -> Vec<String> {
         .iter()
         .map(|r| r["id"].as_str().unwrap().to_string())
         .collect()
-}
-
-pub fn header(r: &Response, name: &str) -> Option<String> {
-    r.headers()
-        .get(name)
-        .map(|v| v.to_str().unwrap().to_string())
 }

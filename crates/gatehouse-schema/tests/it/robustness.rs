@@ -1,28 +1,6 @@
 use gatehouse_schema::{Source, load_sources};
+use gatehouse_testkit::EXAMPLE_SCHEMA;
 use proptest::prelude::*;
-
-const EXAMPLE: &[(&str, &str)] = &[
-    (
-        "types.graphql",
-        include_str!("../../../../examples/library/schema/types.graphql"),
-    ),
-    (
-        "reviews.graphql",
-        include_str!("../../../../examples/library/schema/reviews.graphql"),
-    ),
-    (
-        "inputs.graphql",
-        include_str!("../../../../examples/library/schema/inputs.graphql"),
-    ),
-    (
-        "private.graphql",
-        include_str!("../../../../examples/library/schema/private.graphql"),
-    ),
-    (
-        "root.graphql",
-        include_str!("../../../../examples/library/schema/root.graphql"),
-    ),
-];
 
 fn load(files: Vec<(String, String)>) {
     let sources: Vec<Source> = files
@@ -62,7 +40,7 @@ proptest! {
     #[test]
     fn mutated_example_never_panics(file in 0usize..4, start in 0usize..4000, len in 0usize..200, insert in "\\PC{0,20}") {
         let mut files: Vec<(String, String)> =
-            EXAMPLE.iter().map(|(p, t)| (p.to_string(), t.to_string())).collect();
+            EXAMPLE_SCHEMA.iter().map(|(p, t)| (p.to_string(), t.to_string())).collect();
         let text = &mut files[file].1;
         let chars: Vec<char> = text.chars().collect();
         let s = start.min(chars.len());

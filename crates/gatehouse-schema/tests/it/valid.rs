@@ -3,48 +3,24 @@
 use gatehouse_schema::{
     Binding, FieldKind, LoadOptions, default_rest_path, load_sources, scaffold,
 };
+use gatehouse_testkit::EXAMPLE_SCHEMA;
 
 use crate::{BASE_TYPES, load_ok, sources};
 
-fn example() -> Vec<(&'static str, &'static str)> {
-    vec![
-        (
-            "types.graphql",
-            include_str!("../../../../examples/library/schema/types.graphql"),
-        ),
-        (
-            "reviews.graphql",
-            include_str!("../../../../examples/library/schema/reviews.graphql"),
-        ),
-        (
-            "inputs.graphql",
-            include_str!("../../../../examples/library/schema/inputs.graphql"),
-        ),
-        (
-            "private.graphql",
-            include_str!("../../../../examples/library/schema/private.graphql"),
-        ),
-        (
-            "root.graphql",
-            include_str!("../../../../examples/library/schema/root.graphql"),
-        ),
-    ]
-}
-
 #[test]
 fn example_model() {
-    let model = load_ok(&example());
+    let model = load_ok(EXAMPLE_SCHEMA);
     insta::assert_yaml_snapshot!(model, { ".sdl" => "[printed sdl: see example_sdl]" });
 }
 
 #[test]
 fn example_sdl() {
-    insta::assert_snapshot!(load_ok(&example()).sdl);
+    insta::assert_snapshot!(load_ok(EXAMPLE_SCHEMA).sdl);
 }
 
 #[test]
 fn printed_sdl_loads_again_to_the_same_model() {
-    let model = load_ok(&example());
+    let model = load_ok(EXAMPLE_SCHEMA);
     let again = load_ok(&[("printed.graphql", model.sdl.as_str())]);
     let strip = |m: &gatehouse_schema::Model| {
         let mut v = serde_json::to_value(m).unwrap();
@@ -56,7 +32,7 @@ fn printed_sdl_loads_again_to_the_same_model() {
 
 #[test]
 fn type_extension_across_files_adds_fields() {
-    let model = load_ok(&example());
+    let model = load_ok(EXAMPLE_SCHEMA);
     let book = model.entity("Book").unwrap();
     assert!(
         book.field("shelf").is_some(),

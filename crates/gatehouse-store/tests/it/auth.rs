@@ -12,8 +12,9 @@ use gatehouse_auth::{
     TokenKind, TokenRecord, UserRecord,
 };
 use gatehouse_store::{SqlAuthRepo, Store, StoreOptions};
+use gatehouse_testkit::TestDb;
 
-use crate::common::{SDL, databases};
+use crate::common::SDL;
 
 fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
@@ -90,7 +91,7 @@ macro_rules! same_as_memory {
                 let $r: &dyn AuthRepo = &memory;
                 $body
             };
-            for db in databases().await {
+            for db in TestDb::each().await {
                 eprintln!("{}: {}", stringify!($name), db.backend());
                 let store = db.open(SDL).await;
                 let repo = SqlAuthRepo::new(store.clone());
@@ -586,7 +587,7 @@ same_as_memory!(oauth1_nonces_and_purge, |r| {
 /// Two instances insert the same nonce at once: exactly one wins.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn nonce_race_has_one_winner() {
-    for db in databases().await {
+    for db in TestDb::each().await {
         let s1 = db.open(SDL).await;
         let s2 = second_instance(&db).await;
         let r1 = Arc::new(SqlAuthRepo::new(s1.clone()));
@@ -618,7 +619,7 @@ async fn nonce_race_has_one_winner() {
 /// after reopening.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_token_inserts_are_group_committed() {
-    for db in databases().await {
+    for db in TestDb::each().await {
         let be = db.backend();
         eprintln!("group commit: {be}");
         let store = db.open(SDL).await;
@@ -670,7 +671,7 @@ async fn concurrent_token_inserts_are_group_committed() {
 }
 
 /// Two more stores on `db`, as two instances would open them.
-async fn second_instance(db: &crate::common::Db) -> Store {
+async fn second_instance(db: &TestDb) -> Store {
     db.open(SDL).await
 }
 
@@ -678,7 +679,7 @@ async fn second_instance(db: &crate::common::Db) -> Store {
 /// stored successor is the winner's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mark_refresh_used_race_has_one_winner() {
-    for db in databases().await {
+    for db in TestDb::each().await {
         eprintln!("race: {}", db.backend());
         let s1 = db.open(SDL).await;
         let s2 = second_instance(&db).await;
@@ -732,7 +733,7 @@ async fn mark_refresh_used_race_has_one_winner() {
 /// Concurrent grace-period retries: only one replaces the expected successor.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replace_successor_race_has_one_winner() {
-    for db in databases().await {
+    for db in TestDb::each().await {
         eprintln!("race: {}", db.backend());
         let s1 = db.open(SDL).await;
         let s2 = second_instance(&db).await;
@@ -801,7 +802,7 @@ fn now() -> i64 {
 /// sharing a file would).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_instances_share_tokens_and_revocations() {
-    for db in databases().await {
+    for db in TestDb::each().await {
         let be = db.backend();
         eprintln!("backend: {be}");
         let s1 = db.open(SDL).await;
@@ -889,7 +890,7 @@ async fn two_instances_share_tokens_and_revocations() {
 /// secret) the tokens issued before are still valid and no key was added.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_keeps_issued_tokens_valid() {
-    for db in databases().await {
+    for db in TestDb::each().await {
         let be = db.backend();
         eprintln!("backend: {be}");
         let (token, kid) = {
@@ -933,13 +934,12 @@ async fn users_table_from_before_claims_is_migrated() {
                        password_hash TEXT NOT NULL, scopes TEXT NOT NULL, \
                        created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL); \
                        INSERT INTO \"_gatehouse_oauth_users\" VALUES ('old', 'h', '[\"read\"]', 1, 2)";
-    for db in databases().await {
+    for db in TestDb::each().await {
         let be = db.backend();
         eprintln!("backend: {be}");
-        match &db.place {
-            crate::common::Place::Sqlite(_) => {
-                let path = db.url.trim_start_matches("sqlite://");
-                if let Some(dir) = std::path::Path::new(path).parent() {
+        match db.sqlite_path() {
+            Some(path) => {
+                if let Some(dir) = path.parent() {
                     std::fs::create_dir_all(dir).unwrap();
                 }
                 rusqlite::Connection::open(path)
@@ -947,9 +947,9 @@ async fn users_table_from_before_claims_is_migrated() {
                     .execute_batch(OLD)
                     .unwrap();
             }
-            crate::common::Place::Postgres { .. } => {
+            None => {
                 use sqlx::Connection;
-                let mut c = sqlx::PgConnection::connect(&db.url).await.unwrap();
+                let mut c = sqlx::PgConnection::connect(db.url()).await.unwrap();
                 sqlx::raw_sql(sqlx::AssertSqlSafe(OLD.to_string()))
                     .execute(&mut c)
                     .await
@@ -982,7 +982,7 @@ async fn users_table_from_before_claims_is_migrated() {
 /// without migrating still gets them on the repository's first use.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn internal_tables_stay_out_of_migration_plans() {
-    for db in databases().await {
+    for db in TestDb::each().await {
         let be = db.backend();
         eprintln!("backend: {be}");
         let opts = StoreOptions {

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::json;
 
-use crate::common::{SDL, model, row};
+use crate::common::{SDL, row};
 
 const CHILD_ENV: &str = "GATEHOUSE_DURABILITY_DB";
 
@@ -20,7 +20,7 @@ async fn durability_child() {
     let Ok(url) = std::env::var(CHILD_ENV) else {
         return;
     };
-    let s = gatehouse_store::Store::connect(&url, model(SDL), Default::default())
+    let s = gatehouse_testkit::open_store(&url, gatehouse_testkit::model(SDL), Default::default())
         .await
         .unwrap();
     let a = s
@@ -78,7 +78,7 @@ async fn sqlite_acknowledged_writes_survive_sigkill() {
     }
     let _ = child.wait();
     assert_eq!(acked.len(), 300, "the child stopped early");
-    let s = gatehouse_store::Store::connect(&url, model(SDL), Default::default())
+    let s = gatehouse_testkit::open_store(&url, gatehouse_testkit::model(SDL), Default::default())
         .await
         .unwrap();
     let author = s

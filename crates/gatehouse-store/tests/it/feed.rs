@@ -4,11 +4,12 @@
 use std::time::Duration;
 
 use gatehouse_store::{ChangeEvent, ChangeKind, Store, StoreOptions};
+use gatehouse_testkit::TestDb;
 use serde_json::json;
 use sqlx::Connection;
 use tokio::sync::broadcast::Receiver;
 
-use crate::common::{Db, SDL, author, book, databases, row};
+use crate::common::{SDL, author, book, row};
 use crate::conformance;
 
 async fn next(rx: &mut Receiver<ChangeEvent>) -> ChangeEvent {
@@ -26,12 +27,8 @@ async fn nothing(rx: &mut Receiver<ChangeEvent>) {
 
 /// Two stores on one fresh PostgreSQL database (two instances, each with
 /// its own listener); `None`, after saying so, without PostgreSQL.
-async fn two_instances() -> Option<(Db, Store, Store)> {
-    let Some(db) = databases()
-        .await
-        .into_iter()
-        .find(|d| d.backend() == "postgres")
-    else {
+async fn two_instances() -> Option<(TestDb, Store, Store)> {
+    let Some(db) = TestDb::postgres().await else {
         eprintln!("GATEHOUSE_TEST_POSTGRES_URL not set: skipped");
         return None;
     };
@@ -166,7 +163,7 @@ async fn postgres_listener_loss_ends_the_feeds_that_may_have_missed_events() {
     };
     let mut before = two.subscribe();
     // Cut every listener's connection to this database (both stores').
-    let mut admin = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let mut admin = sqlx::PgConnection::connect(db.url()).await.unwrap();
     let cut: Vec<(bool,)> = sqlx::query_as(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
          WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()",

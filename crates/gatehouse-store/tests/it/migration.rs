@@ -2,9 +2,10 @@
 //! destructive ones are refused until allowed.
 
 use gatehouse_store::{MigrationStep, StoreError, StoreOptions};
+use gatehouse_testkit::TestDb;
 use serde_json::json;
 
-use crate::common::{databases, row};
+use crate::common::row;
 
 const V1: &str = r#"
 type Query { items: [Item!]! }
@@ -35,7 +36,7 @@ fn refused(r: Result<gatehouse_store::Store, StoreError>) -> String {
 }
 
 /// Opens V1 with one row (`size` 3) and returns the row id.
-async fn v1_with_row(db: &crate::common::Db) -> String {
+async fn v1_with_row(db: &TestDb) -> String {
     let s = db.open(V1).await;
     let r = s
         .insert(
@@ -51,7 +52,7 @@ async fn v1_with_row(db: &crate::common::Db) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fresh_database_records_version_one_and_reopening_is_a_no_op() {
-    for db in databases().await {
+    for db in TestDb::each().await {
         let s = db.open(V1).await;
         assert_eq!(s.schema_version().await.unwrap(), 1, "{}", db.backend());
         assert!(s.plan().await.unwrap().is_empty());
@@ -70,7 +71,7 @@ enum Color { RED GREEN BLUE }
 type Item { id: ID! name: String! size: Int @index color: Color note: String tag: Tag }
 type Tag { id: ID! label: String! @unique }
 "#;
-    for db in databases().await {
+    for db in TestDb::each().await {
         let id = v1_with_row(&db).await;
         let s = db.open_with(V2, no_migrate()).await.unwrap();
         let plan = s.plan().await.unwrap();
@@ -168,7 +169,7 @@ type Query { items: [Item!]! }
 enum Color { RED GREEN }
 type Item { id: ID! name: String! color: Color }
 "#;
-    for db in databases().await {
+    for db in TestDb::each().await {
         let id = v1_with_row(&db).await;
         let msg = refused(db.open_with(V, StoreOptions::default()).await);
         assert!(msg.contains("DESTRUCTIVE drop column item.size"), "{msg}");
@@ -204,7 +205,7 @@ type Query { items: [Item!]! }
 enum Color { RED GREEN }
 type Item { id: ID! name: String! size: Float color: Color }
 "#;
-    for db in databases().await {
+    for db in TestDb::each().await {
         let id = v1_with_row(&db).await;
         let msg = refused(db.open_with(V, StoreOptions::default()).await);
         assert!(
@@ -239,7 +240,7 @@ type Query { items: [Item!]! }
 enum Color { RED GREEN }
 type Item { id: ID! name: String! size: Int! color: Color }
 "#;
-    for db in databases().await {
+    for db in TestDb::each().await {
         let id = v1_with_row(&db).await;
         let s = db.open(V1).await;
         let null_row = s
@@ -302,7 +303,7 @@ type Query { items: [Item!]! }
 enum Color { RED GREEN }
 type Item { id: ID! name: String! size: Int color: Color weight: Int! shade: Color! }
 "#;
-    for db in databases().await {
+    for db in TestDb::each().await {
         // empty table: applies by itself
         let s = db.open(V1).await;
         s.close().await;
@@ -325,7 +326,7 @@ type Item { id: ID! name: String! size: Int color: Color weight: Int! shade: Col
         .unwrap();
         s.close().await;
     }
-    for db in databases().await {
+    for db in TestDb::each().await {
         let id = v1_with_row(&db).await;
         let msg = refused(db.open_with(V, StoreOptions::default()).await);
         assert!(
@@ -359,7 +360,7 @@ type Query { items: [Item!]! }
 enum Color { RED }
 type Item { id: ID! name: String! size: Int color: Color }
 "#;
-    for db in databases().await {
+    for db in TestDb::each().await {
         let s = db.open(TWO).await;
         let i = s
             .insert(
@@ -409,7 +410,7 @@ type Query { items: [Item!]! }
 enum Color { RED GREEN }
 type Item { id: ID! name: String @unique size: Int color: Color @index }
 "#;
-    for db in databases().await {
+    for db in TestDb::each().await {
         let id = v1_with_row(&db).await;
         let s = db.open(V).await;
         assert_eq!(s.schema_version().await.unwrap(), 2);

@@ -5,13 +5,14 @@
 use std::time::Duration;
 
 use gatehouse_store::{ListQuery, StoreOptions};
+use gatehouse_testkit::TestDb;
 use serde_json::json;
 
-use crate::common::{SDL, author, book, databases, titles};
+use crate::common::{SDL, author, book, titles};
 
 #[tokio::test]
 async fn a_small_pool_serves_concurrent_reads_and_writes() {
-    for db in databases().await {
+    for db in TestDb::each().await {
         let opts = StoreOptions {
             max_connections: Some(4),
             acquire_timeout: Duration::from_secs(10),
@@ -82,7 +83,7 @@ async fn futures_all(tasks: Vec<tokio::task::JoinHandle<()>>) {
 /// its connection for the next statement with half an answer in it.
 #[tokio::test]
 async fn cancelled_reads_leave_connections_usable() {
-    for db in databases().await {
+    for db in TestDb::each().await {
         let s = db.open(SDL).await;
         let a = author(&s, "A").await;
         for i in 0..30 {
@@ -119,7 +120,7 @@ fn a_store_outliving_its_runtime_drops_cleanly() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let stores = rt.block_on(async {
         let mut out = Vec::new();
-        for db in databases().await {
+        for db in TestDb::each().await {
             let s = db.open(SDL).await;
             let a = author(&s, "A").await;
             book(&s, &a, "kept", json!({})).await;

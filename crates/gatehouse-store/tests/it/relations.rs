@@ -1,6 +1,7 @@
 //! Batch loading of relations: one statement per relation, whatever the number of parents.
 
 use gatehouse_store::{Filter, FilterOp, JoinOne, ListQuery, OrderBy, StoreError};
+use gatehouse_testkit::TestDb;
 use serde_json::json;
 
 use crate::common::{author, book, titles};
@@ -225,7 +226,7 @@ type Person {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_joined_reads_to_one_targets_in_the_same_statement() {
-    for db in crate::common::databases().await {
+    for db in TestDb::each().await {
         let s = db.open(PEOPLE).await;
         let person = |name: &str, boss: Option<&str>| {
             crate::common::row(json!({"name": name, "boss": boss}))

@@ -8,18 +8,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use gatehouse_store::{ListQuery, Store};
+use gatehouse_testkit::TestDb;
 
-use crate::common::{Place, SDL, author, databases};
+use crate::common::{SDL, author};
 
-/// The SQLite database of a fresh set (the first one is always SQLite).
-async fn sqlite() -> crate::common::Db {
-    let db = databases().await.remove(0);
-    assert!(matches!(db.place, Place::Sqlite(_)));
-    db
+async fn sqlite() -> TestDb {
+    TestDb::sqlite()
 }
 
-fn file(db: &crate::common::Db) -> String {
-    db.url.trim_start_matches("sqlite://").to_string()
+fn file(db: &TestDb) -> String {
+    db.sqlite_path().unwrap().display().to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,8 +1,13 @@
-use crate::{gatehouse, repo, stderr, stdout};
+use gatehouse_testkit::repo_root;
+
+use crate::{gatehouse, stderr, stdout};
 
 #[test]
 fn check_accepts_the_example() {
-    let o = gatehouse(&repo(), &["check", "--schema", "examples/library/schema"]);
+    let o = gatehouse(
+        &repo_root(),
+        &["check", "--schema", "examples/library/schema"],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(
         stdout(&o),
@@ -13,7 +18,7 @@ fn check_accepts_the_example() {
 #[test]
 fn check_reads_the_schema_from_the_config() {
     let o = gatehouse(
-        &repo(),
+        &repo_root(),
         &["check", "--config", "examples/library/gatehouse.toml"],
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -22,7 +27,7 @@ fn check_reads_the_schema_from_the_config() {
 #[test]
 fn extending_query_in_a_second_file_fails_naming_both_files() {
     let dir = tempfile::tempdir().unwrap();
-    for entry in std::fs::read_dir(repo().join("examples/library/schema")).unwrap() {
+    for entry in std::fs::read_dir(repo_root().join("examples/library/schema")).unwrap() {
         let entry = entry.unwrap();
         std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
     }
@@ -66,7 +71,7 @@ fn check_reports_every_problem_and_exits_1() {
 
 #[test]
 fn check_of_a_missing_directory_exits_1() {
-    let o = gatehouse(&repo(), &["check", "--schema", "no/such/dir"]);
+    let o = gatehouse(&repo_root(), &["check", "--schema", "no/such/dir"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
         stderr(&o).contains("no/such/dir: error: cannot read file"),
@@ -78,7 +83,7 @@ fn check_of_a_missing_directory_exits_1() {
 #[test]
 fn schema_print_is_standalone_sdl() {
     let o = gatehouse(
-        &repo(),
+        &repo_root(),
         &["schema", "print", "--schema", "examples/library/schema"],
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -127,7 +132,7 @@ fn bad_config_is_reported_and_exits_1() {
 fn consumer_add_list_remove() {
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite://{}", dir.path().join("data/t.db").display());
-    let schema = repo().join("examples/library/schema");
+    let schema = repo_root().join("examples/library/schema");
     let schema = schema.to_str().unwrap();
     let run = |args: &[&str]| {
         let mut all = args.to_vec();
@@ -177,7 +182,7 @@ fn user_claims_are_added_replaced_cleared_and_listed() {
     use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite://{}", dir.path().join("data/t.db").display());
-    let schema = repo().join("examples/library/schema");
+    let schema = repo_root().join("examples/library/schema");
     let schema = schema.to_str().unwrap();
     let args = |args: &[&str]| {
         let mut all: Vec<String> = args.iter().map(|s| s.to_string()).collect();
@@ -200,13 +205,7 @@ fn user_claims_are_added_replaced_cleared_and_listed() {
     };
 
     // `user add` reads the password from stdin.
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
-    for (k, _) in std::env::vars() {
-        if k.starts_with("GATEHOUSE_") {
-            cmd.env_remove(k);
-        }
-    }
-    let mut child = cmd
+    let mut child = crate::bin()
         .args(args(&[
             "user", "add", "alice", "--claim", "org=acme", "--claim", "level=2", "--json",
         ]))

@@ -1,50 +1,16 @@
 //! `gatehouse copy`: from the embedded SQLite store to PostgreSQL, tokens
 //! issued before the copy stay valid on a server over the target.
 
-use std::process::Command;
+use gatehouse_testkit::{ServerProcess, TestDb, repo_root};
 
-use crate::first_hour::{Running, sh};
-use crate::{repo, stderr, stdout};
+use crate::first_hour::sh;
+use crate::{stderr, stdout};
 
 const SECRET: &str = "copy-test-key-secret-0123456";
 const ISSUER: &str = "http://gatehouse.test";
 
-/// `GATEHOUSE_TEST_POSTGRES_URL`; panics when CI requires PostgreSQL.
-fn pg_url() -> Option<String> {
-    let url = std::env::var("GATEHOUSE_TEST_POSTGRES_URL")
-        .ok()
-        .filter(|s| !s.is_empty());
-    if url.is_none() && std::env::var("GATEHOUSE_REQUIRE_POSTGRES").is_ok_and(|v| v == "1") {
-        panic!("GATEHOUSE_REQUIRE_POSTGRES=1 but GATEHOUSE_TEST_POSTGRES_URL is not set");
-    }
-    url
-}
-
-async fn new_database(admin: &str) -> String {
-    use sqlx::Connection;
-    let name = format!("copy_{}", uuid::Uuid::now_v7().simple());
-    let mut c = sqlx::PgConnection::connect(admin).await.unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
-        .execute(&mut c)
-        .await
-        .unwrap();
-    let i = admin.rfind('/').unwrap();
-    format!("{}/{name}", &admin[..i])
-}
-
-async fn drop_database(admin: &str, url: &str) {
-    use sqlx::Connection;
-    let name = url.rsplit('/').next().unwrap();
-    let mut c = sqlx::PgConnection::connect(admin).await.unwrap();
-    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
-    )))
-    .execute(&mut c)
-    .await;
-}
-
 fn copy(from: &str, to: &str) -> std::process::Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+    let mut cmd = crate::bin();
     cmd.args([
         "copy",
         "--from",
@@ -54,18 +20,13 @@ fn copy(from: &str, to: &str) -> std::process::Output {
         "--config",
         "examples/library/gatehouse.toml",
     ])
-    .current_dir(repo());
-    for (k, _) in std::env::vars() {
-        if k.starts_with("GATEHOUSE_") {
-            cmd.env_remove(k);
-        }
-    }
+    .current_dir(repo_root());
     cmd.env("GATEHOUSE_SECRET", SECRET).output().unwrap()
 }
 
-fn serve(database: &str) -> Running {
-    Running::start(
-        &repo(),
+fn serve(database: &str) -> ServerProcess {
+    crate::serve(
+        &repo_root(),
         &[
             "--config",
             "examples/library/gatehouse.toml",
@@ -83,17 +44,17 @@ fn serve(database: &str) -> Running {
 /// `curl` with `token` against `url`; the body.
 fn get(token: &str, url: &str) -> String {
     sh(
-        &repo(),
+        &repo_root(),
         &format!("curl -s -H 'Authorization: Bearer {token}' '{url}'"),
     )
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn copy_from_sqlite_to_postgres_keeps_data_and_tokens() {
-    let Some(admin) = pg_url() else {
+    let Some(target_db) = TestDb::postgres().await else {
         return;
     };
-    let target = new_database(&admin).await;
+    let target = target_db.url();
     let dir = tempfile::tempdir().unwrap();
     let source = format!("sqlite://{}", dir.path().join("library.db").display());
 
@@ -101,7 +62,7 @@ async fn copy_from_sqlite_to_postgres_keeps_data_and_tokens() {
     let server = serve(&source);
     let token_json = |extra: &str| {
         sh(
-            &repo(),
+            &repo_root(),
             &format!(
                 "curl -s -u demo-app:demo-secret-change-me -d grant_type=password \
                  -d username=alice -d password=alice-password -d 'scope=read write offline_access' \
@@ -116,7 +77,7 @@ async fn copy_from_sqlite_to_postgres_keeps_data_and_tokens() {
     let revoked: serde_json::Value = serde_json::from_str(&token_json("")).unwrap();
     let revoked = revoked["access_token"].as_str().unwrap().to_string();
     sh(
-        &repo(),
+        &repo_root(),
         &format!(
             "curl -sf -u demo-app:demo-secret-change-me -d token={revoked} {}/oauth/revoke",
             server.base
@@ -125,13 +86,13 @@ async fn copy_from_sqlite_to_postgres_keeps_data_and_tokens() {
     assert!(get(&access, &format!("{}/v1/authors/butler", server.base)).contains("Octavia"));
     drop(server);
 
-    let o = copy(&source, &target);
+    let o = copy(&source, target);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("row counts verified"), "{}", stdout(&o));
 
     // After: a server on PostgreSQL accepts the token, refuses the revoked
     // one, rotates the refresh token, and has the rows.
-    let server = serve(&target);
+    let server = serve(target);
     let body = get(&access, &format!("{}/v1/authors/butler", server.base));
     assert!(body.contains("Octavia E. Butler"), "{body}");
     let body = get(&revoked, &format!("{}/v1/authors/butler", server.base));
@@ -140,7 +101,7 @@ async fn copy_from_sqlite_to_postgres_keeps_data_and_tokens() {
         "a revoked token works after the copy: {body}"
     );
     let refreshed = sh(
-        &repo(),
+        &repo_root(),
         &format!(
             "curl -s -u demo-app:demo-secret-change-me -d grant_type=refresh_token \
              -d refresh_token={refresh} {}/oauth/token",
@@ -154,8 +115,7 @@ async fn copy_from_sqlite_to_postgres_keeps_data_and_tokens() {
     drop(server);
 
     // Into a target that has rows now: refused.
-    let o = copy(&source, &target);
+    let o = copy(&source, target);
     assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
     assert!(stderr(&o).contains("not empty"), "{}", stderr(&o));
-    drop_database(&admin, &target).await;
 }

@@ -2,84 +2,13 @@
 //! commands it prints; `schema scaffold --out`; registrations without a
 //! schema.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
+use std::time::Duration;
 
-use crate::{gatehouse, repo, stderr, stdout};
+use gatehouse_testkit::repo_root;
 
-/// A `gatehouse serve` started in a directory, killed on drop.
-pub struct Running {
-    child: Child,
-    /// `http://127.0.0.1:PORT`.
-    pub base: String,
-    logs: Arc<Mutex<Vec<String>>>,
-}
-
-impl Running {
-    /// Starts `gatehouse serve ARGS` in `dir` (a port-0 listener is the
-    /// caller's to ask for) and waits for its address.
-    pub fn start(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Running {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_gatehouse"));
-        cmd.arg("serve")
-            .args(args)
-            .current_dir(dir)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for (k, _) in std::env::vars() {
-            if k.starts_with("GATEHOUSE_") {
-                cmd.env_remove(k);
-            }
-        }
-        cmd.envs(env.iter().copied());
-        let mut child = cmd.spawn().unwrap();
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let sink = logs.clone();
-        let err = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push(line);
-            }
-        });
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        let mut base = None;
-        while out.read_line(&mut line).unwrap_or(0) > 0 {
-            if let Some(rest) = line.trim().strip_prefix("gatehouse listening on ") {
-                base = Some(rest.to_string());
-                break;
-            }
-            line.clear();
-        }
-        std::thread::spawn(move || {
-            let mut sink = String::new();
-            while out.read_line(&mut sink).unwrap_or(0) > 0 {
-                sink.clear();
-            }
-        });
-        let Some(base) = base else {
-            let _ = child.kill();
-            panic!(
-                "the server did not start:\n{}",
-                logs.lock().unwrap().join("\n")
-            );
-        };
-        Running { child, base, logs }
-    }
-
-    /// Every log line so far.
-    pub fn logs(&self) -> Vec<String> {
-        self.logs.lock().unwrap().clone()
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use crate::{gatehouse, serve, stderr, stdout};
 
 /// Runs `script` with `sh -e`; panics with its output when it fails.
 pub fn sh(dir: &Path, script: &str) -> String {
@@ -120,7 +49,7 @@ fn init_writes_a_service_that_answers_the_commands_it_prints() {
     let o = gatehouse(&dir, &["check"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 
-    let server = Running::start(&dir, &["--listen", "127.0.0.1:0"], &[]);
+    let server = serve(&dir, &["--listen", "127.0.0.1:0"], &[]);
     let addr = server.base.trim_start_matches("http://");
     // The token, then the mutation, exactly as printed (on the real port).
     let script = format!("{}\n{}", commands[1], commands[2]).replace("127.0.0.1:8080", addr);
@@ -137,9 +66,9 @@ fn init_writes_a_service_that_answers_the_commands_it_prints() {
 #[test]
 fn serve_warns_when_nobody_can_get_a_token() {
     let dir = tempfile::tempdir().unwrap();
-    let schema = repo().join("examples/library/schema");
+    let schema = repo_root().join("examples/library/schema");
     let db = format!("sqlite://{}", dir.path().join("t.db").display());
-    let server = Running::start(
+    let server = serve(
         dir.path(),
         &[
             "--schema",
@@ -153,14 +82,9 @@ fn serve_warns_when_nobody_can_get_a_token() {
     );
     // The warnings are logged before the listening line, but the log
     // writer batches its lines on another thread: wait for them.
-    let mut logs = server.logs().join("\n");
-    for _ in 0..100 {
-        if logs.contains("no user is registered") {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        logs = server.logs().join("\n");
-    }
+    let logs = server
+        .wait_for_log("no user is registered", Duration::from_secs(5))
+        .join("\n");
     assert!(logs.contains("no OAuth client is registered"), "{logs}");
     assert!(logs.contains("gatehouse client add"), "{logs}");
     assert!(logs.contains("no user is registered"), "{logs}");

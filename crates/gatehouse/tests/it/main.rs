@@ -7,24 +7,34 @@ mod first_hour;
 mod ops;
 mod readme;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-/// The repository root.
-pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+use gatehouse_testkit::ServerProcess;
+
+/// The binary, with no `GATEHOUSE_*` variables set.
+pub fn bin() -> Command {
+    gatehouse_testkit::command(env!("CARGO_BIN_EXE_gatehouse"))
 }
 
 /// Runs the binary with `args` in `cwd`, with no `GATEHOUSE_*` variables set.
 pub fn gatehouse(cwd: &Path, args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gatehouse"));
-    cmd.args(args).current_dir(cwd);
-    for (k, _) in std::env::vars() {
-        if k.starts_with("GATEHOUSE_") {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.output().expect("the binary runs")
+    bin()
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("the binary runs")
+}
+
+/// Starts `gatehouse serve ARGS` in `cwd` with the variables `env` (a
+/// port-0 listener is the caller's to ask for) and waits for its address.
+pub fn serve(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> ServerProcess {
+    let mut cmd = bin();
+    cmd.arg("serve")
+        .args(args)
+        .current_dir(cwd)
+        .envs(env.iter().copied());
+    ServerProcess::start(cmd)
 }
 
 pub fn stdout(o: &Output) -> String {

@@ -2,13 +2,12 @@
 //! metrics, HTTPS with certificate reload, graceful shutdown, and readiness
 //! across a PostgreSQL outage.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::repo;
+use gatehouse_testkit::{ServerProcess, TestDb, password_token, repo_root};
 
 const CLIENT_ID: &str = "ops-client";
 const CLIENT_SECRET: &str = "ops-client-secret-Zq81xK";
@@ -16,22 +15,9 @@ const USER: &str = "olga";
 const PASSWORD: &str = "olga-password-Vb92";
 const KEY_SECRET: &str = "key-encryption-secret-Jx71wQ0p";
 
-/// A running `gatehouse serve` with its stderr (the logs) captured.
-pub struct Server {
-    child: Child,
-    /// `http://127.0.0.1:PORT` or `https://...`.
-    pub base: String,
-    /// `http://ADDR/metrics` when `metrics.listen` is set.
-    pub metrics_url: Option<String>,
-    logs: Arc<Mutex<Vec<String>>>,
-    /// What the process wrote on stdout.
-    out: Arc<Mutex<Vec<String>>>,
-    _dir: Option<tempfile::TempDir>,
-}
-
 /// A config with a client and a user whose secrets the log checks look for.
 fn config_text(database: &str, extra: &str) -> String {
-    let schema = repo().join("examples/library/schema");
+    let schema = repo_root().join("examples/library/schema");
     format!(
         r#"listen = "127.0.0.1:0"
 database = "{database}"
@@ -53,164 +39,22 @@ scopes = ["read", "write", "review"]
     )
 }
 
-impl Server {
-    /// Starts the binary on a fresh SQLite database with `extra` config text
-    /// (top-level keys first, then sections).
-    pub fn start(extra: &str, args: &[&str]) -> Server {
-        let dir = tempfile::tempdir().unwrap();
-        let db = format!("sqlite://{}", dir.path().join("ops.db").display());
-        Self::start_in(dir, &config_text(&db, extra), args)
-    }
-
-    fn start_in(dir: tempfile::TempDir, config: &str, args: &[&str]) -> Server {
-        let file = dir.path().join("gatehouse.toml");
-        std::fs::write(&file, config).unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_gatehouse"));
-        cmd.arg("serve")
-            .arg("--config")
-            .arg(&file)
-            .args(args)
-            .current_dir(dir.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for (k, _) in std::env::vars() {
-            if k.starts_with("GATEHOUSE_") {
-                cmd.env_remove(k);
-            }
-        }
-        cmd.env("GATEHOUSE_SECRET", KEY_SECRET);
-        cmd.env("GATEHOUSE_LOG", "info");
-        let mut child = cmd.spawn().unwrap();
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let out = Arc::new(Mutex::new(Vec::new()));
-        // The address comes from stdout's `gatehouse listening on URL` line,
-        // or (JSON logs) from the `listening` event's `url` on stderr.
-        let (found, addresses) = std::sync::mpsc::channel::<(&str, String)>();
-        let stderr = child.stderr.take().unwrap();
-        let sink = logs.clone();
-        let tell = found.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) {
-                    for (message, key) in [("listening", "base"), ("serving metrics", "metrics")] {
-                        if event["message"] == message
-                            && let Some(url) = event["url"].as_str()
-                        {
-                            let _ = tell.send((key, url.to_string()));
-                        }
-                    }
-                }
-                sink.lock().unwrap().push(line);
-            }
-            let _ = tell.send(("closed", String::new()));
-        });
-        let stdout = child.stdout.take().unwrap();
-        let sink = out.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(rest) = line.trim().strip_prefix("gatehouse metrics on ") {
-                    let _ = found.send(("metrics", rest.to_string()));
-                }
-                if let Some(rest) = line.trim().strip_prefix("gatehouse listening on ") {
-                    let _ = found.send(("base", rest.to_string()));
-                }
-                sink.lock().unwrap().push(line);
-            }
-            let _ = found.send(("closed", String::new()));
-        });
-        let mut base = None;
-        let mut metrics_url = None;
-        let mut closed = 0;
-        while base.is_none() && closed < 2 {
-            match addresses.recv_timeout(Duration::from_secs(60)) {
-                Ok(("base", url)) => base = Some(url),
-                Ok(("metrics", url)) => metrics_url = Some(url),
-                Ok(_) => closed += 1,
-                Err(_) => break,
-            }
-        }
-        let Some(base) = base else {
-            let _ = child.kill();
-            panic!(
-                "the server did not start:\n{}",
-                logs.lock().unwrap().join("\n")
-            );
-        };
-        // A JSON `serving metrics` event comes before `listening`; its URL
-        // may still be in the channel.
-        while let Ok((key, url)) = addresses.try_recv() {
-            if key == "metrics" {
-                metrics_url = Some(url);
-            }
-        }
-        Server {
-            child,
-            base,
-            metrics_url,
-            logs,
-            out,
-            _dir: Some(dir),
-        }
-    }
-
-    /// `host:port`.
-    pub fn addr(&self) -> String {
-        self.base.split("://").nth(1).unwrap().to_string()
-    }
-
-    /// Every stdout line so far.
-    pub fn stdout_lines(&self) -> Vec<String> {
-        self.out.lock().unwrap().clone()
-    }
-
-    /// Every log line so far.
-    pub fn logs(&self) -> Vec<String> {
-        self.logs.lock().unwrap().clone()
-    }
-
-    /// Sends `signal` (e.g. `TERM`, `HUP`) to the process.
-    pub fn signal(&self, signal: &str) {
-        let ok = Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(self.child.id().to_string())
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill -{signal} failed");
-    }
-
-    /// Waits up to `limit` for the process to exit.
-    pub fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
-        let start = Instant::now();
-        while start.elapsed() < limit {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                // Let the log reader catch the last lines.
-                std::thread::sleep(Duration::from_millis(100));
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
-    }
-
-    /// SIGTERM, then asserts a clean exit; returns the logs.
-    pub fn stop(mut self) -> Vec<String> {
-        self.signal("TERM");
-        let status = self.wait_exit(Duration::from_secs(10));
-        assert!(
-            status.is_some_and(|s| s.success()),
-            "exit status {status:?}; logs:\n{}",
-            self.logs().join("\n")
-        );
-        self.logs()
-    }
+/// Starts the binary on a fresh SQLite database with `extra` config text
+/// (top-level keys first, then sections).
+fn start_server(extra: &str, args: &[&str]) -> ServerProcess {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("ops.db").display());
+    start_server_in(dir, &config_text(&db, extra), args)
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Starts the binary in `dir` with `config` as its configuration file.
+fn start_server_in(dir: tempfile::TempDir, config: &str, args: &[&str]) -> ServerProcess {
+    let file = dir.path().join("gatehouse.toml");
+    std::fs::write(&file, config).unwrap();
+    let mut all = vec!["--config", file.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let env = [("GATEHOUSE_SECRET", KEY_SECRET), ("GATEHOUSE_LOG", "info")];
+    crate::serve(dir.path(), &all, &env).with_dir(dir)
 }
 
 fn client() -> reqwest::Client {
@@ -221,21 +65,9 @@ fn client() -> reqwest::Client {
 }
 
 async fn token(c: &reqwest::Client, base: &str) -> String {
-    let r = c
-        .post(format!("{base}/oauth/token"))
-        .basic_auth(CLIENT_ID, Some(CLIENT_SECRET))
-        .form(&[
-            ("grant_type", "password"),
-            ("username", USER),
-            ("password", PASSWORD),
-            ("scope", "read write"),
-        ])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let body: serde_json::Value = r.json().await.unwrap();
-    body["access_token"].as_str().unwrap().to_string()
+    let client = (CLIENT_ID, CLIENT_SECRET);
+    let r = password_token(c, base, client, (USER, PASSWORD), Some("read write")).await;
+    r["access_token"].as_str().unwrap().to_string()
 }
 
 /// The value of the sample `name{labels}` in an exposition text (labels in
@@ -255,7 +87,7 @@ fn assert_no_secrets(logs: &[String], extra: &[&str]) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn request_ids_logs_and_metrics() {
-    let server = Server::start("", &["--log-format", "json"]);
+    let server = start_server("", &["--log-format", "json"]);
     let base = server.base.clone();
     let c = client();
 
@@ -418,7 +250,7 @@ async fn request_ids_logs_and_metrics() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn separate_metrics_address_takes_metrics_off_the_main_one() {
-    let server = Server::start("[metrics]\nlisten = \"127.0.0.1:0\"\n", &[]);
+    let server = start_server("[metrics]\nlisten = \"127.0.0.1:0\"\n", &[]);
     let c = client();
     let r = c
         .get(format!("{}/metrics", server.base))
@@ -443,7 +275,7 @@ async fn separate_metrics_address_takes_metrics_off_the_main_one() {
 /// still gets its answer, new connections are refused, and the exit is 0.
 #[tokio::test(flavor = "multi_thread")]
 async fn sigterm_lets_an_in_flight_request_finish_and_exits_0() {
-    let mut server = Server::start("", &[]);
+    let mut server = start_server("", &[]);
     let access = token(&client(), &server.base).await;
     let addr = server.addr();
     let body = serde_json::json!({"query": "{ books { id } }"}).to_string();
@@ -493,7 +325,7 @@ async fn sigterm_lets_an_in_flight_request_finish_and_exits_0() {
 /// process still exits 0 in time.
 #[tokio::test(flavor = "multi_thread")]
 async fn shutdown_timeout_bounds_a_stuck_request() {
-    let mut server = Server::start("shutdown_timeout = 2\n", &[]);
+    let mut server = start_server("shutdown_timeout = 2\n", &[]);
     let access = token(&client(), &server.base).await;
     let addr = server.addr();
     let mut conn = std::net::TcpStream::connect(&addr).unwrap();
@@ -551,7 +383,7 @@ async fn https_with_a_self_signed_certificate_and_reload_on_sighup() {
         cert.display(),
         key.display()
     );
-    let server = Server::start(&extra, &[]);
+    let server = start_server(&extra, &[]);
     assert!(server.base.starts_with("https://"), "{}", server.base);
     let addr = server.addr();
     let port = addr.rsplit(':').next().unwrap();
@@ -694,44 +526,23 @@ async fn wait_for_status(c: &reqwest::Client, url: &str, token: Option<&str>, wa
 
 #[tokio::test(flavor = "multi_thread")]
 async fn postgres_outage_fails_fast_with_503_and_recovers() {
-    use sqlx::Connection;
-    let Some(admin) = std::env::var("GATEHOUSE_TEST_POSTGRES_URL")
-        .ok()
-        .filter(|s| !s.is_empty())
-    else {
-        assert!(
-            !matches!(
-                std::env::var("GATEHOUSE_REQUIRE_POSTGRES").as_deref(),
-                Ok("1")
-            ),
-            "GATEHOUSE_REQUIRE_POSTGRES=1 but GATEHOUSE_TEST_POSTGRES_URL is not set"
-        );
+    let Some(db) = TestDb::postgres().await else {
         eprintln!("GATEHOUSE_TEST_POSTGRES_URL not set: skipped");
         return;
     };
-    let name = format!("gh_ops_{}", uuid::Uuid::now_v7().simple());
-    let mut c = sqlx::PgConnection::connect(&admin).await.unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
-        .execute(&mut c)
-        .await
-        .unwrap();
     // postgres://user@host:port/db?query -> the host:port and the rest.
-    let after_scheme = admin.split_once("://").unwrap().1;
-    let authority = after_scheme.split('/').next().unwrap();
+    let (scheme, after_scheme) = db.url().split_once("://").unwrap();
+    let (authority, path) = after_scheme.split_once('/').unwrap();
     let (userinfo, hostport) = match authority.rsplit_once('@') {
         Some((u, h)) => (format!("{u}@"), h.to_string()),
         None => (String::new(), authority.to_string()),
     };
-    let query = admin
-        .split_once('?')
-        .map(|(_, q)| format!("?{q}"))
-        .unwrap_or_default();
     let proxy = Proxy::start(hostport).await;
-    let url = format!("postgres://{userinfo}{}/{name}{query}", proxy.addr);
+    let url = format!("{scheme}://{userinfo}{}/{path}", proxy.addr);
 
     let dir = tempfile::tempdir().unwrap();
     let config = config_text(&url, "[store]\nacquire_timeout = \"2s\"\n");
-    let server = Server::start_in(dir, &config, &[]);
+    let server = start_server_in(dir, &config, &[]);
     let base = server.base.clone();
     let http = client();
     let access = token(&http, &base).await;
@@ -770,12 +581,6 @@ async fn postgres_outage_fails_fast_with_503_and_recovers() {
     wait_for_status(&http, &books, Some(&access), 200).await;
     let logs = server.stop();
     assert_no_secrets(&logs, &[&access]);
-
-    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
-    )))
-    .execute(&mut c)
-    .await;
 }
 
 #[test]
@@ -836,7 +641,7 @@ fn read_until_closed(
 /// `limits.header_read_timeout`.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_idle_new_connection_is_closed_at_the_header_read_timeout() {
-    let server = Server::start("[limits]\nheader_read_timeout = 1\n", &[]);
+    let server = start_server("[limits]\nheader_read_timeout = 1\n", &[]);
     let mut conn = std::net::TcpStream::connect(server.addr()).unwrap();
     let (got, closed) = read_until_closed(&mut conn, Duration::from_secs(15));
     let closed = closed.expect("the idle connection is still open after 15 s");
@@ -849,7 +654,7 @@ async fn an_idle_new_connection_is_closed_at_the_header_read_timeout() {
 /// `limits.header_read_timeout`, however steadily the lines come.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_head_trickled_line_by_line_is_cut_at_the_header_read_timeout() {
-    let server = Server::start("[limits]\nheader_read_timeout = 2\n", &[]);
+    let server = start_server("[limits]\nheader_read_timeout = 2\n", &[]);
     let addr = server.addr();
     let mut conn = std::net::TcpStream::connect(&addr).unwrap();
     let mut writer = conn.try_clone().unwrap();
@@ -876,7 +681,7 @@ async fn a_head_trickled_line_by_line_is_cut_at_the_header_read_timeout() {
 /// connection is closed.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_body_that_never_completes_gets_408_at_the_body_read_timeout() {
-    let server = Server::start("[limits]\nbody_read_timeout = 2\n", &[]);
+    let server = start_server("[limits]\nbody_read_timeout = 2\n", &[]);
     let access = token(&client(), &server.base).await;
     let addr = server.addr();
     let mut conn = std::net::TcpStream::connect(&addr).unwrap();
@@ -922,7 +727,7 @@ async fn a_body_that_never_completes_gets_408_at_the_body_read_timeout() {
 /// at `limits.idle_timeout`, and not before about that long.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_idle_keep_alive_connection_is_closed_at_the_idle_timeout() {
-    let server = Server::start(
+    let server = start_server(
         "[limits]\nidle_timeout = 2\nheader_read_timeout = 60\n",
         &[],
     );
@@ -968,7 +773,7 @@ async fn an_idle_keep_alive_connection_is_closed_at_the_idle_timeout() {
 /// when one closes, a new one is served again.
 #[tokio::test(flavor = "multi_thread")]
 async fn connections_beyond_max_connections_are_closed_at_once() {
-    let server = Server::start(
+    let server = start_server(
         "[limits]\nmax_connections = 2\nheader_read_timeout = 60\n",
         &[],
     );
@@ -1012,7 +817,7 @@ async fn connections_beyond_max_connections_are_closed_at_once() {
 /// (all 1 s here) never cut one.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_sse_stream_outlives_the_connection_timeouts() {
-    let server = Server::start(
+    let server = start_server(
         "[limits]\nheader_read_timeout = 1\nbody_read_timeout = 1\nidle_timeout = 1\n\
          [subscriptions]\nkeepalive = 1\n",
         &[],
@@ -1050,7 +855,7 @@ async fn sqlite_files_are_created_owner_only() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("data").join("fresh.db");
     let db = format!("sqlite://{}", path.display());
-    let server = Server::start_in(dir, &config_text(&db, ""), &[]);
+    let server = start_server_in(dir, &config_text(&db, ""), &[]);
     // A write, so the WAL has content while the server runs.
     token(&client(), &server.base).await;
     for suffix in ["", "-wal", "-shm"] {
@@ -1070,7 +875,7 @@ async fn sqlite_files_are_created_owner_only() {
     std::fs::write(&path, b"").unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
     let db = format!("sqlite://{}", path.display());
-    let server = Server::start_in(dir, &config_text(&db, ""), &[]);
+    let server = start_server_in(dir, &config_text(&db, ""), &[]);
     token(&client(), &server.base).await;
     assert_eq!(mode(&path), 0o644, "an existing file keeps its mode");
     let logs = server.stop();
@@ -1096,7 +901,7 @@ async fn bootstrap_claims_reach_tokens_and_follow_the_config() {
         (r#"{ team = "x" }"#, serde_json::json!({"team": "x"})),
     ] {
         let config = format!("{}claims = {claims}\n", config_text(&db, ""));
-        let server = Server::start_in(tempfile::tempdir().unwrap(), &config, &[]);
+        let server = start_server_in(tempfile::tempdir().unwrap(), &config, &[]);
         let access = token(&c, &server.base).await;
         let answer: serde_json::Value = c
             .post(format!("{}/oauth/introspect", server.base))
@@ -1119,7 +924,7 @@ async fn bootstrap_claims_reach_tokens_and_follow_the_config() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn schema_json_prints_what_the_endpoint_serves() {
-    let server = Server::start("", &[]);
+    let server = start_server("", &[]);
     let c = client();
     let token = token(&c, &server.base).await;
     let served: serde_json::Value = c
@@ -1132,7 +937,7 @@ async fn schema_json_prints_what_the_endpoint_serves() {
         .await
         .unwrap();
     let o = crate::gatehouse(
-        &repo(),
+        &repo_root(),
         &["schema", "json", "--schema", "examples/library/schema"],
     );
     assert_eq!(o.status.code(), Some(0), "{}", crate::stderr(&o));
@@ -1146,7 +951,7 @@ async fn json_logs_write_nothing_but_json_objects() {
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite://{}", dir.path().join("ops.db").display());
     let extra = "[metrics]\nlisten = \"127.0.0.1:0\"\n";
-    let server = Server::start_in(dir, &config_text(&db, extra), &["--log-format", "json"]);
+    let server = start_server_in(dir, &config_text(&db, extra), &["--log-format", "json"]);
     assert!(server.metrics_url.is_some(), "{:?}", server.logs());
     let c = client();
     token(&c, &server.base).await;
@@ -1231,7 +1036,7 @@ async fn spoofed_burst(c: &reqwest::Client, base: &str) -> usize {
 #[tokio::test(flavor = "multi_thread")]
 async fn x_forwarded_for_is_ignored_from_an_untrusted_peer() {
     // The peer (127.0.0.1) is not a trusted proxy.
-    let server = Server::start(
+    let server = start_server(
         &format!("trusted_proxies = [\"10.0.0.0/8\"]\n{LOW_RATE}"),
         &["--log-format", "json"],
     );
@@ -1256,7 +1061,7 @@ async fn x_forwarded_for_is_ignored_from_an_untrusted_peer() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn x_forwarded_for_from_a_trusted_proxy_is_the_client() {
-    let server = Server::start(
+    let server = start_server(
         &format!("trusted_proxies = [\"127.0.0.0/8\", \"::1\"]\n{LOW_RATE}"),
         &["--log-format", "json"],
     );
@@ -1300,7 +1105,10 @@ fn a_bad_trusted_proxy_entry_stops_the_start() {
         &[
             "check",
             "--schema",
-            &repo().join("examples/library/schema").display().to_string(),
+            &repo_root()
+                .join("examples/library/schema")
+                .display()
+                .to_string(),
         ],
     );
     assert_eq!(o.status.code(), Some(1));

@@ -7,8 +7,10 @@
 
 use std::path::Path;
 
-use crate::first_hour::{Running, sh};
-use crate::repo;
+use gatehouse_testkit::repo_root;
+
+use crate::first_hour::sh;
+use crate::serve;
 
 /// The `sh` blocks of the quickstart section, in order.
 fn quickstart_blocks(readme: &str) -> Vec<String> {
@@ -41,14 +43,14 @@ fn quickstart_blocks(readme: &str) -> Vec<String> {
 
 #[test]
 fn readme_quickstart_runs_as_written() {
-    let root = repo();
+    let root = repo_root();
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     let blocks = quickstart_blocks(&readme);
     assert!(blocks.len() >= 5, "{blocks:?}");
-    let serve = "gatehouse serve --config examples/library/gatehouse.toml";
+    let serve_line = "gatehouse serve --config examples/library/gatehouse.toml";
     assert_eq!(
         blocks[0].trim(),
-        serve,
+        serve_line,
         "the tour starts by serving the example"
     );
 
@@ -56,7 +58,7 @@ fn readme_quickstart_runs_as_written() {
     // port and a fresh database.
     let data = tempfile::tempdir().unwrap();
     let db = format!("sqlite://{}", data.path().join("library.db").display());
-    let server = Running::start(
+    let server = serve(
         &root,
         &[
             "--config",
@@ -115,7 +117,7 @@ fn readme_quickstart_runs_as_written() {
 
 #[test]
 fn the_example_loads_its_starter_rows_once() {
-    let root = repo();
+    let root = repo_root();
     let data = tempfile::tempdir().unwrap();
     let db = format!("sqlite://{}", data.path().join("library.db").display());
     let env = [
@@ -139,7 +141,7 @@ fn the_example_loads_its_starter_rows_once() {
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         v.as_array().unwrap().len()
     };
-    let server = Running::start(&root, &args, &env);
+    let server = serve(&root, &args, &env);
     assert_eq!(count(&server.base), 3);
     // Delete one; a restart does not put it back (the type has rows).
     sh(
@@ -153,6 +155,6 @@ fn the_example_loads_its_starter_rows_once() {
         ),
     );
     drop(server);
-    let server = Running::start(&root, &args, &env);
+    let server = serve(&root, &args, &env);
     assert_eq!(count(&server.base), 2);
 }
