@@ -11,7 +11,7 @@ use async_graphql::dynamic::{
 use async_graphql::{Error, Value};
 use gatehouse_schema::{
     Binding, ChangeKind, ConstValue, DeleteReturn, Entity, FieldKind, Model, RootField,
-    TypeRef as ModelTypeRef,
+    Scalar as ModelScalar, TypeRef as ModelTypeRef,
 };
 use gatehouse_store::{AccessContext, Row, Store};
 use serde_json::Value as Json;
@@ -140,17 +140,15 @@ fn date_scalar() -> Scalar {
     Scalar::new("Date")
         .description("An ISO-8601 calendar date, `YYYY-MM-DD`.")
         .specified_by_url("https://www.rfc-editor.org/rfc/rfc3339#section-5.6")
-        .validator(|v| matches!(v, Value::String(s) if valid_date(s)))
+        .validator(|v| matches!(v, Value::String(s) if ModelScalar::Date.check_text(s).is_ok()))
 }
 
-pub(crate) use gatehouse_schema::valid_date;
-
 fn type_ref(t: &ModelTypeRef) -> TypeRef {
-    match t {
-        ModelTypeRef::Named(n) => TypeRef::named(n.clone()),
-        ModelTypeRef::NonNull(inner) => TypeRef::NonNull(Box::new(type_ref(inner))),
-        ModelTypeRef::List(inner) => TypeRef::List(Box::new(type_ref(inner))),
-    }
+    t.write(
+        |n| TypeRef::named(n),
+        |t| TypeRef::NonNull(Box::new(t)),
+        |t| TypeRef::List(Box::new(t)),
+    )
 }
 
 pub(crate) fn const_value(v: &ConstValue) -> Value {
