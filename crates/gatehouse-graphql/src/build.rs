@@ -225,16 +225,14 @@ struct FieldGuard {
 }
 
 impl FieldGuard {
-    fn new(shared: &Shared, e: &Entity, f: &gatehouse_schema::Field) -> Self {
-        let scope = shared
-            .model
-            .field_read_scope(f)
-            .unwrap_or(gatehouse_schema::DEFAULT_READ_SCOPE);
-        FieldGuard {
+    /// `None` when the field needs no scope beyond its entity's.
+    fn new(shared: &Shared, e: &Entity, f: &gatehouse_schema::Field) -> Option<Self> {
+        let scope = shared.model.field_read_scope(f)?;
+        Some(FieldGuard {
             scope: Arc::from(scope),
             what: Arc::from(format!("`{}.{}`", e.name, f.name)),
             auth_required: shared.auth_required,
-        }
+        })
     }
 
     fn check(&self, ctx: &ResolverContext<'_>) -> Result<(), Error> {
@@ -257,13 +255,11 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
     for f in &e.fields {
         let name = f.name.clone();
         let nullable = !f.ty.is_non_null();
-        let mut field = match &f.kind {
-            FieldKind::Id | FieldKind::Value { .. }
-                if shared.model.field_read_scope(f).is_some() =>
-            {
+        let guard = FieldGuard::new(shared, e, f);
+        let mut field = match (&f.kind, guard) {
+            (FieldKind::Id | FieldKind::Value { .. }, Some(guard)) => {
                 // `@auth(read:)` on the field: checked for every row.
                 let model_field = Arc::new(f.clone());
-                let guard = FieldGuard::new(shared, e, f);
                 Field::new(&f.name, type_ref(&f.ty), move |ctx| {
                     let model_field = model_field.clone();
                     let guard = guard.clone();
@@ -275,7 +271,7 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
                     })
                 })
             }
-            FieldKind::Id | FieldKind::Value { .. } => {
+            (FieldKind::Id | FieldKind::Value { .. }, None) => {
                 let model_field = Arc::new(f.clone());
                 // Stored values are already in the row: resolved synchronously,
                 // with no future to allocate per field and row.
@@ -286,15 +282,14 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
                     }
                 })
             }
-            FieldKind::ToOne { target } => {
+            (FieldKind::ToOne { target }, guard) => {
                 let target: Arc<str> = Arc::from(target.as_str());
-                let guard = FieldGuard::new(shared, e, f);
                 Field::new(&f.name, type_ref(&f.ty), move |ctx| {
                     let target = target.clone();
                     let name = name.clone();
                     let guard = guard.clone();
                     FieldFuture::new(async move {
-                        if let Err(e) = guard.check(&ctx) {
+                        if let Some(Err(e)) = guard.as_ref().map(|g| g.check(&ctx)) {
                             return fail(&ctx, nullable, e);
                         }
                         let row = parent_row(&ctx)?;
@@ -313,13 +308,16 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
                     })
                 })
             }
-            FieldKind::ToMany {
-                target,
-                via,
-                list,
-                args: declared,
-                ..
-            } => {
+            (
+                FieldKind::ToMany {
+                    target,
+                    via,
+                    list,
+                    args: declared,
+                    ..
+                },
+                _,
+            ) => {
                 let shared = shared.clone();
                 let target = target.clone();
                 let via = via.clone();

@@ -74,6 +74,12 @@ impl Model {
         }
     }
 
+    /// The scope reading the schema itself needs (GraphQL introspection,
+    /// the OpenAPI document): what any read needs.
+    pub fn schema_read_scope(&self) -> &str {
+        DEFAULT_READ_SCOPE
+    }
+
     /// The scope needed to see `field` of an entity beyond reading the
     /// entity itself: a relation shows its target's rows, or for a to-one
     /// field the target's id, so it needs the target's read scope; a value
