@@ -221,13 +221,13 @@ fn sort(entity: &Entity, value: &str) -> Result<Vec<OrderBy>, String> {
             None => (key, false),
         };
         match entity.field(name) {
-            Some(f) if f.is_list() => {
-                return Err(format!("`{name}` is a list and cannot be sorted on"));
-            }
-            Some(f) if f.is_stored() => out.push(OrderBy {
+            Some(f) if f.is_orderable() => out.push(OrderBy {
                 field: name.to_string(),
                 desc,
             }),
+            Some(f) if f.is_list() => {
+                return Err(format!("`{name}` is a list and cannot be sorted on"));
+            }
             Some(_) => {
                 return Err(format!(
                     "`{name}` is a relation list and cannot be sorted on"

@@ -1246,9 +1246,7 @@ impl<'a> Binder<'a> {
                 .or_else(|| value.strip_suffix("_DESC").map(|f| (f, true)));
             let good = parsed.and_then(|(f, desc)| {
                 e.field(f)
-                    .filter(|fd| {
-                        fd.is_stored() && !matches!(fd.kind, FieldKind::Value { list: Some(_), .. })
-                    })
+                    .filter(|fd| fd.is_orderable())
                     .map(|_| OrderValue {
                         value: value.to_string(),
                         field: f.to_string(),
@@ -1501,9 +1499,9 @@ impl<'a> Binder<'a> {
                     );
                     continue;
                 }
-                FieldKind::ToOne { .. } | FieldKind::Id => TypeRef::Named("ID".into()),
-                FieldKind::Value { .. } => f.ty.nullable().clone(),
+                _ => f.input_type(),
             };
+            let Some(expect) = expect else { continue };
             let got = type_ref(&v.ty);
             if got.nullable() != &expect {
                 ok = false;
@@ -1515,7 +1513,11 @@ impl<'a> Binder<'a> {
                     ),
                     Some(format!(
                         "declare it `{vname}: {expect}{}`",
-                        if f.required && create { "!" } else { "" }
+                        if create && entity.required_on_create(f) {
+                            "!"
+                        } else {
+                            ""
+                        }
                     )),
                 );
                 continue;

@@ -224,6 +224,25 @@ impl Field {
         !matches!(self.kind, FieldKind::ToMany { .. })
     }
 
+    /// The type a create or update input sets the field with: `ID` for the
+    /// id and to-one references, the declared type without its outer `!`
+    /// for values; `None` for to-many fields, which inputs cannot set.
+    pub fn input_type(&self) -> Option<TypeRef> {
+        match &self.kind {
+            FieldKind::Id | FieldKind::ToOne { .. } => {
+                Some(TypeRef::Named(Scalar::Id.graphql_name().into()))
+            }
+            FieldKind::Value { .. } => Some(self.ty.nullable().clone()),
+            FieldKind::ToMany { .. } => None,
+        }
+    }
+
+    /// Whether rows can be ordered on the field: a column that is not a
+    /// list. `orderBy` enums, REST `sort`, the store and the scaffold ask here.
+    pub fn is_orderable(&self) -> bool {
+        self.is_stored() && !self.is_list()
+    }
+
     /// Whether the field holds a list of values (stored as JSON).
     pub fn is_list(&self) -> bool {
         matches!(self.kind, FieldKind::Value { list: Some(_), .. })

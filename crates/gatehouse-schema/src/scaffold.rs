@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use heck::ToLowerCamelCase;
 
-use crate::model::{Entity, FieldKind, FilterOp, Model, Scalar, TypeRef, ValueType};
+use crate::model::{Entity, FieldKind, FilterOp, Model, Scalar, ValueType};
 
 /// SDL declaring, for every entity: a list query with paging, filters,
 /// `where` and `orderBy`; a lookup by id; create/update/delete mutations with
@@ -87,10 +87,7 @@ fn where_input(e: &Entity, out: &mut String) {
 
 fn order_enum(e: &Entity, out: &mut String) {
     let _ = writeln!(out, "enum {}OrderBy {{", e.name);
-    for f in e.stored_fields() {
-        if f.is_list() {
-            continue;
-        }
+    for f in e.fields.iter().filter(|f| f.is_orderable()) {
         let _ = writeln!(out, "  {0}_ASC\n  {0}_DESC", f.name);
     }
     let _ = writeln!(out, "}}\n");
@@ -100,13 +97,11 @@ fn write_inputs(e: &Entity, out: &mut String) {
     for (suffix, create) in [("CreateInput", true), ("UpdateInput", false)] {
         let _ = writeln!(out, "input {}{suffix} {{", e.name);
         for f in e.stored_fields() {
-            let ty = match f.kind {
-                FieldKind::Id if !create => continue,
-                FieldKind::Id => TypeRef::Named("ID".into()),
-                FieldKind::ToOne { .. } => TypeRef::Named("ID".into()),
-                _ => f.ty.nullable().clone(),
-            };
-            let bang = if create && f.required && f.kind != FieldKind::Id {
+            if f.kind == FieldKind::Id && !create {
+                continue;
+            }
+            let Some(ty) = f.input_type() else { continue };
+            let bang = if create && e.required_on_create(f) {
                 "!"
             } else {
                 ""

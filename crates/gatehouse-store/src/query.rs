@@ -430,7 +430,7 @@ pub(crate) fn ordering(
     let mut has_id = false;
     for o in order {
         let f = stored_field(entity, &o.field)?;
-        if f.is_list() {
+        if !f.is_orderable() {
             return Err(StoreError::invalid(
                 &o.field,
                 "a list field cannot be ordered on",

@@ -265,3 +265,22 @@ fn type_references_map_both_ways() {
     });
     assert_eq!(nullable, TypeRef::Named("Int".into()));
 }
+
+#[test]
+fn ordering_and_input_types_per_field() {
+    let m = model();
+    let book = m.entity("Book").unwrap();
+    let field = |n: &str| book.field(n).unwrap();
+    assert!(field("title").is_orderable());
+    assert!(field("author").is_orderable());
+    assert!(!field("tags").is_orderable());
+    let books = m.entity("Author").unwrap().field("books").unwrap();
+    assert!(!books.is_orderable());
+
+    let input = |n: &str| field(n).input_type().map(|t| t.to_string());
+    assert_eq!(input("id").as_deref(), Some("ID"));
+    assert_eq!(input("author").as_deref(), Some("ID"));
+    assert_eq!(input("status").as_deref(), Some("Status"));
+    assert_eq!(input("tags").as_deref(), Some("[String!]"));
+    assert_eq!(books.input_type(), None);
+}
