@@ -274,12 +274,15 @@ impl Field {
         const ORDERED_TEXT: &[FilterOp] = &[
             Eq, Not, In, NotIn, IsNull, Lt, Lte, Gt, Gte, Contains, StartsWith, EndsWith,
         ];
-        let Some(ty) = self.filter_type() else {
-            return &[];
+        // Borrowed, not `filter_type()`: the store asks for every
+        // comparison it builds, and an enum's type would be cloned.
+        static ID: ValueType = ValueType::Scalar(Scalar::Id);
+        let ty = match &self.kind {
+            FieldKind::Id | FieldKind::ToOne { .. } => &ID,
+            FieldKind::Value { list: Some(_), .. } => return LIST,
+            FieldKind::Value { ty, .. } => ty,
+            FieldKind::ToMany { .. } => return &[],
         };
-        if self.is_list() {
-            return LIST;
-        }
         match (ty.is_ordered(), ty.is_text()) {
             (false, false) => PLAIN,
             (true, false) => ORDERED,
@@ -294,7 +297,7 @@ impl Field {
         if self.filter_ops().contains(&op) {
             return Ok(());
         }
-        Err(if self.filter_type().is_none() {
+        Err(if !self.is_stored() {
             OpRefusal::NotFilterable
         } else if self.is_list() {
             OpRefusal::ListField
