@@ -92,7 +92,9 @@ pub(crate) fn schema_builder(shared: Arc<Shared>) -> SchemaBuilder {
     let subscription = (!model.subscriptions.is_empty()).then_some("Subscription");
     let mut b = Schema::build("Query", mutation, subscription);
 
-    b = b.register(date_scalar());
+    for s in ModelScalar::ALL.into_iter().filter(|s| s.is_custom()) {
+        b = b.register(custom_scalar(s));
+    }
     for e in &model.enums {
         let mut en = Enum::new(&e.name);
         if let Some(d) = &e.description {
@@ -136,11 +138,14 @@ pub(crate) fn schema_builder(shared: Arc<Shared>) -> SchemaBuilder {
     b
 }
 
-fn date_scalar() -> Scalar {
-    Scalar::new("Date")
-        .description("An ISO-8601 calendar date, `YYYY-MM-DD`.")
-        .specified_by_url("https://www.rfc-editor.org/rfc/rfc3339#section-5.6")
-        .validator(|v| matches!(v, Value::String(s) if ModelScalar::Date.check_text(s).is_ok()))
+/// A scalar gatehouse declares (`Date`), as the loader declares it, with
+/// the Model's check of its values.
+fn custom_scalar(s: ModelScalar) -> Scalar {
+    let mut scalar = Scalar::new(s.graphql_name());
+    if let Some((description, url)) = s.custom_declaration() {
+        scalar = scalar.description(description).specified_by_url(url);
+    }
+    scalar.validator(move |v| matches!(v, Value::String(text) if s.check_text(text).is_ok()))
 }
 
 fn type_ref(t: &ModelTypeRef) -> TypeRef {

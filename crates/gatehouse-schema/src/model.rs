@@ -435,11 +435,35 @@ impl Scalar {
         })
     }
 
+    /// Every scalar.
+    pub const ALL: [Scalar; 6] = [
+        Scalar::Boolean,
+        Scalar::Date,
+        Scalar::Float,
+        Scalar::Id,
+        Scalar::Int,
+        Scalar::String,
+    ];
+
+    /// For a scalar gatehouse declares itself rather than GraphQL: its
+    /// description and the URL of its format's specification
+    /// (`@specifiedBy`). The loader's built-in declarations and the
+    /// executable schema both take them from here.
+    pub fn custom_declaration(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Scalar::Date => Some((
+                "An ISO-8601 calendar date, `YYYY-MM-DD`.",
+                "https://www.rfc-editor.org/rfc/rfc3339#section-5.6",
+            )),
+            Scalar::Boolean | Scalar::Float | Scalar::Id | Scalar::Int | Scalar::String => None,
+        }
+    }
+
     /// Whether gatehouse declares the scalar itself (`Date`) rather than
     /// GraphQL: its values are strings whose form
     /// [`Scalar::check_text`] checks, in GraphQL input and output alike.
     pub fn is_custom(self) -> bool {
-        matches!(self, Scalar::Date)
+        self.custom_declaration().is_some()
     }
 
     /// The GraphQL name.
