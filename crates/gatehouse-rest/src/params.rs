@@ -244,7 +244,7 @@ fn sort(entity: &Entity, value: &str) -> Result<Vec<OrderBy>, String> {
 fn operand(model: &Model, fp: &FilterParam, value: &str) -> Result<Json, String> {
     match fp.op {
         FilterOp::IsNull => boolean(value),
-        FilterOp::In | FilterOp::NotIn => {
+        op if op.takes_list() => {
             // Form-style lists cannot say "empty": `x_in=` is the list
             // `[""]`, as the OpenAPI document's `minItems: 1` implies.
             value
