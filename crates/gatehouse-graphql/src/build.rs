@@ -11,7 +11,7 @@ use async_graphql::dynamic::{
 use async_graphql::{Error, Value};
 use gatehouse_schema::{
     Binding, ChangeKind, ConstValue, DeleteReturn, Entity, FieldKind, Model, RootField,
-    TypeRef as ModelTypeRef,
+    Scalar as ModelScalar, TypeRef as ModelTypeRef,
 };
 use gatehouse_store::{AccessContext, Row, Store};
 use serde_json::Value as Json;
@@ -92,7 +92,9 @@ pub(crate) fn schema_builder(shared: Arc<Shared>) -> SchemaBuilder {
     let subscription = (!model.subscriptions.is_empty()).then_some("Subscription");
     let mut b = Schema::build("Query", mutation, subscription);
 
-    b = b.register(date_scalar());
+    for s in ModelScalar::ALL.into_iter().filter(|s| s.is_custom()) {
+        b = b.register(custom_scalar(s));
+    }
     for e in &model.enums {
         let mut en = Enum::new(&e.name);
         if let Some(d) = &e.description {
@@ -136,21 +138,22 @@ pub(crate) fn schema_builder(shared: Arc<Shared>) -> SchemaBuilder {
     b
 }
 
-fn date_scalar() -> Scalar {
-    Scalar::new("Date")
-        .description("An ISO-8601 calendar date, `YYYY-MM-DD`.")
-        .specified_by_url("https://www.rfc-editor.org/rfc/rfc3339#section-5.6")
-        .validator(|v| matches!(v, Value::String(s) if valid_date(s)))
+/// A scalar gatehouse declares (`Date`), as the loader declares it, with
+/// the Model's check of its values.
+fn custom_scalar(s: ModelScalar) -> Scalar {
+    let mut scalar = Scalar::new(s.graphql_name());
+    if let Some((description, url)) = s.custom_declaration() {
+        scalar = scalar.description(description).specified_by_url(url);
+    }
+    scalar.validator(move |v| matches!(v, Value::String(text) if s.check_text(text).is_ok()))
 }
 
-pub(crate) use gatehouse_schema::valid_date;
-
 fn type_ref(t: &ModelTypeRef) -> TypeRef {
-    match t {
-        ModelTypeRef::Named(n) => TypeRef::named(n.clone()),
-        ModelTypeRef::NonNull(inner) => TypeRef::NonNull(Box::new(type_ref(inner))),
-        ModelTypeRef::List(inner) => TypeRef::List(Box::new(type_ref(inner))),
-    }
+    t.write(
+        |n| TypeRef::named(n),
+        |t| TypeRef::NonNull(Box::new(t)),
+        |t| TypeRef::List(Box::new(t)),
+    )
 }
 
 pub(crate) fn const_value(v: &ConstValue) -> Value {
@@ -227,16 +230,14 @@ struct FieldGuard {
 }
 
 impl FieldGuard {
-    fn new(shared: &Shared, e: &Entity, f: &gatehouse_schema::Field) -> Self {
-        let scope = shared
-            .model
-            .field_read_scope(f)
-            .unwrap_or(gatehouse_schema::DEFAULT_READ_SCOPE);
-        FieldGuard {
+    /// `None` when the field needs no scope beyond its entity's.
+    fn new(shared: &Shared, e: &Entity, f: &gatehouse_schema::Field) -> Option<Self> {
+        let scope = shared.model.field_read_scope(f)?;
+        Some(FieldGuard {
             scope: Arc::from(scope),
             what: Arc::from(format!("`{}.{}`", e.name, f.name)),
             auth_required: shared.auth_required,
-        }
+        })
     }
 
     fn check(&self, ctx: &ResolverContext<'_>) -> Result<(), Error> {
@@ -259,13 +260,11 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
     for f in &e.fields {
         let name = f.name.clone();
         let nullable = !f.ty.is_non_null();
-        let mut field = match &f.kind {
-            FieldKind::Id | FieldKind::Value { .. }
-                if shared.model.field_read_scope(f).is_some() =>
-            {
+        let guard = FieldGuard::new(shared, e, f);
+        let mut field = match (&f.kind, guard) {
+            (FieldKind::Id | FieldKind::Value { .. }, Some(guard)) => {
                 // `@auth(read:)` on the field: checked for every row.
                 let model_field = Arc::new(f.clone());
-                let guard = FieldGuard::new(shared, e, f);
                 Field::new(&f.name, type_ref(&f.ty), move |ctx| {
                     let model_field = model_field.clone();
                     let guard = guard.clone();
@@ -277,7 +276,7 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
                     })
                 })
             }
-            FieldKind::Id | FieldKind::Value { .. } => {
+            (FieldKind::Id | FieldKind::Value { .. }, None) => {
                 let model_field = Arc::new(f.clone());
                 // Stored values are already in the row: resolved synchronously,
                 // with no future to allocate per field and row.
@@ -288,15 +287,14 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
                     }
                 })
             }
-            FieldKind::ToOne { target } => {
+            (FieldKind::ToOne { target }, guard) => {
                 let target: Arc<str> = Arc::from(target.as_str());
-                let guard = FieldGuard::new(shared, e, f);
                 Field::new(&f.name, type_ref(&f.ty), move |ctx| {
                     let target = target.clone();
                     let name = name.clone();
                     let guard = guard.clone();
                     FieldFuture::new(async move {
-                        if let Err(e) = guard.check(&ctx) {
+                        if let Some(Err(e)) = guard.as_ref().map(|g| g.check(&ctx)) {
                             return fail(&ctx, nullable, e);
                         }
                         let row = parent_row(&ctx)?;
@@ -315,13 +313,16 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
                     })
                 })
             }
-            FieldKind::ToMany {
-                target,
-                via,
-                list,
-                args: declared,
-                ..
-            } => {
+            (
+                FieldKind::ToMany {
+                    target,
+                    via,
+                    list,
+                    args: declared,
+                    ..
+                },
+                _,
+            ) => {
                 let shared = shared.clone();
                 let target = target.clone();
                 let via = via.clone();

@@ -173,7 +173,7 @@ impl Graphql {
     pub fn may_introspect(&self, principal: Option<&gatehouse_auth::Principal>) -> bool {
         match principal {
             None => !self.shared.auth_required,
-            Some(p) => p.allows(gatehouse_schema::DEFAULT_READ_SCOPE, true),
+            Some(p) => p.allows(self.shared.model.schema_read_scope(), true),
         }
     }
 
@@ -196,7 +196,7 @@ impl Graphql {
             error::FORBIDDEN,
             format!(
                 "introspection needs the scope `{}`",
-                gatehouse_schema::DEFAULT_READ_SCOPE
+                self.shared.model.schema_read_scope()
             ),
         )
         .into_server_error(async_graphql::Pos::default());

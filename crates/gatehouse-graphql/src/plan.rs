@@ -33,13 +33,14 @@ use async_graphql_value::Value as InputValue;
 use futures::future::BoxFuture;
 use gatehouse_auth::Principal;
 use gatehouse_schema::{
-    Binding, Entity, FieldKind, ListBinding, Model, RootField, Scalar, TypeRef,
+    Binding, Entity, FieldKind, ListBinding, Model, RootField, Scalar, TypeLayer, TypeRef,
+    ValueType,
 };
 use gatehouse_store::{AccessContext, JoinOne, ListQuery, PreparedList, RowSet, json};
 use serde_json::Value as Json;
 
 use crate::args;
-use crate::build::{Shared, const_value, valid_date};
+use crate::build::{Shared, const_value};
 
 /// Deepest fragment nesting followed while planning (validation has
 /// already refused cycles; this only bounds the walk).
@@ -90,9 +91,7 @@ impl Plan {
 
 /// Whether `value` is a value of the enum called `name`.
 fn enum_has(model: &Model, name: &str, value: &str) -> bool {
-    model
-        .enum_def(name)
-        .is_some_and(|e| e.values.iter().any(|v| v == value))
+    model.enum_def(name).is_some_and(|e| e.has(value))
 }
 
 /// See [`Plan::accepts`]: `true` only for a value that GraphQL's input
@@ -107,15 +106,19 @@ fn input_value_ok(model: &Model, ty: &TypeRef, value: &Value) -> bool {
         }
         // A single value stands for a list of one.
         (TypeRef::List(item), v) => input_value_ok(model, item, v),
-        (TypeRef::Named(name), v) => match (name.as_str(), v) {
-            ("Int", Value::Number(n)) => n.as_i64().is_some_and(|i| i32::try_from(i).is_ok()),
-            ("Float", Value::Number(_))
-            | ("String" | "ID", Value::String(_))
-            | ("Boolean", Value::Boolean(_)) => true,
-            ("Date", Value::String(s)) => valid_date(s),
-            (name, Value::String(s)) => enum_has(model, name, s),
-            (name, Value::Enum(s)) => enum_has(model, name, s),
-            (name, Value::Object(fields)) => model.input(name).is_some_and(|input| {
+        (TypeRef::Named(name), v) => match (Scalar::from_graphql(name), v) {
+            // async-graphql's `Int` takes integers only, where the Model
+            // also takes `3.0`.
+            (Some(Scalar::Int), Value::Number(n)) => {
+                n.as_i64().is_some() && Scalar::Int.check_number(n).is_ok()
+            }
+            (Some(s), Value::Number(n)) => s.check_number(n).is_ok(),
+            (Some(s), Value::String(text)) => s.check_text(text).is_ok(),
+            (Some(s), Value::Boolean(_)) => s == Scalar::Boolean,
+            (Some(_), _) => false,
+            (None, Value::String(s)) => enum_has(model, name, s),
+            (None, Value::Enum(s)) => enum_has(model, name, s),
+            (None, Value::Object(fields)) => model.input(name).is_some_and(|input| {
                 fields
                     .keys()
                     .all(|k| input.fields.iter().any(|f| f.name == k.as_str()))
@@ -191,15 +194,13 @@ fn non_null_sel_uses(model: &Model, sel: &Sel, out: &mut Vec<Name>) {
 
 /// The schema's form of a variable's declared type.
 fn type_ref(ty: &Type) -> TypeRef {
-    let base = match &ty.base {
-        BaseType::Named(name) => TypeRef::Named(name.to_string()),
-        BaseType::List(item) => TypeRef::List(Box::new(type_ref(item))),
-    };
-    if ty.nullable {
-        base
-    } else {
-        TypeRef::NonNull(Box::new(base))
-    }
+    TypeRef::read(ty, |t| {
+        let layer = match &t.base {
+            BaseType::Named(name) => TypeLayer::Named(name.as_str()),
+            BaseType::List(item) => TypeLayer::List(item.as_ref()),
+        };
+        (!t.nullable, layer)
+    })
 }
 
 /// A response key, written as `"key":`.
@@ -304,16 +305,17 @@ struct ValueItem {
 /// What async-graphql checks of an output value beyond nullness.
 enum Check {
     None,
-    Date,
-    Enum(Vec<String>),
+    /// A scalar gatehouse declares ([`Scalar::is_custom`]): its validator.
+    Custom(Scalar),
+    Enum(gatehouse_schema::EnumDef),
 }
 
 impl Check {
     fn accepts(&self, v: &Json) -> bool {
         match self {
             Check::None => true,
-            Check::Date => v.as_str().is_some_and(valid_date),
-            Check::Enum(values) => v.as_str().is_some_and(|s| values.iter().any(|e| e == s)),
+            Check::Custom(s) => v.as_str().is_some_and(|t| s.check_text(t).is_ok()),
+            Check::Enum(def) => v.as_str().is_some_and(|s| def.has(s)),
         }
     }
 }
@@ -476,11 +478,9 @@ fn compile_sel(
             }),
             FieldKind::Value { ty, list } => {
                 let check = match ty {
-                    gatehouse_schema::ValueType::Scalar(Scalar::Date) => Check::Date,
-                    gatehouse_schema::ValueType::Enum(e) => {
-                        Check::Enum(model.enum_def(e)?.values.clone())
-                    }
-                    gatehouse_schema::ValueType::Scalar(_) => Check::None,
+                    ValueType::Scalar(s) if s.is_custom() => Check::Custom(*s),
+                    ValueType::Enum(e) => Check::Enum(model.enum_def(e)?.clone()),
+                    ValueType::Scalar(_) => Check::None,
                 };
                 Item::Value(ValueItem {
                     name: mf.name.clone(),

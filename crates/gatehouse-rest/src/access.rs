@@ -107,11 +107,11 @@ impl<'a> Caller<'a> {
         if !hidden.contains(&field) {
             return Ok(());
         }
-        let scope = entity
-            .field(field)
-            .and_then(|f| model.field_read_scope(f))
-            .unwrap_or(gatehouse_schema::DEFAULT_READ_SCOPE);
-        self.require(scope, true)
+        match entity.field(field).and_then(|f| model.field_read_scope(f)) {
+            Some(scope) => self.require(scope, true),
+            // No scope beyond the entity's (not hidden, then).
+            None => self.read(entity),
+        }
     }
 }
 

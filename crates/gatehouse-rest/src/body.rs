@@ -3,7 +3,7 @@
 
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode, header};
-use gatehouse_schema::{Entity, Field, FieldKind, Model, Scalar, ValueType};
+use gatehouse_schema::{Entity, Field, FieldKind, Model, json_kind};
 use gatehouse_store::Row;
 use serde_json::Value as Json;
 
@@ -97,7 +97,7 @@ pub(crate) async fn read_object(
             "VALIDATION_FAILED",
             format!(
                 "the request body must be a JSON object of fields, not {}",
-                kind(&other)
+                json_kind(&other)
             ),
         )),
     }
@@ -126,17 +126,6 @@ async fn collect(mut body: Body, limit: usize) -> Result<Vec<u8>, ReadError> {
                 }
             }
         }
-    }
-}
-
-fn kind(v: &Json) -> &'static str {
-    match v {
-        Json::Null => "null",
-        Json::Bool(_) => "a boolean",
-        Json::Number(_) => "a number",
-        Json::String(_) => "a string",
-        Json::Array(_) => "a list",
-        Json::Object(_) => "an object",
     }
 }
 
@@ -241,129 +230,11 @@ pub(crate) fn validate(
     }
 }
 
-/// Checks one value (null included) for a stored field.
+/// Checks one value (null included) for a stored field: the Model's rule
+/// ([`Model::check_field_value`]), with its message.
 fn check(model: &Model, field: &Field, v: &Json) -> Result<(), String> {
-    if v.is_null() {
-        return if field.required {
-            Err("is required and cannot be null".into())
-        } else {
-            Ok(())
-        };
-    }
-    match &field.kind {
-        FieldKind::Id | FieldKind::ToOne { .. } => match v {
-            Json::String(s) if s.is_empty() => Err("an id cannot be empty".into()),
-            Json::String(s) => no_nul(s),
-            other => Err(format!("expected an ID (string), got {}", kind(other))),
-        },
-        FieldKind::ToMany { .. } => Err("cannot be written".into()),
-        FieldKind::Value { ty, list: None } => check_scalar(model, ty, v),
-        FieldKind::Value {
-            ty,
-            list: Some(items),
-        } => {
-            let Json::Array(values) = v else {
-                return Err(format!(
-                    "expected a list of {}, got {}",
-                    ty.graphql_name(),
-                    kind(v)
-                ));
-            };
-            for item in values {
-                if item.is_null() {
-                    if items.items_required {
-                        return Err("list elements cannot be null".into());
-                    }
-                } else {
-                    check_scalar(model, ty, item)?;
-                }
-            }
-            Ok(())
-        }
-    }
-}
-
-fn no_nul(s: &str) -> Result<(), String> {
-    // PostgreSQL text cannot hold NUL: refused on every backend alike.
-    if s.contains('\0') {
-        Err("strings cannot contain NUL characters".into())
-    } else {
-        Ok(())
-    }
-}
-
-fn check_scalar(model: &Model, ty: &ValueType, v: &Json) -> Result<(), String> {
-    match ty {
-        ValueType::Enum(name) => {
-            let def = model.enum_def(name);
-            match v {
-                Json::String(s) if def.is_some_and(|d| d.values.iter().any(|x| x == s)) => Ok(()),
-                Json::String(s) => Err(format!(
-                    "`{s}` is not a value of {name} (expected one of: {})",
-                    def.map(|d| d.values.join(", ")).unwrap_or_default()
-                )),
-                other => Err(format!("expected a {name} value, got {}", kind(other))),
-            }
-        }
-        ValueType::Scalar(s) => match (s, v) {
-            (Scalar::Id | Scalar::String, Json::String(text)) => no_nul(text),
-            (Scalar::Boolean, Json::Bool(_)) => Ok(()),
-            (Scalar::Int, Json::Number(n)) => {
-                let i = match (n.as_i64(), n.as_f64()) {
-                    (Some(i), _) => Some(i),
-                    // 3.0 is an integer in JSON Schema and in GraphQL coercion.
-                    (None, Some(f)) if f.fract() == 0.0 && f.abs() < 1e18 => Some(f as i64),
-                    _ => None,
-                };
-                match i {
-                    Some(i) if i32::try_from(i).is_ok() => Ok(()),
-                    Some(i) => Err(format!("{i} does not fit a 32-bit Int")),
-                    None => Err(format!("{n} is not an integer")),
-                }
-            }
-            (Scalar::Float, Json::Number(n)) => match n.as_f64() {
-                Some(f) if f.is_finite() => Ok(()),
-                _ => Err("a Float must be finite".into()),
-            },
-            (Scalar::Date, Json::String(text)) => {
-                if is_date(text) {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "`{text}` is not a valid date (expected YYYY-MM-DD)"
-                    ))
-                }
-            }
-            (s, other) => Err(format!(
-                "expected {} {}, got {}",
-                if matches!(s, Scalar::Id | Scalar::Int) {
-                    "an"
-                } else {
-                    "a"
-                },
-                s.graphql_name(),
-                kind(other)
-            )),
-        },
-    }
-}
-
-pub(crate) use gatehouse_schema::valid_date as is_date;
-
-#[cfg(test)]
-mod tests {
-    use super::is_date;
-
-    #[test]
-    fn dates() {
-        assert!(is_date("2024-02-29"));
-        assert!(!is_date("2023-02-29"));
-        assert!(!is_date("1900-02-29"));
-        assert!(is_date("2000-02-29"));
-        assert!(!is_date("2024-13-01"));
-        assert!(!is_date("2024-00-10"));
-        assert!(!is_date("2024-1-01"));
-        assert!(!is_date("２０２４-01-01"));
-        assert!(!is_date("2024-01-32"));
-    }
+    model
+        .check_field_value(field, v)
+        .map(drop)
+        .map_err(|e| e.to_string())
 }

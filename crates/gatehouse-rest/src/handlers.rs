@@ -108,7 +108,7 @@ async fn route(
         return Err(unknown_collection(api, None));
     };
     if segs.len() == 2 && collection == "openapi.json" {
-        caller.require(gatehouse_schema::DEFAULT_READ_SCOPE, true)?;
+        caller.require(api.model.schema_read_scope(), true)?;
         return match *method {
             Method::GET | Method::HEAD => {
                 negotiate(headers)?;

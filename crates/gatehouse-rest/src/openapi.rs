@@ -262,8 +262,9 @@ pub(crate) fn document(model: &Model, base_path: &str, paging: Paging) -> Json {
 
         let stored: Vec<&str> = e.stored_fields().map(|f| f.name.as_str()).collect();
         let sortable: Vec<String> = e
-            .stored_fields()
-            .filter(|f| !matches!(f.kind, FieldKind::Value { list: Some(_), .. }))
+            .fields
+            .iter()
+            .filter(|f| f.is_orderable())
             .flat_map(|f| [f.name.clone(), format!("-{}", f.name)])
             .collect();
         parameters.insert(

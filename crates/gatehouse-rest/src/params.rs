@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use gatehouse_schema::{Entity, Field, FieldKind, FilterOp, Model, Scalar, ValueType};
+use gatehouse_schema::{Entity, FilterOp, Model, Scalar, ValueType};
 use gatehouse_store::{Filter, OrderBy};
 use serde_json::Value as Json;
 
@@ -27,30 +27,6 @@ pub(crate) struct FilterParam {
     pub ty: ValueType,
 }
 
-/// The operators that apply to a stored field, as the store implements them.
-pub(crate) fn ops_for(field: &Field) -> Vec<FilterOp> {
-    let Some(ty) = field.filter_type() else {
-        return Vec::new();
-    };
-    if matches!(field.kind, FieldKind::Value { list: Some(_), .. }) {
-        return vec![FilterOp::Contains, FilterOp::IsNull];
-    }
-    let mut ops = vec![
-        FilterOp::Eq,
-        FilterOp::Not,
-        FilterOp::In,
-        FilterOp::NotIn,
-        FilterOp::IsNull,
-    ];
-    if ty.is_ordered() {
-        ops.extend([FilterOp::Lt, FilterOp::Lte, FilterOp::Gt, FilterOp::Gte]);
-    }
-    if ty.is_text() {
-        ops.extend([FilterOp::Contains, FilterOp::StartsWith, FilterOp::EndsWith]);
-    }
-    ops
-}
-
 /// Every filter parameter of `entity`, by name, in a stable order. A field's
 /// own name wins over a suffixed reading of another field's name.
 pub(crate) fn filter_params(entity: &Entity) -> Vec<(String, FilterParam)> {
@@ -59,7 +35,7 @@ pub(crate) fn filter_params(entity: &Entity) -> Vec<(String, FilterParam)> {
     for pass_exact in [true, false] {
         for f in entity.stored_fields() {
             let Some(ty) = f.filter_type() else { continue };
-            for op in ops_for(f) {
+            for &op in f.filter_ops() {
                 if (op == FilterOp::Eq) != pass_exact {
                     continue;
                 }
@@ -245,13 +221,13 @@ fn sort(entity: &Entity, value: &str) -> Result<Vec<OrderBy>, String> {
             None => (key, false),
         };
         match entity.field(name) {
-            Some(f) if matches!(f.kind, FieldKind::Value { list: Some(_), .. }) => {
-                return Err(format!("`{name}` is a list and cannot be sorted on"));
-            }
-            Some(f) if f.is_stored() => out.push(OrderBy {
+            Some(f) if f.is_orderable() => out.push(OrderBy {
                 field: name.to_string(),
                 desc,
             }),
+            Some(f) if f.is_list() => {
+                return Err(format!("`{name}` is a list and cannot be sorted on"));
+            }
             Some(_) => {
                 return Err(format!(
                     "`{name}` is a relation list and cannot be sorted on"
@@ -268,7 +244,7 @@ fn sort(entity: &Entity, value: &str) -> Result<Vec<OrderBy>, String> {
 fn operand(model: &Model, fp: &FilterParam, value: &str) -> Result<Json, String> {
     match fp.op {
         FilterOp::IsNull => boolean(value),
-        FilterOp::In | FilterOp::NotIn => {
+        op if op.takes_list() => {
             // Form-style lists cannot say "empty": `x_in=` is the list
             // `[""]`, as the OpenAPI document's `minItems: 1` implies.
             value
@@ -289,43 +265,28 @@ fn boolean(value: &str) -> Result<Json, String> {
     }
 }
 
-/// One value of type `ty` from its text form.
+/// One value of type `ty` from its text form: the text is read as the
+/// JSON value it stands for, which the Model then checks
+/// ([`Model::check_value`]).
 fn scalar(model: &Model, ty: &ValueType, value: &str) -> Result<Json, String> {
-    if value.contains('\0') {
-        return Err("values cannot contain NUL characters".into());
-    }
-    match ty {
-        ValueType::Enum(name) => {
-            let def = model.enum_def(name);
-            if def.is_some_and(|d| d.values.iter().any(|v| v == value)) {
-                Ok(Json::String(value.to_string()))
-            } else {
-                Err(format!(
-                    "`{value}` is not a value of {name} (expected one of: {})",
-                    def.map(|d| d.values.join(", ")).unwrap_or_default()
-                ))
-            }
+    let json = match ty {
+        ValueType::Scalar(Scalar::Boolean) => boolean(value)?,
+        ValueType::Scalar(Scalar::Int) => value
+            .parse::<i64>()
+            .map(Json::from)
+            .map_err(|_| format!("`{value}` is not a 32-bit integer"))?,
+        ValueType::Scalar(Scalar::Float) => value
+            .parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+            .map(Json::Number)
+            .ok_or_else(|| format!("`{value}` is not a finite number"))?,
+        ValueType::Scalar(Scalar::Date | Scalar::Id | Scalar::String) | ValueType::Enum(_) => {
+            Json::String(value.to_string())
         }
-        ValueType::Scalar(s) => match s {
-            Scalar::Id | Scalar::String => Ok(Json::String(value.to_string())),
-            Scalar::Boolean => boolean(value),
-            Scalar::Int => value
-                .parse::<i32>()
-                .map(Json::from)
-                .map_err(|_| format!("`{value}` is not a 32-bit integer")),
-            Scalar::Float => match value.parse::<f64>() {
-                Ok(f) if f.is_finite() => serde_json::Number::from_f64(f)
-                    .map(Json::Number)
-                    .ok_or_else(|| format!("`{value}` is not a finite number")),
-                _ => Err(format!("`{value}` is not a finite number")),
-            },
-            Scalar::Date => {
-                if crate::body::is_date(value) {
-                    Ok(Json::String(value.to_string()))
-                } else {
-                    Err(format!("`{value}` is not a date (YYYY-MM-DD)"))
-                }
-            }
-        },
+    };
+    match model.check_value(ty, &json) {
+        Ok(checked) => Ok(checked.into_owned()),
+        Err(e) => Err(e.to_string()),
     }
 }

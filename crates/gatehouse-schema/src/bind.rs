@@ -31,6 +31,9 @@ pub(crate) struct Binder<'a> {
     entities: Vec<Entity>,
     where_inputs: Vec<WhereInput>,
     order_enums: Vec<OrderEnum>,
+    /// The schema's enums, collected first: `@policy` literals are checked
+    /// against them.
+    enums: Vec<EnumDef>,
     /// Inputs/enums already checked, with the entity they were bound to.
     checked_where: HashMap<String, Option<String>>,
     checked_order: HashMap<String, Option<String>>,
@@ -44,6 +47,18 @@ impl<'a> Binder<'a> {
             entities: Vec::new(),
             where_inputs: Vec::new(),
             order_enums: Vec::new(),
+            enums: schema
+                .types
+                .values()
+                .filter_map(|t| match t {
+                    ExtendedType::Enum(e) if !t.is_built_in() => Some(EnumDef {
+                        name: e.name.to_string(),
+                        values: e.values.keys().map(|v| v.to_string()).collect(),
+                        description: e.description.as_ref().map(|d| d.to_string()),
+                    }),
+                    _ => None,
+                })
+                .collect(),
             checked_where: HashMap::new(),
             checked_order: HashMap::new(),
         }
@@ -85,18 +100,6 @@ impl<'a> Binder<'a> {
         let mutations = self.root_fields("Mutation");
         let subscriptions = self.root_fields("Subscription");
 
-        let enums = schema
-            .types
-            .values()
-            .filter_map(|t| match t {
-                ExtendedType::Enum(e) if !t.is_built_in() => Some(EnumDef {
-                    name: e.name.to_string(),
-                    values: e.values.keys().map(|v| v.to_string()).collect(),
-                    description: e.description.as_ref().map(|d| d.to_string()),
-                }),
-                _ => None,
-            })
-            .collect();
         let inputs = schema
             .types
             .values()
@@ -112,7 +115,7 @@ impl<'a> Binder<'a> {
 
         Model {
             entities: self.entities,
-            enums,
+            enums: self.enums,
             inputs,
             where_inputs: self.where_inputs,
             order_enums: self.order_enums,
@@ -437,20 +440,12 @@ impl<'a> Binder<'a> {
             });
         }
         let ty = f.filter_type()?;
-        let is_list_field = matches!(f.kind, FieldKind::Value { list: Some(_), .. });
-        let allowed = match op {
-            FilterOp::IsNull => true,
-            _ if is_list_field => op == FilterOp::Contains,
-            FilterOp::Lt | FilterOp::Lte | FilterOp::Gt | FilterOp::Gte => ty.is_ordered(),
-            FilterOp::Contains | FilterOp::StartsWith | FilterOp::EndsWith => ty.is_text(),
-            _ => true,
-        };
-        if !allowed {
+        if f.check_filter_op(op).is_err() {
             self.error(
                 loc,
                 format!(
                     "operator `{}` in `{at}` does not apply to `{entity}.{field}` ({})",
-                    op_label(op),
+                    op.label(),
                     ty.graphql_name()
                 ),
                 None,
@@ -513,35 +508,34 @@ impl<'a> Binder<'a> {
             }
             return Some(Operand::Claim(rest.to_string()));
         }
-        let json = match (v.as_ref(), ty) {
+        // The literal's GraphQL kind first (an enum type takes enum
+        // literals, not strings), then the value checker every layer uses.
+        let literal = match (v.as_ref(), ty) {
             (ast::Value::Null, _) => Some(serde_json::Value::Null),
-            (ast::Value::Boolean(b), ValueType::Scalar(Scalar::Boolean)) => Some((*b).into()),
-            (ast::Value::Int(i), ValueType::Scalar(Scalar::Int)) => {
-                i.try_to_i32().ok().map(serde_json::Value::from)
-            }
-            (ast::Value::Int(i), ValueType::Scalar(Scalar::Float)) => {
-                i.try_to_f64().ok().map(serde_json::Value::from)
-            }
-            (ast::Value::Float(x), ValueType::Scalar(Scalar::Float)) => {
-                x.try_to_f64().ok().map(serde_json::Value::from)
-            }
-            (ast::Value::String(s), ValueType::Scalar(Scalar::String | Scalar::Id)) => {
-                Some(s.as_str().into())
-            }
-            (ast::Value::String(s), ValueType::Scalar(Scalar::Date)) => {
-                valid_date(s).then(|| s.as_str().into())
-            }
-            (ast::Value::Enum(n), ValueType::Enum(en)) => {
-                self.schema.types.get(en.as_str()).and_then(|t| match t {
-                    ExtendedType::Enum(def) => def
-                        .values
-                        .contains_key(n.as_str())
-                        .then(|| n.as_str().into()),
-                    _ => None,
-                })
-            }
+            (ast::Value::Enum(n), ValueType::Enum(_)) => Some(n.as_str().into()),
+            (ast::Value::String(s), ValueType::Scalar(_)) => Some(s.as_str().into()),
+            (ast::Value::Boolean(b), ValueType::Scalar(_)) => Some((*b).into()),
+            (ast::Value::Int(i), ValueType::Scalar(_)) => match i.as_str().parse::<i64>() {
+                Ok(n) => Some(n.into()),
+                Err(_) => i
+                    .try_to_f64()
+                    .ok()
+                    .and_then(serde_json::Number::from_f64)
+                    .map(serde_json::Value::Number),
+            },
+            // GraphQL takes no float literal for an `Int`.
+            (ast::Value::Float(_), ValueType::Scalar(Scalar::Int)) => None,
+            (ast::Value::Float(x), ValueType::Scalar(_)) => x
+                .try_to_f64()
+                .ok()
+                .and_then(serde_json::Number::from_f64)
+                .map(serde_json::Value::Number),
             _ => None,
         };
+        let json = literal.and_then(|l| match l {
+            serde_json::Value::Null => Some(l),
+            l => ty.check(&l, &self.enums).ok().map(|c| c.into_owned()),
+        });
         if json.is_none() {
             self.error(
                 loc,
@@ -1026,10 +1020,13 @@ impl<'a> Binder<'a> {
         };
         let f = e.field(&field)?;
         let fty = f.filter_type()?;
-        let is_list_field = matches!(f.kind, FieldKind::Value { list: Some(_), .. });
         let fdesc = format!("`{entity}.{field}`");
         let tname = fty.graphql_name().to_string();
         let arg_base = ty.inner_named_type().as_str();
+        // Whether the operator applies is the Model's rule; the argument's
+        // declared type is checked here, before the operator, so that the
+        // first problem named is the one the user wrote.
+        let refusal = f.check_filter_op(op).err();
         let problem: Option<(String, String)> = match op {
             FilterOp::IsNull => (arg_base != "Boolean" || ty.is_list()).then(|| {
                 (
@@ -1037,10 +1034,10 @@ impl<'a> Binder<'a> {
                     format!("declare it `{name}: Boolean`"),
                 )
             }),
-            _ if is_list_field && op != FilterOp::Contains => Some((
+            _ if refusal == Some(OpRefusal::ListField) => Some((
                 format!(
                     "operator `{}` does not apply to the list field {fdesc}",
-                    op_label(op)
+                    op.label()
                 ),
                 format!(
                     "list fields take `{field}_contains: {tname}` and `{field}_is_null: Boolean`"
@@ -1055,43 +1052,27 @@ impl<'a> Binder<'a> {
                     )
                 })
             }
-            _ => {
-                if ty.is_list() || arg_base != tname {
-                    Some((
-                        format!(
-                            "{noun} `{name}` of `{owner}` has type `{ty}`, but {fdesc} is `{tname}`"
-                        ),
-                        format!("declare it `{name}: {tname}`"),
-                    ))
-                } else if matches!(
-                    op,
-                    FilterOp::Lt | FilterOp::Lte | FilterOp::Gt | FilterOp::Gte
-                ) && !fty.is_ordered()
-                {
-                    Some((
-                        format!(
-                            "operator `{}` needs an ordered field, but {fdesc} is `{tname}`",
-                            op_label(op)
-                        ),
-                        "ordered types are Int, Float, String, Date and ID".into(),
-                    ))
-                } else if matches!(
-                    op,
-                    FilterOp::Contains | FilterOp::StartsWith | FilterOp::EndsWith
-                ) && !is_list_field
-                    && !fty.is_text()
-                {
-                    Some((
-                        format!(
-                            "operator `{}` needs a String or ID field, but {fdesc} is `{tname}`",
-                            op_label(op)
-                        ),
-                        "text operators apply to String and ID fields".into(),
-                    ))
-                } else {
-                    None
-                }
-            }
+            _ if ty.is_list() || arg_base != tname => Some((
+                format!("{noun} `{name}` of `{owner}` has type `{ty}`, but {fdesc} is `{tname}`"),
+                format!("declare it `{name}: {tname}`"),
+            )),
+            _ => match refusal {
+                Some(OpRefusal::NotOrdered) => Some((
+                    format!(
+                        "operator `{}` needs an ordered field, but {fdesc} is `{tname}`",
+                        op.label()
+                    ),
+                    "ordered types are Int, Float, String, Date and ID".into(),
+                )),
+                Some(_) => Some((
+                    format!(
+                        "operator `{}` needs a String or ID field, but {fdesc} is `{tname}`",
+                        op.label()
+                    ),
+                    "text operators apply to String and ID fields".into(),
+                )),
+                None => None,
+            },
         };
         if let Some((message, hint)) = problem {
             self.error(loc, message, Some(hint));
@@ -1265,9 +1246,7 @@ impl<'a> Binder<'a> {
                 .or_else(|| value.strip_suffix("_DESC").map(|f| (f, true)));
             let good = parsed.and_then(|(f, desc)| {
                 e.field(f)
-                    .filter(|fd| {
-                        fd.is_stored() && !matches!(fd.kind, FieldKind::Value { list: Some(_), .. })
-                    })
+                    .filter(|fd| fd.is_orderable())
                     .map(|_| OrderValue {
                         value: value.to_string(),
                         field: f.to_string(),
@@ -1520,9 +1499,9 @@ impl<'a> Binder<'a> {
                     );
                     continue;
                 }
-                FieldKind::ToOne { .. } | FieldKind::Id => TypeRef::Named("ID".into()),
-                FieldKind::Value { .. } => f.ty.nullable().clone(),
+                _ => f.input_type(),
             };
+            let Some(expect) = expect else { continue };
             let got = type_ref(&v.ty);
             if got.nullable() != &expect {
                 ok = false;
@@ -1534,7 +1513,11 @@ impl<'a> Binder<'a> {
                     ),
                     Some(format!(
                         "declare it `{vname}: {expect}{}`",
-                        if f.required && create { "!" } else { "" }
+                        if create && entity.required_on_create(f) {
+                            "!"
+                        } else {
+                            ""
+                        }
                     )),
                 );
                 continue;
@@ -1653,13 +1636,6 @@ fn inverse_hint(owner: &str, target: &str, candidates: &[String]) -> String {
     }
 }
 
-fn op_label(op: FilterOp) -> &'static str {
-    match op {
-        FilterOp::Eq => "equality",
-        op => op.suffix(),
-    }
-}
-
 fn parse_filter_name(entity: &Entity, name: &str) -> Option<(String, FilterOp)> {
     if entity.field(name).is_some_and(Field::is_stored) {
         return Some((name.to_string(), FilterOp::Eq));
@@ -1702,12 +1678,13 @@ fn list_items(shape: ListShape) -> Option<ListItems> {
 }
 
 pub(crate) fn type_ref(ty: &Type) -> TypeRef {
-    match ty {
-        Type::Named(n) => TypeRef::Named(n.to_string()),
-        Type::NonNullNamed(n) => TypeRef::NonNull(Box::new(TypeRef::Named(n.to_string()))),
-        Type::List(t) => TypeRef::List(Box::new(type_ref(t))),
-        Type::NonNullList(t) => TypeRef::NonNull(Box::new(TypeRef::List(Box::new(type_ref(t))))),
-    }
+    TypeRef::read(ty, |t| {
+        let layer = match t {
+            Type::Named(n) | Type::NonNullNamed(n) => TypeLayer::Named(n.as_str()),
+            Type::List(item) | Type::NonNullList(item) => TypeLayer::List(item.as_ref()),
+        };
+        (t.is_non_null(), layer)
+    })
 }
 
 fn input_value(v: &InputValueDefinition) -> InputValue {

@@ -11,6 +11,7 @@ mod load;
 pub mod model;
 pub mod policy;
 mod scaffold;
+mod value;
 
 use std::path::PathBuf;
 
@@ -20,6 +21,7 @@ pub use load::{LoadOptions, PRELUDE_PATH, Source, directive_declarations};
 pub use model::*;
 pub use policy::{AccessContext, Action, Operand, Policy, Rule};
 pub use scaffold::scaffold;
+pub use value::{ValueError, json_kind};
 
 /// Reads and loads the schema files and directories at `paths`.
 pub fn load_paths(paths: &[PathBuf]) -> Result<Model, Diagnostics> {

@@ -10,6 +10,7 @@ use apollo_compiler::parser::{Parser, SourceMap, SourceSpan};
 use apollo_compiler::validation::DiagnosticList;
 
 use crate::diag::{Diagnostic, Diagnostics, Severity};
+use crate::model::Scalar;
 
 /// One schema source: a path for diagnostics and its text.
 #[derive(Debug, Clone)]
@@ -72,7 +73,14 @@ pub fn directive_declarations() -> String {
 /// `where` inputs, checked by the binder, not by GraphQL validation.
 const PRELUDE_POLICY_RULE: &str = "\"A row filter of `@policy`.\"\nscalar _PolicyRule";
 
-const PRELUDE_DATE: &str = "\"An ISO-8601 calendar date, `YYYY-MM-DD`.\"\nscalar Date @specifiedBy(url: \"https://www.rfc-editor.org/rfc/rfc3339#section-5.6\")";
+/// The built-in declaration of a scalar gatehouse declares itself.
+fn custom_scalar_sdl(s: Scalar) -> Option<String> {
+    let (description, url) = s.custom_declaration()?;
+    Some(format!(
+        "\"{description}\"\nscalar {} @specifiedBy(url: \"{url}\")",
+        s.graphql_name()
+    ))
+}
 
 /// Collects the `.graphql` / `.graphqls` files under `paths` (files are taken
 /// as named, directories are walked recursively in name order).
@@ -186,8 +194,12 @@ pub(crate) fn parse_and_build(
     let declared = file_rules(&docs, opts, diags);
 
     let mut prelude = String::new();
-    if !declared.date {
-        prelude.push_str(PRELUDE_DATE);
+    for sdl in Scalar::ALL
+        .into_iter()
+        .filter(|s| !declared.scalars.contains(s))
+        .filter_map(custom_scalar_sdl)
+    {
+        prelude.push_str(&sdl);
         prelude.push('\n');
     }
     if !declared.policy_rule {
@@ -228,7 +240,9 @@ pub(crate) fn parse_and_build(
 
 /// What the user declared of the built-ins.
 struct Declared {
-    date: bool,
+    /// Scalars gatehouse declares that the schema declares too (a printed
+    /// schema holds them).
+    scalars: Vec<Scalar>,
     /// `scalar _PolicyRule` (a printed schema holds it).
     policy_rule: bool,
     directives: Vec<String>,
@@ -238,7 +252,7 @@ const ROOTS: [&str; 3] = ["Query", "Mutation", "Subscription"];
 
 fn file_rules(docs: &[Document], opts: LoadOptions, diags: &mut Diagnostics) -> Declared {
     let mut declared = Declared {
-        date: false,
+        scalars: Vec::new(),
         policy_rule: false,
         directives: Vec::new(),
     };
@@ -274,8 +288,8 @@ fn file_rules(docs: &[Document], opts: LoadOptions, diags: &mut Diagnostics) -> 
                     }
                 }
                 Definition::ScalarTypeDefinition(s) => {
-                    if s.name == "Date" {
-                        declared.date = true;
+                    if let Some(custom) = Scalar::from_graphql(&s.name).filter(|c| c.is_custom()) {
+                        declared.scalars.push(custom);
                     } else if s.name == "_PolicyRule" {
                         declared.policy_rule = true;
                     } else {

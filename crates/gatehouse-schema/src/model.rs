@@ -74,6 +74,12 @@ impl Model {
         }
     }
 
+    /// The scope reading the schema itself needs (GraphQL introspection,
+    /// the OpenAPI document): what any read needs.
+    pub fn schema_read_scope(&self) -> &str {
+        DEFAULT_READ_SCOPE
+    }
+
     /// The scope needed to see `field` of an entity beyond reading the
     /// entity itself: a relation shows its target's rows, or for a to-one
     /// field the target's id, so it needs the target's read scope; a value
@@ -218,6 +224,30 @@ impl Field {
         !matches!(self.kind, FieldKind::ToMany { .. })
     }
 
+    /// The type a create or update input sets the field with: `ID` for the
+    /// id and to-one references, the declared type without its outer `!`
+    /// for values; `None` for to-many fields, which inputs cannot set.
+    pub fn input_type(&self) -> Option<TypeRef> {
+        match &self.kind {
+            FieldKind::Id | FieldKind::ToOne { .. } => {
+                Some(TypeRef::Named(Scalar::Id.graphql_name().into()))
+            }
+            FieldKind::Value { .. } => Some(self.ty.nullable().clone()),
+            FieldKind::ToMany { .. } => None,
+        }
+    }
+
+    /// Whether rows can be ordered on the field: a column that is not a
+    /// list. `orderBy` enums, REST `sort`, the store and the scaffold ask here.
+    pub fn is_orderable(&self) -> bool {
+        self.is_stored() && !self.is_list()
+    }
+
+    /// Whether the field holds a list of values (stored as JSON).
+    pub fn is_list(&self) -> bool {
+        matches!(self.kind, FieldKind::Value { list: Some(_), .. })
+    }
+
     /// The value type a filter on this field compares with: the referenced id
     /// for a to-one, the element type for a list. `None` for to-many fields.
     pub fn filter_type(&self) -> Option<ValueType> {
@@ -228,6 +258,70 @@ impl Field {
             FieldKind::ToMany { .. } => None,
         }
     }
+
+    /// The filter operators that apply to this field: `_contains` (an
+    /// element) and `_is_null` for a list; otherwise equality, `_not`, `_in`,
+    /// `_not_in` and `_is_null`, then the orderings for an ordered type and
+    /// the text operators for a text type; none for a to-many field. The
+    /// binder, REST query parameters, the store and the scaffold all ask
+    /// here, so a filter one of them offers is one the others accept.
+    pub fn filter_ops(&self) -> &'static [FilterOp] {
+        use FilterOp::*;
+        const LIST: &[FilterOp] = &[Contains, IsNull];
+        const PLAIN: &[FilterOp] = &[Eq, Not, In, NotIn, IsNull];
+        const ORDERED: &[FilterOp] = &[Eq, Not, In, NotIn, IsNull, Lt, Lte, Gt, Gte];
+        const TEXT: &[FilterOp] = &[Eq, Not, In, NotIn, IsNull, Contains, StartsWith, EndsWith];
+        const ORDERED_TEXT: &[FilterOp] = &[
+            Eq, Not, In, NotIn, IsNull, Lt, Lte, Gt, Gte, Contains, StartsWith, EndsWith,
+        ];
+        // Borrowed, not `filter_type()`: the store asks for every
+        // comparison it builds, and an enum's type would be cloned.
+        static ID: ValueType = ValueType::Scalar(Scalar::Id);
+        let ty = match &self.kind {
+            FieldKind::Id | FieldKind::ToOne { .. } => &ID,
+            FieldKind::Value { list: Some(_), .. } => return LIST,
+            FieldKind::Value { ty, .. } => ty,
+            FieldKind::ToMany { .. } => return &[],
+        };
+        match (ty.is_ordered(), ty.is_text()) {
+            (false, false) => PLAIN,
+            (true, false) => ORDERED,
+            (false, true) => TEXT,
+            (true, true) => ORDERED_TEXT,
+        }
+    }
+
+    /// Whether `op` applies to this field ([`Field::filter_ops`]), and if
+    /// not, why: for the callers that explain a refusal.
+    pub fn check_filter_op(&self, op: FilterOp) -> Result<(), OpRefusal> {
+        if self.filter_ops().contains(&op) {
+            return Ok(());
+        }
+        Err(if !self.is_stored() {
+            OpRefusal::NotFilterable
+        } else if self.is_list() {
+            OpRefusal::ListField
+        } else if op.is_ordering() {
+            OpRefusal::NotOrdered
+        } else {
+            OpRefusal::NotText
+        })
+    }
+}
+
+/// Why a filter operator does not apply to a field
+/// ([`Field::check_filter_op`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpRefusal {
+    /// The field is a to-many relation, which has no column to compare.
+    NotFilterable,
+    /// The field is a list: only `_contains` and `_is_null` apply.
+    ListField,
+    /// An ordering (`_lt`, `_lte`, `_gt`, `_gte`) on an unordered type.
+    NotOrdered,
+    /// A text operator (`_contains`, `_starts_with`, `_ends_with`) on a
+    /// type that is not text.
+    NotText,
 }
 
 /// What an entity field holds.
@@ -341,6 +435,37 @@ impl Scalar {
         })
     }
 
+    /// Every scalar.
+    pub const ALL: [Scalar; 6] = [
+        Scalar::Boolean,
+        Scalar::Date,
+        Scalar::Float,
+        Scalar::Id,
+        Scalar::Int,
+        Scalar::String,
+    ];
+
+    /// For a scalar gatehouse declares itself rather than GraphQL: its
+    /// description and the URL of its format's specification
+    /// (`@specifiedBy`). The loader's built-in declarations and the
+    /// executable schema both take them from here.
+    pub fn custom_declaration(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Scalar::Date => Some((
+                "An ISO-8601 calendar date, `YYYY-MM-DD`.",
+                "https://www.rfc-editor.org/rfc/rfc3339#section-5.6",
+            )),
+            Scalar::Boolean | Scalar::Float | Scalar::Id | Scalar::Int | Scalar::String => None,
+        }
+    }
+
+    /// Whether gatehouse declares the scalar itself (`Date`) rather than
+    /// GraphQL: its values are strings whose form
+    /// [`Scalar::check_text`] checks, in GraphQL input and output alike.
+    pub fn is_custom(self) -> bool {
+        self.custom_declaration().is_some()
+    }
+
     /// The GraphQL name.
     pub fn graphql_name(self) -> &'static str {
         match self {
@@ -395,7 +520,45 @@ pub enum TypeRef {
     List(Box<TypeRef>),
 }
 
+/// One layer of a type reference as another library holds it: what
+/// [`TypeRef::read`] asks of each layer.
+#[derive(Debug, Clone, Copy)]
+pub enum TypeLayer<'a, T> {
+    /// A named type.
+    Named(&'a str),
+    /// A list of the inner type.
+    List(&'a T),
+}
+
 impl TypeRef {
+    /// Reads a type reference from another library's form (apollo-compiler's
+    /// SDL types, async-graphql's query types): `layer` tells whether a
+    /// layer is non-null and what it holds. This and [`TypeRef::write`] are
+    /// the one mapping between GraphQL libraries' type references and the
+    /// Model's.
+    pub fn read<T>(t: &T, layer: fn(&T) -> (bool, TypeLayer<'_, T>)) -> TypeRef {
+        let (non_null, inner) = layer(t);
+        let base = match inner {
+            TypeLayer::Named(name) => TypeRef::Named(name.to_string()),
+            TypeLayer::List(item) => TypeRef::List(Box::new(TypeRef::read(item, layer))),
+        };
+        if non_null {
+            TypeRef::NonNull(Box::new(base))
+        } else {
+            base
+        }
+    }
+
+    /// Writes this type in another library's form (async-graphql's dynamic
+    /// schema): `named` makes a named type, `non_null` and `list` wrap one.
+    pub fn write<T>(&self, named: fn(&str) -> T, non_null: fn(T) -> T, list: fn(T) -> T) -> T {
+        match self {
+            TypeRef::Named(n) => named(n),
+            TypeRef::NonNull(inner) => non_null(inner.write(named, non_null, list)),
+            TypeRef::List(inner) => list(inner.write(named, non_null, list)),
+        }
+    }
+
     /// The innermost named type.
     pub fn base_name(&self) -> &str {
         match self {
@@ -565,6 +728,31 @@ impl FilterOp {
     /// Whether the operand is a list of the field's type.
     pub fn takes_list(self) -> bool {
         matches!(self, FilterOp::In | FilterOp::NotIn)
+    }
+
+    /// Whether the operator compares order (`_lt`, `_lte`, `_gt`, `_gte`).
+    pub fn is_ordering(self) -> bool {
+        matches!(
+            self,
+            FilterOp::Lt | FilterOp::Lte | FilterOp::Gt | FilterOp::Gte
+        )
+    }
+
+    /// Whether the operator compares text (`_contains`, `_starts_with`,
+    /// `_ends_with`; `_contains` on a list field compares an element).
+    pub fn is_text(self) -> bool {
+        matches!(
+            self,
+            FilterOp::Contains | FilterOp::StartsWith | FilterOp::EndsWith
+        )
+    }
+
+    /// The operator as messages name it: its suffix, or `equality`.
+    pub fn label(self) -> &'static str {
+        match self {
+            FilterOp::Eq => "equality",
+            op => op.suffix(),
+        }
     }
 }
 

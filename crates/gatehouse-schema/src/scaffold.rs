@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use heck::ToLowerCamelCase;
 
-use crate::model::{Entity, FieldKind, Model, Scalar, TypeRef, ValueType};
+use crate::model::{Entity, FieldKind, FilterOp, Model, Scalar, ValueType};
 
 /// SDL declaring, for every entity: a list query with paging, filters,
 /// `where` and `orderBy`; a lookup by id; create/update/delete mutations with
@@ -54,31 +54,29 @@ fn where_input(e: &Entity, out: &mut String) {
     for f in e.stored_fields() {
         let Some(vt) = f.filter_type() else { continue };
         let t = vt.graphql_name();
-        let name = &f.name;
-        if matches!(f.kind, FieldKind::Value { list: Some(_), .. }) {
-            let _ = writeln!(out, "  {name}_contains: {t}");
-        } else {
-            let _ = writeln!(
-                out,
-                "  {name}: {t}\n  {name}_not: {t}\n  {name}_in: [{t}!]\n  {name}_not_in: [{t}!]"
-            );
-            // Ids are opaque: equality and sets are what users filter them by.
-            let is_id = vt == ValueType::Scalar(Scalar::Id);
-            if vt.is_ordered() && !is_id {
-                let _ = writeln!(
-                    out,
-                    "  {name}_lt: {t}\n  {name}_lte: {t}\n  {name}_gt: {t}\n  {name}_gte: {t}"
-                );
+        // Ids are opaque: equality and sets are what users filter them by,
+        // though orderings and text operators would bind.
+        let is_id = vt == ValueType::Scalar(Scalar::Id);
+        for &op in f.filter_ops() {
+            let suggested = match op {
+                // Last, and only where the field can be null.
+                FilterOp::IsNull => false,
+                _ if is_id && !f.is_list() => !op.is_ordering() && !op.is_text(),
+                _ => true,
+            };
+            if !suggested {
+                continue;
             }
-            if vt.is_text() && !is_id {
-                let _ = writeln!(
-                    out,
-                    "  {name}_contains: {t}\n  {name}_starts_with: {t}\n  {name}_ends_with: {t}"
-                );
+            let name = &f.name;
+            let suffix = op.suffix();
+            if op.takes_list() {
+                let _ = writeln!(out, "  {name}{suffix}: [{t}!]");
+            } else {
+                let _ = writeln!(out, "  {name}{suffix}: {t}");
             }
         }
-        if !f.required {
-            let _ = writeln!(out, "  {name}_is_null: Boolean");
+        if !f.required && f.filter_ops().contains(&FilterOp::IsNull) {
+            let _ = writeln!(out, "  {}_is_null: Boolean", f.name);
         }
     }
     let _ = writeln!(
@@ -89,10 +87,7 @@ fn where_input(e: &Entity, out: &mut String) {
 
 fn order_enum(e: &Entity, out: &mut String) {
     let _ = writeln!(out, "enum {}OrderBy {{", e.name);
-    for f in e.stored_fields() {
-        if matches!(f.kind, FieldKind::Value { list: Some(_), .. }) {
-            continue;
-        }
+    for f in e.fields.iter().filter(|f| f.is_orderable()) {
         let _ = writeln!(out, "  {0}_ASC\n  {0}_DESC", f.name);
     }
     let _ = writeln!(out, "}}\n");
@@ -102,13 +97,11 @@ fn write_inputs(e: &Entity, out: &mut String) {
     for (suffix, create) in [("CreateInput", true), ("UpdateInput", false)] {
         let _ = writeln!(out, "input {}{suffix} {{", e.name);
         for f in e.stored_fields() {
-            let ty = match f.kind {
-                FieldKind::Id if !create => continue,
-                FieldKind::Id => TypeRef::Named("ID".into()),
-                FieldKind::ToOne { .. } => TypeRef::Named("ID".into()),
-                _ => f.ty.nullable().clone(),
-            };
-            let bang = if create && f.required && f.kind != FieldKind::Id {
+            if f.kind == FieldKind::Id && !create {
+                continue;
+            }
+            let Some(ty) = f.input_type() else { continue };
+            let bang = if create && e.required_on_create(f) {
                 "!"
             } else {
                 ""

@@ -304,18 +304,17 @@ pub(crate) fn comparison(
         .filter_type()
         .ok_or_else(|| StoreError::invalid(name, "cannot be filtered"))?;
     let c = col(entity, field);
-    let is_list = matches!(field.kind, FieldKind::Value { list: Some(_), .. });
     let arg = format!("{name}{}", op.suffix());
-    let unsupported = || {
-        StoreError::invalid(
+    if field.check_filter_op(op).is_err() {
+        return Err(StoreError::invalid(
             &arg,
             format!(
                 "the `{}` operator does not apply to {} fields",
-                op_name(op),
+                op.label(),
                 ty
             ),
-        )
-    };
+        ));
+    }
 
     if op == FilterOp::IsNull {
         return match value {
@@ -327,10 +326,8 @@ pub(crate) fn comparison(
             )),
         };
     }
-    if is_list {
-        if op != FilterOp::Contains {
-            return Err(unsupported());
-        }
+    if field.is_list() {
+        // `_contains`, the one other operator a list takes: an element.
         let v = check_scalar(model, &arg, &elem, value)?;
         return Ok(match dialect {
             Dialect::Sqlite => Expr::cust_with_values(
@@ -379,9 +376,6 @@ pub(crate) fn comparison(
             }
         }
         FilterOp::Lt | FilterOp::Lte | FilterOp::Gt | FilterOp::Gte => {
-            if !elem.is_ordered() {
-                return Err(unsupported());
-            }
             let v = one(value)?;
             match op {
                 FilterOp::Lt => c.lt(v),
@@ -391,9 +385,6 @@ pub(crate) fn comparison(
             }
         }
         FilterOp::Contains | FilterOp::StartsWith | FilterOp::EndsWith => {
-            if !elem.is_text() {
-                return Err(unsupported());
-            }
             // Functions rather than LIKE: no wildcard escaping, and the same
             // case-sensitive semantics on both backends.
             let v = check_scalar(model, &arg, &elem, value)?;
@@ -427,34 +418,7 @@ fn unreachable_is_null() -> Expr {
 }
 
 fn scalar_value(dialect: Dialect, ty: &ValueType, v: &Json) -> sea_query::Value {
-    let ct = match ty {
-        ValueType::Enum(n) => ColType::Enum(n.clone()),
-        ValueType::Scalar(s) => match s {
-            gatehouse_schema::Scalar::Boolean => ColType::Boolean,
-            gatehouse_schema::Scalar::Date => ColType::Date,
-            gatehouse_schema::Scalar::Float => ColType::Float,
-            gatehouse_schema::Scalar::Int => ColType::Int,
-            gatehouse_schema::Scalar::Id | gatehouse_schema::Scalar::String => ColType::Text,
-        },
-    };
-    to_value(dialect, &ct, v)
-}
-
-fn op_name(op: FilterOp) -> &'static str {
-    match op {
-        FilterOp::Eq => "equals",
-        FilterOp::Not => "_not",
-        FilterOp::In => "_in",
-        FilterOp::NotIn => "_not_in",
-        FilterOp::Lt => "_lt",
-        FilterOp::Lte => "_lte",
-        FilterOp::Gt => "_gt",
-        FilterOp::Gte => "_gte",
-        FilterOp::Contains => "_contains",
-        FilterOp::StartsWith => "_starts_with",
-        FilterOp::EndsWith => "_ends_with",
-        FilterOp::IsNull => "_is_null",
-    }
+    to_value(dialect, &ColType::of_value(ty), v)
 }
 
 /// The ordering expressions (with the id tie-breaker) as (expr, order, nulls).
@@ -466,7 +430,7 @@ pub(crate) fn ordering(
     let mut has_id = false;
     for o in order {
         let f = stored_field(entity, &o.field)?;
-        if matches!(f.kind, FieldKind::Value { list: Some(_), .. }) {
+        if !f.is_orderable() {
             return Err(StoreError::invalid(
                 &o.field,
                 "a list field cannot be ordered on",

@@ -83,17 +83,22 @@ impl ColType {
             ),
             FieldKind::ToMany { .. } => return None,
             FieldKind::Value { ty, list: Some(_) } => ColType::List(ty.graphql_name().to_string()),
-            FieldKind::Value { ty, list: None } => match ty {
-                ValueType::Enum(name) => ColType::Enum(name.clone()),
-                ValueType::Scalar(s) => match s {
-                    Scalar::Boolean => ColType::Boolean,
-                    Scalar::Date => ColType::Date,
-                    Scalar::Float => ColType::Float,
-                    Scalar::Id | Scalar::String => ColType::Text,
-                    Scalar::Int => ColType::Int,
-                },
-            },
+            FieldKind::Value { ty, list: None } => ColType::of_value(ty),
         })
+    }
+
+    /// The column type of one value of `ty` (a list element, a filter operand).
+    pub(crate) fn of_value(ty: &ValueType) -> ColType {
+        match ty {
+            ValueType::Enum(name) => ColType::Enum(name.clone()),
+            ValueType::Scalar(s) => match s {
+                Scalar::Boolean => ColType::Boolean,
+                Scalar::Date => ColType::Date,
+                Scalar::Float => ColType::Float,
+                Scalar::Id | Scalar::String => ColType::Text,
+                Scalar::Int => ColType::Int,
+            },
+        }
     }
 
     /// How values of this type are stored and read back.
@@ -175,171 +180,35 @@ pub(crate) enum SqlKind {
     Bytes,
 }
 
-fn type_error(field: &str, expected: &str, got: &Json) -> StoreError {
-    let got = match got {
-        Json::Null => "null",
-        Json::Bool(_) => "a boolean",
-        Json::Number(_) => "a number",
-        Json::String(_) => "a string",
-        Json::Array(_) => "a list",
-        Json::Object(_) => "an object",
-    };
-    StoreError::invalid(field, format!("expected {expected}, got {got}"))
-}
-
-/// Text may hold any character but U+0000, which PostgreSQL cannot store;
-/// refusing it on both backends keeps them interchangeable.
-fn nul_error(field: &str) -> StoreError {
-    StoreError::invalid(field, "text cannot contain the NUL character (U+0000)")
-}
-
-/// Validates one non-null scalar or enum value and returns its canonical JSON.
+/// Validates one non-null scalar or enum value and returns its canonical
+/// JSON ([`Model::check_value`]); `field` names it in the error.
 pub(crate) fn check_scalar(
     model: &Model,
     field: &str,
     ty: &ValueType,
     v: &Json,
 ) -> Result<Json, StoreError> {
-    match ty {
-        ValueType::Enum(name) => {
-            let Json::String(s) = v else {
-                return Err(type_error(field, &format!("a {name} value"), v));
-            };
-            let known = model
-                .enum_def(name)
-                .is_some_and(|e| e.values.iter().any(|x| x == s));
-            if !known {
-                let values = model
-                    .enum_def(name)
-                    .map(|e| e.values.join(", "))
-                    .unwrap_or_default();
-                return Err(StoreError::invalid(
-                    field,
-                    format!("`{s}` is not a value of {name} (expected one of: {values})"),
-                ));
-            }
-            Ok(v.clone())
-        }
-        ValueType::Scalar(s) => match s {
-            Scalar::Id | Scalar::String => match v {
-                Json::String(text) if text.contains('\0') => Err(nul_error(field)),
-                Json::String(_) => Ok(v.clone()),
-                _ => Err(type_error(field, s.graphql_name(), v)),
-            },
-            Scalar::Boolean => match v {
-                Json::Bool(_) => Ok(v.clone()),
-                _ => Err(type_error(field, "a Boolean", v)),
-            },
-            Scalar::Int => {
-                let n = match v {
-                    Json::Number(n) => n,
-                    _ => return Err(type_error(field, "an Int", v)),
-                };
-                let i = match (n.as_i64(), n.as_f64()) {
-                    (Some(i), _) => i,
-                    // 3.0 is accepted as 3, as GraphQL input coercion allows.
-                    (None, Some(f)) if f.fract() == 0.0 && f.abs() < 1e18 => f as i64,
-                    _ => return Err(StoreError::invalid(field, format!("{n} is not an integer"))),
-                };
-                i32::try_from(i).map(Json::from).map_err(|_| {
-                    StoreError::invalid(field, format!("{i} does not fit a 32-bit Int"))
-                })
-            }
-            Scalar::Float => {
-                let f = match v {
-                    Json::Number(n) => n.as_f64(),
-                    _ => return Err(type_error(field, "a Float", v)),
-                };
-                match f.and_then(serde_json::Number::from_f64) {
-                    Some(n) if f.is_some_and(f64::is_finite) => Ok(Json::Number(n)),
-                    _ => Err(StoreError::invalid(field, "a Float must be finite")),
-                }
-            }
-            Scalar::Date => {
-                let Json::String(text) = v else {
-                    return Err(type_error(field, "a Date (YYYY-MM-DD)", v));
-                };
-                parse_date(text).ok_or_else(|| {
-                    StoreError::invalid(
-                        field,
-                        format!("`{text}` is not a valid date (expected YYYY-MM-DD)"),
-                    )
-                })?;
-                Ok(v.clone())
-            }
-        },
-    }
+    model
+        .check_value(ty, v)
+        .map(std::borrow::Cow::into_owned)
+        .map_err(|e| StoreError::invalid(field, e.to_string()))
 }
 
 const DATE_FORMAT: &[time::format_description::BorrowedFormatItem<'static>] =
     time::macros::format_description!("[year]-[month]-[day]");
-
-/// Parses a strict `YYYY-MM-DD` calendar date.
-pub(crate) fn parse_date(text: &str) -> Option<time::Date> {
-    if text.len() != 10 {
-        return None;
-    }
-    time::Date::parse(text, DATE_FORMAT).ok()
-}
 
 /// Formats a date as `YYYY-MM-DD`.
 pub(crate) fn format_date(d: time::Date) -> Result<String, StoreError> {
     d.format(DATE_FORMAT).map_err(StoreError::internal)
 }
 
-/// Validates a value for a stored field (null included) and returns it canonical.
+/// Validates a value for a stored field (null included) and returns it
+/// canonical ([`Model::check_field_value`]).
 pub(crate) fn check_field(model: &Model, field: &Field, v: &Json) -> Result<Json, StoreError> {
-    if v.is_null() {
-        if field.required {
-            return Err(StoreError::invalid(
-                &field.name,
-                "is required and cannot be null",
-            ));
-        }
-        return Ok(Json::Null);
-    }
-    match &field.kind {
-        FieldKind::Id | FieldKind::ToOne { .. } => match v {
-            Json::String(s) if s.contains('\0') => Err(nul_error(&field.name)),
-            Json::String(s) if !s.is_empty() => Ok(v.clone()),
-            Json::String(_) => Err(StoreError::invalid(&field.name, "an id cannot be empty")),
-            _ => Err(type_error(&field.name, "an ID", v)),
-        },
-        FieldKind::ToMany { target, via, .. } => Err(StoreError::invalid(
-            &field.name,
-            format!(
-                "is a list of {target} rows and cannot be written here; set `{via}` on the {target} rows"
-            ),
-        )),
-        FieldKind::Value { ty, list: None } => check_scalar(model, &field.name, ty, v),
-        FieldKind::Value {
-            ty,
-            list: Some(items),
-        } => {
-            let Json::Array(items_in) = v else {
-                return Err(type_error(
-                    &field.name,
-                    &format!("a list of {}", ty.graphql_name()),
-                    v,
-                ));
-            };
-            let mut out = Vec::with_capacity(items_in.len());
-            for item in items_in {
-                if item.is_null() {
-                    if items.items_required {
-                        return Err(StoreError::invalid(
-                            &field.name,
-                            "list elements cannot be null",
-                        ));
-                    }
-                    out.push(Json::Null);
-                } else {
-                    out.push(check_scalar(model, &field.name, ty, item)?);
-                }
-            }
-            Ok(Json::Array(out))
-        }
-    }
+    model
+        .check_field_value(field, v)
+        .map(std::borrow::Cow::into_owned)
+        .map_err(|e| StoreError::invalid(&field.name, e.to_string()))
 }
 
 /// Checks that every key of `row` is a writable stored field of `entity`.

@@ -4,6 +4,7 @@
 
 mod invalid;
 mod robustness;
+mod rules;
 mod valid;
 
 use gatehouse_schema::{Model, Source, load_sources};

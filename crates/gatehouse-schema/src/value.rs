@@ -1,0 +1,263 @@
+//! The one value checker: whether a JSON value is a value of a field or of a
+//! value type, and its canonical form. REST bodies and query parameters, the
+//! store, and the GraphQL layer (its scalar validators and the planned
+//! executor) all ask here. A new scalar is one more arm of
+//! [`Scalar::check_text`] (values written as strings, such as `Date`) or
+//! [`Scalar::check_number`].
+
+use std::borrow::Cow;
+
+use serde_json::Value as Json;
+
+use crate::model::{EnumDef, Field, FieldKind, Model, Scalar, ValueType, valid_date};
+
+/// Why a value does not fit its field or type. `Display` is the message
+/// users see after the field's name (`title: expected a String, got a number`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ValueError {
+    /// `null` for a required field.
+    #[error("is required and cannot be null")]
+    Required,
+    /// A `null` element of a `[T!]` list.
+    #[error("list elements cannot be null")]
+    NullElement,
+    /// A value of another JSON kind than the type takes.
+    #[error("expected {expected}, got {got}")]
+    WrongKind {
+        /// The type, as messages name it (`a String`, `a list of Int`).
+        expected: String,
+        /// The JSON kind given ([`json_kind`]).
+        got: &'static str,
+    },
+    /// An empty string for an id or a reference.
+    #[error("an id cannot be empty")]
+    EmptyId,
+    /// Text holding U+0000: PostgreSQL cannot store it, so both backends
+    /// refuse it alike.
+    #[error("text cannot contain the NUL character (U+0000)")]
+    Nul,
+    /// A number with a fractional part (or beyond 2^60) for an `Int`.
+    #[error("{0} is not an integer")]
+    NotInteger(String),
+    /// An integer outside an `Int`'s 32 bits.
+    #[error("{0} does not fit a 32-bit Int")]
+    IntRange(i64),
+    /// A `Float` that is not a finite double.
+    #[error("a Float must be finite")]
+    NotFinite,
+    /// A string that is not an existing calendar date `YYYY-MM-DD`.
+    #[error("`{0}` is not a valid date (expected YYYY-MM-DD)")]
+    BadDate(String),
+    /// A string that is not a value of the enum.
+    #[error("`{value}` is not a value of {name} (expected one of: {values})")]
+    NotInEnum {
+        /// The value given.
+        value: String,
+        /// The enum's name.
+        name: String,
+        /// Its values, comma-separated.
+        values: String,
+    },
+    /// A to-many relation, which holds no value of its own.
+    #[error(
+        "is a list of {target} rows and cannot be written here; set `{via}` on the {target} rows"
+    )]
+    ToMany {
+        /// The entity listed.
+        target: String,
+        /// Its to-one field that points back.
+        via: String,
+    },
+}
+
+/// The kind of a JSON value, as messages name it (`a number`).
+pub fn json_kind(v: &Json) -> &'static str {
+    match v {
+        Json::Null => "null",
+        Json::Bool(_) => "a boolean",
+        Json::Number(_) => "a number",
+        Json::String(_) => "a string",
+        Json::Array(_) => "a list",
+        Json::Object(_) => "an object",
+    }
+}
+
+fn wrong_kind(expected: impl Into<String>, got: &Json) -> ValueError {
+    ValueError::WrongKind {
+        expected: expected.into(),
+        got: json_kind(got),
+    }
+}
+
+impl Scalar {
+    /// The type as messages name it (`an Int`, `a Date (YYYY-MM-DD)`).
+    pub fn expected(self) -> &'static str {
+        match self {
+            Scalar::Boolean => "a Boolean",
+            Scalar::Date => "a Date (YYYY-MM-DD)",
+            Scalar::Float => "a Float",
+            Scalar::Id => "an ID (string)",
+            Scalar::Int => "an Int",
+            Scalar::String => "a String",
+        }
+    }
+
+    /// Checks a value of this scalar written as a string: any text but
+    /// U+0000 for `String` and `ID`, an existing calendar date for `Date`;
+    /// the other scalars are not strings.
+    pub fn check_text(self, s: &str) -> Result<(), ValueError> {
+        match self {
+            Scalar::String | Scalar::Id if s.contains('\0') => Err(ValueError::Nul),
+            Scalar::String | Scalar::Id => Ok(()),
+            Scalar::Date if valid_date(s) => Ok(()),
+            Scalar::Date => Err(ValueError::BadDate(s.to_string())),
+            Scalar::Boolean | Scalar::Float | Scalar::Int => Err(ValueError::WrongKind {
+                expected: self.expected().into(),
+                got: "a string",
+            }),
+        }
+    }
+
+    /// Checks a value of this scalar written as a number and returns it
+    /// canonical: an `Int` is a 32-bit integer (`3.0` is taken as `3`, as
+    /// JSON Schema and GraphQL input coercion take it); a `Float` is finite.
+    pub fn check_number(self, n: &serde_json::Number) -> Result<Json, ValueError> {
+        match self {
+            Scalar::Int => {
+                let i = match (n.as_i64(), n.as_f64()) {
+                    (Some(i), _) => i,
+                    (None, Some(f)) if f.fract() == 0.0 && f.abs() < 1e18 => f as i64,
+                    _ => return Err(ValueError::NotInteger(n.to_string())),
+                };
+                i32::try_from(i)
+                    .map(Json::from)
+                    .map_err(|_| ValueError::IntRange(i))
+            }
+            Scalar::Float => match n.as_f64().and_then(serde_json::Number::from_f64) {
+                Some(f) => Ok(Json::Number(f)),
+                None => Err(ValueError::NotFinite),
+            },
+            Scalar::Boolean | Scalar::Date | Scalar::Id | Scalar::String => {
+                Err(ValueError::WrongKind {
+                    expected: self.expected().into(),
+                    got: "a number",
+                })
+            }
+        }
+    }
+}
+
+impl EnumDef {
+    /// Whether `value` is one of the enum's values.
+    pub fn has(&self, value: &str) -> bool {
+        self.values.iter().any(|v| v == value)
+    }
+}
+
+impl ValueType {
+    /// Checks a non-null value of this type (one scalar or enum value, a
+    /// list element) and returns it canonical: numbers as
+    /// [`Scalar::check_number`] makes them, everything else as given.
+    /// `enums` are the schema's enums ([`Model::enums`]); the binder checks
+    /// `@policy` literals with them before the Model exists.
+    pub fn check<'v>(&self, v: &'v Json, enums: &[EnumDef]) -> Result<Cow<'v, Json>, ValueError> {
+        match self {
+            ValueType::Enum(name) => {
+                let Json::String(s) = v else {
+                    return Err(wrong_kind(format!("a {name} value"), v));
+                };
+                let def = enums.iter().find(|e| e.name == *name);
+                if def.is_some_and(|d| d.has(s)) {
+                    Ok(Cow::Borrowed(v))
+                } else {
+                    Err(ValueError::NotInEnum {
+                        value: s.clone(),
+                        name: name.clone(),
+                        values: def.map(|d| d.values.join(", ")).unwrap_or_default(),
+                    })
+                }
+            }
+            ValueType::Scalar(s) => match v {
+                Json::String(text) => s.check_text(text).map(|()| Cow::Borrowed(v)),
+                Json::Number(n) => s.check_number(n).map(Cow::Owned),
+                Json::Bool(_) if *s == Scalar::Boolean => Ok(Cow::Borrowed(v)),
+                other => Err(wrong_kind(s.expected(), other)),
+            },
+        }
+    }
+}
+
+impl Model {
+    /// [`ValueType::check`] with the schema's enums.
+    pub fn check_value<'v>(
+        &self,
+        ty: &ValueType,
+        v: &'v Json,
+    ) -> Result<Cow<'v, Json>, ValueError> {
+        ty.check(v, &self.enums)
+    }
+
+    /// Checks a value (null included) for the stored field `field` and
+    /// returns it canonical: ids and references are non-empty strings,
+    /// lists hold values of their element type (nulls only in `[T]`).
+    pub fn check_field_value<'v>(
+        &self,
+        field: &Field,
+        v: &'v Json,
+    ) -> Result<Cow<'v, Json>, ValueError> {
+        if v.is_null() {
+            return if field.required {
+                Err(ValueError::Required)
+            } else {
+                Ok(Cow::Borrowed(v))
+            };
+        }
+        match &field.kind {
+            FieldKind::Id | FieldKind::ToOne { .. } => match v {
+                Json::String(s) if s.is_empty() => Err(ValueError::EmptyId),
+                Json::String(s) => Scalar::Id.check_text(s).map(|()| Cow::Borrowed(v)),
+                other => Err(wrong_kind(Scalar::Id.expected(), other)),
+            },
+            FieldKind::ToMany { target, via, .. } => Err(ValueError::ToMany {
+                target: target.clone(),
+                via: via.clone(),
+            }),
+            FieldKind::Value { ty, list: None } => self.check_value(ty, v),
+            FieldKind::Value {
+                ty,
+                list: Some(list),
+            } => {
+                let Json::Array(items) = v else {
+                    return Err(wrong_kind(format!("a list of {}", ty.graphql_name()), v));
+                };
+                // Built only when an element's canonical form differs.
+                let mut changed: Option<Vec<Json>> = None;
+                for (i, item) in items.iter().enumerate() {
+                    let checked = if item.is_null() {
+                        if list.items_required {
+                            return Err(ValueError::NullElement);
+                        }
+                        Cow::Borrowed(item)
+                    } else {
+                        self.check_value(ty, item)?
+                    };
+                    match (checked, &mut changed) {
+                        (Cow::Borrowed(item), Some(out)) => out.push(item.clone()),
+                        (Cow::Borrowed(_), None) => {}
+                        (Cow::Owned(item), Some(out)) => out.push(item),
+                        (Cow::Owned(item), None) => {
+                            let mut out = Vec::with_capacity(items.len());
+                            out.extend_from_slice(&items[..i]);
+                            out.push(item);
+                            changed = Some(out);
+                        }
+                    }
+                }
+                Ok(match changed {
+                    Some(out) => Cow::Owned(Json::Array(out)),
+                    None => Cow::Borrowed(v),
+                })
+            }
+        }
+    }
+}
