@@ -947,3 +947,72 @@ async fn close(socket: &mut WebSocket, code: u16, reason: &str) -> Result<(), ()
     };
     within_write_timeout(socket.send(Message::Close(Some(frame)))).await
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn transport_ws_refuses_what_is_not_a_client_message() {
+        for text in [
+            "{not json",
+            r#"{"id":"1"}"#,
+            r#"{"type":"next","id":"1","payload":{}}"#,
+            r#"{"type":"subscribe","id":"","payload":{}}"#,
+            r#"{"type":"subscribe","payload":{}}"#,
+            r#"{"type":"complete","id":7}"#,
+            r#"{"type":"connection_init","payload":5}"#,
+        ] {
+            assert!(serde_json::from_str::<TransportIn>(text).is_err(), "{text}");
+        }
+        assert!(matches!(
+            serde_json::from_str(r#"{"type":"connection_init","payload":null}"#).unwrap(),
+            TransportIn::ConnectionInit { payload: None }
+        ));
+        assert!(matches!(
+            serde_json::from_str(r#"{"type":"pong","payload":{"x":1}}"#).unwrap(),
+            TransportIn::Pong {}
+        ));
+    }
+
+    #[test]
+    fn legacy_unknown_types_keep_their_id() {
+        let text = r#"{"type":"bogus","id":"4"}"#;
+        assert!(serde_json::from_str::<LegacyIn>(text).is_err());
+        let envelope: LegacyEnvelope = serde_json::from_str(text).unwrap();
+        assert_eq!(
+            (envelope.kind.as_str(), envelope.id.as_deref()),
+            ("bogus", Some("4"))
+        );
+        assert!(matches!(
+            serde_json::from_str(r#"{"type":"connection_terminate","payload":1}"#).unwrap(),
+            LegacyIn::ConnectionTerminate
+        ));
+    }
+
+    #[test]
+    fn server_messages() {
+        let frame = |m: ServerMessage<'_>| serde_json::from_str::<Json>(&m.frame()).unwrap();
+        assert_eq!(
+            frame(ServerMessage::Pong { payload: None }),
+            json!({"type": "pong"})
+        );
+        assert_eq!(
+            frame(ServerMessage::Error {
+                id: None,
+                payload: ErrorPayload::Message(Described { message: "no" }),
+            }),
+            json!({"type": "error", "payload": {"message": "no"}})
+        );
+        let payload = json!({"data": {"a": 1}});
+        for protocol in [Protocol::TransportWs, Protocol::Legacy] {
+            let shared = format!("{}{payload}}}", protocol.result_prefix("x\"y"));
+            assert_eq!(
+                serde_json::from_str::<Json>(&shared).unwrap(),
+                frame(protocol.result("x\"y", &payload))
+            );
+        }
+    }
+}
