@@ -303,31 +303,27 @@ impl Graphql {
             .right_stream()
     }
 
-    /// Settles the field errors of an executed response: a failed non-null
-    /// field is reported by its resolver (with a code) and async-graphql
-    /// then adds a generic internal note for the same path, which is
-    /// dropped (one left without such a report becomes a plain internal
-    /// error, its text logged); and the nulls go where GraphQL spec §6.4.4
+    /// Settles the field errors of an executed response. Every error a
+    /// resolver reports carries a code; one without is async-graphql's own,
+    /// such as the note it adds when a failed non-null field has no value.
+    /// Such an error is dropped where a resolver reported the failure of
+    /// the same path, and otherwise becomes a plain internal error (its
+    /// text logged, not sent). Then the nulls go where GraphQL spec §6.4.4
     /// puts them (see [`order::null_failed_fields`]).
     fn settle_errors(&self, response: &mut Response, query: &str, operation_name: Option<&str>) {
-        const NON_NULL_NOTE: &str = "internal: non-null types require a return value";
         let path_key = |e: &ServerError| serde_json::to_string(&e.path).unwrap_or_default();
         let reported: std::collections::HashSet<String> = response
             .errors
             .iter()
-            .filter(|e| {
-                e.extensions
-                    .as_ref()
-                    .is_some_and(|x| x.get("code").is_some())
-            })
+            .filter(|e| has_code(e))
             .map(path_key)
             .collect();
         response
             .errors
-            .retain(|e| !(e.message == NON_NULL_NOTE && reported.contains(&path_key(e))));
+            .retain(|e| has_code(e) || !reported.contains(&path_key(e)));
         for e in &mut response.errors {
-            if e.message == NON_NULL_NOTE {
-                tracing::warn!(path = %path_key(e), "a non-null field resolved to no value");
+            if !has_code(e) {
+                tracing::warn!(path = %path_key(e), message = %e.message, "a field failed without a reported error");
                 e.message = "internal error".to_string();
                 e.extensions
                     .get_or_insert_with(Default::default)
@@ -421,15 +417,15 @@ fn several_subscription_roots(query: &str, operation_name: Option<&str>) -> Opti
         return None;
     }
     let name = operation_name.map_or_else(String::new, |n| format!(" `{n}`"));
-    let mut error = async_graphql::ServerError::new(
+    let error = error::coded(
+        error::GRAPHQL_VALIDATION_FAILED,
         format!(
             "the subscription{name} selects {} root fields ({}); a subscription selects exactly one",
             keys.len(),
             keys.join(", ")
         ),
-        Some(op.pos),
-    );
-    add_code(&mut error, false, false);
+    )
+    .into_server_error(op.pos);
     Some(Executed {
         response: Response::from_errors(vec![error]),
         executed: false,
@@ -486,26 +482,22 @@ fn refused_before_execution(response: &Response) -> bool {
         })
 }
 
-/// Fills in `extensions.code` for errors async-graphql raises itself.
+/// Fills in `extensions.code` for the errors async-graphql raises itself;
+/// every error gatehouse raises carries its code from where it is made
+/// (see [`error`]). async-graphql's own errors are plain messages without a
+/// type, so they are told apart by the phase that failed: a request
+/// refused before execution failed to parse when the parser refuses its
+/// text (`parse_failed`), otherwise it failed validation or named no
+/// runnable operation. An executed request's uncoded errors (a failed
+/// non-null field) are settled by `Graphql::settle_errors`.
 fn add_code(e: &mut ServerError, executed: bool, parse_failed: bool) {
-    let has_code = e
-        .extensions
-        .as_ref()
-        .is_some_and(|x| x.get("code").is_some());
-    if has_code {
+    if has_code(e) || executed {
         return;
     }
-    if e.message.ends_with("expected type \"Date\"") {
-        e.message.push_str(
-            ": a Date is a string `YYYY-MM-DD` naming a real calendar day, e.g. \"2024-02-29\"",
-        );
-    }
-    let code = if e.message.contains("nested too deep") {
-        error::QUERY_TOO_DEEP
-    } else if e.message.contains("too complex") {
-        error::QUERY_TOO_COMPLEX
-    } else if !executed && parse_failed {
-        // The parser's message is a multi-line drawing; keep what it expected.
+    let code = if parse_failed {
+        // The parser's message is a drawing of the text with the expected
+        // tokens on its last line (`= expected …`), a string only: keep
+        // what it expected.
         if let Some(expected) = e
             .message
             .lines()
@@ -515,16 +507,24 @@ fn add_code(e: &mut ServerError, executed: bool, parse_failed: bool) {
             e.message = format!("syntax error: {expected}");
         }
         error::GRAPHQL_PARSE_FAILED
-    } else if !executed {
-        error::GRAPHQL_VALIDATION_FAILED
-    } else if e.message.contains("Invalid value for argument")
-        || e.message.contains("Failed to parse")
-    {
-        error::BAD_USER_INPUT
     } else {
-        return;
+        // The `Date` scalar's check answers yes or no, so async-graphql's
+        // refusal cannot say what a Date is: the hint is added to it here.
+        if e.message.ends_with("expected type \"Date\"") {
+            e.message.push_str(
+                ": a Date is a string `YYYY-MM-DD` naming a real calendar day, e.g. \"2024-02-29\"",
+            );
+        }
+        error::GRAPHQL_VALIDATION_FAILED
     };
     e.extensions
         .get_or_insert_with(Default::default)
         .set("code", code);
+}
+
+/// Whether `e` carries `extensions.code`.
+fn has_code(e: &ServerError) -> bool {
+    e.extensions
+        .as_ref()
+        .is_some_and(|x| x.get("code").is_some())
 }

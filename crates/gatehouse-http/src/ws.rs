@@ -25,6 +25,7 @@ use axum::response::{IntoResponse, Response};
 use futures::{SinkExt, StreamExt};
 use gatehouse_auth::Principal;
 use gatehouse_graphql::error as codes;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value as Json, json};
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
@@ -220,11 +221,9 @@ impl Sink for WsSink {
                 self.serial,
                 Some(error_frame(&self.id, errors)),
             ),
-            Delivery::Complete => Out::finished(
-                self.id.clone(),
-                self.serial,
-                Some(json!({"type": "complete", "id": self.id}).to_string()),
-            ),
+            Delivery::Complete => {
+                Out::finished(self.id.clone(), self.serial, Some(complete_frame(&self.id)))
+            }
         };
         queue(&self.tx, &self.overflow, out)
     }
@@ -320,7 +319,7 @@ impl Connection {
                     break (INIT_TIMEOUT, "Connection initialisation timeout".to_string());
                 }
                 _ = keepalive.tick(), if self.acked && self.protocol == Protocol::Legacy => {
-                    if send(&mut socket, json!({"type": "ka"}).to_string()).await.is_err() {
+                    if send(&mut socket, ServerMessage::Ka.frame()).await.is_err() {
                         return;
                     }
                 }
@@ -426,12 +425,14 @@ impl Connection {
 
     /// Authenticates `connection_init`: its payload's `Authorization` (any
     /// case), else the upgrade request's header, else anonymous (if allowed).
-    async fn authenticate(&mut self, payload: Option<&Json>) -> Result<(), AuthFailure> {
+    async fn authenticate(
+        &mut self,
+        payload: Option<&serde_json::Map<String, Json>>,
+    ) -> Result<(), AuthFailure> {
         let Some(authn) = self.state.authn.clone() else {
             return Ok(());
         };
         let from_payload = payload
-            .and_then(Json::as_object)
             .and_then(|p| {
                 p.iter()
                     .find(|(k, _)| k.eq_ignore_ascii_case("authorization"))
@@ -465,7 +466,7 @@ impl Connection {
 
     /// One message of `graphql-transport-ws`. `Err` when the socket is gone.
     async fn on_transport_ws(&mut self, socket: &mut WebSocket, text: &str) -> Result<Step, ()> {
-        let msg = match parse_message(text) {
+        let msg = match serde_json::from_str::<TransportIn>(text) {
             Ok(m) => m,
             Err(e) => {
                 return Ok(Step::Close(
@@ -474,18 +475,8 @@ impl Connection {
                 ));
             }
         };
-        match msg.kind.as_str() {
-            "connection_init" => {
-                if let Some(p) = &msg.payload
-                    && !p.is_object()
-                    && !p.is_null()
-                {
-                    return Ok(Step::Close(
-                        BAD_REQUEST,
-                        "Invalid message received: the connection_init payload must be an object"
-                            .into(),
-                    ));
-                }
+        match msg {
+            TransportIn::ConnectionInit { payload } => {
                 if self.init_received {
                     return Ok(Step::Close(
                         TOO_MANY_INITS,
@@ -493,10 +484,10 @@ impl Connection {
                     ));
                 }
                 self.init_received = true;
-                match self.authenticate(msg.payload.as_ref()).await {
+                match self.authenticate(payload.as_ref()).await {
                     Ok(()) => {
                         self.acked = true;
-                        send(socket, json!({"type": "connection_ack"}).to_string()).await?;
+                        send(socket, ServerMessage::ConnectionAck.frame()).await?;
                         Ok(Step::Continue)
                     }
                     Err(AuthFailure::Unavailable) => Ok(Step::Close(
@@ -509,28 +500,17 @@ impl Connection {
                     )),
                 }
             }
-            "ping" => {
-                let pong = match msg.payload {
-                    Some(p) if !p.is_null() => json!({"type": "pong", "payload": p}),
-                    _ => json!({"type": "pong"}),
-                };
-                send(socket, pong.to_string()).await?;
+            TransportIn::Ping { payload } => {
+                let payload = payload.as_ref().filter(|p| !p.is_null());
+                send(socket, ServerMessage::Pong { payload }.frame()).await?;
                 Ok(Step::Continue)
             }
-            "pong" => Ok(Step::Continue),
-            "subscribe" => {
-                let Some(id) = msg.id.filter(|i| !i.is_empty()) else {
-                    return Ok(Step::Close(
-                        BAD_REQUEST,
-                        "Invalid message received: subscribe needs a non-empty string `id`".into(),
-                    ));
-                };
-                let params = match msg
-                    .payload
-                    .as_ref()
-                    .ok_or_else(|| "subscribe needs a payload".to_string())
-                    .and_then(crate::graphql::params_from_json)
-                {
+            TransportIn::Pong {} => Ok(Step::Continue),
+            TransportIn::Subscribe {
+                id: OperationId(id),
+                payload,
+            } => {
+                let params = match crate::graphql::params_from_json(&payload) {
                     Ok(p) => p,
                     Err(e) => {
                         return Ok(Step::Close(
@@ -544,41 +524,48 @@ impl Connection {
                 }
                 self.start(socket, id, params).await
             }
-            "complete" => {
-                let Some(id) = msg.id.filter(|i| !i.is_empty()) else {
-                    return Ok(Step::Close(
-                        BAD_REQUEST,
-                        "Invalid message received: complete needs a non-empty string `id`".into(),
-                    ));
-                };
+            TransportIn::Complete {
+                id: OperationId(id),
+            } => {
                 // The client ended it: no `complete` goes back (the protocol's rule).
                 self.operations.remove(&id);
                 Ok(Step::Continue)
             }
-            other => Ok(Step::Close(
-                BAD_REQUEST,
-                format!("Invalid message received: unexpected message type `{other}`"),
-            )),
         }
     }
 
     /// One message of the legacy `graphql-ws` protocol.
     async fn on_legacy(&mut self, socket: &mut WebSocket, text: &str) -> Result<Step, ()> {
-        let msg = match parse_message(text) {
+        let msg = match serde_json::from_str::<LegacyIn>(text) {
             Ok(m) => m,
             Err(e) => {
-                // subscriptions-transport-ws answers unparseable messages
-                // with `connection_error` and keeps the socket.
-                send(
-                    socket,
-                    json!({"type": "connection_error", "payload": {"message": e}}).to_string(),
-                )
-                .await?;
+                let reply = match serde_json::from_str::<LegacyEnvelope>(text) {
+                    // Every field of the known types takes any value of
+                    // the envelope's type: a message that reads as an
+                    // envelope has a type the protocol does not have.
+                    Ok(envelope) => {
+                        let message = format!("unexpected message type `{}`", envelope.kind);
+                        ServerMessage::Error {
+                            id: envelope.id.as_deref(),
+                            payload: ErrorPayload::Message(Described { message: &message }),
+                        }
+                        .frame()
+                    }
+                    // subscriptions-transport-ws answers unparseable
+                    // messages with `connection_error` and keeps the socket.
+                    Err(_) => ServerMessage::ConnectionError {
+                        payload: Described {
+                            message: &e.to_string(),
+                        },
+                    }
+                    .frame(),
+                };
+                send(socket, reply).await?;
                 return Ok(Step::Continue);
             }
         };
-        match msg.kind.as_str() {
-            "connection_init" => {
+        match msg {
+            LegacyIn::ConnectionInit { payload } => {
                 if self.init_received {
                     return Ok(Step::Close(
                         TOO_MANY_INITS,
@@ -586,44 +573,44 @@ impl Connection {
                     ));
                 }
                 self.init_received = true;
-                match self.authenticate(msg.payload.as_ref()).await {
+                let payload = payload.as_ref().and_then(Json::as_object);
+                match self.authenticate(payload).await {
                     Ok(()) => {
                         self.acked = true;
-                        send(socket, json!({"type": "connection_ack"}).to_string()).await?;
-                        send(socket, json!({"type": "ka"}).to_string()).await?;
+                        send(socket, ServerMessage::ConnectionAck.frame()).await?;
+                        send(socket, ServerMessage::Ka.frame()).await?;
                         Ok(Step::Continue)
                     }
                     Err(f) => {
-                        send(
-                            socket,
-                            json!({"type": "connection_error", "payload": {"message": f.message()}})
-                                .to_string(),
-                        )
-                        .await?;
+                        let message = f.message();
+                        let refusal = ServerMessage::ConnectionError {
+                            payload: Described { message: &message },
+                        };
+                        send(socket, refusal.frame()).await?;
                         let code = if f == AuthFailure::Unavailable {
                             INTERNAL_ERROR
                         } else {
                             FORBIDDEN
                         };
-                        Ok(Step::Close(code, format!("Forbidden: {}", f.message())))
+                        Ok(Step::Close(code, format!("Forbidden: {message}")))
                     }
                 }
             }
-            "start" => {
-                let Some(id) = msg.id.filter(|i| !i.is_empty()) else {
-                    send(
-                        socket,
-                        json!({"type": "error", "payload": {"message": "start needs a non-empty string `id`"}})
-                            .to_string(),
-                    )
-                    .await?;
+            LegacyIn::Start { id, payload } => {
+                let Some(id) = id.filter(|i| !i.is_empty()) else {
+                    let complaint = ServerMessage::Error {
+                        id: None,
+                        payload: ErrorPayload::Message(Described {
+                            message: "start needs a non-empty string `id`",
+                        }),
+                    };
+                    send(socket, complaint.frame()).await?;
                     return Ok(Step::Continue);
                 };
                 if !self.acked {
                     return Ok(Step::Close(UNAUTHORIZED, "Unauthorized".into()));
                 }
-                let params = match msg
-                    .payload
+                let params = match payload
                     .as_ref()
                     .ok_or_else(|| "start needs a payload".to_string())
                     .and_then(crate::graphql::params_from_json)
@@ -636,24 +623,16 @@ impl Connection {
                 };
                 self.start(socket, id, params).await
             }
-            "stop" => {
-                if let Some(id) = msg.id
+            LegacyIn::Stop { id } => {
+                if let Some(id) = id
                     && self.operations.remove(&id).is_some()
                 {
                     // subscriptions-transport-ws confirms a stop with `complete`.
-                    send(socket, json!({"type": "complete", "id": id}).to_string()).await?;
+                    send(socket, complete_frame(&id)).await?;
                 }
                 Ok(Step::Continue)
             }
-            "connection_terminate" => Ok(Step::Close(1000, String::new())),
-            other => {
-                let mut m = json!({"type": "error", "payload": {"message": format!("unexpected message type `{other}`")}});
-                if let Some(id) = msg.id {
-                    m["id"] = Json::String(id);
-                }
-                send(socket, m.to_string()).await?;
-                Ok(Step::Continue)
-            }
+            LegacyIn::ConnectionTerminate => Ok(Step::Close(1000, String::new())),
         }
     }
 
@@ -689,14 +668,7 @@ impl Connection {
         let serial = fanout::next_serial();
         let run = match shared {
             Some(key) => {
-                let next_type = match self.protocol {
-                    Protocol::TransportWs => "next",
-                    Protocol::Legacy => "data",
-                };
-                let prefix = format!(
-                    r#"{{"type":"{next_type}","id":{},"payload":"#,
-                    Json::String(id.clone())
-                );
+                let prefix = self.protocol.result_prefix(&id);
                 let sink = WsSink {
                     id: id.clone(),
                     serial,
@@ -740,10 +712,6 @@ async fn operation(
 ) {
     let _active = crate::telemetry::subscription_started("websocket");
     let mut stream = std::pin::pin!(stream);
-    let next_type = match protocol {
-        Protocol::TransportWs => "next",
-        Protocol::Legacy => "data",
-    };
     while let Some(item) = stream.next().await {
         let payload = serde_json::to_value(&item.response).unwrap_or_else(|_| json!({}));
         if !item.executed {
@@ -758,12 +726,12 @@ async fn operation(
             queue(&tx, &overflow, Out::finished(id, serial, Some(frame)));
             return;
         }
-        let frame = json!({"type": next_type, "id": id, "payload": payload}).to_string();
+        let frame = protocol.result(&id, &payload).frame();
         if !queue(&tx, &overflow, Out::Frame(frame)) {
             return;
         }
     }
-    let frame = json!({"type": "complete", "id": id}).to_string();
+    let frame = complete_frame(&id);
     queue(&tx, &overflow, Out::finished(id, serial, Some(frame)));
 }
 
@@ -783,39 +751,165 @@ fn queue(tx: &mpsc::Sender<Out>, overflow: &Notify, out: Out) -> bool {
 /// An `error` message; both protocols carry the GraphQL errors as an array
 /// in `payload`.
 fn error_frame(id: &str, errors: &[Json]) -> String {
-    json!({"type": "error", "id": id, "payload": errors}).to_string()
+    ServerMessage::Error {
+        id: Some(id),
+        payload: ErrorPayload::Errors(errors),
+    }
+    .frame()
+}
+
+/// A `complete` message.
+fn complete_frame(id: &str) -> String {
+    ServerMessage::Complete { id }.frame()
 }
 
 fn bad_input(message: &str) -> Json {
     json!({"message": message, "extensions": {"code": codes::BAD_USER_INPUT}})
 }
 
-/// A client message: `type`, and optional `id` and `payload`.
-struct ClientMessage {
-    kind: String,
-    id: Option<String>,
-    payload: Option<Json>,
+/// A client message of `graphql-transport-ws`. Anything else (another
+/// `type`, a missing or mistyped field) closes the socket with 4400.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum TransportIn {
+    ConnectionInit {
+        #[serde(default)]
+        payload: Option<serde_json::Map<String, Json>>,
+    },
+    Ping {
+        #[serde(default)]
+        payload: Option<Json>,
+    },
+    Pong {},
+    Subscribe {
+        id: OperationId,
+        payload: Json,
+    },
+    Complete {
+        id: OperationId,
+    },
 }
 
-fn parse_message(text: &str) -> Result<ClientMessage, String> {
-    let v: Json = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    let Json::Object(mut map) = v else {
-        return Err("a message must be a JSON object".into());
-    };
-    let kind = match map.remove("type") {
-        Some(Json::String(t)) => t,
-        _ => return Err("a message needs a string `type`".into()),
-    };
-    let id = match map.remove("id") {
-        Some(Json::String(i)) => Some(i),
-        Some(Json::Null) | None => None,
-        Some(_) => return Err("`id` must be a string".into()),
-    };
-    Ok(ClientMessage {
-        kind,
-        id,
-        payload: map.remove("payload"),
-    })
+/// A client message of the legacy `graphql-ws` protocol.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum LegacyIn {
+    ConnectionInit {
+        #[serde(default)]
+        payload: Option<Json>,
+    },
+    Start {
+        #[serde(default)]
+        id: Option<String>,
+        #[serde(default)]
+        payload: Option<Json>,
+    },
+    Stop {
+        #[serde(default)]
+        id: Option<String>,
+    },
+    ConnectionTerminate,
+}
+
+/// What a legacy message that is not one of [`LegacyIn`] still says: its
+/// `type` and `id`, which the `error` answer names.
+#[derive(Debug, Deserialize)]
+struct LegacyEnvelope {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    id: Option<String>,
+}
+
+/// An operation id: a non-empty string.
+#[derive(Debug)]
+struct OperationId(String);
+
+impl<'de> Deserialize<'de> for OperationId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let id = String::deserialize(d)?;
+        if id.is_empty() {
+            return Err(serde::de::Error::custom("`id` must be a non-empty string"));
+        }
+        Ok(Self(id))
+    }
+}
+
+/// A message the server sends, in either protocol (`next` is
+/// `graphql-transport-ws`'s result, `data` and `ka` the legacy protocol's).
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ServerMessage<'a> {
+    ConnectionAck,
+    Ka,
+    Pong {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        payload: Option<&'a Json>,
+    },
+    Next {
+        id: &'a str,
+        payload: &'a Json,
+    },
+    Data {
+        id: &'a str,
+        payload: &'a Json,
+    },
+    /// An operation's GraphQL errors (which end it), or the legacy
+    /// protocol's complaint about a message.
+    Error {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        id: Option<&'a str>,
+        payload: ErrorPayload<'a>,
+    },
+    Complete {
+        id: &'a str,
+    },
+    ConnectionError {
+        payload: Described<'a>,
+    },
+}
+
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum ErrorPayload<'a> {
+    Errors(&'a [Json]),
+    Message(Described<'a>),
+}
+
+#[derive(Debug, Serialize)]
+struct Described<'a> {
+    message: &'a str,
+}
+
+impl ServerMessage<'_> {
+    /// The message as a text frame. Serializing these types cannot fail
+    /// (string keys, no maps of other keys).
+    fn frame(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+impl Protocol {
+    /// The message carrying one result of operation `id`.
+    fn result<'a>(self, id: &'a str, payload: &'a Json) -> ServerMessage<'a> {
+        match self {
+            Self::TransportWs => ServerMessage::Next { id, payload },
+            Self::Legacy => ServerMessage::Data { id, payload },
+        }
+    }
+
+    /// `serde_json` text of a [`ServerMessage::Next`]/[`ServerMessage::Data`] up
+    /// to its payload, for results serialized once and shared by a group.
+    fn result_prefix(self, id: &str) -> String {
+        let kind = match self {
+            Self::TransportWs => "next",
+            Self::Legacy => "data",
+        };
+        format!(
+            r#"{{"type":"{kind}","id":{},"payload":"#,
+            Json::String(id.to_string())
+        )
+    }
 }
 
 /// Runs a socket write, giving up after [`WRITE_TIMEOUT`]; `Err` when the
@@ -852,4 +946,73 @@ async fn close(socket: &mut WebSocket, code: u16, reason: &str) -> Result<(), ()
         reason: close_reason(reason).into(),
     };
     within_write_timeout(socket.send(Message::Close(Some(frame)))).await
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn transport_ws_refuses_what_is_not_a_client_message() {
+        for text in [
+            "{not json",
+            r#"{"id":"1"}"#,
+            r#"{"type":"next","id":"1","payload":{}}"#,
+            r#"{"type":"subscribe","id":"","payload":{}}"#,
+            r#"{"type":"subscribe","payload":{}}"#,
+            r#"{"type":"complete","id":7}"#,
+            r#"{"type":"connection_init","payload":5}"#,
+        ] {
+            assert!(serde_json::from_str::<TransportIn>(text).is_err(), "{text}");
+        }
+        assert!(matches!(
+            serde_json::from_str(r#"{"type":"connection_init","payload":null}"#).unwrap(),
+            TransportIn::ConnectionInit { payload: None }
+        ));
+        assert!(matches!(
+            serde_json::from_str(r#"{"type":"pong","payload":{"x":1}}"#).unwrap(),
+            TransportIn::Pong {}
+        ));
+    }
+
+    #[test]
+    fn legacy_unknown_types_keep_their_id() {
+        let text = r#"{"type":"bogus","id":"4"}"#;
+        assert!(serde_json::from_str::<LegacyIn>(text).is_err());
+        let envelope: LegacyEnvelope = serde_json::from_str(text).unwrap();
+        assert_eq!(
+            (envelope.kind.as_str(), envelope.id.as_deref()),
+            ("bogus", Some("4"))
+        );
+        assert!(matches!(
+            serde_json::from_str(r#"{"type":"connection_terminate","payload":1}"#).unwrap(),
+            LegacyIn::ConnectionTerminate
+        ));
+    }
+
+    #[test]
+    fn server_messages() {
+        let frame = |m: ServerMessage<'_>| serde_json::from_str::<Json>(&m.frame()).unwrap();
+        assert_eq!(
+            frame(ServerMessage::Pong { payload: None }),
+            json!({"type": "pong"})
+        );
+        assert_eq!(
+            frame(ServerMessage::Error {
+                id: None,
+                payload: ErrorPayload::Message(Described { message: "no" }),
+            }),
+            json!({"type": "error", "payload": {"message": "no"}})
+        );
+        let payload = json!({"data": {"a": 1}});
+        for protocol in [Protocol::TransportWs, Protocol::Legacy] {
+            let shared = format!("{}{payload}}}", protocol.result_prefix("x\"y"));
+            assert_eq!(
+                serde_json::from_str::<Json>(&shared).unwrap(),
+                frame(protocol.result("x\"y", &payload))
+            );
+        }
+    }
 }

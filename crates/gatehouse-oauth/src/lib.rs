@@ -16,6 +16,8 @@
 //! by the authorization server's [`gatehouse_auth::LoginThrottle`].
 #![warn(missing_docs)]
 
+mod error;
+mod extract;
 mod form;
 mod limits;
 mod oauth1;
@@ -25,24 +27,25 @@ mod response;
 pub use origin::{ClientOrigin, TrustedProxies, client_addr};
 
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{FromRequest, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use serde_json::json;
 
 use gatehouse_auth::{
-    Account, AuthServer, ClientRecord, Error, ExchangeRequest, GRANT_CLIENT_CREDENTIALS,
-    GRANT_PASSWORD, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE, KNOWN_GRANTS,
+    AuthServer, Error, ExchangeRequest, GRANT_CLIENT_CREDENTIALS, GRANT_PASSWORD,
+    GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE, KNOWN_GRANTS, TokenResponse,
 };
 
-use crate::form::{Basic, Params};
+use crate::error::OAuthError;
+use crate::extract::Authenticated;
+use crate::form::Params;
 use crate::limits::RateLimits;
 
 /// HTTP-side settings of the OAuth endpoints.
@@ -136,7 +139,7 @@ enum Endpoint {
 pub fn router(state: OAuthState) -> Router {
     let token = |e: Endpoint| {
         post(move |s: State<OAuthState>, r: Request| token_endpoint(s, r, e))
-            .fallback(|| async { response::method_not_allowed("POST") })
+            .fallback(|| async { OAuthError::MethodNotAllowed("POST") })
     };
     Router::new()
         .route("/oauth/token", token(Endpoint::Token))
@@ -149,24 +152,24 @@ pub fn router(state: OAuthState) -> Router {
             "/oauth/authorize",
             get(oauth1::authorize_page)
                 .post(oauth1::authorize)
-                .fallback(|| async { response::method_not_allowed("GET, POST") }),
+                .fallback(|| async { OAuthError::MethodNotAllowed("GET, POST") }),
         )
         .route("/oauth/refresh_token", token(Endpoint::RefreshToken))
         .route(
             "/oauth/introspect",
-            post(introspect).fallback(|| async { response::method_not_allowed("POST") }),
+            post(introspect).fallback(|| async { OAuthError::MethodNotAllowed("POST") }),
         )
         .route(
             "/oauth/revoke",
-            post(revoke).fallback(|| async { response::method_not_allowed("POST") }),
+            post(revoke).fallback(|| async { OAuthError::MethodNotAllowed("POST") }),
         )
         .route(
             "/.well-known/oauth-authorization-server",
-            get(metadata).fallback(|| async { response::method_not_allowed("GET, HEAD") }),
+            get(metadata).fallback(|| async { OAuthError::MethodNotAllowed("GET, HEAD") }),
         )
         .route(
             "/.well-known/jwks.json",
-            get(jwks).fallback(|| async { response::method_not_allowed("GET, HEAD") }),
+            get(jwks).fallback(|| async { OAuthError::MethodNotAllowed("GET, HEAD") }),
         )
         .with_state(state)
 }
@@ -191,152 +194,46 @@ pub fn spawn_maintenance(server: Arc<AuthServer>, every: Duration) -> tokio::tas
     })
 }
 
-/// The caller's address ([`client_addr`]); the unspecified address when
-/// unknown (a request built in-process), which then shares one bucket.
-pub(crate) fn peer_addr(extensions: &axum::http::Extensions) -> IpAddr {
-    client_addr(extensions).unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED))
-}
-
-fn peer(req: &Request) -> IpAddr {
-    peer_addr(req.extensions())
-}
-
-/// Checks the content type, reads and parses the form body.
-async fn read_form(
-    state: &OAuthState,
-    headers: &axum::http::HeaderMap,
-    body: Body,
-) -> Result<Params, Response> {
-    if !form::is_form(headers) {
-        return Err(response::error(&Error::InvalidRequest(
-            "the body must be application/x-www-form-urlencoded".into(),
-        )));
-    }
-    let body = axum::body::to_bytes(body, state.inner.config.max_body_bytes)
-        .await
-        .map_err(|_| {
-            response::error(&Error::InvalidRequest(
-                "the request body is too large or unreadable".into(),
-            ))
-        })?;
-    form::parse_form(&body).map_err(|e| response::error(&e))
-}
-
-/// RFC 6749 §2.3.1 client authentication with HTTP Basic. Credentials in
-/// the body are refused: one method per request (RFC 6749 §2.3).
-///
-/// Failed authentications are throttled per address and per (client,
-/// address) before the secret is looked at; the client's rate bucket is
-/// charged only after it authenticated, so strangers cannot
-/// use it up.
-async fn authenticate(
-    state: &OAuthState,
-    headers: &axum::http::HeaderMap,
-    params: &Params,
-    addr: IpAddr,
-) -> Result<ClientRecord, Response> {
-    if params.get("client_secret").is_some() {
-        return Err(response::error(&Error::InvalidRequest(
-            "send client credentials with HTTP Basic, not in the body".into(),
-        )));
-    }
-    let server = &state.inner.server;
-    let throttle = server.login_throttle();
-    let now = server.now();
-    let from = Some(addr);
-    let creds = match form::basic_credentials(headers) {
-        Basic::Present(c) => c,
-        missing_or_malformed => {
-            if let Err(wait) = throttle.check_address(from, now) {
-                return Err(response::too_many_requests(wait));
-            }
-            throttle.failed_address(from, now);
-            let what = if matches!(missing_or_malformed, Basic::Missing) {
-                "client authentication with HTTP Basic is required"
-            } else {
-                "malformed HTTP Basic credentials"
-            };
-            return Err(response::error(&Error::InvalidClient(what.into())));
-        }
-    };
-    if let Some(id) = params.get("client_id")
-        && id != creds.client_id
-    {
-        return Err(response::error(&Error::InvalidRequest(
-            "`client_id` differs from the authenticated client".into(),
-        )));
-    }
-    let account = Account::Client(&creds.client_id);
-    if let Err(wait) = throttle.check(account, from, now) {
-        return Err(response::too_many_requests(wait));
-    }
-    let result = match server
-        .authenticate_client(&creds.client_id, &creds.secret)
-        .await
-    {
-        // Clients that do not form-encode (curl -u, many libraries): try the
-        // secret exactly as sent.
-        Err(Error::InvalidClient(_)) if creds.raw_secret != creds.secret => {
-            server
-                .authenticate_client(&creds.client_id, &creds.raw_secret)
-                .await
-        }
-        other => other,
-    };
-    match result {
-        Ok(c) => {
-            throttle.succeeded(account, from);
-            if let Err(wait) = state.inner.rates.check_client(&c.client_id) {
-                return Err(response::too_many_requests(wait));
-            }
-            Ok(c)
-        }
-        Err(e) => {
-            if matches!(e, Error::InvalidClient(_)) {
-                tracing::info!(%addr, "failed client authentication");
-                throttle.failed(account, from, now);
-            }
-            Err(response::error(&e))
-        }
-    }
-}
-
 /// Counts the outcome of a token request: tokens issued by grant type,
 /// refusals by error code (see `docs/operations.md` for the metric names).
-async fn token_endpoint(state: State<OAuthState>, req: Request, endpoint: Endpoint) -> Response {
-    let resp = token_response(state, req, endpoint).await;
-    if let Some(response::Issued(grant)) = resp.extensions().get() {
-        metrics::counter!("gatehouse_oauth_tokens_issued_total", "grant_type" => *grant)
-            .increment(1);
-    } else if let Some(response::Refused(code)) = resp.extensions().get() {
-        metrics::counter!("gatehouse_oauth_token_refusals_total", "error" => *code).increment(1);
-    }
-    resp
-}
-
-async fn token_response(
+async fn token_endpoint(
     State(state): State<OAuthState>,
     req: Request,
     endpoint: Endpoint,
 ) -> Response {
-    let addr = peer(&req);
-    let (parts, body) = req.into_parts();
-    let headers = parts.headers;
-    let params = match read_form(&state, &headers, body).await {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
-    let client = match authenticate(&state, &headers, &params, addr).await {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
+    match token(&state, req, endpoint).await {
+        Ok((grant, tokens)) => {
+            metrics::counter!("gatehouse_oauth_tokens_issued_total", "grant_type" => grant)
+                .increment(1);
+            response::no_store((StatusCode::OK, axum::Json(tokens)).into_response())
+        }
+        Err(e) => {
+            metrics::counter!("gatehouse_oauth_token_refusals_total", "error" => e.code())
+                .increment(1);
+            e.into_response()
+        }
+    }
+}
+
+/// A token request: the tokens and the grant that issued them (one of
+/// [`KNOWN_GRANTS`], never caller text, so it can label a metric).
+async fn token(
+    state: &OAuthState,
+    req: Request,
+    endpoint: Endpoint,
+) -> Result<(&'static str, TokenResponse), OAuthError> {
+    let Authenticated {
+        client,
+        params,
+        peer,
+    } = Authenticated::from_request(req, state).await?;
     let grant = match (params.get("grant_type"), endpoint) {
         (Some(g), _) => g,
         // grant_type may be omitted on /oauth/refresh_token only.
         (None, Endpoint::RefreshToken) => GRANT_REFRESH_TOKEN,
         (None, _) => {
-            return response::error(&Error::InvalidRequest(
-                "the `grant_type` parameter is required".into(),
+            return Err(OAuthError::invalid_request(
+                "the `grant_type` parameter is required",
             ));
         }
     };
@@ -345,11 +242,12 @@ async fn token_response(
         Endpoint::AccessToken => grant == GRANT_PASSWORD || grant == GRANT_CLIENT_CREDENTIALS,
         Endpoint::RefreshToken => grant == GRANT_REFRESH_TOKEN,
     };
-    if !served {
-        return response::error(&Error::UnsupportedGrantType(
+    let Some(grant) = KNOWN_GRANTS.iter().copied().find(|g| served && *g == grant) else {
+        return Err(Error::UnsupportedGrantType(
             "this grant type is not supported at this endpoint".into(),
-        ));
-    }
+        )
+        .into());
+    };
     let server = &state.inner.server;
     let result = match grant {
         // Failed logins are throttled per (user, address) and per address
@@ -362,7 +260,7 @@ async fn token_response(
                     params.get("password"),
                     params.get("scope"),
                     endpoint != Endpoint::AccessToken,
-                    Some(addr),
+                    Some(peer),
                 )
                 .await
         }
@@ -396,69 +294,47 @@ async fn token_response(
     match result {
         Ok(tokens) => {
             tracing::debug!(client_id = %client.client_id, grant_type = grant, "token issued");
-            let mut resp = response::no_store((StatusCode::OK, axum::Json(tokens)).into_response());
-            // The label is one of the known grants, never caller text.
-            if let Some(known) = KNOWN_GRANTS.iter().find(|g| **g == grant) {
-                resp.extensions_mut().insert(response::Issued(known));
-            }
-            resp
+            Ok((grant, tokens))
         }
         Err(e) => {
             tracing::debug!(client_id = %client.client_id, grant_type = grant, error = e.code(), "token request refused");
-            response::error(&e)
+            Err(e.into())
         }
     }
 }
 
-/// RFC 7662 §2.1: client-authenticated; `token` required.
-async fn introspect(State(state): State<OAuthState>, req: Request) -> Response {
-    let addr = peer(&req);
-    let (parts, body) = req.into_parts();
-    let headers = parts.headers;
-    let params = match read_form(&state, &headers, body).await {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
-    // The same limits as the token endpoints.
-    let client = match authenticate(&state, &headers, &params, addr).await {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
-    let Some(token) = params.get("token") else {
-        return response::error(&Error::InvalidRequest(
-            "the `token` parameter is required".into(),
-        ));
-    };
-    match state.inner.server.introspect(&client, token).await {
-        Ok(v) => response::no_store((StatusCode::OK, axum::Json(v)).into_response()),
-        Err(e) => response::error(&e),
-    }
+/// A parameter the request must carry (RFC 6749 §3.1: empty counts as omitted).
+fn required<'p>(params: &'p Params, name: &'static str) -> Result<&'p str, OAuthError> {
+    params.get(name).ok_or_else(|| {
+        Error::InvalidRequest(format!("the `{name}` parameter is required").into()).into()
+    })
 }
 
-/// RFC 7009 §2.1: client-authenticated; `token` required; 200 with an empty
-/// body whether or not the token was known (§2.2).
-async fn revoke(State(state): State<OAuthState>, req: Request) -> Response {
-    let addr = peer(&req);
-    let (parts, body) = req.into_parts();
-    let headers = parts.headers;
-    let params = match read_form(&state, &headers, body).await {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
-    // The same limits as the token endpoints.
-    let client = match authenticate(&state, &headers, &params, addr).await {
-        Ok(c) => c,
-        Err(r) => return r,
-    };
-    let Some(token) = params.get("token") else {
-        return response::error(&Error::InvalidRequest(
-            "the `token` parameter is required".into(),
-        ));
-    };
-    match state.inner.server.revoke(&client, token).await {
-        Ok(()) => response::no_store((StatusCode::OK, Body::empty()).into_response()),
-        Err(e) => response::error(&e),
-    }
+/// RFC 7662 §2.1: client-authenticated (the same limits as the token
+/// endpoints); `token` required.
+async fn introspect(
+    State(state): State<OAuthState>,
+    Authenticated { client, params, .. }: Authenticated,
+) -> Result<Response, OAuthError> {
+    let token = required(&params, "token")?;
+    let answer = state.inner.server.introspect(&client, token).await?;
+    Ok(response::no_store(
+        (StatusCode::OK, axum::Json(answer)).into_response(),
+    ))
+}
+
+/// RFC 7009 §2.1: client-authenticated (the same limits as the token
+/// endpoints); `token` required; 200 with an empty body whether or not the
+/// token was known (§2.2).
+async fn revoke(
+    State(state): State<OAuthState>,
+    Authenticated { client, params, .. }: Authenticated,
+) -> Result<Response, OAuthError> {
+    let token = required(&params, "token")?;
+    state.inner.server.revoke(&client, token).await?;
+    Ok(response::no_store(
+        (StatusCode::OK, Body::empty()).into_response(),
+    ))
 }
 
 /// RFC 8414 §2 authorization server metadata.

@@ -6,65 +6,17 @@
 use std::net::IpAddr;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{OriginalUri, Request, State};
+use axum::extract::{FromRequest, OriginalUri, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 
 use gatehouse_auth::oauth1::{OOB, SignedRequest, has_oauth1_params};
 use gatehouse_auth::{Account, Error};
 
-use crate::{OAuthState, form, peer, peer_addr, response};
-
-/// `WWW-Authenticate` of every OAuth 1.0 401 (RFC 5849 §3.5.1 scheme).
-const CHALLENGE: &str = r#"OAuth realm="gatehouse""#;
-
-/// The body of every OAuth 1.0 401: the same whatever the reason, so a
-/// refusal never tells whether a consumer key exists (the reason is logged).
-const REFUSED: &str = "the OAuth 1.0 request was refused";
-
-/// An OAuth 1.0 error: `{error, error_description}` like the OAuth 2.0
-/// endpoints; 400 for a malformed request, 401 with an `OAuth` challenge
-/// for a bad consumer, signature, timestamp, nonce, token, verifier or
-/// password (RFC 5849 §3.2), all with one body; 429 with `Retry-After`
-/// for a throttled login.
-pub(crate) fn error(e: &Error) -> Response {
-    if let Some(wait) = e.retry_after() {
-        return response::too_many_requests(wait);
-    }
-    let status = match e {
-        Error::InvalidClient(_) | Error::InvalidToken(_) | Error::InvalidGrant(_) => {
-            StatusCode::UNAUTHORIZED
-        }
-        Error::Server(cause) => {
-            tracing::error!(cause = %cause, "authorization server error");
-            StatusCode::INTERNAL_SERVER_ERROR
-        }
-        _ => StatusCode::BAD_REQUEST,
-    };
-    let body = if status == StatusCode::UNAUTHORIZED {
-        tracing::info!(
-            error = e.code(),
-            reason = e.description(),
-            "OAuth 1.0 request refused"
-        );
-        axum::Json(json!({ "error": "unauthorized", "error_description": REFUSED }))
-    } else {
-        axum::Json(json!({
-            "error": e.code(),
-            "error_description": e.description(),
-        }))
-    };
-    let mut resp = (status, body).into_response();
-    if status == StatusCode::UNAUTHORIZED {
-        resp.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            HeaderValue::from_static(CHALLENGE),
-        );
-    }
-    response::no_store(resp)
-}
+use crate::error::OAuthError;
+use crate::extract::{Form, Peer};
+use crate::{OAuthState, form, response};
 
 /// A form-encoded success body (RFC 5849 §2.1), never cached.
 fn form_response(pairs: &[(&str, &str)]) -> Response {
@@ -118,7 +70,7 @@ async fn form_body(
     state: &OAuthState,
     parts: &Parts,
     body: Body,
-) -> Result<Option<Bytes>, Response> {
+) -> Result<Option<Bytes>, OAuthError> {
     if !form::is_form(&parts.headers) {
         return Ok(None);
     }
@@ -126,7 +78,7 @@ async fn form_body(
         .await
         .map(Some)
         .map_err(|_| {
-            error(&Error::InvalidRequest(
+            OAuthError::OAuth1(Error::InvalidRequest(
                 "the request body is too large or unreadable".into(),
             ))
         })
@@ -137,27 +89,22 @@ async fn form_body(
 /// failed-authentication throttle per (consumer, address) and per address
 /// (the address is charged once). A consumer's own bucket is not charged
 /// before its signature is checked: strangers could use it up.
-fn limited(state: &OAuthState, addr: IpAddr, consumer: Option<&str>) -> Option<Response> {
-    if consumer.is_none()
-        && let Err(wait) = state.inner.rates.check_addr(addr)
-    {
-        return Some(response::too_many_requests(wait));
-    }
-    if let Some(c) = consumer {
-        let server = &state.inner.server;
-        let check = server
-            .login_throttle()
-            .check(Account::Client(c), Some(addr), server.now());
-        if let Err(wait) = check {
-            return Some(response::too_many_requests(wait));
+fn limited(state: &OAuthState, addr: IpAddr, consumer: Option<&str>) -> Result<(), OAuthError> {
+    let check = match consumer {
+        None => state.inner.rates.check_addr(addr),
+        Some(c) => {
+            let server = &state.inner.server;
+            server
+                .login_throttle()
+                .check(Account::Client(c), Some(addr), server.now())
         }
-    }
-    None
+    };
+    check.map_err(OAuthError::TooManyRequests)
 }
 
-/// Counts a 401 (bad consumer, signature, timestamp, nonce, token) against
-/// the consumer key and address.
-fn count_refusal(state: &OAuthState, addr: IpAddr, consumer: &str, e: &Error) {
+/// The refusal of a signed request; a 401 (bad consumer, signature,
+/// timestamp, nonce, token) counts against the consumer key and address.
+fn refused(state: &OAuthState, addr: IpAddr, consumer: &str, e: Error) -> OAuthError {
     if matches!(
         e,
         Error::InvalidClient(_) | Error::InvalidToken(_) | Error::InvalidGrant(_)
@@ -167,41 +114,38 @@ fn count_refusal(state: &OAuthState, addr: IpAddr, consumer: &str, e: &Error) {
             .login_throttle()
             .failed(Account::Client(consumer), Some(addr), server.now());
     }
+    OAuthError::OAuth1(e)
 }
 
 /// `GET|POST /oauth/requestToken`: temporary credentials (RFC 5849 §2.1).
-pub(crate) async fn request_token(State(state): State<OAuthState>, req: Request) -> Response {
+pub(crate) async fn request_token(
+    State(state): State<OAuthState>,
+    Peer(addr): Peer,
+    req: Request,
+) -> Result<Response, OAuthError> {
     if req.method() != Method::GET && req.method() != Method::POST {
-        return response::method_not_allowed("GET, POST");
+        return Err(OAuthError::MethodNotAllowed("GET, POST"));
     }
-    let addr = peer(&req);
-    if let Some(r) = limited(&state, addr, None) {
-        return r;
-    }
+    limited(&state, addr, None)?;
     let (parts, body) = req.into_parts();
-    let body = match form_body(&state, &parts, body).await {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
-    let signed = match signed_request(&state, &parts, body.as_deref()) {
-        Ok(s) => s,
-        Err(e) => return error(&e),
-    };
-    if let Some(r) = limited(&state, addr, Some(&signed.protocol().consumer_key)) {
-        return r;
-    }
-    match state.inner.server.oauth1_request_token(&signed).await {
-        Ok(t) => form_response(&[
-            ("oauth_token", &t.token),
-            ("oauth_token_secret", &t.secret),
-            ("oauth_callback_confirmed", "true"),
-        ]),
-        Err(e) => {
+    let body = form_body(&state, &parts, body).await?;
+    let signed = signed_request(&state, &parts, body.as_deref()).map_err(OAuthError::OAuth1)?;
+    let consumer = &signed.protocol().consumer_key;
+    limited(&state, addr, Some(consumer))?;
+    let t = state
+        .inner
+        .server
+        .oauth1_request_token(&signed)
+        .await
+        .map_err(|e| {
             tracing::debug!(error = e.code(), "OAuth 1.0 request token refused");
-            count_refusal(&state, addr, &signed.protocol().consumer_key, &e);
-            error(&e)
-        }
-    }
+            refused(&state, addr, consumer, e)
+        })?;
+    Ok(form_response(&[
+        ("oauth_token", &t.token),
+        ("oauth_token_secret", &t.secret),
+        ("oauth_callback_confirmed", "true"),
+    ]))
 }
 
 /// Whether a request to `/oauth/access_token` is the OAuth 1.0 exchange: it
@@ -219,41 +163,40 @@ fn is_oauth1_exchange(headers: &HeaderMap, query: Option<&str>, body: Option<&[u
 /// `/oauth/access_token`: the OAuth 1.0 exchange (RFC 5849 §2.3) when the
 /// request carries OAuth 1.0 parameters; otherwise the OAuth 2.0 token
 /// endpoint exactly as before (POST only).
-pub(crate) async fn access_token(State(state): State<OAuthState>, req: Request) -> Response {
+pub(crate) async fn access_token(
+    State(state): State<OAuthState>,
+    Peer(addr): Peer,
+    req: Request,
+) -> Result<Response, OAuthError> {
     let (parts, body) = req.into_parts();
-    let body = match form_body(&state, &parts, body).await {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
+    let body = form_body(&state, &parts, body).await?;
     if !is_oauth1_exchange(&parts.headers, parts.uri.query(), body.as_deref()) {
         if parts.method != Method::POST {
-            return response::method_not_allowed("POST");
+            return Err(OAuthError::MethodNotAllowed("POST"));
         }
         let req = Request::from_parts(parts, Body::from(body.unwrap_or_default()));
-        return crate::token_endpoint(State(state), req, crate::Endpoint::AccessToken).await;
+        return Ok(crate::token_endpoint(State(state), req, crate::Endpoint::AccessToken).await);
     }
     if parts.method != Method::POST && parts.method != Method::GET {
-        return response::method_not_allowed("POST");
+        return Err(OAuthError::MethodNotAllowed("POST"));
     }
-    let addr = peer_addr(&parts.extensions);
-    if let Some(r) = limited(&state, addr, None) {
-        return r;
-    }
-    let signed = match signed_request(&state, &parts, body.as_deref()) {
-        Ok(s) => s,
-        Err(e) => return error(&e),
-    };
-    if let Some(r) = limited(&state, addr, Some(&signed.protocol().consumer_key)) {
-        return r;
-    }
-    match state.inner.server.oauth1_access_token(&signed).await {
-        Ok(t) => form_response(&[("oauth_token", &t.token), ("oauth_token_secret", &t.secret)]),
-        Err(e) => {
+    limited(&state, addr, None)?;
+    let signed = signed_request(&state, &parts, body.as_deref()).map_err(OAuthError::OAuth1)?;
+    let consumer = &signed.protocol().consumer_key;
+    limited(&state, addr, Some(consumer))?;
+    let t = state
+        .inner
+        .server
+        .oauth1_access_token(&signed)
+        .await
+        .map_err(|e| {
             tracing::debug!(error = e.code(), "OAuth 1.0 access token refused");
-            count_refusal(&state, addr, &signed.protocol().consumer_key, &e);
-            error(&e)
-        }
-    }
+            refused(&state, addr, consumer, e)
+        })?;
+    Ok(form_response(&[
+        ("oauth_token", &t.token),
+        ("oauth_token_secret", &t.secret),
+    ]))
 }
 
 /// Escapes text for HTML element content and double-quoted attributes.
@@ -390,52 +333,45 @@ fn callback_with(callback: &str, token: &str, verifier: &str) -> String {
 /// `POST /oauth/authorize` (form: `oauth_token`, `username`, `password`):
 /// the owner approves. `oob`: the verifier as a form-encoded body; else a
 /// 302 to the callback. Failed logins are throttled like the password grant.
-pub(crate) async fn authorize(State(state): State<OAuthState>, req: Request) -> Response {
-    let addr = peer(&req);
-    if let Some(r) = limited(&state, addr, None) {
-        return r;
-    }
-    let (parts, body) = req.into_parts();
-    let params = match crate::read_form(&state, &parts.headers, body).await {
-        Ok(p) => p,
-        Err(r) => return r,
-    };
+pub(crate) async fn authorize(
+    State(state): State<OAuthState>,
+    Peer(addr): Peer,
+    req: Request,
+) -> Result<Response, OAuthError> {
+    limited(&state, addr, None)?;
+    // Read after the address limit, as the form is only worth reading then.
+    let Form(params) = Form::from_request(req, &state).await?;
     let (Some(token), Some(username), Some(password)) = (
         params.get("oauth_token"),
         params.get("username"),
         params.get("password"),
     ) else {
-        return error(&Error::InvalidRequest(
+        return Err(OAuthError::OAuth1(Error::InvalidRequest(
             "`oauth_token`, `username` and `password` are required".into(),
-        ));
+        )));
     };
-    let server = &state.inner.server;
     // Failed logins are throttled per (user, address) inside.
-    match server
+    let a = state
+        .inner
+        .server
         .oauth1_approve(token, username, password, Some(addr))
         .await
-    {
-        Ok(a) => {
-            if a.callback == OOB {
-                return form_response(&[
-                    ("oauth_token", &a.token),
-                    ("oauth_verifier", &a.verifier),
-                ]);
-            }
-            let location = callback_with(&a.callback, &a.token, &a.verifier);
-            match HeaderValue::from_str(&location) {
-                Ok(v) => {
-                    let mut resp = StatusCode::FOUND.into_response();
-                    resp.headers_mut().insert(header::LOCATION, v);
-                    response::no_store(resp)
-                }
-                Err(_) => error(&Error::InvalidRequest(
-                    "the callback cannot be used in a redirect".into(),
-                )),
-            }
-        }
-        Err(e) => error(&e),
+        .map_err(OAuthError::OAuth1)?;
+    if a.callback == OOB {
+        return Ok(form_response(&[
+            ("oauth_token", &a.token),
+            ("oauth_verifier", &a.verifier),
+        ]));
     }
+    let location = callback_with(&a.callback, &a.token, &a.verifier);
+    let location = HeaderValue::from_str(&location).map_err(|_| {
+        OAuthError::OAuth1(Error::InvalidRequest(
+            "the callback cannot be used in a redirect".into(),
+        ))
+    })?;
+    let mut resp = StatusCode::FOUND.into_response();
+    resp.headers_mut().insert(header::LOCATION, location);
+    Ok(response::no_store(resp))
 }
 
 #[cfg(test)]
