@@ -324,14 +324,17 @@ impl Metrics {
         self.handle.render()
     }
 
-    /// Drains histogram buffers every `every` until the task is aborted,
-    /// so memory stays bounded between scrapes.
-    pub fn spawn_upkeep(&self, every: Duration) -> tokio::task::JoinHandle<()> {
+    /// Drains histogram buffers every `every` until `shutdown` is
+    /// cancelled, so memory stays bounded between scrapes.
+    pub fn spawn_upkeep(
+        &self,
+        every: Duration,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
         let handle = self.handle.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
-            loop {
-                tick.tick().await;
+            while shutdown.run_until_cancelled(tick.tick()).await.is_some() {
                 handle.run_upkeep();
             }
         })

@@ -101,7 +101,6 @@ async fn start_with(anonymous_read: bool, introspection: Option<IntrospectionCon
             Some(i) => Authenticator::with_introspection(auth.clone(), anonymous_read, i).unwrap(),
             None => Authenticator::new(auth.clone(), anonymous_read),
         }),
-        shutdown: None,
         subscriptions: Default::default(),
     };
     let oauth = gatehouse_oauth::router(gatehouse_oauth::OAuthState::new(

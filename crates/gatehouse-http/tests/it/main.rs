@@ -138,7 +138,6 @@ pub async fn start_at(url: &str, mut opts: GraphqlOptions, max_body_bytes: usize
         base_path: String::new(),
         max_body_bytes,
         authn: None,
-        shutdown: None,
         subscriptions: Default::default(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

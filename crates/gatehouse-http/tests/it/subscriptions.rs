@@ -11,7 +11,7 @@ use futures::{SinkExt, StreamExt};
 use gatehouse_auth::{AuthConfig, AuthServer, ManualClock, MemoryRepo, NewClient, SystemRandom};
 use gatehouse_graphql::{Graphql, GraphqlOptions};
 use gatehouse_http::authn::{Authenticator, RestGuard};
-use gatehouse_http::{AppState, Fanout, Shutdown, SubscriptionOptions, app};
+use gatehouse_http::{AppState, CancellationToken, Fanout, SubscriptionOptions, app};
 use gatehouse_schema::{Model, Source, load_sources};
 use gatehouse_store::{Store, StoreOptions};
 use serde_json::{Value, json};
@@ -31,7 +31,7 @@ struct Env {
     base: String,
     client: reqwest::Client,
     clock: Arc<ManualClock>,
-    shutdown: Shutdown,
+    shutdown: CancellationToken,
     /// The server's subscription groups.
     fanout: Fanout,
     _dir: Option<tempfile::TempDir>,
@@ -123,7 +123,6 @@ async fn start_on(
         base_path: String::new(),
         max_body_bytes: 1 << 20,
         authn: Some(authn.clone()),
-        shutdown: None,
         subscriptions,
     };
     let oauth = gatehouse_oauth::router(gatehouse_oauth::OAuthState::new(
@@ -684,7 +683,7 @@ async fn shutdown_closes_sockets_with_1001_and_completes_sse() {
         .await
         .unwrap();
     settle().await;
-    env.shutdown.trigger();
+    env.shutdown.cancel();
     assert_eq!(closed(&mut s).await.0, 1001);
     let mut text = String::new();
     while let Some(chunk) = tokio::time::timeout(WAIT, sse.chunk())
