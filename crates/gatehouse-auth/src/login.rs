@@ -19,10 +19,9 @@
 //!
 //! IPv6 addresses are counted per /64 (what one host usually gets).
 
-use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::Mutex;
 
+use quick_cache::sync::{Cache, EntryAction, EntryResult};
 use sha2::{Digest, Sha256};
 
 /// Failures of one account from one address before any delay.
@@ -45,7 +44,8 @@ pub const PASSWORD_CHECKS_PER_CPU: usize = 2;
 /// How long a password check waits for a free verification slot before the
 /// caller is told to retry later (`Retry-After: 1`).
 pub const PASSWORD_CHECK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-/// Keys kept at most; expired ones are swept first when full.
+/// Keys kept at most; past it the cache's eviction drops the keys seen
+/// least (a key that keeps failing stays).
 const MAX_KEYS: usize = 100_000;
 
 /// What kind of account a failure is counted against.
@@ -99,10 +99,19 @@ impl Policy {
 }
 
 /// The failed-login throttle. One per [`AuthServer`](crate::AuthServer).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct LoginThrottle {
-    /// sha256(kind, account, address) or sha256(address) -> backoff.
-    entries: Mutex<HashMap<[u8; 32], (Backoff, bool)>>,
+    /// sha256(kind, account, address) or sha256(address) -> backoff. A
+    /// bounded cache, because every address an attacker controls adds keys.
+    entries: Cache<[u8; 32], Backoff>,
+}
+
+impl Default for LoginThrottle {
+    fn default() -> Self {
+        Self {
+            entries: Cache::new(MAX_KEYS),
+        }
+    }
 }
 
 /// The address as counted: IPv6 per /64.
@@ -160,24 +169,18 @@ impl LoginThrottle {
         Self::default()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], (Backoff, bool)>> {
-        // Every mutation is one insert or assignment: poison is harmless.
-        self.entries.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// `Err(seconds to wait)` if `account` may not try from `addr` at `now`
     /// (checked before any secret is verified, so a blocked attempt costs
     /// nothing and a right secret does not get through either).
     pub fn check(&self, account: Account<'_>, addr: Option<IpAddr>, now: i64) -> Result<(), u64> {
-        let entries = self.lock();
         let wait = [
             (account_key(account, addr), PER_ACCOUNT),
             (address_key(addr), PER_ADDRESS),
         ]
         .iter()
         .filter_map(|(k, policy)| {
-            let (b, _) = entries.get(k)?;
-            policy.blocked_until(b).filter(|until| now < *until)
+            let b = self.entries.get(k)?;
+            policy.blocked_until(&b).filter(|until| now < *until)
         })
         .max();
         match wait {
@@ -189,10 +192,10 @@ impl LoginThrottle {
     /// `Err(seconds to wait)` if the address is blocked, whatever account
     /// (for requests that fail before an account is known).
     pub fn check_address(&self, addr: Option<IpAddr>, now: i64) -> Result<(), u64> {
-        let entries = self.lock();
-        match entries
+        match self
+            .entries
             .get(&address_key(addr))
-            .and_then(|(b, _)| PER_ADDRESS.blocked_until(b))
+            .and_then(|b| PER_ADDRESS.blocked_until(&b))
         {
             Some(until) if now < until => Err(u64::try_from(until - now).unwrap_or(1).max(1)),
             _ => Ok(()),
@@ -201,73 +204,38 @@ impl LoginThrottle {
 
     /// Records a failed authentication of `account` from `addr` at `now`.
     pub fn failed(&self, account: Account<'_>, addr: Option<IpAddr>, now: i64) {
-        let mut entries = self.lock();
-        Self::make_room(&mut entries, now);
-        Self::bump(&mut entries, account_key(account, addr), now, true);
-        Self::bump(&mut entries, address_key(addr), now, false);
+        self.bump(&account_key(account, addr), now, PER_ACCOUNT);
+        self.bump(&address_key(addr), now, PER_ADDRESS);
     }
 
     /// Records a failure from `addr` that names no account (e.g. missing
     /// or malformed client credentials).
     pub fn failed_address(&self, addr: Option<IpAddr>, now: i64) {
-        let mut entries = self.lock();
-        Self::make_room(&mut entries, now);
-        Self::bump(&mut entries, address_key(addr), now, false);
+        self.bump(&address_key(addr), now, PER_ADDRESS);
     }
 
     /// Forgets the failures of `account` from `addr` after a success. The
     /// address's own count stays (other accounts may be under attack).
     pub fn succeeded(&self, account: Account<'_>, addr: Option<IpAddr>) {
-        self.lock().remove(&account_key(account, addr));
+        self.entries.remove(&account_key(account, addr));
     }
 
-    fn bump(
-        entries: &mut HashMap<[u8; 32], (Backoff, bool)>,
-        key: [u8; 32],
-        now: i64,
-        per_account: bool,
-    ) {
-        let policy = if per_account {
-            PER_ACCOUNT
-        } else {
-            PER_ADDRESS
-        };
-        let e = entries.entry(key).or_insert((
-            Backoff {
-                failures: 0,
-                last: now,
-            },
-            per_account,
-        ));
-        if policy.forgotten(&e.0, now) {
-            e.0.failures = 0;
-        }
-        e.0.failures = e.0.failures.saturating_add(1);
-        e.0.last = now;
-    }
-
-    fn make_room(entries: &mut HashMap<[u8; 32], (Backoff, bool)>, now: i64) {
-        if entries.len() < MAX_KEYS {
-            return;
-        }
-        let policy = |per_account: bool| {
-            if per_account {
-                PER_ACCOUNT
-            } else {
-                PER_ADDRESS
+    /// Counts one more failure of `key`, under the cache's lock for that
+    /// key so that concurrent failures all count.
+    fn bump(&self, key: &[u8; 32], now: i64, policy: Policy) {
+        let result = self.entries.entry(key, None, |_, b| {
+            if policy.forgotten(b, now) {
+                b.failures = 0;
             }
-        };
-        entries.retain(|_, (b, per_account)| !policy(*per_account).forgotten(b, now));
-        if entries.len() >= MAX_KEYS {
-            // Still full: keep only keys that block right now.
-            entries.retain(|_, (b, per_account)| {
-                policy(*per_account)
-                    .blocked_until(b)
-                    .is_some_and(|until| now < until)
+            b.failures = b.failures.saturating_add(1);
+            b.last = now;
+            EntryAction::Retain(())
+        });
+        if let EntryResult::Vacant(guard) = result {
+            let _ = guard.insert(Backoff {
+                failures: 1,
+                last: now,
             });
-        }
-        if entries.len() >= MAX_KEYS {
-            entries.clear();
         }
     }
 }

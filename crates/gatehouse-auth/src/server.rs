@@ -2,12 +2,12 @@
 //! key management. No HTTP here: the endpoint crate parses requests and maps
 //! [`Error`]s to responses.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
+use quick_cache::sync::{Cache, EntryAction};
 use serde::Serialize;
 use serde_json::{Value, json};
 use sha2::Digest;
@@ -221,8 +221,8 @@ pub struct AuthServer {
     /// signature check; issuer, expiry and audience are checked on every
     /// call, and revocation unless the record was found live less than
     /// `token_status_cache_ttl` ago. Emptied whenever the key ring is
-    /// reloaded (a key may have been retired) and when full.
-    verified: Mutex<HashMap<[u8; 32], Verified>>,
+    /// reloaded (a key may have been retired).
+    verified: Cache<[u8; 32], Verified>,
     /// Bumped by every revocation this server makes: a token status seen
     /// before the bump is read again.
     revocations: Arc<AtomicU64>,
@@ -257,36 +257,47 @@ struct LiveStatus {
 const CLIENT_CACHE_MAX: usize = 10_000;
 
 /// Client records read for authentication, reused for `client_cache_ttl`
-/// seconds. Shared with the [`Admin`](crate::Admin) of the same server so
-/// that its changes drop the entry at once.
-#[derive(Debug, Default)]
+/// seconds (server clock) so that a busy client does not cost a store read
+/// per token request. Shared with the [`Admin`](crate::Admin) of the same
+/// server so that its changes drop the entry at once.
+#[derive(Debug)]
 pub(crate) struct ClientCache {
-    entries: Mutex<HashMap<String, (Option<ClientRecord>, i64)>>,
+    /// Client id -> the record (`None`: no such client) and when it was read.
+    /// Unknown ids are cached too (so a known and an unknown id take the
+    /// same time), which lets guessing fill it: it is bounded.
+    entries: Cache<String, (Option<ClientRecord>, i64)>,
     /// Bumped by every invalidation, so a read that raced with a change is
     /// not cached.
     generation: AtomicU64,
 }
 
+impl Default for ClientCache {
+    fn default() -> Self {
+        Self {
+            entries: Cache::new(CLIENT_CACHE_MAX),
+            generation: AtomicU64::new(0),
+        }
+    }
+}
+
 impl ClientCache {
     fn get(&self, client_id: &str, now: i64, ttl: i64) -> Option<Option<ClientRecord>> {
-        let entries = self.entries.lock().ok()?;
-        let (record, read_at) = entries.get(client_id)?;
+        let (record, read_at) = self.entries.get(client_id)?;
         // A clock that went backwards also counts as stale.
-        (now >= *read_at && now - *read_at < ttl).then(|| record.clone())
+        (now >= read_at && now - read_at < ttl).then_some(record)
     }
 
     /// Caches `record`, read from the store after [`Self::generation`]
     /// returned `generation`, unless a change happened since.
     fn put(&self, client_id: &str, record: Option<ClientRecord>, now: i64, generation: u64) {
-        if let Ok(mut entries) = self.entries.lock()
-            && self.generation.load(Ordering::SeqCst) == generation
-        {
-            // Unknown ids are cached too (so a known and an unknown id take
-            // the same time), which lets guessing fill the map: bound it.
-            if entries.len() >= CLIENT_CACHE_MAX {
-                entries.clear();
-            }
-            entries.insert(client_id.to_string(), (record, now));
+        if self.generation.load(Ordering::SeqCst) != generation {
+            return;
+        }
+        self.entries.insert(client_id.to_string(), (record, now));
+        // An invalidation between the check above and the insert bumped the
+        // generation before removing: undo the insert, which may be stale.
+        if self.generation.load(Ordering::SeqCst) != generation {
+            self.entries.remove(client_id);
         }
     }
 
@@ -296,11 +307,9 @@ impl ClientCache {
 
     /// Forgets `client_id` (it was changed or removed).
     pub(crate) fn invalidate(&self, client_id: &str) {
-        if let Ok(mut entries) = self.entries.lock() {
-            // Under the lock, so a `put` either sees the bump or is undone here.
-            self.generation.fetch_add(1, Ordering::SeqCst);
-            entries.remove(client_id);
-        }
+        // Bumped first, so a `put` either sees the bump or is removed here.
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        self.entries.remove(client_id);
     }
 }
 
@@ -371,7 +380,7 @@ impl AuthServer {
             cipher: Arc::new(cipher),
             ring: KeyRing::empty(),
             last_key_reload: AtomicI64::new(i64::MIN),
-            verified: Mutex::new(HashMap::new()),
+            verified: Cache::new(VERIFIED_CACHE_MAX),
             revocations: Arc::new(AtomicU64::new(0)),
             clients: Arc::new(ClientCache::default()),
             id_seq: AtomicU64::new(0),
@@ -453,9 +462,7 @@ impl AuthServer {
         let now = self.now();
         let records = self.repo.load_keys().await?;
         self.ring.load(&records, &self.cipher, now)?;
-        if let Ok(mut v) = self.verified.lock() {
-            v.clear();
-        }
+        self.verified.clear();
         self.last_key_reload.store(now, Ordering::SeqCst);
         Ok(())
     }
@@ -1328,7 +1335,7 @@ impl AuthServer {
         own_audience: bool,
     ) -> Result<(Arc<AccessClaims>, Option<String>)> {
         let key: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
-        let cached = self.verified.lock().ok().and_then(|v| v.get(&key).cloned());
+        let cached = self.verified.get(&key);
         let (claims, status) = match cached {
             Some(v) => (v.claims, v.status),
             None => {
@@ -1344,18 +1351,13 @@ impl AuthServer {
                         Arc::new(jwt::verify_signature(&self.ring, token, now)?)
                     }
                 };
-                if let Ok(mut v) = self.verified.lock() {
-                    if v.len() >= VERIFIED_CACHE_MAX {
-                        v.clear();
-                    }
-                    v.insert(
-                        key,
-                        Verified {
-                            claims: c.clone(),
-                            status: None,
-                        },
-                    );
-                }
+                self.verified.insert(
+                    key,
+                    Verified {
+                        claims: c.clone(),
+                        status: None,
+                    },
+                );
                 (c, None)
             }
         };
@@ -1385,14 +1387,16 @@ impl AuthServer {
             Some(r) if r.kind == TokenKind::Access && !r.revoked => r,
             _ => return Err(Error::invalid_token("the token has been revoked")),
         };
-        if ttl > 0
-            && let Ok(mut v) = self.verified.lock()
-            && let Some(entry) = v.get_mut(&key)
-        {
-            entry.status = Some(LiveStatus {
-                checked_at: now,
-                generation,
-                username: record.username.clone(),
+        if ttl > 0 {
+            // Only an entry still there is updated: one dropped by a key
+            // reload meanwhile stays dropped.
+            let _ = self.verified.entry(&key, None, |_, entry| {
+                entry.status = Some(LiveStatus {
+                    checked_at: now,
+                    generation,
+                    username: record.username.clone(),
+                });
+                EntryAction::Retain(())
             });
         }
         Ok((claims, record.username))

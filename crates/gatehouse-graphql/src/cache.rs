@@ -20,7 +20,6 @@
 //! not counted.
 
 use std::collections::HashMap;
-use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 
 use async_graphql::extensions::{
@@ -35,13 +34,14 @@ use async_graphql::{
 };
 use async_graphql_value::Value as InputValue;
 use gatehouse_schema::{Binding, Entity, FieldKind, ListBinding, Model};
-use lru::LruCache;
+use quick_cache::Weighter;
+use quick_cache::sync::Cache;
 
 use crate::args::PageLimits;
 use crate::plan::Plan;
 
-/// Estimated bytes all cached documents may hold together; the least
-/// recently used are dropped beyond it.
+/// Estimated bytes all cached documents may hold together; the cache drops
+/// the least used beyond it.
 pub const MAX_CACHE_BYTES: usize = 64 << 20;
 
 /// Estimated bytes one parsed field selection takes (its node, name, alias,
@@ -67,6 +67,13 @@ struct Entry {
     /// Whether its complexity depends on variables (a page size given by a
     /// variable): then each new set of variables is checked again.
     cost_uses_variables: bool,
+    /// What later requests learn about the document.
+    seen: Mutex<Seen>,
+}
+
+/// The variants and plans of one cached document.
+#[derive(Default)]
+struct Seen {
     /// `operation name \0 variables as JSON` -> the validation result.
     validated: Vec<(String, ValidationResult)>,
     /// Operation name -> its plan (`None`: not one the planned executor runs).
@@ -97,45 +104,28 @@ pub(crate) struct Limits {
     pub max_complexity: usize,
 }
 
-/// The cached entries and their estimated size.
-struct Inner {
-    lru: LruCache<String, Entry>,
-    bytes: usize,
+/// Weighs an entry by its estimated bytes, but at least a `capacity`th of
+/// [`MAX_CACHE_BYTES`]: one weight bound then bounds both the bytes and the
+/// number of entries.
+#[derive(Clone)]
+struct Weight {
+    floor: u64,
 }
 
-impl Inner {
-    fn get(&mut self, query: &str) -> Option<&Entry> {
-        self.lru.get(query)
-    }
-
-    fn get_mut(&mut self, query: &str) -> Option<&mut Entry> {
-        self.lru.get_mut(query)
-    }
-
-    fn peek(&self, query: &str) -> Option<&Entry> {
-        self.lru.peek(query)
-    }
-
-    /// Adds `entry`, dropping the least recently used entries beyond the
-    /// entry count or [`MAX_CACHE_BYTES`].
-    fn put(&mut self, query: String, entry: Entry) {
-        self.bytes += entry.weight;
-        if let Some((_, old)) = self.lru.push(query, entry) {
-            self.bytes = self.bytes.saturating_sub(old.weight);
-        }
-        while self.bytes > MAX_CACHE_BYTES && self.lru.len() > 1 {
-            match self.lru.pop_lru() {
-                Some((_, old)) => self.bytes = self.bytes.saturating_sub(old.weight),
-                None => break,
-            }
-        }
+impl Weighter<String, Arc<Entry>> for Weight {
+    fn weight(&self, _: &String, entry: &Arc<Entry>) -> u64 {
+        u64::try_from(entry.weight)
+            .unwrap_or(u64::MAX)
+            .max(self.floor)
     }
 }
 
-/// Keeps the most recently used parsed documents, keyed by query text.
+/// Keeps the most used parsed documents, keyed by query text.
 #[derive(Clone)]
 pub struct ParseCache {
-    inner: Arc<Mutex<Inner>>,
+    /// Query text -> its document: parsing, the limit walks and validation
+    /// are a large part of a small request.
+    entries: Arc<Cache<String, Arc<Entry>, Weight>>,
     limits: Arc<Limits>,
 }
 
@@ -148,12 +138,16 @@ impl std::fmt::Debug for ParseCache {
 impl ParseCache {
     /// A cache of at most `capacity` documents, refusing documents beyond `limits`.
     pub(crate) fn new(capacity: usize, limits: Limits) -> Self {
-        let cap = NonZeroUsize::new(capacity.max(1)).unwrap_or(NonZeroUsize::MIN);
+        let capacity = capacity.max(1);
+        let floor = u64::try_from(MAX_CACHE_BYTES / capacity)
+            .unwrap_or(1)
+            .max(1);
         Self {
-            inner: Arc::new(Mutex::new(Inner {
-                lru: LruCache::new(cap),
-                bytes: 0,
-            })),
+            entries: Arc::new(Cache::with_weighter(
+                capacity,
+                MAX_CACHE_BYTES as u64,
+                Weight { floor },
+            )),
             limits: Arc::new(limits),
         }
     }
@@ -161,10 +155,8 @@ impl ParseCache {
     /// How many documents are cached and their estimated bytes (for tests
     /// and metrics).
     pub fn usage(&self) -> (usize, usize) {
-        self.inner
-            .lock()
-            .map(|c| (c.lru.len(), c.bytes))
-            .unwrap_or((0, 0))
+        let bytes = self.entries.iter().map(|(_, e)| e.weight).sum();
+        (self.entries.len(), bytes)
     }
 
     /// The limit error for `doc` with `variables`, if it exceeds one; and
@@ -206,9 +198,7 @@ impl ParseCache {
     /// and passed the depth limit); `"unknown"` otherwise. For metrics: it
     /// never parses.
     pub fn operation_kind(&self, query: &str, name: Option<&str>) -> &'static str {
-        if let Ok(cache) = self.inner.lock()
-            && let Some(entry) = cache.peek(query)
-        {
+        if let Some(entry) = self.entries.peek(query) {
             return kind_of(&entry.doc, name);
         }
         // Refused documents are not cached: parse again, unless the text
@@ -223,9 +213,7 @@ impl ParseCache {
     /// document when there is one, else by parsing it (a document that does
     /// not parse is not a subscription).
     pub fn is_subscription(&self, query: &str, name: Option<&str>) -> bool {
-        if let Ok(cache) = self.inner.lock()
-            && let Some(entry) = cache.peek(query)
-        {
+        if let Some(entry) = self.entries.peek(query) {
             return kind_of(&entry.doc, name) == "subscription";
         }
         async_graphql::parser::parse_query(query)
@@ -247,22 +235,22 @@ impl ParseCache {
         compile: impl FnOnce(&ExecutableDocument) -> Option<Plan>,
         accepts: impl FnOnce(&Plan) -> bool,
     ) -> Option<Arc<Plan>> {
-        let mut cache = self.inner.lock().ok()?;
-        let entry = cache.get_mut(query)?;
+        let entry = self.entries.get(query)?;
+        let mut seen = entry.seen.lock().ok()?;
         // A variant is `operation name \0 variables`.
         fn operation(variant: &str) -> &str {
             variant.split('\0').next().unwrap_or_default()
         }
-        let validated = entry.validated.iter().any(|(v, _)| v == variant);
+        let validated = seen.validated.iter().any(|(v, _)| v == variant);
         if !validated
-            && !entry
+            && !seen
                 .validated
                 .iter()
                 .any(|(v, _)| operation(v) == operation(variant))
         {
             return None;
         }
-        let plan = match entry
+        let plan = match seen
             .plans
             .iter()
             .find(|(n, _)| n.as_deref() == operation_name)
@@ -270,11 +258,10 @@ impl ParseCache {
             Some((_, plan)) => plan.clone(),
             None => {
                 let plan = compile(&entry.doc).map(Arc::new);
-                if entry.plans.len() >= VARIANTS_PER_DOCUMENT {
-                    entry.plans.remove(0);
+                if seen.plans.len() >= VARIANTS_PER_DOCUMENT {
+                    seen.plans.remove(0);
                 }
-                entry
-                    .plans
+                seen.plans
                     .push((operation_name.map(str::to_string), plan.clone()));
                 plan
             }
@@ -294,9 +281,7 @@ impl ParseCache {
     /// (it is for every request async-graphql has parsed), else parsed now.
     pub(crate) fn document(&self, query: &str) -> Option<Arc<ExecutableDocument>> {
         // Only for executed requests, whose documents have passed the limits.
-        if let Ok(cache) = self.inner.lock()
-            && let Some(entry) = cache.peek(query)
-        {
+        if let Some(entry) = self.entries.peek(query) {
             return Some(entry.doc.clone());
         }
         async_graphql::parser::parse_query(query).ok().map(Arc::new)
@@ -304,10 +289,7 @@ impl ParseCache {
 
     /// Whether `query` is cached (for tests and metrics).
     pub fn contains(&self, query: &str) -> bool {
-        self.inner
-            .lock()
-            .map(|c| c.lru.contains(query))
-            .unwrap_or(false)
+        self.entries.contains_key(query)
     }
 }
 
@@ -335,9 +317,12 @@ struct RequestCache {
 impl RequestCache {
     /// Whether this request's variant has passed validation with `entry`.
     fn validated(&self, entry: &Entry) -> bool {
+        let Ok(seen) = entry.seen.lock() else {
+            return false;
+        };
         self.key.lock().is_ok_and(|k| {
             k.as_ref()
-                .is_some_and(|(_, variant)| entry.validated.iter().any(|(v, _)| v == variant))
+                .is_some_and(|(_, variant)| seen.validated.iter().any(|(v, _)| v == variant))
         })
     }
 }
@@ -374,12 +359,9 @@ impl Extension for RequestCache {
         variables: &Variables,
         next: NextParseQuery<'_>,
     ) -> ServerResult<ExecutableDocument> {
-        if let Ok(mut cache) = self.shared.inner.lock()
-            && let Some(entry) = cache.get(query)
-        {
-            if entry.cost_uses_variables && !self.validated(entry) {
+        if let Some(entry) = self.shared.entries.get(query) {
+            if entry.cost_uses_variables && !self.validated(&entry) {
                 let doc = entry.doc.clone();
-                drop(cache);
                 if let (Some(e), _) = self.shared.check(&doc, variables) {
                     return Err(e);
                 }
@@ -413,8 +395,7 @@ impl Extension for RequestCache {
                         .len()
                         .saturating_add(fields.saturating_mul(BYTES_PER_FIELD)),
                     cost_uses_variables,
-                    validated: Vec::new(),
-                    plans: Vec::new(),
+                    seen: Mutex::default(),
                 },
             ));
         }
@@ -428,9 +409,9 @@ impl Extension for RequestCache {
     ) -> Result<ValidationResult, Vec<ServerError>> {
         let key = self.key.lock().ok().and_then(|mut k| k.take());
         if let Some((query, variant)) = &key
-            && let Ok(mut cache) = self.shared.inner.lock()
-            && let Some(entry) = cache.get(query.as_str())
-            && let Some((_, result)) = entry.validated.iter().find(|(v, _)| v == variant)
+            && let Some(entry) = self.shared.entries.get(query.as_str())
+            && let Ok(seen) = entry.seen.lock()
+            && let Some((_, result)) = seen.validated.iter().find(|(v, _)| v == variant)
         {
             return Ok(*result);
         }
@@ -438,19 +419,18 @@ impl Extension for RequestCache {
         // Validated: the document this request parsed may be cached now.
         let pending = self.pending.lock().ok().and_then(|mut p| p.take());
         if let Some((query, entry)) = pending
-            && let Ok(mut cache) = self.shared.inner.lock()
-            && !cache.lru.contains(query.as_str())
+            && !self.shared.entries.contains_key(query.as_str())
         {
-            cache.put(query, entry);
+            self.shared.entries.insert(query, Arc::new(entry));
         }
         if let Some((query, variant)) = key
-            && let Ok(mut cache) = self.shared.inner.lock()
-            && let Some(entry) = cache.get_mut(query.as_str())
+            && let Some(entry) = self.shared.entries.get(query.as_str())
+            && let Ok(mut seen) = entry.seen.lock()
         {
-            if entry.validated.len() >= VARIANTS_PER_DOCUMENT {
-                entry.validated.remove(0);
+            if seen.validated.len() >= VARIANTS_PER_DOCUMENT {
+                seen.validated.remove(0);
             }
-            entry.validated.push((variant, result));
+            seen.validated.push((variant, result));
         }
         Ok(result)
     }

@@ -23,7 +23,7 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use async_graphql::parser::types::{
     BaseType, ExecutableDocument, Field as QueryField, OperationType, Selection, SelectionSet, Type,
@@ -37,6 +37,7 @@ use gatehouse_schema::{
     ValueType,
 };
 use gatehouse_store::{AccessContext, JoinOne, ListQuery, PreparedList, RowSet, json};
+use quick_cache::sync::Cache;
 use serde_json::Value as Json;
 
 use crate::args;
@@ -233,11 +234,13 @@ struct RootPlan {
     /// when the arguments are refused: async-graphql reports them).
     constant: bool,
     prepared: OnceLock<Option<PreparedList>>,
-    /// For arguments with variables: statements by [`Run::template_key`].
-    templates: Mutex<HashMap<String, Shape>>,
+    /// For arguments with variables: statements by [`Run::template_key`],
+    /// so a repeated shape skips building its SQL.
+    templates: Cache<String, Shape>,
     /// For constant arguments and a caller whose rows a policy filters:
-    /// statements by [`Run::statement_caller`].
-    per_caller: Mutex<HashMap<String, Arc<PreparedList>>>,
+    /// statements by [`Run::statement_caller`] (the caller's policy inputs
+    /// are the key, so a statement never serves another caller's policy).
+    per_caller: Cache<String, Arc<PreparedList>>,
 }
 
 /// What is known of one shape of a root field's variables.
@@ -252,7 +255,7 @@ enum Shape {
     Unusable,
 }
 
-/// Template shapes kept per root field; the map is emptied when full.
+/// Template shapes (and per-caller statements) kept per root field.
 const MAX_TEMPLATES: usize = 32;
 
 /// A root field's statement built once for one shape of its variables and
@@ -373,8 +376,8 @@ pub(crate) fn compile(
                 joins,
                 join_items,
                 prepared: OnceLock::new(),
-                templates: Mutex::new(HashMap::new()),
-                per_caller: Mutex::new(HashMap::new()),
+                templates: Cache::new(MAX_TEMPLATES),
+                per_caller: Cache::new(MAX_TEMPLATES),
             }))
         };
         roots.push((key, root));
@@ -789,7 +792,7 @@ impl Run<'_> {
         else {
             return plain().await;
         };
-        let known = r.templates.lock().ok()?.get(&key).cloned();
+        let known = r.templates.get(&key);
         let t = match known {
             Some(Shape::Template(t)) => t,
             Some(Shape::Unusable) => return plain().await,
@@ -800,12 +803,7 @@ impl Run<'_> {
                         .template(r, entity, &texts)
                         .map_or(Shape::Unusable, |t| Shape::Template(Arc::new(t))),
                 };
-                if let Ok(mut templates) = r.templates.lock() {
-                    if templates.len() >= MAX_TEMPLATES {
-                        templates.clear();
-                    }
-                    templates.insert(key, shape.clone());
-                }
+                r.templates.insert(key, shape.clone());
                 match shape {
                     Shape::Template(t) => t,
                     Shape::Seen | Shape::Unusable => return plain().await,
@@ -883,7 +881,7 @@ impl Run<'_> {
             } else {
                 // A statement with the caller's policy in it serves only
                 // callers with the same policy inputs.
-                let known = r.per_caller.lock().ok()?.get(caller).cloned();
+                let known = r.per_caller.get(caller);
                 let prepared = match known {
                     Some(p) => p,
                     None => {
@@ -893,12 +891,7 @@ impl Run<'_> {
                                 .prepare_list(self.access, &entity.name, &q, &r.joins)
                                 .ok()?,
                         );
-                        if let Ok(mut map) = r.per_caller.lock() {
-                            if map.len() >= MAX_TEMPLATES {
-                                map.clear();
-                            }
-                            map.insert(caller.to_string(), p.clone());
-                        }
+                        r.per_caller.insert(caller.to_string(), p.clone());
                         p
                     }
                 };

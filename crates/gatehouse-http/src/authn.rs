@@ -5,8 +5,7 @@
 //! finds goes into the request extensions; authorization (scopes) happens
 //! per field in GraphQL and in the REST router after it resolved the path.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
@@ -16,6 +15,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use gatehouse_auth::oauth1::{SignedRequest, has_oauth1_params};
 use gatehouse_auth::{AuthScheme, AuthServer, Principal};
+use quick_cache::sync::Cache;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
@@ -23,7 +23,7 @@ use crate::telemetry::Caller;
 
 /// How long a verified Basic credential is trusted without argon2.
 const BASIC_CACHE_TTL: Duration = Duration::from_secs(60);
-/// Entries kept at most; the cache is cleared when full.
+/// Entries kept at most.
 const BASIC_CACHE_MAX: usize = 10_000;
 
 /// Authenticates resource requests.
@@ -38,8 +38,10 @@ struct Inner {
     /// Set in resource-server-only mode: tokens are checked by another
     /// authorization server's introspection endpoint.
     introspector: Option<crate::introspect::Introspector>,
-    /// sha256(username NUL password) -> (stored hash it verified against, when).
-    basic_cache: Mutex<HashMap<[u8; 32], (String, Instant)>>,
+    /// sha256(username NUL password) -> (stored hash it verified against,
+    /// when): argon2 takes tens of milliseconds, too much for every request
+    /// of a Basic client.
+    basic_cache: Cache<[u8; 32], (Arc<str>, Instant)>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -98,7 +100,7 @@ impl Authenticator {
                 server,
                 anonymous_read,
                 introspector: None,
-                basic_cache: Mutex::new(HashMap::new()),
+                basic_cache: Cache::new(BASIC_CACHE_MAX),
             }),
         }
     }
@@ -116,7 +118,7 @@ impl Authenticator {
                 server,
                 anonymous_read,
                 introspector: Some(crate::introspect::Introspector::new(introspection)?),
-                basic_cache: Mutex::new(HashMap::new()),
+                basic_cache: Cache::new(BASIC_CACHE_MAX),
             }),
         })
     }
@@ -345,12 +347,10 @@ impl Authenticator {
             .chain_update(password.as_bytes())
             .finalize()
             .into();
-        let cached = self.inner.basic_cache.lock().ok().is_some_and(|c| {
-            // The entry only counts while the stored hash is the one it was
-            // verified against: a password change drops it at once.
-            c.get(&key).is_some_and(|(hash, at)| {
-                *hash == user.password_hash && at.elapsed() < BASIC_CACHE_TTL
-            })
+        // The entry only counts while the stored hash is the one it was
+        // verified against: a password change drops it at once.
+        let cached = self.inner.basic_cache.get(&key).is_some_and(|(hash, at)| {
+            *hash == *user.password_hash && at.elapsed() < BASIC_CACHE_TTL
         });
         if !cached {
             let checked = server
@@ -361,12 +361,10 @@ impl Authenticator {
                 // Changed between the two reads: verified against the new one.
                 return Err(AuthFailure::BadCredentials);
             }
-            if let Ok(mut c) = self.inner.basic_cache.lock() {
-                if c.len() >= BASIC_CACHE_MAX {
-                    c.clear();
-                }
-                c.insert(key, (user.password_hash.clone(), Instant::now()));
-            }
+            self.inner.basic_cache.insert(
+                key,
+                (Arc::from(user.password_hash.as_str()), Instant::now()),
+            );
         }
         Ok(Principal {
             subject: user.username.clone(),

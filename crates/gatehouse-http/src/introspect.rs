@@ -8,18 +8,17 @@
 //! Refusals are not cached. When the authorization server cannot be reached
 //! the request fails with 503, never with access.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use gatehouse_auth::{AuthScheme, Principal};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use quick_cache::sync::Cache;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::authn::AuthFailure;
 
-/// Entries kept at most; the cache is cleared when full.
+/// Entries kept at most.
 const CACHE_MAX: usize = 10_000;
 /// How long one introspection call may take before the request gets 503.
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -56,8 +55,9 @@ impl std::fmt::Debug for IntrospectionConfig {
 pub(crate) struct Introspector {
     config: IntrospectionConfig,
     http: reqwest::Client,
-    /// sha256(token) -> (principal, when it was introspected).
-    cache: Mutex<HashMap<[u8; 32], (Principal, Instant)>>,
+    /// sha256(token) -> (principal, when it was introspected): spares the
+    /// authorization server a call per request.
+    cache: Cache<[u8; 32], (Principal, Instant)>,
 }
 
 /// RFC 6749 §2.3.1: the client id and secret are form-encoded before they
@@ -77,7 +77,7 @@ impl Introspector {
         Ok(Self {
             config,
             http,
-            cache: Mutex::new(HashMap::new()),
+            cache: Cache::new(CACHE_MAX),
         })
     }
 
@@ -89,22 +89,16 @@ impl Introspector {
         }
         let answer = self.call(token).await?;
         let principal = self.check(&answer, now)?;
-        if !self.config.cache_ttl.is_zero()
-            && let Ok(mut c) = self.cache.lock()
-        {
-            if c.len() >= CACHE_MAX {
-                c.clear();
-            }
-            c.insert(key, (principal.clone(), Instant::now()));
+        if !self.config.cache_ttl.is_zero() {
+            self.cache.insert(key, (principal.clone(), Instant::now()));
         }
         Ok(principal)
     }
 
     fn cached(&self, key: &[u8; 32], now: i64) -> Option<Principal> {
-        let c = self.cache.lock().ok()?;
-        let (p, at) = c.get(key)?;
+        let (p, at) = self.cache.get(key)?;
         let fresh = at.elapsed() < self.config.cache_ttl && p.expires_at.is_none_or(|e| now < e);
-        fresh.then(|| p.clone())
+        fresh.then_some(p)
     }
 
     async fn call(&self, token: &str) -> Result<Value, AuthFailure> {

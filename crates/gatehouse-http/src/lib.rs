@@ -14,7 +14,7 @@ mod sse;
 mod ws;
 
 pub use fanout::Fanout;
-pub use live::{Shutdown, SubscriptionOptions};
+pub use live::SubscriptionOptions;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -52,12 +52,8 @@ pub struct AppState {
     /// Authentication of `/graphql` requests; `None` serves them to anyone
     /// as a trusted caller (tests and embedded use only).
     pub authn: Option<authn::Authenticator>,
-    /// Cancelled when the service begins shutting down (SIGTERM/SIGINT):
-    /// long-lived responses (WebSocket, SSE) should end then, and
-    /// `/readyz` answers 503 so load balancers stop sending. `None` never
-    /// shuts down (tests).
-    pub shutdown: Option<CancellationToken>,
-    /// Limits of subscriptions (WebSocket, SSE) and the shutdown signal that ends them.
+    /// Limits of subscriptions (WebSocket, SSE), and the server's one
+    /// shutdown signal (which also turns `/readyz` to 503).
     pub subscriptions: SubscriptionOptions,
 }
 
@@ -118,7 +114,7 @@ async fn healthz() -> Response {
 /// `GET /readyz`: the store is reachable and the service is not shutting
 /// down; 503 otherwise.
 async fn readyz(State(state): State<Arc<AppState>>) -> Response {
-    let result = if state.shutdown.as_ref().is_some_and(|s| s.is_cancelled()) {
+    let result = if state.subscriptions.shutdown.is_cancelled() {
         Err("shutting down".to_string())
     } else {
         tokio::time::timeout(READY_TIMEOUT, (state.ready)())

@@ -2,12 +2,11 @@
 //! [`crate::sse`]) share: their limits, the shutdown signal, and the watch
 //! that ends a stream when its credential stops granting access.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderValue, header};
 use gatehouse_auth::Principal;
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use crate::authn::{AuthFailure, Authenticator};
 
@@ -29,8 +28,9 @@ pub struct SubscriptionOptions {
     /// How often a stream's credential is validated again, to notice
     /// revocation (expiry also ends the stream at its exact time).
     pub recheck_interval: Duration,
-    /// Fires when the server shuts down: sockets close with 1001, SSE streams complete.
-    pub shutdown: Shutdown,
+    /// The server's one shutdown signal: when cancelled, sockets close with
+    /// 1001, SSE streams complete and `/readyz` answers 503.
+    pub shutdown: CancellationToken,
     /// The running subscription groups: identical subscriptions execute once
     /// for all their subscribers (see [`crate::fanout`]).
     pub fanout: crate::fanout::Fanout,
@@ -44,48 +44,9 @@ impl Default for SubscriptionOptions {
             max_per_connection: 100,
             queue_capacity: 256,
             recheck_interval: Duration::from_secs(60),
-            shutdown: Shutdown::new(),
+            shutdown: CancellationToken::new(),
             fanout: crate::fanout::Fanout::default(),
         }
-    }
-}
-
-/// A one-way signal that the server is shutting down. Clones share it.
-#[derive(Debug, Clone)]
-pub struct Shutdown {
-    tx: Arc<watch::Sender<bool>>,
-}
-
-impl Default for Shutdown {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Shutdown {
-    /// A signal that has not fired.
-    pub fn new() -> Self {
-        Self {
-            tx: Arc::new(watch::Sender::new(false)),
-        }
-    }
-
-    /// Fires the signal: every open WebSocket closes with 1001 (going away)
-    /// and every SSE stream completes.
-    pub fn trigger(&self) {
-        self.tx.send_replace(true);
-    }
-
-    /// Whether the signal has fired.
-    pub fn is_triggered(&self) -> bool {
-        *self.tx.borrow()
-    }
-
-    /// Resolves once the signal has fired.
-    pub async fn wait(&self) {
-        let mut rx = self.tx.subscribe();
-        // The sender lives as long as `self`, so this only returns on `true`.
-        let _ = rx.wait_for(|fired| *fired).await;
     }
 }
 

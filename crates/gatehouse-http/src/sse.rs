@@ -67,8 +67,7 @@ pub(crate) fn stream(
     tokio::spawn(async move {
         let _active = crate::telemetry::subscription_started("sse");
         let mut watch = std::pin::pin!(watch);
-        let shutdown = opts.shutdown.clone();
-        let mut shutdown = std::pin::pin!(shutdown.wait());
+        let mut shutdown = std::pin::pin!(opts.shutdown.clone().cancelled_owned());
         let mut keepalive = tokio::time::interval(opts.keepalive);
         keepalive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         keepalive.tick().await;

@@ -6,8 +6,6 @@
 //! header value other than `x-request-id`, nor a query string: routes are
 //! logged as their path template (`/v1/books/{id}`), never as the raw path.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,6 +18,7 @@ use axum::routing::get;
 use gatehouse_auth::Principal;
 use metrics::{Counter, Histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use quick_cache::sync::Cache;
 use tracing::Instrument;
 
 /// The request id header, honoured when sane and always echoed.
@@ -170,30 +169,43 @@ pub async fn request_layer(req: Request, next: Next) -> Response {
     resp
 }
 
-/// Most routes whose metric handles a thread keeps; past it, requests on
-/// new routes register their labels every time (as if uncached).
-const MAX_CACHED_ROUTES: usize = 256;
+/// Metric handles of (route, method, status) combinations kept at most.
+const MAX_CACHED_ROUTES: usize = 1024;
 
-/// The request metrics of one route and method.
-struct MethodHandles {
-    method: &'static str,
-    duration: Histogram,
-    statuses: Vec<(u16, Counter)>,
-}
-
-/// Metric handles by route, for one thread, valid for one recorder.
-#[derive(Default)]
-struct RouteHandles {
+/// Which request metrics a handle pair records into. The recorder is part
+/// of the key: tests install their own, and a handle belongs to one.
+#[derive(Hash, PartialEq, Eq)]
+struct RouteKey {
     recorder: usize,
-    routes: HashMap<String, Vec<MethodHandles>>,
+    route: Box<str>,
+    method: &'static str,
+    status: u16,
 }
 
-thread_local! {
-    /// Registering labels with the recorder on every request (building the
-    /// key, allocating its strings, hashing it, a lock in the registry)
-    /// cost several percent of a small request; a handle is an atomic.
-    static HANDLES: RefCell<RouteHandles> = RefCell::default();
+/// A [`RouteKey`] borrowing its route, for lookups without allocating;
+/// hashes like it (same field types in the same order).
+#[derive(Hash)]
+struct RouteRef<'a> {
+    recorder: usize,
+    route: &'a str,
+    method: &'static str,
+    status: u16,
 }
+
+impl quick_cache::Equivalent<RouteKey> for RouteRef<'_> {
+    fn equivalent(&self, key: &RouteKey) -> bool {
+        self.recorder == key.recorder
+            && self.status == key.status
+            && self.method == key.method
+            && self.route == &*key.route
+    }
+}
+
+/// Registering labels with the recorder on every request (building the key,
+/// allocating its strings, hashing it, a lock in the registry) cost several
+/// percent of a small request; a cached handle is an atomic.
+static ROUTE_HANDLES: std::sync::LazyLock<Cache<RouteKey, Arc<(Counter, Histogram)>>> =
+    std::sync::LazyLock::new(|| Cache::new(MAX_CACHED_ROUTES));
 
 fn request_counter(method: &'static str, route: &str, status: StatusCode) -> Counter {
     metrics::counter!(
@@ -211,45 +223,33 @@ fn request_histogram(method: &'static str, route: &str) -> Histogram {
 /// Counts a request in [`HTTP_REQUESTS_TOTAL`] and [`HTTP_REQUEST_DURATION`].
 fn record_request(method: &'static str, route: &str, status: StatusCode, seconds: f64) {
     let recorder = gatehouse_store::metric_handles::recorder_id();
-    HANDLES.with_borrow_mut(|cache| {
-        if cache.recorder != recorder {
-            cache.routes.clear();
-            cache.recorder = recorder;
-        }
-        if !cache.routes.contains_key(route) {
-            if cache.routes.len() >= MAX_CACHED_ROUTES {
-                request_counter(method, route, status).increment(1);
-                request_histogram(method, route).record(seconds);
-                return;
-            }
-            cache.routes.insert(route.to_string(), Vec::new());
-        }
-        let Some(methods) = cache.routes.get_mut(route) else {
-            return;
-        };
-        let at = match methods.iter().position(|m| m.method == method) {
-            Some(at) => at,
-            None => {
-                methods.push(MethodHandles {
+    let key = RouteRef {
+        recorder,
+        route,
+        method,
+        status: status.as_u16(),
+    };
+    let handles = match ROUTE_HANDLES.get(&key) {
+        Some(h) => h,
+        None => {
+            let h = Arc::new((
+                request_counter(method, route, status),
+                request_histogram(method, route),
+            ));
+            ROUTE_HANDLES.insert(
+                RouteKey {
+                    recorder,
+                    route: route.into(),
                     method,
-                    duration: request_histogram(method, route),
-                    statuses: Vec::new(),
-                });
-                methods.len() - 1
-            }
-        };
-        let handles = &mut methods[at];
-        let code = status.as_u16();
-        match handles.statuses.iter().find(|(c, _)| *c == code) {
-            Some((_, counter)) => counter.increment(1),
-            None => {
-                let counter = request_counter(method, route, status);
-                counter.increment(1);
-                handles.statuses.push((code, counter));
-            }
+                    status: key.status,
+                },
+                h.clone(),
+            );
+            h
         }
-        handles.duration.record(seconds);
-    });
+    };
+    handles.0.increment(1);
+    handles.1.record(seconds);
 }
 
 /// Keeps [`SUBSCRIPTIONS_ACTIVE`] up to date for one subscription: the
@@ -324,14 +324,17 @@ impl Metrics {
         self.handle.render()
     }
 
-    /// Drains histogram buffers every `every` until the task is aborted,
-    /// so memory stays bounded between scrapes.
-    pub fn spawn_upkeep(&self, every: Duration) -> tokio::task::JoinHandle<()> {
+    /// Drains histogram buffers every `every` until `shutdown` is
+    /// cancelled, so memory stays bounded between scrapes.
+    pub fn spawn_upkeep(
+        &self,
+        every: Duration,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
         let handle = self.handle.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
-            loop {
-                tick.tick().await;
+            while shutdown.run_until_cancelled(tick.tick()).await.is_some() {
                 handle.run_upkeep();
             }
         })

@@ -282,8 +282,7 @@ impl Connection {
 
     async fn run(mut self, mut socket: WebSocket) {
         let opts = self.state.subscriptions.clone();
-        let shutdown = opts.shutdown.clone();
-        let shutdown = shutdown.wait();
+        let shutdown = opts.shutdown.clone().cancelled_owned();
         tokio::pin!(shutdown);
         let init_deadline = tokio::time::sleep(opts.init_timeout);
         tokio::pin!(init_deadline);

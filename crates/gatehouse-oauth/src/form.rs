@@ -138,38 +138,14 @@ pub(crate) fn basic_credentials(headers: &HeaderMap) -> Basic {
 
 /// `application/x-www-form-urlencoded` decoding of one component: `+` is a
 /// space, `%XY` a byte. A `%` not followed by two hex digits is kept as is
-/// (lenient towards clients that do not encode).
+/// (lenient towards clients that do not encode), as `percent_decode` does.
 fn form_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' => match (
-                bytes.get(i + 1).and_then(|b| hex(*b)),
-                bytes.get(i + 2).and_then(|b| hex(*b)),
-            ) {
-                (Some(hi), Some(lo)) => {
-                    out.push((hi << 4) | lo);
-                    i += 2;
-                }
-                _ => out.push(b'%'),
-            },
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8(out).ok()
-}
-
-fn hex(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    }
+    // `+` is replaced before decoding, so an encoded `%2B` stays a `+`.
+    let spaced = s.replace('+', " ");
+    percent_encoding::percent_decode_str(&spaced)
+        .decode_utf8()
+        .ok()
+        .map(std::borrow::Cow::into_owned)
 }
 
 #[cfg(test)]
@@ -183,6 +159,7 @@ mod tests {
         assert_eq!(form_decode("%zz%4").as_deref(), Some("%zz%4"));
         assert_eq!(form_decode("%41%42").as_deref(), Some("AB"));
         assert_eq!(form_decode("%FF"), None);
+        assert_eq!(form_decode("a%2Bb+c").as_deref(), Some("a+b c"));
     }
 
     #[test]

@@ -175,13 +175,17 @@ pub fn router(state: OAuthState) -> Router {
 }
 
 /// Runs [`AuthServer::purge_expired`] (which also reloads keys rotated by
-/// other instances) every `every`, until the task is aborted.
-pub fn spawn_maintenance(server: Arc<AuthServer>, every: Duration) -> tokio::task::JoinHandle<()> {
+/// other instances) every `every`, until `shutdown` is cancelled (a purge
+/// under way finishes first).
+pub fn spawn_maintenance(
+    server: Arc<AuthServer>,
+    every: Duration,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
+        while shutdown.run_until_cancelled(tick.tick()).await.is_some() {
             match server.purge_expired().await {
                 Ok(n) if n > 0 => tracing::debug!(purged = n, "expired token records purged"),
                 Ok(_) => {}

@@ -388,17 +388,12 @@ impl Api {
             key.to_string()
         };
         let lists = &self.entities[ei].lists;
-        let cached = lists
-            .lock()
-            .ok()
-            .and_then(|mut l| l.get(key.as_str()).cloned());
+        let cached = lists.get(key.as_str());
         let prepared = match cached {
             Some(p) => p,
             None => {
                 let p = Arc::new(self.store.prepare_list(access, &entity.name, q, &[])?);
-                if let Ok(mut l) = lists.lock() {
-                    l.put(key.into(), p.clone());
-                }
+                lists.insert(key.into(), p.clone());
                 p
             }
         };

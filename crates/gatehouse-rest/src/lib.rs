@@ -24,15 +24,13 @@ mod params;
 mod problem;
 
 use std::collections::HashMap;
-use std::num::NonZeroUsize;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
 use axum::routing::any;
 use gatehouse_schema::{FieldKind, Model};
 use gatehouse_store::{PreparedList, Store};
-use lru::LruCache;
 
 use crate::params::{FilterParam, Paging};
 
@@ -82,10 +80,7 @@ struct Api {
 }
 
 /// List statements kept per collection ([`EntityApi::lists`]).
-const LIST_STATEMENTS: NonZeroUsize = match NonZeroUsize::new(64) {
-    Some(n) => n,
-    None => NonZeroUsize::MIN,
-};
+const LIST_STATEMENTS: usize = 64;
 
 /// The REST view of one entity.
 #[derive(Debug)]
@@ -99,7 +94,7 @@ struct EntityApi {
     /// for again skips building its SQL, a sixth of a small list request.
     /// The SQL is a function of the query string alone; what it reads is
     /// read when it runs.
-    lists: Mutex<LruCache<Box<str>, Arc<PreparedList>>>,
+    lists: quick_cache::sync::Cache<Box<str>, Arc<PreparedList>>,
 }
 
 /// A nested collection: the children of one parent row.
@@ -155,7 +150,7 @@ impl Api {
             entities.push(EntityApi {
                 filters: params::filter_params(e).into_iter().collect(),
                 nested,
-                lists: Mutex::new(LruCache::new(LIST_STATEMENTS)),
+                lists: quick_cache::sync::Cache::new(LIST_STATEMENTS),
             });
         }
         let doc = openapi::document(&model, &base_path, paging);

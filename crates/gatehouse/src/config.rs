@@ -428,7 +428,8 @@ impl fmt::Debug for BootstrapConsumer {
     }
 }
 
-/// A duration written as `"30s"`, `"15m"`, `"1h"`, `"30d"` or integer seconds.
+/// A duration written as `"30s"`, `"15m"`, `"1h"`, `"30d"` (any form
+/// [`parse_duration`] reads) or integer seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Seconds(pub u64);
 
@@ -455,29 +456,24 @@ impl<'de> Deserialize<'de> for Seconds {
     }
 }
 
-/// Parses `"30s"`, `"15m"`, `"1h"`, `"30d"` or a bare number of seconds.
+/// Parses a whole number of seconds: `humantime`'s forms (`"30s"`, `"15m"`,
+/// `"1h 30m"`, `"30d"`, `"2w"`) or a bare number of seconds.
 pub fn parse_duration(text: &str) -> Result<u64, String> {
     let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num.parse().map_err(|_| {
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+        return t
+            .parse()
+            .map_err(|_| format!("duration {text:?} is too large"));
+    }
+    let d = humantime::parse_duration(t).map_err(|e| {
         format!(
-            "invalid duration {text:?}: expected e.g. \"30s\", \"15m\", \"1h\", \"30d\" or seconds"
+            "invalid duration {text:?} ({e}): expected e.g. \"30s\", \"15m\", \"1h\", \"30d\" or seconds"
         )
     })?;
-    let mult = match unit {
-        "" | "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86400,
-        _ => {
-            return Err(format!(
-                "invalid duration unit in {text:?}: use s, m, h or d"
-            ));
-        }
-    };
-    n.checked_mul(mult)
-        .ok_or_else(|| format!("duration {text:?} is too large"))
+    if d.subsec_nanos() != 0 {
+        return Err(format!("invalid duration {text:?}: use whole seconds"));
+    }
+    Ok(d.as_secs())
 }
 
 /// Values given on the command line; they win over everything else.
@@ -1013,7 +1009,10 @@ mod tests {
     fn bad_values_are_clear_errors() {
         let dir = tempfile::tempdir().unwrap();
         for (text, needle) in [
-            ("[tokens]\naccess_ttl = \"10 weeks\"\n", "invalid duration"),
+            (
+                "[tokens]\naccess_ttl = \"10 fortnights\"\n",
+                "invalid duration",
+            ),
             ("[tokens]\nsigning_alg = \"HS256\"\n", "HS256"),
             ("listen = \"localhost\"\n", "`listen`"),
             ("database = \"mysql://x\"\n", "`database`"),
@@ -1189,9 +1188,13 @@ mod tests {
         assert_eq!(parse_duration("1h"), Ok(3600));
         assert_eq!(parse_duration("30d"), Ok(2_592_000));
         assert_eq!(parse_duration("45"), Ok(45));
+        assert_eq!(parse_duration("1h 30m"), Ok(5400));
+        assert_eq!(parse_duration("2w"), Ok(1_209_600));
         assert!(parse_duration("").is_err());
-        assert!(parse_duration("1w").is_err());
+        assert!(parse_duration("1 fortnight").is_err());
+        assert!(parse_duration("1500ms").is_err());
         assert!(parse_duration("99999999999999999999d").is_err());
+        assert!(parse_duration("99999999999999999999").is_err());
     }
 
     #[test]

@@ -1,10 +1,10 @@
 //! The text log format, written without the general formatting machinery.
 //!
 //! Every request logs a line, so formatting it is part of every request's
-//! cost: with `tracing-subscriber`'s own text format it was about a tenth
-//! of a GraphQL read's instructions (a `core::fmt` pass per field with
-//! colour styles that are off anyway, a date conversion per line, the
-//! shortest-float search for `latency_ms`). [`Text`] and [`Fields`] write
+//! cost, and `tracing-subscriber`'s own text format takes about twice as
+//! long (a `core::fmt` pass per field with colour styles that are off
+//! anyway, a date conversion per line, the shortest-float search for
+//! `latency_ms`; measured in `bench/RESULTS.md`, "Logging plumbing"). [`Text`] and [`Fields`] write
 //! the same bytes as `tracing_subscriber::fmt::format::Full` with
 //! `DefaultFields` and no ANSI colours:
 //!

@@ -81,7 +81,17 @@ async fn serve(loaded: Loaded, json_logs: bool) -> anyhow::Result<ExitCode> {
     crate::auth::bootstrap_consumers(&auth, &config).await?;
     warn_when_nobody_can_sign_in(&auth.admin(), &config).await;
     let authn = authenticator(&config, &auth)?;
+    // The one shutdown signal: SIGINT or SIGTERM cancels it, and every task
+    // follows it (the HTTP servers, subscriptions and `/readyz`, token
+    // maintenance, metrics upkeep, the SIGHUP listener).
     let shutdown = gatehouse_http::CancellationToken::new();
+    tokio::spawn({
+        let shutdown = shutdown.clone();
+        async move {
+            shutdown_signal().await;
+            shutdown.cancel();
+        }
+    });
     let ready_store = store.clone();
     let state = gatehouse_http::AppState {
         graphql,
@@ -92,19 +102,19 @@ async fn serve(loaded: Loaded, json_logs: bool) -> anyhow::Result<ExitCode> {
         base_path: config.base_path.clone(),
         max_body_bytes: usize::try_from(limits.max_body_bytes).unwrap_or(usize::MAX),
         authn: Some(authn.clone()),
-        shutdown: Some(shutdown.clone()),
-        subscriptions: subscription_options(&config.subscriptions),
+        subscriptions: subscription_options(&config.subscriptions, shutdown.clone()),
     };
-    // Open WebSocket and SSE streams end when the shutdown signal arrives.
-    let stream_shutdown = state.subscriptions.shutdown.clone();
     let mut oauth_config =
         gatehouse_oauth::OAuthConfig::new(format!("{issuer}{}", config.base_path));
     oauth_config.rate_per_second = config.limits.token_rate_per_second;
     oauth_config.rate_burst = config.limits.token_rate_burst;
     let oauth =
         gatehouse_oauth::router(gatehouse_oauth::OAuthState::new(auth.clone(), oauth_config));
-    let maintenance =
-        gatehouse_oauth::spawn_maintenance(auth.clone(), std::time::Duration::from_secs(60));
+    let maintenance = gatehouse_oauth::spawn_maintenance(
+        auth.clone(),
+        std::time::Duration::from_secs(60),
+        shutdown.clone(),
+    );
     tracing::info!(%issuer, "authorization server ready");
 
     let rest = gatehouse_rest::router(gatehouse_rest::RestState {
@@ -124,14 +134,14 @@ async fn serve(loaded: Loaded, json_logs: bool) -> anyhow::Result<ExitCode> {
     ));
 
     let metrics = install_metrics(&store)?;
-    let upkeep = metrics.spawn_upkeep(Duration::from_secs(5));
+    let upkeep = metrics.spawn_upkeep(Duration::from_secs(5), shutdown.clone());
     let mut extra = vec![oauth, rest];
     let metrics_server = match &config.metrics.listen {
         None => {
             extra.push(metrics.router());
             None
         }
-        Some(listen) => Some(serve_metrics(listen, &metrics, json_logs).await?),
+        Some(listen) => Some(serve_metrics(listen, &metrics, json_logs, &shutdown).await?),
     };
     let proxies = gatehouse_oauth::TrustedProxies::parse(&config.trusted_proxies)
         .map_err(|e| anyhow::anyhow!("`trusted_proxies`: {e}"))?;
@@ -162,7 +172,12 @@ async fn serve(loaded: Loaded, json_logs: bool) -> anyhow::Result<ExitCode> {
         ),
         _ => None,
     };
-    let reload = spawn_sighup(tls.clone(), config.tls.cert.clone(), config.tls.key.clone());
+    let reload = spawn_sighup(
+        tls.clone(),
+        config.tls.cert.clone(),
+        config.tls.key.clone(),
+        shutdown.clone(),
+    );
 
     // Printed on stdout so scripts and tests can find a port-0 address; in
     // JSON mode the `listening` event (its `url` field) is the only trace.
@@ -209,29 +224,32 @@ async fn serve(loaded: Loaded, json_logs: bool) -> anyhow::Result<ExitCode> {
             result.context("the server task failed")?.context("serving")?;
             return Ok(ExitCode::FAILURE);
         }
-        () = shutdown_signal() => {}
+        () = shutdown.cancelled() => {}
     }
 
-    // Stop accepting, end long-lived streams, let in-flight requests finish
-    // within the budget, then close the store.
+    // The signal has ended long-lived streams and the background tasks:
+    // stop accepting, let in-flight requests finish within the budget, then
+    // close the store.
     let budget = Duration::from_secs(config.shutdown_timeout.0);
     let deadline = tokio::time::Instant::now() + budget;
-    shutdown.cancel();
-    stream_shutdown.trigger();
     handle.graceful_shutdown(Some(budget.saturating_sub(STORE_CLOSE_RESERVE)));
-    if let Some((h, task)) = metrics_server {
-        h.graceful_shutdown(Some(Duration::ZERO));
-        task.abort();
-    }
     match tokio::time::timeout_at(deadline, serving).await {
         Ok(Ok(Ok(()))) => tracing::info!("in-flight requests finished"),
         Ok(Ok(Err(e))) => tracing::warn!(error = %e, "the server stopped with an error"),
         Ok(Err(e)) => tracing::warn!(error = %e, "the server task failed"),
         Err(_) => tracing::warn!("in-flight requests cut off at the shutdown timeout"),
     }
-    maintenance.abort();
-    upkeep.abort();
-    reload.abort();
+    // Each ends by itself on the signal; a purge still running is given
+    // what is left of the budget, not more.
+    for task in [maintenance, upkeep, reload]
+        .into_iter()
+        .chain(metrics_server)
+    {
+        let abort = task.abort_handle();
+        if tokio::time::timeout_at(deadline, task).await.is_err() {
+            abort.abort();
+        }
+    }
     let left = deadline
         .saturating_duration_since(tokio::time::Instant::now())
         .max(STORE_CLOSE_RESERVE);
@@ -369,7 +387,8 @@ async fn serve_metrics(
     listen: &str,
     metrics: &Metrics,
     json_logs: bool,
-) -> anyhow::Result<(Handle<SocketAddr>, tokio::task::JoinHandle<()>)> {
+    shutdown: &gatehouse_http::CancellationToken,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let listener = std::net::TcpListener::bind(listen)
         .with_context(|| format!("cannot listen on {listen} for metrics"))?;
     listener
@@ -388,12 +407,18 @@ async fn serve_metrics(
         .context("serving metrics")?
         .handle(handle.clone());
     let router = metrics.router();
+    // Scrapes are not waited for at shutdown.
+    let cancelled = shutdown.clone().cancelled_owned();
+    tokio::spawn(async move {
+        cancelled.await;
+        handle.graceful_shutdown(Some(Duration::ZERO));
+    });
     let task = tokio::spawn(async move {
         if let Err(e) = server.serve(router.into_make_service()).await {
             tracing::error!(error = %e, "the metrics server stopped");
         }
     });
-    Ok((handle, task))
+    Ok(task)
 }
 
 /// On SIGHUP, reloads the TLS certificate and key from their files (a
@@ -403,6 +428,7 @@ fn spawn_sighup(
     tls: Option<RustlsConfig>,
     cert: Option<PathBuf>,
     key: Option<PathBuf>,
+    shutdown: gatehouse_http::CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         #[cfg(unix)]
@@ -415,7 +441,7 @@ fn spawn_sighup(
                     return;
                 }
             };
-            while hup.recv().await.is_some() {
+            while let Some(Some(())) = shutdown.run_until_cancelled(hup.recv()).await {
                 match (&tls, &cert, &key) {
                     (Some(tls), Some(cert), Some(key)) => {
                         match tls.reload_from_pem_file(cert, key).await {
@@ -432,7 +458,7 @@ fn spawn_sighup(
         }
         #[cfg(not(unix))]
         {
-            let _ = (tls, cert, key);
+            let _ = (tls, cert, key, shutdown);
         }
     })
 }
@@ -440,6 +466,7 @@ fn spawn_sighup(
 /// The `[subscriptions]` section as the HTTP layer takes it.
 fn subscription_options(
     c: &crate::config::SubscriptionsConfig,
+    shutdown: gatehouse_http::CancellationToken,
 ) -> gatehouse_http::SubscriptionOptions {
     use std::time::Duration;
     gatehouse_http::SubscriptionOptions {
@@ -448,6 +475,7 @@ fn subscription_options(
         max_per_connection: usize::try_from(c.max_per_connection).unwrap_or(usize::MAX),
         queue_capacity: usize::try_from(c.queue_capacity).unwrap_or(usize::MAX),
         recheck_interval: Duration::from_secs(c.recheck_interval.0.max(1)),
+        shutdown,
         ..Default::default()
     }
 }

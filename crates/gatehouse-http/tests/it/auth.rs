@@ -74,7 +74,6 @@ async fn start_with(anonymous_read: bool, introspection: Option<IntrospectionCon
             Some(i) => Authenticator::with_introspection(auth.clone(), anonymous_read, i).unwrap(),
             None => Authenticator::new(auth.clone(), anonymous_read),
         }),
-        shutdown: None,
         subscriptions: Default::default(),
     };
     let router = app(state, vec![oauth_router(&auth, &issuer)]);

@@ -55,7 +55,6 @@ pub async fn start_in(db: TestDb, mut opts: GraphqlOptions, max_body_bytes: usiz
         base_path: String::new(),
         max_body_bytes,
         authn: None,
-        shutdown: None,
         subscriptions: Default::default(),
     };
     let served = TestServer::start(app(state, Vec::new())).await;

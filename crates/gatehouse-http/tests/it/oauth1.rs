@@ -72,7 +72,6 @@ async fn start() -> Env {
         base_path: String::new(),
         max_body_bytes: 1 << 20,
         authn: Some(authn.clone()),
-        shutdown: None,
         subscriptions: Default::default(),
     };
     let oauth = oauth_router(&auth, &issuer);

@@ -11,7 +11,7 @@ use futures::{SinkExt, StreamExt};
 use gatehouse_auth::{ManualClock, NewClient};
 use gatehouse_graphql::{Graphql, GraphqlOptions};
 use gatehouse_http::authn::{Authenticator, RestGuard};
-use gatehouse_http::{AppState, Fanout, Shutdown, SubscriptionOptions, app};
+use gatehouse_http::{AppState, CancellationToken, Fanout, SubscriptionOptions, app};
 use gatehouse_schema::Model;
 use gatehouse_store::Store;
 use gatehouse_testkit::{Port, TestDb, example_model, graphql, password_token};
@@ -31,7 +31,7 @@ struct Env {
     base: String,
     client: reqwest::Client,
     clock: Arc<ManualClock>,
-    shutdown: Shutdown,
+    shutdown: CancellationToken,
     /// The server's subscription groups.
     fanout: Fanout,
     _db: Option<TestDb>,
@@ -99,7 +99,6 @@ async fn start_on(
         base_path: String::new(),
         max_body_bytes: 1 << 20,
         authn: Some(authn.clone()),
-        shutdown: None,
         subscriptions,
     };
     let oauth = oauth_router(&auth, &issuer);
@@ -626,7 +625,7 @@ async fn shutdown_closes_sockets_with_1001_and_completes_sse() {
         .await
         .unwrap();
     settle().await;
-    env.shutdown.trigger();
+    env.shutdown.cancel();
     assert_eq!(closed(&mut s).await.0, 1001);
     let mut text = String::new();
     while let Some(chunk) = tokio::time::timeout(WAIT, sse.chunk())
