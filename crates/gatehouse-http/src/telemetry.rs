@@ -210,7 +210,7 @@ fn request_histogram(method: &'static str, route: &str) -> Histogram {
 
 /// Counts a request in [`HTTP_REQUESTS_TOTAL`] and [`HTTP_REQUEST_DURATION`].
 fn record_request(method: &'static str, route: &str, status: StatusCode, seconds: f64) {
-    let recorder = gatehouse_store::metric_handles::recorder_id();
+    let recorder = gatehouse_db::metric_handles::recorder_id();
     HANDLES.with_borrow_mut(|cache| {
         if cache.recorder != recorder {
             cache.routes.clear();

@@ -32,11 +32,12 @@ use serde_json::Value as Json;
 use sqlx::error::ErrorKind;
 use tokio::sync::oneshot;
 
-use crate::db::{Built, Conn, Db, DbRow, unhex};
+use gatehouse_db::{Built, Conn, Db, DbRow};
+
+use crate::Store;
 use crate::error::from_sqlx;
 use crate::migrate::q;
 use crate::value::{Dialect, SqlKind};
-use crate::{Store, StoreError};
 
 const CLIENTS: &str = "_gatehouse_oauth_clients";
 const USERS: &str = "_gatehouse_oauth_users";
@@ -551,7 +552,7 @@ impl SqlAuthRepo {
 
     /// `sql` written with `?` placeholders, for this backend.
     fn built(&self, sql: &str, values: Vec<Value>) -> Built {
-        Built::raw(placeholders(self.dialect(), sql), values)
+        Built::raw(self.dialect().placeholders(sql), values)
     }
 
     async fn fetch(
@@ -584,29 +585,7 @@ impl SqlAuthRepo {
     }
 }
 
-/// Rewrites `?` placeholders as `$1, $2, ...` for PostgreSQL. The SQL here
-/// is fixed text without string literals, so every `?` is a placeholder.
-fn placeholders(d: Dialect, sql: &str) -> String {
-    match d {
-        Dialect::Sqlite => sql.to_string(),
-        Dialect::Postgres => {
-            let mut out = String::with_capacity(sql.len() + 8);
-            let mut n = 0;
-            for ch in sql.chars() {
-                if ch == '?' {
-                    n += 1;
-                    out.push('$');
-                    out.push_str(&n.to_string());
-                } else {
-                    out.push(ch);
-                }
-            }
-            out
-        }
-    }
-}
-
-fn store_err(op: &str, e: StoreError) -> RepoError {
+fn store_err(op: &str, e: impl std::fmt::Display) -> RepoError {
     RepoError::new(format!("{op}: {e}"))
 }
 
@@ -705,7 +684,7 @@ impl Cols {
 
     fn bytes(&mut self) -> Result<Vec<u8>, RepoError> {
         let s = self.string()?;
-        unhex(&s).ok_or_else(|| self.bad("binary"))
+        hex::decode(&s).map_err(|_| self.bad("binary"))
     }
 
     fn list(&mut self) -> Result<Vec<String>, RepoError> {

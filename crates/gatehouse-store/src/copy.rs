@@ -13,7 +13,8 @@
 use sea_query::Value;
 use serde_json::Value as Json;
 
-use crate::db::{Built, Tx};
+use gatehouse_db::{Built, Tx};
+
 use crate::error::from_sqlx;
 use crate::migrate::{EVENTS_TABLE, SCHEMA_TABLE, q};
 use crate::value::{Dialect, SqlKind};
@@ -351,7 +352,7 @@ fn param(d: Dialect, read: SqlKind, write: SqlKind, v: Json) -> Value {
             Json::Number(n) => n.as_i64().map(|i| i != 0),
             _ => None,
         }),
-        SqlKind::Bytes => Value::Bytes(v.as_str().and_then(crate::db::unhex)),
+        SqlKind::Bytes => SqlKind::bytes_param(v.as_str()),
         SqlKind::Json => {
             // A JSON column read as text (an SQLite column of another type) is parsed.
             let v = match (read, v) {

@@ -26,22 +26,17 @@
 
 mod auth;
 mod copy;
-mod db;
 mod error;
 mod feed;
 pub mod json;
-pub mod metric_handles;
 mod migrate;
 mod policy;
 mod query;
-mod sqlite;
 mod store;
 mod value;
-mod wal_index;
 
 pub use auth::SqlAuthRepo;
 pub use copy::{CopiedTable, copy_store};
-pub use db::PoolStats;
 pub use error::StoreError;
 pub use feed::ChangeEvent;
 pub use migrate::{ColumnLayout, Layout, MigrationStep, TableLayout};

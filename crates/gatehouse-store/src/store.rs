@@ -12,7 +12,8 @@ use sqlx::error::ErrorKind;
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
-use crate::db::{Built, Conn, Db, DbRow, Pools};
+use gatehouse_db::{Built, Conn, Db, DbOptions, DbRow, PoolStats, SCHEMA_LOCK};
+
 use crate::error::from_sqlx;
 use crate::feed::{self, ChangeEvent};
 use crate::migrate::{self, Layout, MigrationStep, q};
@@ -113,12 +114,20 @@ impl Store {
         model: Arc<Model>,
         opts: StoreOptions,
     ) -> Result<Store, StoreError> {
-        let db = Db::open(url, &opts).await?;
+        let db = Db::open(
+            url,
+            &DbOptions {
+                max_connections: opts.max_connections,
+                acquire_timeout: opts.acquire_timeout,
+                sqlite_sync_every_commit: opts.sqlite_sync_every_commit,
+            },
+        )
+        .await?;
         let events = Arc::new(feed::Local::new(opts.event_capacity));
         let origin = uuid::Uuid::now_v7().to_string();
         let writes = Arc::new(AtomicU64::new(0));
-        let listener = match &db.pools {
-            Pools::Postgres(pool) => {
+        let listener = match db.pg_pool() {
+            Some(pool) => {
                 let l = feed::listen(pool).await.map_err(from_sqlx)?;
                 Some(tokio::spawn(feed::run_listener(
                     l,
@@ -128,7 +137,7 @@ impl Store {
                     writes.clone(),
                 )))
             }
-            Pools::Sqlite(_) => None,
+            None => None,
         };
         let store = Store {
             inner: Arc::new(Inner {
@@ -155,17 +164,14 @@ impl Store {
 
     /// `"sqlite"` or `"postgres"`.
     pub fn backend(&self) -> &'static str {
-        match self.dialect() {
-            Dialect::Sqlite => "sqlite",
-            Dialect::Postgres => "postgres",
-        }
+        self.dialect().name()
     }
 
     /// How many SQL statements the store has sent since it was opened
     /// (queries and writes, not transaction control or DDL). Tests use it to
     /// prove that relation loading is batched.
     pub fn statements(&self) -> u64 {
-        self.inner.db.statements.load(Ordering::Relaxed)
+        self.inner.db.statements()
     }
 
     /// A receiver of every change committed from now on (bounded: see
@@ -184,7 +190,7 @@ impl Store {
     }
 
     /// The state of the connection pools, for metrics.
-    pub fn pool_stats(&self) -> Vec<crate::PoolStats> {
+    pub fn pool_stats(&self) -> Vec<PoolStats> {
         self.inner.db.pool_stats()
     }
 
@@ -218,9 +224,7 @@ impl Store {
         let mut tx = self.inner.db.begin().await?;
         let mut c = tx.conn();
         if d == Dialect::Postgres {
-            c.ddl("SELECT pg_advisory_xact_lock(7428190341)")
-                .await
-                .map_err(from_sqlx)?;
+            c.ddl(SCHEMA_LOCK).await.map_err(from_sqlx)?;
         }
         migrate::ensure_internal(&mut c, d)
             .await
@@ -317,10 +321,7 @@ impl Store {
         match d {
             Dialect::Sqlite => c.ddl("BEGIN IMMEDIATE").await.map_err(from_sqlx)?,
             // Instances starting together on one database migrate one at a time.
-            Dialect::Postgres => c
-                .ddl("SELECT pg_advisory_xact_lock(7428190341)")
-                .await
-                .map_err(from_sqlx)?,
+            Dialect::Postgres => c.ddl(SCHEMA_LOCK).await.map_err(from_sqlx)?,
         }
         migrate::ensure_internal(c, d).await.map_err(from_sqlx)?;
         let (steps, new, version) = self.compute_plan(c).await?;
@@ -1077,7 +1078,7 @@ impl Store {
     /// policy of `action` for `ctx` (true when that is not filtered).
     async fn matches(
         &self,
-        tx: &mut crate::db::Tx,
+        tx: &mut gatehouse_db::Tx,
         e: &Entity,
         id: &str,
         action: Action,
@@ -1105,7 +1106,7 @@ impl Store {
     /// ids of invisible rows exist.
     async fn check_references(
         &self,
-        tx: &mut crate::db::Tx,
+        tx: &mut gatehouse_db::Tx,
         e: &Entity,
         row: &Row,
         ctx: &AccessContext,
@@ -1197,7 +1198,7 @@ impl Store {
 
     /// Notifies other instances (PostgreSQL, inside the transaction), commits,
     /// then publishes locally.
-    async fn commit(&self, mut tx: crate::db::Tx, ev: ChangeEvent) -> Result<(), StoreError> {
+    async fn commit(&self, mut tx: gatehouse_db::Tx, ev: ChangeEvent) -> Result<(), StoreError> {
         if self.dialect() == Dialect::Postgres {
             let origin = &self.inner.origin;
             let mut payload = feed::payload(origin, &ev);

@@ -39,12 +39,7 @@ impl RowSet {
     }
 }
 
-/// The SQL dialect of a backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Dialect {
-    Sqlite,
-    Postgres,
-}
+pub(crate) use gatehouse_db::{Dialect, SqlKind};
 
 /// What a column holds, as recorded in the applied layout.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -159,22 +154,6 @@ impl std::fmt::Display for ColType {
     }
 }
 
-/// Storage classes, which decide how a column is bound and decoded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SqlKind {
-    Text,
-    Int,
-    Float,
-    Bool,
-    Date,
-    Json,
-    /// `COUNT(*)` and other 64-bit integers.
-    Count,
-    /// Binary values (`BLOB` / `BYTEA`), decoded as a lowercase hex string.
-    /// Only internal tables use them; no Model column is binary.
-    Bytes,
-}
-
 fn type_error(field: &str, expected: &str, got: &Json) -> StoreError {
     let got = match got {
         Json::Null => "null",
@@ -271,20 +250,12 @@ pub(crate) fn check_scalar(
     }
 }
 
-const DATE_FORMAT: &[time::format_description::BorrowedFormatItem<'static>] =
-    time::macros::format_description!("[year]-[month]-[day]");
-
 /// Parses a strict `YYYY-MM-DD` calendar date.
 pub(crate) fn parse_date(text: &str) -> Option<time::Date> {
     if text.len() != 10 {
         return None;
     }
-    time::Date::parse(text, DATE_FORMAT).ok()
-}
-
-/// Formats a date as `YYYY-MM-DD`.
-pub(crate) fn format_date(d: time::Date) -> Result<String, StoreError> {
-    d.format(DATE_FORMAT).map_err(StoreError::internal)
+    time::Date::parse(text, gatehouse_db::DATE_FORMAT).ok()
 }
 
 /// Validates a value for a stored field (null included) and returns it canonical.
@@ -385,7 +356,7 @@ pub(crate) fn to_value(dialect: Dialect, ty: &ColType, v: &Json) -> Value {
         SqlKind::Count => Value::BigInt(v.as_i64()),
         SqlKind::Float => Value::Double(v.as_f64()),
         SqlKind::Bool => Value::Bool(v.as_bool()),
-        SqlKind::Bytes => Value::Bytes(v.as_str().and_then(crate::db::unhex)),
+        SqlKind::Bytes => SqlKind::bytes_param(v.as_str()),
         SqlKind::Json => match (dialect, v) {
             (_, Json::Null) => match dialect {
                 Dialect::Sqlite => Value::String(None),
