@@ -1,5 +1,6 @@
 //! Copying one store into another (`gatehouse copy`): the Model's tables,
-//! then every internal table of the authorization server, between any two
+//! then every internal (`_gatehouse`) table both databases have, such as
+//! the authorization server's (`gatehouse-auth-store`), between any two
 //! backends.
 //!
 //! Data tables are read and written through the Model's column types, so a
@@ -46,7 +47,8 @@ struct Table {
 }
 
 /// Copies every row of `from` into `to` (both opened with the same Model;
-/// `to` migrated). Refuses when any table of the target has rows unless
+/// `to` migrated; internal tables of other owners created on both sides
+/// beforehand). Refuses when any table of the target has rows unless
 /// `replace`, which first deletes them. Calls `progress(table, copied,
 /// total)` after each batch. Verifies at the end that every table has as
 /// many rows in the target as in the source.

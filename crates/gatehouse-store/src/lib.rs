@@ -16,15 +16,11 @@
 //! - Migrations: [`Store::plan`] / [`Store::migrate`]; additive steps run on
 //!   connect, destructive ones need `allow_destructive`.
 //!
-//! - OAuth persistence: [`SqlAuthRepo`] implements `gatehouse_auth::AuthRepo`
-//!   over the same pools, in internal `_gatehouse_oauth_*` tables.
-//!
 //! Only this crate knows SQL. Statements are built with sea-query with every
 //! value bound as a parameter; identifiers come from the Model.
 
 #![warn(missing_docs)]
 
-mod auth;
 mod copy;
 mod error;
 mod feed;
@@ -35,7 +31,6 @@ mod query;
 mod store;
 mod value;
 
-pub use auth::SqlAuthRepo;
 pub use copy::{CopiedTable, copy_store};
 pub use error::StoreError;
 pub use feed::ChangeEvent;

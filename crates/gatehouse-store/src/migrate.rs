@@ -552,7 +552,7 @@ pub(crate) async fn ensure_internal(
         ))
         .await?;
     }
-    crate::auth::ensure_tables(conn, dialect).await
+    Ok(())
 }
 
 /// The last recorded layout and its version (empty and 0 when none).

@@ -208,8 +208,9 @@ impl Store {
         self.inner.db.dialect()
     }
 
-    /// The connection pools, for the internal tables' repositories.
-    pub(crate) fn db(&self) -> &Db {
+    /// The database the store runs on, for the repositories that keep
+    /// their own tables in it (`gatehouse-auth-store`).
+    pub fn db(&self) -> &Db {
         &self.inner.db
     }
 
