@@ -32,10 +32,11 @@ use async_graphql::{Name, Value, Variables};
 use async_graphql_value::Value as InputValue;
 use futures::future::BoxFuture;
 use gatehouse_auth::Principal;
+use gatehouse_json as json;
 use gatehouse_schema::{
     Binding, Entity, FieldKind, ListBinding, Model, RootField, Scalar, TypeRef,
 };
-use gatehouse_store::{AccessContext, JoinOne, ListQuery, PreparedList, RowSet, json};
+use gatehouse_store::{AccessContext, JoinOne, ListQuery, PreparedList, RowSet};
 use serde_json::Value as Json;
 
 use crate::args;

@@ -24,7 +24,6 @@
 mod copy;
 mod error;
 mod feed;
-pub mod json;
 mod migrate;
 mod policy;
 mod query;
