@@ -1,8 +1,8 @@
 //! The [`Store`]: every operation GraphQL and REST need, over either backend.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use gatehouse_schema::{AccessContext, Action, ChangeKind, Entity, FieldKind, Model};
@@ -86,16 +86,19 @@ struct Inner {
     /// Bumped after every write of this instance and every change another
     /// instance announces: a count taken before a bump is stale.
     writes: Arc<AtomicU64>,
-    /// `entity \0 filter` -> (writes generation, when, count); see [`Store::count`].
-    counts: Mutex<HashMap<String, (u64, Instant, u64)>>,
+    /// `entity \0 filter \0 caller` -> (writes generation, when the count
+    /// began, count); see [`Store::count`]. Why: REST lists answer
+    /// `X-Total-Count`, so every page would also count the whole filtered
+    /// table, which costs more than reading the page.
+    counts: moka::sync::Cache<String, (u64, Instant, u64)>,
 }
 
 /// How long a cached count is trusted without a write being seen: bounds
 /// staleness when a change is not announced (a write made outside gatehouse,
 /// a notification lost while the listener reconnects).
 const COUNT_CACHE_TTL: Duration = Duration::from_secs(1);
-/// Counts kept at most; the cache is cleared when full.
-const COUNT_CACHE_MAX: usize = 1024;
+/// Counts kept at most.
+const COUNT_CACHE_MAX: u64 = 1024;
 
 impl Drop for Inner {
     fn drop(&mut self) {
@@ -148,7 +151,10 @@ impl Store {
                 listener,
                 internal_ready: AtomicBool::new(false),
                 writes,
-                counts: Mutex::new(HashMap::new()),
+                counts: moka::sync::Cache::builder()
+                    .max_capacity(COUNT_CACHE_MAX)
+                    .time_to_live(COUNT_CACHE_TTL)
+                    .build(),
             }),
         };
         if opts.migrate {
@@ -650,22 +656,18 @@ impl Store {
         };
         let key = format!("{entity}\0{filter:?}\0{caller}");
         let generation = self.inner.writes.load(Ordering::SeqCst);
-        if let Ok(counts) = self.inner.counts.lock()
-            && let Some((g, at, n)) = counts.get(&key)
-            && *g == generation
+        // The cache's own time-to-live runs from the insert; the count is
+        // as old as the statement's start, which is what is checked.
+        if let Some((g, at, n)) = self.inner.counts.get(&key)
+            && g == generation
             && at.elapsed() < COUNT_CACHE_TTL
         {
-            return Ok(*n);
+            return Ok(n);
         }
         let at = Instant::now();
         let n = self.count_rows(ctx, e, filter).await?;
-        if self.inner.writes.load(Ordering::SeqCst) == generation
-            && let Ok(mut counts) = self.inner.counts.lock()
-        {
-            if counts.len() >= COUNT_CACHE_MAX {
-                counts.clear();
-            }
-            counts.insert(key, (generation, at, n));
+        if self.inner.writes.load(Ordering::SeqCst) == generation {
+            self.inner.counts.insert(key, (generation, at, n));
         }
         Ok(n)
     }
