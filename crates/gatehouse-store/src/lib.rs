@@ -16,8 +16,10 @@
 //! - Migrations: [`Store::plan`] / [`Store::migrate`]; additive steps run on
 //!   connect, destructive ones need `allow_destructive`.
 //!
-//! Only this crate knows SQL. Statements are built with sea-query with every
-//! value bound as a parameter; identifiers come from the Model.
+//! Only this crate writes SQL about the Model's entities. Statements are
+//! built with sea-query with every value bound as a parameter; identifiers
+//! come from the Model. Connections and dialects are `gatehouse-db`'s; the
+//! OAuth tables, in the same database, are `gatehouse-auth-store`'s.
 
 #![warn(missing_docs)]
 
