@@ -377,8 +377,8 @@ impl Graphql {
 
 thread_local! {
     /// `gatehouse_graphql_operations_total` by operation kind and outcome.
-    static OPERATIONS: std::cell::RefCell<gatehouse_store::metric_handles::Handles<metrics::Counter>> =
-        const { std::cell::RefCell::new(gatehouse_store::metric_handles::Handles::new()) };
+    static OPERATIONS: std::cell::RefCell<gatehouse_db::metric_handles::Handles<metrics::Counter>> =
+        const { std::cell::RefCell::new(gatehouse_db::metric_handles::Handles::new()) };
 }
 
 /// Counts one operation in `gatehouse_graphql_operations_total`.

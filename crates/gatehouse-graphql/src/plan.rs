@@ -32,11 +32,12 @@ use async_graphql::{Name, Value, Variables};
 use async_graphql_value::Value as InputValue;
 use futures::future::BoxFuture;
 use gatehouse_auth::Principal;
+use gatehouse_json as json;
 use gatehouse_schema::{
     Binding, Entity, FieldKind, ListBinding, Model, RootField, Scalar, TypeLayer, TypeRef,
     ValueType,
 };
-use gatehouse_store::{AccessContext, JoinOne, ListQuery, PreparedList, RowSet, json};
+use gatehouse_store::{AccessContext, JoinOne, ListQuery, PreparedList, RowSet};
 use quick_cache::sync::Cache;
 use serde_json::Value as Json;
 

@@ -222,7 +222,7 @@ fn request_histogram(method: &'static str, route: &str) -> Histogram {
 
 /// Counts a request in [`HTTP_REQUESTS_TOTAL`] and [`HTTP_REQUEST_DURATION`].
 fn record_request(method: &'static str, route: &str, status: StatusCode, seconds: f64) {
-    let recorder = gatehouse_store::metric_handles::recorder_id();
+    let recorder = gatehouse_db::metric_handles::recorder_id();
     let key = RouteRef {
         recorder,
         route,

@@ -1,5 +1,6 @@
 //! Copying one store into another (`gatehouse copy`): the Model's tables,
-//! then every internal table of the authorization server, between any two
+//! then every internal (`_gatehouse`) table both databases have, such as
+//! the authorization server's (`gatehouse-auth-store`), between any two
 //! backends.
 //!
 //! Data tables are read and written through the Model's column types, so a
@@ -13,7 +14,8 @@
 use sea_query::Value;
 use serde_json::Value as Json;
 
-use crate::db::{Built, Tx};
+use gatehouse_db::{Built, Tx};
+
 use crate::error::from_sqlx;
 use crate::migrate::{EVENTS_TABLE, SCHEMA_TABLE, q};
 use crate::value::{Dialect, SqlKind};
@@ -45,7 +47,8 @@ struct Table {
 }
 
 /// Copies every row of `from` into `to` (both opened with the same Model;
-/// `to` migrated). Refuses when any table of the target has rows unless
+/// `to` migrated; internal tables of other owners created on both sides
+/// beforehand). Refuses when any table of the target has rows unless
 /// `replace`, which first deletes them. Calls `progress(table, copied,
 /// total)` after each batch. Verifies at the end that every table has as
 /// many rows in the target as in the source.
@@ -351,7 +354,7 @@ fn param(d: Dialect, read: SqlKind, write: SqlKind, v: Json) -> Value {
             Json::Number(n) => n.as_i64().map(|i| i != 0),
             _ => None,
         }),
-        SqlKind::Bytes => Value::Bytes(v.as_str().and_then(crate::db::unhex)),
+        SqlKind::Bytes => SqlKind::bytes_param(v.as_str()),
         SqlKind::Json => {
             // A JSON column read as text (an SQLite column of another type) is parsed.
             let v = match (read, v) {

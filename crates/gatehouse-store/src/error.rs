@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use gatehouse_db::DbError;
+
 /// Everything a store operation can fail with.
 ///
 /// The `Display` text of every variant except [`StoreError::Internal`] is safe
@@ -55,9 +57,6 @@ pub enum StoreError {
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
-/// Longest cause text [`StoreError::internal`] logs and keeps.
-const MAX_LOGGED_CAUSE: usize = 1024;
-
 fn render_refused(steps: &[String]) -> String {
     let mut s = String::from(
         "the schema change needs destructive migration steps; review the plan and run \
@@ -93,23 +92,10 @@ impl StoreError {
         }
     }
 
-    /// An [`StoreError::Internal`] from any displayable cause; the cause is logged here.
+    /// An [`StoreError::Internal`] from any displayable cause; the cause is
+    /// logged here (shortened, as the database layer logs its own).
     pub fn internal(cause: impl fmt::Display) -> Self {
-        let mut text = cause.to_string();
-        // A driver's message can quote a whole statement (one of 50,000
-        // placeholders is 100 KB): keep log lines short. Statements never
-        // hold values (they are bound), and values are never logged.
-        if text.len() > MAX_LOGGED_CAUSE {
-            let mut end = MAX_LOGGED_CAUSE;
-            while !text.is_char_boundary(end) {
-                end -= 1;
-            }
-            let total = text.len();
-            text.truncate(end);
-            text.push_str(&format!("… ({total} bytes in all)"));
-        }
-        tracing::error!(error = %text, "internal storage error");
-        StoreError::Internal(text.into())
+        StoreError::from(DbError::internal(cause))
     }
 
     /// A stable machine-readable code for the variant.
@@ -126,37 +112,19 @@ impl StoreError {
     }
 }
 
-/// Maps driver errors that are not about the data (constraint violations are
-/// classified by the caller, which knows the entity and the operation).
-pub(crate) fn from_sqlx(e: sqlx::Error) -> StoreError {
-    match e {
-        sqlx::Error::PoolTimedOut
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::Io(_)
-        | sqlx::Error::Tls(_) => {
-            tracing::warn!(error = %e, "storage unavailable");
-            StoreError::Unavailable
+impl From<DbError> for StoreError {
+    fn from(e: DbError) -> Self {
+        match e {
+            DbError::Unavailable => StoreError::Unavailable,
+            DbError::Invalid { field, message } => StoreError::Invalid { field, message },
+            DbError::Internal(cause) => StoreError::Internal(cause),
         }
-        sqlx::Error::Database(ref db) if is_unavailable_code(db.code().as_deref()) => {
-            tracing::warn!(error = %e, "storage unavailable");
-            StoreError::Unavailable
-        }
-        // PostgreSQL class 22 (data exception): a value the database refuses,
-        // such as NUL in a lookup key, is the client's mistake, not a fault.
-        sqlx::Error::Database(ref db) if db.code().is_some_and(|c| c.starts_with("22")) => {
-            tracing::info!(error = %db, "value refused by the database");
-            StoreError::invalid("value", db.message().to_string())
-        }
-        other => StoreError::internal(other),
     }
 }
 
-/// SQLite BUSY/LOCKED (5, 6 and their extended codes) and PostgreSQL
-/// connection / shutdown classes (08xxx, 57Pxx, 53xxx) mean "try again later".
-fn is_unavailable_code(code: Option<&str>) -> bool {
-    let Some(code) = code else { return false };
-    if let Ok(n) = code.parse::<i32>() {
-        return matches!(n & 0xff, 5 | 6);
-    }
-    code.starts_with("08") || code.starts_with("57P") || code.starts_with("53")
+/// Maps driver errors that are not about the data (constraint violations are
+/// classified by the caller, which knows the entity and the operation); the
+/// classification is the database layer's ([`DbError`]'s `From<sqlx::Error>`).
+pub(crate) fn from_sqlx(e: sqlx::Error) -> StoreError {
+    StoreError::from(DbError::from(e))
 }

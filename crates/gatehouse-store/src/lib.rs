@@ -16,32 +16,23 @@
 //! - Migrations: [`Store::plan`] / [`Store::migrate`]; additive steps run on
 //!   connect, destructive ones need `allow_destructive`.
 //!
-//! - OAuth persistence: [`SqlAuthRepo`] implements `gatehouse_auth::AuthRepo`
-//!   over the same pools, in internal `_gatehouse_oauth_*` tables.
-//!
-//! Only this crate knows SQL. Statements are built with sea-query with every
-//! value bound as a parameter; identifiers come from the Model.
+//! Only this crate writes SQL about the Model's entities. Statements are
+//! built with sea-query with every value bound as a parameter; identifiers
+//! come from the Model. Connections and dialects are `gatehouse-db`'s; the
+//! OAuth tables, in the same database, are `gatehouse-auth-store`'s.
 
 #![warn(missing_docs)]
 
-mod auth;
 mod copy;
-mod db;
 mod error;
 mod feed;
-pub mod json;
-pub mod metric_handles;
 mod migrate;
 mod policy;
 mod query;
-mod sqlite;
 mod store;
 mod value;
-mod wal_index;
 
-pub use auth::SqlAuthRepo;
 pub use copy::{CopiedTable, copy_store};
-pub use db::PoolStats;
 pub use error::StoreError;
 pub use feed::ChangeEvent;
 pub use migrate::{ColumnLayout, Layout, MigrationStep, TableLayout};

@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
 use crate::StoreError;
-use crate::db::{Built, Conn};
 use crate::value::{ColType, Dialect, SqlKind};
+use gatehouse_db::{Built, Conn};
 
 /// The internal table recording applied layouts (the `_gatehouse` prefix is reserved).
 pub(crate) const SCHEMA_TABLE: &str = "_gatehouse_schema";
@@ -448,9 +448,7 @@ pub(crate) fn plan(
     steps
 }
 
-pub(crate) fn q(ident: &str) -> String {
-    format!("\"{}\"", ident.replace('"', "\"\""))
-}
+pub(crate) use gatehouse_db::q;
 
 fn lit(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
@@ -554,7 +552,7 @@ pub(crate) async fn ensure_internal(
         ))
         .await?;
     }
-    crate::auth::ensure_tables(conn, dialect).await
+    Ok(())
 }
 
 /// The last recorded layout and its version (empty and 0 when none).

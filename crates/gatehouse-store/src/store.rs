@@ -1,8 +1,8 @@
 //! The [`Store`]: every operation GraphQL and REST need, over either backend.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use gatehouse_schema::{AccessContext, Action, ChangeKind, Entity, FieldKind, Model};
@@ -12,7 +12,8 @@ use sqlx::error::ErrorKind;
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
-use crate::db::{Built, Conn, Db, DbRow, Pools};
+use gatehouse_db::{Built, Conn, Db, DbOptions, DbRow, PoolStats, SCHEMA_LOCK};
+
 use crate::error::from_sqlx;
 use crate::feed::{self, ChangeEvent};
 use crate::migrate::{self, Layout, MigrationStep, q};
@@ -85,15 +86,18 @@ struct Inner {
     /// Bumped after every write of this instance and every change another
     /// instance announces: a count taken before a bump is stale.
     writes: Arc<AtomicU64>,
-    /// `entity \0 filter` -> (writes generation, when, count); see [`Store::count`].
-    counts: Mutex<HashMap<String, (u64, Instant, u64)>>,
+    /// `entity \0 filter \0 caller` -> (writes generation, when the count
+    /// began, count); see [`Store::count`]. Why: REST lists answer
+    /// `X-Total-Count`, so every page would also count the whole filtered
+    /// table, which costs more than reading the page.
+    counts: quick_cache::sync::Cache<String, (u64, Instant, u64)>,
 }
 
 /// How long a cached count is trusted without a write being seen: bounds
 /// staleness when a change is not announced (a write made outside gatehouse,
 /// a notification lost while the listener reconnects).
 const COUNT_CACHE_TTL: Duration = Duration::from_secs(1);
-/// Counts kept at most; the cache is cleared when full.
+/// Counts kept at most.
 const COUNT_CACHE_MAX: usize = 1024;
 
 impl Drop for Inner {
@@ -113,12 +117,20 @@ impl Store {
         model: Arc<Model>,
         opts: StoreOptions,
     ) -> Result<Store, StoreError> {
-        let db = Db::open(url, &opts).await?;
+        let db = Db::open(
+            url,
+            &DbOptions {
+                max_connections: opts.max_connections,
+                acquire_timeout: opts.acquire_timeout,
+                sqlite_sync_every_commit: opts.sqlite_sync_every_commit,
+            },
+        )
+        .await?;
         let events = Arc::new(feed::Local::new(opts.event_capacity));
         let origin = uuid::Uuid::now_v7().to_string();
         let writes = Arc::new(AtomicU64::new(0));
-        let listener = match &db.pools {
-            Pools::Postgres(pool) => {
+        let listener = match db.pg_pool() {
+            Some(pool) => {
                 let l = feed::listen(pool).await.map_err(from_sqlx)?;
                 Some(tokio::spawn(feed::run_listener(
                     l,
@@ -128,7 +140,7 @@ impl Store {
                     writes.clone(),
                 )))
             }
-            Pools::Sqlite(_) => None,
+            None => None,
         };
         let store = Store {
             inner: Arc::new(Inner {
@@ -139,7 +151,7 @@ impl Store {
                 listener,
                 internal_ready: AtomicBool::new(false),
                 writes,
-                counts: Mutex::new(HashMap::new()),
+                counts: quick_cache::sync::Cache::new(COUNT_CACHE_MAX),
             }),
         };
         if opts.migrate {
@@ -155,17 +167,14 @@ impl Store {
 
     /// `"sqlite"` or `"postgres"`.
     pub fn backend(&self) -> &'static str {
-        match self.dialect() {
-            Dialect::Sqlite => "sqlite",
-            Dialect::Postgres => "postgres",
-        }
+        self.dialect().name()
     }
 
     /// How many SQL statements the store has sent since it was opened
     /// (queries and writes, not transaction control or DDL). Tests use it to
     /// prove that relation loading is batched.
     pub fn statements(&self) -> u64 {
-        self.inner.db.statements.load(Ordering::Relaxed)
+        self.inner.db.statements()
     }
 
     /// A receiver of every change committed from now on (bounded: see
@@ -184,7 +193,7 @@ impl Store {
     }
 
     /// The state of the connection pools, for metrics.
-    pub fn pool_stats(&self) -> Vec<crate::PoolStats> {
+    pub fn pool_stats(&self) -> Vec<PoolStats> {
         self.inner.db.pool_stats()
     }
 
@@ -202,8 +211,9 @@ impl Store {
         self.inner.db.dialect()
     }
 
-    /// The connection pools, for the internal tables' repositories.
-    pub(crate) fn db(&self) -> &Db {
+    /// The database the store runs on, for the repositories that keep
+    /// their own tables in it (`gatehouse-auth-store`).
+    pub fn db(&self) -> &Db {
         &self.inner.db
     }
 
@@ -218,9 +228,7 @@ impl Store {
         let mut tx = self.inner.db.begin().await?;
         let mut c = tx.conn();
         if d == Dialect::Postgres {
-            c.ddl("SELECT pg_advisory_xact_lock(7428190341)")
-                .await
-                .map_err(from_sqlx)?;
+            c.ddl(SCHEMA_LOCK).await.map_err(from_sqlx)?;
         }
         migrate::ensure_internal(&mut c, d)
             .await
@@ -317,10 +325,7 @@ impl Store {
         match d {
             Dialect::Sqlite => c.ddl("BEGIN IMMEDIATE").await.map_err(from_sqlx)?,
             // Instances starting together on one database migrate one at a time.
-            Dialect::Postgres => c
-                .ddl("SELECT pg_advisory_xact_lock(7428190341)")
-                .await
-                .map_err(from_sqlx)?,
+            Dialect::Postgres => c.ddl(SCHEMA_LOCK).await.map_err(from_sqlx)?,
         }
         migrate::ensure_internal(c, d).await.map_err(from_sqlx)?;
         let (steps, new, version) = self.compute_plan(c).await?;
@@ -648,22 +653,18 @@ impl Store {
         };
         let key = format!("{entity}\0{filter:?}\0{caller}");
         let generation = self.inner.writes.load(Ordering::SeqCst);
-        if let Ok(counts) = self.inner.counts.lock()
-            && let Some((g, at, n)) = counts.get(&key)
-            && *g == generation
+        // Freshness is part of the value (as for every cache here): the
+        // count is as old as the statement's start, which is what is checked.
+        if let Some((g, at, n)) = self.inner.counts.get(&key)
+            && g == generation
             && at.elapsed() < COUNT_CACHE_TTL
         {
-            return Ok(*n);
+            return Ok(n);
         }
         let at = Instant::now();
         let n = self.count_rows(ctx, e, filter).await?;
-        if self.inner.writes.load(Ordering::SeqCst) == generation
-            && let Ok(mut counts) = self.inner.counts.lock()
-        {
-            if counts.len() >= COUNT_CACHE_MAX {
-                counts.clear();
-            }
-            counts.insert(key, (generation, at, n));
+        if self.inner.writes.load(Ordering::SeqCst) == generation {
+            self.inner.counts.insert(key, (generation, at, n));
         }
         Ok(n)
     }
@@ -1077,7 +1078,7 @@ impl Store {
     /// policy of `action` for `ctx` (true when that is not filtered).
     async fn matches(
         &self,
-        tx: &mut crate::db::Tx,
+        tx: &mut gatehouse_db::Tx,
         e: &Entity,
         id: &str,
         action: Action,
@@ -1105,7 +1106,7 @@ impl Store {
     /// ids of invisible rows exist.
     async fn check_references(
         &self,
-        tx: &mut crate::db::Tx,
+        tx: &mut gatehouse_db::Tx,
         e: &Entity,
         row: &Row,
         ctx: &AccessContext,
@@ -1197,7 +1198,7 @@ impl Store {
 
     /// Notifies other instances (PostgreSQL, inside the transaction), commits,
     /// then publishes locally.
-    async fn commit(&self, mut tx: crate::db::Tx, ev: ChangeEvent) -> Result<(), StoreError> {
+    async fn commit(&self, mut tx: gatehouse_db::Tx, ev: ChangeEvent) -> Result<(), StoreError> {
         if self.dialect() == Dialect::Postgres {
             let origin = &self.inner.origin;
             let mut payload = feed::payload(origin, &ev);

@@ -39,12 +39,7 @@ impl RowSet {
     }
 }
 
-/// The SQL dialect of a backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Dialect {
-    Sqlite,
-    Postgres,
-}
+pub(crate) use gatehouse_db::{Dialect, SqlKind};
 
 /// What a column holds, as recorded in the applied layout.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -164,22 +159,6 @@ impl std::fmt::Display for ColType {
     }
 }
 
-/// Storage classes, which decide how a column is bound and decoded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SqlKind {
-    Text,
-    Int,
-    Float,
-    Bool,
-    Date,
-    Json,
-    /// `COUNT(*)` and other 64-bit integers.
-    Count,
-    /// Binary values (`BLOB` / `BYTEA`), decoded as a lowercase hex string.
-    /// Only internal tables use them; no Model column is binary.
-    Bytes,
-}
-
 /// Validates one non-null scalar or enum value and returns its canonical
 /// JSON ([`Model::check_value`]); `field` names it in the error.
 pub(crate) fn check_scalar(
@@ -192,14 +171,6 @@ pub(crate) fn check_scalar(
         .check_value(ty, v)
         .map(std::borrow::Cow::into_owned)
         .map_err(|e| StoreError::invalid(field, e.to_string()))
-}
-
-const DATE_FORMAT: &[time::format_description::BorrowedFormatItem<'static>] =
-    time::macros::format_description!("[year]-[month]-[day]");
-
-/// Formats a date as `YYYY-MM-DD`.
-pub(crate) fn format_date(d: time::Date) -> Result<String, StoreError> {
-    d.format(DATE_FORMAT).map_err(StoreError::internal)
 }
 
 /// Validates a value for a stored field (null included) and returns it
@@ -254,7 +225,7 @@ pub(crate) fn to_value(dialect: Dialect, ty: &ColType, v: &Json) -> Value {
         SqlKind::Count => Value::BigInt(v.as_i64()),
         SqlKind::Float => Value::Double(v.as_f64()),
         SqlKind::Bool => Value::Bool(v.as_bool()),
-        SqlKind::Bytes => Value::Bytes(v.as_str().and_then(crate::db::unhex)),
+        SqlKind::Bytes => SqlKind::bytes_param(v.as_str()),
         SqlKind::Json => match (dialect, v) {
             (_, Json::Null) => match dialect {
                 Dialect::Sqlite => Value::String(None),

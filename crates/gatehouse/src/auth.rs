@@ -99,7 +99,7 @@ pub fn auth_config(config: &Config, issuer: &str) -> AuthConfig {
 
 /// The repository of clients, users, keys and tokens, in the store.
 pub fn repo(store: &gatehouse_store::Store) -> Arc<dyn AuthRepo> {
-    Arc::new(gatehouse_store::SqlAuthRepo::new(store.clone()))
+    Arc::new(gatehouse_auth_store::SqlAuthRepo::new(store.db().clone()))
 }
 
 /// Starts the authorization server (loads or creates signing keys).

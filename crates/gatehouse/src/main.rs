@@ -338,6 +338,14 @@ fn copy(args: &CopyArgs) -> anyhow::Result<ExitCode> {
         )
         .await
         .map_err(|e| anyhow::anyhow!("opening the target {}: {e}", redact_url(&args.to)))?;
+        // The OAuth tables are not the store's: make sure both sides have
+        // them, so that they are copied with the other internal tables.
+        for (store, url) in [(&source, &args.from), (&target, &args.to)] {
+            gatehouse_auth_store::SqlAuthRepo::new(store.db().clone())
+                .ensure_tables()
+                .await
+                .map_err(|e| anyhow::anyhow!("opening {}: {e}", redact_url(url)))?;
+        }
         let terminal = std::io::stderr().is_terminal();
         let mut progress = |table: &str, done: u64, total: u64| {
             if terminal {

@@ -13,6 +13,7 @@ const NOT_ROW_ACCESS: &[&str] = &[
     "subscribe",
     "ping",
     "pool_stats",
+    "db",
     "close",
     "plan",
     "schema_version",

@@ -5,7 +5,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod access;
-mod auth;
 mod common;
 mod crud;
 mod durability;

@@ -1,6 +1,7 @@
 //! [`SqlAuthRepo`]: the OAuth persistence of `gatehouse-auth`
-//! ([`AuthRepo`]) over the store's pools, so that every instance on one
-//! PostgreSQL database shares clients, users, signing keys and token records.
+//! ([`AuthRepo`]) in the instance's database (`gatehouse-db`, the pools the
+//! entity store uses too), so that every instance on one PostgreSQL
+//! database shares clients, users, signing keys and token records.
 //!
 //! One internal table per record type (the `_gatehouse` prefix is reserved,
 //! so the Model's tables never clash and migration plans never list them):
@@ -20,6 +21,8 @@
 //! (READ COMMITTED), SQLite runs one writer at a time, so of two racing
 //! requests exactly one sees a changed row.
 
+#![warn(missing_docs)]
+
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
@@ -27,16 +30,11 @@ use gatehouse_auth::{
     AuthRepo, ClientRecord, ConsumerRecord, KeyRecord, OAuth1TokenKind, OAuth1TokenRecord,
     RepoError, TokenKind, TokenRecord, UserRecord,
 };
+use gatehouse_db::{Built, Conn, Db, DbError, DbRow, Dialect, SCHEMA_LOCK, SqlKind, q};
 use sea_query::Value;
 use serde_json::Value as Json;
 use sqlx::error::ErrorKind;
-use tokio::sync::oneshot;
-
-use crate::db::{Built, Conn, Db, DbRow, unhex};
-use crate::error::from_sqlx;
-use crate::migrate::q;
-use crate::value::{Dialect, SqlKind};
-use crate::{Store, StoreError};
+use tokio::sync::{OnceCell, oneshot};
 
 const CLIENTS: &str = "_gatehouse_oauth_clients";
 const USERS: &str = "_gatehouse_oauth_users";
@@ -48,9 +46,9 @@ const OAUTH1_TOKENS: &str = "_gatehouse_oauth1_tokens";
 /// replay, on one instance or many.
 const NONCES: &str = "_gatehouse_oauth1_nonces";
 
-/// Creates the OAuth tables and their indexes when missing (called with the
-/// other internal tables, under the migration lock).
-pub(crate) async fn ensure_tables(conn: &mut Conn<'_>, d: Dialect) -> Result<(), sqlx::Error> {
+/// Creates the OAuth tables and their indexes when missing (under the
+/// schema lock, [`SqlAuthRepo::ensure_tables`]).
+async fn create_tables(conn: &mut Conn<'_>, d: Dialect) -> Result<(), sqlx::Error> {
     // Byte-wise collation on PostgreSQL so "ordered by id" means the same
     // thing as on SQLite and in `MemoryRepo`.
     let text = match d {
@@ -183,12 +181,14 @@ fn index(table: &str, column: &str) -> String {
 /// The [`AuthRepo`] of a gatehouse instance, in the same database as its
 /// data. Cheap to clone.
 ///
-/// The tables are created when [`Store::connect`] migrates; a store opened
-/// without migrating gets them on the repository's first use.
+/// The tables are created on the repository's first use, or by
+/// [`SqlAuthRepo::ensure_tables`].
 #[derive(Debug, Clone)]
 pub struct SqlAuthRepo {
-    store: Store,
+    db: Db,
     tokens: Arc<TokenWriter>,
+    /// Set once this repository has made sure its tables exist.
+    ready: Arc<OnceCell<()>>,
 }
 
 /// Most token records committed in one transaction.
@@ -343,10 +343,37 @@ const OAUTH1_TOKEN_KINDS: &[SqlKind] = &[
 ];
 
 impl SqlAuthRepo {
-    /// The repository over `store`'s database.
-    pub fn new(store: Store) -> SqlAuthRepo {
-        let tokens = Arc::new(TokenWriter::new(store.db().dialect()));
-        SqlAuthRepo { store, tokens }
+    /// The repository over `db` (the database the entity store opened:
+    /// `Store::db`).
+    pub fn new(db: Db) -> SqlAuthRepo {
+        let tokens = Arc::new(TokenWriter::new(db.dialect()));
+        SqlAuthRepo {
+            db,
+            tokens,
+            ready: Arc::new(OnceCell::new()),
+        }
+    }
+
+    /// Creates the OAuth tables when missing and adds columns added since
+    /// they were created, one instance at a time (PostgreSQL: the schema
+    /// lock migrations take; SQLite: the write lock). Done once per
+    /// repository; every method calls it first, and `gatehouse copy` calls
+    /// it on both sides so that the tables are copied.
+    pub async fn ensure_tables(&self) -> Result<(), DbError> {
+        self.ready
+            .get_or_try_init(|| async {
+                let d = self.dialect();
+                let mut tx = self.db.begin().await?;
+                let mut c = tx.conn();
+                if d == Dialect::Postgres {
+                    c.ddl(SCHEMA_LOCK).await?;
+                }
+                create_tables(&mut c, d).await?;
+                tx.commit().await?;
+                Ok::<(), DbError>(())
+            })
+            .await
+            .map(|_| ())
     }
 
     /// Starts a flusher for the queue: on SQLite on a blocking-pool thread
@@ -533,25 +560,23 @@ impl SqlAuthRepo {
     }
 
     fn db(&self) -> &Db {
-        self.store.db()
+        &self.db
     }
 
     fn dialect(&self) -> Dialect {
         self.db().dialect()
     }
 
-    /// Makes sure the tables exist: a no-op once the store has migrated or
-    /// created them, so only a store opened without migrating pays for it.
+    /// Makes sure the tables exist: a no-op after the first call.
     async fn ready(&self) -> Result<(), RepoError> {
-        self.store
-            .ensure_internal_tables()
+        self.ensure_tables()
             .await
             .map_err(|e| RepoError::new(format!("creating the OAuth tables: {e}")))
     }
 
     /// `sql` written with `?` placeholders, for this backend.
     fn built(&self, sql: &str, values: Vec<Value>) -> Built {
-        Built::raw(placeholders(self.dialect(), sql), values)
+        Built::raw(self.dialect().placeholders(sql), values)
     }
 
     async fn fetch(
@@ -584,29 +609,7 @@ impl SqlAuthRepo {
     }
 }
 
-/// Rewrites `?` placeholders as `$1, $2, ...` for PostgreSQL. The SQL here
-/// is fixed text without string literals, so every `?` is a placeholder.
-fn placeholders(d: Dialect, sql: &str) -> String {
-    match d {
-        Dialect::Sqlite => sql.to_string(),
-        Dialect::Postgres => {
-            let mut out = String::with_capacity(sql.len() + 8);
-            let mut n = 0;
-            for ch in sql.chars() {
-                if ch == '?' {
-                    n += 1;
-                    out.push('$');
-                    out.push_str(&n.to_string());
-                } else {
-                    out.push(ch);
-                }
-            }
-            out
-        }
-    }
-}
-
-fn store_err(op: &str, e: StoreError) -> RepoError {
+fn store_err(op: &str, e: impl std::fmt::Display) -> RepoError {
     RepoError::new(format!("{op}: {e}"))
 }
 
@@ -619,7 +622,7 @@ fn sqlx_err(op: &str, e: sqlx::Error) -> RepoError {
     {
         return RepoError::new(format!("{op}: duplicate id"));
     }
-    store_err(op, from_sqlx(e))
+    store_err(op, DbError::from(e))
 }
 
 fn text(v: impl Into<String>) -> Value {
@@ -705,7 +708,7 @@ impl Cols {
 
     fn bytes(&mut self) -> Result<Vec<u8>, RepoError> {
         let s = self.string()?;
-        unhex(&s).ok_or_else(|| self.bad("binary"))
+        hex::decode(&s).map_err(|_| self.bad("binary"))
     }
 
     fn list(&mut self) -> Result<Vec<String>, RepoError> {

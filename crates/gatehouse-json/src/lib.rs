@@ -1,5 +1,5 @@
-//! Writing stored values as JSON text, byte for byte as `serde_json` writes
-//! them, for the response writers that copy rows straight into a body (the
+//! Writing values as JSON text, byte for byte as `serde_json` writes them,
+//! for the response writers that copy stored rows straight into a body (the
 //! planned GraphQL executor, REST lists).
 //!
 //! Why not `serde_json::to_writer`: it escapes a string one byte at a time
@@ -9,6 +9,8 @@
 //! Stored text rarely holds a character JSON must escape, so a string is
 //! first checked in blocks the compiler turns into vector compares, and
 //! copied as it is when clean; otherwise `serde_json` writes it.
+
+#![warn(missing_docs)]
 
 use serde_json::Value as Json;
 

@@ -11,7 +11,8 @@ use gatehouse_auth::{
     MemoryRepo, NewClient, OAuth1TokenKind, OAuth1TokenRecord, SystemClock, SystemRandom,
     TokenKind, TokenRecord, UserRecord,
 };
-use gatehouse_store::{SqlAuthRepo, Store, StoreOptions};
+use gatehouse_auth_store::SqlAuthRepo;
+use gatehouse_store::{Store, StoreOptions};
 use gatehouse_testkit::TestDb;
 
 use crate::common::SDL;
@@ -94,7 +95,7 @@ macro_rules! same_as_memory {
             for db in TestDb::each().await {
                 eprintln!("{}: {}", stringify!($name), db.backend());
                 let store = db.open(SDL).await;
-                let repo = SqlAuthRepo::new(store.clone());
+                let repo = SqlAuthRepo::new(store.db().clone());
                 let got = {
                     let $r: &dyn AuthRepo = &repo;
                     $body
@@ -590,8 +591,8 @@ async fn nonce_race_has_one_winner() {
     for db in TestDb::each().await {
         let s1 = db.open(SDL).await;
         let s2 = second_instance(&db).await;
-        let r1 = Arc::new(SqlAuthRepo::new(s1.clone()));
-        let r2 = Arc::new(SqlAuthRepo::new(s2.clone()));
+        let r1 = Arc::new(SqlAuthRepo::new(s1.db().clone()));
+        let r2 = Arc::new(SqlAuthRepo::new(s2.db().clone()));
         for i in 0..20 {
             let nonce = format!("n{i}");
             let (a, b) = tokio::join!(
@@ -623,7 +624,7 @@ async fn concurrent_token_inserts_are_group_committed() {
         let be = db.backend();
         eprintln!("group commit: {be}");
         let store = db.open(SDL).await;
-        let repo = Arc::new(SqlAuthRepo::new(store.clone()));
+        let repo = Arc::new(SqlAuthRepo::new(store.db().clone()));
         repo.insert_token(&token("dup", TokenKind::Access, "f", "app", None))
             .await
             .unwrap();
@@ -664,7 +665,7 @@ async fn concurrent_token_inserts_are_group_committed() {
         drop(repo);
         store.close().await;
         let reopened = db.open(SDL).await;
-        let repo = SqlAuthRepo::new(reopened.clone());
+        let repo = SqlAuthRepo::new(reopened.db().clone());
         assert_eq!(repo.get_token("last").await.unwrap(), Some(last), "{be}");
         reopened.close().await;
     }
@@ -683,8 +684,8 @@ async fn mark_refresh_used_race_has_one_winner() {
         eprintln!("race: {}", db.backend());
         let s1 = db.open(SDL).await;
         let s2 = second_instance(&db).await;
-        let r1 = Arc::new(SqlAuthRepo::new(s1.clone()));
-        let r2 = Arc::new(SqlAuthRepo::new(s2.clone()));
+        let r1 = Arc::new(SqlAuthRepo::new(s1.db().clone()));
+        let r2 = Arc::new(SqlAuthRepo::new(s2.db().clone()));
         const N: usize = 40;
         for i in 0..N {
             r1.insert_token(&token(
@@ -737,8 +738,8 @@ async fn replace_successor_race_has_one_winner() {
         eprintln!("race: {}", db.backend());
         let s1 = db.open(SDL).await;
         let s2 = second_instance(&db).await;
-        let r1 = Arc::new(SqlAuthRepo::new(s1.clone()));
-        let r2 = Arc::new(SqlAuthRepo::new(s2.clone()));
+        let r1 = Arc::new(SqlAuthRepo::new(s1.db().clone()));
+        let r2 = Arc::new(SqlAuthRepo::new(s2.db().clone()));
         for i in 0..20 {
             let id = format!("rt{i}");
             r1.insert_token(&token(&id, TokenKind::Refresh, "f", "app", None))
@@ -763,7 +764,7 @@ const SECRET: &str = "a server secret for tests, long enough to be one";
 async fn auth_server(store: &Store) -> Arc<AuthServer> {
     AuthServer::start(
         AuthConfig::new(ISSUER),
-        Arc::new(SqlAuthRepo::new(store.clone())),
+        Arc::new(SqlAuthRepo::new(store.db().clone())),
         Arc::new(SystemClock),
         Arc::new(SystemRandom),
         SECRET,
@@ -958,7 +959,7 @@ async fn users_table_from_before_claims_is_migrated() {
         }
         for round in 0..2 {
             let s = db.open(SDL).await;
-            let repo = SqlAuthRepo::new(s.clone());
+            let repo = SqlAuthRepo::new(s.db().clone());
             let old = repo.find_user("old").await.unwrap().unwrap();
             assert_eq!(
                 (old.scopes, old.claims.len()),
@@ -990,13 +991,13 @@ async fn internal_tables_stay_out_of_migration_plans() {
             ..StoreOptions::default()
         };
         let raw = db.open_with(SDL, opts.clone()).await.unwrap();
-        let repo = SqlAuthRepo::new(raw.clone());
+        let repo = SqlAuthRepo::new(raw.db().clone());
         repo.upsert_client(&client("app", 1)).await.unwrap();
         assert!(repo.get_client("app").await.unwrap().is_some(), "{be}");
         raw.close().await;
 
         let s = db.open(SDL).await;
-        let repo = SqlAuthRepo::new(s.clone());
+        let repo = SqlAuthRepo::new(s.db().clone());
         assert!(
             repo.get_client("app").await.unwrap().is_some(),
             "{be}: kept"

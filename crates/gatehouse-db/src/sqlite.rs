@@ -31,8 +31,8 @@ use serde_json::Value as Json;
 use sqlx::error::{DatabaseError, ErrorKind};
 use tokio::sync::{OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
 
-use crate::db::{Built, DbRow, hex};
-use crate::value::SqlKind;
+use crate::SqlKind;
+use crate::db::{Built, DbRow};
 use crate::wal_index::{Index, WalState};
 
 /// Prepared statements kept per connection (sqlx's default is 100).
@@ -666,7 +666,7 @@ fn decode(v: ValueRef<'_>, kind: SqlKind) -> Result<Json, sqlx::Error> {
             serde_json::Number::from_f64(i as f64).map_or(Json::Null, Json::Number)
         }
         (SqlKind::Bool, ValueRef::Integer(i)) => Json::Bool(i != 0),
-        (SqlKind::Bytes, ValueRef::Blob(b)) => Json::String(hex(b)),
+        (SqlKind::Bytes, ValueRef::Blob(b)) => Json::String(hex::encode(b)),
         (SqlKind::Json, ValueRef::Text(b)) => {
             serde_json::from_slice(b).map_err(|e| sqlx::Error::Decode(Box::new(e)))?
         }

@@ -1,6 +1,5 @@
 //! The two backends behind one small surface: run a built statement, decode
-//! its rows by the column kinds the caller expects. Everything above this
-//! module is backend-agnostic apart from the [`Dialect`] it builds SQL for.
+//! its rows by the column kinds the caller expects.
 
 use std::path::Path;
 use std::str::FromStr;
@@ -17,16 +16,17 @@ use sqlx::{AssertSqlSafe, Connection, PgConnection, Postgres, Row as _, Transact
 
 use crate::metric_handles::Handles;
 use crate::sqlite::{ReadConn, SqliteDb, SqliteOptions, SqliteTx, WriteConn};
-use crate::value::{Dialect, SqlKind, format_date};
-use crate::{StoreError, StoreOptions, error::from_sqlx};
+use crate::{DbError, Dialect, SqlKind, format_date};
 
 /// A decoded result row, in select-list order.
-pub(crate) type DbRow = Vec<Json>;
+pub type DbRow = Vec<Json>;
 
 /// A statement ready to run: SQL text and its parameters.
 #[derive(Debug, Clone)]
-pub(crate) struct Built {
+pub struct Built {
+    /// The SQL text, with the dialect's placeholders.
     pub sql: String,
+    /// The bound values, in placeholder order.
     pub values: SqlxValues,
 }
 
@@ -50,9 +50,22 @@ impl Built {
     }
 }
 
+/// How to open a [`Db`].
+#[derive(Debug, Clone)]
+pub struct DbOptions {
+    /// Pool size (default: 4 SQLite readers, 10 PostgreSQL connections).
+    pub max_connections: Option<u32>,
+    /// How long to wait for a free connection before failing with
+    /// [`DbError::Unavailable`] (also SQLite's busy timeout).
+    pub acquire_timeout: std::time::Duration,
+    /// SQLite only: fsync every commit (`synchronous=FULL`) instead of at
+    /// checkpoints (`NORMAL`).
+    pub sqlite_sync_every_commit: bool,
+}
+
 /// The connection pools of one backend.
 #[derive(Debug, Clone)]
-pub(crate) enum Pools {
+enum Pools {
     /// SQLite allows one writer at a time: writes go through one connection
     /// (no SQLITE_BUSY between our own writers), reads through read-only
     /// connections that WAL lets run beside the writer (see [`crate::sqlite`]).
@@ -61,11 +74,12 @@ pub(crate) enum Pools {
     Postgres(PgPool),
 }
 
-/// Both backends' pools plus the statement counter.
+/// The database of one instance: its pools and the statement counter.
+/// Cheap to clone (shared inside).
 #[derive(Debug, Clone)]
-pub(crate) struct Db {
-    pub pools: Pools,
-    pub statements: Arc<AtomicU64>,
+pub struct Db {
+    pools: Pools,
+    statements: Arc<AtomicU64>,
     /// PostgreSQL connections kept between single statements ([`Warm`]).
     warm: Arc<Warm>,
 }
@@ -198,14 +212,14 @@ impl Warm {
 
 impl Db {
     /// Opens the pools for `url` (`sqlite://PATH` or `postgres://...`).
-    pub async fn open(url: &str, opts: &StoreOptions) -> Result<Db, StoreError> {
+    pub async fn open(url: &str, opts: &DbOptions) -> Result<Db, DbError> {
         let pools = if let Some(path) = url
             .strip_prefix("sqlite://")
             .or_else(|| url.strip_prefix("sqlite:"))
         {
             let path = path.split('?').next().unwrap_or(path);
             if path.is_empty() || path == ":memory:" {
-                return Err(StoreError::invalid(
+                return Err(DbError::invalid(
                     "database",
                     "an SQLite database needs a file path (sqlite://PATH); in-memory databases are not supported",
                 ));
@@ -214,7 +228,7 @@ impl Db {
                 && !parent.as_os_str().is_empty()
             {
                 std::fs::create_dir_all(parent).map_err(|e| {
-                    StoreError::invalid(
+                    DbError::invalid(
                         "database",
                         format!("cannot create {}: {e}", parent.display()),
                     )
@@ -231,7 +245,7 @@ impl Db {
             )
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let options = PgConnectOptions::from_str(url)
-                .map_err(|e| StoreError::invalid("database", format!("bad PostgreSQL URL: {e}")))?;
+                .map_err(|e| DbError::invalid("database", format!("bad PostgreSQL URL: {e}")))?;
             let pool = PgPoolOptions::new()
                 .max_connections(opts.max_connections.unwrap_or(10).max(2))
                 .acquire_timeout(opts.acquire_timeout)
@@ -241,7 +255,7 @@ impl Db {
                 .map_err(open_error)?;
             Pools::Postgres(pool)
         } else {
-            return Err(StoreError::invalid(
+            return Err(DbError::invalid(
                 "database",
                 "the database URL must start with sqlite:// or postgres://",
             ));
@@ -266,10 +280,24 @@ impl Db {
         }
     }
 
+    /// The PostgreSQL pool, for the change-feed listener (`None` on SQLite).
+    pub fn pg_pool(&self) -> Option<&PgPool> {
+        match &self.pools {
+            Pools::Postgres(pool) => Some(pool),
+            Pools::Sqlite(_) => None,
+        }
+    }
+
+    /// How many statements were sent since the database was opened
+    /// (queries and writes, not transaction control or DDL).
+    pub fn statements(&self) -> u64 {
+        self.statements.load(Ordering::Relaxed)
+    }
+
     /// A connection for reads outside a transaction.
-    pub async fn read(&self) -> Result<Pooled, StoreError> {
+    pub async fn read(&self) -> Result<Pooled, DbError> {
         let inner = match &self.pools {
-            Pools::Sqlite(db) => PooledInner::SqliteRead(db.read().await.map_err(from_sqlx)?),
+            Pools::Sqlite(db) => PooledInner::SqliteRead(db.read().await?),
             Pools::Postgres(pool) => self.pg(pool).await?,
         };
         Ok(Pooled {
@@ -279,9 +307,9 @@ impl Db {
     }
 
     /// A connection for one auto-committed write statement.
-    pub async fn write(&self) -> Result<Pooled, StoreError> {
+    pub async fn write(&self) -> Result<Pooled, DbError> {
         let inner = match &self.pools {
-            Pools::Sqlite(db) => PooledInner::SqliteWrite(db.write().await.map_err(from_sqlx)?),
+            Pools::Sqlite(db) => PooledInner::SqliteWrite(db.write().await?),
             Pools::Postgres(pool) => self.pg(pool).await?,
         };
         Ok(Pooled {
@@ -292,7 +320,7 @@ impl Db {
 
     /// A PostgreSQL connection for single statements: a kept one
     /// ([`Warm`]), else an idle one of the pool, else the pool's wait.
-    async fn pg(&self, pool: &PgPool) -> Result<PooledInner, StoreError> {
+    async fn pg(&self, pool: &PgPool) -> Result<PooledInner, DbError> {
         let (conn, since) = match self.warm.take() {
             Some(kept) => kept,
             // The pool's `acquire` future is large (it was most of a
@@ -301,10 +329,7 @@ impl Db {
                 Some(c) => (c, Instant::now()),
                 None => {
                     let _waiting = Waiting::new(&self.warm.waiting);
-                    (
-                        Box::pin(pool.acquire()).await.map_err(from_sqlx)?,
-                        Instant::now(),
-                    )
+                    (Box::pin(pool.acquire()).await?, Instant::now())
                 }
             },
         };
@@ -318,9 +343,9 @@ impl Db {
 
     /// A write transaction. On SQLite it takes the write lock at once
     /// (`BEGIN IMMEDIATE`), so a read-then-write never fails half way with BUSY.
-    pub async fn begin(&self) -> Result<Tx, StoreError> {
+    pub async fn begin(&self) -> Result<Tx, DbError> {
         let inner = match &self.pools {
-            Pools::Sqlite(db) => TxInner::Sqlite(db.begin().await.map_err(from_sqlx)?),
+            Pools::Sqlite(db) => TxInner::Sqlite(db.begin().await?),
             Pools::Postgres(pool) => {
                 // Kept connections are out of the pool: when it has no idle
                 // one, hand them back rather than wait for a busy one.
@@ -328,7 +353,7 @@ impl Db {
                     self.warm.clear();
                 }
                 let _waiting = Waiting::new(&self.warm.waiting);
-                TxInner::Pg(Box::pin(pool.begin()).await.map_err(from_sqlx)?)
+                TxInner::Pg(Box::pin(pool.begin()).await?)
             }
         };
         Ok(Tx {
@@ -374,10 +399,10 @@ impl Db {
     }
 }
 
-fn open_error(e: sqlx::Error) -> StoreError {
+fn open_error(e: sqlx::Error) -> DbError {
     match e {
-        sqlx::Error::Configuration(_) => StoreError::invalid("database", e.to_string()),
-        other => from_sqlx(other),
+        sqlx::Error::Configuration(_) => DbError::invalid("database", e.to_string()),
+        other => DbError::from(other),
     }
 }
 
@@ -396,7 +421,7 @@ pub struct PoolStats {
 
 /// A pooled connection of either backend.
 #[derive(Debug)]
-pub(crate) struct Pooled {
+pub struct Pooled {
     inner: PooledInner,
     counter: Arc<AtomicU64>,
 }
@@ -457,7 +482,7 @@ impl Drop for Pooled {
 
 /// An open transaction of either backend; dropped without commit, it rolls back.
 #[derive(Debug)]
-pub(crate) struct Tx {
+pub struct Tx {
     inner: TxInner,
     counter: Arc<AtomicU64>,
 }
@@ -493,13 +518,15 @@ impl Tx {
 }
 
 /// A borrowed connection of either backend.
-pub(crate) struct Conn<'a> {
+#[derive(Debug)]
+pub struct Conn<'a> {
     inner: ConnInner<'a>,
     counter: &'a AtomicU64,
     /// A pooled PostgreSQL connection's "last statement completed" flag.
     clean: Option<&'a mut bool>,
 }
 
+#[derive(Debug)]
 enum ConnInner<'a> {
     /// `None` only for a connection already handed back (never, in practice).
     Sqlite(Option<&'a mut rusqlite::Connection>),
@@ -615,7 +642,6 @@ impl Conn<'_> {
     }
 
     /// Checks that the connection answers.
-    #[allow(dead_code)]
     pub async fn ping(&mut self) -> Result<(), sqlx::Error> {
         match &mut self.inner {
             ConnInner::Sqlite(c) => {
@@ -640,7 +666,7 @@ fn decode_pg(row: &PgRow, kinds: &[SqlKind]) -> Result<DbRow, sqlx::Error> {
             SqlKind::Text => row.try_get::<Option<String>, _>(i)?.map(Json::String),
             SqlKind::Date => match row.try_get::<Option<time::Date>, _>(i)? {
                 Some(d) => Some(Json::String(
-                    format_date(d).map_err(|e| sqlx::Error::Decode(e.to_string().into()))?,
+                    format_date(d).map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
                 )),
                 None => None,
             },
@@ -648,7 +674,7 @@ fn decode_pg(row: &PgRow, kinds: &[SqlKind]) -> Result<DbRow, sqlx::Error> {
             SqlKind::Count => row.try_get::<Option<i64>, _>(i)?.map(Json::from),
             SqlKind::Bytes => row
                 .try_get::<Option<Vec<u8>>, _>(i)?
-                .map(|b| Json::String(hex(&b))),
+                .map(|b| Json::String(hex::encode(b))),
             SqlKind::Float => row
                 .try_get::<Option<f64>, _>(i)?
                 .and_then(serde_json::Number::from_f64)
@@ -659,35 +685,4 @@ fn decode_pg(row: &PgRow, kinds: &[SqlKind]) -> Result<DbRow, sqlx::Error> {
         out.push(v.unwrap_or(Json::Null));
     }
     Ok(out)
-}
-
-/// Lowercase hex of `bytes`: how a [`SqlKind::Bytes`] column travels in a [`DbRow`].
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(char::from(DIGITS[usize::from(b >> 4)]));
-        s.push(char::from(DIGITS[usize::from(b & 0x0f)]));
-    }
-    s
-}
-
-/// The inverse of [`hex`]; `None` for anything that is not even-length hex.
-pub(crate) fn unhex(s: &str) -> Option<Vec<u8>> {
-    fn nibble(c: u8) -> Option<u8> {
-        match c {
-            b'0'..=b'9' => Some(c - b'0'),
-            b'a'..=b'f' => Some(c - b'a' + 10),
-            b'A'..=b'F' => Some(c - b'A' + 10),
-            _ => None,
-        }
-    }
-    let bytes = s.as_bytes();
-    if !bytes.len().is_multiple_of(2) {
-        return None;
-    }
-    bytes
-        .chunks_exact(2)
-        .map(|p| Some((nibble(p[0])? << 4) | nibble(p[1])?))
-        .collect()
 }
