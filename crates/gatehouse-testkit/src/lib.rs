@@ -16,6 +16,7 @@
 mod db;
 mod fixtures;
 mod http;
+#[cfg(feature = "oauth1")]
 mod oauth1;
 mod process;
 mod server;
@@ -23,6 +24,7 @@ mod server;
 pub use db::{IntoModel, TestDb, open_store, postgres_url};
 pub use fixtures::{EXAMPLE_SCHEMA, example_model, example_sources, model, repo_root};
 pub use http::{graphql, header, password_token};
+#[cfg(feature = "oauth1")]
 pub use oauth1::{OAuth1Sig, nonce};
 pub use process::{ServerProcess, command};
 pub use server::{Port, TestServer};
