@@ -91,7 +91,7 @@ pub struct Db {
 /// Why: sqlx's pool tests every connection handed back to it with a
 /// round trip to the server (`ping` in `return_to_pool`, a task spawned by
 /// the connection's `Drop`), whatever the connection just did. For a
-/// request made of one short read, that doubled the round trips and most
+/// request made of one short read, that doubles the round trips and most
 /// of the server's work per request. A connection is kept here only after
 /// its last statement completed (a statement cancelled half way, or one
 /// that failed, leaves it to the pool's test), each for at most
@@ -323,7 +323,7 @@ impl Db {
     async fn pg(&self, pool: &PgPool) -> Result<PooledInner, DbError> {
         let (conn, since) = match self.warm.take() {
             Some(kept) => kept,
-            // The pool's `acquire` future is large (it was most of a
+            // The pool's `acquire` future is large (copying it dominates a
             // request's `memcpy`): only build it when it has to wait.
             None => match pool.try_acquire() {
                 Some(c) => (c, Instant::now()),
@@ -569,7 +569,7 @@ impl Drop for QueryTimer {
 
 thread_local! {
     /// The statement histograms' handles, by backend and kind (four at
-    /// most): registering the labels for every statement cost more than a
+    /// most): registering the labels for every statement costs more than a
     /// SQLite read of a row by key.
     static QUERY_HISTOGRAMS: std::cell::RefCell<Handles<metrics::Histogram>> =
         const { std::cell::RefCell::new(Handles::new()) };

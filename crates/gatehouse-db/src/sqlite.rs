@@ -3,8 +3,8 @@
 //! Statements run in-process on the calling task's thread. SQLite is a
 //! library, not a server: an indexed, paged statement takes a few to a few
 //! tens of microseconds, less than handing it to a worker thread and being
-//! woken with the answer costs (sqlx-sqlite's design, measured at over half of
-//! a GraphQL read's CPU in `bench/RESULTS.md`). The price is that a slow
+//! woken with the answer costs (sqlx-sqlite's design; `bench/RESULTS.md` has
+//! the comparison). The price is that a slow
 //! statement (a `_contains` filter over a large unindexed table) holds one
 //! runtime worker while it runs; page sizes are bounded by `limits`.
 //!
@@ -211,9 +211,8 @@ const CHECKPOINT_FINISH_FRAMES: i64 = 1000;
 /// A PASSIVE checkpoint never blocks readers or the writer, but under a
 /// steady stream of commits it never catches up either: the WAL is only
 /// rewound to its start by a write that finds it fully checkpointed, so it
-/// grew without bound (680 MB in 11 s of token issuance), and every commit
-/// appended pages the kernel had to allocate and zero (a fifth of the CPU
-/// in a profile). So each round copies what it can beside the writers,
+/// grows without bound under steady token issuance, and every commit
+/// appends pages the kernel has to allocate and zero. So each round copies what it can beside the writers,
 /// then, when the WAL is longer than [`CHECKPOINT_FINISH_FRAMES`], holds the
 /// write connection (writers wait asynchronously, no runtime thread blocks)
 /// while it copies what was committed meanwhile, so the next commit starts

@@ -770,8 +770,8 @@ impl Run<'_> {
 
     /// A root field's rows when its arguments hold variables. The statement
     /// is reused for requests whose variables differ only in the text of
-    /// `ID` and `String` variables (a lookup by id, say): building it cost
-    /// about a fifth of such a request. A shape is reusable when building
+    /// `ID` and `String` variables (a lookup by id, say): building it is a
+    /// large share of such a request. A shape is reusable when building
     /// it again with markers for those texts gives the same SQL and each
     /// marker bound verbatim (not inside a pattern, as `_contains` binds
     /// it), exactly where the request's own texts are bound. The template

@@ -3,9 +3,9 @@
 //! planned GraphQL executor, REST lists).
 //!
 //! Why not `serde_json::to_writer`: it escapes a string one byte at a time
-//! with a table lookup and a branch per byte, which was the largest single
-//! item of a REST list request (about an eighth of its instructions under
-//! callgrind: ten rows of ten fields are a hundred keys and as many values).
+//! with a table lookup and a branch per byte, the largest single item of a
+//! REST list request (ten rows of ten fields are a hundred keys and as many
+//! values).
 //! Stored text rarely holds a character JSON must escape, so a string is
 //! first checked in blocks the compiler turns into vector compares, and
 //! copied as it is when clean; otherwise `serde_json` writes it.

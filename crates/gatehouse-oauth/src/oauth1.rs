@@ -162,7 +162,7 @@ fn is_oauth1_exchange(headers: &HeaderMap, query: Option<&str>, body: Option<&[u
 
 /// `/oauth/access_token`: the OAuth 1.0 exchange (RFC 5849 §2.3) when the
 /// request carries OAuth 1.0 parameters; otherwise the OAuth 2.0 token
-/// endpoint exactly as before (POST only).
+/// endpoint (POST only).
 pub(crate) async fn access_token(
     State(state): State<OAuthState>,
     Peer(addr): Peer,

@@ -91,7 +91,7 @@ struct EntityApi {
     nested: HashMap<String, Nested>,
     /// List statements by query string, for the collection itself (a
     /// nested collection's statement holds its parent's id): a page asked
-    /// for again skips building its SQL, a sixth of a small list request.
+    /// for again skips building its SQL, a large share of a small list request.
     /// The SQL is a function of the query string alone; what it reads is
     /// read when it runs.
     lists: quick_cache::sync::Cache<Box<str>, Arc<PreparedList>>,

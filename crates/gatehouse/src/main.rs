@@ -209,8 +209,8 @@ fn json_logs() -> bool {
     JSON_LOGS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-// mimalloc: glibc's allocator spent ~15% of a GraphQL request's CPU in
-// malloc/free across the runtime's threads (bench/RESULTS.md).
+// mimalloc: glibc's malloc/free contend across the runtime's threads and
+// cost a visible share of a GraphQL request's CPU (bench/RESULTS.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
