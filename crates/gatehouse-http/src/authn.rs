@@ -186,35 +186,14 @@ impl Authenticator {
         (req, result)
     }
 
-    /// Gathers what RFC 5849 §3.4.1 signs. The base string URI is the URL
-    /// the client used (`gatehouse_oauth::origin::signing_uris`) with the
-    /// path as sent, base path included.
+    /// What RFC 5849 §3.4.1 signs ([`gatehouse_oauth::origin::signed_request`]).
     fn signed_request(
         &self,
         parts: &axum::http::request::Parts,
         form: Option<&[u8]>,
     ) -> Result<SignedRequest, AuthFailure> {
-        let uri = parts
-            .extensions
-            .get::<axum::extract::OriginalUri>()
-            .map(|o| o.0.clone())
-            .unwrap_or_else(|| parts.uri.clone());
-        let str_header =
-            |name: header::HeaderName| parts.headers.get(name).and_then(|v| v.to_str().ok());
-        let uris = gatehouse_oauth::origin::signing_uris(
-            &self.inner.server.config().issuer,
-            &parts.extensions,
-            &parts.headers,
-            uri.path(),
-        );
-        SignedRequest::parse(
-            parts.method.as_str(),
-            uris,
-            uri.query(),
-            str_header(header::AUTHORIZATION),
-            form,
-        )
-        .map_err(oauth1_failure)
+        gatehouse_oauth::origin::signed_request(&self.inner.server.config().issuer, parts, form)
+            .map_err(oauth1_failure)
     }
 
     /// RFC 5849 §3.2: verifies a signed resource request.

@@ -6,12 +6,12 @@
 use std::net::IpAddr;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{FromRequest, OriginalUri, Request, State};
+use axum::extract::{FromRequest, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use gatehouse_auth::oauth1::{OOB, SignedRequest, has_oauth1_params};
+use gatehouse_auth::oauth1::{OOB, has_oauth1_params};
 use gatehouse_auth::{Account, Error};
 
 use crate::error::OAuthError;
@@ -30,38 +30,6 @@ fn form_response(pairs: &[(&str, &str)]) -> Response {
         HeaderValue::from_static("application/x-www-form-urlencoded"),
     );
     response::no_store(resp)
-}
-
-fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
-    headers.get(name).and_then(|v| v.to_str().ok())
-}
-
-/// Builds the request to verify from its parts and (form) body. The base
-/// string URI is the URL the client used ([`crate::origin::signing_uris`]),
-/// with the path as the client sent it (base path included).
-fn signed_request(
-    state: &OAuthState,
-    parts: &Parts,
-    form_body: Option<&[u8]>,
-) -> Result<SignedRequest, Error> {
-    let uri = parts
-        .extensions
-        .get::<OriginalUri>()
-        .map(|o| o.0.clone())
-        .unwrap_or_else(|| parts.uri.clone());
-    let uris = crate::origin::signing_uris(
-        &state.inner.server.config().issuer,
-        &parts.extensions,
-        &parts.headers,
-        uri.path(),
-    );
-    SignedRequest::parse(
-        parts.method.as_str(),
-        uris,
-        uri.query(),
-        header_str(&parts.headers, header::AUTHORIZATION),
-        form_body,
-    )
 }
 
 /// Reads the body when it is a form (its parameters are signed); any other
@@ -129,7 +97,9 @@ pub(crate) async fn request_token(
     limited(&state, addr, None)?;
     let (parts, body) = req.into_parts();
     let body = form_body(&state, &parts, body).await?;
-    let signed = signed_request(&state, &parts, body.as_deref()).map_err(OAuthError::OAuth1)?;
+    let signed =
+        crate::origin::signed_request(&state.inner.server.config().issuer, &parts, body.as_deref())
+            .map_err(OAuthError::OAuth1)?;
     let consumer = &signed.protocol().consumer_key;
     limited(&state, addr, Some(consumer))?;
     let t = state
@@ -155,8 +125,13 @@ fn is_oauth1_exchange(headers: &HeaderMap, query: Option<&str>, body: Option<&[u
     let marked = |bytes: &[u8]| {
         form_urlencoded::parse(bytes).any(|(k, _)| k == "oauth_verifier" || k == "oauth_token")
     };
-    has_oauth1_params(header_str(headers, header::AUTHORIZATION), query, body)
-        || query.is_some_and(|q| marked(q.as_bytes()))
+    has_oauth1_params(
+        headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok()),
+        query,
+        body,
+    ) || query.is_some_and(|q| marked(q.as_bytes()))
         || body.is_some_and(marked)
 }
 
@@ -181,7 +156,9 @@ pub(crate) async fn access_token(
         return Err(OAuthError::MethodNotAllowed("POST"));
     }
     limited(&state, addr, None)?;
-    let signed = signed_request(&state, &parts, body.as_deref()).map_err(OAuthError::OAuth1)?;
+    let signed =
+        crate::origin::signed_request(&state.inner.server.config().issuer, &parts, body.as_deref())
+            .map_err(OAuthError::OAuth1)?;
     let consumer = &signed.protocol().consumer_key;
     limited(&state, addr, Some(consumer))?;
     let t = state

@@ -275,6 +275,35 @@ pub fn client_origin(extensions: &Extensions) -> Option<&ClientOrigin> {
     extensions.get::<ClientOrigin>()
 }
 
+/// The OAuth 1.0 request to verify (RFC 5849 §3.4.1), from a request's
+/// parts and (form) body: the base string URI is the URL the client used
+/// ([`signing_uris`]) with the path as the client sent it (base path
+/// included). The one place both the OAuth 1.0 endpoints and signed
+/// resource requests read what is signed.
+pub fn signed_request(
+    issuer: &str,
+    parts: &axum::http::request::Parts,
+    form_body: Option<&[u8]>,
+) -> Result<gatehouse_auth::oauth1::SignedRequest, gatehouse_auth::Error> {
+    let uri = parts
+        .extensions
+        .get::<axum::extract::OriginalUri>()
+        .map(|o| o.0.clone())
+        .unwrap_or_else(|| parts.uri.clone());
+    let uris = signing_uris(issuer, &parts.extensions, &parts.headers, uri.path());
+    let authorization = parts
+        .headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    gatehouse_auth::oauth1::SignedRequest::parse(
+        parts.method.as_str(),
+        uris,
+        uri.query(),
+        authorization,
+        form_body,
+    )
+}
+
 /// The OAuth 1.0 base string URIs a request may have been signed with
 /// (RFC 5849 §3.4.1.2): the URL the client used according to a trusted
 /// proxy (its scheme and host) first, then those of

@@ -206,11 +206,13 @@ pub struct LimitsConfig {
 
 impl Default for LimitsConfig {
     fn default() -> Self {
+        // The query limits' defaults are GraphQL's own: one place decides them.
+        let graphql = gatehouse_graphql::GraphqlOptions::default();
         Self {
-            default_page_size: 50,
-            max_page_size: 500,
-            max_depth: 12,
-            max_complexity: 5000,
+            default_page_size: graphql.default_page_size,
+            max_page_size: graphql.max_page_size,
+            max_depth: u32::try_from(graphql.max_depth).unwrap_or(u32::MAX),
+            max_complexity: u32::try_from(graphql.max_complexity).unwrap_or(u32::MAX),
             max_body_bytes: 1024 * 1024,
             token_rate_per_second: 20,
             token_rate_burst: 40,
