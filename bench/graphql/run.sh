@@ -34,7 +34,7 @@
 #   GATEHOUSE_SRC=tree  build the working tree instead of a snapshot of HEAD
 #   BASELINE_BIN        a second gatehouse binary (say, the last release) served
 #                       beside the first on the same SQLite file and PostgreSQL
-#                       database; its flat/nested/owned cases are measured in the
+#                       database; its flat/nested/owned/rest cases are measured in the
 #                       same rounds, and the report gives this build / baseline
 #   BASELINE_DESC       what the baseline is (default: its path)
 #   CARGO_TARGET_DIR, GATEHOUSE_BIN, HELLO_BIN, PORT_BASE (default 18080)
@@ -311,6 +311,9 @@ if [[ -n "${BASELINE_BIN:-}" ]]; then
   TARGET_PIDS[baseline-sqlite]=${PIDS[-1]}
   GATEHOUSE_BIN="$BASELINE_BIN" start_gatehouse baseline-postgres "$P_BASE_PG" "$PG_URL"
   TARGET_PIDS[baseline-postgres]="${PIDS[-1]} postgres"
+  # Its own tokens: the issuer (its URL) differs from the other instance's.
+  TOKEN_BASE_SQLITE="$(token_for "$P_BASE_SQLITE")"
+  TOKEN_BASE_PG="$(token_for "$P_BASE_PG")"
 fi
 
 # --- queries -----------------------------------------------------------------
@@ -363,13 +366,14 @@ bench gatehouse-postgres rest "http://127.0.0.1:$P_GH_PG/v1/books?per_page=10" "
 ids_of "$GH_PG_URL" "$TOKEN_PG" "$WORK/ids-postgres.txt"
 bench gatehouse-postgres lookup "$GH_PG_URL" "$(lookup_body "$Q_LOOKUP")" "$TOKEN_PG" "ids=$WORK/ids-postgres.txt"
 if [[ -n "${BASELINE_BIN:-}" ]]; then
-  # Tokens are signed with the shared key, so either instance accepts them.
   for q in flat nested owned; do
     case $q in flat) Q=$Q_FLAT ;; nested) Q=$Q_NESTED ;; owned) Q=$Q_OWNED ;; esac
     [[ $q == owned && -z "$TOKEN_SQLITE" ]] && continue
-    bench baseline-sqlite "$q" "http://127.0.0.1:$P_BASE_SQLITE/graphql" "$(body "$Q")" "$TOKEN_SQLITE"
-    bench baseline-postgres "$q" "http://127.0.0.1:$P_BASE_PG/graphql" "$(body "$Q")" "$TOKEN_PG"
+    bench baseline-sqlite "$q" "http://127.0.0.1:$P_BASE_SQLITE/graphql" "$(body "$Q")" "$TOKEN_BASE_SQLITE"
+    bench baseline-postgres "$q" "http://127.0.0.1:$P_BASE_PG/graphql" "$(body "$Q")" "$TOKEN_BASE_PG"
   done
+  bench baseline-sqlite rest "http://127.0.0.1:$P_BASE_SQLITE/v1/books?per_page=10" "" "$TOKEN_BASE_SQLITE" get
+  bench baseline-postgres rest "http://127.0.0.1:$P_BASE_PG/v1/books?per_page=10" "" "$TOKEN_BASE_PG" get
 fi
 bench postgraphile flat "$PGL_URL" "$(body "$PGL_FLAT")" ""
 bench postgraphile nested "$PGL_URL" "$(body "$PGL_NESTED")" ""

@@ -5,6 +5,17 @@
 //! number of store statements that grows with its depth, not with its rows.
 //! Only selected stored fields are read. Limits (depth, complexity, page size)
 //! answer with `extensions.code`.
+//!
+//! - `build.rs`: the async-graphql `dynamic` schema and its resolvers; types
+//!   and operators come from the Model, never re-derived here.
+//! - `plan.rs`: the planned executor, a fast path that runs validated plain
+//!   queries as store calls and writes the JSON directly, handing anything
+//!   else to async-graphql (`docs/design/planned-executor.md`); both give
+//!   the same answers (a differential test holds them to it).
+//! - `cache.rs`: parsed and validated documents, which also enforces the
+//!   depth limit; `order.rs` puts async-graphql's response keys back in
+//!   selection order.
+//! - `error.rs`: the codes; each error is given its code where it is made.
 
 mod args;
 mod build;

@@ -1,5 +1,20 @@
 //! gatehouse-http: the axum application. `app(state)` returns the whole
 //! router so tests can drive it in-process or on a real socket.
+//!
+//! - `graphql.rs`: GraphQL over HTTP (content negotiation and status codes
+//!   per the GraphQL-over-HTTP spec), schema documents; `graphiql.rs` serves
+//!   GraphiQL from vendored assets (`assets/graphiql/`).
+//! - `authn`: the one authentication layer: Bearer, Basic (with a
+//!   verified-credential cache), OAuth 1.0 signed requests, anonymous reads,
+//!   or another server's introspection endpoint (`introspect.rs`). Every
+//!   scheme ends in the same `Principal`.
+//! - `telemetry`: request ids, the one log line per request, metric names,
+//!   the Prometheus handle and `/metrics`.
+//! - Subscriptions: `ws.rs` (`graphql-transport-ws` and the legacy
+//!   `graphql-ws`, messages as serde-tagged enums), `sse.rs` (GraphQL over
+//!   SSE), `live.rs` (their limits and the stale-credential watch; both
+//!   follow the server's one shutdown token), `fanout.rs` (one execution per
+//!   group of identical subscriptions).
 
 pub mod authn;
 mod fanout;

@@ -4,6 +4,14 @@
 //! and binds every root field by convention. Every problem is reported in one
 //! run as a [`Diagnostic`] (`path:line:col: error: message`). Nothing here does
 //! IO other than reading the schema files.
+//!
+//! - `load.rs`: files, parsing, the rules that need the per-file AST, the
+//!   built-in declarations.
+//! - `bind.rs`: entities, relations and the root-field conventions.
+//! - `model.rs`: the Model and the rules derived from it (operators per
+//!   field, orderable fields, input types, scopes), `value.rs`: the one value
+//!   checker, `policy.rs`: bound `@policy` rules and the `AccessContext`
+//!   every store call takes, `scaffold.rs`: what the conventions would bind.
 
 mod bind;
 mod diag;

@@ -1,4 +1,15 @@
 //! The `gatehouse` binary: CLI, configuration and wiring.
+//!
+//! - `config.rs`: defaults, then `gatehouse.toml`, then `GATEHOUSE_*`, then
+//!   flags; `docs/configuration.md` is checked against it by a test.
+//! - `serve.rs`: axum-server (plain or rustls, SIGHUP reload) with the
+//!   connection limits, the metrics recorder and the shutdown sequence:
+//!   SIGINT/SIGTERM cancel one token, every task drains within
+//!   `shutdown_timeout`, the store closes, the process exits 0.
+//! - `init.rs`: `gatehouse init`, a starter service; `admin.rs`: the user,
+//!   client and consumer commands; `logfmt.rs`: the text log format (kept by
+//!   hand for speed; ARCHITECTURE.md says why).
+//! - The only crate using `anyhow`.
 
 mod admin;
 mod auth;
