@@ -15,6 +15,7 @@ mod admin;
 mod auth;
 mod config;
 mod init;
+mod logbuf;
 mod logfmt;
 mod serve;
 
@@ -596,19 +597,15 @@ fn schema_paths(args: &SchemaArgs) -> anyhow::Result<Vec<PathBuf>> {
     Ok(loaded.config.schema)
 }
 
-/// Logs go to stderr through `tracing-appender`'s writer thread, so a
-/// request never waits for a write; the thread buffers what it has been
-/// sent and writes it at once. Nothing is dropped (a full queue makes the
-/// logging call wait). Colours only on a terminal.
-fn init_logging(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuard {
+/// Logs go to stderr in batches written by a background thread (`logbuf`),
+/// so a request never waits for a write. Nothing is dropped. Colours only
+/// on a terminal.
+fn init_logging(format: LogFormat) -> logbuf::FlushGuard {
     use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("GATEHOUSE_LOG")
         .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .lossy(false)
-        .thread_name("gatehouse-log")
-        .finish(std::io::BufWriter::new(std::io::stderr()));
+    let (writer, guard) = logbuf::stderr();
     let ansi = std::io::stderr().is_terminal();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
