@@ -11,7 +11,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use gatehouse_auth::oauth1::{OOB, has_oauth1_params};
+use gatehouse_auth::oauth1::{OOB, SignedRequest, has_oauth1_params};
 use gatehouse_auth::{Account, Error};
 
 use crate::error::OAuthError;
@@ -72,6 +72,20 @@ fn limited(state: &OAuthState, addr: IpAddr, consumer: Option<&str>) -> Result<(
 
 /// The refusal of a signed request; a 401 (bad consumer, signature,
 /// timestamp, nonce, token) counts against the consumer key and address.
+/// The signed request of an OAuth 1.0 endpoint, once its consumer is
+/// within its rate (the address was charged before the body was read).
+fn signed_within_limits(
+    state: &OAuthState,
+    addr: IpAddr,
+    parts: &Parts,
+    body: Option<&[u8]>,
+) -> Result<SignedRequest, OAuthError> {
+    let signed = crate::origin::signed_request(&state.inner.server.config().issuer, parts, body)
+        .map_err(OAuthError::OAuth1)?;
+    limited(state, addr, Some(&signed.protocol().consumer_key))?;
+    Ok(signed)
+}
+
 fn refused(state: &OAuthState, addr: IpAddr, consumer: &str, e: Error) -> OAuthError {
     if matches!(
         e,
@@ -97,11 +111,8 @@ pub(crate) async fn request_token(
     limited(&state, addr, None)?;
     let (parts, body) = req.into_parts();
     let body = form_body(&state, &parts, body).await?;
-    let signed =
-        crate::origin::signed_request(&state.inner.server.config().issuer, &parts, body.as_deref())
-            .map_err(OAuthError::OAuth1)?;
+    let signed = signed_within_limits(&state, addr, &parts, body.as_deref())?;
     let consumer = &signed.protocol().consumer_key;
-    limited(&state, addr, Some(consumer))?;
     let t = state
         .inner
         .server
@@ -156,11 +167,8 @@ pub(crate) async fn access_token(
         return Err(OAuthError::MethodNotAllowed("POST"));
     }
     limited(&state, addr, None)?;
-    let signed =
-        crate::origin::signed_request(&state.inner.server.config().issuer, &parts, body.as_deref())
-            .map_err(OAuthError::OAuth1)?;
+    let signed = signed_within_limits(&state, addr, &parts, body.as_deref())?;
     let consumer = &signed.protocol().consumer_key;
-    limited(&state, addr, Some(consumer))?;
     let t = state
         .inner
         .server

@@ -255,30 +255,31 @@ fn condition_within(
 pub(crate) fn all_of(
     parts: impl Iterator<Item = Result<Expr, StoreError>>,
 ) -> Result<Expr, StoreError> {
-    let mut acc: Option<Expr> = None;
-    for c in parts {
-        let c = c?;
-        acc = Some(match acc {
-            None => c,
-            Some(a) => a.and(c),
-        });
-    }
-    Ok(acc.unwrap_or_else(always_true))
+    fold(parts, ExprTrait::and, always_true)
 }
 
 /// The disjunction of `parts` (false when there are none).
 pub(crate) fn any_of(
     parts: impl Iterator<Item = Result<Expr, StoreError>>,
 ) -> Result<Expr, StoreError> {
+    fold(parts, ExprTrait::or, always_false)
+}
+
+/// `parts` joined left to right by `join`; `empty()` when there are none.
+fn fold(
+    parts: impl Iterator<Item = Result<Expr, StoreError>>,
+    join: fn(Expr, Expr) -> Expr,
+    empty: fn() -> Expr,
+) -> Result<Expr, StoreError> {
     let mut acc: Option<Expr> = None;
     for c in parts {
         let c = c?;
         acc = Some(match acc {
             None => c,
-            Some(a) => a.or(c),
+            Some(a) => join(a, c),
         });
     }
-    Ok(acc.unwrap_or_else(always_false))
+    Ok(acc.unwrap_or_else(empty))
 }
 
 pub(crate) fn always_true() -> Expr {
