@@ -13,7 +13,7 @@ use gatehouse_schema::{
     Binding, ChangeKind, ConstValue, DeleteReturn, Entity, FieldKind, Model, RootField,
     Scalar as ModelScalar, TypeRef as ModelTypeRef,
 };
-use gatehouse_store::{AccessContext, Row, Store};
+use gatehouse_store::{AccessContext, EntityStore, Row, Store};
 use serde_json::Value as Json;
 
 use crate::args::{self, PageLimits};
@@ -395,12 +395,19 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
 fn root_field(shared: &Arc<Shared>, f: &RootField) -> Field {
     let shared2 = shared.clone();
     let rf = Arc::new(f.clone());
+    // The entity's rows, resolved once (a field of an entity the Model lacks
+    // resolves to null).
+    let rows = shared.store.entity(&f.entity).ok();
     let nullable = !f.ty.is_non_null();
     let mut field = Field::new(&f.name, type_ref(&f.ty), move |ctx| {
         let shared = shared2.clone();
         let rf = rf.clone();
+        let rows = rows.clone();
         FieldFuture::new(async move {
-            match resolve_root(&ctx, &shared, &rf).await {
+            let Some(rows) = rows else {
+                return Ok(None);
+            };
+            match resolve_root(&ctx, &shared, &rows, &rf).await {
                 Ok(v) => Ok(v),
                 Err(e) => fail(&ctx, nullable, e),
             }
@@ -418,13 +425,11 @@ fn root_field(shared: &Arc<Shared>, f: &RootField) -> Field {
 async fn resolve_root<'a>(
     ctx: &ResolverContext<'a>,
     shared: &Shared,
+    store: &EntityStore,
     rf: &RootField,
 ) -> Result<Option<FieldValue<'a>>, Error> {
     let model = &shared.model;
-    let store = &shared.store;
-    let Some(entity) = model.entity(&rf.entity) else {
-        return Ok(None);
-    };
+    let entity = store.def();
     let name = entity.name.as_str();
     let access = model.root_access(rf);
     let what = if access.is_read {
@@ -447,9 +452,11 @@ async fn resolve_root<'a>(
             let select = selection(ctx, entity);
             let q = args::list_query(model, &ctx.args, list, shared.limits, Some(select))?;
             let rows = store
-                .list(caller(ctx)?, name, &q)
+                .list(caller(ctx)?, &q)
                 .await
-                .map_err(|e| from_store(&e))?;
+                .map_err(|e| from_store(&e))?
+                .rows
+                .into_rows();
             Ok(Some(FieldValue::list(
                 rows.into_iter().map(FieldValue::owned_any),
             )))
@@ -473,9 +480,11 @@ async fn resolve_root<'a>(
                 ..Default::default()
             };
             let mut rows = store
-                .list(caller(ctx)?, name, &q)
+                .list(caller(ctx)?, &q)
                 .await
-                .map_err(|e| from_store(&e))?;
+                .map_err(|e| from_store(&e))?
+                .rows
+                .into_rows();
             if rows.len() > 1 {
                 return Err(coded(
                     BAD_USER_INPUT,
@@ -490,7 +499,7 @@ async fn resolve_root<'a>(
         Binding::Create(input) => {
             let row = args::write_row(model, &ctx.args, input);
             let created = store
-                .insert(caller(ctx)?, name, row)
+                .insert(caller(ctx)?, row)
                 .await
                 .map_err(|e| from_store(&e))?;
             Ok(Some(FieldValue::owned_any(created)))
@@ -499,7 +508,7 @@ async fn resolve_root<'a>(
             let id = id_of(ctx, id_arg)?;
             let patch = args::write_row(model, &ctx.args, input);
             let updated = store
-                .update(caller(ctx)?, name, &id, patch)
+                .update(caller(ctx)?, &id, patch)
                 .await
                 .map_err(|e| from_store(&e))?;
             Ok(Some(FieldValue::owned_any(updated)))
@@ -507,7 +516,7 @@ async fn resolve_root<'a>(
         Binding::Delete { id_arg, returns } => {
             let id = id_of(ctx, id_arg)?;
             match store
-                .delete(caller(ctx)?, name, &id)
+                .delete(caller(ctx)?, &id)
                 .await
                 .map_err(|e| from_store(&e))?
             {
@@ -563,6 +572,7 @@ fn id_of(ctx: &ResolverContext<'_>, arg: &str) -> Result<String, Error> {
 
 fn subscription_field(shared: &Arc<Shared>, f: &RootField) -> SubscriptionField {
     let store = shared.store.clone();
+    let rows = shared.store.entity(&f.entity).ok();
     let entity = f.entity.clone();
     let scope = shared.model.root_access(f).scope.to_string();
     let what = format!("`Subscription.{}`", f.name);
@@ -573,6 +583,7 @@ fn subscription_field(shared: &Arc<Shared>, f: &RootField) -> SubscriptionField 
     };
     let mut field = SubscriptionField::new(&f.name, type_ref(&f.ty), move |ctx| {
         let store = store.clone();
+        let rows = rows.clone();
         let entity = entity.clone();
         let access = match caller(&ctx) {
             Ok(a) => a.clone(),
@@ -604,7 +615,7 @@ fn subscription_field(shared: &Arc<Shared>, f: &RootField) -> SubscriptionField 
             Ok(futures::stream::unfold(Some(rx), move |state| {
                 let entity = entity.clone();
                 let wanted = wanted.clone();
-                let store = store.clone();
+                let rows = rows.clone();
                 let access = access.clone();
                 async move {
                     let mut rx = state?;
@@ -623,7 +634,11 @@ fn subscription_field(shared: &Arc<Shared>, f: &RootField) -> SubscriptionField 
                                 {
                                     // Only rows the subscriber may read (the
                                     // store decides, as for every read).
-                                    match store.visible(&access, &entity, &row).await {
+                                    let visible = match &rows {
+                                        Some(rows) => rows.visible(&access, &row).await,
+                                        None => Ok(false),
+                                    };
+                                    match visible {
                                         Ok(true) => {
                                             return Some((
                                                 Ok(FieldValue::owned_any(row)),

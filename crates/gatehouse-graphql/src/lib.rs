@@ -271,7 +271,7 @@ impl Graphql {
             name,
             &variant,
             &request.variables,
-            |doc| plan::compile(&self.shared.model, doc, name),
+            |doc| plan::compile(&self.shared.store, doc, name),
             |plan| plan.accepts(&self.shared.model, &request.variables),
         )?;
         let access = build::access_of(principal, self.shared.auth_required);

@@ -72,10 +72,16 @@ impl Loader<OneKey> for StoreLoader {
         for (entity, ids) in by_entity {
             let rows = self
                 .store
-                .get_many(&self.access, &entity, &ids)
+                .entity(&entity)
+                .map_err(Arc::new)?
+                .get_many(&self.access, &ids, None)
                 .await
-                .map_err(Arc::new)?;
-            for (id, row) in rows {
+                .map_err(Arc::new)?
+                .into_rows();
+            for row in rows {
+                let Some(id) = row.get("id").and_then(|v| v.as_str()).map(str::to_string) else {
+                    continue;
+                };
                 out.insert(
                     OneKey {
                         entity: entity.clone(),
@@ -106,10 +112,19 @@ impl Loader<ManyKey> for StoreLoader {
         for (_, (spec, parents)) in groups {
             let children = self
                 .store
-                .load_children(&self.access, &spec.target, &spec.via, &parents, &spec.query)
+                .entity(&spec.target)
+                .map_err(Arc::new)?
+                .children(&self.access, &spec.via, &parents, &spec.query)
                 .await
                 .map_err(Arc::new)?;
-            for (parent, rows) in children {
+            let mut grouped: HashMap<String, Vec<Row>> =
+                parents.iter().map(|p| (p.clone(), Vec::new())).collect();
+            for (row, parent) in children.rows.into_rows().into_iter().zip(children.parents) {
+                if let Some(rows) = grouped.get_mut(&parent) {
+                    rows.push(row);
+                }
+            }
+            for (parent, rows) in grouped {
                 out.insert(
                     ManyKey {
                         spec: spec.clone(),

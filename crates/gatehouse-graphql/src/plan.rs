@@ -37,7 +37,9 @@ use gatehouse_schema::{
     Binding, Entity, FieldKind, ListBinding, Model, RootField, Scalar, TypeLayer, TypeRef,
     ValueType,
 };
-use gatehouse_store::{AccessContext, JoinOne, ListQuery, PreparedList, RowSet};
+use gatehouse_store::{
+    AccessContext, EntityStore, JoinOne, ListQuery, Page, PreparedList, RowSet, Store,
+};
 use quick_cache::sync::Cache;
 use serde_json::Value as Json;
 
@@ -239,8 +241,9 @@ struct RootPlan {
     /// so a repeated shape skips building its SQL.
     templates: Cache<String, Shape>,
     /// For constant arguments and a caller whose rows a policy filters:
-    /// statements by [`Run::statement_caller`] (the caller's policy inputs
-    /// are the key, so a statement never serves another caller's policy).
+    /// statements by [`EntityStore::statement_caller`] (the caller's policy
+    /// inputs are the key, so a statement never serves another caller's
+    /// policy).
     per_caller: Cache<String, Arc<PreparedList>>,
 }
 
@@ -251,27 +254,18 @@ enum Shape {
     /// not worth the second build a template takes.
     Seen,
     /// Its statement, to run with each request's texts.
-    Template(Arc<Template>),
-    /// It cannot be reused (see [`Run::template`]).
+    Template(Arc<PreparedList>),
+    /// It cannot be reused (see [`EntityStore::prepare_template`]).
     Unusable,
 }
 
 /// Template shapes (and per-caller statements) kept per root field.
 const MAX_TEMPLATES: usize = 32;
 
-/// A root field's statement built once for one shape of its variables and
-/// run with the text values of each request: the `ID` and `String`
-/// variables, whose values only ever become bound values of the statement.
-struct Template {
-    prepared: PreparedList,
-    /// (position among the statement's bound values, index of the text
-    /// variable in [`Run::template_key`]'s list).
-    slots: Vec<(usize, usize)>,
-}
-
 /// What is selected from one entity.
 struct Sel {
-    entity: String,
+    /// The entity's rows.
+    rows: EntityStore,
     /// The stored columns read (what the resolvers would read).
     columns: Vec<String>,
     items: Vec<(Key, Item)>,
@@ -282,7 +276,6 @@ enum Item {
     Value(ValueItem),
     ToOne {
         name: String,
-        target: String,
         required: bool,
         sel: Sel,
     },
@@ -290,7 +283,6 @@ enum Item {
 }
 
 struct ToMany {
-    target: String,
     via: String,
     list: ListBinding,
     declared: Vec<gatehouse_schema::InputValue>,
@@ -327,10 +319,11 @@ impl Check {
 /// Compiles operation `operation_name` of `doc`; `None` when it is not a
 /// query the planned executor runs (async-graphql then runs it).
 pub(crate) fn compile(
-    model: &Model,
+    store: &Store,
     doc: &ExecutableDocument,
     operation_name: Option<&str>,
 ) -> Option<Plan> {
+    let model = &**store.model();
     // Every case it refuses is an error async-graphql reports.
     let op = crate::cache::operation(doc, operation_name)?;
     if op.ty != OperationType::Query || !op.directives.is_empty() {
@@ -367,7 +360,7 @@ pub(crate) fn compile(
             }
             let entity = model.entity(&rf.entity)?;
             let args = written_args(f);
-            let sel = compile_sel(model, doc, entity, &f.selection_set.node)?;
+            let sel = compile_sel(store, doc, entity, &f.selection_set.node)?;
             let (joins, join_items) = to_one_joins(&sel);
             Root::Field(Box::new(RootPlan {
                 field: rf.clone(),
@@ -452,11 +445,12 @@ fn flatten<'d>(
 }
 
 fn compile_sel(
-    model: &Model,
+    store: &Store,
     doc: &ExecutableDocument,
     entity: &Entity,
     set: &SelectionSet,
 ) -> Option<Sel> {
+    let model = &**store.model();
     let mut fields = Vec::new();
     flatten(doc, set, &entity.name, &mut fields, 0)?;
     let mut items: Vec<(Key, Item)> = Vec::with_capacity(fields.len());
@@ -495,9 +489,8 @@ fn compile_sel(
             }
             FieldKind::ToOne { target } => Item::ToOne {
                 name: mf.name.clone(),
-                target: target.clone(),
                 required,
-                sel: compile_sel(model, doc, model.entity(target)?, &f.selection_set.node)?,
+                sel: compile_sel(store, doc, model.entity(target)?, &f.selection_set.node)?,
             },
             FieldKind::ToMany {
                 target,
@@ -506,18 +499,17 @@ fn compile_sel(
                 args: declared,
                 ..
             } => Item::ToMany(Box::new(ToMany {
-                target: target.clone(),
                 via: via.clone(),
                 list: list.clone(),
                 declared: declared.clone(),
                 args: written_args(f),
-                sel: compile_sel(model, doc, model.entity(target)?, &f.selection_set.node)?,
+                sel: compile_sel(store, doc, model.entity(target)?, &f.selection_set.node)?,
             })),
         };
         items.push((key, item));
     }
     Some(Sel {
-        entity: entity.name.clone(),
+        rows: store.entity(&entity.name).ok()?,
         columns: args::selected_fields(entity, fields.iter().map(|f| f.name.node.as_str())),
         items,
     })
@@ -655,32 +647,6 @@ impl Run<'_> {
         }
     }
 
-    /// What the root field's statement depends on of the caller: `""`
-    /// when no policy filters the rows it reads (the statement serves every
-    /// caller), else the caller's [`AccessContext::key`].
-    fn statement_caller(&self, r: &RootPlan) -> Option<&str> {
-        let model = &self.shared.model;
-        let filtered = |name: &str| {
-            model.entity(name).is_some_and(|e| {
-                e.policy
-                    .rule_for(gatehouse_schema::Action::Read, self.access)
-                    .is_some()
-            })
-        };
-        let mut any = filtered(&r.field.entity);
-        for j in &r.joins {
-            let target = model
-                .entity(&r.field.entity)?
-                .field(&j.field)
-                .and_then(|f| match &f.kind {
-                    gatehouse_schema::FieldKind::ToOne { target } => Some(target.as_str()),
-                    _ => None,
-                })?;
-            any |= filtered(target);
-        }
-        Some(if any { self.access.key() } else { "" })
-    }
-
     /// A variable's value as async-graphql resolves it.
     fn variable(&self, name: &Name) -> Option<Value> {
         let v = self.plan.variables.iter().find(|v| &v.name == name)?;
@@ -723,7 +689,10 @@ impl Run<'_> {
         let select = Some(r.sel.columns.clone());
         match &rf.binding {
             Binding::List(list) => {
-                args::list_query(&shared.model, &args[..], list, shared.limits, select).ok()
+                let mut q =
+                    args::list_query(&shared.model, &args[..], list, shared.limits, select).ok()?;
+                q.joins = r.joins.clone();
+                Some(q)
             }
             Binding::Lookup { filters, where_arg } => {
                 let filter =
@@ -733,6 +702,7 @@ impl Run<'_> {
                     filter: Some(filter),
                     limit: Some(2),
                     select,
+                    joins: r.joins.clone(),
                     ..Default::default()
                 })
             }
@@ -745,7 +715,12 @@ impl Run<'_> {
     /// `String` variable is left out (only that it is text counts); and
     /// those variables with their texts, in order.
     fn template_key(&self, r: &RootPlan) -> Option<(String, Vec<(Name, String)>)> {
-        let mut key = self.statement_caller(r)?.to_string();
+        let mut key = r
+            .sel
+            .rows
+            .statement_caller(self.access, &r.joins)
+            .ok()?
+            .to_string();
         let mut texts = Vec::new();
         for v in &self.plan.variables {
             let value = self.variable(&v.name);
@@ -776,109 +751,66 @@ impl Run<'_> {
     /// marker bound verbatim (not inside a pattern, as `_contains` binds
     /// it), exactly where the request's own texts are bound. The template
     /// is built on a shape's second request: many shapes are seen once.
-    async fn run_templated(&self, r: &RootPlan, entity: &str) -> Option<(RowSet, Vec<RowSet>)> {
-        let store = &self.shared.store;
-        let plain = || async {
-            let q = self.query(r)?;
-            store
-                .list_joined(self.access, entity, &q, &r.joins)
-                .await
-                .ok()
-        };
-        // A text with a NUL is refused by the store's checks, which a
-        // template skips: such a request takes the plain path.
-        let Some((key, texts)) = self
-            .template_key(r)
-            .filter(|(_, t)| !t.is_empty() && !t.iter().any(|(_, t)| t.contains('\0')))
-        else {
+    async fn run_templated(&self, r: &RootPlan) -> Option<Page> {
+        let rows = &r.sel.rows;
+        let plain = || async { rows.list(self.access, &self.query(r)?).await.ok() };
+        let Some((key, texts)) = self.template_key(r).filter(|(_, t)| !t.is_empty()) else {
             return plain().await;
         };
+        let own: Vec<&str> = texts.iter().map(|(_, t)| t.as_str()).collect();
         let known = r.templates.get(&key);
-        let t = match known {
+        let template = match known {
             Some(Shape::Template(t)) => t,
             Some(Shape::Unusable) => return plain().await,
-            seen => {
-                let shape = match seen {
-                    None => Shape::Seen,
-                    Some(_) => self
-                        .template(r, entity, &texts)
-                        .map_or(Shape::Unusable, |t| Shape::Template(Arc::new(t))),
+            None => {
+                r.templates.insert(key, Shape::Seen);
+                return plain().await;
+            }
+            Some(Shape::Seen) => {
+                // The query this run would make with other texts.
+                let build = |with: &[&str]| {
+                    let mut variables = self.variables.clone();
+                    for ((name, _), text) in texts.iter().zip(with) {
+                        variables.insert(name.clone(), Value::String(text.to_string()));
+                    }
+                    Run {
+                        variables: &variables,
+                        ..*self
+                    }
+                    .query(r)
                 };
-                r.templates.insert(key, shape.clone());
-                match shape {
-                    Shape::Template(t) => t,
-                    Shape::Seen | Shape::Unusable => return plain().await,
+                match rows.prepare_template(self.access, &own, build) {
+                    Ok(Some(t)) => {
+                        let t = Arc::new(t);
+                        r.templates.insert(key, Shape::Template(t.clone()));
+                        t
+                    }
+                    Ok(None) => {
+                        r.templates.insert(key, Shape::Unusable);
+                        return plain().await;
+                    }
+                    // This request's own query is refused: not the shape's fault.
+                    Err(_) => return plain().await,
                 }
             }
         };
-        let values: Vec<(usize, &str)> = t
-            .slots
-            .iter()
-            .map(|&(at, i)| Some((at, texts.get(i)?.1.as_str())))
-            .collect::<Option<_>>()?;
-        store.run_list_with_texts(&t.prepared, &values).await.ok()
-    }
-
-    /// Builds the template of this request's shape (see
-    /// [`Run::run_templated`]); `None` when the shape cannot be reused.
-    fn template(&self, r: &RootPlan, entity: &str, texts: &[(Name, String)]) -> Option<Template> {
-        let store = &self.shared.store;
-        let actual = store
-            .prepare_list(self.access, entity, &self.query(r)?, &r.joins)
-            .ok()?;
-        let markers: Vec<String> = (0..texts.len())
-            .map(|i| format!("\u{1}gatehouse-template-{i}\u{1}"))
-            .collect();
-        let mut marked = self.variables.clone();
-        for ((name, _), marker) in texts.iter().zip(&markers) {
-            marked.insert(name.clone(), Value::String(marker.clone()));
-        }
-        let run = Run {
-            variables: &marked,
-            ..*self
-        };
-        let prepared = store
-            .prepare_list(self.access, entity, &run.query(r)?, &r.joins)
-            .ok()?;
-        if !prepared.same_sql(&actual) {
-            return None;
-        }
-        let mut slots = Vec::new();
-        for (i, marker) in markers.iter().enumerate() {
-            let (at, inside) = prepared.text_positions(marker);
-            if inside {
-                return None;
-            }
-            // The request's own statement binds its own text there.
-            let (own, _) = actual.text_positions(&texts.get(i)?.1);
-            for p in at {
-                if !own.contains(&p) {
-                    return None;
-                }
-                slots.push((p, i));
-            }
-        }
-        Some(Template { prepared, slots })
+        template.run(self.access, &own).await.ok()
     }
 
     async fn root(&self, r: &RootPlan, out: &mut Vec<u8>) -> Option<()> {
         let shared = self.shared;
-        let store = &shared.store;
         let rf = &r.field;
-        let entity = shared.model.entity(&rf.entity)?;
+        let rows = &r.sel.rows;
         self.allowed(shared.model.root_access(rf).scope)?;
-        self.relations_readable(entity)?;
+        self.relations_readable(rows.def())?;
         // The root field's rows, with the to-one relations its statement read.
-        let (set, joined) = if r.constant {
-            let caller = self.statement_caller(r)?;
+        let Page { rows: set, joined } = if r.constant {
+            let caller = rows.statement_caller(self.access, &r.joins).ok()?;
             if caller.is_empty() {
-                let prepared = r.prepared.get_or_init(|| {
-                    let q = self.query(r)?;
-                    store
-                        .prepare_list(self.access, &entity.name, &q, &r.joins)
-                        .ok()
-                });
-                store.run_list(prepared.as_ref()?).await.ok()?
+                let prepared = r
+                    .prepared
+                    .get_or_init(|| rows.prepare(self.access, &self.query(r)?).ok());
+                prepared.as_ref()?.run(self.access, &[]).await.ok()?
             } else {
                 // A statement with the caller's policy in it serves only
                 // callers with the same policy inputs.
@@ -886,20 +818,15 @@ impl Run<'_> {
                 let prepared = match known {
                     Some(p) => p,
                     None => {
-                        let q = self.query(r)?;
-                        let p = Arc::new(
-                            store
-                                .prepare_list(self.access, &entity.name, &q, &r.joins)
-                                .ok()?,
-                        );
+                        let p = Arc::new(rows.prepare(self.access, &self.query(r)?).ok()?);
                         r.per_caller.insert(caller.to_string(), p.clone());
                         p
                     }
                 };
-                store.run_list(&prepared).await.ok()?
+                prepared.run(self.access, &[]).await.ok()?
             }
         } else {
-            self.run_templated(r, &entity.name).await?
+            self.run_templated(r).await?
         };
         let layout = Layout::new(&r.sel, &set.columns)?;
         let joined = r.join_items.iter().copied().zip(joined).collect();
@@ -935,15 +862,12 @@ impl Run<'_> {
         mut joined: Vec<(usize, RowSet)>,
     ) -> BoxFuture<'s, Option<Level>> {
         Box::pin(async move {
-            let store = &self.shared.store;
             let mut children = Vec::with_capacity(sel.items.len());
             for (i, (_, item)) in sel.items.iter().enumerate() {
                 let loaded = match item {
                     Item::Typename | Item::Value(_) => None,
-                    Item::ToOne {
-                        target, sel: child, ..
-                    } if joined.iter().any(|(k, _)| *k == i) => {
-                        let t = self.shared.model.entity(target)?;
+                    Item::ToOne { sel: child, .. } if joined.iter().any(|(k, _)| *k == i) => {
+                        let t = child.rows.def();
                         self.allowed(t.read_scope())?;
                         self.relations_readable(t)?;
                         let at = joined.iter().position(|(k, _)| *k == i)?;
@@ -951,10 +875,8 @@ impl Run<'_> {
                         let layout = Layout::new(child, &set.columns)?;
                         Some((child, set.rows, layout, Index::Aligned))
                     }
-                    Item::ToOne {
-                        target, sel: child, ..
-                    } => {
-                        let t = self.shared.model.entity(target)?;
+                    Item::ToOne { sel: child, .. } => {
+                        let t = child.rows.def();
                         self.allowed(t.read_scope())?;
                         self.relations_readable(t)?;
                         let mut ids: Vec<String> = rows
@@ -967,8 +889,9 @@ impl Run<'_> {
                         let (rows, layout) = if ids.is_empty() {
                             (Vec::new(), Layout::new(child, &child.columns)?)
                         } else {
-                            let set = store
-                                .get_many_set(self.access, target, &ids, Some(&child.columns))
+                            let set = child
+                                .rows
+                                .get_many(self.access, &ids, Some(&child.columns))
                                 .await
                                 .ok()?;
                             let layout = Layout::new(child, &set.columns)?;
@@ -982,14 +905,13 @@ impl Run<'_> {
                     }
                     Item::ToMany(many) => {
                         let ToMany {
-                            target,
                             via,
                             list,
                             declared,
                             args: written,
                             sel: child,
                         } = &**many;
-                        let child_entity = self.shared.model.entity(target)?;
+                        let child_entity = child.rows.def();
                         self.allowed(child_entity.read_scope())?;
                         self.relations_readable(child_entity)?;
                         let args = self.args(written, declared)?;
@@ -1008,12 +930,13 @@ impl Run<'_> {
                             .collect();
                         parents.sort_unstable();
                         parents.dedup();
-                        let (set, parent_of) = store
-                            .load_children_set(self.access, target, via, &parents, &q)
+                        let found = child
+                            .rows
+                            .children(self.access, via, &parents, &q)
                             .await
                             .ok()?;
-                        let layout = Layout::new(child, &set.columns)?;
-                        let (rows, index) = group_by_parent(set.rows, &parent_of);
+                        let layout = Layout::new(child, &found.rows.columns)?;
+                        let (rows, index) = group_by_parent(found.rows.rows, &found.parents);
                         Some((child, rows, layout, Index::ById(index)))
                     }
                 };
@@ -1117,7 +1040,7 @@ fn write_object(
         }
         out.extend_from_slice(&key.0);
         match item {
-            Item::Typename => json::write_str(out, &sel.entity),
+            Item::Typename => json::write_str(out, &sel.rows.def().name),
             Item::Value(v) => write_value(out, layout.value(row, i), v)?,
             Item::ToOne {
                 required,

@@ -34,9 +34,10 @@ async fn main() {
         ("Anonymous", None),
     ] {
         let a = store
+            .entity("Author")
+            .unwrap()
             .insert(
                 &gatehouse_store::AccessContext::system(),
-                "Author",
                 row(json!({"name": name, "born": born})),
             )
             .await
@@ -53,9 +54,10 @@ async fn main() {
     ];
     for (i, (title, year, status, a)) in books.iter().enumerate() {
         let b = store
+            .entity("Book")
+            .unwrap()
             .insert(
                 &gatehouse_store::AccessContext::system(),
-                "Book",
                 row(json!({
                     "title": title, "year": year, "status": status,
                     "author": authors[*a], "tags": ["classic"],
@@ -66,9 +68,10 @@ async fn main() {
             .await
             .unwrap();
         store
+            .entity("Review")
+            .unwrap()
             .insert(
                 &gatehouse_store::AccessContext::system(),
-                "Review",
                 row(json!({
                     "book": b["id"], "reviewer": "dev", "stars": 5,
                     "postedOn": "2024-01-01",
@@ -79,7 +82,6 @@ async fn main() {
     }
 
     let app = router(RestState {
-        model,
         store,
         default_page_size: 50,
         max_page_size: 500,

@@ -10,8 +10,8 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use gatehouse_json as json;
-use gatehouse_schema::{AccessContext, Action, Entity};
-use gatehouse_store::{Filter, ListQuery, Row, RowSet, StoreError};
+use gatehouse_schema::{AccessContext, Entity};
+use gatehouse_store::{EntityStore, Filter, ListQuery, Row, RowSet, StoreError};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use serde::Serialize;
 use serde_json::json;
@@ -126,7 +126,8 @@ async fn route(
     let Some(&ei) = api.collections.get(collection.as_ref()) else {
         return Err(unknown_collection(api, Some(collection)));
     };
-    let entity = &api.model.entities[ei];
+    let rows = &api.entities[ei].rows;
+    let entity = rows.def();
     // Every path below names `entity` first: reading anything under it
     // (its rows, a nested collection, whether an id exists) needs its read
     // scope; writes need the write scope of the entity written.
@@ -151,7 +152,7 @@ async fn route(
             match *method {
                 Method::GET | Method::HEAD => {
                     caller.read(entity)?;
-                    get_one(api, caller, entity, id, headers, query).await
+                    get_one(api, caller, rows, id, headers, query).await
                 }
                 Method::PUT | Method::PATCH => {
                     caller.write(entity)?;
@@ -160,11 +161,11 @@ async fn route(
                     } else {
                         Mode::Patch
                     };
-                    write_existing(api, caller, entity, id, headers, body, mode).await
+                    write_existing(api, caller, rows, id, headers, body, mode).await
                 }
                 Method::DELETE => {
                     caller.write(entity)?;
-                    delete(api, caller, entity, id, headers).await
+                    delete(caller, rows, id, headers).await
                 }
                 Method::OPTIONS => {
                     caller.read(entity)?;
@@ -191,7 +192,7 @@ async fn route(
                 )));
             };
             let parent = Parent {
-                entity,
+                rows,
                 id: segs[2].as_ref(),
                 nested,
             };
@@ -232,7 +233,7 @@ fn unknown_collection(api: &Api, name: Option<&Cow<'_, str>>) -> Problem {
 
 /// The parent row of a nested request.
 struct Parent<'a> {
-    entity: &'a Entity,
+    rows: &'a EntityStore,
     id: &'a str,
     nested: &'a Nested,
 }
@@ -378,27 +379,28 @@ impl Api {
         key: Option<&str>,
         q: &ListQuery,
     ) -> Result<RowSet, StoreError> {
-        let entity = &self.model.entities[ei];
+        let rows = &self.entities[ei].rows;
         let Some(key) = key else {
-            return self.store.list_set(access, &entity.name, q).await;
+            return Ok(rows.list(access, q).await?.rows);
         };
         // A statement with a caller's policy in it serves only that caller.
-        let key = if entity.policy.rule_for(Action::Read, access).is_some() {
-            format!("{key}\u{0}{}", access.key())
-        } else {
+        let caller = rows.statement_caller(access, &q.joins)?;
+        let key = if caller.is_empty() {
             key.to_string()
+        } else {
+            format!("{key}\u{0}{caller}")
         };
         let lists = &self.entities[ei].lists;
         let cached = lists.get(key.as_str());
         let prepared = match cached {
             Some(p) => p,
             None => {
-                let p = Arc::new(self.store.prepare_list(access, &entity.name, q, &[])?);
+                let p = Arc::new(rows.prepare(access, q)?);
                 lists.insert(key.into(), p.clone());
                 p
             }
         };
-        Ok(self.store.run_list(&prepared).await?.0)
+        Ok(prepared.run(access, &[]).await?.rows)
     }
 
     /// Path-absolute URL of a collection.
@@ -412,11 +414,12 @@ impl Api {
         access: &AccessContext,
         parent: &Parent<'_>,
     ) -> Result<(), Problem> {
-        match self.store.get(access, &parent.entity.name, parent.id).await {
+        match parent.rows.get(access, parent.id).await {
             Ok(Some(_)) => Ok(()),
             Ok(None) => Err(Problem::not_found(format!(
                 "there is no {} with id `{}`",
-                parent.entity.name, parent.id
+                parent.rows.def().name,
+                parent.id
             ))),
             Err(e) => Err(Problem::from_read(e)),
         }
@@ -459,7 +462,7 @@ async fn list(
             filters.insert(0, Filter::eq(parent.nested.via.clone(), parent.id));
             format!(
                 "{}/{}/{}",
-                api.collection_url(parent.entity),
+                api.collection_url(parent.rows.def()),
                 encode(parent.id),
                 parent.nested.segment
             )
@@ -478,11 +481,12 @@ async fn list(
         limit: Some(p.per_page),
         offset,
         select: p.select,
+        joins: Vec::new(),
     };
     let (rows, total) = if offset > MAX_OFFSET {
-        let total = api
-            .store
-            .count(&caller.access, &entity.name, q.filter.as_ref())
+        let total = api.entities[ei]
+            .rows
+            .count(&caller.access, q.filter.as_ref())
             .await;
         (Ok(RowSet::default()), total)
     } else {
@@ -490,8 +494,9 @@ async fn list(
         let key = parent.is_none().then(|| query.unwrap_or(""));
         tokio::join!(
             api.list(&caller.access, ei, key, &q),
-            api.store
-                .count(&caller.access, &entity.name, q.filter.as_ref())
+            api.entities[ei]
+                .rows
+                .count(&caller.access, q.filter.as_ref())
         )
     };
     let rows = rows.map_err(Problem::from_read)?;
@@ -556,11 +561,12 @@ fn link_header(
 async fn get_one(
     api: &Api,
     caller: &Caller<'_>,
-    entity: &Entity,
+    rows: &EntityStore,
     id: &str,
     headers: &HeaderMap,
     query: Option<&str>,
 ) -> Result<Response, Problem> {
+    let entity = rows.def();
     let mut select = None;
     let mut bad = Vec::new();
     for (name, value) in params::pairs(query)? {
@@ -584,9 +590,8 @@ async fn get_one(
         caller.use_field(&api.model, entity, &hidden, name)?;
     }
     let media = negotiate(headers)?;
-    let row = api
-        .store
-        .get(&caller.access, &entity.name, id)
+    let row = rows
+        .get(&caller.access, id)
         .await
         .map_err(Problem::from_read)?
         .ok_or_else(|| Problem::not_found(format!("there is no {} with id `{id}`", entity.name)))?;
@@ -630,9 +635,9 @@ async fn create(
         fixed.push((parent.nested.via.as_str(), parent.id));
     }
     let row = body::validate(&api.model, entity, object, Mode::Create, &fixed)?;
-    let stored = api
-        .store
-        .insert(&caller.access, &entity.name, row)
+    let stored = api.entities[ei]
+        .rows
+        .insert(&caller.access, row)
         .await
         .map_err(Problem::from_write)?;
     let id = stored
@@ -654,12 +659,13 @@ async fn create(
 async fn write_existing(
     api: &Api,
     caller: &Caller<'_>,
-    entity: &Entity,
+    rows: &EntityStore,
     id: &str,
     headers: &HeaderMap,
     body: Body,
     mode: Mode,
 ) -> Result<Response, Problem> {
+    let entity = rows.def();
     let media = negotiate(headers)?;
     let accepted = if mode == Mode::Patch {
         PATCH_TYPES
@@ -673,13 +679,9 @@ async fn write_existing(
     }
     let row = body::validate(&api.model, entity, object, mode, &[("id", id)])?;
     let result = if mode == Mode::Patch {
-        api.store
-            .update(&caller.access, &entity.name, id, row)
-            .await
+        rows.update(&caller.access, id, row).await
     } else {
-        api.store
-            .replace(&caller.access, &entity.name, id, row)
-            .await
+        rows.replace(&caller.access, id, row).await
     };
     let stored = result.map_err(|e| match e {
         gatehouse_store::StoreError::NotFound => {
@@ -711,14 +713,14 @@ fn written<'a>(
 }
 
 async fn delete(
-    api: &Api,
     caller: &Caller<'_>,
-    entity: &Entity,
+    rows: &EntityStore,
     id: &str,
     headers: &HeaderMap,
 ) -> Result<Response, Problem> {
+    let entity = rows.def();
     negotiate(headers)?;
-    match api.store.delete(&caller.access, &entity.name, id).await {
+    match rows.delete(&caller.access, id).await {
         Ok(Some(_)) => Ok(StatusCode::NO_CONTENT.into_response()),
         Ok(None) => Err(Problem::not_found(format!(
             "there is no {} with id `{id}`",

@@ -30,7 +30,7 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::routing::any;
 use gatehouse_schema::{FieldKind, Model};
-use gatehouse_store::{PreparedList, Store};
+use gatehouse_store::{EntityStore, PreparedList, Store};
 
 use crate::params::{FilterParam, Paging};
 
@@ -40,9 +40,7 @@ pub const SUPPORTED_VERSIONS: &[&str] = &["v1"];
 /// What the REST API needs from the rest of the service.
 #[derive(Debug, Clone)]
 pub struct RestState {
-    /// The bound schema: collections, fields, relations.
-    pub model: Arc<Model>,
-    /// Where rows live.
+    /// Where rows live; its Model (collections, fields, relations) is the API's.
     pub store: Store,
     /// Rows per page when a list request gives no `per_page`.
     pub default_page_size: u32,
@@ -64,7 +62,6 @@ pub struct RestState {
 #[derive(Debug)]
 struct Api {
     model: Arc<Model>,
-    store: Store,
     paging: Paging,
     max_body_bytes: usize,
     /// Base path without a trailing `/`.
@@ -85,6 +82,8 @@ const LIST_STATEMENTS: usize = 64;
 /// The REST view of one entity.
 #[derive(Debug)]
 struct EntityApi {
+    /// The entity's rows.
+    rows: EntityStore,
     /// Filter parameters by name.
     filters: HashMap<String, FilterParam>,
     /// To-many relations by nested segment.
@@ -110,7 +109,7 @@ struct Nested {
 
 impl Api {
     fn new(state: RestState) -> Api {
-        let model = state.model;
+        let model = state.store.model().clone();
         let max = u64::from(state.max_page_size.max(1));
         let paging = Paging {
             default: u64::from(state.default_page_size).clamp(1, max),
@@ -125,7 +124,12 @@ impl Api {
             .collect();
         let mut collections = HashMap::new();
         let mut entities = Vec::new();
-        for (i, e) in model.entities.iter().enumerate() {
+        for ((i, e), rows) in model
+            .entities
+            .iter()
+            .enumerate()
+            .zip(state.store.entities())
+        {
             collections.insert(e.rest_path.clone(), i);
             let mut nested = HashMap::new();
             for f in e.to_many_fields() {
@@ -148,6 +152,7 @@ impl Api {
                 }
             }
             entities.push(EntityApi {
+                rows,
                 filters: params::filter_params(e).into_iter().collect(),
                 nested,
                 lists: quick_cache::sync::Cache::new(LIST_STATEMENTS),
@@ -157,7 +162,6 @@ impl Api {
         let openapi = Bytes::from(serde_json::to_vec(&doc).unwrap_or_default());
         Api {
             model,
-            store: state.store,
             paging,
             max_body_bytes: state.max_body_bytes,
             base_path,
@@ -192,5 +196,9 @@ pub fn openapi_document(state: &RestState) -> serde_json::Value {
         default: u64::from(state.default_page_size).clamp(1, max),
         max,
     };
-    openapi::document(&state.model, state.base_path.trim_end_matches('/'), paging)
+    openapi::document(
+        state.store.model(),
+        state.base_path.trim_end_matches('/'),
+        paging,
+    )
 }

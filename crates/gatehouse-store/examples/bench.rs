@@ -63,9 +63,10 @@ async fn run(label: &str, url: &str) {
     let mut authors = Vec::with_capacity(AUTHORS);
     for i in 0..AUTHORS {
         let a = store
+            .entity("Author")
+            .unwrap()
             .insert(
                 &gatehouse_store::AccessContext::system(),
-                "Author",
                 row(json!({"name": format!("author-{i}")})),
             )
             .await
@@ -88,7 +89,9 @@ async fn run(label: &str, url: &str) {
                     "author": authors[i % AUTHORS],
                 }));
                 store
-                    .insert(&gatehouse_store::AccessContext::system(), "Book", r)
+                    .entity("Book")
+                    .unwrap()
+                    .insert(&gatehouse_store::AccessContext::system(), r)
                     .await
                     .unwrap();
             }
@@ -116,9 +119,13 @@ async fn run(label: &str, url: &str) {
         };
         let t = Instant::now();
         let rows = store
-            .list(&gatehouse_store::AccessContext::system(), "Book", &q)
+            .entity("Book")
+            .unwrap()
+            .list(&gatehouse_store::AccessContext::system(), &q)
             .await
-            .unwrap();
+            .unwrap()
+            .rows
+            .into_rows();
         times.push(t.elapsed());
         assert_eq!(rows.len(), 10);
     }
@@ -139,9 +146,13 @@ async fn run(label: &str, url: &str) {
         };
         let t = Instant::now();
         let rows = store
-            .list(&gatehouse_store::AccessContext::system(), "Book", &q)
+            .entity("Book")
+            .unwrap()
+            .list(&gatehouse_store::AccessContext::system(), &q)
             .await
-            .unwrap();
+            .unwrap()
+            .rows
+            .into_rows();
         times.push(t.elapsed());
         assert_eq!(rows.len(), 1);
     }
@@ -160,7 +171,9 @@ async fn run(label: &str, url: &str) {
             json!({"title": format!("seq-{i}"), "status": "LOST", "author": authors[i % AUTHORS]}),
         );
         store
-            .insert(&gatehouse_store::AccessContext::system(), "Book", r)
+            .entity("Book")
+            .unwrap()
+            .insert(&gatehouse_store::AccessContext::system(), r)
             .await
             .unwrap();
     }
@@ -180,7 +193,7 @@ async fn run(label: &str, url: &str) {
         tasks.push(tokio::spawn(async move {
             for i in 0..n / 8 {
                                 let r = row(json!({"title": format!("par-{w}-{i}"), "status": "LOST", "author": authors[i % AUTHORS]}));
-                store.insert(&gatehouse_store::AccessContext::system(), "Book", r).await.unwrap();
+                store.entity("Book").unwrap().insert(&gatehouse_store::AccessContext::system(), r).await.unwrap();
             }
         }));
     }
@@ -207,16 +220,16 @@ async fn run(label: &str, url: &str) {
     ] {
         let mut times = Vec::new();
         let mut rows = 0;
+        let books = store.entity("Book").unwrap();
         for i in 0..50 {
             let parents: Vec<String> = (0..100)
                 .map(|j| authors[(i * 100 + j) % AUTHORS].clone())
                 .collect();
             let before = store.statements();
             let t = Instant::now();
-            let got = store
-                .load_children(
+            let got = books
+                .children(
                     &gatehouse_store::AccessContext::system(),
-                    "Book",
                     "author",
                     &parents,
                     &q,
@@ -225,7 +238,7 @@ async fn run(label: &str, url: &str) {
                 .unwrap();
             times.push(t.elapsed());
             assert_eq!(store.statements() - before, 1);
-            rows = got.values().map(Vec::len).sum();
+            rows = got.rows.rows.len();
         }
         times.sort();
         println!(

@@ -5,13 +5,20 @@
 //!   string (UUIDv7 unless given), a `Date` is `"YYYY-MM-DD"`, a to-one
 //!   relation is the referenced id, a list is a JSON array, an enum is its
 //!   value name. Every value is validated against the Model before any SQL runs.
-//! - Reads: [`Store::get`], [`Store::get_many`] (to-one batch),
-//!   [`Store::list`] with a [`Filter`] tree, [`Store::count`], and
-//!   [`Store::load_children`] (to-many batch: one statement for all parents).
-//! - Writes: [`Store::insert`], [`Store::update`] (partial),
-//!   [`Store::replace`], [`Store::delete`]; each commits durably (SQLite WAL
-//!   with `synchronous=NORMAL`: safe against a killed process; `FULL` on
-//!   request for power-loss safety) and yields a [`ChangeEvent`] on
+//! - Rows are reached through an [`EntityStore`], a handle on one entity
+//!   resolved once by [`Store::entity`]; every read and write takes the
+//!   caller's [`AccessContext`], whose scopes and row policies become part
+//!   of the statement.
+//! - Reads: [`EntityStore::get`], [`EntityStore::get_many`] (to-one batch),
+//!   [`EntityStore::list`] with a [`Filter`] tree and to-one joins,
+//!   [`EntityStore::count`], and [`EntityStore::children`] (to-many batch:
+//!   one statement for all parents). A list statement built once runs many
+//!   times: [`EntityStore::prepare`], and [`EntityStore::prepare_template`]
+//!   for queries that differ only in texts (a lookup by id).
+//! - Writes: [`EntityStore::insert`], [`EntityStore::update`] (partial),
+//!   [`EntityStore::replace`], [`EntityStore::delete`]; each commits durably
+//!   (SQLite WAL with `synchronous=NORMAL`: safe against a killed process;
+//!   `FULL` on request for power-loss safety) and yields a [`ChangeEvent`] on
 //!   [`Store::subscribe`]; with PostgreSQL the events reach every instance.
 //! - Migrations: [`Store::plan`] / [`Store::migrate`]; additive steps run on
 //!   connect, destructive ones need `allow_destructive`.
@@ -24,6 +31,7 @@
 #![warn(missing_docs)]
 
 mod copy;
+mod entity;
 mod error;
 mod feed;
 mod migrate;
@@ -33,11 +41,12 @@ mod store;
 mod value;
 
 pub use copy::{CopiedTable, copy_store};
+pub use entity::{Children, EntityStore, Page, PreparedList};
 pub use error::StoreError;
 pub use feed::ChangeEvent;
 pub use migrate::{ColumnLayout, Layout, MigrationStep, TableLayout};
 pub use query::{Filter, JoinOne, ListQuery, OrderBy};
-pub use store::{PreparedList, Store, StoreOptions};
+pub use store::{Store, StoreOptions};
 pub use value::{ColType, Row, RowSet};
 
 pub use gatehouse_schema::{AccessContext, ChangeKind, FilterOp};

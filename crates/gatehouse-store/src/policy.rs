@@ -86,36 +86,47 @@ fn rule_condition(
     })
 }
 
+/// The fields `filter` and `order` compare.
+pub(crate) fn compared<'q>(filter: Option<&'q Filter>, order: &'q [OrderBy]) -> Vec<&'q str> {
+    let mut out = Vec::new();
+    if let Some(f) = filter {
+        f.for_each_field(&mut |n| out.push(n));
+    }
+    out.extend(order.iter().map(|o| o.field.as_str()));
+    out
+}
+
 /// Refuses filtering or ordering `e` by a field `ctx` may not read
 /// (`Model::field_read_scope`): comparing a field tells its values.
+/// `fields` as [`compared`] lists them.
 pub(crate) fn check_compared(
     model: &Model,
     e: &Entity,
     ctx: &AccessContext,
-    filter: Option<&Filter>,
-    order: &[OrderBy],
+    fields: &[impl AsRef<str>],
 ) -> Result<(), StoreError> {
-    let mut result = Ok(());
-    let mut check = |name: &str| {
-        if result.is_err() {
-            return;
-        }
+    for name in fields {
+        let name = name.as_ref();
         if let Some(scope) = e.field(name).and_then(|f| model.field_read_scope(f))
             && !ctx.allows(scope, true)
         {
-            result = Err(StoreError::forbidden(format!(
+            return Err(StoreError::forbidden(format!(
                 "comparing `{}.{name}` needs the scope `{scope}`",
                 e.name
             )));
         }
-    };
-    if let Some(f) = filter {
-        f.for_each_field(&mut |n| check(n));
     }
-    for o in order {
-        check(&o.field);
-    }
-    result
+    Ok(())
+}
+
+/// Of `fields`, those that need a scope to be compared: what a statement
+/// built for one caller checks again for the next.
+pub(crate) fn scoped(model: &Model, e: &Entity, fields: &[&str]) -> Vec<String> {
+    fields
+        .iter()
+        .filter(|n| e.field(n).and_then(|f| model.field_read_scope(f)).is_some())
+        .map(|n| n.to_string())
+        .collect()
 }
 
 /// Refuses setting a field of `e` that `ctx` may not write

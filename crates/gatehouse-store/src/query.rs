@@ -103,10 +103,13 @@ pub struct ListQuery {
     pub offset: u64,
     /// Fields to return (`None`: every stored field). `id` is always returned.
     pub select: Option<Vec<String>>,
+    /// To-one relations read in the same statement
+    /// ([`crate::EntityStore::list`]; not by `children`).
+    pub joins: Vec<JoinOne>,
 }
 
 /// A to-one relation read in the same statement as the rows that refer to
-/// it ([`crate::Store::list_joined`]).
+/// it ([`crate::EntityStore::list`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct JoinOne {
     /// The to-one field of the listed entity.

@@ -118,7 +118,6 @@ async fn serve(loaded: Loaded, json_logs: bool) -> anyhow::Result<ExitCode> {
     tracing::info!(%issuer, "authorization server ready");
 
     let rest = gatehouse_rest::router(gatehouse_rest::RestState {
-        model: model.clone(),
         store: store.clone(),
         default_page_size: limits.default_page_size,
         max_page_size: limits.max_page_size,
@@ -274,21 +273,19 @@ async fn seed_rows(
         }
     }
     for ty in types {
-        let existing = store
-            .count(&gatehouse_store::AccessContext::system(), ty, None)
+        let what = || format!("[[bootstrap.rows]] of type `{ty}`");
+        let of_type = store.entity(ty).with_context(what)?;
+        let existing = of_type
+            .count(&gatehouse_store::AccessContext::system(), None)
             .await
-            .with_context(|| format!("[[bootstrap.rows]] of type `{ty}`"))?;
+            .with_context(what)?;
         if existing > 0 {
             continue;
         }
         let mut inserted = 0;
         for (i, r) in rows.iter().enumerate().filter(|(_, r)| r.type_name == ty) {
-            store
-                .insert(
-                    &gatehouse_store::AccessContext::system(),
-                    ty,
-                    r.values.clone(),
-                )
+            of_type
+                .insert(&gatehouse_store::AccessContext::system(), r.values.clone())
                 .await
                 .with_context(|| format!("[[bootstrap.rows]] entry {} (type `{ty}`)", i + 1))?;
             inserted += 1;

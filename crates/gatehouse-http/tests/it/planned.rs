@@ -303,7 +303,9 @@ async fn joined_to_one_relations_answer_as_async_graphql_does() {
         let store = store.clone();
         async move {
             store
-                .insert(&gatehouse_store::AccessContext::system(), "Person", row)
+                .entity("Person")
+                .unwrap()
+                .insert(&gatehouse_store::AccessContext::system(), row)
                 .await
                 .unwrap()["id"]
                 .as_str()
@@ -586,7 +588,9 @@ async fn stored_values_answer_as_async_graphql_does_or_are_declined() {
         async move {
             let row = row.as_object().unwrap().clone();
             store
-                .insert(&gatehouse_store::AccessContext::system(), entity, row)
+                .entity(entity)
+                .unwrap()
+                .insert(&gatehouse_store::AccessContext::system(), row)
                 .await
                 .unwrap()["id"]
                 .as_str()
@@ -699,7 +703,9 @@ async fn a_forbidden_non_null_relation_nulls_its_nearest_nullable_parent() {
     let mut author = gatehouse_store::Row::new();
     author.insert("name".into(), json!("A"));
     let id = store
-        .insert(&gatehouse_store::AccessContext::system(), "Author", author)
+        .entity("Author")
+        .unwrap()
+        .insert(&gatehouse_store::AccessContext::system(), author)
         .await
         .unwrap()["id"]
         .clone();
@@ -707,7 +713,9 @@ async fn a_forbidden_non_null_relation_nulls_its_nearest_nullable_parent() {
     book.insert("title".into(), json!("T"));
     book.insert("author".into(), id);
     store
-        .insert(&gatehouse_store::AccessContext::system(), "Book", book)
+        .entity("Book")
+        .unwrap()
+        .insert(&gatehouse_store::AccessContext::system(), book)
         .await
         .unwrap();
     let q = "{ books { title author { name } } }";
@@ -744,7 +752,9 @@ async fn a_subscription_event_reports_a_forbidden_relation() {
     let mut author = gatehouse_store::Row::new();
     author.insert("name".into(), json!("A"));
     let id = store
-        .insert(&gatehouse_store::AccessContext::system(), "Author", author)
+        .entity("Author")
+        .unwrap()
+        .insert(&gatehouse_store::AccessContext::system(), author)
         .await
         .unwrap()["id"]
         .clone();
@@ -755,7 +765,9 @@ async fn a_subscription_event_reports_a_forbidden_relation() {
         book.insert("title".into(), json!("T"));
         book.insert("author".into(), id);
         store
-            .insert(&gatehouse_store::AccessContext::system(), "Book", book)
+            .entity("Book")
+            .unwrap()
+            .insert(&gatehouse_store::AccessContext::system(), book)
             .await
             .unwrap();
     };
@@ -827,7 +839,12 @@ async fn planned_answers_equal_async_graphql_under_policies() {
         let sys = sys.clone();
         async move {
             let row = row.as_object().unwrap().clone();
-            store.insert(&sys, entity, row).await.unwrap()["id"]
+            store
+                .entity(entity)
+                .unwrap()
+                .insert(&sys, row)
+                .await
+                .unwrap()["id"]
                 .as_str()
                 .unwrap()
                 .to_string()

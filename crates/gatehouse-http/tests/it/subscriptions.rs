@@ -103,7 +103,6 @@ async fn start_on(
     };
     let oauth = oauth_router(&auth, &issuer);
     let rest = gatehouse_rest::router(gatehouse_rest::RestState {
-        model: model.clone(),
         store,
         default_page_size: 50,
         max_page_size: 500,

@@ -368,7 +368,7 @@ async fn merges_beside_the_other_routers_at_the_root() {
         .route("/graphql/assets/{name}", get(|| async { "asset" }))
         .route("/oauth/token", post(|| async { "token" }))
         .route("/.well-known/jwks.json", get(|| async { "jwks" }));
-    let app = others.merge(gatehouse_rest::router(crate::state(store, model, "", 1024)));
+    let app = others.merge(gatehouse_rest::router(crate::state(store, "", 1024)));
     let served = gatehouse_testkit::TestServer::start(app).await;
     let get = |p: &str| served.client.get(served.url(p)).send();
     for (path, body) in [

@@ -8,19 +8,15 @@ mod list;
 mod nested;
 mod openapi;
 
-use std::sync::Arc;
-
 use gatehouse_rest::{RestState, router};
-use gatehouse_schema::Model;
 use gatehouse_store::Store;
 pub use gatehouse_testkit::header;
 use gatehouse_testkit::{TestDb, TestServer, example_model};
 use reqwest::{Method, Response, StatusCode};
 use serde_json::{Value, json};
 
-pub fn state(store: Store, model: Arc<Model>, base_path: &str, max_body_bytes: usize) -> RestState {
+pub fn state(store: Store, base_path: &str, max_body_bytes: usize) -> RestState {
     RestState {
-        model,
         store,
         default_page_size: 50,
         max_page_size: 500,
@@ -49,7 +45,7 @@ pub async fn start_with(base_path: &str, max_body_bytes: usize) -> Server {
     let model = example_model();
     let db = TestDb::sqlite();
     let store = db.open(&model).await;
-    let rest = router(state(store.clone(), model, base_path, max_body_bytes));
+    let rest = router(state(store.clone(), base_path, max_body_bytes));
     let app = if base_path.is_empty() {
         rest
     } else {

@@ -1,6 +1,8 @@
 //! Fixtures: a fresh store per backend per test.
 
-use gatehouse_store::{Row, Store};
+use std::collections::HashMap;
+
+use gatehouse_store::{AccessContext, ListQuery, Row, Store, StoreError};
 use gatehouse_testkit::TestDb;
 use serde_json::{Value, json};
 
@@ -56,9 +58,10 @@ pub async fn stores() -> Vec<(TestDb, Store)> {
 /// Inserts an author and returns its id.
 pub async fn author(s: &Store, name: &str) -> String {
     let r = s
+        .entity("Author")
+        .unwrap()
         .insert(
             &gatehouse_store::AccessContext::system(),
-            "Author",
             row(json!({"name": name})),
         )
         .await
@@ -72,7 +75,9 @@ pub async fn book(s: &Store, author: &str, title: &str, extra: Value) -> Row {
     if let Value::Object(m) = extra {
         r.extend(m);
     }
-    s.insert(&gatehouse_store::AccessContext::system(), "Book", r)
+    s.entity("Book")
+        .unwrap()
+        .insert(&gatehouse_store::AccessContext::system(), r)
         .await
         .expect("insert book")
 }
@@ -104,4 +109,39 @@ macro_rules! conformance {
             }
         }
     };
+}
+
+/// The rows of `entity` with `ids`, by id (the system caller).
+pub async fn by_id(s: &Store, entity: &str, ids: &[String]) -> HashMap<String, Row> {
+    let set = s
+        .entity(entity)
+        .unwrap()
+        .get_many(&AccessContext::system(), ids, None)
+        .await
+        .unwrap();
+    set.into_rows()
+        .into_iter()
+        .map(|r| (r["id"].as_str().unwrap().to_string(), r))
+        .collect()
+}
+
+/// The children of `parents` through `via`, by parent, every parent a key
+/// (the system caller).
+pub async fn by_parent(
+    s: &Store,
+    entity: &str,
+    via: &str,
+    parents: &[String],
+    q: &ListQuery,
+) -> Result<HashMap<String, Vec<Row>>, StoreError> {
+    let got = s
+        .entity(entity)?
+        .children(&AccessContext::system(), via, parents, q)
+        .await?;
+    let mut out: HashMap<String, Vec<Row>> =
+        parents.iter().map(|p| (p.clone(), Vec::new())).collect();
+    for (row, parent) in got.rows.into_rows().into_iter().zip(got.parents) {
+        out.entry(parent).or_default().push(row);
+    }
+    Ok(out)
 }

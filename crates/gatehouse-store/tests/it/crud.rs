@@ -34,7 +34,9 @@ conformance!(insert_generates_uuid_v7_and_get_round_trips, |db, s| {
     let u = uuid::Uuid::parse_str(id).unwrap();
     assert_eq!(u.get_version_num(), 7);
     let got = s
-        .get(&gatehouse_store::AccessContext::system(), "Book", id)
+        .entity("Book")
+        .unwrap()
+        .get(&gatehouse_store::AccessContext::system(), id)
         .await
         .unwrap()
         .unwrap();
@@ -49,9 +51,10 @@ conformance!(insert_generates_uuid_v7_and_get_round_trips, |db, s| {
     // omitted nullable fields read back as null
     let b2 = book(&s, &a, "Lathe", json!({})).await;
     let got2 = s
+        .entity("Book")
+        .unwrap()
         .get(
             &gatehouse_store::AccessContext::system(),
-            "Book",
             b2["id"].as_str().unwrap(),
         )
         .await
@@ -60,7 +63,9 @@ conformance!(insert_generates_uuid_v7_and_get_round_trips, |db, s| {
     assert_eq!(got2["year"], json!(null));
     assert_eq!(got2["tags"], json!(null));
     assert!(
-        s.get(&gatehouse_store::AccessContext::system(), "Book", "nope")
+        s.entity("Book")
+            .unwrap()
+            .get(&gatehouse_store::AccessContext::system(), "nope")
             .await
             .unwrap()
             .is_none()
@@ -69,21 +74,23 @@ conformance!(insert_generates_uuid_v7_and_get_round_trips, |db, s| {
 
 conformance!(insert_with_given_id_and_duplicate_id_conflicts, |db, s| {
     let r = s
+        .entity("Author")
+        .unwrap()
         .insert(
             &gatehouse_store::AccessContext::system(),
-            "Author",
             row(json!({"id": "a-1", "name": "X"})),
         )
         .await
         .unwrap();
     assert_eq!(r["id"], json!("a-1"));
     let msg = conflict(
-        s.insert(
-            &gatehouse_store::AccessContext::system(),
-            "Author",
-            row(json!({"id": "a-1", "name": "Y"})),
-        )
-        .await,
+        s.entity("Author")
+            .unwrap()
+            .insert(
+                &gatehouse_store::AccessContext::system(),
+                row(json!({"id": "a-1", "name": "Y"})),
+            )
+            .await,
     );
     assert!(
         msg.contains("a-1") && msg.contains("already exists"),
@@ -94,23 +101,25 @@ conformance!(insert_with_given_id_and_duplicate_id_conflicts, |db, s| {
 conformance!(unique_conflict_names_the_field, |db, s| {
     author(&s, "Same").await;
     let msg = conflict(
-        s.insert(
-            &gatehouse_store::AccessContext::system(),
-            "Author",
-            row(json!({"name": "Same"})),
-        )
-        .await,
+        s.entity("Author")
+            .unwrap()
+            .insert(
+                &gatehouse_store::AccessContext::system(),
+                row(json!({"name": "Same"})),
+            )
+            .await,
     );
     assert!(msg.contains("Author.name"), "{msg}");
     let a = author(&s, "Other").await;
     book(&s, &a, "B1", json!({"isbn": "1"})).await;
     let msg = conflict(
-        s.insert(
-            &gatehouse_store::AccessContext::system(),
-            "Book",
-            row(json!({"title": "B2", "status": "LOST", "author": a, "isbn": "1"})),
-        )
-        .await,
+        s.entity("Book")
+            .unwrap()
+            .insert(
+                &gatehouse_store::AccessContext::system(),
+                row(json!({"title": "B2", "status": "LOST", "author": a, "isbn": "1"})),
+            )
+            .await,
     );
     assert!(msg.contains("Book.isbn"), "{msg}");
     // null does not collide with null
@@ -124,72 +133,80 @@ conformance!(
         let a = author(&s, "A").await;
         assert_eq!(
             invalid_field(
-                s.insert(
-                    &gatehouse_store::AccessContext::system(),
-                    "Book",
-                    row(json!({"status": "LOST", "author": a}))
-                )
-                .await
+                s.entity("Book")
+                    .unwrap()
+                    .insert(
+                        &gatehouse_store::AccessContext::system(),
+                        row(json!({"status": "LOST", "author": a}))
+                    )
+                    .await
             ),
             "title"
         );
         assert_eq!(
             invalid_field(
-                s.insert(
-                    &gatehouse_store::AccessContext::system(),
-                    "Book",
-                    row(json!({"title": "t", "status": "LOST", "author": a, "pages": 3}))
-                )
-                .await
+                s.entity("Book")
+                    .unwrap()
+                    .insert(
+                        &gatehouse_store::AccessContext::system(),
+                        row(json!({"title": "t", "status": "LOST", "author": a, "pages": 3}))
+                    )
+                    .await
             ),
             "pages"
         );
         assert_eq!(
             invalid_field(
-                s.insert(
-                    &gatehouse_store::AccessContext::system(),
-                    "Book",
-                    row(json!({"title": 5, "status": "LOST", "author": a}))
-                )
-                .await
+                s.entity("Book")
+                    .unwrap()
+                    .insert(
+                        &gatehouse_store::AccessContext::system(),
+                        row(json!({"title": 5, "status": "LOST", "author": a}))
+                    )
+                    .await
             ),
             "title"
         );
         assert_eq!(
             invalid_field(
-                s.insert(
-                    &gatehouse_store::AccessContext::system(),
-                    "Book",
-                    row(json!({"title": "t", "status": "LOST", "author": a, "tags": "x"}))
-                )
-                .await
+                s.entity("Book")
+                    .unwrap()
+                    .insert(
+                        &gatehouse_store::AccessContext::system(),
+                        row(json!({"title": "t", "status": "LOST", "author": a, "tags": "x"}))
+                    )
+                    .await
             ),
             "tags"
         );
         assert_eq!(
             invalid_field(
-                s.insert(
-                    &gatehouse_store::AccessContext::system(),
-                    "Book",
-                    row(json!({"title": "t", "status": "LOST", "author": a, "tags": [1]}))
-                )
-                .await
+                s.entity("Book")
+                    .unwrap()
+                    .insert(
+                        &gatehouse_store::AccessContext::system(),
+                        row(json!({"title": "t", "status": "LOST", "author": a, "tags": [1]}))
+                    )
+                    .await
             ),
             "tags"
         );
         assert_eq!(
             invalid_field(
-                s.insert(
-                    &gatehouse_store::AccessContext::system(),
-                    "Book",
-                    row(json!({"title": "t", "status": "LOST", "author": a, "reviews": []}))
-                )
-                .await
+                s.entity("Book")
+                    .unwrap()
+                    .insert(
+                        &gatehouse_store::AccessContext::system(),
+                        row(json!({"title": "t", "status": "LOST", "author": a, "reviews": []}))
+                    )
+                    .await
             ),
             "reviews"
         );
         assert_eq!(
-            s.count(&gatehouse_store::AccessContext::system(), "Book", None)
+            s.entity("Book")
+                .unwrap()
+                .count(&gatehouse_store::AccessContext::system(), None)
                 .await
                 .unwrap(),
             0
@@ -207,67 +224,73 @@ conformance!(int_range_float_date_and_enum_are_validated, |db, s| {
     };
     assert_eq!(
         invalid_field(
-            s.insert(
-                &gatehouse_store::AccessContext::system(),
-                "Book",
-                with("year", json!(2_147_483_648_i64))
-            )
-            .await
+            s.entity("Book")
+                .unwrap()
+                .insert(
+                    &gatehouse_store::AccessContext::system(),
+                    with("year", json!(2_147_483_648_i64))
+                )
+                .await
         ),
         "year"
     );
     assert_eq!(
         invalid_field(
-            s.insert(
-                &gatehouse_store::AccessContext::system(),
-                "Book",
-                with("year", json!(-2_147_483_649_i64))
-            )
-            .await
+            s.entity("Book")
+                .unwrap()
+                .insert(
+                    &gatehouse_store::AccessContext::system(),
+                    with("year", json!(-2_147_483_649_i64))
+                )
+                .await
         ),
         "year"
     );
     assert_eq!(
         invalid_field(
-            s.insert(
-                &gatehouse_store::AccessContext::system(),
-                "Book",
-                with("year", json!(1.5))
-            )
-            .await
+            s.entity("Book")
+                .unwrap()
+                .insert(
+                    &gatehouse_store::AccessContext::system(),
+                    with("year", json!(1.5))
+                )
+                .await
         ),
         "year"
     );
     assert_eq!(
         invalid_field(
-            s.insert(
-                &gatehouse_store::AccessContext::system(),
-                "Book",
-                with("scores", json!([1, 3_000_000_000_i64]))
-            )
-            .await
+            s.entity("Book")
+                .unwrap()
+                .insert(
+                    &gatehouse_store::AccessContext::system(),
+                    with("scores", json!([1, 3_000_000_000_i64]))
+                )
+                .await
         ),
         "scores"
     );
     assert_eq!(
         invalid_field(
-            s.insert(
-                &gatehouse_store::AccessContext::system(),
-                "Book",
-                with("rating", json!("NaN"))
-            )
-            .await
+            s.entity("Book")
+                .unwrap()
+                .insert(
+                    &gatehouse_store::AccessContext::system(),
+                    with("rating", json!("NaN"))
+                )
+                .await
         ),
         "rating"
     );
     assert_eq!(
         invalid_field(
-            s.insert(
-                &gatehouse_store::AccessContext::system(),
-                "Book",
-                with("rating", json!("Infinity"))
-            )
-            .await
+            s.entity("Book")
+                .unwrap()
+                .insert(
+                    &gatehouse_store::AccessContext::system(),
+                    with("rating", json!("Infinity"))
+                )
+                .await
         ),
         "rating"
     );
@@ -280,12 +303,13 @@ conformance!(int_range_float_date_and_enum_are_validated, |db, s| {
     ] {
         assert_eq!(
             invalid_field(
-                s.insert(
-                    &gatehouse_store::AccessContext::system(),
-                    "Book",
-                    with("published", json!(bad))
-                )
-                .await
+                s.entity("Book")
+                    .unwrap()
+                    .insert(
+                        &gatehouse_store::AccessContext::system(),
+                        with("published", json!(bad))
+                    )
+                    .await
             ),
             "published",
             "{bad}"
@@ -293,76 +317,85 @@ conformance!(int_range_float_date_and_enum_are_validated, |db, s| {
     }
     assert_eq!(
         invalid_field(
-            s.insert(
-                &gatehouse_store::AccessContext::system(),
-                "Book",
-                with("status", json!("BURNT"))
-            )
-            .await
+            s.entity("Book")
+                .unwrap()
+                .insert(
+                    &gatehouse_store::AccessContext::system(),
+                    with("status", json!("BURNT"))
+                )
+                .await
         ),
         "status"
     );
     assert_eq!(
         invalid_field(
-            s.insert(
-                &gatehouse_store::AccessContext::system(),
-                "Book",
-                with("status", json!(null))
-            )
-            .await
+            s.entity("Book")
+                .unwrap()
+                .insert(
+                    &gatehouse_store::AccessContext::system(),
+                    with("status", json!(null))
+                )
+                .await
         ),
         "status"
     );
     // the edges are fine
     let ok = s
+        .entity("Book")
+        .unwrap()
         .insert(
             &gatehouse_store::AccessContext::system(),
-            "Book",
             with("year", json!(i32::MAX)),
         )
         .await
         .unwrap();
     assert_eq!(ok["year"], json!(i32::MAX));
     let ok = s
+        .entity("Book")
+        .unwrap()
         .insert(
             &gatehouse_store::AccessContext::system(),
-            "Book",
             with("year", json!(i32::MIN)),
         )
         .await
         .unwrap();
     assert_eq!(
-        s.get(
-            &gatehouse_store::AccessContext::system(),
-            "Book",
-            ok["id"].as_str().unwrap()
-        )
-        .await
-        .unwrap()
-        .unwrap()["year"],
+        s.entity("Book")
+            .unwrap()
+            .get(
+                &gatehouse_store::AccessContext::system(),
+                ok["id"].as_str().unwrap()
+            )
+            .await
+            .unwrap()
+            .unwrap()["year"],
         json!(i32::MIN)
     );
     let ok = s
+        .entity("Book")
+        .unwrap()
         .insert(
             &gatehouse_store::AccessContext::system(),
-            "Book",
             with("published", json!("2024-02-29")),
         )
         .await
         .unwrap();
     assert_eq!(
-        s.get(
-            &gatehouse_store::AccessContext::system(),
-            "Book",
-            ok["id"].as_str().unwrap()
-        )
-        .await
-        .unwrap()
-        .unwrap()["published"],
+        s.entity("Book")
+            .unwrap()
+            .get(
+                &gatehouse_store::AccessContext::system(),
+                ok["id"].as_str().unwrap()
+            )
+            .await
+            .unwrap()
+            .unwrap()["published"],
         json!("2024-02-29")
     );
     assert_eq!(
-        s.count(&gatehouse_store::AccessContext::system(), "Book", None)
+        s.entity("Book")
+            .unwrap()
+            .count(&gatehouse_store::AccessContext::system(), None)
             .await
             .unwrap(),
         3
@@ -380,9 +413,10 @@ conformance!(partial_update_keeps_omitted_and_null_clears, |db, s| {
     .await;
     let id = b["id"].as_str().unwrap();
     let u = s
+        .entity("Book")
+        .unwrap()
         .update(
             &gatehouse_store::AccessContext::system(),
-            "Book",
             id,
             row(json!({"title": "New", "rating": null})),
         )
@@ -393,21 +427,24 @@ conformance!(partial_update_keeps_omitted_and_null_clears, |db, s| {
     assert_eq!(u["rating"], json!(null));
     assert_eq!(u["tags"], json!(["x"]));
     let got = s
-        .get(&gatehouse_store::AccessContext::system(), "Book", id)
+        .entity("Book")
+        .unwrap()
+        .get(&gatehouse_store::AccessContext::system(), id)
         .await
         .unwrap()
         .unwrap();
     assert_eq!(got, u);
     // an empty patch changes nothing and returns the row
     assert_eq!(
-        s.update(
-            &gatehouse_store::AccessContext::system(),
-            "Book",
-            id,
-            row(json!({}))
-        )
-        .await
-        .unwrap(),
+        s.entity("Book")
+            .unwrap()
+            .update(
+                &gatehouse_store::AccessContext::system(),
+                id,
+                row(json!({}))
+            )
+            .await
+            .unwrap(),
         got
     );
 });
@@ -420,62 +457,69 @@ conformance!(
         let id = b["id"].as_str().unwrap();
         assert_eq!(
             invalid_field(
-                s.update(
-                    &gatehouse_store::AccessContext::system(),
-                    "Book",
-                    id,
-                    row(json!({"title": null}))
-                )
-                .await
+                s.entity("Book")
+                    .unwrap()
+                    .update(
+                        &gatehouse_store::AccessContext::system(),
+                        id,
+                        row(json!({"title": null}))
+                    )
+                    .await
             ),
             "title"
         );
         assert_eq!(
             invalid_field(
-                s.update(
-                    &gatehouse_store::AccessContext::system(),
-                    "Book",
-                    id,
-                    row(json!({"author": null}))
-                )
-                .await
+                s.entity("Book")
+                    .unwrap()
+                    .update(
+                        &gatehouse_store::AccessContext::system(),
+                        id,
+                        row(json!({"author": null}))
+                    )
+                    .await
             ),
             "author"
         );
         assert_eq!(
             invalid_field(
-                s.update(
-                    &gatehouse_store::AccessContext::system(),
-                    "Book",
-                    id,
-                    row(json!({"id": "other"}))
-                )
-                .await
+                s.entity("Book")
+                    .unwrap()
+                    .update(
+                        &gatehouse_store::AccessContext::system(),
+                        id,
+                        row(json!({"id": "other"}))
+                    )
+                    .await
             ),
             "id"
         );
         assert!(matches!(
-            s.update(
-                &gatehouse_store::AccessContext::system(),
-                "Book",
-                "missing",
-                row(json!({"title": "x"}))
-            )
-            .await,
+            s.entity("Book")
+                .unwrap()
+                .update(
+                    &gatehouse_store::AccessContext::system(),
+                    "missing",
+                    row(json!({"title": "x"}))
+                )
+                .await,
             Err(StoreError::NotFound)
         ));
         assert!(matches!(
-            s.replace(
-                &gatehouse_store::AccessContext::system(),
-                "Book",
-                "missing",
-                row(json!({"title": "x", "status": "LOST", "author": a}))
-            )
-            .await,
+            s.entity("Book")
+                .unwrap()
+                .replace(
+                    &gatehouse_store::AccessContext::system(),
+                    "missing",
+                    row(json!({"title": "x", "status": "LOST", "author": a}))
+                )
+                .await,
             Err(StoreError::NotFound)
         ));
         assert_eq!(
-            s.get(&gatehouse_store::AccessContext::system(), "Book", id)
+            s.entity("Book")
+                .unwrap()
+                .get(&gatehouse_store::AccessContext::system(), id)
                 .await
                 .unwrap()
                 .unwrap()["title"],
@@ -489,9 +533,10 @@ conformance!(replace_sets_omitted_fields_to_null, |db, s| {
     let b = book(&s, &a, "T", json!({"year": 2000, "isbn": "i"})).await;
     let id = b["id"].as_str().unwrap();
     let r = s
+        .entity("Book")
+        .unwrap()
         .replace(
             &gatehouse_store::AccessContext::system(),
-            "Book",
             id,
             row(json!({"id": id, "title": "R", "status": "ON_LOAN", "author": a})),
         )
@@ -501,7 +546,9 @@ conformance!(replace_sets_omitted_fields_to_null, |db, s| {
     assert_eq!(r["isbn"], json!(null));
     assert_eq!(r["title"], json!("R"));
     assert_eq!(
-        s.get(&gatehouse_store::AccessContext::system(), "Book", id)
+        s.entity("Book")
+            .unwrap()
+            .get(&gatehouse_store::AccessContext::system(), id)
             .await
             .unwrap()
             .unwrap(),
@@ -510,13 +557,14 @@ conformance!(replace_sets_omitted_fields_to_null, |db, s| {
     // a replacement must be whole
     assert_eq!(
         invalid_field(
-            s.replace(
-                &gatehouse_store::AccessContext::system(),
-                "Book",
-                id,
-                row(json!({"title": "R"}))
-            )
-            .await
+            s.entity("Book")
+                .unwrap()
+                .replace(
+                    &gatehouse_store::AccessContext::system(),
+                    id,
+                    row(json!({"title": "R"}))
+                )
+                .await
         ),
         "status"
     );
@@ -527,19 +575,25 @@ conformance!(delete_returns_the_row_once, |db, s| {
     let b = book(&s, &a, "T", json!({})).await;
     let id = b["id"].as_str().unwrap();
     assert_eq!(
-        s.delete(&gatehouse_store::AccessContext::system(), "Book", id)
+        s.entity("Book")
+            .unwrap()
+            .delete(&gatehouse_store::AccessContext::system(), id)
             .await
             .unwrap(),
         Some(b.clone())
     );
     assert_eq!(
-        s.delete(&gatehouse_store::AccessContext::system(), "Book", id)
+        s.entity("Book")
+            .unwrap()
+            .delete(&gatehouse_store::AccessContext::system(), id)
             .await
             .unwrap(),
         None
     );
     assert!(
-        s.get(&gatehouse_store::AccessContext::system(), "Book", id)
+        s.entity("Book")
+            .unwrap()
+            .get(&gatehouse_store::AccessContext::system(), id)
             .await
             .unwrap()
             .is_none()
@@ -551,12 +605,13 @@ conformance!(
     |db, s| {
         assert_eq!(
             invalid_field(
-                s.insert(
-                    &gatehouse_store::AccessContext::system(),
-                    "Book",
-                    row(json!({"title": "t", "status": "LOST", "author": "ghost"}))
-                )
-                .await
+                s.entity("Book")
+                    .unwrap()
+                    .insert(
+                        &gatehouse_store::AccessContext::system(),
+                        row(json!({"title": "t", "status": "LOST", "author": "ghost"}))
+                    )
+                    .await
             ),
             "author"
         );
@@ -565,18 +620,21 @@ conformance!(
         let id = b["id"].as_str().unwrap();
         assert_eq!(
             invalid_field(
-                s.update(
-                    &gatehouse_store::AccessContext::system(),
-                    "Book",
-                    id,
-                    row(json!({"author": "ghost"}))
-                )
-                .await
+                s.entity("Book")
+                    .unwrap()
+                    .update(
+                        &gatehouse_store::AccessContext::system(),
+                        id,
+                        row(json!({"author": "ghost"}))
+                    )
+                    .await
             ),
             "author"
         );
         assert_eq!(
-            s.get(&gatehouse_store::AccessContext::system(), "Book", id)
+            s.entity("Book")
+                .unwrap()
+                .get(&gatehouse_store::AccessContext::system(), id)
                 .await
                 .unwrap()
                 .unwrap()["author"],
@@ -589,25 +647,32 @@ conformance!(deleting_a_referenced_row_is_a_conflict, |db, s| {
     let a = author(&s, "A").await;
     let b = book(&s, &a, "T", json!({})).await;
     let msg = conflict(
-        s.delete(&gatehouse_store::AccessContext::system(), "Author", &a)
+        s.entity("Author")
+            .unwrap()
+            .delete(&gatehouse_store::AccessContext::system(), &a)
             .await,
     );
     assert!(msg.contains("Book") && msg.contains("author"), "{msg}");
     assert!(
-        s.get(&gatehouse_store::AccessContext::system(), "Author", &a)
+        s.entity("Author")
+            .unwrap()
+            .get(&gatehouse_store::AccessContext::system(), &a)
             .await
             .unwrap()
             .is_some()
     );
-    s.delete(
-        &gatehouse_store::AccessContext::system(),
-        "Book",
-        b["id"].as_str().unwrap(),
-    )
-    .await
-    .unwrap();
+    s.entity("Book")
+        .unwrap()
+        .delete(
+            &gatehouse_store::AccessContext::system(),
+            b["id"].as_str().unwrap(),
+        )
+        .await
+        .unwrap();
     assert!(
-        s.delete(&gatehouse_store::AccessContext::system(), "Author", &a)
+        s.entity("Author")
+            .unwrap()
+            .delete(&gatehouse_store::AccessContext::system(), &a)
             .await
             .unwrap()
             .is_some()
@@ -615,20 +680,7 @@ conformance!(deleting_a_referenced_row_is_a_conflict, |db, s| {
 });
 
 conformance!(unknown_entity_is_invalid, |db, s| {
-    assert!(matches!(
-        s.get(&gatehouse_store::AccessContext::system(), "Nope", "x")
-            .await,
-        Err(StoreError::Invalid { .. })
-    ));
-    assert!(matches!(
-        s.insert(
-            &gatehouse_store::AccessContext::system(),
-            "Nope",
-            row(json!({}))
-        )
-        .await,
-        Err(StoreError::Invalid { .. })
-    ));
+    assert!(matches!(s.entity("Nope"), Err(StoreError::Invalid { .. })));
 });
 
 conformance!(
@@ -636,60 +688,60 @@ conformance!(
     |db, s| {
         // PostgreSQL cannot store U+0000; both backends refuse it the same way.
         let r = s
+            .entity("Author")
+            .unwrap()
             .insert(
                 &gatehouse_store::AccessContext::system(),
-                "Author",
                 row(json!({"name": "a\u{0}b"})),
             )
             .await;
         assert_eq!(invalid_field(r), "name");
         let a = author(&s, "Ursula").await;
         let r = s
+            .entity("Book")
+            .unwrap()
             .insert(
                 &gatehouse_store::AccessContext::system(),
-                "Book",
                 row(json!({"title": "t", "status": "AVAILABLE", "author": a, "tags": ["x\u{0}"]})),
             )
             .await;
         assert_eq!(invalid_field(r), "tags");
         let r = s
+            .entity("Author")
+            .unwrap()
             .insert(
                 &gatehouse_store::AccessContext::system(),
-                "Author",
                 row(json!({"id": "\u{0}", "name": "n"})),
             )
             .await;
         assert_eq!(invalid_field(r), "id");
         // A lookup by such an id is a miss or a client error, never a fault.
         match s
-            .get(
-                &gatehouse_store::AccessContext::system(),
-                "Author",
-                "x\u{0}y",
-            )
+            .entity("Author")
+            .unwrap()
+            .get(&gatehouse_store::AccessContext::system(), "x\u{0}y")
             .await
         {
             Ok(None) | Err(StoreError::Invalid { .. }) => {}
             other => panic!("expected a miss or Invalid, got {other:?}"),
         }
         assert!(
-            s.delete(
-                &gatehouse_store::AccessContext::system(),
-                "Author",
-                "x\u{0}"
-            )
-            .await
-            .unwrap()
-            .is_none()
+            s.entity("Author")
+                .unwrap()
+                .delete(&gatehouse_store::AccessContext::system(), "x\u{0}")
+                .await
+                .unwrap()
+                .is_none()
         );
         assert!(matches!(
-            s.update(
-                &gatehouse_store::AccessContext::system(),
-                "Author",
-                "x\u{0}",
-                row(json!({"name": "n"}))
-            )
-            .await,
+            s.entity("Author")
+                .unwrap()
+                .update(
+                    &gatehouse_store::AccessContext::system(),
+                    "x\u{0}",
+                    row(json!({"name": "n"}))
+                )
+                .await,
             Err(StoreError::NotFound)
         ));
         // So is a filter value with NUL: a client error, not an outage.
@@ -702,10 +754,12 @@ conformance!(
             ..Default::default()
         };
         match s
-            .list(&gatehouse_store::AccessContext::system(), "Author", &q)
+            .entity("Author")
+            .unwrap()
+            .list(&gatehouse_store::AccessContext::system(), &q)
             .await
         {
-            Ok(rows) => assert!(rows.is_empty()),
+            Ok(rows) => assert!(rows.rows.rows.is_empty()),
             Err(e) => assert!(matches!(e, StoreError::Invalid { .. }), "{e:?}"),
         }
     }

@@ -24,9 +24,10 @@ async fn durability_child() {
         .await
         .unwrap();
     let a = s
+        .entity("Author")
+        .unwrap()
         .insert(
             &gatehouse_store::AccessContext::system(),
-            "Author",
             row(json!({"name": "durable"})),
         )
         .await
@@ -34,9 +35,10 @@ async fn durability_child() {
     println!("ACK {}", a["id"].as_str().unwrap());
     for i in 0.. {
         let b = s
+            .entity("Book")
+            .unwrap()
             .insert(
                 &gatehouse_store::AccessContext::system(),
-                "Book",
                 row(json!({"title": format!("b{i}"), "status": "LOST", "author": a["id"]})),
             )
             .await
@@ -82,22 +84,13 @@ async fn sqlite_acknowledged_writes_survive_sigkill() {
         .await
         .unwrap();
     let author = s
-        .get(
-            &gatehouse_store::AccessContext::system(),
-            "Author",
-            &acked[0],
-        )
+        .entity("Author")
+        .unwrap()
+        .get(&gatehouse_store::AccessContext::system(), &acked[0])
         .await
         .unwrap();
     assert!(author.is_some(), "the first acknowledged row is lost");
-    let books = s
-        .get_many(
-            &gatehouse_store::AccessContext::system(),
-            "Book",
-            &acked[1..],
-        )
-        .await
-        .unwrap();
+    let books = crate::common::by_id(&s, "Book", &acked[1..]).await;
     let lost: Vec<&String> = acked[1..]
         .iter()
         .filter(|id| !books.contains_key(*id))
@@ -109,7 +102,9 @@ async fn sqlite_acknowledged_writes_survive_sigkill() {
     eprintln!(
         "{} acknowledged rows, all present; {} rows stored",
         acked.len(),
-        s.count(&gatehouse_store::AccessContext::system(), "Book", None)
+        s.entity("Book")
+            .unwrap()
+            .count(&gatehouse_store::AccessContext::system(), None)
             .await
             .unwrap()
             + 1

@@ -52,33 +52,37 @@ conformance!(events_on_insert_update_replace_delete, |db, s| {
     let id = b["id"].as_str().unwrap();
     assert_eq!(next(&mut rx).await.kind, ChangeKind::Created);
 
-    s.update(
-        &gatehouse_store::AccessContext::system(),
-        "Book",
-        id,
-        row(json!({"year": 2})),
-    )
-    .await
-    .unwrap();
+    s.entity("Book")
+        .unwrap()
+        .update(
+            &gatehouse_store::AccessContext::system(),
+            id,
+            row(json!({"year": 2})),
+        )
+        .await
+        .unwrap();
     let ev = next(&mut rx).await;
     assert_eq!(ev.kind, ChangeKind::Updated);
     assert_eq!(ev.old.as_ref().unwrap()["year"], json!(1));
     assert_eq!(ev.new.as_ref().unwrap()["year"], json!(2));
     assert_eq!(ev.new.as_ref().unwrap()["title"], json!("T"));
 
-    s.replace(
-        &gatehouse_store::AccessContext::system(),
-        "Book",
-        id,
-        row(json!({"title": "R", "status": "LOST", "author": a})),
-    )
-    .await
-    .unwrap();
+    s.entity("Book")
+        .unwrap()
+        .replace(
+            &gatehouse_store::AccessContext::system(),
+            id,
+            row(json!({"title": "R", "status": "LOST", "author": a})),
+        )
+        .await
+        .unwrap();
     let ev = next(&mut rx).await;
     assert_eq!(ev.kind, ChangeKind::Updated);
     assert_eq!(ev.new.as_ref().unwrap()["year"], json!(null));
 
-    s.delete(&gatehouse_store::AccessContext::system(), "Book", id)
+    s.entity("Book")
+        .unwrap()
+        .delete(&gatehouse_store::AccessContext::system(), id)
         .await
         .unwrap();
     let ev = next(&mut rx).await;
@@ -88,19 +92,23 @@ conformance!(events_on_insert_update_replace_delete, |db, s| {
 
     // failed and no-op writes publish nothing
     let _ = s
+        .entity("Author")
+        .unwrap()
         .insert(
             &gatehouse_store::AccessContext::system(),
-            "Author",
             row(json!({"name": "A"})),
         )
         .await;
     let _ = s
-        .delete(&gatehouse_store::AccessContext::system(), "Book", id)
+        .entity("Book")
+        .unwrap()
+        .delete(&gatehouse_store::AccessContext::system(), id)
         .await;
     let _ = s
+        .entity("Book")
+        .unwrap()
         .update(
             &gatehouse_store::AccessContext::system(),
-            "Book",
             "missing",
             row(json!({"year": 3})),
         )
@@ -134,13 +142,14 @@ async fn postgres_change_reaches_another_instance() {
     assert_eq!(next(&mut rx_two).await.id, ev.id, "own event, once");
     assert_eq!(ev.new.unwrap()["title"].as_str().unwrap().len(), 20_000);
 
-    one.delete(
-        &gatehouse_store::AccessContext::system(),
-        "Book",
-        b["id"].as_str().unwrap(),
-    )
-    .await
-    .unwrap();
+    one.entity("Book")
+        .unwrap()
+        .delete(
+            &gatehouse_store::AccessContext::system(),
+            b["id"].as_str().unwrap(),
+        )
+        .await
+        .unwrap();
     let ev = next(&mut rx_two).await;
     assert_eq!(ev.kind, ChangeKind::Deleted);
     assert_eq!(ev.old.unwrap()["title"].as_str().unwrap().len(), 20_000);

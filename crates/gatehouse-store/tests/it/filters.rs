@@ -37,9 +37,13 @@ async fn titles_where(s: &Store, f: Filter) -> Vec<String> {
         ..Default::default()
     };
     titles(
-        &s.list(&gatehouse_store::AccessContext::system(), "Book", &q)
+        &s.entity("Book")
+            .unwrap()
+            .list(&gatehouse_store::AccessContext::system(), &q)
             .await
-            .unwrap(),
+            .unwrap()
+            .rows
+            .into_rows(),
     )
 }
 
@@ -113,27 +117,29 @@ conformance!(filter_in_and_not_in, |db, s| {
         5
     );
     assert!(matches!(
-        s.list(
-            &gatehouse_store::AccessContext::system(),
-            "Book",
-            &ListQuery {
-                filter: Some(c("year", FilterOp::In, json!(1990))),
-                ..Default::default()
-            }
-        )
-        .await,
+        s.entity("Book")
+            .unwrap()
+            .list(
+                &gatehouse_store::AccessContext::system(),
+                &ListQuery {
+                    filter: Some(c("year", FilterOp::In, json!(1990))),
+                    ..Default::default()
+                }
+            )
+            .await,
         Err(StoreError::Invalid { .. })
     ));
     assert!(matches!(
-        s.list(
-            &gatehouse_store::AccessContext::system(),
-            "Book",
-            &ListQuery {
-                filter: Some(c("status", FilterOp::In, json!(["NOPE"]))),
-                ..Default::default()
-            }
-        )
-        .await,
+        s.entity("Book")
+            .unwrap()
+            .list(
+                &gatehouse_store::AccessContext::system(),
+                &ListQuery {
+                    filter: Some(c("status", FilterOp::In, json!(["NOPE"]))),
+                    ..Default::default()
+                }
+            )
+            .await,
         Err(StoreError::Invalid { .. })
     ));
 });
@@ -249,15 +255,16 @@ conformance!(filter_is_null, |db, s| {
         ["Delta"]
     );
     assert!(matches!(
-        s.list(
-            &gatehouse_store::AccessContext::system(),
-            "Book",
-            &ListQuery {
-                filter: Some(c("year", FilterOp::IsNull, json!("yes"))),
-                ..Default::default()
-            }
-        )
-        .await,
+        s.entity("Book")
+            .unwrap()
+            .list(
+                &gatehouse_store::AccessContext::system(),
+                &ListQuery {
+                    filter: Some(c("year", FilterOp::IsNull, json!("yes"))),
+                    ..Default::default()
+                }
+            )
+            .await,
         Err(StoreError::Invalid { .. })
     ));
 });
@@ -311,15 +318,16 @@ conformance!(filter_relation_by_id, |db, s| {
             .is_empty()
     );
     assert!(matches!(
-        s.list(
-            &gatehouse_store::AccessContext::system(),
-            "Book",
-            &ListQuery {
-                filter: Some(c("author", FilterOp::Eq, json!(5))),
-                ..Default::default()
-            }
-        )
-        .await,
+        s.entity("Book")
+            .unwrap()
+            .list(
+                &gatehouse_store::AccessContext::system(),
+                &ListQuery {
+                    filter: Some(c("author", FilterOp::Eq, json!(5))),
+                    ..Default::default()
+                }
+            )
+            .await,
         Err(StoreError::Invalid { .. })
     ));
 });
@@ -344,15 +352,16 @@ conformance!(filter_list_contains, |db, s| {
         ["Alpha", "Gamma_ray"]
     );
     assert!(matches!(
-        s.list(
-            &gatehouse_store::AccessContext::system(),
-            "Book",
-            &ListQuery {
-                filter: Some(c("scores", FilterOp::Contains, json!("2"))),
-                ..Default::default()
-            }
-        )
-        .await,
+        s.entity("Book")
+            .unwrap()
+            .list(
+                &gatehouse_store::AccessContext::system(),
+                &ListQuery {
+                    filter: Some(c("scores", FilterOp::Contains, json!("2"))),
+                    ..Default::default()
+                }
+            )
+            .await,
         Err(StoreError::Invalid { .. })
     ));
 });
@@ -369,9 +378,10 @@ conformance!(filter_rejects_operators_that_do_not_apply, |db, s| {
         c("year", FilterOp::Eq, json!("1990")),
     ] {
         let r = s
+            .entity("Book")
+            .unwrap()
             .list(
                 &gatehouse_store::AccessContext::system(),
-                "Book",
                 &ListQuery {
                     filter: Some(f.clone()),
                     ..Default::default()
@@ -387,13 +397,16 @@ conformance!(
     |db, s| {
         seed(&s).await;
         let all = s
+            .entity("Book")
+            .unwrap()
             .list(
                 &gatehouse_store::AccessContext::system(),
-                "Book",
                 &ListQuery::default(),
             )
             .await
-            .unwrap();
+            .unwrap()
+            .rows
+            .into_rows();
         // default order is by id, and ids are time-ordered UUIDv7: insertion order
         assert_eq!(
             titles(&all),
@@ -404,82 +417,99 @@ conformance!(
             ..Default::default()
         };
         let r = s
+            .entity("Book")
+            .unwrap()
             .list(
                 &gatehouse_store::AccessContext::system(),
-                "Book",
                 &q(vec![OrderBy::asc("year")]),
             )
             .await
-            .unwrap();
+            .unwrap()
+            .rows
+            .into_rows();
         assert_eq!(
             titles(&r),
             ["Alpha", "Epsilon", "beta 100%", "Gamma_ray", "Delta"]
         );
         let r = s
+            .entity("Book")
+            .unwrap()
             .list(
                 &gatehouse_store::AccessContext::system(),
-                "Book",
                 &q(vec![OrderBy::desc("year")]),
             )
             .await
-            .unwrap();
+            .unwrap()
+            .rows
+            .into_rows();
         // nulls first descending; the 1990 tie still broken by ascending id
         assert_eq!(
             titles(&r),
             ["Delta", "Gamma_ray", "beta 100%", "Alpha", "Epsilon"]
         );
         let r = s
+            .entity("Book")
+            .unwrap()
             .list(
                 &gatehouse_store::AccessContext::system(),
-                "Book",
                 &q(vec![OrderBy::asc("status"), OrderBy::desc("title")]),
             )
             .await
-            .unwrap();
+            .unwrap()
+            .rows
+            .into_rows();
         assert_eq!(
             titles(&r),
             ["Delta", "Alpha", "Gamma_ray", "beta 100%", "Epsilon"]
         );
         let r = s
+            .entity("Book")
+            .unwrap()
             .list(
                 &gatehouse_store::AccessContext::system(),
-                "Book",
                 &q(vec![OrderBy::desc("id")]),
             )
             .await
-            .unwrap();
+            .unwrap()
+            .rows
+            .into_rows();
         assert_eq!(
             titles(&r),
             ["Epsilon", "Delta", "Gamma_ray", "beta 100%", "Alpha"]
         );
         let r = s
+            .entity("Book")
+            .unwrap()
             .list(
                 &gatehouse_store::AccessContext::system(),
-                "Book",
                 &q(vec![OrderBy::asc("published")]),
             )
             .await
-            .unwrap();
+            .unwrap()
+            .rows
+            .into_rows();
         assert_eq!(
             titles(&r),
             ["Alpha", "beta 100%", "Gamma_ray", "Delta", "Epsilon"]
         );
         assert!(matches!(
-            s.list(
-                &gatehouse_store::AccessContext::system(),
-                "Book",
-                &q(vec![OrderBy::asc("tags")])
-            )
-            .await,
+            s.entity("Book")
+                .unwrap()
+                .list(
+                    &gatehouse_store::AccessContext::system(),
+                    &q(vec![OrderBy::asc("tags")])
+                )
+                .await,
             Err(StoreError::Invalid { .. })
         ));
         assert!(matches!(
-            s.list(
-                &gatehouse_store::AccessContext::system(),
-                "Book",
-                &q(vec![OrderBy::asc("nope")])
-            )
-            .await,
+            s.entity("Book")
+                .unwrap()
+                .list(
+                    &gatehouse_store::AccessContext::system(),
+                    &q(vec![OrderBy::asc("nope")])
+                )
+                .await,
             Err(StoreError::Invalid { .. })
         ));
     }
@@ -494,155 +524,175 @@ conformance!(paging_edges, |db, s| {
     };
     assert_eq!(
         titles(
-            &s.list(
-                &gatehouse_store::AccessContext::system(),
-                "Book",
-                &q(Some(2), 0)
-            )
-            .await
-            .unwrap()
+            &s.entity("Book")
+                .unwrap()
+                .list(&gatehouse_store::AccessContext::system(), &q(Some(2), 0))
+                .await
+                .unwrap()
+                .rows
+                .into_rows()
         ),
         ["Alpha", "beta 100%"]
     );
     assert_eq!(
         titles(
-            &s.list(
-                &gatehouse_store::AccessContext::system(),
-                "Book",
-                &q(Some(2), 2)
-            )
-            .await
-            .unwrap()
+            &s.entity("Book")
+                .unwrap()
+                .list(&gatehouse_store::AccessContext::system(), &q(Some(2), 2))
+                .await
+                .unwrap()
+                .rows
+                .into_rows()
         ),
         ["Gamma_ray", "Delta"]
     );
     assert_eq!(
         titles(
-            &s.list(
-                &gatehouse_store::AccessContext::system(),
-                "Book",
-                &q(Some(2), 4)
-            )
-            .await
-            .unwrap()
+            &s.entity("Book")
+                .unwrap()
+                .list(&gatehouse_store::AccessContext::system(), &q(Some(2), 4))
+                .await
+                .unwrap()
+                .rows
+                .into_rows()
         ),
         ["Epsilon"]
     );
     assert!(
-        s.list(
-            &gatehouse_store::AccessContext::system(),
-            "Book",
-            &q(Some(2), 5)
-        )
-        .await
-        .unwrap()
-        .is_empty()
+        s.entity("Book")
+            .unwrap()
+            .list(&gatehouse_store::AccessContext::system(), &q(Some(2), 5))
+            .await
+            .unwrap()
+            .rows
+            .into_rows()
+            .is_empty()
     );
     assert!(
-        s.list(
-            &gatehouse_store::AccessContext::system(),
-            "Book",
-            &q(Some(10), 1000)
-        )
-        .await
-        .unwrap()
-        .is_empty()
+        s.entity("Book")
+            .unwrap()
+            .list(
+                &gatehouse_store::AccessContext::system(),
+                &q(Some(10), 1000)
+            )
+            .await
+            .unwrap()
+            .rows
+            .into_rows()
+            .is_empty()
     );
     assert!(
-        s.list(
-            &gatehouse_store::AccessContext::system(),
-            "Book",
-            &q(Some(0), 0)
-        )
-        .await
-        .unwrap()
-        .is_empty()
+        s.entity("Book")
+            .unwrap()
+            .list(&gatehouse_store::AccessContext::system(), &q(Some(0), 0))
+            .await
+            .unwrap()
+            .rows
+            .into_rows()
+            .is_empty()
     );
     assert_eq!(
-        s.list(
-            &gatehouse_store::AccessContext::system(),
-            "Book",
-            &q(None, 3)
-        )
-        .await
-        .unwrap()
-        .len(),
+        s.entity("Book")
+            .unwrap()
+            .list(&gatehouse_store::AccessContext::system(), &q(None, 3))
+            .await
+            .unwrap()
+            .rows
+            .into_rows()
+            .len(),
         2
     );
     assert_eq!(
-        s.list(
-            &gatehouse_store::AccessContext::system(),
-            "Book",
-            &q(Some(100), 0)
-        )
-        .await
-        .unwrap()
-        .len(),
+        s.entity("Book")
+            .unwrap()
+            .list(&gatehouse_store::AccessContext::system(), &q(Some(100), 0))
+            .await
+            .unwrap()
+            .rows
+            .into_rows()
+            .len(),
         5
     );
 });
 
 conformance!(count_total_and_filtered, |db, s| {
     assert_eq!(
-        s.count(&gatehouse_store::AccessContext::system(), "Book", None)
+        s.entity("Book")
+            .unwrap()
+            .count(&gatehouse_store::AccessContext::system(), None)
             .await
             .unwrap(),
         0
     );
     let (a, _) = seed(&s).await;
     assert_eq!(
-        s.count(&gatehouse_store::AccessContext::system(), "Book", None)
+        s.entity("Book")
+            .unwrap()
+            .count(&gatehouse_store::AccessContext::system(), None)
             .await
             .unwrap(),
         5
     );
     assert_eq!(
-        s.count(&gatehouse_store::AccessContext::system(), "Author", None)
+        s.entity("Author")
+            .unwrap()
+            .count(&gatehouse_store::AccessContext::system(), None)
             .await
             .unwrap(),
         2
     );
     assert_eq!(
-        s.count(
-            &gatehouse_store::AccessContext::system(),
-            "Book",
-            Some(&Filter::eq("author", a))
-        )
-        .await
-        .unwrap(),
+        s.entity("Book")
+            .unwrap()
+            .count(
+                &gatehouse_store::AccessContext::system(),
+                Some(&Filter::eq("author", a))
+            )
+            .await
+            .unwrap(),
         3
     );
     assert_eq!(
-        s.count(
-            &gatehouse_store::AccessContext::system(),
-            "Book",
-            Some(&c("year", FilterOp::IsNull, json!(true)))
-        )
-        .await
-        .unwrap(),
+        s.entity("Book")
+            .unwrap()
+            .count(
+                &gatehouse_store::AccessContext::system(),
+                Some(&c("year", FilterOp::IsNull, json!(true)))
+            )
+            .await
+            .unwrap(),
         1
     );
     // Counts are cached, and every write makes them stale at once.
     let books = s
+        .entity("Book")
+        .unwrap()
         .list(
             &gatehouse_store::AccessContext::system(),
-            "Book",
             &ListQuery::default(),
         )
         .await
-        .unwrap();
+        .unwrap()
+        .rows
+        .into_rows();
     let id = books[0]["id"].as_str().unwrap().to_string();
     assert_eq!(
-        s.count(&gatehouse_store::AccessContext::system(), "Book", None)
+        s.entity("Book")
+            .unwrap()
+            .count(&gatehouse_store::AccessContext::system(), None)
             .await
             .unwrap(),
         5
     );
-    s.delete(&gatehouse_store::AccessContext::system(), "Book", &id)
+    s.entity("Book")
+        .unwrap()
+        .delete(&gatehouse_store::AccessContext::system(), &id)
         .await
         .unwrap();
     assert_eq!(
-        s.count(&gatehouse_store::AccessContext::system(), "Book", None)
+        s.entity("Book")
+            .unwrap()
+            .count(&gatehouse_store::AccessContext::system(), None)
             .await
             .unwrap(),
         4
@@ -657,9 +707,13 @@ conformance!(select_returns_only_the_chosen_fields_and_id, |db, s| {
         ..Default::default()
     };
     let r = s
-        .list(&gatehouse_store::AccessContext::system(), "Book", &q)
+        .entity("Book")
+        .unwrap()
+        .list(&gatehouse_store::AccessContext::system(), &q)
         .await
-        .unwrap();
+        .unwrap()
+        .rows
+        .into_rows();
     let keys: Vec<&str> = r[0].keys().map(String::as_str).collect();
     let mut keys = keys;
     keys.sort();
@@ -670,7 +724,9 @@ conformance!(select_returns_only_the_chosen_fields_and_id, |db, s| {
         ..Default::default()
     };
     assert!(matches!(
-        s.list(&gatehouse_store::AccessContext::system(), "Book", &bad)
+        s.entity("Book")
+            .unwrap()
+            .list(&gatehouse_store::AccessContext::system(), &bad)
             .await,
         Err(StoreError::Invalid { .. })
     ));

@@ -12,6 +12,7 @@ mod feed;
 mod filters;
 mod migration;
 mod pool;
+mod prepared;
 mod relations;
 mod snapshots;
 

@@ -39,9 +39,10 @@ fn refused(r: Result<gatehouse_store::Store, StoreError>) -> String {
 async fn v1_with_row(db: &TestDb) -> String {
     let s = db.open(V1).await;
     let r = s
+        .entity("Item")
+        .unwrap()
         .insert(
             &gatehouse_store::AccessContext::system(),
-            "Item",
             row(json!({"name": "a", "size": 3, "color": "RED"})),
         )
         .await
@@ -105,57 +106,64 @@ type Tag { id: ID! label: String! @unique }
         assert_eq!(s.schema_version().await.unwrap(), 2, "{}", db.backend());
         assert!(s.plan().await.unwrap().is_empty());
         let old = s
-            .get(&gatehouse_store::AccessContext::system(), "Item", &id)
+            .entity("Item")
+            .unwrap()
+            .get(&gatehouse_store::AccessContext::system(), &id)
             .await
             .unwrap()
             .unwrap();
         assert_eq!(old["note"], json!(null));
         assert_eq!(old["size"], json!(3));
         let t = s
+            .entity("Tag")
+            .unwrap()
             .insert(
                 &gatehouse_store::AccessContext::system(),
-                "Tag",
                 row(json!({"label": "x"})),
             )
             .await
             .unwrap();
         let n = s
+            .entity("Item")
+            .unwrap()
             .insert(
                 &gatehouse_store::AccessContext::system(),
-                "Item",
                 row(json!({"name": "b", "color": "BLUE", "note": "hi", "tag": t["id"]})),
             )
             .await
             .unwrap();
         assert_eq!(
-            s.get(
-                &gatehouse_store::AccessContext::system(),
-                "Item",
-                n["id"].as_str().unwrap()
-            )
-            .await
-            .unwrap()
-            .unwrap()["tag"],
+            s.entity("Item")
+                .unwrap()
+                .get(
+                    &gatehouse_store::AccessContext::system(),
+                    n["id"].as_str().unwrap()
+                )
+                .await
+                .unwrap()
+                .unwrap()["tag"],
             t["id"]
         );
         // the new column's foreign key is enforced
         assert!(matches!(
-            s.insert(
-                &gatehouse_store::AccessContext::system(),
-                "Item",
-                row(json!({"name": "c", "tag": "ghost"}))
-            )
-            .await,
+            s.entity("Item")
+                .unwrap()
+                .insert(
+                    &gatehouse_store::AccessContext::system(),
+                    row(json!({"name": "c", "tag": "ghost"}))
+                )
+                .await,
             Err(StoreError::Invalid { .. })
         ));
         // and the new unique index
         assert!(matches!(
-            s.insert(
-                &gatehouse_store::AccessContext::system(),
-                "Tag",
-                row(json!({"label": "x"}))
-            )
-            .await,
+            s.entity("Tag")
+                .unwrap()
+                .insert(
+                    &gatehouse_store::AccessContext::system(),
+                    row(json!({"label": "x"}))
+                )
+                .await,
             Err(StoreError::Conflict { .. })
         ));
         s.close().await;
@@ -178,7 +186,9 @@ type Item { id: ID! name: String! color: Color }
         let s = db.open(V1).await;
         assert_eq!(s.schema_version().await.unwrap(), 1);
         assert_eq!(
-            s.get(&gatehouse_store::AccessContext::system(), "Item", &id)
+            s.entity("Item")
+                .unwrap()
+                .get(&gatehouse_store::AccessContext::system(), &id)
                 .await
                 .unwrap()
                 .unwrap()["size"],
@@ -187,7 +197,9 @@ type Item { id: ID! name: String! color: Color }
         s.close().await;
         let s = db.open_with(V, destructive()).await.unwrap();
         let r = s
-            .get(&gatehouse_store::AccessContext::system(), "Item", &id)
+            .entity("Item")
+            .unwrap()
+            .get(&gatehouse_store::AccessContext::system(), &id)
             .await
             .unwrap()
             .unwrap();
@@ -214,7 +226,9 @@ type Item { id: ID! name: String! size: Float color: Color }
         );
         let s = db.open_with(V, destructive()).await.unwrap();
         assert_eq!(
-            s.get(&gatehouse_store::AccessContext::system(), "Item", &id)
+            s.entity("Item")
+                .unwrap()
+                .get(&gatehouse_store::AccessContext::system(), &id)
                 .await
                 .unwrap()
                 .unwrap()["size"],
@@ -222,13 +236,14 @@ type Item { id: ID! name: String! size: Float color: Color }
             "{}",
             db.backend()
         );
-        s.insert(
-            &gatehouse_store::AccessContext::system(),
-            "Item",
-            row(json!({"name": "f", "size": 2.5})),
-        )
-        .await
-        .unwrap();
+        s.entity("Item")
+            .unwrap()
+            .insert(
+                &gatehouse_store::AccessContext::system(),
+                row(json!({"name": "f", "size": 2.5})),
+            )
+            .await
+            .unwrap();
         s.close().await;
     }
 }
@@ -244,9 +259,10 @@ type Item { id: ID! name: String! size: Int! color: Color }
         let id = v1_with_row(&db).await;
         let s = db.open(V1).await;
         let null_row = s
+            .entity("Item")
+            .unwrap()
             .insert(
                 &gatehouse_store::AccessContext::system(),
-                "Item",
                 row(json!({"name": "n"})),
             )
             .await
@@ -267,29 +283,33 @@ type Item { id: ID! name: String! size: Int! color: Color }
         }
         let s = db.open(V1).await;
         assert_eq!(s.schema_version().await.unwrap(), 1);
-        s.delete(
-            &gatehouse_store::AccessContext::system(),
-            "Item",
-            null_row["id"].as_str().unwrap(),
-        )
-        .await
-        .unwrap();
+        s.entity("Item")
+            .unwrap()
+            .delete(
+                &gatehouse_store::AccessContext::system(),
+                null_row["id"].as_str().unwrap(),
+            )
+            .await
+            .unwrap();
         s.close().await;
         let s = db.open_with(V, destructive()).await.unwrap();
         assert_eq!(
-            s.get(&gatehouse_store::AccessContext::system(), "Item", &id)
+            s.entity("Item")
+                .unwrap()
+                .get(&gatehouse_store::AccessContext::system(), &id)
                 .await
                 .unwrap()
                 .unwrap()["size"],
             json!(3)
         );
         assert!(matches!(
-            s.insert(
-                &gatehouse_store::AccessContext::system(),
-                "Item",
-                row(json!({"name": "x"}))
-            )
-            .await,
+            s.entity("Item")
+                .unwrap()
+                .insert(
+                    &gatehouse_store::AccessContext::system(),
+                    row(json!({"name": "x"}))
+                )
+                .await,
             Err(StoreError::Invalid { .. })
         ));
         s.close().await;
@@ -309,21 +329,23 @@ type Item { id: ID! name: String! size: Int color: Color weight: Int! shade: Col
         s.close().await;
         let s = db.open(V).await;
         assert!(matches!(
-            s.insert(
-                &gatehouse_store::AccessContext::system(),
-                "Item",
-                row(json!({"name": "x"}))
-            )
-            .await,
+            s.entity("Item")
+                .unwrap()
+                .insert(
+                    &gatehouse_store::AccessContext::system(),
+                    row(json!({"name": "x"}))
+                )
+                .await,
             Err(StoreError::Invalid { .. })
         ));
-        s.insert(
-            &gatehouse_store::AccessContext::system(),
-            "Item",
-            row(json!({"name": "x", "weight": 1, "shade": "RED"})),
-        )
-        .await
-        .unwrap();
+        s.entity("Item")
+            .unwrap()
+            .insert(
+                &gatehouse_store::AccessContext::system(),
+                row(json!({"name": "x", "weight": 1, "shade": "RED"})),
+            )
+            .await
+            .unwrap();
         s.close().await;
     }
     for db in TestDb::each().await {
@@ -337,7 +359,9 @@ type Item { id: ID! name: String! size: Int color: Color weight: Int! shade: Col
         );
         let s = db.open_with(V, destructive()).await.unwrap();
         let r = s
-            .get(&gatehouse_store::AccessContext::system(), "Item", &id)
+            .entity("Item")
+            .unwrap()
+            .get(&gatehouse_store::AccessContext::system(), &id)
             .await
             .unwrap()
             .unwrap();
@@ -363,20 +387,22 @@ type Item { id: ID! name: String! size: Int color: Color }
     for db in TestDb::each().await {
         let s = db.open(TWO).await;
         let i = s
+            .entity("Item")
+            .unwrap()
             .insert(
                 &gatehouse_store::AccessContext::system(),
-                "Item",
                 row(json!({"name": "a"})),
             )
             .await
             .unwrap();
-        s.insert(
-            &gatehouse_store::AccessContext::system(),
-            "Gone",
-            row(json!({"item": i["id"]})),
-        )
-        .await
-        .unwrap();
+        s.entity("Gone")
+            .unwrap()
+            .insert(
+                &gatehouse_store::AccessContext::system(),
+                row(json!({"item": i["id"]})),
+            )
+            .await
+            .unwrap();
         s.close().await;
         let msg = refused(db.open_with(LESS, StoreOptions::default()).await);
         assert!(msg.contains("DESTRUCTIVE drop table gone"), "{msg}");
@@ -387,14 +413,15 @@ type Item { id: ID! name: String! size: Int color: Color }
         let s = db.open_with(LESS, destructive()).await.unwrap();
         // the referenced row is deletable now that its referrer table is gone
         assert!(
-            s.delete(
-                &gatehouse_store::AccessContext::system(),
-                "Item",
-                i["id"].as_str().unwrap()
-            )
-            .await
-            .unwrap()
-            .is_some(),
+            s.entity("Item")
+                .unwrap()
+                .delete(
+                    &gatehouse_store::AccessContext::system(),
+                    i["id"].as_str().unwrap()
+                )
+                .await
+                .unwrap()
+                .is_some(),
             "{}",
             db.backend()
         );
@@ -415,25 +442,29 @@ type Item { id: ID! name: String @unique size: Int color: Color @index }
         let s = db.open(V).await;
         assert_eq!(s.schema_version().await.unwrap(), 2);
         let n = s
+            .entity("Item")
+            .unwrap()
             .insert(
                 &gatehouse_store::AccessContext::system(),
-                "Item",
                 row(json!({"size": 1})),
             )
             .await
             .unwrap();
         assert_eq!(n["name"], json!(null));
         assert!(matches!(
-            s.insert(
-                &gatehouse_store::AccessContext::system(),
-                "Item",
-                row(json!({"name": "a"}))
-            )
-            .await,
+            s.entity("Item")
+                .unwrap()
+                .insert(
+                    &gatehouse_store::AccessContext::system(),
+                    row(json!({"name": "a"}))
+                )
+                .await,
             Err(StoreError::Conflict { .. })
         ));
         assert_eq!(
-            s.get(&gatehouse_store::AccessContext::system(), "Item", &id)
+            s.entity("Item")
+                .unwrap()
+                .get(&gatehouse_store::AccessContext::system(), &id)
                 .await
                 .unwrap()
                 .unwrap()["name"],

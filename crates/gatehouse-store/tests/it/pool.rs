@@ -21,13 +21,14 @@ async fn a_small_pool_serves_concurrent_reads_and_writes() {
         let s = db.open_with(SDL, opts).await.expect("store opens");
         let a = author(&s, "A").await;
         for _ in 0..20 {
-            s.list(
-                &gatehouse_store::AccessContext::system(),
-                "Book",
-                &ListQuery::default(),
-            )
-            .await
-            .expect("read");
+            s.entity("Book")
+                .unwrap()
+                .list(
+                    &gatehouse_store::AccessContext::system(),
+                    &ListQuery::default(),
+                )
+                .await
+                .expect("read");
         }
         let stats = s.pool_stats();
         assert!(stats.iter().all(|p| p.size <= p.max), "{stats:?}");
@@ -39,14 +40,17 @@ async fn a_small_pool_serves_concurrent_reads_and_writes() {
                     if i % 4 == 0 {
                         book(&s, &a, &format!("t{i:02}"), json!({})).await;
                     } else {
-                        s.list(
-                            &gatehouse_store::AccessContext::system(),
-                            "Book",
-                            &ListQuery::default(),
-                        )
-                        .await
-                        .expect("read");
-                        s.count(&gatehouse_store::AccessContext::system(), "Book", None)
+                        s.entity("Book")
+                            .unwrap()
+                            .list(
+                                &gatehouse_store::AccessContext::system(),
+                                &ListQuery::default(),
+                            )
+                            .await
+                            .expect("read");
+                        s.entity("Book")
+                            .unwrap()
+                            .count(&gatehouse_store::AccessContext::system(), None)
                             .await
                             .expect("count");
                     }
@@ -60,7 +64,9 @@ async fn a_small_pool_serves_concurrent_reads_and_writes() {
             db.backend()
         );
         assert_eq!(
-            s.count(&gatehouse_store::AccessContext::system(), "Book", None)
+            s.entity("Book")
+                .unwrap()
+                .count(&gatehouse_store::AccessContext::system(), None)
                 .await
                 .unwrap(),
             10,
@@ -101,14 +107,23 @@ async fn cancelled_reads_leave_connections_usable() {
             // Cancelled after 0-199 µs: before, during and after the statement.
             let _ = tokio::time::timeout(
                 Duration::from_micros(round),
-                s.list(&gatehouse_store::AccessContext::system(), "Book", &all),
+                s.entity("Book")
+                    .unwrap()
+                    .list(&gatehouse_store::AccessContext::system(), &all),
             )
             .await;
             let rows = s
-                .list(&gatehouse_store::AccessContext::system(), "Book", &all)
+                .entity("Book")
+                .unwrap()
+                .list(&gatehouse_store::AccessContext::system(), &all)
                 .await
                 .expect("read after a cancelled one");
-            assert_eq!(titles(&rows), expected, "{} round {round}", db.backend());
+            assert_eq!(
+                titles(&rows.rows.into_rows()),
+                expected,
+                "{} round {round}",
+                db.backend()
+            );
         }
     }
 }
@@ -125,13 +140,14 @@ fn a_store_outliving_its_runtime_drops_cleanly() {
             let a = author(&s, "A").await;
             book(&s, &a, "kept", json!({})).await;
             for _ in 0..5 {
-                s.list(
-                    &gatehouse_store::AccessContext::system(),
-                    "Book",
-                    &ListQuery::default(),
-                )
-                .await
-                .expect("read");
+                s.entity("Book")
+                    .unwrap()
+                    .list(
+                        &gatehouse_store::AccessContext::system(),
+                        &ListQuery::default(),
+                    )
+                    .await
+                    .expect("read");
             }
             out.push((db, s));
         }

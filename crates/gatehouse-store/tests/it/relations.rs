@@ -15,21 +15,13 @@ conformance!(get_many_loads_to_one_targets_in_one_statement, |db, s| {
     let mut ask = authors.clone();
     ask.push("missing".into());
     let before = s.statements();
-    let got = s
-        .get_many(&gatehouse_store::AccessContext::system(), "Author", &ask)
-        .await
-        .unwrap();
+    let got = crate::common::by_id(&s, "Author", &ask).await;
     assert_eq!(s.statements() - before, 1);
     assert_eq!(got.len(), 20);
     assert_eq!(got[&authors[3]]["name"], json!("A3"));
     assert!(!got.contains_key("missing"));
     let before = s.statements();
-    assert!(
-        s.get_many(&gatehouse_store::AccessContext::system(), "Author", &[])
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(crate::common::by_id(&s, "Author", &[]).await.is_empty());
     assert_eq!(s.statements(), before);
 });
 
@@ -53,14 +45,7 @@ conformance!(load_children_pages_per_parent_in_one_statement, |db, s| {
         ..Default::default()
     };
     let before = s.statements();
-    let got = s
-        .load_children(
-            &gatehouse_store::AccessContext::system(),
-            "Book",
-            "author",
-            &ask,
-            &q,
-        )
+    let got = crate::common::by_parent(&s, "Book", "author", &ask, &q)
         .await
         .unwrap();
     assert_eq!(s.statements() - before, 1, "one statement for all parents");
@@ -77,14 +62,7 @@ conformance!(load_children_pages_per_parent_in_one_statement, |db, s| {
         ..Default::default()
     };
     let before = s.statements();
-    let got = s
-        .load_children(
-            &gatehouse_store::AccessContext::system(),
-            "Book",
-            "author",
-            &parents,
-            &q,
-        )
+    let got = crate::common::by_parent(&s, "Book", "author", &parents, &q)
         .await
         .unwrap();
     assert_eq!(s.statements() - before, 1);
@@ -96,14 +74,7 @@ conformance!(load_children_pages_per_parent_in_one_statement, |db, s| {
         select: Some(vec!["title".into()]),
         ..Default::default()
     };
-    let got = s
-        .load_children(
-            &gatehouse_store::AccessContext::system(),
-            "Book",
-            "author",
-            &parents,
-            &q,
-        )
+    let got = crate::common::by_parent(&s, "Book", "author", &parents, &q)
         .await
         .unwrap();
     assert_eq!(titles(&got[&parents[0]]), ["B0-0"]);
@@ -116,15 +87,9 @@ conformance!(load_children_pages_per_parent_in_one_statement, |db, s| {
         ..Default::default()
     };
     assert!(
-        s.load_children(
-            &gatehouse_store::AccessContext::system(),
-            "Book",
-            "author",
-            &parents,
-            &q
-        )
-        .await
-        .unwrap()[&parents[0]]
+        crate::common::by_parent(&s, "Book", "author", &parents, &q)
+            .await
+            .unwrap()[&parents[0]]
             .is_empty()
     );
     let before = s.statements();
@@ -133,28 +98,15 @@ conformance!(load_children_pages_per_parent_in_one_statement, |db, s| {
         ..Default::default()
     };
     assert!(
-        s.load_children(
-            &gatehouse_store::AccessContext::system(),
-            "Book",
-            "author",
-            &parents,
-            &q
-        )
-        .await
-        .unwrap()[&parents[0]]
+        crate::common::by_parent(&s, "Book", "author", &parents, &q)
+            .await
+            .unwrap()[&parents[0]]
             .is_empty()
     );
     assert_eq!(s.statements(), before);
 
     assert!(matches!(
-        s.load_children(
-            &gatehouse_store::AccessContext::system(),
-            "Book",
-            "title",
-            &parents,
-            &ListQuery::default()
-        )
-        .await,
+        crate::common::by_parent(&s, "Book", "title", &parents, &ListQuery::default()).await,
         Err(StoreError::Invalid { .. })
     ));
 });
@@ -167,46 +119,36 @@ conformance!(nested_relation_levels_cost_one_statement_each, |db, s| {
         for j in 0..3 {
             let b = book(&s, &a, &format!("B{i}{j}"), json!({})).await;
             for k in 0..2 {
-                s.insert(
-                    &gatehouse_store::AccessContext::system(),
-                    "Review",
-                    crate::common::row(json!({"book": b["id"], "stars": k + 1})),
-                )
-                .await
-                .unwrap();
+                s.entity("Review")
+                    .unwrap()
+                    .insert(
+                        &gatehouse_store::AccessContext::system(),
+                        crate::common::row(json!({"book": b["id"], "stars": k + 1})),
+                    )
+                    .await
+                    .unwrap();
             }
         }
         authors.push(a);
     }
     let before = s.statements();
     let list = s
+        .entity("Author")
+        .unwrap()
         .list(
             &gatehouse_store::AccessContext::system(),
-            "Author",
             &ListQuery::default(),
         )
         .await
-        .unwrap();
+        .unwrap()
+        .rows
+        .into_rows();
     let ids: Vec<String> = crate::common::ids(&list);
-    let books = s
-        .load_children(
-            &gatehouse_store::AccessContext::system(),
-            "Book",
-            "author",
-            &ids,
-            &ListQuery::default(),
-        )
+    let books = crate::common::by_parent(&s, "Book", "author", &ids, &ListQuery::default())
         .await
         .unwrap();
     let book_ids: Vec<String> = books.values().flat_map(|v| crate::common::ids(v)).collect();
-    let reviews = s
-        .load_children(
-            &gatehouse_store::AccessContext::system(),
-            "Review",
-            "book",
-            &book_ids,
-            &ListQuery::default(),
-        )
+    let reviews = crate::common::by_parent(&s, "Review", "book", &book_ids, &ListQuery::default())
         .await
         .unwrap();
     assert_eq!(s.statements() - before, 3);
@@ -232,22 +174,24 @@ async fn list_joined_reads_to_one_targets_in_the_same_statement() {
             crate::common::row(json!({"name": name, "boss": boss}))
         };
         let boss = s
+            .entity("Person")
+            .unwrap()
             .insert(
                 &gatehouse_store::AccessContext::system(),
-                "Person",
                 person("boss", None),
             )
             .await
             .unwrap();
         let boss = boss["id"].as_str().unwrap().to_string();
         for name in ["a", "b"] {
-            s.insert(
-                &gatehouse_store::AccessContext::system(),
-                "Person",
-                person(name, Some(&boss)),
-            )
-            .await
-            .unwrap();
+            s.entity("Person")
+                .unwrap()
+                .insert(
+                    &gatehouse_store::AccessContext::system(),
+                    person(name, Some(&boss)),
+                )
+                .await
+                .unwrap();
         }
         let q = ListQuery {
             order: vec![OrderBy::asc("name")],
@@ -259,12 +203,15 @@ async fn list_joined_reads_to_one_targets_in_the_same_statement() {
             select: vec!["name".into()],
         }];
         let before = s.statements();
-        let (set, joined) = s
-            .list_joined(
+        let gatehouse_store::Page { rows: set, joined } = s
+            .entity("Person")
+            .unwrap()
+            .list(
                 &gatehouse_store::AccessContext::system(),
-                "Person",
-                &q,
-                &joins,
+                &ListQuery {
+                    joins: joins.to_vec(),
+                    ..(q).clone()
+                },
             )
             .await
             .unwrap();
@@ -289,12 +236,15 @@ async fn list_joined_reads_to_one_targets_in_the_same_statement() {
             offset: 2,
             ..q.clone()
         };
-        let (set, joined) = s
-            .list_joined(
+        let gatehouse_store::Page { rows: set, joined } = s
+            .entity("Person")
+            .unwrap()
+            .list(
                 &gatehouse_store::AccessContext::system(),
-                "Person",
-                &first,
-                &joins,
+                &ListQuery {
+                    joins: joins.to_vec(),
+                    ..(first).clone()
+                },
             )
             .await
             .unwrap();
@@ -306,13 +256,16 @@ async fn list_joined_reads_to_one_targets_in_the_same_statement() {
             select: vec![],
         }];
         assert!(matches!(
-            s.list_joined(
-                &gatehouse_store::AccessContext::system(),
-                "Person",
-                &q,
-                &bad
-            )
-            .await,
+            s.entity("Person")
+                .unwrap()
+                .list(
+                    &gatehouse_store::AccessContext::system(),
+                    &ListQuery {
+                        joins: bad.to_vec(),
+                        ..(q).clone()
+                    }
+                )
+                .await,
             Err(StoreError::Invalid { .. })
         ));
     }

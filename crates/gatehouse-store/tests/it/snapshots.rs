@@ -42,14 +42,17 @@ async fn a_commit_by_another_store_is_read_at_once() {
 
 /// The number of authors, read as a list (counts are cached).
 async fn authors(s: &Store) -> usize {
-    s.list(
-        &gatehouse_store::AccessContext::system(),
-        "Author",
-        &ListQuery::default(),
-    )
-    .await
-    .unwrap()
-    .len()
+    s.entity("Author")
+        .unwrap()
+        .list(
+            &gatehouse_store::AccessContext::system(),
+            &ListQuery::default(),
+        )
+        .await
+        .unwrap()
+        .rows
+        .into_rows()
+        .len()
 }
 
 /// Frames in the WAL, as a separate connection sees them.
@@ -96,7 +99,11 @@ async fn read(s: &Store) {
         limit: Some(5),
         ..ListQuery::default()
     };
-    s.list(&gatehouse_store::AccessContext::system(), "Author", &q)
+    s.entity("Author")
+        .unwrap()
+        .list(&gatehouse_store::AccessContext::system(), &q)
         .await
-        .unwrap();
+        .unwrap()
+        .rows
+        .into_rows();
 }

@@ -1,0 +1,871 @@
+//! [`EntityStore`]: the rows of one entity, every read and write GraphQL
+//! and REST make, with the caller's policies in each statement.
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use gatehouse_schema::{AccessContext, Action, ChangeKind, Entity, FieldKind, Model};
+use sea_query::{Expr, ExprTrait, Func, LockType, Order, Query, SelectStatement, WindowStatement};
+use serde_json::Value as Json;
+
+use gatehouse_db::{Built, DbRow};
+
+use crate::error::from_sqlx;
+use crate::feed::ChangeEvent;
+use crate::policy;
+use crate::query::{
+    Col, Filter, JoinOne, ListQuery, apply_order, col, columns, condition, ordering, stored_field,
+};
+use crate::store::{COUNT_CACHE_TTL, id_field, kinds, names, row_id, row_set, to_row, unstorable};
+use crate::value::{Dialect, SqlKind, check_field, check_keys, to_sql};
+use crate::{Row, RowSet, Store, StoreError};
+
+/// The rows of one entity of the store's Model: a handle resolved once by
+/// [`Store::entity`], cheap to clone and to keep (in a cached plan, say).
+///
+/// Every read and write takes the caller's [`AccessContext`]: its scopes
+/// and row policies are part of the statement, never checked beside it.
+#[derive(Debug, Clone)]
+pub struct EntityStore {
+    store: Store,
+    /// The entity's index in the Model's entities.
+    index: usize,
+}
+
+/// A page of [`EntityStore::list`]: the listed rows, then one set per join
+/// of the query, row `k` of which belongs to listed row `k` (all null when
+/// the reference is null, dangling or not readable by the caller).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Page {
+    /// The listed rows.
+    pub rows: RowSet,
+    /// One set per [`ListQuery::joins`], aligned with `rows`.
+    pub joined: Vec<RowSet>,
+}
+
+/// The to-many batch of [`EntityStore::children`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Children {
+    /// The children of all parents, each parent's together and in order.
+    pub rows: RowSet,
+    /// The parent id of each row, aligned with `rows`.
+    pub parents: Vec<String>,
+}
+
+/// A list statement built by [`EntityStore::prepare`] or
+/// [`EntityStore::prepare_template`], run by [`PreparedList::run`].
+#[derive(Debug)]
+pub struct PreparedList {
+    entity: EntityStore,
+    /// `None` for a page of zero rows: nothing to run.
+    built: Option<Built>,
+    kinds: Vec<SqlKind>,
+    /// The listed entity's fields, in select-list order.
+    columns: Vec<String>,
+    /// Each join's fields, in the order they follow `columns`.
+    joined: Vec<Vec<String>>,
+    /// The query's joins.
+    joins: Vec<JoinOne>,
+    /// [`EntityStore::statement_caller`] of the caller it was built for.
+    caller: String,
+    /// The fields it compares that need a scope to be compared.
+    compared: Vec<String>,
+    /// `(bound value position, text index)`: where run's texts go.
+    slots: Vec<(usize, usize)>,
+    /// How many texts run takes.
+    texts: usize,
+}
+
+impl Store {
+    /// The handle on the rows of `name`; `Invalid` when the Model has no
+    /// such entity.
+    pub fn entity(&self, name: &str) -> Result<EntityStore, StoreError> {
+        let index = self
+            .model()
+            .entities
+            .iter()
+            .position(|e| e.name == name)
+            .ok_or_else(|| StoreError::invalid(name, format!("unknown entity `{name}`")))?;
+        Ok(EntityStore {
+            store: self.clone(),
+            index,
+        })
+    }
+}
+
+impl Store {
+    /// The handles on every entity's rows, in the order of the Model's
+    /// entities.
+    pub fn entities(&self) -> impl Iterator<Item = EntityStore> + '_ {
+        (0..self.model().entities.len()).map(|index| EntityStore {
+            store: self.clone(),
+            index,
+        })
+    }
+}
+
+impl EntityStore {
+    /// The entity, as the Model defines it.
+    pub fn def(&self) -> &Entity {
+        &self.store.model().entities[self.index]
+    }
+
+    // ---------------------------------------------------------------- reads
+
+    /// The row of `entity` with `id`, or `None` (also when `ctx` may not read it).
+    pub async fn get(&self, ctx: &AccessContext, id: &str) -> Result<Option<Row>, StoreError> {
+        let (s, e) = (&self.store, self.def());
+        if unstorable(id) {
+            return Ok(None);
+        }
+        let cols = columns(&s.inner.model, e, None)?;
+        let mut q = s.select(e, &cols);
+        q.and_where(col(e, id_field(e)?).eq(id));
+        s.restrict(&mut q, e, Action::Read, ctx)?;
+        let rows = s
+            .fetch_read(Built::of(s.dialect(), &q), &kinds(&cols))
+            .await?;
+        Ok(rows.into_iter().next().map(|r| to_row(&cols, r)))
+    }
+
+    /// The rows whose ids are in `ids`, in one statement (the to-one batch
+    /// of a relation), reading only `select` (plus `id`, always first) when
+    /// given. Rows come in no particular order; missing ids have none.
+    pub async fn get_many(
+        &self,
+        ctx: &AccessContext,
+        ids: &[String],
+        select: Option<&[String]>,
+    ) -> Result<RowSet, StoreError> {
+        let (s, e) = (&self.store, self.def());
+        let cols = columns(&s.inner.model, e, select)?;
+        let ids: Vec<&str> = ids
+            .iter()
+            .map(String::as_str)
+            .filter(|i| !unstorable(i))
+            .collect();
+        if ids.is_empty() {
+            return Ok(row_set(&cols, Vec::new()));
+        }
+        let mut q = s.select(e, &cols);
+        q.and_where(col(e, id_field(e)?).is_in(ids.iter().map(|i| Expr::val(*i))));
+        s.restrict(&mut q, e, Action::Read, ctx)?;
+        let rows = s
+            .fetch_read(Built::of(s.dialect(), &q), &kinds(&cols))
+            .await?;
+        Ok(row_set(&cols, rows))
+    }
+
+    /// The rows that match `query`, ordered and paged, with the rows its
+    /// joins refer to.
+    pub async fn list(&self, ctx: &AccessContext, query: &ListQuery) -> Result<Page, StoreError> {
+        self.prepare(ctx, query)?.run(ctx, &[]).await
+    }
+
+    /// The statement of [`EntityStore::list`], built once to be run as
+    /// often as needed: a caller that reads the same page again and again
+    /// (REST's list cache, the planned executor) skips building the SQL
+    /// each time. It reads what the store holds when it runs, not when it
+    /// was built, and it runs only for callers that get the same answers as
+    /// `ctx` (see [`EntityStore::statement_caller`]).
+    pub fn prepare(
+        &self,
+        ctx: &AccessContext,
+        query: &ListQuery,
+    ) -> Result<PreparedList, StoreError> {
+        let (s, e) = (&self.store, self.def());
+        let model = &s.inner.model;
+        let compared = policy::compared(query.filter.as_ref(), &query.order);
+        policy::check_compared(model, e, ctx, &compared)?;
+        let cols = columns(model, e, query.select.as_deref())?;
+        let mut q = s.select(e, &cols);
+        let mut kinds = kinds(&cols);
+        let mut joined = Vec::with_capacity(query.joins.len());
+        for (j, join) in query.joins.iter().enumerate() {
+            let field = stored_field(e, &join.field)?;
+            let t = join_target(model, e, &join.field)?;
+            let t_cols = columns(model, t, Some(&join.select))?;
+            let alias = sea_query::Alias::new(format!("j{j}"));
+            let mut on = Expr::col((alias.clone(), id_field(t)?.column.clone()))
+                .equals((e.table.clone(), field.column.clone()));
+            // A referenced row the caller may not read joins as nulls.
+            if let Some(c) = policy::condition(model, t, s.dialect(), Action::Read, ctx)? {
+                let mut visible = Query::select();
+                visible
+                    .expr(col(t, id_field(t)?))
+                    .from(t.table.clone())
+                    .and_where(c);
+                on = on.and(
+                    Expr::col((alias.clone(), id_field(t)?.column.clone())).in_subquery(visible),
+                );
+            }
+            q.join_as(
+                sea_query::JoinType::LeftJoin,
+                t.table.clone(),
+                alias.clone(),
+                on,
+            );
+            for c in &t_cols {
+                q.expr(Expr::col((alias.clone(), c.field.column.clone())));
+            }
+            kinds.extend(t_cols.iter().map(Col::kind));
+            joined.push(names(&t_cols));
+        }
+        if let Some(f) = &query.filter {
+            q.and_where(condition(model, e, s.dialect(), f)?);
+        }
+        s.restrict(&mut q, e, Action::Read, ctx)?;
+        apply_order(&mut q, e, &query.order)?;
+        let built = if query.limit == Some(0) {
+            None
+        } else {
+            // The page numbers are written into the SQL, not bound. They are
+            // ours (integers, never text from a request), and both backends
+            // plan a bound LIMIT badly. SQLite (3.47+) reads it while
+            // planning and so re-prepares the statement every time one is
+            // bound. PostgreSQL cannot cost a generic plan with an unknown
+            // LIMIT, finds it dearer than a plan for the values, and so
+            // plans the prepared statement again on every execution
+            // (`pgbench -M prepared`, a page of books joined to their
+            // authors: 19k transactions/s bound, 51k written). Written, each
+            // page size keeps one prepared statement and, on PostgreSQL,
+            // its generic plan.
+            let mut b = Built::of(s.dialect(), &q);
+            if query.limit.is_some() || query.offset > 0 {
+                let limit = match (query.limit, s.dialect()) {
+                    (Some(l), _) => i64::try_from(l).unwrap_or(i64::MAX).to_string(),
+                    // SQLite has no OFFSET without LIMIT; -1 means no limit.
+                    (None, Dialect::Sqlite) => "-1".to_string(),
+                    (None, Dialect::Postgres) => "ALL".to_string(),
+                };
+                b.sql
+                    .push_str(&format!(" LIMIT {limit} OFFSET {}", query.offset));
+            }
+            Some(b)
+        };
+        Ok(PreparedList {
+            entity: self.clone(),
+            built,
+            kinds,
+            columns: names(&cols),
+            joined,
+            caller: self.statement_caller(ctx, &query.joins)?.to_string(),
+            joins: query.joins.clone(),
+            compared: policy::scoped(model, e, &compared),
+            slots: Vec::new(),
+            texts: 0,
+        })
+    }
+
+    /// A statement for every list query `build` makes out of `texts.len()`
+    /// texts (ids or strings from a request), built once and run with other
+    /// texts bound in their place ([`PreparedList::run`]): building the SQL
+    /// is a large share of a lookup by id. `texts` are this request's.
+    ///
+    /// `Ok(None)` when the queries are not all one statement: a text that
+    /// changes the SQL, is bound inside a pattern (`_contains`) or is bound
+    /// changed (a canonical date) cannot be a parameter. An error is this
+    /// request's own (its query is refused), not the shape's.
+    pub fn prepare_template(
+        &self,
+        ctx: &AccessContext,
+        texts: &[&str],
+        build: impl Fn(&[&str]) -> Option<ListQuery>,
+    ) -> Result<Option<PreparedList>, StoreError> {
+        if let Some(t) = texts.iter().find(|t| unstorable(t)) {
+            return Err(StoreError::invalid(
+                &self.def().name,
+                format!(
+                    "`{}` holds U+0000, which no stored text can",
+                    t.escape_debug()
+                ),
+            ));
+        }
+        let Some(query) = build(texts) else {
+            return Ok(None);
+        };
+        let actual = self.prepare(ctx, &query)?;
+        let markers: Vec<String> = (0..texts.len())
+            .map(|i| format!("\u{1}gatehouse-template-{i}\u{1}"))
+            .collect();
+        let marked: Vec<&str> = markers.iter().map(String::as_str).collect();
+        let Some(Ok(mut template)) = build(&marked).map(|q| self.prepare(ctx, &q)) else {
+            return Ok(None);
+        };
+        if template.built.as_ref().map(|b| &b.sql) != actual.built.as_ref().map(|b| &b.sql) {
+            return Ok(None);
+        }
+        for (i, (marker, text)) in markers.iter().zip(texts).enumerate() {
+            let (at, inside) = template.text_positions(marker);
+            if inside {
+                return Ok(None);
+            }
+            // This request's own statement binds its own text there.
+            let (own, _) = actual.text_positions(text);
+            for p in at {
+                if !own.contains(&p) {
+                    return Ok(None);
+                }
+                template.slots.push((p, i));
+            }
+        }
+        template.texts = texts.len();
+        Ok(Some(template))
+    }
+
+    /// The empty string when statements and counts of this entity, with
+    /// `joins`, answer every caller alike; otherwise [`AccessContext::key`]:
+    /// a row policy puts the caller's values in them. Caches of prepared
+    /// statements are keyed by it.
+    pub fn statement_caller<'c>(
+        &self,
+        ctx: &'c AccessContext,
+        joins: &[JoinOne],
+    ) -> Result<&'c str, StoreError> {
+        let (s, e) = (&self.store, self.def());
+        let mut filtered = policy::read_filtered(e, ctx);
+        for join in joins {
+            filtered |= policy::read_filtered(join_target(&s.inner.model, e, &join.field)?, ctx);
+        }
+        Ok(if filtered { ctx.key() } else { "" })
+    }
+
+    /// How many rows of `entity` match `filter` (all of them for `None`).
+    ///
+    /// Counts are cached until the next write this instance makes or hears
+    /// of (any write: a cascade changes other entities' counts), and for at
+    /// most [`COUNT_CACHE_TTL`]. A count is only kept when no write was seen
+    /// while it ran, so a cached count never predates a write it should see.
+    pub async fn count(
+        &self,
+        ctx: &AccessContext,
+        filter: Option<&Filter>,
+    ) -> Result<u64, StoreError> {
+        let (s, e) = (&self.store, self.def());
+        policy::check_compared(&s.inner.model, e, ctx, &policy::compared(filter, &[]))?;
+        let caller = self.statement_caller(ctx, &[])?;
+        let key = format!("{}\0{filter:?}\0{caller}", e.name);
+        let generation = s.inner.writes.load(Ordering::SeqCst);
+        // Freshness is part of the value (as for every cache here): the
+        // count is as old as the statement's start, which is what is checked.
+        if let Some((g, at, n)) = s.inner.counts.get(&key)
+            && g == generation
+            && at.elapsed() < COUNT_CACHE_TTL
+        {
+            return Ok(n);
+        }
+        let at = Instant::now();
+        let n = self.count_rows(ctx, e, filter).await?;
+        if s.inner.writes.load(Ordering::SeqCst) == generation {
+            s.inner.counts.insert(key, (generation, at, n));
+        }
+        Ok(n)
+    }
+
+    async fn count_rows(
+        &self,
+        ctx: &AccessContext,
+        e: &Entity,
+        filter: Option<&Filter>,
+    ) -> Result<u64, StoreError> {
+        let s = &self.store;
+        let mut q = Query::select();
+        q.expr(Expr::cust("COUNT(*)")).from(e.table.clone());
+        if let Some(f) = filter {
+            q.and_where(condition(&s.inner.model, e, s.dialect(), f)?);
+        }
+        s.restrict(&mut q, e, Action::Read, ctx)?;
+        let rows = s
+            .fetch_read(Built::of(s.dialect(), &q), &[SqlKind::Count])
+            .await?;
+        Ok(rows
+            .first()
+            .and_then(|r| r.first())
+            .and_then(Json::as_u64)
+            .unwrap_or(0))
+    }
+
+    /// The to-many batch of a relation: the rows whose to-one field `via`
+    /// references one of `parent_ids`, in ONE statement whatever the number
+    /// of parents, each parent's rows together and in order, with the
+    /// parent of each row beside them. `query`'s filter, order, limit and
+    /// offset apply per parent (via `ROW_NUMBER() OVER (PARTITION BY ...)`
+    /// when paged); it joins nothing.
+    ///
+    /// For `Author.books` (the inverse of `Book.author`): `children` of
+    /// `Book` via `author`.
+    pub async fn children(
+        &self,
+        ctx: &AccessContext,
+        via: &str,
+        parent_ids: &[String],
+        query: &ListQuery,
+    ) -> Result<Children, StoreError> {
+        let (s, e) = (&self.store, self.def());
+        let compared = policy::compared(query.filter.as_ref(), &query.order);
+        policy::check_compared(&s.inner.model, e, ctx, &compared)?;
+        if !query.joins.is_empty() {
+            return Err(StoreError::invalid(via, "children are read without joins"));
+        }
+        let via_field = stored_field(e, via)?;
+        if !matches!(via_field.kind, FieldKind::ToOne { .. }) {
+            return Err(StoreError::invalid(via, "is not a to-one relation"));
+        }
+        let cols = columns(&s.inner.model, e, query.select.as_deref())?;
+        if parent_ids.is_empty() || query.limit == Some(0) {
+            return Ok(Children {
+                rows: row_set(&cols, Vec::new()),
+                parents: Vec::new(),
+            });
+        }
+        let d = s.dialect();
+        let fk = col(e, via_field);
+        let mut inner = Query::select();
+        inner.from(e.table.clone());
+        for c in &cols {
+            inner.expr_as(col(e, c.field), format!("c_{}", c.field.column));
+        }
+        inner.expr_as(fk.clone(), "_gh_parent");
+        inner.and_where(
+            fk.clone()
+                .is_in(parent_ids.iter().map(|i| Expr::val(i.as_str()))),
+        );
+        if let Some(f) = &query.filter {
+            inner.and_where(condition(&s.inner.model, e, d, f)?);
+        }
+        s.restrict(&mut inner, e, Action::Read, ctx)?;
+        let paged = query.limit.is_some() || query.offset > 0;
+        let stmt: SelectStatement = if paged {
+            let mut w = WindowStatement::partition_by((e.table.clone(), via_field.column.clone()));
+            for (expr, ord, nulls) in ordering(e, &query.order)? {
+                w.order_by_expr_with_nulls(expr, ord, nulls);
+            }
+            inner.expr_window_as(Func::cust("ROW_NUMBER"), w, "_gh_rn");
+            let mut outer = Query::select();
+            for c in &cols {
+                outer.column(format!("c_{}", c.field.column));
+            }
+            outer.column("_gh_parent");
+            outer.from_subquery(inner, "_gh_sub");
+            let lo = query.offset;
+            outer.and_where(
+                Expr::col("_gh_rn").gt(Expr::val(i64::try_from(lo).unwrap_or(i64::MAX))),
+            );
+            if let Some(l) = query.limit {
+                let hi = lo.saturating_add(l);
+                outer.and_where(
+                    Expr::col("_gh_rn").lte(Expr::val(i64::try_from(hi).unwrap_or(i64::MAX))),
+                );
+            }
+            outer
+                .order_by("_gh_parent", Order::Asc)
+                .order_by("_gh_rn", Order::Asc);
+            outer
+        } else {
+            apply_order(&mut inner, e, &query.order)?;
+            inner
+        };
+        let mut ks = kinds(&cols);
+        ks.push(SqlKind::Text);
+        let mut rows = s.fetch_read(Built::of(d, &stmt), &ks).await?;
+        let parents = rows
+            .iter_mut()
+            .map(|r| match r.pop() {
+                Some(Json::String(p)) => p,
+                _ => String::new(),
+            })
+            .collect();
+        Ok(Children {
+            rows: row_set(&cols, rows),
+            parents,
+        })
+    }
+
+    // ---------------------------------------------------------------- writes
+
+    /// Inserts a row and returns it as stored. The id is a new UUIDv7 unless
+    /// `row` gives one; a taken id or `@unique` value is a `Conflict`; a
+    /// reference to a missing row is `Invalid` naming the field.
+    ///
+    /// With a create policy, fields it ties to a claim are filled from
+    /// `ctx` when left out, and a row that would not match it is
+    /// `Forbidden` and not written.
+    pub async fn insert(&self, ctx: &AccessContext, mut row: Row) -> Result<Row, StoreError> {
+        let (s, e) = (&self.store, self.def());
+        // A null sets nothing on a new row: only values need the scope.
+        let given: Row = row
+            .iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        policy::check_written(&s.inner.model, e, ctx, &given)?;
+        policy::inject_owner(e, ctx, &mut row);
+        let row = s.full_row(e, &row, None)?;
+        let d = s.dialect();
+        let cols = columns(&s.inner.model, e, None)?;
+        let mut ins = Query::insert();
+        ins.into_table(e.table.clone())
+            .columns(cols.iter().map(|c| c.field.column.clone()));
+        ins.values(
+            cols.iter()
+                .map(|c| to_sql(d, &c.ty, row.get(&c.field.name).unwrap_or(&Json::Null))),
+        )
+        .map_err(StoreError::internal)?;
+        let id = row_id(&row);
+        let ev = ChangeEvent {
+            entity: e.name.clone(),
+            kind: ChangeKind::Created,
+            id,
+            new: Some(row.clone()),
+            old: None,
+        };
+        let mut tx = s.inner.db.begin().await?;
+        if let Err(err) = tx.conn().execute(Built::of(d, &ins)).await {
+            drop(tx);
+            return Err(s.write_error(e, err, Some(&row), None).await);
+        }
+        s.check_references(&mut tx, e, &row, ctx).await?;
+        if !s.matches(&mut tx, e, &ev.id, Action::Create, ctx).await? {
+            drop(tx);
+            return Err(StoreError::forbidden(format!(
+                "the new {} does not match its create policy",
+                e.name
+            )));
+        }
+        s.commit(tx, ev).await?;
+        Ok(row)
+    }
+
+    /// Partial update: fields in `patch` are set (explicit null clears),
+    /// omitted ones are untouched. `NotFound` when there is no such row;
+    /// `Invalid` naming the field when a required field is set to null.
+    ///
+    /// A row `ctx` may not read is `NotFound`; one it may read but not
+    /// change, or a change that would leave the update policy, is `Forbidden`.
+    pub async fn update(
+        &self,
+        ctx: &AccessContext,
+        id: &str,
+        patch: Row,
+    ) -> Result<Row, StoreError> {
+        let (s, e) = (&self.store, self.def());
+        check_keys(e, &patch)?;
+        policy::check_written(&s.inner.model, e, ctx, &patch)?;
+        let mut values = Row::new();
+        for (k, v) in &patch {
+            let f = stored_field(e, k)?;
+            if matches!(f.kind, FieldKind::Id) {
+                if v.as_str() != Some(id) {
+                    return Err(StoreError::invalid(
+                        "id",
+                        "the id of a row cannot be changed",
+                    ));
+                }
+                continue;
+            }
+            values.insert(k.clone(), check_field(&s.inner.model, f, v)?);
+        }
+        if unstorable(id) {
+            return Err(StoreError::NotFound);
+        }
+        self.write_existing(ctx, e, id, values, false).await
+    }
+
+    /// Whole replacement: every field takes its value from `row` (omitted
+    /// nullable fields become null). `row` may repeat the id but not change it.
+    /// Fields `ctx` may not write keep their values. Policies apply as
+    /// for [`EntityStore::update`].
+    pub async fn replace(
+        &self,
+        ctx: &AccessContext,
+        id: &str,
+        row: Row,
+    ) -> Result<Row, StoreError> {
+        let (s, e) = (&self.store, self.def());
+        let given: Row = row
+            .iter()
+            .filter(|(k, v)| !v.is_null() && k.as_str() != "id")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        policy::check_written(&s.inner.model, e, ctx, &given)?;
+        let full = s.full_row(e, &row, Some(id))?;
+        let model = &s.inner.model;
+        let values = full
+            .into_iter()
+            .filter(|(k, _)| k != "id" && policy::may_write(model, e, ctx, k))
+            .collect();
+        if unstorable(id) {
+            return Err(StoreError::NotFound);
+        }
+        self.write_existing(ctx, e, id, values, true).await
+    }
+
+    async fn write_existing(
+        &self,
+        ctx: &AccessContext,
+        e: &Entity,
+        id: &str,
+        values: Row,
+        whole: bool,
+    ) -> Result<Row, StoreError> {
+        let s = &self.store;
+        let d = s.dialect();
+        let cols = columns(&s.inner.model, e, None)?;
+        let idf = id_field(e)?;
+        let mut sel = s.select(e, &cols);
+        sel.and_where(col(e, idf).eq(id));
+        s.restrict(&mut sel, e, Action::Read, ctx)?;
+        if d == Dialect::Postgres {
+            sel.lock(LockType::Update);
+        }
+        let mut tx = s.inner.db.begin().await?;
+        let old = tx
+            .conn()
+            .fetch(Built::of(d, &sel), &kinds(&cols))
+            .await
+            .map_err(from_sqlx)?
+            .into_iter()
+            .next()
+            .map(|r| to_row(&cols, r))
+            .ok_or(StoreError::NotFound)?;
+        if !s.matches(&mut tx, e, id, Action::Update, ctx).await? {
+            return Err(forbidden_change(e));
+        }
+        if values.is_empty() {
+            return Ok(old);
+        }
+        let mut new = old.clone();
+        let mut upd = Query::update();
+        upd.table(e.table.clone());
+        let mut sets = Vec::new();
+        for c in &cols {
+            if let Some(v) = values.get(&c.field.name) {
+                sets.push((c.field.column.clone(), to_sql(d, &c.ty, v)));
+                new.insert(c.field.name.clone(), v.clone());
+            }
+        }
+        let _ = whole;
+        upd.values(sets)
+            .and_where(Expr::col(idf.column.clone()).eq(id));
+        if let Err(err) = tx.conn().execute(Built::of(d, &upd)).await {
+            drop(tx);
+            return Err(s.write_error(e, err, Some(&values), None).await);
+        }
+        s.check_references(&mut tx, e, &values, ctx).await?;
+        if !s.matches(&mut tx, e, id, Action::Update, ctx).await? {
+            drop(tx);
+            return Err(StoreError::forbidden(format!(
+                "the change would take the {} out of its update policy",
+                e.name
+            )));
+        }
+        let ev = ChangeEvent {
+            entity: e.name.clone(),
+            kind: ChangeKind::Updated,
+            id: id.to_string(),
+            new: Some(new.clone()),
+            old: Some(old),
+        };
+        s.commit(tx, ev).await?;
+        Ok(new)
+    }
+
+    /// Deletes the row and returns it (`None` when there was none). Deleting a
+    /// row that other rows reference is a `Conflict` naming the referencing field.
+    ///
+    /// A row `ctx` may not read is `None` (as if missing); one it may read
+    /// but not delete is `Forbidden`.
+    pub async fn delete(&self, ctx: &AccessContext, id: &str) -> Result<Option<Row>, StoreError> {
+        let (s, e) = (&self.store, self.def());
+        if unstorable(id) {
+            return Ok(None);
+        }
+        let d = s.dialect();
+        let cols = columns(&s.inner.model, e, None)?;
+        let mut del = Query::delete();
+        del.from_table(e.table.clone())
+            .and_where(Expr::col(id_field(e)?.column.clone()).eq(id))
+            .returning(Query::returning().columns(cols.iter().map(|c| c.field.column.clone())));
+        let mut tx = s.inner.db.begin().await?;
+        if policy::read_filtered(e, ctx) || e.policy.rule_for(Action::Delete, ctx).is_some() {
+            if !s.matches(&mut tx, e, id, Action::Read, ctx).await? {
+                return Ok(None);
+            }
+            if !s.matches(&mut tx, e, id, Action::Delete, ctx).await? {
+                return Err(StoreError::forbidden(format!(
+                    "the {} may not be deleted by this caller (its delete policy)",
+                    e.name
+                )));
+            }
+        }
+        let rows = match tx.conn().fetch(Built::of(d, &del), &kinds(&cols)).await {
+            Ok(rows) => rows,
+            Err(err) => {
+                drop(tx);
+                return Err(s.write_error(e, err, None, Some(id)).await);
+            }
+        };
+        let Some(old) = rows.into_iter().next().map(|r| to_row(&cols, r)) else {
+            return Ok(None);
+        };
+        let ev = ChangeEvent {
+            entity: e.name.clone(),
+            kind: ChangeKind::Deleted,
+            id: id.to_string(),
+            new: None,
+            old: Some(old.clone()),
+        };
+        s.commit(tx, ev).await?;
+        Ok(Some(old))
+    }
+
+    /// Whether `ctx` may read `row` of `entity` as it stands (a row from a
+    /// change event, which may since have changed or been deleted): the read
+    /// policy is evaluated by the database over the row's values, so it means
+    /// exactly what it means in every other statement.
+    pub async fn visible(&self, ctx: &AccessContext, row: &Row) -> Result<bool, StoreError> {
+        let (s, e) = (&self.store, self.def());
+        let d = s.dialect();
+        let Some(c) = policy::condition(&s.inner.model, e, d, Action::Read, ctx)? else {
+            return Ok(true);
+        };
+        let cols = columns(&s.inner.model, e, None)?;
+        let mut values = Query::select();
+        for col in &cols {
+            let v = row.get(&col.field.name).unwrap_or(&Json::Null);
+            values.expr_as(to_sql(d, &col.ty, v), col.field.column.clone());
+        }
+        let mut q = Query::select();
+        q.expr(Expr::cust("1"))
+            .from_subquery(values, sea_query::Alias::new(e.table.clone()))
+            .and_where(c);
+        Ok(!s.fetch_read(Built::of(d, &q), &[]).await?.is_empty())
+    }
+}
+
+impl PreparedList {
+    /// Runs the statement for `ctx`, with `texts` in the places of the
+    /// template's texts (none for [`EntityStore::prepare`]'s). A caller
+    /// other than the one it was built for gets the same answers or a
+    /// refusal: one whose policies differ is refused, and so is one that
+    /// may not compare the fields it compares.
+    pub async fn run(&self, ctx: &AccessContext, texts: &[&str]) -> Result<Page, StoreError> {
+        let (s, e) = (&self.entity.store, self.entity.def());
+        if self.entity.statement_caller(ctx, &self.joins)? != self.caller {
+            return Err(StoreError::internal(format!(
+                "a statement over {} prepared for another caller",
+                e.name
+            )));
+        }
+        policy::check_compared(&s.inner.model, e, ctx, &self.compared)?;
+        if texts.len() != self.texts {
+            return Err(StoreError::internal(format!(
+                "the statement takes {} texts, not {}",
+                self.texts,
+                texts.len()
+            )));
+        }
+        let set = |columns: &Vec<String>, rows| RowSet {
+            columns: columns.clone(),
+            rows,
+        };
+        let Some(built) = &self.built else {
+            return Ok(Page {
+                rows: set(&self.columns, Vec::new()),
+                joined: self.joined.iter().map(|c| set(c, Vec::new())).collect(),
+            });
+        };
+        let mut built = built.clone();
+        for &(at, i) in &self.slots {
+            let text = texts[i];
+            if unstorable(text) {
+                return Err(StoreError::invalid(
+                    &e.name,
+                    format!(
+                        "`{}` holds U+0000, which no stored text can",
+                        text.escape_debug()
+                    ),
+                ));
+            }
+            match built.values.0.0.get_mut(at) {
+                Some(sea_query::Value::String(Some(v))) => text.clone_into(v),
+                _ => {
+                    return Err(StoreError::internal(format!(
+                        "statement value {at} is not a text value"
+                    )));
+                }
+            }
+        }
+        let rows = s.fetch_read(built, &self.kinds).await?;
+        if self.joined.is_empty() {
+            return Ok(Page {
+                rows: set(&self.columns, rows),
+                joined: Vec::new(),
+            });
+        }
+        // Each row holds the listed columns, then each join's: split them.
+        let width = self.columns.len();
+        let mut sets: Vec<Vec<DbRow>> = self
+            .joined
+            .iter()
+            .map(|_| Vec::with_capacity(rows.len()))
+            .collect();
+        let mut own = Vec::with_capacity(rows.len());
+        for mut row in rows {
+            let mut rest = row.split_off(width.min(row.len()));
+            for (rows, t_cols) in sets.iter_mut().zip(&self.joined) {
+                let tail = rest.split_off(t_cols.len().min(rest.len()));
+                rows.push(std::mem::replace(&mut rest, tail));
+            }
+            own.push(row);
+        }
+        Ok(Page {
+            rows: set(&self.columns, own),
+            joined: self
+                .joined
+                .iter()
+                .zip(sets)
+                .map(|(c, rows)| set(c, rows))
+                .collect(),
+        })
+    }
+
+    /// Where `text` is bound in the statement, exactly (positions among its
+    /// bound values), and whether it also occurs inside any other bound
+    /// value (as in a `_contains` pattern): then it cannot be replaced.
+    fn text_positions(&self, text: &str) -> (Vec<usize>, bool) {
+        let mut exact = Vec::new();
+        let mut inside = false;
+        let values = self.built.as_ref().map_or(&[][..], |b| &b.values.0.0[..]);
+        for (i, v) in values.iter().enumerate() {
+            if let sea_query::Value::String(Some(s)) = v {
+                if s == text {
+                    exact.push(i);
+                } else if s.contains(text) {
+                    inside = true;
+                }
+            }
+        }
+        (exact, inside)
+    }
+}
+
+/// The entity a to-one field of `e` refers to.
+fn join_target<'m>(model: &'m Model, e: &Entity, field: &str) -> Result<&'m Entity, StoreError> {
+    let FieldKind::ToOne { target } = &stored_field(e, field)?.kind else {
+        return Err(StoreError::invalid(
+            field,
+            format!("is not a to-one relation of {}", e.name),
+        ));
+    };
+    model
+        .entity(target)
+        .ok_or_else(|| StoreError::internal(format!("unknown entity `{target}`")))
+}
+
+fn forbidden_change(e: &Entity) -> StoreError {
+    StoreError::forbidden(format!(
+        "the {} may not be changed by this caller (its update policy)",
+        e.name
+    ))
+}
