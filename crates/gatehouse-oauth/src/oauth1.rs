@@ -164,7 +164,7 @@ pub(crate) async fn access_token(
         return Ok(crate::token_endpoint(State(state), req, crate::Endpoint::AccessToken).await);
     }
     if parts.method != Method::POST && parts.method != Method::GET {
-        return Err(OAuthError::MethodNotAllowed("POST"));
+        return Err(OAuthError::MethodNotAllowed("GET, POST"));
     }
     limited(&state, addr, None)?;
     let signed = signed_within_limits(&state, addr, &parts, body.as_deref())?;

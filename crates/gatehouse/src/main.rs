@@ -353,10 +353,7 @@ fn copy(args: &CopyArgs) -> anyhow::Result<ExitCode> {
         // The OAuth tables are not the store's: make sure both sides have
         // them, so that they are copied with the other internal tables.
         for (store, url) in [(&source, &args.from), (&target, &args.to)] {
-            gatehouse_auth_store::SqlAuthRepo::new(store.db().clone())
-                .ensure_tables()
-                .await
-                .map_err(|e| anyhow::anyhow!("opening {}: {e}", redact_url(url)))?;
+            ensure_oauth_tables(store, url).await?;
         }
         let terminal = std::io::stderr().is_terminal();
         let mut progress = |table: &str, done: u64, total: u64| {
@@ -563,6 +560,12 @@ async fn migrate(
         .await
         .map_err(|e| anyhow::anyhow!("opening the store {}: {e}", redact_url(&config.database)))?;
     let steps = store.plan().await?;
+    if !plan_only {
+        // The OAuth tables live in the same database: a migration run
+        // before the servers start (with a role that may create tables)
+        // creates them too.
+        ensure_oauth_tables(&store, &config.database).await?;
+    }
     if steps.is_empty() {
         println!("the store matches the schema; nothing to do");
         return Ok(ExitCode::SUCCESS);
@@ -585,6 +588,14 @@ async fn migrate(
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// Creates the OAuth tables in `store`'s database when missing.
+async fn ensure_oauth_tables(store: &gatehouse_store::Store, url: &str) -> anyhow::Result<()> {
+    gatehouse_auth_store::SqlAuthRepo::new(store.db().clone())
+        .ensure_tables()
+        .await
+        .map_err(|e| anyhow::anyhow!("opening {}: {e}", redact_url(url)))
 }
 
 /// Schema paths: `--schema` flags win; else the config's (file, then environment).

@@ -243,6 +243,17 @@ async fn request_token_refusals() {
     let r = Raw::from(s.http.put(&url).send().await.unwrap()).await;
     assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED);
     assert_eq!(r.header("allow"), Some("GET, POST"));
+    // The exchange on /oauth/access_token takes GET too, and says so.
+    let r = Raw::from(
+        s.http
+            .put(s.url("/oauth/access_token?oauth_token=t&oauth_verifier=v"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(r.header("allow"), Some("GET, POST"));
 }
 
 #[tokio::test]

@@ -272,3 +272,45 @@ fn user_claims_are_added_replaced_cleared_and_listed() {
     let o = run(&["user", "set-claims", "nobody", "org=x"]);
     assert_eq!(o.status.code(), Some(1));
 }
+
+/// `gatehouse migrate` creates the OAuth tables beside the Model's, so a
+/// deployment that migrates before starting its servers has them all;
+/// `--plan` creates nothing.
+#[test]
+fn migrate_creates_the_oauth_tables_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g.db");
+    let url = format!("sqlite://{}", path.display());
+    let args = [
+        "--schema",
+        "examples/library/schema",
+        "--database",
+        url.as_str(),
+    ];
+    let tables = || {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        let mut q = c
+            .prepare(
+                "SELECT name FROM sqlite_master WHERE type = 'table' \
+                 AND name LIKE '\\_gatehouse\\_oauth%' ESCAPE '\\' ORDER BY name",
+            )
+            .unwrap();
+        q.query_map([], |r| r.get::<_, String>(0))
+            .unwrap()
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap()
+    };
+    let plan = gatehouse(&repo_root(), &[&["migrate", "--plan"][..], &args].concat());
+    assert_eq!(plan.status.code(), Some(0), "{}", stderr(&plan));
+    assert!(tables().is_empty(), "--plan created tables");
+    let o = gatehouse(&repo_root(), &[&["migrate"][..], &args].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let made = tables();
+    for t in [
+        "_gatehouse_oauth_clients",
+        "_gatehouse_oauth_keys",
+        "_gatehouse_oauth_tokens",
+    ] {
+        assert!(made.iter().any(|m| m == t), "{t} missing: {made:?}");
+    }
+}
