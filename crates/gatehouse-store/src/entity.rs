@@ -568,7 +568,7 @@ impl EntityStore {
         if unstorable(id) {
             return Err(StoreError::NotFound);
         }
-        self.write_existing(ctx, e, id, values, false).await
+        self.write_existing(ctx, e, id, values).await
     }
 
     /// Whole replacement: every field takes its value from `row` (omitted
@@ -597,7 +597,7 @@ impl EntityStore {
         if unstorable(id) {
             return Err(StoreError::NotFound);
         }
-        self.write_existing(ctx, e, id, values, true).await
+        self.write_existing(ctx, e, id, values).await
     }
 
     async fn write_existing(
@@ -606,7 +606,6 @@ impl EntityStore {
         e: &Entity,
         id: &str,
         values: Row,
-        whole: bool,
     ) -> Result<Row, StoreError> {
         let s = &self.store;
         let d = s.dialect();
@@ -644,7 +643,6 @@ impl EntityStore {
                 new.insert(c.field.name.clone(), v.clone());
             }
         }
-        let _ = whole;
         upd.values(sets)
             .and_where(Expr::col(idf.column.clone()).eq(id));
         if let Err(err) = tx.conn().execute(Built::of(d, &upd)).await {
