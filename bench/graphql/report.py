@@ -118,7 +118,7 @@ def main():
             checks.append((f"SQLite {q} p99 < 10 ms", p99 < 10, f"{p99:.2f} ms"))
 
     for gh, base in (("gatehouse-sqlite", "baseline-sqlite"), ("gatehouse-postgres", "baseline-postgres")):
-        for q in ("flat", "nested", "owned", "rest"):
+        for q in ("flat", "nested", "owned", "rest", "lookup"):
             r = ratio((gh, q), (base, q))
             if r is not None:
                 print(f"- {LABELS[gh]} / baseline, {q}: **{r:.1%}**")

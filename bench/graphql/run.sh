@@ -34,7 +34,7 @@
 #   GATEHOUSE_SRC=tree  build the working tree instead of a snapshot of HEAD
 #   BASELINE_BIN        a second gatehouse binary (say, the last release) served
 #                       beside the first on the same SQLite file and PostgreSQL
-#                       database; its flat/nested/owned/rest cases are measured in the
+#                       database; its flat/nested/owned/rest/lookup cases are measured in the
 #                       same rounds, and the report gives this build / baseline
 #   BASELINE_DESC       what the baseline is (default: its path)
 #   CARGO_TARGET_DIR, GATEHOUSE_BIN, HELLO_BIN, PORT_BASE (default 18080)
@@ -374,6 +374,9 @@ if [[ -n "${BASELINE_BIN:-}" ]]; then
   done
   bench baseline-sqlite rest "http://127.0.0.1:$P_BASE_SQLITE/v1/books?per_page=10" "" "$TOKEN_BASE_SQLITE" get
   bench baseline-postgres rest "http://127.0.0.1:$P_BASE_PG/v1/books?per_page=10" "" "$TOKEN_BASE_PG" get
+  # The same rows: both builds serve one SQLite file and one PostgreSQL database.
+  bench baseline-sqlite lookup "http://127.0.0.1:$P_BASE_SQLITE/graphql" "$(lookup_body "$Q_LOOKUP")" "$TOKEN_BASE_SQLITE" "ids=$WORK/ids-sqlite.txt"
+  bench baseline-postgres lookup "http://127.0.0.1:$P_BASE_PG/graphql" "$(lookup_body "$Q_LOOKUP")" "$TOKEN_BASE_PG" "ids=$WORK/ids-postgres.txt"
 fi
 bench postgraphile flat "$PGL_URL" "$(body "$PGL_FLAT")" ""
 bench postgraphile nested "$PGL_URL" "$(body "$PGL_NESTED")" ""

@@ -719,7 +719,6 @@ impl Run<'_> {
             .sel
             .rows
             .statement_caller(self.access, &r.joins)
-            .ok()?
             .to_string();
         let mut texts = Vec::new();
         for v in &self.plan.variables {
@@ -805,7 +804,7 @@ impl Run<'_> {
         self.relations_readable(rows.def())?;
         // The root field's rows, with the to-one relations its statement read.
         let Page { rows: set, joined } = if r.constant {
-            let caller = rows.statement_caller(self.access, &r.joins).ok()?;
+            let caller = rows.statement_caller(self.access, &r.joins);
             if caller.is_empty() {
                 let prepared = r
                     .prepared

@@ -64,8 +64,8 @@ pub struct PreparedList {
     columns: Vec<String>,
     /// Each join's fields, in the order they follow `columns`.
     joined: Vec<Vec<String>>,
-    /// The query's joins.
-    joins: Vec<JoinOne>,
+    /// The entities it reads: the listed one, then each join's target.
+    read: Vec<usize>,
     /// [`EntityStore::statement_caller`] of the caller it was built for.
     caller: String,
     /// The fields it compares that need a scope to be compared.
@@ -183,7 +183,7 @@ impl EntityStore {
         let mut joined = Vec::with_capacity(query.joins.len());
         for (j, join) in query.joins.iter().enumerate() {
             let field = stored_field(e, &join.field)?;
-            let t = join_target(model, e, &join.field)?;
+            let (t, _) = join_target(model, e, &join.field)?;
             let t_cols = columns(model, t, Some(&join.select))?;
             let alias = sea_query::Alias::new(format!("j{j}"));
             let mut on = Expr::col((alias.clone(), id_field(t)?.column.clone()))
@@ -249,8 +249,15 @@ impl EntityStore {
             kinds,
             columns: names(&cols),
             joined,
-            caller: self.statement_caller(ctx, &query.joins)?.to_string(),
-            joins: query.joins.clone(),
+            caller: self.statement_caller(ctx, &query.joins).to_string(),
+            read: std::iter::once(Ok(self.index))
+                .chain(
+                    query
+                        .joins
+                        .iter()
+                        .map(|j| Ok(join_target(model, e, &j.field)?.1)),
+                )
+                .collect::<Result<_, StoreError>>()?,
             compared: policy::scoped(model, e, &compared),
             slots: Vec::new(),
             texts: 0,
@@ -317,17 +324,14 @@ impl EntityStore {
     /// `joins`, answer every caller alike; otherwise [`AccessContext::key`]:
     /// a row policy puts the caller's values in them. Caches of prepared
     /// statements are keyed by it.
-    pub fn statement_caller<'c>(
-        &self,
-        ctx: &'c AccessContext,
-        joins: &[JoinOne],
-    ) -> Result<&'c str, StoreError> {
-        let (s, e) = (&self.store, self.def());
-        let mut filtered = policy::read_filtered(e, ctx);
-        for join in joins {
-            filtered |= policy::read_filtered(join_target(&s.inner.model, e, &join.field)?, ctx);
-        }
-        Ok(if filtered { ctx.key() } else { "" })
+    pub fn statement_caller<'c>(&self, ctx: &'c AccessContext, joins: &[JoinOne]) -> &'c str {
+        let (model, e) = (&self.store.inner.model, self.def());
+        // A join that is no to-one relation fails `prepare`: no statement
+        // to key.
+        let targets = joins
+            .iter()
+            .filter_map(|j| join_target(model, e, &j.field).ok().map(|(t, _)| t));
+        caller_key(std::iter::once(e).chain(targets), ctx)
     }
 
     /// How many rows of `entity` match `filter` (all of them for `None`).
@@ -343,7 +347,7 @@ impl EntityStore {
     ) -> Result<u64, StoreError> {
         let (s, e) = (&self.store, self.def());
         policy::check_compared(&s.inner.model, e, ctx, &policy::compared(filter, &[]))?;
-        let caller = self.statement_caller(ctx, &[])?;
+        let caller = self.statement_caller(ctx, &[]);
         let key = format!("{}\0{filter:?}\0{caller}", e.name);
         let generation = s.inner.writes.load(Ordering::SeqCst);
         // Freshness is part of the value (as for every cache here): the
@@ -749,7 +753,9 @@ impl PreparedList {
     /// may not compare the fields it compares.
     pub async fn run(&self, ctx: &AccessContext, texts: &[&str]) -> Result<Page, StoreError> {
         let (s, e) = (&self.entity.store, self.entity.def());
-        if self.entity.statement_caller(ctx, &self.joins)? != self.caller {
+        // `statement_caller`, over the entities resolved when it was built.
+        let entities = &s.inner.model.entities;
+        if caller_key(self.read.iter().filter_map(|&i| entities.get(i)), ctx) != self.caller {
             return Err(StoreError::internal(format!(
                 "a statement over {} prepared for another caller",
                 e.name
@@ -848,8 +854,24 @@ impl PreparedList {
     }
 }
 
-/// The entity a to-one field of `e` refers to.
-fn join_target<'m>(model: &'m Model, e: &Entity, field: &str) -> Result<&'m Entity, StoreError> {
+/// [`EntityStore::statement_caller`] of a statement reading `entities`.
+fn caller_key<'e, 'c>(
+    entities: impl IntoIterator<Item = &'e Entity>,
+    ctx: &'c AccessContext,
+) -> &'c str {
+    if entities.into_iter().any(|e| policy::read_filtered(e, ctx)) {
+        ctx.key()
+    } else {
+        ""
+    }
+}
+
+/// The entity a to-one field of `e` refers to, and its index in the Model.
+fn join_target<'m>(
+    model: &'m Model,
+    e: &Entity,
+    field: &str,
+) -> Result<(&'m Entity, usize), StoreError> {
     let FieldKind::ToOne { target } = &stored_field(e, field)?.kind else {
         return Err(StoreError::invalid(
             field,
@@ -857,7 +879,11 @@ fn join_target<'m>(model: &'m Model, e: &Entity, field: &str) -> Result<&'m Enti
         ));
     };
     model
-        .entity(target)
+        .entities
+        .iter()
+        .enumerate()
+        .find(|(_, t)| t.name == *target)
+        .map(|(i, t)| (t, i))
         .ok_or_else(|| StoreError::internal(format!("unknown entity `{target}`")))
 }
 
