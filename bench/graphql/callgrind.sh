@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Instructions per GraphQL request (flat, nested, lookup) of one gatehouse
+# binary, under callgrind: deterministic, so two builds compare exactly
+# where wrk's req/s move by a few percent between runs.
+#
+#   bench/graphql/callgrind.sh BIN [PORT]
+#
+# Needs a finished bench/graphql/run.sh (its SQLite file, key and ids in
+# bench/graphql/work/, copied, never changed) and valgrind. For each query:
+# 200 warm-up requests, then 2,000 on one keep-alive connection with
+# instrumentation on; prints total instructions (every thread) / 2,000.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BENCH=$ROOT/bench/graphql/work
+BIN=$1 PORT=${2:-19101}
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+cp "$BENCH"/bench.db* "$W/"
+cp -r "$BENCH/data" "$BENCH/gatehouse.key" "$W/"
+cd "$W"
+valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$W/cg.out" \
+  "$BIN" serve --config "$ROOT/examples/library/gatehouse.toml" \
+  --database "sqlite://$W/bench.db" --listen "127.0.0.1:$PORT" > "$W/server.log" 2>&1 &
+PID=$!
+for i in $(seq 1 300); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 1; done
+TOKEN=$(curl -sf -u demo-app:demo-secret-change-me -d grant_type=password -d username=alice \
+  -d password=alice-password -d 'scope=read write' "http://127.0.0.1:$PORT/oauth/token" |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
+python3 - "$PORT" "$TOKEN" "$PID" "$BENCH/ids-sqlite.txt" <<'PY'
+import http.client, json, subprocess, sys
+port, token, pid, ids_file = sys.argv[1:5]
+ids = [l.strip() for l in open(ids_file) if l.strip()]
+c = http.client.HTTPConnection('127.0.0.1', int(port))
+cases = {
+  'flat': lambda i: {"query": "{ books(first: 10) { title year } }"},
+  'nested': lambda i: {"query": "{ books(first: 10) { title year author { name } } }"},
+  'lookup': lambda i: {"query": "query($id: ID!) { book(id: $id) { title year author { name } } }", "variables": {"id": ids[i % len(ids)]}},
+}
+def send(body):
+    c.request('POST', '/graphql', json.dumps(body), {'Authorization': 'Bearer ' + token, 'Content-Type': 'application/json'})
+    r = c.getresponse(); data = r.read()
+    assert r.status == 200 and b'"errors"' not in data, data[:300]
+for name, make in cases.items():
+    for i in range(200): send(make(i))
+    subprocess.run(['callgrind_control', '-z', pid], check=True, capture_output=True)
+    subprocess.run(['callgrind_control', '-i', 'on', pid], check=True, capture_output=True)
+    for i in range(2000): send(make(i + 200))
+    subprocess.run(['callgrind_control', '-i', 'off', pid], check=True, capture_output=True)
+    subprocess.run(['callgrind_control', '-d', name, pid], check=True, capture_output=True)
+PY
+kill $PID; wait $PID 2>/dev/null || true
+for f in "$W"/cg.out.*; do
+  query=$(sed -n 's/^desc: Trigger: dump //p' "$f")
+  echo "$query: $(awk '/^totals:/ {printf "%.1fk", $2 / 2000 / 1000}' "$f") instructions per request"
+done
