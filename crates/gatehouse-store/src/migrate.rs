@@ -524,6 +524,26 @@ fn create_index_sql(table: &str, column: &str, unique: bool) -> String {
     )
 }
 
+/// The statement of an index step: the same in both dialects.
+fn index_step_sql(step: &MigrationStep) -> Option<String> {
+    match step {
+        MigrationStep::CreateIndex {
+            table,
+            column,
+            unique,
+        } => Some(create_index_sql(table, column, *unique)),
+        MigrationStep::DropIndex {
+            table,
+            column,
+            unique,
+        } => Some(format!(
+            "DROP INDEX IF EXISTS {}",
+            q(&index_name(table, column, *unique))
+        )),
+        _ => None,
+    }
+}
+
 fn add_fk_sql(table: &str, column: &str, target: &str) -> String {
     format!(
         "ALTER TABLE {} ADD CONSTRAINT {} FOREIGN KEY ({}) REFERENCES {}({}) ON DELETE RESTRICT",
@@ -652,6 +672,10 @@ async fn apply_sqlite(
         if step.table().is_some_and(|t| rebuild.contains(t)) {
             continue;
         }
+        if let Some(sql) = index_step_sql(step) {
+            conn.ddl(&sql).await?;
+            continue;
+        }
         match step {
             MigrationStep::CreateTable { table } => {
                 if let Some(t) = new.table(table) {
@@ -673,24 +697,6 @@ async fn apply_sqlite(
                     ))
                     .await?;
                 }
-            }
-            MigrationStep::CreateIndex {
-                table,
-                column,
-                unique,
-            } => {
-                conn.ddl(&create_index_sql(table, column, *unique)).await?;
-            }
-            MigrationStep::DropIndex {
-                table,
-                column,
-                unique,
-            } => {
-                conn.ddl(&format!(
-                    "DROP INDEX IF EXISTS {}",
-                    q(&index_name(table, column, *unique))
-                ))
-                .await?;
             }
             MigrationStep::DropTable { table } => {
                 conn.ddl(&format!("DROP TABLE {}", q(table))).await?;
@@ -749,6 +755,10 @@ async fn apply_pg(
     // reference each other in any order.
     let mut fks: Vec<(String, String, String)> = Vec::new();
     for step in steps {
+        if let Some(sql) = index_step_sql(step) {
+            conn.ddl(&sql).await?;
+            continue;
+        }
         match step {
             MigrationStep::CreateTable { table } => {
                 if let Some(t) = new.table(table) {
@@ -801,24 +811,6 @@ async fn apply_pg(
                 if let ColType::Ref(target) = ty {
                     fks.push((table.clone(), column.clone(), target.clone()));
                 }
-            }
-            MigrationStep::CreateIndex {
-                table,
-                column,
-                unique,
-            } => {
-                conn.ddl(&create_index_sql(table, column, *unique)).await?;
-            }
-            MigrationStep::DropIndex {
-                table,
-                column,
-                unique,
-            } => {
-                conn.ddl(&format!(
-                    "DROP INDEX IF EXISTS {}",
-                    q(&index_name(table, column, *unique))
-                ))
-                .await?;
             }
             MigrationStep::SetOptional { table, column } => {
                 conn.ddl(&format!(
@@ -881,7 +873,11 @@ async fn apply_pg(
                 conn.ddl(&format!("DROP TABLE {} CASCADE", q(table)))
                     .await?;
             }
-            MigrationStep::AddEnumValue { .. } | MigrationStep::RemoveEnumValue { .. } => {}
+            // Index steps ran above; enum values live in the Model only.
+            MigrationStep::CreateIndex { .. }
+            | MigrationStep::DropIndex { .. }
+            | MigrationStep::AddEnumValue { .. }
+            | MigrationStep::RemoveEnumValue { .. } => {}
         }
     }
     for (table, column, target) in fks {
