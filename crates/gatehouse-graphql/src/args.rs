@@ -9,7 +9,7 @@ use gatehouse_schema::{
 use gatehouse_store::{Filter, ListQuery, OrderBy, Row};
 use serde_json::Value as Json;
 
-use crate::error::{BAD_USER_INPUT, PAGE_SIZE_EXCEEDED, coded};
+use crate::error::{Code, coded};
 
 /// A field's argument values, by name: what async-graphql hands a resolver,
 /// or what the planned executor resolved itself (`crate::plan`).
@@ -155,7 +155,7 @@ fn where_filter(model: &Model, type_name: &str, v: &Value) -> Result<Option<Filt
         // before it gets here: refuse it rather than filter nothing.
         _ => {
             return Err(coded(
-                BAD_USER_INPUT,
+                Code::BadUserInput,
                 format!("a `{type_name}` filter must be an object"),
             ));
         }
@@ -224,13 +224,13 @@ pub fn list_query(
             let n = j.as_i64().unwrap_or(-1);
             if n < 0 {
                 return Err(coded(
-                    BAD_USER_INPUT,
+                    Code::BadUserInput,
                     format!("`{name}` must not be negative"),
                 ));
             }
             if n > i64::from(limits.max) {
                 return Err(coded(
-                    PAGE_SIZE_EXCEEDED,
+                    Code::PageSizeExceeded,
                     format!(
                         "`{name}` is {n}, above the maximum page size of {}",
                         limits.max
@@ -246,7 +246,7 @@ pub fn list_query(
     {
         if n < 0 {
             return Err(coded(
-                BAD_USER_INPUT,
+                Code::BadUserInput,
                 format!("`{name}` must not be negative"),
             ));
         }

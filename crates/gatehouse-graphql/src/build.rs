@@ -17,7 +17,7 @@ use gatehouse_store::{AccessContext, EntityStore, Row, Store};
 use serde_json::Value as Json;
 
 use crate::args::{self, PageLimits};
-use crate::error::{BAD_USER_INPUT, FORBIDDEN, NOT_FOUND, UNAUTHENTICATED, coded, from_store};
+use crate::error::{Code, coded, from_store};
 use crate::loader::{ChildSpec, ManyKey, OneKey, StoreLoader};
 use gatehouse_auth::Principal;
 
@@ -71,14 +71,14 @@ fn authorize(
 ) -> Result<(), Error> {
     match ctx.data_opt::<Principal>() {
         None if !auth_required => Ok(()),
-        None => Err(coded(UNAUTHENTICATED, "credentials are required")),
+        None => Err(coded(Code::Unauthenticated, "credentials are required")),
         Some(p) if p.allows(scope, is_read) => Ok(()),
         Some(p) if p.is_anonymous() => Err(coded(
-            UNAUTHENTICATED,
+            Code::Unauthenticated,
             format!("{what} needs credentials with the scope `{scope}`"),
         )),
         Some(_) => Err(coded(
-            FORBIDDEN,
+            Code::Forbidden,
             format!("{what} needs the scope `{scope}`"),
         )),
     }
@@ -466,7 +466,7 @@ async fn resolve_root<'a>(
                 args::filter_from_args(model, &ctx.args, filters, where_arg.as_ref())?
             else {
                 return Err(coded(
-                    BAD_USER_INPUT,
+                    Code::BadUserInput,
                     format!(
                         "`{}` needs at least one non-null argument to find a `{name}` by",
                         rf.name
@@ -487,7 +487,7 @@ async fn resolve_root<'a>(
                 .into_rows();
             if rows.len() > 1 {
                 return Err(coded(
-                    BAD_USER_INPUT,
+                    Code::BadUserInput,
                     format!(
                         "more than one `{name}` matches the arguments of `{}`",
                         rf.name
@@ -520,7 +520,7 @@ async fn resolve_root<'a>(
                 .await
                 .map_err(|e| from_store(&e))?
             {
-                None => Err(coded(NOT_FOUND, format!("no `{name}` with id `{id}`"))),
+                None => Err(coded(Code::NotFound, format!("no `{name}` with id `{id}`"))),
                 Some(row) => Ok(Some(match returns {
                     DeleteReturn::Entity => FieldValue::owned_any(row),
                     DeleteReturn::Id => FieldValue::value(Value::from(id)),

@@ -29,15 +29,14 @@ use async_graphql::extensions::{
 use async_graphql::parser::types::{
     DocumentOperations, ExecutableDocument, OperationDefinition, Selection, SelectionSet,
 };
-use async_graphql::{
-    ErrorExtensions, Request, ServerError, ServerResult, ValidationResult, Variables,
-};
+use async_graphql::{Request, ServerError, ServerResult, ValidationResult, Variables};
 use async_graphql_value::Value as InputValue;
 use gatehouse_schema::{Binding, Entity, FieldKind, ListBinding, Model};
 use quick_cache::Weighter;
 use quick_cache::sync::Cache;
 
 use crate::args::PageLimits;
+use crate::error::Code;
 use crate::plan::Plan;
 
 /// Estimated bytes all cached documents may hold together; the cache drops
@@ -173,15 +172,12 @@ impl ParseCache {
                 "the query is {depth} levels deep; the limit is {}",
                 limits.max_depth
             );
-            return (
-                Some(limit_error(crate::error::QUERY_TOO_DEEP, message)),
-                false,
-            );
+            return (Some(limit_error(Code::QueryTooDeep, message)), false);
         }
         let cost = complexity(&limits.model, limits.pages, doc, variables);
         let error = (cost.value > limits.max_complexity as u64).then(|| {
             limit_error(
-                crate::error::QUERY_TOO_COMPLEX,
+                Code::QueryTooComplex,
                 format!(
                     "the query is too complex: its complexity is {}, the limit is {} \
                      (each field costs 1, and a list field 1 plus its page size times \
@@ -328,8 +324,8 @@ impl RequestCache {
 }
 
 /// A refusal before execution (no path), with `extensions.code`.
-fn limit_error(code: &'static str, message: String) -> ServerError {
-    let e = async_graphql::Error::new(message).extend_with(|_, e| e.set("code", code));
+fn limit_error(code: Code, message: String) -> ServerError {
+    let e = crate::error::coded(code, message);
     ServerError {
         extensions: e.extensions,
         ..ServerError::new(e.message, None)
@@ -376,7 +372,7 @@ impl Extension for RequestCache {
         let max = self.shared.limits.max_complexity;
         if fields > max {
             return Err(limit_error(
-                crate::error::QUERY_TOO_COMPLEX,
+                Code::QueryTooComplex,
                 format!(
                     "the query is too complex: it has {fields} field selections, the limit is {max}"
                 ),

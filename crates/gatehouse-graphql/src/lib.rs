@@ -204,7 +204,7 @@ impl Graphql {
             return None;
         }
         let error = error::coded(
-            error::FORBIDDEN,
+            error::Code::Forbidden,
             format!(
                 "introspection needs the scope `{}`",
                 self.shared.model.schema_read_scope()
@@ -338,7 +338,7 @@ impl Graphql {
                 e.message = "internal error".to_string();
                 e.extensions
                     .get_or_insert_with(Default::default)
-                    .set("code", error::INTERNAL_SERVER_ERROR);
+                    .set("code", error::Code::InternalServerError.as_str());
             }
         }
         if let Some(doc) = self.cache.document(query) {
@@ -429,7 +429,7 @@ fn several_subscription_roots(query: &str, operation_name: Option<&str>) -> Opti
     }
     let name = operation_name.map_or_else(String::new, |n| format!(" `{n}`"));
     let error = error::coded(
-        error::GRAPHQL_VALIDATION_FAILED,
+        error::Code::GraphqlValidationFailed,
         format!(
             "the subscription{name} selects {} root fields ({}); a subscription selects exactly one",
             keys.len(),
@@ -483,13 +483,10 @@ fn refused_before_execution(response: &Response) -> bool {
         && !response.errors.is_empty()
         && response.errors.iter().all(|e| {
             e.path.is_empty()
-                && e.extensions
-                    .as_ref()
-                    .and_then(|x| x.get("code"))
-                    .is_none_or(|c| {
-                        matches!(c, async_graphql::Value::String(s)
-                            if s == error::QUERY_TOO_DEEP || s == error::QUERY_TOO_COMPLEX)
-                    })
+                && match error::Code::of(e) {
+                    Some(code) => code.is_size_limit(),
+                    None => !has_code(e),
+                }
         })
 }
 
@@ -517,7 +514,7 @@ fn add_code(e: &mut ServerError, executed: bool, parse_failed: bool) {
         {
             e.message = format!("syntax error: {expected}");
         }
-        error::GRAPHQL_PARSE_FAILED
+        error::Code::GraphqlParseFailed
     } else {
         // The `Date` scalar's check answers yes or no, so async-graphql's
         // refusal cannot say what a Date is: the hint is added to it here.
@@ -526,11 +523,11 @@ fn add_code(e: &mut ServerError, executed: bool, parse_failed: bool) {
                 ": a Date is a string `YYYY-MM-DD` naming a real calendar day, e.g. \"2024-02-29\"",
             );
         }
-        error::GRAPHQL_VALIDATION_FAILED
+        error::Code::GraphqlValidationFailed
     };
     e.extensions
         .get_or_insert_with(Default::default)
-        .set("code", code);
+        .set("code", code.as_str());
 }
 
 /// Whether `e` carries `extensions.code`.

@@ -466,11 +466,11 @@ pub(crate) async fn graphql_layer(
         Err(f) => {
             tracing::info!(reason = ?std::mem::discriminant(&f), "GraphQL request not authenticated");
             let code = if f == AuthFailure::Unavailable {
-                gatehouse_graphql::error::SERVICE_UNAVAILABLE
+                gatehouse_graphql::error::Code::ServiceUnavailable
             } else {
-                gatehouse_graphql::error::UNAUTHENTICATED
+                gatehouse_graphql::error::Code::Unauthenticated
             };
-            let body = json!({"errors": [{"message": f.message(), "extensions": {"code": code}}]});
+            let body = json!({"errors": [{"message": f.message(), "extensions": {"code": code.as_str()}}]});
             let mut resp = (f.status(), body.to_string()).into_response();
             let h = resp.headers_mut();
             h.insert(

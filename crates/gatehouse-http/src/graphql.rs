@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use gatehouse_auth::Principal;
 use gatehouse_graphql::async_graphql::parser::types::OperationType;
 use gatehouse_graphql::async_graphql::{self, Variables};
-use gatehouse_graphql::error as codes;
+use gatehouse_graphql::error::Code;
 use serde_json::{Value as Json, json};
 
 use crate::AppState;
@@ -77,8 +77,8 @@ fn negotiate(headers: &HeaderMap) -> Option<Media> {
     best.map(|(m, _)| m)
 }
 
-fn error_body(message: &str, code: &str) -> Json {
-    json!({"errors": [{"message": message, "extensions": {"code": code}}]})
+fn error_body(message: &str, code: Code) -> Json {
+    json!({"errors": [{"message": message, "extensions": {"code": code.as_str()}}]})
 }
 
 fn respond(status: StatusCode, media: Media, body: &Json) -> Response {
@@ -91,7 +91,24 @@ fn respond(status: StatusCode, media: Media, body: &Json) -> Response {
 /// A request refused before GraphQL sees it (bad HTTP, bad JSON, bad parameters).
 fn bad_request(media: Media, status: StatusCode, message: &str) -> Response {
     tracing::debug!(%status, message, "GraphQL request refused");
-    respond(status, media, &error_body(message, codes::BAD_USER_INPUT))
+    respond(status, media, &error_body(message, Code::BadUserInput))
+}
+
+/// How a GET or POST is answered: the negotiated media type, and whether
+/// the client asked for an SSE stream. A request whose Accept header allows
+/// no GraphQL response type is refused with 406; an SSE request's errors
+/// before its stream starts are answered as JSON.
+fn response_media(headers: &HeaderMap) -> Result<(Media, bool), Box<Response>> {
+    let sse = crate::sse::wanted(headers);
+    match negotiate(headers) {
+        Some(media) => Ok((media, sse)),
+        None if sse => Ok((Media::Json, true)),
+        None => Err(Box::new(bad_request(
+            Media::Json,
+            StatusCode::NOT_ACCEPTABLE,
+            "the Accept header allows neither application/graphql-response+json nor application/json",
+        ))),
+    }
 }
 
 /// The GraphQL request parameters, parsed and type-checked.
@@ -228,12 +245,10 @@ fn store_unavailable(response: &async_graphql::Response) -> bool {
     };
     no_data
         && !response.errors.is_empty()
-        && response.errors.iter().all(|e| {
-            e.extensions
-                .as_ref()
-                .and_then(|x| x.get("code"))
-                .is_some_and(|c| *c == Value::from(codes::SERVICE_UNAVAILABLE))
-        })
+        && response
+            .errors
+            .iter()
+            .all(|e| Code::of(e) == Some(Code::ServiceUnavailable))
 }
 
 /// `POST {base}/graphql`.
@@ -246,20 +261,9 @@ pub(crate) async fn post(
     let (mut parts, body) = req.into_parts();
     let principal = parts.extensions.remove::<Principal>();
     let headers = parts.headers;
-    let sse = crate::sse::wanted(&headers);
-    let negotiated = negotiate(&headers);
-    let media_for_errors = negotiated.unwrap_or(Media::Json);
-    let media = match negotiated {
-        Some(media) => media,
-        // Errors before the stream starts are answered as JSON.
-        None if sse => Media::Json,
-        None => {
-            return bad_request(
-                media_for_errors,
-                StatusCode::NOT_ACCEPTABLE,
-                "the Accept header allows neither application/graphql-response+json nor application/json",
-            );
-        }
+    let (media, sse) = match response_media(&headers) {
+        Ok(m) => m,
+        Err(refused) => return *refused,
     };
     let content_type = headers
         .get(header::CONTENT_TYPE)
@@ -339,19 +343,9 @@ pub(crate) async fn get(
     if is_browser_navigation(&headers) {
         return crate::graphiql::page(&state.base_path);
     }
-    let sse = crate::sse::wanted(&headers);
-    let negotiated = negotiate(&headers);
-    let media_for_errors = negotiated.unwrap_or(Media::Json);
-    let media = match negotiated {
-        Some(media) => media,
-        None if sse => Media::Json,
-        None => {
-            return bad_request(
-                media_for_errors,
-                StatusCode::NOT_ACCEPTABLE,
-                "unacceptable Accept header",
-            );
-        }
+    let (media, sse) = match response_media(&headers) {
+        Ok(m) => m,
+        Err(refused) => return *refused,
     };
     let Some(query) = query else {
         return bad_request(
@@ -415,7 +409,7 @@ pub(crate) async fn other_method(method: Method) -> Response {
         Media::Json,
         &error_body(
             &format!("{method} is not allowed here; use GET or POST"),
-            codes::BAD_USER_INPUT,
+            Code::BadUserInput,
         ),
     );
     resp.headers_mut()
@@ -432,10 +426,7 @@ fn may_read_schema(principal: Option<&Principal>, state: &AppState) -> Result<()
             let mut resp = respond(
                 StatusCode::FORBIDDEN,
                 Media::Json,
-                &error_body(
-                    "reading the schema needs the scope `read`",
-                    codes::FORBIDDEN,
-                ),
+                &error_body("reading the schema needs the scope `read`", Code::Forbidden),
             );
             resp.headers_mut().insert(
                 header::WWW_AUTHENTICATE,

@@ -16,7 +16,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::{Stream, StreamExt};
 use gatehouse_auth::Principal;
-use gatehouse_graphql::error as codes;
+use gatehouse_graphql::error::Code;
 use serde_json::json;
 use tokio::sync::mpsc;
 
@@ -82,7 +82,7 @@ pub(crate) fn stream(
                 reason = &mut watch => {
                     let body = json!({"errors": [{
                         "message": format!("the subscription ended: {reason}"),
-                        "extensions": {"code": codes::UNAUTHENTICATED},
+                        "extensions": {"code": Code::Unauthenticated.as_str()},
                     }]});
                     let _ = tx.send(event("next", &body.to_string())).await;
                     None
@@ -117,7 +117,7 @@ pub(crate) fn stream(
                     "the subscription ended: too slow, more than {} events waiting to be read",
                     opts.queue_capacity
                 ),
-                "extensions": {"code": codes::SERVICE_UNAVAILABLE},
+                "extensions": {"code": Code::ServiceUnavailable.as_str()},
             }]});
             let _ = tx.send(event("next", &body.to_string())).await;
         }

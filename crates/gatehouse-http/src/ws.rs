@@ -24,7 +24,7 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use futures::{SinkExt, StreamExt};
 use gatehouse_auth::Principal;
-use gatehouse_graphql::error as codes;
+use gatehouse_graphql::error::Code;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value as Json, json};
 use tokio::sync::{Notify, mpsc};
@@ -652,7 +652,7 @@ impl Connection {
         if self.operations.len() >= max {
             let e = json!({
                 "message": format!("this connection already runs {max} operations, the most allowed; complete one first"),
-                "extensions": {"code": codes::BAD_USER_INPUT},
+                "extensions": {"code": Code::BadUserInput.as_str()},
             });
             send(socket, error_frame(&id, &[e])).await?;
             return Ok(Step::Continue);
@@ -763,7 +763,7 @@ fn complete_frame(id: &str) -> String {
 }
 
 fn bad_input(message: &str) -> Json {
-    json!({"message": message, "extensions": {"code": codes::BAD_USER_INPUT}})
+    json!({"message": message, "extensions": {"code": Code::BadUserInput.as_str()}})
 }
 
 /// A client message of `graphql-transport-ws`. Anything else (another

@@ -75,6 +75,25 @@ async fn content_negotiation_and_status_codes() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::NOT_ACCEPTABLE);
+    let post: Value = r.json().await.unwrap();
+    // GET negotiates by the same rule and says the same.
+    let r = s
+        .client
+        .get(&url)
+        .query(&[("query", "{ __typename }")])
+        .header(ACCEPT, "text/csv")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_ACCEPTABLE);
+    let get: Value = r.json().await.unwrap();
+    assert_eq!(get, post);
+    assert!(
+        get["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("application/graphql-response+json")
+    );
 }
 
 #[tokio::test]
