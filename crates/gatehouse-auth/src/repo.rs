@@ -1,7 +1,7 @@
 //! Persistence of clients, users, signing keys and token records.
 //!
 //! [`AuthRepo`] is small and made of plain records so that a SQL
-//! implementation (in `gatehouse-store`) is a table per record type and one
+//! implementation (`gatehouse-auth-store`) is a table per record type and one
 //! statement per method. [`MemoryRepo`] is the reference implementation used
 //! by tests and single-process demos.
 

@@ -15,7 +15,7 @@ use gatehouse_auth_store::SqlAuthRepo;
 use gatehouse_store::{Store, StoreOptions};
 use gatehouse_testkit::TestDb;
 
-use crate::common::SDL;
+use crate::SDL;
 
 fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()

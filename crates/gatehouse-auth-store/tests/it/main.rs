@@ -5,8 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod auth;
-/// The store suite's databases and schema: the repository lives in the
-/// database the store opens.
-#[path = "../../../gatehouse-store/tests/it/common.rs"]
-#[allow(dead_code)]
-mod common;
+
+/// The schema of the entity store the repository shares a database with:
+/// any schema does, the OAuth tables are the repository's own.
+const SDL: &str = "type Query { notes: [Note!]! } type Note { id: ID! text: String }";
