@@ -38,7 +38,11 @@ build_gatehouse() {
       STAMP="$(git -C "$ROOT" ls-tree HEAD .cargo Cargo.toml Cargo.lock crates examples | sha256sum | cut -c1-16)"
       if [[ "$(cat "$SRC/.bench-stamp" 2>/dev/null)" != "$STAMP" ]]; then
         rm -rf "$SRC" && mkdir -p "$SRC"
-        git -C "$ROOT" archive "$COMMIT" | tar -x -C "$SRC"
+        # -m: the files get the extraction time, not the commit's. cargo
+        # rebuilds what is older than its last build of this path, so with
+        # the commit's times an earlier commit's snapshot would reuse a later
+        # build's artifacts.
+        git -C "$ROOT" archive "$COMMIT" | tar -x -m -C "$SRC"
         echo "$STAMP" >"$SRC/.bench-stamp"
       fi
       GATEHOUSE_DESC="$(git -C "$ROOT" rev-parse --short HEAD) (committed HEAD, built from a git archive)"
