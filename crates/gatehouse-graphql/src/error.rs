@@ -78,6 +78,13 @@ impl Code {
         }
     }
 
+    /// A GraphQL error (`{"message", "extensions": {"code"}}`) with this
+    /// code, for answers written outside async-graphql (refusals before
+    /// execution, transport errors).
+    pub fn error_json(self, message: &str) -> serde_json::Value {
+        serde_json::json!({"message": message, "extensions": {"code": self.as_str()}})
+    }
+
     /// Whether it refuses a query for its size (depth or complexity)
     /// before anything runs.
     pub const fn is_size_limit(self) -> bool {

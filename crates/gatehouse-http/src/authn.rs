@@ -470,7 +470,7 @@ pub(crate) async fn graphql_layer(
             } else {
                 gatehouse_graphql::error::Code::Unauthenticated
             };
-            let body = json!({"errors": [{"message": f.message(), "extensions": {"code": code.as_str()}}]});
+            let body = json!({"errors": [code.error_json(&f.message())]});
             let mut resp = (f.status(), body.to_string()).into_response();
             let h = resp.headers_mut();
             h.insert(

@@ -78,7 +78,7 @@ fn negotiate(headers: &HeaderMap) -> Option<Media> {
 }
 
 fn error_body(message: &str, code: Code) -> Json {
-    json!({"errors": [{"message": message, "extensions": {"code": code.as_str()}}]})
+    json!({"errors": [code.error_json(message)]})
 }
 
 fn respond(status: StatusCode, media: Media, body: &Json) -> Response {

@@ -80,10 +80,8 @@ pub(crate) fn stream(
                 () = tx.closed() => return,
                 () = &mut shutdown => None,
                 reason = &mut watch => {
-                    let body = json!({"errors": [{
-                        "message": format!("the subscription ended: {reason}"),
-                        "extensions": {"code": Code::Unauthenticated.as_str()},
-                    }]});
+                    let body = json!({"errors": [Code::Unauthenticated
+                        .error_json(&format!("the subscription ended: {reason}"))]});
                     let _ = tx.send(event("next", &body.to_string())).await;
                     None
                 }
@@ -112,13 +110,10 @@ pub(crate) fn stream(
             }
         }
         if too_slow.load(Ordering::Relaxed) {
-            let body = json!({"errors": [{
-                "message": format!(
-                    "the subscription ended: too slow, more than {} events waiting to be read",
-                    opts.queue_capacity
-                ),
-                "extensions": {"code": Code::ServiceUnavailable.as_str()},
-            }]});
+            let body = json!({"errors": [Code::ServiceUnavailable.error_json(&format!(
+                "the subscription ended: too slow, more than {} events waiting to be read",
+                opts.queue_capacity
+            ))]});
             let _ = tx.send(event("next", &body.to_string())).await;
         }
         let _ = tx.send(event("complete", "")).await;

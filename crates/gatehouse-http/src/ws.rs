@@ -650,10 +650,9 @@ impl Connection {
         }
         let max = self.state.subscriptions.max_per_connection;
         if self.operations.len() >= max {
-            let e = json!({
-                "message": format!("this connection already runs {max} operations, the most allowed; complete one first"),
-                "extensions": {"code": Code::BadUserInput.as_str()},
-            });
+            let e = bad_input(&format!(
+                "this connection already runs {max} operations, the most allowed; complete one first"
+            ));
             send(socket, error_frame(&id, &[e])).await?;
             return Ok(Step::Continue);
         }
@@ -763,7 +762,7 @@ fn complete_frame(id: &str) -> String {
 }
 
 fn bad_input(message: &str) -> Json {
-    json!({"message": message, "extensions": {"code": Code::BadUserInput.as_str()}})
+    Code::BadUserInput.error_json(message)
 }
 
 /// A client message of `graphql-transport-ws`. Anything else (another
