@@ -14,9 +14,9 @@ use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Postgres, Row as _, Transaction};
 
-use crate::metric_handles::Handles;
 use crate::sqlite::{ReadConn, SqliteDb, SqliteOptions, SqliteTx, WriteConn};
 use crate::{DbError, Dialect, SqlKind, format_date};
+use gatehouse_telemetry::handles::Handles;
 
 /// A decoded result row, in select-list order.
 pub type DbRow = Vec<Json>;

@@ -13,7 +13,6 @@
 mod db;
 mod dialect;
 mod error;
-pub mod metric_handles;
 mod sqlite;
 mod wal_index;
 

@@ -98,9 +98,11 @@ pub(crate) struct Limits {
     pub pages: PageLimits,
     /// Deepest selection accepted (`QUERY_TOO_DEEP`).
     pub max_depth: usize,
-    /// Highest [`complexity`] accepted (`QUERY_TOO_COMPLEX`); also the most
-    /// field selections a document may contain, counted as written.
+    /// Highest [`complexity`] accepted (`QUERY_TOO_COMPLEX`).
     pub max_complexity: usize,
+    /// Most field selections a document may contain, counted as written
+    /// (`QUERY_TOO_COMPLEX`).
+    pub max_selections: usize,
 }
 
 /// Weighs an entry by its estimated bytes, but at least a `capacity`th of
@@ -367,9 +369,9 @@ impl Extension for RequestCache {
         }
         let doc = next.run(ctx, query, variables).await?;
         // Before any walk that expands fragments: a document cannot select
-        // more fields than the complexity limit allows.
+        // more fields than the selection limit allows.
         let fields = written_fields(&doc);
-        let max = self.shared.limits.max_complexity;
+        let max = self.shared.limits.max_selections;
         if fields > max {
             return Err(limit_error(
                 Code::QueryTooComplex,

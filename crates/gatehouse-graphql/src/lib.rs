@@ -50,9 +50,12 @@ pub struct GraphqlOptions {
     pub max_depth: usize,
     /// Highest complexity accepted (`QUERY_TOO_COMPLEX`): every selected
     /// field costs 1, a list field 1 plus its page size times the cost of its
-    /// selection (see `cache::complexity`). Also the most field selections
-    /// one document may contain.
+    /// selection (see `cache::complexity`).
     pub max_complexity: usize,
+    /// Most field selections one document may contain, counted as written
+    /// (before fragments expand): bounds the work of every walk of the
+    /// document, whatever its estimated cost.
+    pub max_selections: usize,
     /// Parsed documents kept for reuse.
     pub parse_cache_capacity: usize,
     /// Every request must carry a `gatehouse_auth::Principal` in its data
@@ -66,7 +69,11 @@ impl Default for GraphqlOptions {
             default_page_size: 50,
             max_page_size: 500,
             max_depth: 12,
-            max_complexity: 5000,
+            // Three levels of lists at the default page size (50 * 50 * 50
+            // rows, each a field or two) fit; 1,000 aliases of a 500-row list
+            // (501,000) do not.
+            max_complexity: 250_000,
+            max_selections: 5000,
             parse_cache_capacity: 1024,
             auth_required: true,
         }
@@ -120,6 +127,7 @@ impl Graphql {
                 pages: shared.limits,
                 max_depth: opts.max_depth,
                 max_complexity: opts.max_complexity,
+                max_selections: opts.max_selections,
             },
         );
         let schema = build::schema_builder(shared.clone())
@@ -388,8 +396,8 @@ impl Graphql {
 
 thread_local! {
     /// `gatehouse_graphql_operations_total` by operation kind and outcome.
-    static OPERATIONS: std::cell::RefCell<gatehouse_db::metric_handles::Handles<metrics::Counter>> =
-        const { std::cell::RefCell::new(gatehouse_db::metric_handles::Handles::new()) };
+    static OPERATIONS: std::cell::RefCell<gatehouse_telemetry::handles::Handles<metrics::Counter>> =
+        const { std::cell::RefCell::new(gatehouse_telemetry::handles::Handles::new()) };
 }
 
 /// Counts one operation in `gatehouse_graphql_operations_total`.

@@ -6,6 +6,7 @@
 //! header value other than `x-request-id`, nor a query string: routes are
 //! logged as their path template (`/v1/books/{id}`), never as the raw path.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,6 +17,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use gatehouse_auth::Principal;
+use gatehouse_telemetry::RouteLabel;
 use metrics::{Counter, Histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use quick_cache::sync::Cache;
@@ -82,27 +84,25 @@ fn method_label(m: &Method) -> &'static str {
     }
 }
 
-/// The REST API is one catch-all route; its label is refined from the path.
-const REST_TEMPLATE: &str = "/{version}/{*rest}";
-
-/// The REST route of a successful request as a template,
-/// `/v1/books/{id}/reviews`: collection and relation names are kept (they
-/// come from the schema, and a request naming an unknown one fails), ids
-/// become `{id}`. Failed requests keep the catch-all template, so arbitrary
-/// path text never becomes a label.
-fn rest_route(template: &str, path: &str, status: StatusCode) -> Option<String> {
-    if status.is_client_error() || status.is_server_error() {
-        return None;
+/// The label of a request: the route template it matched, refined by the
+/// [`RouteLabel`] the router that resolved it put in the response (the REST
+/// API is one catch-all route that parses its own paths), under the same
+/// mount point. Paths that matched no route share one label: raw paths
+/// would make metrics unbounded and put callers' text in the logs.
+fn route_label<'a>(matched: Option<&'a MatchedPath>, refined: Option<&RouteLabel>) -> Cow<'a, str> {
+    let Some(matched) = matched else {
+        return Cow::Borrowed("unmatched");
+    };
+    let template = matched.as_str();
+    match refined {
+        Some(RouteLabel(label)) => {
+            // The label is relative to the router that set it: keep the
+            // prefix it is mounted under (the base path).
+            let prefix = template.find("/{").map_or("", |at| &template[..at]);
+            Cow::Owned(format!("{prefix}{label}"))
+        }
+        None => Cow::Borrowed(template),
     }
-    let prefix = template.strip_suffix(REST_TEMPLATE)?;
-    let rest = path.strip_prefix(prefix)?;
-    let mut label = prefix.to_string();
-    for (i, seg) in rest.trim_matches('/').split('/').enumerate().take(8) {
-        label.push('/');
-        // version, collection, id, relation, id, ...
-        label.push_str(if i >= 2 && i % 2 == 0 { "{id}" } else { seg });
-    }
-    Some(label)
 }
 
 /// Who a request acted for, as its log line names them. The authentication
@@ -132,10 +132,6 @@ pub async fn request_layer(req: Request, next: Next) -> Response {
     let id = incoming_request_id(req.headers()).unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
     let method = method_label(req.method());
     let matched = req.extensions().get::<MatchedPath>().cloned();
-    let rest_path = matched
-        .as_ref()
-        .is_some_and(|m| m.as_str().ends_with(REST_TEMPLATE))
-        .then(|| req.uri().path().to_string());
     // The client's address as resolved for trusted proxies (`client_addr`).
     let client = gatehouse_oauth::client_addr(req.extensions());
     let client = client.map(tracing::field::display);
@@ -143,10 +139,9 @@ pub async fn request_layer(req: Request, next: Next) -> Response {
     let mut resp = next.run(req).instrument(span).await;
     let elapsed = start.elapsed();
     let status = resp.status();
-    // Unmatched paths share one label: raw paths would make metrics unbounded.
-    let template = matched.as_ref().map_or("unmatched", |m| m.as_str());
-    let refined = rest_path.and_then(|path| rest_route(template, &path, status));
-    let route = refined.as_deref().unwrap_or(template);
+    let refined = resp.extensions().get::<RouteLabel>().cloned();
+    let route = route_label(matched.as_ref(), refined.as_ref());
+    let route = route.as_ref();
     if let Ok(v) = HeaderValue::from_str(&id) {
         resp.headers_mut().insert(REQUEST_ID_HEADER, v);
     }
@@ -222,7 +217,7 @@ fn request_histogram(method: &'static str, route: &str) -> Histogram {
 
 /// Counts a request in [`HTTP_REQUESTS_TOTAL`] and [`HTTP_REQUEST_DURATION`].
 fn record_request(method: &'static str, route: &str, status: StatusCode, seconds: f64) {
-    let recorder = gatehouse_db::metric_handles::recorder_id();
+    let recorder = gatehouse_telemetry::handles::recorder_id();
     let key = RouteRef {
         recorder,
         route,
@@ -370,23 +365,6 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(REQUEST_ID_HEADER, HeaderValue::from_str(v).unwrap());
         h
-    }
-
-    #[test]
-    fn rest_routes_are_templates() {
-        let ok = StatusCode::OK;
-        let t = "/{version}/{*rest}";
-        assert_eq!(rest_route(t, "/v1/books", ok).as_deref(), Some("/v1/books"));
-        assert_eq!(
-            rest_route(t, "/v1/books/0193-x/reviews", ok).as_deref(),
-            Some("/v1/books/{id}/reviews")
-        );
-        assert_eq!(
-            rest_route("/api/{version}/{*rest}", "/api/v1/books/7", ok).as_deref(),
-            Some("/api/v1/books/{id}")
-        );
-        assert_eq!(rest_route(t, "/v1/whatever", StatusCode::NOT_FOUND), None);
-        assert_eq!(rest_route(t, "/v1/books", StatusCode::UNAUTHORIZED), None);
     }
 
     /// What `recorder` would show for `series` (`name{labels}`).

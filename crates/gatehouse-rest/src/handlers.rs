@@ -22,6 +22,7 @@ use crate::negotiate::negotiate;
 use crate::params;
 use crate::problem::Problem;
 use crate::{Api, Nested, SUPPORTED_VERSIONS};
+use gatehouse_telemetry::RouteLabel;
 
 const ALLOW_COLLECTION: &str = "GET, HEAD, POST, OPTIONS";
 const ALLOW_ITEM: &str = "GET, HEAD, PUT, PATCH, DELETE, OPTIONS";
@@ -47,6 +48,7 @@ pub(crate) async fn dispatch(State(api): State<Arc<Api>>, req: Request) -> Respo
     let query = parts.uri.query().map(str::to_string);
     let principal = parts.extensions.get::<gatehouse_auth::Principal>();
     let caller = Caller::new(principal, api.auth_required);
+    let mut label = None;
     let result = route(
         &api,
         &caller,
@@ -55,12 +57,20 @@ pub(crate) async fn dispatch(State(api): State<Arc<Api>>, req: Request) -> Respo
         parts.uri.path(),
         query.as_deref(),
         body,
+        &mut label,
     )
     .await;
-    match result {
+    let mut resp = match result {
         Ok(resp) => resp,
         Err(p) => p.into_response(),
+    };
+    // The request log and metrics name the route this parse resolved, not
+    // the raw path; a path that resolved to nothing keeps the router's
+    // catch-all template.
+    if let Some(label) = label {
+        resp.extensions_mut().insert(label);
     }
+    resp
 }
 
 /// The decoded path segments; `None` when one is not valid percent-encoded UTF-8.
@@ -77,8 +87,9 @@ fn is_version(s: &str) -> bool {
     s.len() > 1 && s.starts_with('v') && s[1..].bytes().all(|b| b.is_ascii_digit())
 }
 
-/// Resolves the route, authorizes it (before any store access or body
-/// read), then runs its handler.
+/// Resolves the route (and its `label`), authorizes it (before any store
+/// access or body read), then runs its handler.
+#[allow(clippy::too_many_arguments)]
 async fn route(
     api: &Api,
     caller: &Caller<'_>,
@@ -87,6 +98,7 @@ async fn route(
     path: &str,
     query: Option<&str>,
     body: Body,
+    label: &mut Option<RouteLabel>,
 ) -> Result<Response, Problem> {
     let not_found = || Problem::not_found(format!("there is no resource at `{path}`"));
     let segs = segments(path).ok_or_else(not_found)?;
@@ -109,6 +121,7 @@ async fn route(
         return Err(unknown_collection(api, None));
     };
     if segs.len() == 2 && collection == "openapi.json" {
+        *label = Some(api.openapi_label.clone());
         caller.require(api.model.schema_read_scope(), true)?;
         return match *method {
             Method::GET | Method::HEAD => {
@@ -128,6 +141,12 @@ async fn route(
     };
     let rows = &api.entities[ei].rows;
     let entity = rows.def();
+    let labels = &api.entities[ei].labels;
+    match segs.len() {
+        2 => *label = Some(labels.collection.clone()),
+        3 => *label = Some(labels.item.clone()),
+        _ => {}
+    }
     // Every path below names `entity` first: reading anything under it
     // (its rows, a nested collection, whether an id exists) needs its read
     // scope; writes need the write scope of the entity written.
@@ -191,6 +210,7 @@ async fn route(
                     }
                 )));
             };
+            *label = Some(nested.label.clone());
             let parent = Parent {
                 rows,
                 id: segs[2].as_ref(),

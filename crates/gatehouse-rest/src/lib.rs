@@ -31,11 +31,15 @@ use axum::body::Bytes;
 use axum::routing::any;
 use gatehouse_schema::{FieldKind, Model};
 use gatehouse_store::{EntityStore, PreparedList, Store};
+use gatehouse_telemetry::RouteLabel;
 
 use crate::params::{FilterParam, Paging};
 
 /// The version segments this crate serves.
-pub const SUPPORTED_VERSIONS: &[&str] = &["v1"];
+pub const SUPPORTED_VERSIONS: &[&str] = &[VERSION];
+
+/// The version served.
+const VERSION: &str = "v1";
 
 /// What the REST API needs from the rest of the service.
 #[derive(Debug, Clone)]
@@ -74,6 +78,8 @@ struct Api {
     entities: Vec<EntityApi>,
     /// The OpenAPI document, serialized once.
     openapi: Bytes,
+    /// The route label of the OpenAPI document.
+    openapi_label: RouteLabel,
 }
 
 /// List statements kept per collection ([`EntityApi::lists`]).
@@ -88,6 +94,8 @@ struct EntityApi {
     filters: HashMap<String, FilterParam>,
     /// To-many relations by nested segment.
     nested: HashMap<String, Nested>,
+    /// The route labels of the collection and of one item.
+    labels: Labels,
     /// List statements by query string, for the collection itself (a
     /// nested collection's statement holds its parent's id): a page asked
     /// for again skips building its SQL, a large share of a small list request.
@@ -105,6 +113,29 @@ struct Nested {
     via: String,
     /// The path segment (`books` in `/v1/authors/{id}/books`).
     segment: String,
+    /// Its route label, `/v1/authors/{id}/books`.
+    label: RouteLabel,
+}
+
+/// The route labels of one collection, made once from schema names: a
+/// request is logged and counted under these, never under its raw path
+/// (which has as many spellings as percent-encoding allows).
+#[derive(Debug, Clone)]
+struct Labels {
+    /// `/v1/books`.
+    collection: RouteLabel,
+    /// `/v1/books/{id}`.
+    item: RouteLabel,
+}
+
+/// The label of `/v1/<parts>...`, each part a name from the schema or `{id}`.
+fn route_label(parts: &[&str]) -> RouteLabel {
+    let mut label = String::new();
+    for part in std::iter::once(&VERSION).chain(parts) {
+        label.push('/');
+        label.push_str(part);
+    }
+    RouteLabel(label.into())
 }
 
 impl Api {
@@ -147,6 +178,7 @@ impl Api {
                             child,
                             via: via.clone(),
                             segment: rest_segment.clone(),
+                            label: route_label(&[&e.rest_path, "{id}", rest_segment]),
                         },
                     );
                 }
@@ -155,6 +187,10 @@ impl Api {
                 rows,
                 filters: params::filter_params(e).into_iter().collect(),
                 nested,
+                labels: Labels {
+                    collection: route_label(&[&e.rest_path]),
+                    item: route_label(&[&e.rest_path, "{id}"]),
+                },
                 lists: quick_cache::sync::Cache::new(LIST_STATEMENTS),
             });
         }
@@ -169,6 +205,7 @@ impl Api {
             collections,
             entities,
             openapi,
+            openapi_label: route_label(&["openapi.json"]),
         }
     }
 }

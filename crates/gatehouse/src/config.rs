@@ -178,8 +178,11 @@ pub struct LimitsConfig {
     pub max_page_size: u32,
     /// Deepest GraphQL selection accepted.
     pub max_depth: u32,
-    /// Highest GraphQL complexity accepted.
+    /// Highest GraphQL complexity accepted (a list field multiplies its
+    /// selection's cost by its page size).
     pub max_complexity: u32,
+    /// Most field selections one GraphQL document may contain, as written.
+    pub max_selections: u32,
     /// Largest request body, in bytes.
     pub max_body_bytes: u64,
     /// Token endpoint requests per second per client (and per address).
@@ -213,6 +216,7 @@ impl Default for LimitsConfig {
             max_page_size: graphql.max_page_size,
             max_depth: u32::try_from(graphql.max_depth).unwrap_or(u32::MAX),
             max_complexity: u32::try_from(graphql.max_complexity).unwrap_or(u32::MAX),
+            max_selections: u32::try_from(graphql.max_selections).unwrap_or(u32::MAX),
             max_body_bytes: 1024 * 1024,
             token_rate_per_second: 20,
             token_rate_burst: 40,

@@ -341,6 +341,7 @@ pub(crate) fn graphql(
             max_page_size: limits.max_page_size,
             max_depth: limits.max_depth as usize,
             max_complexity: limits.max_complexity as usize,
+            max_selections: limits.max_selections as usize,
             ..Default::default()
         },
     )

@@ -617,7 +617,7 @@ async fn complexity_counts_page_sizes_and_every_field() {
     assert!(!s.graphql.parse_cache().contains(&many));
     // A page size from a variable counts with each request's value, also
     // once the operation runs planned with other variables.
-    let pages: Vec<String> = (0..20)
+    let pages: Vec<String> = (0..300)
         .map(|i| format!("c{i}: books(first: $n) {{ id title }}"))
         .collect();
     let q = format!("query($n: Int) {{ {} }}", pages.join(" "));
@@ -628,6 +628,33 @@ async fn complexity_counts_page_sizes_and_every_field() {
     assert_eq!(
         s.error_code(&q, json!({"n": 500})).await,
         "QUERY_TOO_COMPLEX"
+    );
+}
+
+/// The default limits answer three levels of lists at the default page
+/// size (complexity 130,101), while a document with more field selections
+/// than `max_selections` is refused whatever its cost.
+#[tokio::test]
+async fn default_limits_answer_everyday_nesting() {
+    let s = start().await;
+    s.data(
+        "{ authors { name books { title reviews { stars } } } }",
+        json!({}),
+    )
+    .await;
+    let cheap: Vec<String> = (0..5001).map(|i| format!("a{i}: __typename")).collect();
+    let q = format!("{{ {} }}", cheap.join(" "));
+    let r = s.gql(&q, json!({})).await;
+    assert_eq!(
+        r["errors"][0]["extensions"]["code"], "QUERY_TOO_COMPLEX",
+        "{r}"
+    );
+    assert!(
+        r["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("5001 field selections, the limit is 5000"),
+        "{r}"
     );
 }
 

@@ -142,13 +142,24 @@ async fn request_ids_logs_and_metrics() {
         .await
         .unwrap();
     assert_eq!(r.status(), 404);
+    // Every percent-encoded spelling of a collection counts under the
+    // collection's one label: raw paths never become series or log fields.
+    for path in ["books", "b%6Foks", "bo%6Fks", "%62ooks"] {
+        let r = c
+            .get(format!("{base}/v1/{path}"))
+            .bearer_auth(&access)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{path}");
+    }
     let r = c
-        .get(format!("{base}/v1/books"))
+        .get(format!("{base}/v1/no-such-collection"))
         .bearer_auth(&access)
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 200);
+    assert_eq!(r.status(), 404);
     let r = c
         .get(format!("{base}/graphql"))
         .query(&[("query", "{ authors { id } }")])
@@ -177,6 +188,10 @@ async fn request_ids_logs_and_metrics() {
         ),
         (
             r#"gatehouse_http_requests_total{method="GET",route="/v1/books",status="200"}"#,
+            4.0,
+        ),
+        (
+            r#"gatehouse_http_requests_total{method="GET",route="/v1/books/{id}",status="404"}"#,
             1.0,
         ),
         (
@@ -212,6 +227,10 @@ async fn request_ids_logs_and_metrics() {
         );
     }
     assert!(
+        !text.contains("%6F") && !text.contains("%62") && !text.contains("no-such"),
+        "raw paths in metric labels:\n{text}"
+    );
+    assert!(
         text.contains("gatehouse_store_query_duration_seconds_bucket{"),
         "{text}"
     );
@@ -240,9 +259,10 @@ async fn request_ids_logs_and_metrics() {
     assert_eq!(l["subject"], USER);
     request_line(&generated);
     assert!(
-        !logs
-            .iter()
-            .any(|l| l.contains("does-not-exist") || l.contains("authors")),
+        !logs.iter().any(|l| l.contains("does-not-exist")
+            || l.contains("authors")
+            || l.contains("%6F")
+            || l.contains("no-such")),
         "raw paths or query strings in the log"
     );
     assert_no_secrets(&logs, &[&access, "wrong-secret"]);
