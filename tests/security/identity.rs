@@ -1,5 +1,6 @@
 //! Who a caller is: a client's name never passes for a user's in a row
-//! policy, and names do not collide across users, clients and consumers.
+//! policy, names do not collide across users, clients and consumers, and
+//! behind a trusted proxy the client cannot choose its own address.
 
 use gatehouse_testkit::TestDb;
 use serde_json::{Value, json};
@@ -166,5 +167,55 @@ async fn a_name_held_by_another_kind_of_identity_is_refused_at_bootstrap() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert_ne!(o.status.code(), Some(0), "{err}");
         assert!(err.contains(needle), "{needle}: {err}");
+    }
+}
+
+/// Behind a trusted proxy that appends `X-Forwarded-For`, a client-written
+/// `Forwarded` header is not read: rotating it does not reset the
+/// failed-login throttle. With `forwarded_header = "Forwarded"`, the other
+/// way round.
+#[tokio::test]
+async fn a_client_written_forwarding_header_does_not_reset_the_login_throttle() {
+    for (extra, fixed, rotated) in [
+        ("", "x-forwarded-for", "forwarded"),
+        (
+            "forwarded_header = \"Forwarded\"\n",
+            "forwarded",
+            "x-forwarded-for",
+        ),
+    ] {
+        let s = Server::start(&format!(
+            "trusted_proxies = [\"127.0.0.0/8\", \"::1\"]\n{extra}"
+        ));
+        let mut statuses = Vec::new();
+        for i in 0..12 {
+            let fixed_value = match fixed {
+                "forwarded" => "for=198.51.100.7".to_string(),
+                _ => "198.51.100.7".to_string(),
+            };
+            let rotated_value = match rotated {
+                "forwarded" => format!("for=203.0.113.{i}"),
+                _ => format!("203.0.113.{i}"),
+            };
+            let r = s
+                .client
+                .post(format!("{}/oauth/token", s.base))
+                .basic_auth(APP.0, Some(APP.1))
+                .header(fixed, fixed_value)
+                .header(rotated, rotated_value)
+                .form(&[
+                    ("grant_type", "password"),
+                    ("username", "alice"),
+                    ("password", "wrong"),
+                ])
+                .send()
+                .await
+                .unwrap();
+            statuses.push(r.status().as_u16());
+        }
+        assert!(
+            statuses.contains(&429),
+            "{fixed} read, {rotated} ignored: {statuses:?}"
+        );
     }
 }

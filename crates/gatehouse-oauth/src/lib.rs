@@ -26,7 +26,7 @@ mod oauth1;
 pub mod origin;
 mod response;
 
-pub use origin::{ClientOrigin, TrustedProxies, client_addr};
+pub use origin::{ClientOrigin, ForwardedHeader, TrustedProxies, client_addr};
 
 use std::fmt;
 use std::sync::Arc;
