@@ -27,8 +27,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use gatehouse_auth::{
-    AuthRepo, ClientRecord, ConsumerRecord, KeyRecord, OAuth1TokenKind, OAuth1TokenRecord,
-    RepoError, TokenKind, TokenRecord, UserRecord,
+    AuthRepo, ClientRecord, ConsumerRecord, IdentityKind, KeyRecord, NewIdentity, OAuth1TokenKind,
+    OAuth1TokenRecord, RepoError, TokenKind, TokenRecord, UserRecord,
 };
 use gatehouse_db::{Built, Conn, Db, DbError, DbRow, Dialect, SCHEMA_LOCK, SqlKind, q};
 use sea_query::Value;
@@ -657,6 +657,54 @@ fn object(v: &serde_json::Map<String, Json>) -> Result<Value, RepoError> {
         .map_err(|e| RepoError::new(format!("encoding an object: {e}")))
 }
 
+fn client_values(c: &ClientRecord) -> Result<Vec<Value>, RepoError> {
+    Ok(vec![
+        text(c.client_id.as_str()),
+        bytes(&c.secret_hash),
+        list(&c.grants)?,
+        list(&c.scopes)?,
+        list(&c.audiences)?,
+        int(c.created_at),
+        int(c.updated_at),
+    ])
+}
+
+fn user_values(u: &UserRecord) -> Result<Vec<Value>, RepoError> {
+    Ok(vec![
+        text(u.username.as_str()),
+        text(u.password_hash.as_str()),
+        list(&u.scopes)?,
+        int(u.created_at),
+        int(u.updated_at),
+        object(&u.claims)?,
+    ])
+}
+
+fn consumer_values(c: &ConsumerRecord) -> Result<Vec<Value>, RepoError> {
+    Ok(vec![
+        text(c.key.as_str()),
+        bytes(&c.secret_sealed),
+        list(&c.scopes)?,
+        int(c.created_at),
+        int(c.updated_at),
+    ])
+}
+
+/// `INSERT INTO table (cols) VALUES (?, ...)` for `n` columns.
+fn insert_sql(table: &str, cols: &str, n: usize) -> String {
+    format!(
+        "INSERT INTO {} ({cols}) VALUES ({})",
+        q(table),
+        vec!["?"; n].join(", ")
+    )
+}
+
+/// PostgreSQL: serializes registrations of users, clients and consumers
+/// across instances for the rest of the transaction (under READ COMMITTED,
+/// two transactions inserting one name into two tables would otherwise
+/// both see it free). SQLite's `BEGIN IMMEDIATE` already serializes them.
+const REGISTER_LOCK: &str = "SELECT pg_advisory_xact_lock(7428190342)";
+
 /// Reads the columns of one decoded row in order.
 struct Cols {
     row: std::vec::IntoIter<Json>,
@@ -816,6 +864,66 @@ fn oauth1_token(row: DbRow) -> Result<OAuth1TokenRecord, RepoError> {
 
 #[async_trait]
 impl AuthRepo for SqlAuthRepo {
+    async fn register(&self, identity: NewIdentity<'_>) -> Result<Option<IdentityKind>, RepoError> {
+        const OP: &str = "register";
+        self.ready().await?;
+        let name = identity.name();
+        // Which kind holds the name, if any: one statement over the three
+        // tables, run inside the transaction that inserts.
+        let holder = self.built(
+            &format!(
+                "SELECT 'user' FROM {} WHERE username = ? UNION ALL \
+                 SELECT 'client' FROM {} WHERE client_id = ? UNION ALL \
+                 SELECT 'consumer' FROM {} WHERE consumer_key = ?",
+                q(USERS),
+                q(CLIENTS),
+                q(CONSUMERS)
+            ),
+            vec![text(name), text(name), text(name)],
+        );
+        let insert = match identity {
+            NewIdentity::User(u) => self.built(
+                &insert_sql(USERS, USER_COLS, USER_KINDS.len()),
+                user_values(u)?,
+            ),
+            NewIdentity::Client(c) => self.built(
+                &insert_sql(CLIENTS, CLIENT_COLS, CLIENT_KINDS.len()),
+                client_values(c)?,
+            ),
+            NewIdentity::Consumer(c) => self.built(
+                &insert_sql(CONSUMERS, CONSUMER_COLS, CONSUMER_KINDS.len()),
+                consumer_values(c)?,
+            ),
+        };
+        let mut tx = self.db().begin().await.map_err(|e| store_err(OP, e))?;
+        if self.dialect() == Dialect::Postgres {
+            tx.conn()
+                .ddl(REGISTER_LOCK)
+                .await
+                .map_err(|e| sqlx_err(OP, e))?;
+        }
+        let rows = tx
+            .conn()
+            .fetch(holder, &[SqlKind::Text])
+            .await
+            .map_err(|e| sqlx_err(OP, e))?;
+        if let Some(kind) = rows.first().and_then(|r| r.first()).and_then(Json::as_str) {
+            let kind = match kind {
+                "user" => IdentityKind::User,
+                "client" => IdentityKind::Client,
+                _ => IdentityKind::Consumer,
+            };
+            // Nothing written: the transaction rolls back when dropped.
+            return Ok(Some(kind));
+        }
+        tx.conn()
+            .execute(insert)
+            .await
+            .map_err(|e| sqlx_err(OP, e))?;
+        tx.commit().await.map_err(|e| sqlx_err(OP, e))?;
+        Ok(None)
+    }
+
     async fn get_client(&self, client_id: &str) -> Result<Option<ClientRecord>, RepoError> {
         let sql = format!(
             "SELECT {CLIENT_COLS} FROM {} WHERE client_id = ?",
@@ -836,16 +944,8 @@ impl AuthRepo for SqlAuthRepo {
              updated_at = excluded.updated_at",
             q(CLIENTS)
         );
-        let values = vec![
-            text(c.client_id.as_str()),
-            bytes(&c.secret_hash),
-            list(&c.grants)?,
-            list(&c.scopes)?,
-            list(&c.audiences)?,
-            int(c.created_at),
-            int(c.updated_at),
-        ];
-        self.execute("upsert_client", &sql, values).await?;
+        self.execute("upsert_client", &sql, client_values(c)?)
+            .await?;
         Ok(())
     }
 
@@ -884,15 +984,7 @@ impl AuthRepo for SqlAuthRepo {
              updated_at = excluded.updated_at, claims = excluded.claims",
             q(USERS)
         );
-        let values = vec![
-            text(u.username.as_str()),
-            text(u.password_hash.as_str()),
-            list(&u.scopes)?,
-            int(u.created_at),
-            int(u.updated_at),
-            object(&u.claims)?,
-        ];
-        self.execute("upsert_user", &sql, values).await?;
+        self.execute("upsert_user", &sql, user_values(u)?).await?;
         Ok(())
     }
 
@@ -1108,14 +1200,8 @@ impl AuthRepo for SqlAuthRepo {
              updated_at = excluded.updated_at",
             q(CONSUMERS)
         );
-        let values = vec![
-            text(c.key.as_str()),
-            bytes(&c.secret_sealed),
-            list(&c.scopes)?,
-            int(c.created_at),
-            int(c.updated_at),
-        ];
-        self.execute("upsert_consumer", &sql, values).await?;
+        self.execute("upsert_consumer", &sql, consumer_values(c)?)
+            .await?;
         Ok(())
     }
 

@@ -9,14 +9,15 @@ use crate::Principal;
 
 impl Principal {
     /// The scopes and claims row policies and field scopes are decided on:
-    /// `sub` (the subject; absent for anonymous callers), `client_id` (for
-    /// a token issued to a client) and the custom claims. An anonymous
-    /// caller may only read.
+    /// `sub` (the user; absent for anonymous callers and for clients and
+    /// consumers acting for themselves, [`Principal::user`]), `client_id`
+    /// (for a token issued to a client) and the custom claims. An
+    /// anonymous caller may only read.
     pub fn access_context(&self) -> AccessContext {
         // Custom claims never hold `sub` or `client_id` (reserved names).
         let mut claims = self.claims.clone();
-        if !self.subject.is_empty() {
-            claims.insert("sub".into(), Json::String(self.subject.clone()));
+        if let Some(user) = self.user() {
+            claims.insert("sub".into(), Json::String(user.to_string()));
         }
         if let Some(c) = &self.client_id {
             claims.insert("client_id".into(), Json::String(c.clone()));

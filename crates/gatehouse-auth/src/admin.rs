@@ -8,7 +8,8 @@ use crate::claims::{Claims, check_claims};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::model::{
-    ClientRecord, GRANT_TOKEN_EXCHANGE, KNOWN_GRANTS, UserRecord, valid_scope_token,
+    ClientRecord, GRANT_TOKEN_EXCHANGE, IdentityKind, KNOWN_GRANTS, NewIdentity, UserRecord,
+    valid_scope_token,
 };
 use crate::random::Random;
 use crate::repo::AuthRepo;
@@ -102,6 +103,39 @@ pub(crate) fn check_name(what: &str, v: &str) -> Result<()> {
             format!("{what} must be 1 to {MAX_NAME} visible ASCII characters").into(),
         ))
     }
+}
+
+/// Registers a new user, client or consumer through
+/// [`AuthRepo::register`], the one place that keeps their names apart: a
+/// name already held by any of the three is a `Conflict` naming the holder.
+/// `Ok(Some(kind))` is never returned; `Ok(None)`: registered. For
+/// bootstrap, a name taken meanwhile by the same kind (another instance
+/// applying the same configuration) is `Ok(Some(kind))` instead.
+pub(crate) async fn register(
+    repo: &dyn AuthRepo,
+    identity: NewIdentity<'_>,
+    same_kind_ok: bool,
+) -> Result<Option<IdentityKind>> {
+    let Some(holder) = repo.register(identity).await? else {
+        return Ok(None);
+    };
+    let (name, kind) = (identity.name(), identity.kind());
+    if holder == kind {
+        if same_kind_ok {
+            return Ok(Some(holder));
+        }
+        return Err(Error::Conflict(
+            format!("a {kind} named {name:?} already exists").into(),
+        ));
+    }
+    Err(Error::Conflict(
+        format!(
+            "the name {name:?} is already taken by a {holder}: users, clients and OAuth 1.0 \
+             consumers share one namespace of names (each can be the subject of a token), \
+             so choose another name for the {kind}"
+        )
+        .into(),
+    ))
 }
 
 fn normalize_grants(grants: &[String]) -> Result<Vec<String>> {
@@ -215,16 +249,12 @@ impl Admin {
     }
 
     /// `client add`: registers a client with a new random 256-bit secret,
-    /// returned once (only its SHA-256 is stored). `Conflict` if the id exists.
+    /// returned once (only its SHA-256 is stored). `Conflict` if a user,
+    /// client or consumer holds the name.
     pub async fn add_client(&self, c: &NewClient) -> Result<(ClientInfo, ClientSecret)> {
-        if self.repo.get_client(&c.client_id).await?.is_some() {
-            return Err(Error::Conflict(
-                format!("client {:?} already exists", c.client_id).into(),
-            ));
-        }
         let secret = secrets::generate_client_secret(self.random.as_ref());
         let record = self.client_record(c, &secret, self.clock.now())?;
-        self.repo.upsert_client(&record).await?;
+        register(self.repo.as_ref(), NewIdentity::Client(&record), false).await?;
         self.client_changed(&c.client_id);
         Ok((info(&record), ClientSecret(secret)))
     }
@@ -275,9 +305,10 @@ impl Admin {
         let mut record = self.client_record(c, secret, created_at)?;
         match existing {
             None => {
-                self.repo.upsert_client(&record).await?;
+                let raced =
+                    register(self.repo.as_ref(), NewIdentity::Client(&record), true).await?;
                 self.client_changed(&c.client_id);
-                Ok(BootstrapOutcome::Created)
+                Ok(raced.map_or(BootstrapOutcome::Created, |_| BootstrapOutcome::Unchanged))
             }
             Some(e) => {
                 let same = secrets::verify_secret(secret, &e.secret_hash)
@@ -309,7 +340,8 @@ impl Admin {
     }
 
     /// `user add --claim NAME=VALUE`: registers a resource owner with custom
-    /// claims (checked by [`check_claims`]). `Conflict` if the name exists.
+    /// claims (checked by [`check_claims`]). `Conflict` if a user, client or
+    /// consumer holds the name.
     pub async fn add_user_with_claims(
         &self,
         username: &str,
@@ -321,11 +353,6 @@ impl Admin {
         check_password(password)?;
         let scopes = normalize_scopes(scopes)?;
         check_claims(claims)?;
-        if self.repo.find_user(username).await?.is_some() {
-            return Err(Error::Conflict(
-                format!("user {username:?} already exists").into(),
-            ));
-        }
         let now = self.clock.now();
         let record = UserRecord {
             username: username.to_string(),
@@ -335,7 +362,7 @@ impl Admin {
             created_at: now,
             updated_at: now,
         };
-        self.repo.upsert_user(&record).await?;
+        register(self.repo.as_ref(), NewIdentity::User(&record), false).await?;
         Ok(user_info(&record))
     }
 
@@ -436,8 +463,8 @@ impl Admin {
                 created_at: now,
                 updated_at: now,
             };
-            self.repo.upsert_user(&record).await?;
-            return Ok(BootstrapOutcome::Created);
+            let raced = register(self.repo.as_ref(), NewIdentity::User(&record), true).await?;
+            return Ok(raced.map_or(BootstrapOutcome::Created, |_| BootstrapOutcome::Unchanged));
         };
         let pw = password.to_string();
         let hash = existing.password_hash.clone();

@@ -26,8 +26,9 @@ pub const MAX_CLAIMS_JSON: usize = 4096;
 
 /// Names that are not custom claims: the registered JWT claims (RFC 7519
 /// §4.1), those of RFC 9068 access tokens, RFC 8693 token exchange, RFC
-/// 7800 confirmation, OpenID Connect, and the members of an RFC 7662
-/// introspection answer. Refused as custom claim names.
+/// 7800 confirmation, OpenID Connect, the members of an RFC 7662
+/// introspection answer, and `idtyp` (which kind of identity `sub` is).
+/// Refused as custom claim names.
 pub const RESERVED_CLAIMS: &[&str] = &[
     "iss",
     "sub",
@@ -52,6 +53,7 @@ pub const RESERVED_CLAIMS: &[&str] = &[
     "token_type",
     "username",
     "active",
+    "idtyp",
 ];
 
 /// Whether `name` is a registered claim rather than a custom one.

@@ -10,6 +10,13 @@ use crate::keys::{KeyRing, Signer, SigningAlg};
 /// RFC 9068 §2.1: the `typ` of a JWT access token.
 pub const ACCESS_TOKEN_TYP: &str = "at+jwt";
 
+/// `idtyp` of a token acting for a user (password grant, and what is
+/// refreshed or exchanged from one), the value Microsoft Entra ID uses.
+pub const IDTYP_USER: &str = "user";
+/// `idtyp` of a token a client holds for itself (client credentials, and
+/// what is exchanged from one), the value Microsoft Entra ID uses.
+pub const IDTYP_APP: &str = "app";
+
 /// Longest token accepted for parsing; anything longer is refused unread.
 const MAX_TOKEN_LEN: usize = 16 * 1024;
 
@@ -70,6 +77,11 @@ pub struct AccessClaims {
     /// Space-separated granted scopes.
     #[serde(default)]
     pub scope: String,
+    /// Which kind of identity `sub` is: [`IDTYP_USER`] or [`IDTYP_APP`]
+    /// (a client's own token, whose `sub` is its client id). Absent from
+    /// tokens issued before it was added; see [`crate::Principal::of_access_token`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idtyp: Option<String>,
     /// After a token exchange: the acting party, `{"sub": <client_id>}`,
     /// nesting earlier actors (RFC 8693 §4.1).
     #[serde(default, skip_serializing_if = "Option::is_none")]

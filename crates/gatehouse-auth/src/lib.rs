@@ -47,7 +47,7 @@ pub use claims::{
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Description, Error, RepoError, Result};
-pub use jwt::{ACCESS_TOKEN_TYP, AccessClaims, Audience};
+pub use jwt::{ACCESS_TOKEN_TYP, AccessClaims, Audience, IDTYP_APP, IDTYP_USER};
 pub use keys::{KeyCipher, KeyRing, SigningAlg, generate_key};
 pub use login::{
     Account, FREE_FAILURES_PER_ACCOUNT, FREE_FAILURES_PER_ADDRESS, LoginThrottle,
@@ -59,8 +59,8 @@ pub use model::{
     GRANT_TOKEN_EXCHANGE, KNOWN_GRANTS, KeyRecord, SCOPE_OFFLINE_ACCESS, Scopes, TOKEN_TYPE_ACCESS,
     TOKEN_TYPE_JWT, TOKEN_TYPE_REFRESH, TokenKind, TokenRecord, UserRecord, valid_scope_token,
 };
-pub use model::{ConsumerRecord, OAuth1TokenKind, OAuth1TokenRecord};
-pub use principal::{ANONYMOUS_SCOPE, AuthScheme, Principal, challenge};
+pub use model::{ConsumerRecord, IdentityKind, NewIdentity, OAuth1TokenKind, OAuth1TokenRecord};
+pub use principal::{ANONYMOUS_SCOPE, AccessTokenFacts, AuthScheme, Principal, challenge};
 pub use random::{Random, SeededRandom, SystemRandom};
 pub use repo::{AuthRepo, MemoryRepo};
 pub use secrets::{

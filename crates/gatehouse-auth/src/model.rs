@@ -34,6 +34,69 @@ pub const TOKEN_TYPE_JWT: &str = "urn:ietf:params:oauth:token-type:jwt";
 /// granted implicitly: only when requested.
 pub const SCOPE_OFFLINE_ACCESS: &str = "offline_access";
 
+/// The kinds of identity that share one namespace of names: a user name,
+/// an OAuth 2.0 client id and an OAuth 1.0 consumer key are all what a
+/// token's `sub` (or a signed request's subject) may hold, so one name
+/// belongs to at most one of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IdentityKind {
+    /// A resource owner (`user add`).
+    User,
+    /// An OAuth 2.0 client (`client add`).
+    Client,
+    /// An OAuth 1.0 consumer (`consumer add`).
+    Consumer,
+}
+
+impl IdentityKind {
+    /// `user`, `client` or `consumer`, for messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IdentityKind::User => "user",
+            IdentityKind::Client => "client",
+            IdentityKind::Consumer => "consumer",
+        }
+    }
+}
+
+impl fmt::Display for IdentityKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A user, client or consumer to register under a new name
+/// ([`crate::AuthRepo::register`]).
+#[derive(Debug, Clone, Copy)]
+pub enum NewIdentity<'a> {
+    /// A new user.
+    User(&'a UserRecord),
+    /// A new OAuth 2.0 client.
+    Client(&'a ClientRecord),
+    /// A new OAuth 1.0 consumer.
+    Consumer(&'a ConsumerRecord),
+}
+
+impl NewIdentity<'_> {
+    /// The name it is registered under.
+    pub fn name(&self) -> &str {
+        match self {
+            NewIdentity::User(u) => &u.username,
+            NewIdentity::Client(c) => &c.client_id,
+            NewIdentity::Consumer(c) => &c.key,
+        }
+    }
+
+    /// Its kind.
+    pub fn kind(&self) -> IdentityKind {
+        match self {
+            NewIdentity::User(_) => IdentityKind::User,
+            NewIdentity::Client(_) => IdentityKind::Client,
+            NewIdentity::Consumer(_) => IdentityKind::Consumer,
+        }
+    }
+}
+
 /// A registered OAuth client.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ClientRecord {

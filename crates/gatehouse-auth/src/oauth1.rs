@@ -10,6 +10,7 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use aws_lc_rs::hmac;
@@ -17,11 +18,14 @@ use base64::Engine;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use subtle::ConstantTimeEq;
 
-use crate::admin::{BootstrapOutcome, check_name, normalize_scopes};
+use crate::admin::{BootstrapOutcome, check_name, normalize_scopes, register};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::keys::KeyCipher;
-use crate::model::{ConsumerRecord, OAuth1TokenKind, OAuth1TokenRecord, Scopes};
+use crate::login::Account;
+use crate::model::{
+    ConsumerRecord, IdentityKind, NewIdentity, OAuth1TokenKind, OAuth1TokenRecord, Scopes,
+};
 use crate::principal::{AuthScheme, Principal};
 use crate::random::{Random, token_string};
 use crate::repo::AuthRepo;
@@ -502,6 +506,19 @@ fn bad_signature() -> Error {
     Error::InvalidClient("the signature is invalid".into())
 }
 
+/// A consumer's rate limit, asked once its request verified (signature,
+/// timestamp, nonce): `Err(seconds to wait)` refuses it with 429.
+pub type Admit<'a> = dyn Fn(&str) -> std::result::Result<(), u64> + Send + Sync + 'a;
+
+fn admitted(admit: &Admit<'_>, consumer: &str) -> Result<()> {
+    admit(consumer).map_err(|wait| {
+        Error::TooManyRequests(
+            "this consumer is over its request rate; retry later".into(),
+            wait,
+        )
+    })
+}
+
 /// Which token a request must (or may) carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum TokenUse {
@@ -645,7 +662,19 @@ impl AuthServer {
 
     /// RFC 5849 §2.1: verifies a signed request for temporary credentials
     /// and issues a request token. `oauth_callback` absent means `oob`.
-    pub async fn oauth1_request_token(&self, req: &SignedRequest) -> Result<IssuedToken> {
+    /// `from` is the caller's address and `admit` the consumer's rate
+    /// limit, asked once the request verified ([`AuthServer::oauth1_charged`]).
+    pub async fn oauth1_request_token(
+        &self,
+        req: &SignedRequest,
+        from: Option<IpAddr>,
+        admit: &Admit<'_>,
+    ) -> Result<IssuedToken> {
+        let result = self.request_token(req, admit).await;
+        self.oauth1_charged(req, from, result)
+    }
+
+    async fn request_token(&self, req: &SignedRequest, admit: &Admit<'_>) -> Result<IssuedToken> {
         let callback = match req.protocol.callback.as_deref() {
             None | Some(OOB) => OOB.to_string(),
             Some(c) if valid_callback(c) => c.to_string(),
@@ -656,6 +685,7 @@ impl AuthServer {
             }
         };
         let v = self.verify_oauth1(req, TokenUse::None).await?;
+        admitted(admit, &v.consumer.key)?;
         let token = self
             .issue_oauth1_token(
                 OAuth1TokenKind::Request,
@@ -668,6 +698,46 @@ impl AuthServer {
             .await?;
         tracing::debug!(consumer = %v.consumer.key, "OAuth 1.0 request token issued");
         Ok(token)
+    }
+
+    /// How every OAuth 1.0 entry point (the request-token and access-token
+    /// endpoints, signed resource requests) charges the outcome of a signed
+    /// request from `from`, with the failed-login throttle the OAuth 2.0
+    /// client authentication uses: a refusal of the consumer's credentials
+    /// (bad signature, unknown consumer, stale timestamp, replayed nonce,
+    /// bad token or verifier) counts against (consumer, address) and the
+    /// address, and once those are throttled it is answered 429 instead. A
+    /// request that verified is never refused here, whatever others sent
+    /// from the same address: the throttle bounds failures, not callers.
+    fn oauth1_charged<T>(
+        &self,
+        req: &SignedRequest,
+        from: Option<IpAddr>,
+        result: Result<T>,
+    ) -> Result<T> {
+        let account = Account::Client(&req.protocol.consumer_key);
+        let logins = self.login_throttle();
+        match result {
+            Ok(v) => {
+                logins.succeeded(account, from);
+                Ok(v)
+            }
+            Err(
+                e @ (Error::InvalidClient(_) | Error::InvalidToken(_) | Error::InvalidGrant(_)),
+            ) => {
+                let now = self.now();
+                if let Err(wait) = logins.check(account, from, now) {
+                    return Err(Error::TooManyRequests(
+                        "too many refused OAuth 1.0 requests from this address; retry later".into(),
+                        wait,
+                    ));
+                }
+                tracing::info!(?from, error = e.code(), "OAuth 1.0 request refused");
+                logins.failed(account, from, now);
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     async fn pending_request_token(&self, token: &str) -> Result<OAuth1TokenRecord> {
@@ -750,13 +820,25 @@ impl AuthServer {
     /// RFC 5849 §2.3: exchanges an approved request token (signed with the
     /// consumer and request-token secrets, with its verifier) for an access
     /// token. The request token works once.
-    pub async fn oauth1_access_token(&self, req: &SignedRequest) -> Result<IssuedToken> {
+    /// `from` and `admit` as for [`AuthServer::oauth1_request_token`].
+    pub async fn oauth1_access_token(
+        &self,
+        req: &SignedRequest,
+        from: Option<IpAddr>,
+        admit: &Admit<'_>,
+    ) -> Result<IssuedToken> {
+        let result = self.access_token(req, admit).await;
+        self.oauth1_charged(req, from, result)
+    }
+
+    async fn access_token(&self, req: &SignedRequest, admit: &Admit<'_>) -> Result<IssuedToken> {
         if req.protocol.verifier.is_none() {
             return Err(Error::invalid_request(
                 "the `oauth_verifier` parameter is required",
             ));
         }
         let v = self.verify_oauth1(req, TokenUse::Request).await?;
+        admitted(admit, &v.consumer.key)?;
         let Some((record, _)) = v.token else {
             return Err(Error::invalid_token("the request token is unknown"));
         };
@@ -797,12 +879,23 @@ impl AuthServer {
     /// token as the approving user, with the token's scopes as still allowed
     /// to both user and consumer (a removed user is refused), and the
     /// user's custom claims as the user record holds them now.
-    pub async fn oauth1_authenticate(&self, req: &SignedRequest) -> Result<Principal> {
+    /// Failures from `from` are charged as [`AuthServer::oauth1_charged`] says.
+    pub async fn oauth1_authenticate(
+        &self,
+        req: &SignedRequest,
+        from: Option<IpAddr>,
+    ) -> Result<Principal> {
+        let result = self.authenticate_signed(req).await;
+        self.oauth1_charged(req, from, result)
+    }
+
+    async fn authenticate_signed(&self, req: &SignedRequest) -> Result<Principal> {
         let v = self.verify_oauth1(req, TokenUse::OptionalAccess).await?;
         let consumer_scopes = Scopes::from_list(&v.consumer.scopes);
         let Some((token, _)) = v.token else {
             return Ok(Principal {
                 subject: v.consumer.key.clone(),
+                subject_kind: Some(IdentityKind::Consumer),
                 client_id: Some(v.consumer.key),
                 scopes: consumer_scopes.to_vec().into_iter().collect(),
                 scheme: AuthScheme::OAuth1,
@@ -825,6 +918,7 @@ impl AuthServer {
             .intersection(&Scopes::from_list(&user.scopes));
         Ok(Principal {
             subject: username,
+            subject_kind: Some(IdentityKind::User),
             client_id: Some(v.consumer.key),
             scopes: scopes.to_vec().into_iter().collect(),
             scheme: AuthScheme::OAuth1,
@@ -907,7 +1001,7 @@ impl Consumers {
     }
 
     /// Registers a consumer with a new random secret (256 bits), returned
-    /// once. A consumer with this key must not exist.
+    /// once. No user, client or consumer may hold the name.
     pub async fn add(
         &self,
         key: &str,
@@ -915,14 +1009,9 @@ impl Consumers {
     ) -> Result<(ConsumerInfo, ConsumerSecret)> {
         check_name("a consumer key", key)?;
         let scopes = normalize_scopes(scopes)?;
-        if self.repo.get_consumer(key).await?.is_some() {
-            return Err(Error::Conflict(
-                format!("a consumer named {key:?} already exists").into(),
-            ));
-        }
         let secret = token_string(self.random.as_ref(), SECRET_BYTES);
         let record = self.record(key, &secret, scopes, self.clock.now())?;
-        self.repo.upsert_consumer(&record).await?;
+        register(self.repo.as_ref(), NewIdentity::Consumer(&record), false).await?;
         Ok((consumer_info(&record), ConsumerSecret(secret)))
     }
 
@@ -962,8 +1051,8 @@ impl Consumers {
         let scopes = normalize_scopes(scopes)?;
         let Some(existing) = self.repo.get_consumer(key).await? else {
             let record = self.record(key, secret, scopes, self.clock.now())?;
-            self.repo.upsert_consumer(&record).await?;
-            return Ok(BootstrapOutcome::Created);
+            let raced = register(self.repo.as_ref(), NewIdentity::Consumer(&record), true).await?;
+            return Ok(raced.map_or(BootstrapOutcome::Created, |_| BootstrapOutcome::Unchanged));
         };
         let same_secret = open_string(
             &self.cipher,

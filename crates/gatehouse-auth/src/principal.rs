@@ -5,6 +5,8 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use crate::claims::Claims;
+use crate::jwt::{IDTYP_APP, IDTYP_USER};
+use crate::model::IdentityKind;
 
 /// What an anonymous caller holds when `auth.anonymous_read` is on: the
 /// default read scope and nothing more.
@@ -26,8 +28,13 @@ pub enum AuthScheme {
 /// The authenticated caller of a GraphQL or REST request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
-    /// The user (or client, for client credentials) the request acts for.
+    /// The user (or client, for client credentials; consumer, for an OAuth
+    /// 1.0 request signed by the consumer alone) the request acts for.
     pub subject: String,
+    /// Which kind of identity [`Principal::subject`] names (`None` for an
+    /// anonymous caller). Only a user's subject is the `$sub` of row
+    /// policies: see [`Principal::claim`].
+    pub subject_kind: Option<IdentityKind>,
     /// The OAuth client the token was issued to, if any.
     pub client_id: Option<String>,
     /// Scopes granted.
@@ -51,6 +58,7 @@ impl Principal {
     pub fn anonymous() -> Self {
         Self {
             subject: String::new(),
+            subject_kind: None,
             client_id: None,
             scopes: BTreeSet::from([ANONYMOUS_SCOPE.to_string()]),
             scheme: AuthScheme::Anonymous,
@@ -61,15 +69,52 @@ impl Principal {
     }
 
     /// The value of claim `name` for the caller, as row policies read
-    /// `$name`: `sub` is the subject and `client_id` the client (`None`
-    /// when there is none, as for an anonymous caller); any other name is
-    /// one of the custom [`Principal::claims`]. `None`: the caller has no
-    /// such claim (and a policy comparing with it matches nothing).
+    /// `$name`: `sub` is the subject when it is a user (a client or
+    /// consumer acting for itself has none: its name could be a user's,
+    /// see `docs/design/authentication.md`) and `client_id` the client
+    /// (`None` when there is none, as for an anonymous caller); any other
+    /// name is one of the custom [`Principal::claims`]. `None`: the caller
+    /// has no such claim (and a policy comparing with it matches nothing).
     pub fn claim(&self, name: &str) -> Option<Value> {
         match name {
-            "sub" => (!self.subject.is_empty()).then(|| Value::String(self.subject.clone())),
+            "sub" => self.user().map(|u| Value::String(u.to_string())),
             "client_id" => self.client_id.clone().map(Value::String),
             _ => self.claims.get(name).cloned(),
+        }
+    }
+
+    /// The user the request acts for, if it acts for one.
+    pub fn user(&self) -> Option<&str> {
+        (self.subject_kind == Some(IdentityKind::User) && !self.subject.is_empty())
+            .then_some(self.subject.as_str())
+    }
+
+    /// Who a bearer access token acts for: the one conversion of both
+    /// token checks, this server's own ([`crate::AuthServer::access_principal`])
+    /// and another authorization server's introspection answer.
+    pub fn of_access_token(t: AccessTokenFacts<'_>) -> Self {
+        // `idtyp` says it; a token without it (issued before it existed,
+        // or by another server) is a user's when it names a resource
+        // owner, else a client's: never a user's by default.
+        let kind = match t.idtyp {
+            Some(IDTYP_USER) => IdentityKind::User,
+            Some(IDTYP_APP) => IdentityKind::Client,
+            _ if t.username.is_some() => IdentityKind::User,
+            _ => IdentityKind::Client,
+        };
+        Self {
+            subject: t.sub.or(t.client_id).unwrap_or_default().to_string(),
+            subject_kind: Some(kind),
+            client_id: t.client_id.map(str::to_string),
+            scopes: t
+                .scope
+                .split_ascii_whitespace()
+                .map(str::to_string)
+                .collect(),
+            scheme: AuthScheme::Bearer,
+            expires_at: t.exp,
+            token_id: t.jti.map(str::to_string),
+            claims: t.custom,
         }
     }
 
@@ -84,6 +129,30 @@ impl Principal {
     pub fn is_anonymous(&self) -> bool {
         self.scheme == AuthScheme::Anonymous
     }
+}
+
+/// What an access token says about its caller, as this server's
+/// validation or an RFC 7662 introspection answer gives it: the input of
+/// [`Principal::of_access_token`].
+#[derive(Debug, Clone, Default)]
+pub struct AccessTokenFacts<'a> {
+    /// `sub`.
+    pub sub: Option<&'a str>,
+    /// `client_id`.
+    pub client_id: Option<&'a str>,
+    /// `scope`, space-separated.
+    pub scope: &'a str,
+    /// `exp`.
+    pub exp: Option<i64>,
+    /// `jti`.
+    pub jti: Option<&'a str>,
+    /// `idtyp`: [`IDTYP_USER`] or [`IDTYP_APP`].
+    pub idtyp: Option<&'a str>,
+    /// The resource owner the token's record (or the introspection
+    /// answer's `username`) names, if any.
+    pub username: Option<&'a str>,
+    /// The custom claims.
+    pub custom: Claims,
 }
 
 /// RFC 6750 §3 challenges (`WWW-Authenticate`) for resource requests, shared

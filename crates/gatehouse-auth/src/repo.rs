@@ -13,8 +13,8 @@ use async_trait::async_trait;
 
 use crate::error::RepoError;
 use crate::model::{
-    ClientRecord, ConsumerRecord, KeyRecord, OAuth1TokenKind, OAuth1TokenRecord, TokenKind,
-    TokenRecord, UserRecord,
+    ClientRecord, ConsumerRecord, IdentityKind, KeyRecord, NewIdentity, OAuth1TokenKind,
+    OAuth1TokenRecord, TokenKind, TokenRecord, UserRecord,
 };
 
 /// Storage behind the authorization server. All times are seconds since the
@@ -25,6 +25,13 @@ use crate::model::{
 /// requests race, on one instance or many.
 #[async_trait]
 pub trait AuthRepo: Send + Sync + fmt::Debug {
+    /// Registers a new user, client or consumer, unless its name is
+    /// already taken by a user, a client or a consumer (they share one
+    /// namespace: see [`IdentityKind`]). Atomic, across instances too: of
+    /// two registrations of one name racing, one wins. `Ok(Some(kind))`:
+    /// the name belongs to `kind` and nothing was written.
+    async fn register(&self, identity: NewIdentity<'_>) -> Result<Option<IdentityKind>, RepoError>;
+
     /// The client with this id.
     async fn get_client(&self, client_id: &str) -> Result<Option<ClientRecord>, RepoError>;
     /// Creates or replaces the client with `client.client_id`.
@@ -186,6 +193,35 @@ impl MemoryRepo {
 
 #[async_trait]
 impl AuthRepo for MemoryRepo {
+    async fn register(&self, identity: NewIdentity<'_>) -> Result<Option<IdentityKind>, RepoError> {
+        let mut inner = self.lock();
+        let name = identity.name();
+        let holder = if inner.users.contains_key(name) {
+            Some(IdentityKind::User)
+        } else if inner.clients.contains_key(name) {
+            Some(IdentityKind::Client)
+        } else if inner.consumers.contains_key(name) {
+            Some(IdentityKind::Consumer)
+        } else {
+            None
+        };
+        if holder.is_some() {
+            return Ok(holder);
+        }
+        match identity {
+            NewIdentity::User(u) => {
+                inner.users.insert(u.username.clone(), u.clone());
+            }
+            NewIdentity::Client(c) => {
+                inner.clients.insert(c.client_id.clone(), c.clone());
+            }
+            NewIdentity::Consumer(c) => {
+                inner.consumers.insert(c.key.clone(), c.clone());
+            }
+        }
+        Ok(None)
+    }
+
     async fn get_client(&self, client_id: &str) -> Result<Option<ClientRecord>, RepoError> {
         Ok(self.lock().clients.get(client_id).cloned())
     }

@@ -16,6 +16,7 @@ use crate::claims::Claims;
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::jwt::{self, AccessClaims, Audience};
+use crate::jwt::{IDTYP_APP, IDTYP_USER};
 use crate::keys::{KeyCipher, KeyRing, SigningAlg, generate_key};
 use crate::login::{Account, LoginThrottle, PasswordChecks};
 use crate::model::{
@@ -23,7 +24,7 @@ use crate::model::{
     GRANT_TOKEN_EXCHANGE, SCOPE_OFFLINE_ACCESS, Scopes, TOKEN_TYPE_ACCESS, TOKEN_TYPE_JWT,
     TOKEN_TYPE_REFRESH, TokenKind, TokenRecord, UserRecord,
 };
-use crate::principal::{AuthScheme, Principal};
+use crate::principal::{AccessTokenFacts, Principal};
 use crate::random::{Random, token_string};
 use crate::repo::AuthRepo;
 use crate::secrets::{self, DUMMY_PASSWORD_HASH};
@@ -688,8 +689,17 @@ impl AuthServer {
             jti: jti.clone(),
             client_id: client_id.to_string(),
             scope: scope.to_string(),
+            // The record's `username` says whether the subject is a user,
+            // through every refresh and exchange.
+            idtyp: Some(subject_idtyp(username).to_string()),
             act,
-            custom: custom.clone(),
+            // Reserved names never reach a token as custom claims, not even
+            // from a record stored before one of them was reserved.
+            custom: custom
+                .iter()
+                .filter(|(k, _)| !crate::is_reserved_claim(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
         };
         let token = jwt::encode(&signer, &claims)?;
         self.repo
@@ -1415,16 +1425,17 @@ impl AuthServer {
     /// as [`AuthServer::validate_access_token`] does. Copies only what a
     /// [`Principal`] holds out of the cached claims.
     pub async fn access_principal(&self, token: &str, now: i64) -> Result<Principal> {
-        let (claims, _) = self.check_jwt(token, now, true).await?;
-        Ok(Principal {
-            subject: claims.sub.clone(),
-            client_id: Some(claims.client_id.clone()),
-            scopes: claims.scopes().map(str::to_string).collect(),
-            scheme: AuthScheme::Bearer,
-            expires_at: Some(claims.exp),
-            token_id: Some(claims.jti.clone()),
-            claims: claims.custom.clone(),
-        })
+        let (claims, username) = self.check_jwt(token, now, true).await?;
+        Ok(Principal::of_access_token(AccessTokenFacts {
+            sub: Some(&claims.sub),
+            client_id: Some(&claims.client_id),
+            scope: &claims.scope,
+            exp: Some(claims.exp),
+            jti: Some(&claims.jti),
+            idtyp: claims.idtyp.as_deref(),
+            username: username.as_deref(),
+            custom: claims.custom.clone(),
+        }))
     }
 
     /// RFC 7662 introspection. The caller must have authenticated the
@@ -1450,6 +1461,11 @@ impl AuthServer {
                         "jti": c.jti,
                     });
                     if let Some(obj) = out.as_object_mut() {
+                        let idtyp = c
+                            .idtyp
+                            .as_deref()
+                            .unwrap_or(subject_idtyp(username.as_deref()));
+                        obj.insert("idtyp".into(), Value::String(idtyp.to_string()));
                         if let Some(u) = username {
                             obj.insert("username".into(), Value::String(u));
                         }
@@ -1475,6 +1491,7 @@ impl AuthServer {
                     "scope": Scopes::from_list(&r.scope).to_string(),
                     "client_id": r.client_id,
                     "sub": r.subject,
+                    "idtyp": subject_idtyp(r.username.as_deref()),
                     "iss": self.config.issuer,
                     "exp": r.expires_at,
                     "iat": r.issued_at,
@@ -1541,6 +1558,16 @@ impl AuthServer {
         self.repo.revoke_family(&record.family_id).await?;
         self.revoked();
         Ok(())
+    }
+}
+
+/// The `idtyp` of a token whose record names `username` as its resource
+/// owner (or none).
+fn subject_idtyp(username: Option<&str>) -> &'static str {
+    if username.is_some() {
+        IDTYP_USER
+    } else {
+        IDTYP_APP
     }
 }
 

@@ -1943,6 +1943,7 @@ async fn client_credentials_have_the_client_as_subject_and_no_custom_claims() {
             "client_id",
             "exp",
             "iat",
+            "idtyp",
             "iss",
             "jti",
             "scope",
@@ -1950,14 +1951,182 @@ async fn client_credentials_have_the_client_as_subject_and_no_custom_claims() {
         ]
     );
     assert_eq!(jwt["sub"], "app");
+    assert_eq!(jwt["idtyp"], "app");
     let p = f
         .server
         .access_principal(&r.access_token, f.clock.now())
         .await
         .unwrap();
     assert!(p.claims.is_empty());
-    assert_eq!(p.claim("sub"), Some(Value::from("app")));
+    assert_eq!(p.subject, "app");
+    assert_eq!(p.subject_kind, Some(IdentityKind::Client));
+    // A client acting for itself is no user: `$sub` is not its name.
+    assert_eq!(p.claim("sub"), None);
     assert_eq!(p.claim("client_id"), Some(Value::from("app")));
+    assert_eq!(p.access_context().claim("sub"), None);
+}
+
+/// A user's token says so (`idtyp: user`), through refresh and exchange;
+/// a client's own token says `app`, through exchange too, and introspection
+/// repeats it; a token from before `idtyp` is a user's only when its record
+/// names a user.
+#[tokio::test]
+async fn tokens_say_which_kind_of_identity_their_subject_is() {
+    let f = fixture().await;
+    let user = f.alice(Some("read offline_access")).await;
+    assert_eq!(parts(&user.access_token).1["idtyp"], "user");
+    let p = f
+        .server
+        .access_principal(&user.access_token, f.clock.now())
+        .await
+        .unwrap();
+    assert_eq!(p.subject_kind, Some(IdentityKind::User));
+    assert_eq!(p.claim("sub"), Some(Value::from("alice")));
+    assert_eq!(p.access_context().claim("sub"), Some(&Value::from("alice")));
+    let i = f
+        .server
+        .introspect(&f.app, &user.access_token)
+        .await
+        .unwrap();
+    assert_eq!(
+        (i["idtyp"].clone(), i["username"].clone()),
+        ("user".into(), "alice".into())
+    );
+
+    let refreshed = f
+        .server
+        .refresh_grant(&f.app, user.refresh_token.as_deref(), None)
+        .await
+        .unwrap();
+    assert_eq!(parts(&refreshed.access_token).1["idtyp"], "user");
+
+    // Exchanged by another client: still the user's.
+    let exchanged = f
+        .exchange(
+            &f.exchanger,
+            ExchangeRequest {
+                subject_token: Some(refreshed.access_token.clone()),
+                subject_token_type: Some(TOKEN_TYPE_ACCESS.into()),
+                scope: Some("read".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(parts(&exchanged.access_token).1["idtyp"], "user");
+
+    // A client's own token, exchanged: still a client's.
+    let own = f
+        .server
+        .client_credentials_grant(&f.exchanger, None)
+        .await
+        .unwrap();
+    let exchanged = f
+        .exchange(
+            &f.exchanger,
+            ExchangeRequest {
+                subject_token: Some(own.access_token.clone()),
+                subject_token_type: Some(TOKEN_TYPE_ACCESS.into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(parts(&exchanged.access_token).1["idtyp"], "app");
+    let p = f
+        .server
+        .access_principal(&exchanged.access_token, f.clock.now())
+        .await
+        .unwrap();
+    assert_eq!((p.subject.as_str(), p.claim("sub")), ("exchanger", None));
+    let i = f
+        .server
+        .introspect(&f.exchanger, &own.access_token)
+        .await
+        .unwrap();
+    assert_eq!(i["idtyp"], "app");
+    assert!(i.get("username").is_none());
+
+    // The one conversion, for tokens without `idtyp`.
+    let old = |username| {
+        Principal::of_access_token(AccessTokenFacts {
+            sub: Some("bob"),
+            client_id: Some("bob"),
+            scope: "read",
+            username,
+            ..Default::default()
+        })
+    };
+    assert_eq!(old(None).claim("sub"), None);
+    assert_eq!(old(Some("bob")).claim("sub"), Some(Value::from("bob")));
+}
+
+/// Users, clients and consumers share one namespace: `client add bob`
+/// while user `bob` exists is refused (and the other ways round), at
+/// registration and in bootstrap, and nothing is written.
+#[tokio::test]
+async fn names_are_unique_across_users_clients_and_consumers() {
+    let f = fixture().await;
+    let admin = f.server.admin();
+    let consumers = f.server.consumers();
+    let read = vec!["read".to_string()];
+    let cc = |name: &str| NewClient {
+        client_id: name.into(),
+        grants: vec!["client_credentials".into()],
+        scopes: read.clone(),
+        audiences: vec![],
+    };
+    let conflict = |e: Error, holder: &str| {
+        assert!(matches!(e, Error::Conflict(_)), "{e:?}");
+        assert!(
+            e.description().contains(&format!("taken by a {holder}")),
+            "{}",
+            e.description()
+        );
+    };
+    conflict(admin.add_client(&cc("bob")).await.unwrap_err(), "user");
+    conflict(
+        admin.bootstrap_client(&cc("bob"), "s").await.unwrap_err(),
+        "user",
+    );
+    conflict(consumers.add("alice", &read).await.unwrap_err(), "user");
+    conflict(
+        consumers.bootstrap("alice", "s", &read).await.unwrap_err(),
+        "user",
+    );
+    conflict(
+        admin.add_user("app", "pw", &read).await.unwrap_err(),
+        "client",
+    );
+    conflict(
+        admin.bootstrap_user("app", "pw", &read).await.unwrap_err(),
+        "client",
+    );
+    consumers.add("printer", &read).await.unwrap();
+    conflict(
+        admin.add_user("printer", "pw", &read).await.unwrap_err(),
+        "consumer",
+    );
+    conflict(
+        admin.add_client(&cc("printer")).await.unwrap_err(),
+        "consumer",
+    );
+    assert!(f.repo.get_client("bob").await.unwrap().is_none());
+    assert!(f.repo.get_consumer("alice").await.unwrap().is_none());
+    assert!(f.repo.find_user("app").await.unwrap().is_none());
+    // The same kind twice is the old message; bootstrap stays idempotent.
+    let e = admin.add_user("bob", "pw", &read).await.unwrap_err();
+    assert!(
+        e.description().contains("already exists"),
+        "{}",
+        e.description()
+    );
+    assert_eq!(
+        admin.bootstrap_user("bob", "bob-pw", &read).await.unwrap(),
+        BootstrapOutcome::Unchanged
+    );
+    // A free name is registered.
+    admin.add_client(&cc("carol")).await.unwrap();
 }
 
 #[test]

@@ -73,8 +73,9 @@ pub enum AuthFailure {
     /// reason is never shown (no oracle for consumer keys).
     OAuth1Rejected(String),
     /// Basic credentials of a user throttled after failed logins from this
-    /// address, or too many password checks under way: 429 with
-    /// `Retry-After` (seconds), whatever the password.
+    /// address, or too many password checks under way (429 with
+    /// `Retry-After`, seconds, whatever the password); or a refused OAuth
+    /// 1.0 signature from an address throttled after refusals.
     Throttled(u64),
 }
 
@@ -153,6 +154,7 @@ impl Authenticator {
                 .await;
             return (req, result);
         }
+        let peer = gatehouse_oauth::client_addr(req.extensions());
         let (parts, body) = req.into_parts();
         let form = if is_form(&parts.headers) {
             match axum::body::to_bytes(body, OAUTH1_MAX_FORM_BYTES).await {
@@ -167,7 +169,7 @@ impl Authenticator {
             // Not read: put the untouched body back.
             let signed = self.signed_request(&parts, None);
             let req = Request::from_parts(parts, body);
-            let result = Box::pin(self.oauth1(signed)).await;
+            let result = Box::pin(self.oauth1(signed, peer)).await;
             return (req, result);
         };
         if maybe_in_body && !has_oauth1_params(None, None, Some(&form)) {
@@ -182,7 +184,7 @@ impl Authenticator {
         }
         let signed = self.signed_request(&parts, Some(&form));
         let req = Request::from_parts(parts, axum::body::Body::from(form));
-        let result = Box::pin(self.oauth1(signed)).await;
+        let result = Box::pin(self.oauth1(signed, peer)).await;
         (req, result)
     }
 
@@ -196,14 +198,17 @@ impl Authenticator {
             .map_err(oauth1_failure)
     }
 
-    /// RFC 5849 §3.2: verifies a signed resource request.
+    /// RFC 5849 §3.2: verifies a signed resource request from `peer`
+    /// (failures are throttled per consumer and address, as on the OAuth
+    /// 1.0 endpoints).
     async fn oauth1(
         &self,
         signed: Result<SignedRequest, AuthFailure>,
+        peer: Option<std::net::IpAddr>,
     ) -> Result<Principal, AuthFailure> {
         self.inner
             .server
-            .oauth1_authenticate(&signed?)
+            .oauth1_authenticate(&signed?, peer)
             .await
             .map_err(oauth1_failure)
     }
@@ -347,6 +352,7 @@ impl Authenticator {
         }
         Ok(Principal {
             subject: user.username.clone(),
+            subject_kind: Some(gatehouse_auth::IdentityKind::User),
             client_id: None,
             scopes: user.scopes.iter().cloned().collect(),
             scheme: AuthScheme::Basic,
@@ -368,6 +374,7 @@ fn oauth1_failure(e: gatehouse_auth::Error) -> AuthFailure {
             tracing::error!(%cause, "OAuth 1.0 verification failed");
             AuthFailure::Unavailable
         }
+        Error::TooManyRequests(_, wait) => AuthFailure::Throttled(wait),
         other => AuthFailure::OAuth1Invalid(other.description().to_string()),
     }
 }

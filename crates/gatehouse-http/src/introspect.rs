@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use gatehouse_auth::{AuthScheme, Principal};
+use gatehouse_auth::{AccessTokenFacts, Principal};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use quick_cache::sync::Cache;
 use serde_json::Value;
@@ -158,27 +158,22 @@ impl Introspector {
         if !wanted.is_some_and(|w| audiences.contains(&w)) {
             return invalid("the token is not meant for this API");
         }
-        let text = |k: &str| answer.get(k).and_then(Value::as_str).map(str::to_string);
-        Ok(Principal {
-            subject: text("sub")
-                .or_else(|| text("client_id"))
-                .unwrap_or_default(),
+        let text = |k: &str| answer.get(k).and_then(Value::as_str);
+        Ok(Principal::of_access_token(AccessTokenFacts {
+            sub: text("sub"),
             client_id: text("client_id"),
-            scopes: text("scope")
-                .unwrap_or_default()
-                .split_ascii_whitespace()
-                .map(str::to_string)
-                .collect(),
-            scheme: AuthScheme::Bearer,
-            expires_at: exp,
-            token_id: text("jti"),
+            scope: text("scope").unwrap_or_default(),
+            exp,
+            jti: text("jti"),
+            idtyp: text("idtyp"),
+            username: text("username"),
             // Every member that is not a registered one is a custom claim
             // of the token (the answer repeats them at the top level).
-            claims: answer
+            custom: answer
                 .as_object()
                 .map(gatehouse_auth::custom_claims)
                 .unwrap_or_default(),
-        })
+        }))
     }
 }
 
@@ -229,6 +224,40 @@ mod tests {
         );
         assert_eq!(p.claim("org"), Some(json!("acme")));
         assert_eq!(p.claim("sub"), Some(json!("alice")));
+    }
+
+    #[test]
+    fn a_clients_own_token_has_no_user_subject() {
+        let mut answer = active();
+        answer["sub"] = json!("bob");
+        answer["client_id"] = json!("bob");
+        // No `username`: whatever `idtyp` says or not, no user.
+        let p = introspector(None).check(&answer, 1_000).unwrap();
+        assert_eq!((p.subject.as_str(), p.claim("sub")), ("bob", None));
+        answer["idtyp"] = json!("app");
+        assert_eq!(
+            introspector(None)
+                .check(&answer, 1_000)
+                .unwrap()
+                .claim("sub"),
+            None
+        );
+        // `idtyp` is never a custom claim.
+        assert!(
+            introspector(None)
+                .check(&answer, 1_000)
+                .unwrap()
+                .claims
+                .is_empty()
+        );
+        answer["idtyp"] = json!("user");
+        assert_eq!(
+            introspector(None)
+                .check(&answer, 1_000)
+                .unwrap()
+                .claim("sub"),
+            Some(json!("bob"))
+        );
     }
 
     #[test]

@@ -13,7 +13,9 @@
 //! (`rate_per_second`, `rate_burst`) only once the client has
 //! authenticated, so nobody else can use it up; failed client and user
 //! authentications are throttled per address (and per account and address)
-//! by the authorization server's [`gatehouse_auth::LoginThrottle`].
+//! by the authorization server's [`gatehouse_auth::LoginThrottle`]. The
+//! OAuth 1.0 endpoints do the same per consumer: its bucket once its
+//! request verified, refused signatures per address.
 #![warn(missing_docs)]
 
 mod error;
@@ -24,7 +26,7 @@ mod oauth1;
 pub mod origin;
 mod response;
 
-pub use origin::{ClientOrigin, TrustedProxies, client_addr};
+pub use origin::{ClientOrigin, ForwardedHeader, TrustedProxies, client_addr};
 
 use std::fmt;
 use std::sync::Arc;
@@ -55,8 +57,9 @@ pub struct OAuthConfig {
     /// trailing slash), used for the endpoint URLs in the RFC 8414 metadata.
     pub public_url: String,
     /// Requests per second per authenticated client on the endpoints that
-    /// authenticate clients, and per address on the OAuth 1.0 endpoints.
-    /// (Failed authentications are throttled per address separately.)
+    /// authenticate clients, and per consumer (once its signature verified)
+    /// on the OAuth 1.0 endpoints. (Failed authentications are throttled
+    /// per address separately.)
     pub rate_per_second: u32,
     /// Burst allowed above the rate, with the same keys.
     pub rate_burst: u32,

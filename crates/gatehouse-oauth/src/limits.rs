@@ -1,8 +1,10 @@
 //! Rate limits (governor GCRA): per authenticated client on the endpoints
-//! that authenticate clients, and per remote address on the OAuth 1.0
-//! endpoints. Failed logins are throttled by `gatehouse_auth::LoginThrottle`.
+//! that authenticate clients, and per consumer on the OAuth 1.0 endpoints,
+//! each charged only once the caller proved who it is. Failures (client
+//! authentication, OAuth 1.0 signatures, logins) are throttled per address
+//! by `gatehouse_auth::LoginThrottle`, never by a bucket every caller
+//! behind one address shares.
 
-use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -14,7 +16,7 @@ const HOUSEKEEPING_EVERY: u64 = 4096;
 
 pub(crate) struct RateLimits {
     per_client: DefaultKeyedRateLimiter<String>,
-    per_addr: DefaultKeyedRateLimiter<IpAddr>,
+    per_consumer: DefaultKeyedRateLimiter<String>,
     clock: DefaultClock,
     checks: AtomicU64,
 }
@@ -32,7 +34,7 @@ impl RateLimits {
         let quota = Quota::per_second(rate).allow_burst(burst);
         Self {
             per_client: RateLimiter::keyed(quota),
-            per_addr: RateLimiter::keyed(quota),
+            per_consumer: RateLimiter::keyed(quota),
             clock: DefaultClock::default(),
             checks: AtomicU64::new(0),
         }
@@ -43,22 +45,24 @@ impl RateLimits {
             == HOUSEKEEPING_EVERY - 1
         {
             self.per_client.retain_recent();
-            self.per_addr.retain_recent();
+            self.per_consumer.retain_recent();
         }
-    }
-
-    /// `Err(seconds to wait)` when the address is over its rate.
-    pub(crate) fn check_addr(&self, addr: IpAddr) -> Result<(), u64> {
-        self.housekeeping();
-        self.per_addr
-            .check_key(&addr)
-            .map_err(|n| ceil_secs(n.wait_time_from(self.clock.now())))
     }
 
     /// `Err(seconds to wait)` when the client is over its rate.
     pub(crate) fn check_client(&self, client_id: &str) -> Result<(), u64> {
-        self.per_client
-            .check_key(&client_id.to_string())
+        self.check(&self.per_client, client_id)
+    }
+
+    /// `Err(seconds to wait)` when the OAuth 1.0 consumer is over its rate.
+    pub(crate) fn check_consumer(&self, key: &str) -> Result<(), u64> {
+        self.check(&self.per_consumer, key)
+    }
+
+    fn check(&self, limiter: &DefaultKeyedRateLimiter<String>, key: &str) -> Result<(), u64> {
+        self.housekeeping();
+        limiter
+            .check_key(&key.to_string())
             .map_err(|n| ceil_secs(n.wait_time_from(self.clock.now())))
     }
 }
@@ -79,10 +83,11 @@ mod tests {
     #[test]
     fn rate_limit_burst_then_wait() {
         let r = RateLimits::new(1, 2);
-        let a: IpAddr = [127, 0, 0, 1].into();
-        assert!(r.check_addr(a).is_ok());
-        assert!(r.check_addr(a).is_ok());
-        assert_eq!(r.check_addr(a), Err(1));
-        assert!(r.check_client("x").is_ok());
+        assert!(r.check_consumer("c").is_ok());
+        assert!(r.check_consumer("c").is_ok());
+        assert_eq!(r.check_consumer("c"), Err(1));
+        // Clients and consumers have buckets of their own.
+        assert!(r.check_client("c").is_ok());
+        assert!(r.check_consumer("d").is_ok());
     }
 }

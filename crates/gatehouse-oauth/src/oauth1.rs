@@ -3,16 +3,14 @@
 //! Verification lives in `gatehouse_auth::oauth1`; this module gathers the
 //! request's parts and shapes the responses.
 
-use std::net::IpAddr;
-
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+use gatehouse_auth::Error;
 use gatehouse_auth::oauth1::{OOB, SignedRequest, has_oauth1_params};
-use gatehouse_auth::{Account, Error};
 
 use crate::error::OAuthError;
 use crate::extract::{Form, Peer};
@@ -52,51 +50,22 @@ async fn form_body(
         })
 }
 
-/// Called twice per request: first (`consumer` `None`) the rate limit per
-/// client address, then, once the request is parsed, the
-/// failed-authentication throttle per (consumer, address) and per address
-/// (the address is charged once). A consumer's own bucket is not charged
-/// before its signature is checked: strangers could use it up.
-fn limited(state: &OAuthState, addr: IpAddr, consumer: Option<&str>) -> Result<(), OAuthError> {
-    let check = match consumer {
-        None => state.inner.rates.check_addr(addr),
-        Some(c) => {
-            let server = &state.inner.server;
-            server
-                .login_throttle()
-                .check(Account::Client(c), Some(addr), server.now())
-        }
-    };
-    check.map_err(OAuthError::TooManyRequests)
-}
-
-/// The refusal of a signed request; a 401 (bad consumer, signature,
-/// timestamp, nonce, token) counts against the consumer key and address.
-/// The signed request of an OAuth 1.0 endpoint, once its consumer is
-/// within its rate (the address was charged before the body was read).
-fn signed_within_limits(
+/// The signed request of an OAuth 1.0 endpoint (RFC 5849 §3.4.1).
+fn signed(
     state: &OAuthState,
-    addr: IpAddr,
     parts: &Parts,
     body: Option<&[u8]>,
 ) -> Result<SignedRequest, OAuthError> {
-    let signed = crate::origin::signed_request(&state.inner.server.config().issuer, parts, body)
-        .map_err(OAuthError::OAuth1)?;
-    limited(state, addr, Some(&signed.protocol().consumer_key))?;
-    Ok(signed)
+    crate::origin::signed_request(&state.inner.server.config().issuer, parts, body)
+        .map_err(OAuthError::OAuth1)
 }
 
-fn refused(state: &OAuthState, addr: IpAddr, consumer: &str, e: Error) -> OAuthError {
-    if matches!(
-        e,
-        Error::InvalidClient(_) | Error::InvalidToken(_) | Error::InvalidGrant(_)
-    ) {
-        let server = &state.inner.server;
-        server
-            .login_throttle()
-            .failed(Account::Client(consumer), Some(addr), server.now());
-    }
-    OAuthError::OAuth1(e)
+/// The consumer's rate bucket, charged once its request verified (the
+/// authorization server asks it): nobody else can use it up. Failures are
+/// charged by the authorization server, per (consumer, address) and per
+/// address (`AuthServer::oauth1_charged`).
+fn admit(state: &OAuthState) -> impl Fn(&str) -> Result<(), u64> + Send + Sync + '_ {
+    |consumer| state.inner.rates.check_consumer(consumer)
 }
 
 /// `GET|POST /oauth/requestToken`: temporary credentials (RFC 5849 §2.1).
@@ -108,19 +77,17 @@ pub(crate) async fn request_token(
     if req.method() != Method::GET && req.method() != Method::POST {
         return Err(OAuthError::MethodNotAllowed("GET, POST"));
     }
-    limited(&state, addr, None)?;
     let (parts, body) = req.into_parts();
     let body = form_body(&state, &parts, body).await?;
-    let signed = signed_within_limits(&state, addr, &parts, body.as_deref())?;
-    let consumer = &signed.protocol().consumer_key;
+    let signed = signed(&state, &parts, body.as_deref())?;
     let t = state
         .inner
         .server
-        .oauth1_request_token(&signed)
+        .oauth1_request_token(&signed, Some(addr), &admit(&state))
         .await
         .map_err(|e| {
             tracing::debug!(error = e.code(), "OAuth 1.0 request token refused");
-            refused(&state, addr, consumer, e)
+            OAuthError::OAuth1(e)
         })?;
     Ok(form_response(&[
         ("oauth_token", &t.token),
@@ -166,17 +133,15 @@ pub(crate) async fn access_token(
     if parts.method != Method::POST && parts.method != Method::GET {
         return Err(OAuthError::MethodNotAllowed("GET, POST"));
     }
-    limited(&state, addr, None)?;
-    let signed = signed_within_limits(&state, addr, &parts, body.as_deref())?;
-    let consumer = &signed.protocol().consumer_key;
+    let signed = signed(&state, &parts, body.as_deref())?;
     let t = state
         .inner
         .server
-        .oauth1_access_token(&signed)
+        .oauth1_access_token(&signed, Some(addr), &admit(&state))
         .await
         .map_err(|e| {
             tracing::debug!(error = e.code(), "OAuth 1.0 access token refused");
-            refused(&state, addr, consumer, e)
+            OAuthError::OAuth1(e)
         })?;
     Ok(form_response(&[
         ("oauth_token", &t.token),
@@ -323,8 +288,9 @@ pub(crate) async fn authorize(
     Peer(addr): Peer,
     req: Request,
 ) -> Result<Response, OAuthError> {
-    limited(&state, addr, None)?;
-    // Read after the address limit, as the form is only worth reading then.
+    // No rate per address: failed logins are throttled per (user, address)
+    // and per address inside, and others' requests from a shared address
+    // never refuse this one.
     let Form(params) = Form::from_request(req, &state).await?;
     let (Some(token), Some(username), Some(password)) = (
         params.get("oauth_token"),

@@ -6,7 +6,10 @@
 //! client. The proxy says who the client is in `Forwarded` (RFC 7239) or
 //! `X-Forwarded-For` / `-Proto` / `-Host`, but anyone can send those
 //! headers, so they are read only when the peer is one of the configured
-//! `trusted_proxies`. Each trusted proxy appends the address it received
+//! `trusted_proxies`, and only the one family the proxies write
+//! ([`ForwardedHeader`], `X-Forwarded-For` unless configured otherwise):
+//! proxies append to their own family and pass the other through as the
+//! client wrote it. Each trusted proxy appends the address it received
 //! the request from; walking the list from the right, every hop added by a
 //! trusted proxy is believed, and the first address that is not a trusted
 //! proxy is the client (the right-most untrusted hop). Entries to its left
@@ -25,10 +28,48 @@ use axum::middleware::Next;
 use axum::response::Response;
 use ipnet::IpNet;
 
-/// The proxies whose forwarding headers are believed (CIDRs).
+/// Which forwarding headers the trusted proxies write. Only that family
+/// is read: nginx, HAProxy and AWS ALB append to `X-Forwarded-For` and
+/// pass a client's `Forwarded` through untouched, so reading both (or
+/// preferring `Forwarded`) would let a client choose its own address.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ForwardedHeader {
+    /// `X-Forwarded-For`, with `X-Forwarded-Proto` and `X-Forwarded-Host`
+    /// (the default).
+    #[default]
+    XForwardedFor,
+    /// `Forwarded` (RFC 7239): `for`, `proto` and `host` of each hop.
+    Forwarded,
+}
+
+impl ForwardedHeader {
+    /// The configuration's spelling: `X-Forwarded-For` or `Forwarded`
+    /// (any case).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "x-forwarded-for" => Ok(Self::XForwardedFor),
+            "forwarded" => Ok(Self::Forwarded),
+            _ => Err(format!(
+                "{text:?} is not a forwarding header: use \"X-Forwarded-For\" or \"Forwarded\""
+            )),
+        }
+    }
+
+    /// The header's name, as the configuration spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::XForwardedFor => "X-Forwarded-For",
+            Self::Forwarded => "Forwarded",
+        }
+    }
+}
+
+/// The proxies whose forwarding headers are believed (CIDRs), and which
+/// header family they write.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TrustedProxies {
     nets: Vec<IpNet>,
+    header: ForwardedHeader,
 }
 
 impl TrustedProxies {
@@ -46,7 +87,21 @@ impl TrustedProxies {
                 })?;
             nets.push(net.trunc());
         }
-        Ok(Self { nets })
+        Ok(Self {
+            nets,
+            header: ForwardedHeader::default(),
+        })
+    }
+
+    /// The same proxies, writing `header` instead.
+    pub fn with_header(mut self, header: ForwardedHeader) -> Self {
+        self.header = header;
+        self
+    }
+
+    /// The header family read from these proxies.
+    pub fn header(&self) -> ForwardedHeader {
+        self.header
     }
 
     /// Whether no proxy is trusted (the forwarding headers are never read).
@@ -102,10 +157,9 @@ pub fn resolve(peer: IpAddr, headers: &HeaderMap, trusted: &TrustedProxies) -> C
     if !trusted.contains(peer) {
         return origin;
     }
-    let hops = if headers.contains_key(header::FORWARDED) {
-        forwarded_hops(headers)
-    } else {
-        x_forwarded_hops(headers)
+    let hops = match trusted.header {
+        ForwardedHeader::Forwarded => forwarded_hops(headers),
+        ForwardedHeader::XForwardedFor => x_forwarded_hops(headers),
     };
     let mut used = None;
     for hop in hops.iter().rev() {
@@ -427,7 +481,46 @@ mod tests {
     }
 
     #[test]
-    fn forwarded_wins_over_x_forwarded_and_parses_rfc_7239_forms() {
+    fn only_the_configured_header_family_is_read() {
+        // The proxy appended to X-Forwarded-For; the client wrote Forwarded.
+        let h = headers(&[
+            ("x-forwarded-for", "198.51.100.4"),
+            ("forwarded", "for=6.6.6.6;proto=https;host=evil.example"),
+        ]);
+        let o = resolve(ip("10.0.0.1"), &h, &trusted());
+        assert_eq!(
+            (o.addr, o.scheme, o.host),
+            (ip("198.51.100.4"), None, None),
+            "the default reads X-Forwarded-For only"
+        );
+        // A proxy that writes Forwarded: X-Forwarded-* is the client's.
+        let fwd = trusted().with_header(ForwardedHeader::Forwarded);
+        let h = headers(&[
+            ("forwarded", "for=198.51.100.4;proto=https"),
+            ("x-forwarded-for", "6.6.6.6"),
+            ("x-forwarded-proto", "http"),
+        ]);
+        let o = resolve(ip("10.0.0.1"), &h, &fwd);
+        assert_eq!(
+            (o.addr, o.scheme.as_deref()),
+            (ip("198.51.100.4"), Some("https"))
+        );
+        // Without its family's header, the peer is the client.
+        let h = headers(&[("forwarded", "for=6.6.6.6")]);
+        assert_eq!(resolve(ip("10.0.0.1"), &h, &trusted()).addr, ip("10.0.0.1"));
+        assert_eq!(
+            ForwardedHeader::parse("x-forwarded-for"),
+            Ok(ForwardedHeader::XForwardedFor)
+        );
+        assert_eq!(
+            ForwardedHeader::parse(" Forwarded "),
+            Ok(ForwardedHeader::Forwarded)
+        );
+        assert!(ForwardedHeader::parse("X-Real-IP").is_err());
+    }
+
+    #[test]
+    fn forwarded_parses_rfc_7239_forms() {
         let h = headers(&[
             (
                 "forwarded",
@@ -435,6 +528,7 @@ mod tests {
             ),
             ("x-forwarded-for", "7.7.7.7"),
         ]);
+        let trusted = || trusted().with_header(ForwardedHeader::Forwarded);
         let o = resolve(ip("10.0.0.1"), &h, &trusted());
         assert_eq!(o.addr, ip("2001:db9::1"));
         assert_eq!(o.scheme.as_deref(), Some("https"));

@@ -28,6 +28,11 @@ pub struct Config {
     /// headers are believed for the client's address, scheme and host.
     /// Empty (the default): the headers are ignored.
     pub trusted_proxies: Vec<String>,
+    /// The forwarding header family those proxies write and that is read:
+    /// `X-Forwarded-For` (with `-Proto` and `-Host`; the default) or
+    /// `Forwarded` (RFC 7239). The other family is ignored, as the proxy
+    /// passes it through from the client.
+    pub forwarded_header: String,
     /// Token lifetimes and signing.
     pub tokens: TokensConfig,
     /// Request limits.
@@ -58,6 +63,9 @@ impl Default for Config {
             issuer: None,
             base_path: String::new(),
             trusted_proxies: Vec::new(),
+            forwarded_header: gatehouse_oauth::ForwardedHeader::default()
+                .as_str()
+                .to_string(),
             tokens: TokensConfig::default(),
             limits: LimitsConfig::default(),
             auth: AuthConfig::default(),
@@ -679,6 +687,9 @@ fn validate(c: &Config) -> Result<(), String> {
     if let Err(e) = gatehouse_oauth::TrustedProxies::parse(&c.trusted_proxies) {
         problems.push(format!("`trusted_proxies`: {e}"));
     }
+    if let Err(e) = gatehouse_oauth::ForwardedHeader::parse(&c.forwarded_header) {
+        problems.push(format!("`forwarded_header`: {e}"));
+    }
     let l = &c.limits;
     if l.default_page_size == 0 || l.max_page_size == 0 {
         problems.push("`limits`: page sizes must be at least 1".into());
@@ -950,6 +961,24 @@ mod tests {
             "the secret stays out of Debug"
         );
         assert_eq!(Config::default().auth.introspection_cache_ttl, Seconds(30));
+    }
+
+    #[test]
+    fn forwarded_header_defaults_to_x_forwarded_for_and_is_checked() {
+        assert_eq!(Config::default().forwarded_header, "X-Forwarded-For");
+        let dir = tempfile::tempdir().unwrap();
+        let f = write(dir.path(), "forwarded_header = \"Forwarded\"\n");
+        let l = load_with_env(Some(&f), &CliOverrides::default(), env(&[])).unwrap();
+        assert_eq!(l.config.forwarded_header, "Forwarded");
+        let vars = env(&[("GATEHOUSE_FORWARDED_HEADER", "x-forwarded-for")]);
+        let l = load_with_env(Some(&f), &CliOverrides::default(), vars).unwrap();
+        assert_eq!(l.config.forwarded_header, "x-forwarded-for");
+        let f = write(dir.path(), "forwarded_header = \"X-Real-IP\"\n");
+        let e = load_with_env(Some(&f), &CliOverrides::default(), env(&[])).unwrap_err();
+        assert!(
+            e.contains("forwarded_header") && e.contains("X-Real-IP"),
+            "{e}"
+        );
     }
 
     #[test]

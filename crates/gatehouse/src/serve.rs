@@ -142,11 +142,15 @@ async fn serve(loaded: Loaded, json_logs: bool) -> anyhow::Result<ExitCode> {
         }
         Some(listen) => Some(serve_metrics(listen, &metrics, json_logs, &shutdown).await?),
     };
+    let header = gatehouse_oauth::ForwardedHeader::parse(&config.forwarded_header)
+        .map_err(|e| anyhow::anyhow!("`forwarded_header`: {e}"))?;
     let proxies = gatehouse_oauth::TrustedProxies::parse(&config.trusted_proxies)
-        .map_err(|e| anyhow::anyhow!("`trusted_proxies`: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("`trusted_proxies`: {e}"))?
+        .with_header(header);
     if !proxies.is_empty() {
         tracing::info!(
             trusted_proxies = config.trusted_proxies.join(","),
+            forwarded_header = header.as_str(),
             "forwarding headers are read from trusted proxies"
         );
     }

@@ -7,9 +7,9 @@
 use std::sync::Arc;
 
 use gatehouse_auth::{
-    AuthConfig, AuthRepo, AuthServer, ClientRecord, Clock, ConsumerRecord, Error, KeyRecord,
-    MemoryRepo, NewClient, OAuth1TokenKind, OAuth1TokenRecord, SystemClock, SystemRandom,
-    TokenKind, TokenRecord, UserRecord,
+    AuthConfig, AuthRepo, AuthServer, ClientRecord, Clock, ConsumerRecord, Error, IdentityKind,
+    KeyRecord, MemoryRepo, NewClient, NewIdentity, OAuth1TokenKind, OAuth1TokenRecord, SystemClock,
+    SystemRandom, TokenKind, TokenRecord, UserRecord,
 };
 use gatehouse_auth_store::SqlAuthRepo;
 use gatehouse_store::{Store, StoreOptions};
@@ -105,6 +105,86 @@ macro_rules! same_as_memory {
             }
         }
     };
+}
+
+// ------------------------------------------------------------------ names
+
+// Users, clients and consumers share one namespace of names.
+same_as_memory!(register, |r| {
+    let u = user("bob", 1);
+    let c = client("app", 2);
+    let k = consumer("printer", 3);
+    let mut out = vec![
+        r.register(NewIdentity::User(&u)).await.unwrap(),
+        r.register(NewIdentity::Client(&c)).await.unwrap(),
+        r.register(NewIdentity::Consumer(&k)).await.unwrap(),
+    ];
+    // Each name again, as each kind: refused, naming the holder.
+    for name in ["bob", "app", "printer"] {
+        out.push(r.register(NewIdentity::User(&user(name, 9))).await.unwrap());
+        out.push(
+            r.register(NewIdentity::Client(&client(name, 9)))
+                .await
+                .unwrap(),
+        );
+        out.push(
+            r.register(NewIdentity::Consumer(&consumer(name, 9)))
+                .await
+                .unwrap(),
+        );
+    }
+    // Nothing written by a refusal; the registered records read back whole.
+    assert_eq!(r.find_user("bob").await.unwrap(), Some(u));
+    assert_eq!(r.get_client("app").await.unwrap(), Some(c));
+    assert_eq!(r.get_consumer("printer").await.unwrap(), Some(k));
+    assert!(r.find_user("app").await.unwrap().is_none());
+    assert!(r.get_client("bob").await.unwrap().is_none());
+    assert!(r.get_consumer("bob").await.unwrap().is_none());
+    // Names compare byte for byte.
+    out.push(
+        r.register(NewIdentity::Client(&client("BOB", 4)))
+            .await
+            .unwrap(),
+    );
+    (
+        out,
+        r.list_users().await.unwrap().len(),
+        r.list_clients().await.unwrap().len(),
+    )
+});
+
+/// Two instances register one name at once, as a user and as a client:
+/// exactly one wins, and the other is told who holds the name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn register_race_has_one_winner() {
+    for db in TestDb::each().await {
+        let s1 = db.open(SDL).await;
+        let s2 = second_instance(&db).await;
+        let r1 = Arc::new(SqlAuthRepo::new(s1.db().clone()));
+        let r2 = Arc::new(SqlAuthRepo::new(s2.db().clone()));
+        for i in 0..10 {
+            let name = format!("n{i}");
+            let (u, c) = (user(&name, 1), client(&name, 1));
+            let (a, b) = tokio::join!(
+                r1.register(NewIdentity::User(&u)),
+                r2.register(NewIdentity::Client(&c))
+            );
+            let (a, b) = (a.unwrap(), b.unwrap());
+            assert!(
+                matches!(
+                    (a, b),
+                    (None, Some(IdentityKind::User)) | (Some(IdentityKind::Client), None)
+                ),
+                "{}: {name}: exactly one wins ({a:?}, {b:?})",
+                db.backend()
+            );
+            let users = r1.find_user(&name).await.unwrap().is_some();
+            let clients = r1.get_client(&name).await.unwrap().is_some();
+            assert!(users ^ clients, "{}: {name}", db.backend());
+        }
+        s1.close().await;
+        s2.close().await;
+    }
 }
 
 // ------------------------------------------------------------------ clients

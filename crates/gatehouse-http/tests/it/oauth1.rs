@@ -227,10 +227,11 @@ async fn rest_signed_requests_act_for_the_consumer_or_the_user() {
     assert_eq!(v["subject"], KEY);
     assert_eq!(v["client_id"], KEY);
     assert_eq!(v["scopes"], json!(["read", "write"]));
-    // A consumer is no user: no custom claims.
+    // A consumer is no user: no custom claims, and no `$sub` (its key
+    // could be a user's name).
     assert_eq!(
-        (v["claims"].clone(), v["$org"].clone()),
-        (json!({}), Value::Null)
+        (v["claims"].clone(), v["$org"].clone(), v["$sub"].clone()),
+        (json!({}), Value::Null, Value::Null)
     );
 
     // With the access token: alice, with the token's scopes.
@@ -462,6 +463,37 @@ async fn bearer_and_basic_callers_carry_the_users_claims() {
         (v["subject"].clone(), v["claims"].clone()),
         (json!("app"), json!({}))
     );
-    assert_eq!(v["$sub"], "app");
+    // A client acting for itself is no user: no `$sub` for row policies.
+    assert_eq!(v["$sub"], Value::Null);
     assert_eq!(v["$org"], Value::Null);
+}
+
+/// Refused signatures of resource requests are throttled per consumer and
+/// address (429 once throttled), but a request that verifies still passes.
+#[tokio::test]
+async fn refused_signed_requests_are_throttled_but_never_a_valid_one() {
+    let env = start().await;
+    let url = format!("{}/v1/authors", env.base);
+    let mut statuses = Vec::new();
+    for _ in 0..=gatehouse_auth::FREE_FAILURES_PER_ACCOUNT + 1 {
+        let forged = OAuth1Sig::new((KEY, "not-the-secret"), env.clock.now());
+        let r = env
+            .client
+            .get(&url)
+            .header("authorization", forged.header("GET", &url, &[]))
+            .send()
+            .await
+            .unwrap();
+        statuses.push(r.status().as_u16());
+    }
+    assert_eq!(statuses.first(), Some(&401), "{statuses:?}");
+    assert_eq!(statuses.last(), Some(&429), "{statuses:?}");
+    let r = env
+        .client
+        .get(&url)
+        .header("authorization", env.sig(None).header("GET", &url, &[]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
 }

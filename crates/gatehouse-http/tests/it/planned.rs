@@ -161,6 +161,7 @@ async fn planned_answers_equal_async_graphql() {
 fn principal(scopes: &[&str]) -> Principal {
     Principal {
         subject: "u".into(),
+        subject_kind: Some(gatehouse_auth::IdentityKind::User),
         client_id: None,
         scopes: scopes
             .iter()

@@ -497,8 +497,49 @@ async fn authorize_needs_its_fields_and_is_throttled() {
     approve(&s, &rt, "alice-pw").await.assert_form_ok();
 }
 
+/// Failed signatures from an address (of the same consumer key or others)
+/// are throttled there, but never refuse a request that verifies, nor use
+/// up the consumer's own bucket.
 #[tokio::test]
-async fn a_signed_request_charges_its_address_once() {
+async fn others_failures_never_refuse_a_valid_consumer() {
+    let s = start_with("", |c| {
+        c.rate_per_second = 1;
+        c.rate_burst = 2;
+    })
+    .await;
+    with_consumer(&s).await;
+    let forged = || {
+        OAuth1Sig::new((KEY, "not-the-secret"), s.clock_now()).method(SignatureMethod::Plaintext)
+    };
+    let unknown =
+        || OAuth1Sig::new(("nobody", "x"), s.clock_now()).method(SignatureMethod::Plaintext);
+    let mut throttled = None;
+    for i in 0..2 * gatehouse_auth::FREE_FAILURES_PER_ADDRESS {
+        let sig = if i % 2 == 0 { forged() } else { unknown() };
+        let r = s.signed_get_query("/oauth/requestToken", &sig).await;
+        match r.status.as_u16() {
+            401 => assert!(throttled.is_none(), "401 after a 429 ({i})"),
+            429 => {
+                assert!(r.header("retry-after").is_some());
+                throttled.get_or_insert(i);
+            }
+            other => panic!("{other}: {}", r.text),
+        }
+    }
+    assert!(throttled.is_some(), "failures are throttled per address");
+    // The consumer's own requests still pass, its bucket whole (burst 2).
+    for _ in 0..2 {
+        s.signed_get_query(
+            "/oauth/requestToken",
+            &signer(&s, SignatureMethod::Plaintext),
+        )
+        .await
+        .assert_form_ok();
+    }
+}
+
+#[tokio::test]
+async fn a_consumer_is_charged_once_its_signature_verified() {
     // Burst 2: two requests pass, the third (within the second) does not.
     let s = start_with("", |c| {
         c.rate_per_second = 1;

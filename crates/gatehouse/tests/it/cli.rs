@@ -157,6 +157,15 @@ fn consumer_add_list_remove() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("already exists"), "{}", stderr(&o));
 
+    // Users, clients and consumers share one namespace of names.
+    let o = run(&["client", "add", "printer", "--grants", "client_credentials"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("\"printer\" is already taken by a consumer"),
+        "{}",
+        stderr(&o)
+    );
+
     let o = run(&["consumer", "list", "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
