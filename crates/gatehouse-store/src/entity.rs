@@ -545,7 +545,9 @@ impl EntityStore {
     /// `Invalid` naming the field when a required field is set to null.
     ///
     /// A row `ctx` may not read is `NotFound`; one it may read but not
-    /// change, or a change that would leave the update policy, is `Forbidden`.
+    /// change, a change that would leave the update policy, or a change of
+    /// an owner field (write-once unless `ctx` bypasses the policy) is
+    /// `Forbidden`.
     pub async fn update(
         &self,
         ctx: &AccessContext,
@@ -577,8 +579,9 @@ impl EntityStore {
 
     /// Whole replacement: every field takes its value from `row` (omitted
     /// nullable fields become null). `row` may repeat the id but not change it.
-    /// Fields `ctx` may not write keep their values. Policies apply as
-    /// for [`EntityStore::update`].
+    /// Fields `ctx` may not write keep their values, and so do owner
+    /// fields it leaves out (they are write-once for callers the policy
+    /// filters). Policies apply as for [`EntityStore::update`].
     pub async fn replace(
         &self,
         ctx: &AccessContext,
@@ -596,7 +599,11 @@ impl EntityStore {
         let model = &s.inner.model;
         let values = full
             .into_iter()
-            .filter(|(k, _)| k != "id" && policy::may_write(model, e, ctx, k))
+            .filter(|(k, v)| {
+                k != "id"
+                    && policy::may_write(model, e, ctx, k)
+                    && !(v.is_null() && policy::kept_when_omitted(e, ctx, k))
+            })
             .collect();
         if unstorable(id) {
             return Err(StoreError::NotFound);
@@ -634,6 +641,7 @@ impl EntityStore {
         if !s.matches(&mut tx, e, id, Action::Update, ctx).await? {
             return Err(forbidden_change(e));
         }
+        policy::check_owners_kept(e, ctx, &old, &values)?;
         if values.is_empty() {
             return Ok(old);
         }
