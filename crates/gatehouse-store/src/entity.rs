@@ -156,6 +156,83 @@ impl EntityStore {
         Ok(row_set(&cols, rows))
     }
 
+    /// Clears, in `set` (rows of this entity read for `ctx`), each to-one
+    /// reference to a row `ctx` may not read: such a reference reads as
+    /// null, as the relation does in GraphQL, whose loaders ask the
+    /// target's [`EntityStore::get_many`] the same question. REST bodies,
+    /// which show references as ids, ask here. One statement per to-one
+    /// field whose target's read policy filters `ctx`; none otherwise.
+    pub async fn hide_unseen_references(
+        &self,
+        ctx: &AccessContext,
+        set: &mut RowSet,
+    ) -> Result<(), StoreError> {
+        for f in self.def().stored_fields() {
+            let FieldKind::ToOne { target } = &f.kind else {
+                continue;
+            };
+            let Some(i) = set.position(&f.name) else {
+                continue;
+            };
+            let t = self.store.entity(target)?;
+            if !policy::read_filtered(t.def(), ctx) {
+                continue;
+            }
+            let mut ids: Vec<String> = set
+                .rows
+                .iter()
+                .filter_map(|r| r.get(i)?.as_str().map(str::to_string))
+                .collect();
+            ids.sort_unstable();
+            ids.dedup();
+            if ids.is_empty() {
+                continue;
+            }
+            let seen = t.get_many(ctx, &ids, Some(&[])).await?;
+            let seen: std::collections::HashSet<&str> = seen
+                .rows
+                .iter()
+                .filter_map(|r| r.first()?.as_str())
+                .collect();
+            for r in &mut set.rows {
+                if let Some(v) = r.get_mut(i)
+                    && v.as_str().is_some_and(|id| !seen.contains(id))
+                {
+                    *v = Json::Null;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// [`EntityStore::hide_unseen_references`] for one row.
+    pub async fn hide_unseen_references_in(
+        &self,
+        ctx: &AccessContext,
+        row: &mut Row,
+    ) -> Result<(), StoreError> {
+        let model = self.store.model();
+        let filtered = self.def().stored_fields().any(|f| match &f.kind {
+            FieldKind::ToOne { target } => row.contains_key(&f.name)
+                && model
+                    .entity(target)
+                    .is_some_and(|t| policy::read_filtered(t, ctx)),
+            _ => false,
+        });
+        if !filtered {
+            return Ok(());
+        }
+        let mut set = RowSet {
+            columns: row.keys().cloned().collect(),
+            rows: vec![row.values().cloned().collect()],
+        };
+        self.hide_unseen_references(ctx, &mut set).await?;
+        if let Some(one) = set.into_rows().pop() {
+            *row = one;
+        }
+        Ok(())
+    }
+
     /// The rows that match `query`, ordered and paged, with the rows its
     /// joins refer to.
     pub async fn list(&self, ctx: &AccessContext, query: &ListQuery) -> Result<Page, StoreError> {

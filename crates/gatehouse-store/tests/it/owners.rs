@@ -4,9 +4,9 @@
 
 use std::collections::BTreeSet;
 
-use gatehouse_store::{AccessContext, Row, StoreError};
+use gatehouse_store::{AccessContext, ListQuery, Row, StoreError};
 use gatehouse_testkit::TestDb;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::common::row;
 
@@ -170,6 +170,51 @@ async fn a_bypass_create_fills_owner_fields_it_leaves_out() {
             .await
             .unwrap();
         assert_eq!((&r["createdBy"], &r["org"]), (&json!("carol"), &json!("globex")));
+        s.close().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn references_to_unseen_rows_read_as_null() {
+    for db in TestDb::each().await {
+        let s = db.open(SDL).await;
+        let (tasks, projects) = (s.entity("Task").unwrap(), s.entity("Project").unwrap());
+        let alice = caller("alice", "acme", &[]);
+        let bob = caller("bob", "acme", &[]);
+        let mine = projects
+            .insert(&alice, row(json!({"name": "alice's"})))
+            .await
+            .unwrap();
+        let mine = id(&mine);
+        let t = tasks
+            .insert(&alice, row(json!({"title": "a", "project": mine})))
+            .await
+            .unwrap();
+        let t = id(&t);
+        tasks
+            .insert(&bob, row(json!({"title": "b"})))
+            .await
+            .unwrap();
+
+        let q = ListQuery {
+            select: Some(vec!["project".into()]),
+            ..ListQuery::default()
+        };
+        for (who, expect) in [(&alice, json!(mine)), (&bob, Value::Null)] {
+            let mut page = tasks.list(who, &q).await.unwrap().rows;
+            tasks.hide_unseen_references(who, &mut page).await.unwrap();
+            let at = page.position("project").unwrap();
+            let seen: Vec<&Value> = page.rows.iter().map(|r| &r[at]).collect();
+            assert!(seen.contains(&&expect), "{}: {seen:?}", db.backend());
+            assert!(!seen.contains(&&json!(mine)) || expect == json!(mine));
+
+            let mut one = tasks.get(who, &t).await.unwrap().unwrap();
+            tasks.hide_unseen_references_in(who, &mut one).await.unwrap();
+            assert_eq!(one["project"], expect);
+        }
+        // The stored reference itself is untouched.
+        let one = tasks.get(&AccessContext::system(), &t).await.unwrap().unwrap();
+        assert_eq!(one["project"], json!(mine));
         s.close().await;
     }
 }
