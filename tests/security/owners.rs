@@ -176,7 +176,12 @@ async fn rest_bodies_hide_references_to_unseen_rows() {
         assert_eq!((st, &row["board"]), (200, &Value::Null), "{b}: {row}");
         // Nested paths too, listing and creating.
         let (st, project) = s
-            .rest("POST", "/v1/projects", Some(&alice), Some(json!({"name": "p"})))
+            .rest(
+                "POST",
+                "/v1/projects",
+                Some(&alice),
+                Some(json!({"name": "p"})),
+            )
             .await;
         assert_eq!(st, 201, "{b}: {project}");
         let nested = format!("/v1/projects/{}/tasks", project["id"].as_str().unwrap());

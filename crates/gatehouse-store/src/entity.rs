@@ -213,10 +213,12 @@ impl EntityStore {
     ) -> Result<(), StoreError> {
         let model = self.store.model();
         let filtered = self.def().stored_fields().any(|f| match &f.kind {
-            FieldKind::ToOne { target } => row.contains_key(&f.name)
-                && model
-                    .entity(target)
-                    .is_some_and(|t| policy::read_filtered(t, ctx)),
+            FieldKind::ToOne { target } => {
+                row.contains_key(&f.name)
+                    && model
+                        .entity(target)
+                        .is_some_and(|t| policy::read_filtered(t, ctx))
+            }
             _ => false,
         });
         if !filtered {

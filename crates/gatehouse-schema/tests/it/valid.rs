@@ -147,7 +147,8 @@ type Task @policy(update: {org: "$org"}, delete: {createdBy: "$sub"}) {
     let opts = LoadOptions {
         require_query: false,
     };
-    let model = gatehouse_schema::load_sources_with(&sources(&[("a.graphql", types)]), opts).unwrap();
+    let model =
+        gatehouse_schema::load_sources_with(&sources(&[("a.graphql", types)]), opts).unwrap();
     let out = scaffold(&model);
     let input = |name: &str| -> String {
         let at = out.find(&format!("input {name} {{")).unwrap();
@@ -163,7 +164,10 @@ type Task @policy(update: {org: "$org"}, delete: {createdBy: "$sub"}) {
         !update.contains("org") && !update.contains("createdBy"),
         "{update}"
     );
-    let full = load_sources(&sources(&[("a.graphql", types), ("scaffold.graphql", &out)]));
+    let full = load_sources(&sources(&[
+        ("a.graphql", types),
+        ("scaffold.graphql", &out),
+    ]));
     assert!(
         full.is_ok(),
         "{}",

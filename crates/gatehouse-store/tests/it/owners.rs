@@ -125,7 +125,10 @@ async fn owner_fields_are_filled_on_create_and_write_once() {
             .replace(&bob, &t, row(json!({"title": "f", "org": "acme"})))
             .await
             .unwrap();
-        assert_eq!((&r["createdBy"], &r["org"]), (&json!("alice"), &json!("acme")));
+        assert_eq!(
+            (&r["createdBy"], &r["org"]),
+            (&json!("alice"), &json!("acme"))
+        );
         let stored = tasks.get(&alice, &t).await.unwrap().unwrap();
         assert_eq!(stored["createdBy"], "alice");
         assert_eq!(stored["title"], "f");
@@ -169,7 +172,10 @@ async fn a_bypass_create_fills_owner_fields_it_leaves_out() {
             )
             .await
             .unwrap();
-        assert_eq!((&r["createdBy"], &r["org"]), (&json!("carol"), &json!("globex")));
+        assert_eq!(
+            (&r["createdBy"], &r["org"]),
+            (&json!("carol"), &json!("globex"))
+        );
         s.close().await;
     }
 }
@@ -209,11 +215,18 @@ async fn references_to_unseen_rows_read_as_null() {
             assert!(!seen.contains(&&json!(mine)) || expect == json!(mine));
 
             let mut one = tasks.get(who, &t).await.unwrap().unwrap();
-            tasks.hide_unseen_references_in(who, &mut one).await.unwrap();
+            tasks
+                .hide_unseen_references_in(who, &mut one)
+                .await
+                .unwrap();
             assert_eq!(one["project"], expect);
         }
         // The stored reference itself is untouched.
-        let one = tasks.get(&AccessContext::system(), &t).await.unwrap().unwrap();
+        let one = tasks
+            .get(&AccessContext::system(), &t)
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(one["project"], json!(mine));
         s.close().await;
     }
