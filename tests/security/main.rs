@@ -10,6 +10,7 @@
 
 mod anonymous;
 mod identity;
+mod owners;
 mod paths;
 mod policies;
 mod scopes;

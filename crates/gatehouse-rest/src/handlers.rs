@@ -519,8 +519,13 @@ async fn list(
                 .count(&caller.access, q.filter.as_ref())
         )
     };
-    let rows = rows.map_err(Problem::from_read)?;
+    let mut rows = rows.map_err(Problem::from_read)?;
     let total = total.map_err(Problem::from_read)?;
+    api.entities[ei]
+        .rows
+        .hide_unseen_references(&caller.access, &mut rows)
+        .await
+        .map_err(Problem::from_read)?;
     let mut resp = bytes_response(
         StatusCode::OK,
         media,
@@ -615,13 +620,16 @@ async fn get_one(
         .await
         .map_err(Problem::from_read)?
         .ok_or_else(|| Problem::not_found(format!("there is no {} with id `{id}`", entity.name)))?;
-    let row: Row = match select {
+    let mut row: Row = match select {
         Some(fields) => row
             .into_iter()
             .filter(|(k, _)| k == "id" || fields.iter().any(|f| f == k))
             .collect(),
         None => row,
     };
+    rows.hide_unseen_references_in(&caller.access, &mut row)
+        .await
+        .map_err(Problem::from_read)?;
     json_response(
         StatusCode::OK,
         media,
@@ -655,11 +663,14 @@ async fn create(
         fixed.push((parent.nested.via.as_str(), parent.id));
     }
     let row = body::validate(&api.model, entity, object, Mode::Create, &fixed)?;
-    let stored = api.entities[ei]
-        .rows
+    let rows = &api.entities[ei].rows;
+    let mut stored = rows
         .insert(&caller.access, row)
         .await
         .map_err(Problem::from_write)?;
+    rows.hide_unseen_references_in(&caller.access, &mut stored)
+        .await
+        .map_err(Problem::from_read)?;
     let id = stored
         .get("id")
         .and_then(|v| v.as_str())
@@ -703,12 +714,15 @@ async fn write_existing(
     } else {
         rows.replace(&caller.access, id, row).await
     };
-    let stored = result.map_err(|e| match e {
+    let mut stored = result.map_err(|e| match e {
         gatehouse_store::StoreError::NotFound => {
             Problem::not_found(format!("there is no {} with id `{id}`", entity.name))
         }
         other => Problem::from_write(other),
     })?;
+    rows.hide_unseen_references_in(&caller.access, &mut stored)
+        .await
+        .map_err(Problem::from_read)?;
     json_response(
         StatusCode::OK,
         media,

@@ -152,12 +152,19 @@ impl Entity {
     }
 
     /// Whether a new row must be given `f`: a required field other than
-    /// `id` that the create policy does not fill from a claim. Create
-    /// mutations, REST bodies and the OpenAPI document all ask here.
+    /// `id` that is not an owner field (a create fills those from the
+    /// caller's claims). Create mutations, REST bodies and the OpenAPI
+    /// document all ask here.
     pub fn required_on_create(&self, f: &Field) -> bool {
-        f.required
-            && !matches!(f.kind, FieldKind::Id)
-            && !self.policy.owner_fields().iter().any(|(n, _)| *n == f.name)
+        f.required && !matches!(f.kind, FieldKind::Id) && !self.policy.is_owner_field(&f.name)
+    }
+
+    /// Whether an update may set `f`: stored, not `id`, and not an owner
+    /// field, which is write-once ([`crate::Policy::owner_fields`]). The
+    /// scaffold's update inputs ask here; the store refuses the change for
+    /// callers the policy filters.
+    pub fn settable_on_update(&self, f: &Field) -> bool {
+        f.is_stored() && !matches!(f.kind, FieldKind::Id) && !self.policy.is_owner_field(&f.name)
     }
 
     /// To-many relation fields (inverses of another entity's to-one field).

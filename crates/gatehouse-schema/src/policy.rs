@@ -44,10 +44,17 @@ pub enum Action {
 }
 
 impl Policy {
+    /// Whether `ctx` is above the policy: the trusted system caller, or a
+    /// caller holding the `bypass` scope. Such a caller is not filtered and
+    /// may change owner fields.
+    pub fn bypassed(&self, ctx: &AccessContext) -> bool {
+        ctx.system || self.bypass.as_deref().is_some_and(|s| ctx.has_scope(s))
+    }
+
     /// The rule `action` must satisfy for `ctx`: `None` when it is not
     /// filtered (no rule, a trusted caller, or the bypass scope).
     pub fn rule_for(&self, action: Action, ctx: &AccessContext) -> Option<&Rule> {
-        if ctx.system || self.bypass.as_deref().is_some_and(|s| ctx.has_scope(s)) {
+        if self.bypassed(ctx) {
             return None;
         }
         match action {
@@ -66,26 +73,43 @@ impl Policy {
             && self.delete.is_none()
     }
 
-    /// The fields a create fills from the caller's claims when the new row
-    /// leaves them out: those the create rule requires to equal a claim
-    /// (`{owner: "$sub"}`, alone or inside a top-level `AND`).
+    /// The owner fields, each with the claim it is tied to: the fields that
+    /// any of the rules compares for equality with a claim (`owner:
+    /// "$sub"`, `org: "$org"`), at any depth of `AND`/`OR` but not under
+    /// `NOT` (which makes it an inequality) nor through a to-one path (a
+    /// field of another entity). The create rule's claim comes first when
+    /// rules tie one field to different claims.
+    ///
+    /// A create fills them from the caller's claims when the new row leaves
+    /// them out, and they are write-once: only a caller the policy does not
+    /// filter ([`Policy::bypassed`]) may change them afterwards. Otherwise a
+    /// member allowed to update a tenant's rows could rewrite `owner` and
+    /// then pass an owner-only delete rule.
     pub fn owner_fields(&self) -> Vec<(&str, &str)> {
         fn walk<'r>(rule: &'r Rule, out: &mut Vec<(&'r str, &'r str)>) {
             match rule {
-                Rule::And(all) => all.iter().for_each(|r| walk(r, out)),
+                Rule::And(all) | Rule::Or(all) => all.iter().for_each(|r| walk(r, out)),
                 Rule::Cmp {
                     field,
                     op: FilterOp::Eq,
                     value: Operand::Claim(claim),
-                } => out.push((field, claim)),
+                } if !out.iter().any(|(f, _)| f == field) => out.push((field, claim)),
                 _ => {}
             }
         }
         let mut out = Vec::new();
-        if let Some(r) = &self.create {
-            walk(r, &mut out);
+        for rule in [&self.create, &self.read, &self.update, &self.delete]
+            .into_iter()
+            .flatten()
+        {
+            walk(rule, &mut out);
         }
         out
+    }
+
+    /// Whether `field` is an owner field ([`Policy::owner_fields`]).
+    pub fn is_owner_field(&self, field: &str) -> bool {
+        self.owner_fields().iter().any(|(f, _)| *f == field)
     }
 }
 

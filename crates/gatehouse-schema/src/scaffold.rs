@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use heck::ToLowerCamelCase;
 
-use crate::model::{Entity, FieldKind, FilterOp, Model, Scalar, ValueType};
+use crate::model::{Entity, FilterOp, Model, Scalar, ValueType};
 
 /// SDL declaring, for every entity: a list query with paging, filters,
 /// `where` and `orderBy`; a lookup by id; create/update/delete mutations with
@@ -97,7 +97,8 @@ fn write_inputs(e: &Entity, out: &mut String) {
     for (suffix, create) in [("CreateInput", true), ("UpdateInput", false)] {
         let _ = writeln!(out, "input {}{suffix} {{", e.name);
         for f in e.stored_fields() {
-            if f.kind == FieldKind::Id && !create {
+            // Owner fields are write-once: an update input leaves them out.
+            if !create && !e.settable_on_update(f) {
                 continue;
             }
             let Some(ty) = f.input_type() else { continue };

@@ -156,6 +156,85 @@ impl EntityStore {
         Ok(row_set(&cols, rows))
     }
 
+    /// Clears, in `set` (rows of this entity read for `ctx`), each to-one
+    /// reference to a row `ctx` may not read: such a reference reads as
+    /// null, as the relation does in GraphQL, whose loaders ask the
+    /// target's [`EntityStore::get_many`] the same question. REST bodies,
+    /// which show references as ids, ask here. One statement per to-one
+    /// field whose target's read policy filters `ctx`; none otherwise.
+    pub async fn hide_unseen_references(
+        &self,
+        ctx: &AccessContext,
+        set: &mut RowSet,
+    ) -> Result<(), StoreError> {
+        for f in self.def().stored_fields() {
+            let FieldKind::ToOne { target } = &f.kind else {
+                continue;
+            };
+            let Some(i) = set.position(&f.name) else {
+                continue;
+            };
+            let t = self.store.entity(target)?;
+            if !policy::read_filtered(t.def(), ctx) {
+                continue;
+            }
+            let mut ids: Vec<String> = set
+                .rows
+                .iter()
+                .filter_map(|r| r.get(i)?.as_str().map(str::to_string))
+                .collect();
+            ids.sort_unstable();
+            ids.dedup();
+            if ids.is_empty() {
+                continue;
+            }
+            let seen = t.get_many(ctx, &ids, Some(&[])).await?;
+            let seen: std::collections::HashSet<&str> = seen
+                .rows
+                .iter()
+                .filter_map(|r| r.first()?.as_str())
+                .collect();
+            for r in &mut set.rows {
+                if let Some(v) = r.get_mut(i)
+                    && v.as_str().is_some_and(|id| !seen.contains(id))
+                {
+                    *v = Json::Null;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// [`EntityStore::hide_unseen_references`] for one row.
+    pub async fn hide_unseen_references_in(
+        &self,
+        ctx: &AccessContext,
+        row: &mut Row,
+    ) -> Result<(), StoreError> {
+        let model = self.store.model();
+        let filtered = self.def().stored_fields().any(|f| match &f.kind {
+            FieldKind::ToOne { target } => {
+                row.contains_key(&f.name)
+                    && model
+                        .entity(target)
+                        .is_some_and(|t| policy::read_filtered(t, ctx))
+            }
+            _ => false,
+        });
+        if !filtered {
+            return Ok(());
+        }
+        let mut set = RowSet {
+            columns: row.keys().cloned().collect(),
+            rows: vec![row.values().cloned().collect()],
+        };
+        self.hide_unseen_references(ctx, &mut set).await?;
+        if let Some(one) = set.into_rows().pop() {
+            *row = one;
+        }
+        Ok(())
+    }
+
     /// The rows that match `query`, ordered and paged, with the rows its
     /// joins refer to.
     pub async fn list(&self, ctx: &AccessContext, query: &ListQuery) -> Result<Page, StoreError> {
@@ -545,7 +624,9 @@ impl EntityStore {
     /// `Invalid` naming the field when a required field is set to null.
     ///
     /// A row `ctx` may not read is `NotFound`; one it may read but not
-    /// change, or a change that would leave the update policy, is `Forbidden`.
+    /// change, a change that would leave the update policy, or a change of
+    /// an owner field (write-once unless `ctx` bypasses the policy) is
+    /// `Forbidden`.
     pub async fn update(
         &self,
         ctx: &AccessContext,
@@ -577,8 +658,9 @@ impl EntityStore {
 
     /// Whole replacement: every field takes its value from `row` (omitted
     /// nullable fields become null). `row` may repeat the id but not change it.
-    /// Fields `ctx` may not write keep their values. Policies apply as
-    /// for [`EntityStore::update`].
+    /// Fields `ctx` may not write keep their values, and so do owner
+    /// fields it leaves out (they are write-once for callers the policy
+    /// filters). Policies apply as for [`EntityStore::update`].
     pub async fn replace(
         &self,
         ctx: &AccessContext,
@@ -596,7 +678,11 @@ impl EntityStore {
         let model = &s.inner.model;
         let values = full
             .into_iter()
-            .filter(|(k, _)| k != "id" && policy::may_write(model, e, ctx, k))
+            .filter(|(k, v)| {
+                k != "id"
+                    && policy::may_write(model, e, ctx, k)
+                    && !(v.is_null() && policy::kept_when_omitted(e, ctx, k))
+            })
             .collect();
         if unstorable(id) {
             return Err(StoreError::NotFound);
@@ -634,6 +720,7 @@ impl EntityStore {
         if !s.matches(&mut tx, e, id, Action::Update, ctx).await? {
             return Err(forbidden_change(e));
         }
+        policy::check_owners_kept(e, ctx, &old, &values)?;
         if values.is_empty() {
             return Ok(old);
         }

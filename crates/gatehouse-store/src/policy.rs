@@ -160,12 +160,11 @@ pub(crate) fn may_write(model: &Model, e: &Entity, ctx: &AccessContext, name: &s
         .is_none_or(|scope| ctx.allows(scope, false))
 }
 
-/// Fills the fields the create policy ties to a claim (`owner: "$sub"`)
-/// when the new row leaves them out.
+/// Fills the owner fields (`Policy::owner_fields`: `owner: "$sub"` in any
+/// rule) that the new row leaves out from the caller's claims. A bypass
+/// caller's row is filled too: bypass lifts the filter, not the filling,
+/// and a value it gives is kept.
 pub(crate) fn inject_owner(e: &Entity, ctx: &AccessContext, row: &mut Row) {
-    if e.policy.rule_for(Action::Create, ctx).is_none() {
-        return;
-    }
     for (field, claim) in e.policy.owner_fields() {
         let given = row.get(field).is_some_and(|v| !v.is_null());
         if !given
@@ -177,4 +176,36 @@ pub(crate) fn inject_owner(e: &Entity, ctx: &AccessContext, row: &mut Row) {
             row.insert(field.to_string(), v.clone());
         }
     }
+}
+
+/// Refuses changing an owner field of `old` (write-once, see
+/// `Policy::owner_fields`) unless the policy does not filter `ctx`. Setting
+/// it to the value it holds is no change, so a whole replacement may repeat
+/// it.
+pub(crate) fn check_owners_kept(
+    e: &Entity,
+    ctx: &AccessContext,
+    old: &Row,
+    values: &Row,
+) -> Result<(), StoreError> {
+    if e.policy.bypassed(ctx) {
+        return Ok(());
+    }
+    for (field, _) in e.policy.owner_fields() {
+        if let Some(new) = values.get(field)
+            && old.get(field).unwrap_or(&serde_json::Value::Null) != new
+        {
+            return Err(StoreError::forbidden(format!(
+                "`{}.{field}` is set when the row is created and cannot be changed",
+                e.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Whether a whole replacement by `ctx` leaves `field` as stored when it
+/// gives no value for it: an owner field the caller may not change.
+pub(crate) fn kept_when_omitted(e: &Entity, ctx: &AccessContext, field: &str) -> bool {
+    !e.policy.bypassed(ctx) && e.policy.is_owner_field(field)
 }

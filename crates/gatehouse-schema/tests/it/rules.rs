@@ -284,3 +284,49 @@ fn ordering_and_input_types_per_field() {
     assert_eq!(input("tags").as_deref(), Some("[String!]"));
     assert_eq!(books.input_type(), None);
 }
+
+#[test]
+fn owner_fields_are_those_a_rule_ties_to_a_claim() {
+    let m = load_ok(&[(
+        "a.graphql",
+        r#"
+type Query { tasks: [Task!]! }
+type Board @policy(read: {owner: "$sub"}) { id: ID! owner: String! name: String! }
+type Task @policy(
+  read: {OR: [{public: true}, {AND: [{org: "$org"}, {title_contains: "$sub"}]}]}
+  update: {NOT: {blocked: "$sub"}}
+  delete: {board: {owner: "$sub"}}
+  create: {reviewer_in: ["$sub"]}
+) {
+  id: ID!
+  org: String!
+  title: String!
+  public: Boolean
+  blocked: String
+  reviewer: String
+  board: Board
+}
+"#,
+    )]);
+    let task = m.entity("Task").unwrap();
+    // Equality with a claim at any depth of AND/OR; not under NOT, not
+    // another operator, not a field of the row a path reaches.
+    assert_eq!(task.policy.owner_fields(), vec![("org", "org")]);
+    for (field, owner) in [
+        ("org", true),
+        ("title", false),
+        ("blocked", false),
+        ("reviewer", false),
+        ("board", false),
+    ] {
+        assert_eq!(task.policy.is_owner_field(field), owner, "{field}");
+        let f = task.field(field).unwrap();
+        assert_eq!(task.settable_on_update(f), !owner, "{field}");
+    }
+    // An owner field may be left out of a create even when required.
+    assert!(!task.required_on_create(task.field("org").unwrap()));
+    assert!(task.required_on_create(task.field("title").unwrap()));
+    let board = m.entity("Board").unwrap();
+    assert!(!board.required_on_create(board.field("owner").unwrap()));
+    assert!(!board.settable_on_update(board.field("id").unwrap()));
+}

@@ -133,3 +133,44 @@ fn scaffold_of_types_alone() {
         full.err().map(|d| d.to_string()).unwrap_or_default()
     );
 }
+
+#[test]
+fn scaffold_leaves_owner_fields_out_of_update_inputs() {
+    let types = r#"
+type Task @policy(update: {org: "$org"}, delete: {createdBy: "$sub"}) {
+  id: ID!
+  org: String!
+  createdBy: String
+  title: String!
+}
+"#;
+    let opts = LoadOptions {
+        require_query: false,
+    };
+    let model =
+        gatehouse_schema::load_sources_with(&sources(&[("a.graphql", types)]), opts).unwrap();
+    let out = scaffold(&model);
+    let input = |name: &str| -> String {
+        let at = out.find(&format!("input {name} {{")).unwrap();
+        out[at..].split_once('}').unwrap().0.to_string()
+    };
+    let create = input("TaskCreateInput");
+    let update = input("TaskUpdateInput");
+    // Filled from the claims on create, so optional there even when required.
+    assert!(create.contains("  org: String\n"), "{create}");
+    assert!(create.contains("  createdBy: String\n"), "{create}");
+    assert!(update.contains("  title: String\n"), "{update}");
+    assert!(
+        !update.contains("org") && !update.contains("createdBy"),
+        "{update}"
+    );
+    let full = load_sources(&sources(&[
+        ("a.graphql", types),
+        ("scaffold.graphql", &out),
+    ]));
+    assert!(
+        full.is_ok(),
+        "{}",
+        full.err().map(|d| d.to_string()).unwrap_or_default()
+    );
+}

@@ -11,6 +11,7 @@ mod durability;
 mod feed;
 mod filters;
 mod migration;
+mod owners;
 mod pool;
 mod prepared;
 mod relations;
