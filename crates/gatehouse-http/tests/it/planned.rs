@@ -541,7 +541,6 @@ async fn new_input_object_variables_run_planned_when_certainly_valid() {
 #[tokio::test]
 async fn statements_reused_across_ids_answer_alike_on_postgres() {
     let Some(db) = TestDb::postgres().await else {
-        eprintln!("GATEHOUSE_TEST_POSTGRES_URL not set: skipped");
         return;
     };
     let s = seed(start_in(db, GraphqlOptions::default(), 1 << 20).await).await;

@@ -791,7 +791,6 @@ async fn anonymous_reads_may_subscribe_when_configured() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_event_reaches_a_subscriber_on_another_instance() {
     let Some(db) = TestDb::postgres().await else {
-        eprintln!("GATEHOUSE_TEST_POSTGRES_URL not set: skipped");
         return;
     };
     let model = example_model();
