@@ -21,6 +21,7 @@ mod http;
 mod oauth1;
 mod process;
 mod server;
+mod wait;
 
 pub use db::{
     IntoModel, POSTGRES_URL_VAR, PostgresRun, REQUIRE_POSTGRES_VAR, TestDb, open_store,
@@ -32,3 +33,4 @@ pub use http::{graphql, header, password_token};
 pub use oauth1::{OAuth1Sig, nonce};
 pub use process::{ServerProcess, command};
 pub use server::{Port, TestServer};
+pub use wait::{eventually, listening};

@@ -758,8 +758,8 @@ async fn a_subscription_event_reports_a_forbidden_relation() {
         .unwrap()["id"]
         .clone();
     let writer = async {
-        // Until the subscription listens: the event is written after it started.
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        // The event is written once the subscription listens.
+        gatehouse_testkit::listening(&store, 1).await;
         let mut book = gatehouse_store::Row::new();
         book.insert("title".into(), json!("T"));
         book.insert("author".into(), id);
