@@ -28,9 +28,7 @@ async fn nothing(rx: &mut Receiver<ChangeEvent>) {
 /// Two stores on one fresh PostgreSQL database (two instances, each with
 /// its own listener); `None` without PostgreSQL (the kit says so).
 async fn two_instances() -> Option<(TestDb, Store, Store)> {
-    let Some(db) = TestDb::postgres().await else {
-        return None;
-    };
+    let db = TestDb::postgres().await?;
     let one = db.open(SDL).await;
     let two = db.open_with(SDL, StoreOptions::default()).await.unwrap();
     Some((db, one, two))
