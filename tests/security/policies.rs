@@ -498,34 +498,52 @@ async fn field_scopes_hide_values_filters_and_orderings() {
     }
 }
 
-/// Reads one SSE stream's `next` events for `wait`.
-async fn sse_events(
-    s: &Server,
-    token: &str,
-    query: &str,
-    wait: Duration,
-) -> tokio::task::JoinHandle<String> {
-    let r = s
-        .client
-        .post(format!("{}/graphql", s.base))
-        .bearer_auth(token)
-        .header("accept", "text/event-stream")
-        .json(&json!({"query": query}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    tokio::spawn(async move {
-        let mut r = r;
-        let mut text = String::new();
-        let _ = tokio::time::timeout(wait, async {
+/// One SSE stream, read in the background: its text so far. Reading stops
+/// when it is dropped.
+struct Sse {
+    text: std::sync::Arc<std::sync::Mutex<String>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Sse {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Sse {
+    async fn open(s: &Server, token: &str, query: &str) -> Sse {
+        let mut r = s
+            .client
+            .post(format!("{}/graphql", s.base))
+            .bearer_auth(token)
+            .header("accept", "text/event-stream")
+            .json(&json!({"query": query}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = text.clone();
+        let task = tokio::spawn(async move {
             while let Ok(Some(chunk)) = r.chunk().await {
-                text.push_str(&String::from_utf8_lossy(&chunk));
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&chunk));
             }
-        })
-        .await;
-        text
-    })
+        });
+        Sse { text, task }
+    }
+
+    fn text(&self) -> String {
+        self.text.lock().unwrap().clone()
+    }
+
+    /// Waits until the stream has carried `needle`.
+    async fn until(&self, needle: &str) {
+        let what = format!("an event with {needle:?} (so far: {:?})", self.text());
+        gatehouse_testkit::eventually(&what, || self.text().contains(needle)).await;
+    }
 }
 
 #[tokio::test]
@@ -535,12 +553,28 @@ async fn subscription_events_reach_only_readers_of_the_row() {
         let alice = s.token("alice").await;
         let bob = s.token("bob").await;
         let q = "subscription { memoCreated { title } }";
-        let to_bob = sse_events(&s, &bob, q, Duration::from_secs(3)).await;
-        let to_alice = sse_events(&s, &alice, q, Duration::from_secs(3)).await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        let to_bob = Sse::open(&s, &bob, q).await;
+        let to_alice = Sse::open(&s, &alice, q).await;
+        // Published probes, which both may read, until each stream has had
+        // one: both listen from then on.
+        let mut probes = 0;
+        while !(to_bob.text().contains("probe") && to_alice.text().contains("probe")) {
+            assert!(probes < 200, "{b}: the streams never listened");
+            let vars = json!({"t": format!("probe-{probes}"), "p": true, "d": "x"});
+            s.data(&alice, CREATE, vars).await;
+            probes += 1;
+            let _ = tokio::time::timeout(Duration::from_millis(50), async {
+                to_bob.until("probe").await;
+                to_alice.until("probe").await;
+            })
+            .await;
+        }
         memos(&s, &alice, &bob).await;
-        let bob_saw = to_bob.await.unwrap();
-        let alice_saw = to_alice.await.unwrap();
+        // A last event both may read: everything before it has arrived.
+        s.data(&bob, CREATE, json!({"t": "last", "p": true})).await;
+        to_bob.until("last").await;
+        to_alice.until("last").await;
+        let (bob_saw, alice_saw) = (to_bob.text(), to_alice.text());
         assert!(bob_saw.contains("a-open"), "{b}: {bob_saw}");
         assert!(bob_saw.contains("b-private"), "{b}: {bob_saw}");
         assert!(!bob_saw.contains("a-private"), "{b}: {bob_saw}");

@@ -609,8 +609,10 @@ impl SqlAuthRepo {
     }
 }
 
-fn store_err(op: &str, e: impl std::fmt::Display) -> RepoError {
-    RepoError::new(format!("{op}: {e}"))
+/// A database error as a [`RepoError`]: an internal cause, logged and
+/// shown by the CLI, never to API users, so it keeps what the driver said.
+fn store_err(op: &str, e: DbError) -> RepoError {
+    RepoError::new(format!("{op}: {}", e.with_cause()))
 }
 
 /// Driver errors as [`RepoError`]s. A duplicate key gets its own message;

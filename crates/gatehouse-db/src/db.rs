@@ -14,6 +14,7 @@ use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{AssertSqlSafe, Connection, PgConnection, Postgres, Row as _, Transaction};
 
+use crate::error::{Backend, open_failure};
 use crate::sqlite::{ReadConn, SqliteDb, SqliteOptions, SqliteTx, WriteConn};
 use crate::{DbError, Dialect, SqlKind, format_date};
 use gatehouse_telemetry::handles::Handles;
@@ -241,18 +242,36 @@ impl Db {
                     acquire_timeout: opts.acquire_timeout,
                     max_readers: opts.max_connections.unwrap_or(4).max(1),
                 })
-                .map_err(open_error)?,
+                .map_err(|e| open_error(Backend::Sqlite, e))?,
             )
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let options = PgConnectOptions::from_str(url)
                 .map_err(|e| DbError::invalid("database", format!("bad PostgreSQL URL: {e}")))?;
-            let pool = PgPoolOptions::new()
+            let pool = match PgPoolOptions::new()
                 .max_connections(opts.max_connections.unwrap_or(10).max(2))
                 .acquire_timeout(opts.acquire_timeout)
                 .test_before_acquire(false)
-                .connect_with(options)
+                .connect_with(options.clone())
                 .await
-                .map_err(open_error)?;
+            {
+                Ok(pool) => pool,
+                // The pool retries refused connections until its timeout
+                // and then says only that it timed out: one direct attempt
+                // says why (connection refused, no such host).
+                Err(e @ sqlx::Error::PoolTimedOut) => {
+                    let attempt = tokio::time::timeout(
+                        opts.acquire_timeout,
+                        <sqlx::PgConnection as sqlx::Connection>::connect_with(&options),
+                    )
+                    .await;
+                    let cause = match attempt {
+                        Ok(Err(why)) => why,
+                        _ => e,
+                    };
+                    return Err(open_error(Backend::Postgres, cause));
+                }
+                Err(e) => return Err(open_error(Backend::Postgres, e)),
+            };
             Pools::Postgres(pool)
         } else {
             return Err(DbError::invalid(
@@ -399,10 +418,10 @@ impl Db {
     }
 }
 
-fn open_error(e: sqlx::Error) -> DbError {
+fn open_error(backend: Backend, e: sqlx::Error) -> DbError {
     match e {
         sqlx::Error::Configuration(_) => DbError::invalid("database", e.to_string()),
-        other => DbError::from(other),
+        other => open_failure(backend, other),
     }
 }
 

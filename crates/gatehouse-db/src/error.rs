@@ -10,9 +10,23 @@ use std::fmt;
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
     /// The database cannot be reached right now (connection refused, pool
-    /// timeout, I/O error, SQLite busy); retrying later may succeed.
+    /// timeout, I/O error, SQLite busy); retrying later may succeed. The
+    /// driver's error is the source: logged and shown by the CLI
+    /// ([`DbError::with_cause`]), never in the message.
     #[error("storage unavailable")]
-    Unavailable,
+    Unavailable(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The database the URL names cannot be opened: it does not exist,
+    /// refuses the credentials, cannot be reached or created. Only opening
+    /// fails this way, before any request is served, so the text is for the
+    /// operator who gave the URL: the driver's cause (never the URL or its
+    /// password), then what to do.
+    #[error("{cause}; {remedy}")]
+    Open {
+        /// What the driver or the file system said.
+        cause: String,
+        /// What to do about it.
+        remedy: String,
+    },
     /// A value or setting the database refuses, in words fit for the user
     /// who gave it (a bad database URL; a value PostgreSQL cannot store).
     #[error("{field}: {message}")]
@@ -38,6 +52,13 @@ impl DbError {
             field: field.into(),
             message: message.into(),
         }
+    }
+
+    /// The message with the cause it hides ([`DbError::Unavailable`],
+    /// [`DbError::Internal`]): for operators (logs, the CLI), never for
+    /// API users.
+    pub fn with_cause(&self) -> String {
+        with_sources(self)
     }
 
     /// A [`DbError::Internal`] from any displayable cause; the cause is logged here.
@@ -71,11 +92,11 @@ impl From<sqlx::Error> for DbError {
             | sqlx::Error::Io(_)
             | sqlx::Error::Tls(_) => {
                 tracing::warn!(error = %e, "storage unavailable");
-                DbError::Unavailable
+                DbError::Unavailable(Box::new(e))
             }
             sqlx::Error::Database(ref db) if is_unavailable_code(db.code().as_deref()) => {
                 tracing::warn!(error = %e, "storage unavailable");
-                DbError::Unavailable
+                DbError::Unavailable(Box::new(e))
             }
             // PostgreSQL class 22 (data exception): a value the database
             // refuses, such as NUL in a lookup key, is the client's
@@ -87,6 +108,77 @@ impl From<sqlx::Error> for DbError {
             other => DbError::internal(other),
         }
     }
+}
+
+/// `e`'s message followed by those of its sources: `a: b: c`.
+pub fn with_sources(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        let part = cause.to_string();
+        // A source whose text the message already quotes adds nothing.
+        if !text.ends_with(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        next = cause.source();
+    }
+    text
+}
+
+/// Classifies a failure to open the database at `url`: what the driver
+/// said, and what to do about it (the URL itself is never quoted: it may
+/// hold a password).
+pub(crate) fn open_failure(url_kind: Backend, e: sqlx::Error) -> DbError {
+    let cause = match &e {
+        sqlx::Error::Database(db) => db.message().to_string(),
+        other => with_sources(other),
+    };
+    let code = match &e {
+        sqlx::Error::Database(db) => db.code().map(|c| c.into_owned()),
+        _ => None,
+    };
+    let remedy = match (url_kind, code.as_deref(), &e) {
+        // invalid_catalog_name
+        (Backend::Postgres, Some("3D000"), _) => {
+            "create the database first (`createdb NAME`, or `CREATE DATABASE` in psql), \
+             or correct its name in the URL"
+        }
+        // invalid_authorization_specification, invalid_password
+        (Backend::Postgres, Some("28000" | "28P01"), _) => {
+            "check the user and password in the URL, and that the server's \
+             pg_hba.conf lets this user connect from this host"
+        }
+        (Backend::Postgres, Some(c), _) if c.starts_with("53") || c.starts_with("57P") => {
+            "the server is refusing connections (too many, or shutting down): retry later"
+        }
+        (Backend::Postgres, Some("42501"), _) => {
+            "grant this user the privileges it needs (CONNECT on the database, CREATE on its schema)"
+        }
+        (Backend::Postgres, _, sqlx::Error::Tls(_)) => {
+            "check the TLS settings of the URL (`sslmode`, `sslrootcert`) against the server's"
+        }
+        (Backend::Postgres, ..) => {
+            "check that PostgreSQL is running and reachable at the URL's host and port \
+             (`pg_isready -h HOST -p PORT`)"
+        }
+        (Backend::Sqlite, ..) => {
+            "check that the path is right, that its directory exists or can be created, \
+             and that this user may read and write it"
+        }
+    };
+    tracing::debug!(error = %cause, "the database does not open");
+    DbError::Open {
+        cause,
+        remedy: remedy.to_string(),
+    }
+}
+
+/// The backend a URL names, for [`open_failure`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Backend {
+    Sqlite,
+    Postgres,
 }
 
 /// SQLite BUSY/LOCKED (5, 6 and their extended codes) and PostgreSQL

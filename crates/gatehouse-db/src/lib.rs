@@ -18,7 +18,7 @@ mod wal_index;
 
 pub use db::{Built, Conn, Db, DbOptions, DbRow, PoolStats, Pooled, Tx};
 pub use dialect::{DATE_FORMAT, Dialect, SCHEMA_LOCK, SqlKind, format_date, q};
-pub use error::DbError;
+pub use error::{DbError, with_sources};
 
 /// A PostgreSQL connection pool, for the few users that talk to sqlx
 /// directly (the change-feed listener).

@@ -427,6 +427,21 @@ impl AuthFailure {
         }
     }
 
+    /// Why, in words, for the log: the refusal and its detail, the OAuth
+    /// 1.0 reason the caller is not told included (never a credential).
+    pub fn log_reason(&self) -> String {
+        match self {
+            AuthFailure::Missing => "no credentials".into(),
+            AuthFailure::InvalidToken(d) => format!("invalid access token: {d}"),
+            AuthFailure::BadCredentials => "wrong user name or password".into(),
+            AuthFailure::UnsupportedScheme => "unsupported Authorization scheme".into(),
+            AuthFailure::Unavailable => "credentials cannot be checked right now".into(),
+            AuthFailure::OAuth1Invalid(d) => format!("invalid OAuth 1.0 request: {d}"),
+            AuthFailure::OAuth1Rejected(d) => format!("OAuth 1.0 request refused: {d}"),
+            AuthFailure::Throttled(wait) => format!("throttled for {wait} s"),
+        }
+    }
+
     /// Seconds for `Retry-After`, for [`AuthFailure::Throttled`]. The
     /// response builders must send it with the 429.
     pub fn retry_after(&self) -> Option<u64> {
@@ -471,7 +486,7 @@ pub(crate) async fn graphql_layer(
             resp
         }
         Err(f) => {
-            tracing::info!(reason = ?std::mem::discriminant(&f), "GraphQL request not authenticated");
+            tracing::info!(reason = %f.log_reason(), "GraphQL request not authenticated");
             let code = if f == AuthFailure::Unavailable {
                 gatehouse_graphql::error::Code::ServiceUnavailable
             } else {

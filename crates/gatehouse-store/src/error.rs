@@ -6,9 +6,11 @@ use gatehouse_db::DbError;
 
 /// Everything a store operation can fail with.
 ///
-/// The `Display` text of every variant except [`StoreError::Internal`] is safe
-/// to show to API users; `Internal` hides its cause (it is logged where it is
-/// created) so that SQL and driver details never leak.
+/// The `Display` text of every variant is safe to show to API users:
+/// `Internal` hides its cause (it is logged where it is created, and is the
+/// error's `source()`) so that SQL and driver details never leak. Operators
+/// get the cause too ([`StoreError::with_cause`], or the `source()` chain
+/// the CLI prints).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The row addressed by id does not exist (update, replace, delete of a missing id).
@@ -44,6 +46,17 @@ pub enum StoreError {
     /// timeout, I/O error); retrying later may succeed.
     #[error("storage unavailable")]
     Unavailable,
+    /// The database the URL names cannot be opened (it does not exist,
+    /// refuses the credentials, cannot be reached or created): the driver's
+    /// cause and what to do. Only opening a store fails this way, before any
+    /// request is served; the text is for the operator who gave the URL.
+    #[error("{cause}; {remedy}")]
+    Open {
+        /// What the driver or the file system said.
+        cause: String,
+        /// What to do about it.
+        remedy: String,
+    },
     /// The stored tables differ from the Model in ways that lose data; the
     /// plan is refused until `allow_destructive` is set.
     #[error("{}", render_refused(steps))]
@@ -98,6 +111,12 @@ impl StoreError {
         StoreError::from(DbError::internal(cause))
     }
 
+    /// The message with the cause it hides ([`StoreError::Internal`]): for
+    /// operators (logs, the CLI), never for API users.
+    pub fn with_cause(&self) -> String {
+        gatehouse_db::with_sources(self)
+    }
+
     /// A stable machine-readable code for the variant.
     pub fn code(&self) -> &'static str {
         match self {
@@ -105,7 +124,7 @@ impl StoreError {
             StoreError::Conflict { .. } => "CONFLICT",
             StoreError::Invalid { .. } => "BAD_USER_INPUT",
             StoreError::Forbidden { .. } => "FORBIDDEN",
-            StoreError::Unavailable => "UNAVAILABLE",
+            StoreError::Unavailable | StoreError::Open { .. } => "UNAVAILABLE",
             StoreError::DestructiveMigration { .. } => "DESTRUCTIVE_MIGRATION",
             StoreError::Internal(_) => "INTERNAL",
         }
@@ -115,7 +134,9 @@ impl StoreError {
 impl From<DbError> for StoreError {
     fn from(e: DbError) -> Self {
         match e {
-            DbError::Unavailable => StoreError::Unavailable,
+            // The cause was logged when the error was classified.
+            DbError::Unavailable(_) => StoreError::Unavailable,
+            DbError::Open { cause, remedy } => StoreError::Open { cause, remedy },
             DbError::Invalid { field, message } => StoreError::Invalid { field, message },
             DbError::Internal(cause) => StoreError::Internal(cause),
         }

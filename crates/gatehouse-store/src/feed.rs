@@ -142,6 +142,11 @@ impl Local {
         self.sender().subscribe()
     }
 
+    /// How many receivers the current channel has.
+    pub(crate) fn receivers(&self) -> usize {
+        self.sender().receiver_count()
+    }
+
     /// Ends every current receiver's feed (they get `RecvError::Closed`
     /// once the events already queued for them are read); later
     /// subscribers get a new channel.

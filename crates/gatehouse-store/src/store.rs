@@ -183,6 +183,14 @@ impl Store {
         self.inner.events.subscribe()
     }
 
+    /// How many receivers from [`Store::subscribe`] are open: a
+    /// subscription is listening once it holds one, so this is the signal
+    /// that a change made from now on reaches it (tests wait on it rather
+    /// than sleep).
+    pub fn feed_receivers(&self) -> usize {
+        self.inner.events.receivers()
+    }
+
     /// Checks that the database answers (for `/readyz`).
     pub async fn ping(&self) -> Result<(), StoreError> {
         let mut c = self.inner.db.read().await?;

@@ -8,18 +8,67 @@ use gatehouse_schema::Model;
 use gatehouse_store::{Store, StoreError, StoreOptions};
 use sqlx::Connection;
 
-/// `GATEHOUSE_TEST_POSTGRES_URL`, when set: a PostgreSQL server whose user
-/// may create databases. Panics when CI requires PostgreSQL
-/// (`GATEHOUSE_REQUIRE_POSTGRES=1`) but did not configure it, so a skipped
-/// PostgreSQL run cannot pass silently.
-pub fn postgres_url() -> Option<String> {
-    let url = std::env::var("GATEHOUSE_TEST_POSTGRES_URL")
-        .ok()
-        .filter(|s| !s.is_empty());
-    if url.is_none() && std::env::var("GATEHOUSE_REQUIRE_POSTGRES").is_ok_and(|v| v == "1") {
-        panic!("GATEHOUSE_REQUIRE_POSTGRES=1 but GATEHOUSE_TEST_POSTGRES_URL is not set");
+/// The variable naming the PostgreSQL server tests run on.
+pub const POSTGRES_URL_VAR: &str = "GATEHOUSE_TEST_POSTGRES_URL";
+/// The variable that turns a skipped PostgreSQL case into a failure (CI).
+pub const REQUIRE_POSTGRES_VAR: &str = "GATEHOUSE_REQUIRE_POSTGRES";
+
+/// What a test that wants PostgreSQL does, from the two variables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PostgresRun {
+    /// Run on this server.
+    On(String),
+    /// Skip the PostgreSQL case (and say so).
+    Skip,
+    /// Fail: PostgreSQL is required but not configured.
+    Required,
+}
+
+impl PostgresRun {
+    /// The decision for `url` (`GATEHOUSE_TEST_POSTGRES_URL`) and `require`
+    /// (`GATEHOUSE_REQUIRE_POSTGRES`): required when set to anything but
+    /// empty or `0`.
+    pub fn decide(url: Option<String>, require: Option<String>) -> PostgresRun {
+        match url.filter(|u| !u.is_empty()) {
+            Some(url) => PostgresRun::On(url),
+            None if require.is_some_and(|r| !r.is_empty() && r != "0") => PostgresRun::Required,
+            None => PostgresRun::Skip,
+        }
     }
-    url
+}
+
+/// The PostgreSQL server of `GATEHOUSE_TEST_POSTGRES_URL` (its user may
+/// create databases), or `None` after saying on stderr which test skips
+/// its PostgreSQL case. Panics when `GATEHOUSE_REQUIRE_POSTGRES` is set
+/// (CI) and the URL is not, so a skipped PostgreSQL run cannot pass
+/// silently. Every test that wants PostgreSQL asks here.
+pub fn postgres_url() -> Option<String> {
+    let run = PostgresRun::decide(
+        std::env::var(POSTGRES_URL_VAR).ok(),
+        std::env::var(REQUIRE_POSTGRES_VAR).ok(),
+    );
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("this test")
+        .to_string();
+    match run {
+        PostgresRun::On(url) => Some(url),
+        PostgresRun::Required => panic!(
+            "{REQUIRE_POSTGRES_VAR} is set but {POSTGRES_URL_VAR} is not: {test} cannot run \
+             on PostgreSQL (set {POSTGRES_URL_VAR} to a server whose user may create databases)"
+        ),
+        PostgresRun::Skip => {
+            // Straight to stderr, past the test harness's capture: a skip
+            // shows in a passing run too.
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED on PostgreSQL: {test} ({POSTGRES_URL_VAR} is not set; set it, e.g. \
+                 postgres://postgres@127.0.0.1:5432/test, to run it)"
+            );
+            None
+        }
+    }
 }
 
 /// Opens the store at `url` for `model`: every test opens its stores here,
@@ -91,8 +140,8 @@ impl TestDb {
         }
     }
 
-    /// A new PostgreSQL database on the [`postgres_url`] server; `None`
-    /// when none is configured.
+    /// A new PostgreSQL database on the [`postgres_url`] server; `None`,
+    /// after saying so on stderr, when none is configured.
     pub async fn postgres() -> Option<TestDb> {
         let admin = postgres_url()?;
         let name = format!("gatehouse_test_{}", uuid::Uuid::now_v7().simple());
@@ -188,5 +237,40 @@ impl Drop for TestDb {
             });
         })
         .join();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PostgresRun;
+
+    #[test]
+    fn a_postgres_case_runs_skips_or_fails() {
+        let some = |s: &str| Some(s.to_string());
+        let url = "postgres://u@h/db";
+        assert_eq!(
+            PostgresRun::decide(some(url), None),
+            PostgresRun::On(url.into())
+        );
+        assert_eq!(
+            PostgresRun::decide(some(url), some("1")),
+            PostgresRun::On(url.into())
+        );
+        assert_eq!(PostgresRun::decide(None, None), PostgresRun::Skip);
+        assert_eq!(PostgresRun::decide(some(""), None), PostgresRun::Skip);
+        assert_eq!(PostgresRun::decide(None, some("0")), PostgresRun::Skip);
+        assert_eq!(PostgresRun::decide(None, some("")), PostgresRun::Skip);
+        for set in ["1", "true", "yes"] {
+            assert_eq!(
+                PostgresRun::decide(None, some(set)),
+                PostgresRun::Required,
+                "{set}"
+            );
+            assert_eq!(
+                PostgresRun::decide(some(""), some(set)),
+                PostgresRun::Required,
+                "{set}"
+            );
+        }
     }
 }

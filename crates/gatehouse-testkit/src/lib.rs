@@ -8,8 +8,9 @@
 //! see two copies of that crate's types.
 //!
 //! PostgreSQL runs when `GATEHOUSE_TEST_POSTGRES_URL` names a server whose
-//! user may create databases; `GATEHOUSE_REQUIRE_POSTGRES=1` (CI) makes its
-//! absence fail the tests that want it instead of skipping them.
+//! user may create databases; without it each such test says on stderr that
+//! it skips its PostgreSQL case, and `GATEHOUSE_REQUIRE_POSTGRES` (CI) makes
+//! the absence fail them instead ([`postgres_url`], the one place asked).
 // A test kit reports a broken fixture by failing the test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -20,11 +21,16 @@ mod http;
 mod oauth1;
 mod process;
 mod server;
+mod wait;
 
-pub use db::{IntoModel, TestDb, open_store, postgres_url};
+pub use db::{
+    IntoModel, POSTGRES_URL_VAR, PostgresRun, REQUIRE_POSTGRES_VAR, TestDb, open_store,
+    postgres_url,
+};
 pub use fixtures::{EXAMPLE_SCHEMA, example_model, example_sources, model, repo_root};
 pub use http::{graphql, header, password_token};
 #[cfg(feature = "oauth1")]
 pub use oauth1::{OAuth1Sig, nonce};
 pub use process::{ServerProcess, command};
 pub use server::{Port, TestServer};
+pub use wait::{eventually, listening};

@@ -164,12 +164,7 @@ async fn open_auth_store(config: &crate::config::Config) -> anyhow::Result<gateh
     };
     gatehouse_store::Store::connect(&config.database, std::sync::Arc::new(model), opts)
         .await
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "opening the store {}: {e}",
-                crate::redact_url(&config.database)
-            )
-        })
+        .map_err(|e| crate::open_failed("the store", &config.database, e))
 }
 
 fn scopes(s: &str) -> Vec<String> {

@@ -58,8 +58,12 @@ fn key_file_path(config: &Config) -> PathBuf {
     }
 }
 
+/// Creates `path` (it must not exist) holding `content`, readable and
+/// writable by the owner only: the file is created with mode 0600, so it is
+/// never readable by others, not even between its creation and a chmod.
+/// Every file the binary writes that holds a secret is written here.
 #[cfg(unix)]
-fn write_private(path: &Path, content: &str) -> anyhow::Result<()> {
+pub(crate) fn write_private(path: &Path, content: &str) -> anyhow::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new()
@@ -74,7 +78,7 @@ fn write_private(path: &Path, content: &str) -> anyhow::Result<()> {
 }
 
 #[cfg(not(unix))]
-fn write_private(path: &Path, content: &str) -> anyhow::Result<()> {
+pub(crate) fn write_private(path: &Path, content: &str) -> anyhow::Result<()> {
     std::fs::write(path, content).with_context(|| format!("creating {}", path.display()))
 }
 

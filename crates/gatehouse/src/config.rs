@@ -591,10 +591,25 @@ pub fn load_with_env(
 
 fn describe(e: &figment::Error) -> String {
     let mut s = String::new();
-    if !e.path.is_empty() {
-        s.push_str(&format!("`{}`: ", e.path.join(".")));
+    let path = match &e.kind {
+        // The path ends with the unknown key, which the message names.
+        figment::error::Kind::UnknownField(..) => &e.path[..e.path.len().saturating_sub(1)],
+        _ => &e.path[..],
+    };
+    if !path.is_empty() {
+        s.push_str(&format!("`{}`: ", path.join(".")));
     }
-    s.push_str(&e.kind.to_string());
+    match &e.kind {
+        // figment's own text quotes the list of keys inside quotes
+        // (``expected `one of `a`, `b``"): one key to try reads better.
+        figment::error::Kind::UnknownField(found, expected) => {
+            s.push_str(&format!("unknown key `{found}`"));
+            if let Some(c) = closest(found, expected.iter().copied()) {
+                s.push_str(&format!("; did you mean `{c}`?"));
+            }
+        }
+        kind => s.push_str(&kind.to_string()),
+    }
     if let Some(md) = &e.metadata
         && md.name.contains("environment")
     {
@@ -658,11 +673,33 @@ fn resolve_relative(dict: &mut Dict, base: &Path) {
     }
 }
 
+/// `IP:PORT`, `[IPv6]:PORT` or `HOST:PORT`. Host names are resolved when
+/// the server binds (the first address that binds is used), not here:
+/// loading the configuration does no network I/O.
+fn is_host_port(text: &str) -> bool {
+    if text.parse::<std::net::SocketAddr>().is_ok() {
+        return true;
+    }
+    let Some((host, port)) = text.rsplit_once(':') else {
+        return false;
+    };
+    port.parse::<u16>().is_ok()
+        && !host.is_empty()
+        && host.len() <= 253
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && !label.starts_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+}
+
 fn validate(c: &Config) -> Result<(), String> {
     let mut problems = Vec::new();
-    if c.listen.parse::<std::net::SocketAddr>().is_err() {
+    if !is_host_port(&c.listen) {
         problems.push(format!(
-            "`listen`: {:?} is not an address like 127.0.0.1:8080",
+            "`listen`: {:?} is not an address like 127.0.0.1:8080 or localhost:8080",
             c.listen
         ));
     }
@@ -716,10 +753,10 @@ fn validate(c: &Config) -> Result<(), String> {
         problems.push("`tls`: set both `cert` and `key`, or neither".into());
     }
     if let Some(m) = &c.metrics.listen
-        && m.parse::<std::net::SocketAddr>().is_err()
+        && !is_host_port(m)
     {
         problems.push(format!(
-            "`metrics.listen`: {m:?} is not an address like 127.0.0.1:9090"
+            "`metrics.listen`: {m:?} is not an address like 127.0.0.1:9090 or localhost:9090"
         ));
     }
     if c.store.acquire_timeout.0 == 0 {
@@ -784,9 +821,29 @@ fn validate(c: &Config) -> Result<(), String> {
     }
 }
 
-/// `GATEHOUSE_<SECTION>_<KEY>` and `GATEHOUSE_<KEY>` variables that name a
-/// known key. Other `GATEHOUSE_*` variables (such as `GATEHOUSE_SECRET`) are
-/// not configuration keys and are left alone.
+/// `GATEHOUSE_*` variables that are not configuration keys: read by the
+/// binary itself (`GATEHOUSE_SECRET`, `GATEHOUSE_LOG`,
+/// `GATEHOUSE_LOG_FORMAT`) or by the test suites and benchmark scripts,
+/// which export them into environments where the binary runs. Every other
+/// `GATEHOUSE_*` variable must name a key (`docs/configuration.md` lists
+/// both; a test holds the list to it).
+pub const NOT_CONFIG_VARS: [&str; 10] = [
+    "GATEHOUSE_SECRET",
+    "GATEHOUSE_LOG",
+    "GATEHOUSE_LOG_FORMAT",
+    "GATEHOUSE_TEST_POSTGRES_URL",
+    "GATEHOUSE_REQUIRE_POSTGRES",
+    "GATEHOUSE_DURABILITY_DB",
+    "GATEHOUSE_EXTERNAL_DATABASE",
+    "GATEHOUSE_BIN",
+    "GATEHOUSE_SRC",
+    "GATEHOUSE_DESC",
+];
+
+/// `GATEHOUSE_<SECTION>_<KEY>` and `GATEHOUSE_<KEY>` variables. A
+/// `GATEHOUSE_*` variable that names no key and is not one of
+/// [`NOT_CONFIG_VARS`] is an error naming the closest key, as an unknown
+/// key in the file is: a misspelled variable is never silently ignored.
 struct EnvProvider {
     vars: Vec<(String, String)>,
 }
@@ -794,9 +851,60 @@ struct EnvProvider {
 impl EnvProvider {
     fn new(env: impl Iterator<Item = (String, String)>) -> Self {
         Self {
-            vars: env.filter(|(k, _)| k.starts_with(ENV_PREFIX)).collect(),
+            vars: env
+                .filter(|(k, _)| {
+                    k.starts_with(ENV_PREFIX) && !NOT_CONFIG_VARS.contains(&k.as_str())
+                })
+                .collect(),
         }
     }
+}
+
+/// The variable names of every key the environment can set, by the
+/// dictionary path they set (`("limits", "max_page_size")`, or `("", "listen")`).
+fn env_keys(defaults: &Dict) -> Vec<(String, &'static str, String)> {
+    let mut out = Vec::new();
+    for (key, value) in defaults {
+        match SECTIONS.iter().find(|s| **s == key.as_str()) {
+            Some(section) => {
+                let mut keys: Vec<String> = value
+                    .as_dict()
+                    .map(|d| d.keys().cloned().collect())
+                    .unwrap_or_default();
+                for optional in OPTIONAL_SECTION_KEYS {
+                    if let Some(k) = optional.strip_prefix(&format!("{section}.")) {
+                        keys.push(k.to_string());
+                    }
+                }
+                keys.sort();
+                keys.dedup();
+                for k in keys {
+                    let var = format!("{ENV_PREFIX}{section}_{k}").to_ascii_uppercase();
+                    out.push((var, *section, k));
+                }
+            }
+            // Lists of tables (`[[bootstrap.*]]`) exist only in the file.
+            None if value.as_dict().is_some() => {}
+            None => out.push((
+                format!("{ENV_PREFIX}{key}").to_ascii_uppercase(),
+                "",
+                key.clone(),
+            )),
+        }
+    }
+    if !defaults.contains_key("issuer") {
+        out.push((format!("{ENV_PREFIX}ISSUER"), "", "issuer".to_string()));
+    }
+    out
+}
+
+/// The candidate closest to `wanted` in spelling (Damerau-Levenshtein
+/// distance, ties to the first), for "did you mean" hints.
+pub fn closest<'a>(wanted: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let wanted = wanted.to_ascii_lowercase();
+    candidates
+        .into_iter()
+        .min_by_key(|c| strsim::damerau_levenshtein(&wanted, &c.to_ascii_lowercase()))
 }
 
 impl Provider for EnvProvider {
@@ -809,52 +917,51 @@ impl Provider for EnvProvider {
             .data()?
             .remove(&Profile::Default)
             .unwrap_or_default();
+        let known = env_keys(&defaults);
         let mut dict = Dict::new();
-        for (key, value) in &self.vars {
-            let rest = key[ENV_PREFIX.len()..].to_ascii_lowercase();
+        let mut unknown = Vec::new();
+        for (var, value) in &self.vars {
+            // Matched like the variables figment reads: case aside.
+            let upper = var.to_ascii_uppercase();
+            let Some((_, section, key)) = known.iter().find(|(v, ..)| *v == upper) else {
+                let candidates = known.iter().map(|(v, ..)| v.as_str());
+                let hint = closest(var, candidates.chain(NOT_CONFIG_VARS))
+                    .map(|c| format!("; did you mean {c}?"))
+                    .unwrap_or_default();
+                unknown.push(format!("{var} is not a configuration variable{hint}"));
+                continue;
+            };
             // Typed like figment's own `Env` provider: "true", "50", "[a, b]".
             let value = value
                 .parse::<Value>()
                 .unwrap_or_else(|_| Value::from(value.clone()));
-            let section = SECTIONS
-                .iter()
-                .find(|s| rest.starts_with(&format!("{s}_")))
-                .copied();
-            match section {
-                Some(s) => {
-                    let k = rest[s.len() + 1..].to_string();
-                    let known = defaults
-                        .get(s)
-                        .and_then(|v| v.as_dict())
-                        .is_some_and(|d| d.contains_key(&k))
-                        || OPTIONAL_SECTION_KEYS.contains(&format!("{s}.{k}").as_str());
-                    if known {
-                        let entry = dict
-                            .entry(s.to_string())
-                            .or_insert_with(|| Value::from(Dict::new()));
-                        if let Value::Dict(_, d) = entry {
-                            d.insert(k, value);
-                        }
+            if section.is_empty() {
+                let value = if key == "schema" || key == "trusted_proxies" {
+                    // A comma-separated list.
+                    match value.as_str() {
+                        Some(s) => Value::from(
+                            s.split(',')
+                                .map(|p| p.trim().to_string())
+                                .collect::<Vec<_>>(),
+                        ),
+                        None => value,
                     }
+                } else {
+                    value
+                };
+                dict.insert(key.clone(), value);
+            } else {
+                let entry = dict
+                    .entry(section.to_string())
+                    .or_insert_with(|| Value::from(Dict::new()));
+                if let Value::Dict(_, d) = entry {
+                    d.insert(key.clone(), value);
                 }
-                None if defaults.contains_key(&rest) || rest == "issuer" => {
-                    let value = if rest == "schema" || rest == "trusted_proxies" {
-                        // A comma-separated list.
-                        match value.as_str() {
-                            Some(s) => Value::from(
-                                s.split(',')
-                                    .map(|p| p.trim().to_string())
-                                    .collect::<Vec<_>>(),
-                            ),
-                            None => value,
-                        }
-                    } else {
-                        value
-                    };
-                    dict.insert(rest, value);
-                }
-                None => {}
             }
+        }
+        if !unknown.is_empty() {
+            unknown.sort();
+            return Err(figment::Error::from(unknown.join("; ")));
         }
         Ok(Profile::Default.collect(dict))
     }
@@ -990,12 +1097,126 @@ mod tests {
         );
         let e = load_with_env(Some(&f), &CliOverrides::default(), env(&[])).unwrap_err();
         assert!(
-            e.contains("unknown field") && e.contains("max_pagesize"),
+            e.ends_with("`limits`: unknown key `max_pagesize`; did you mean `max_page_size`?"),
             "{e}"
         );
         let f = write(dir.path(), "lisen = \"x\"\n");
         let e = load_with_env(Some(&f), &CliOverrides::default(), env(&[])).unwrap_err();
-        assert!(e.contains("lisen"), "{e}");
+        assert!(
+            e.ends_with("unknown key `lisen`; did you mean `listen`?"),
+            "{e}"
+        );
+        // One level of quotes: no key list quoted inside a quote.
+        assert!(!e.contains("``") && !e.contains("one of"), "{e}");
+    }
+
+    #[test]
+    fn unknown_environment_variables_are_errors_naming_the_closest_key() {
+        for (var, closest) in [
+            (
+                "GATEHOUSE_LIMITS_MAX_PAGE_SISE",
+                "GATEHOUSE_LIMITS_MAX_PAGE_SIZE",
+            ),
+            ("GATEHOUSE_LISTN", "GATEHOUSE_LISTEN"),
+            ("GATEHOUSE_TOKEN_ACCESS_TTL", "GATEHOUSE_TOKENS_ACCESS_TTL"),
+            ("GATEHOUSE_TLS_CERTS", "GATEHOUSE_TLS_CERT"),
+            ("GATEHOUSE_SECRETS", "GATEHOUSE_SECRET"),
+        ] {
+            let e =
+                load_with_env(None, &CliOverrides::default(), env(&[(var, "1")])).expect_err(var);
+            assert!(
+                e.contains(&format!(
+                    "{var} is not a configuration variable; did you mean {closest}?"
+                )),
+                "{var}: {e}"
+            );
+        }
+        // Every misspelling is named at once.
+        let e = load_with_env(
+            None,
+            &CliOverrides::default(),
+            env(&[("GATEHOUSE_A", "1"), ("GATEHOUSE_B", "2")]),
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("GATEHOUSE_A ") && e.contains("GATEHOUSE_B "),
+            "{e}"
+        );
+        // Variables of the binary and of the test and benchmark tooling,
+        // and every key, are accepted.
+        let mut vars: Vec<(&str, &str)> = NOT_CONFIG_VARS.iter().map(|v| (*v, "x")).collect();
+        vars.push(("GATEHOUSE_ISSUER", "https://issuer.example"));
+        vars.push(("GATEHOUSE_TLS_CERT", "c.pem"));
+        vars.push(("GATEHOUSE_TLS_KEY", "k.pem"));
+        vars.push(("GATEHOUSE_STORE_MAX_CONNECTIONS", "3"));
+        vars.push(("GATEHOUSE_AUTH_INTROSPECTION_AUDIENCE", "api"));
+        let l = load_with_env(None, &CliOverrides::default(), env(&vars)).unwrap();
+        assert_eq!(l.config.issuer.as_deref(), Some("https://issuer.example"));
+        assert_eq!(l.config.auth.introspection_audience.as_deref(), Some("api"));
+        let defaults = Serialized::defaults(Config::default())
+            .data()
+            .unwrap()
+            .remove(&Profile::Default)
+            .unwrap();
+        let keys = env_keys(&defaults);
+        assert!(keys.len() > 30, "{keys:?}");
+        assert!(
+            !keys
+                .iter()
+                .any(|(v, ..)| v.starts_with("GATEHOUSE_BOOTSTRAP"))
+        );
+    }
+
+    #[test]
+    fn every_variable_that_is_not_a_key_is_documented() {
+        let doc = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/configuration.md"),
+        )
+        .unwrap();
+        let documented: std::collections::BTreeSet<&str> = doc
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `GATEHOUSE_")?.split('`').next())
+            .collect();
+        let allowed: std::collections::BTreeSet<&str> = NOT_CONFIG_VARS
+            .iter()
+            .map(|v| v.trim_start_matches("GATEHOUSE_"))
+            .collect();
+        assert_eq!(documented, allowed, "docs/configuration.md is out of date");
+    }
+
+    #[test]
+    fn listen_takes_host_names() {
+        for ok in [
+            "localhost:8080",
+            "127.0.0.1:0",
+            "[::1]:8080",
+            "api.internal:80",
+        ] {
+            let cli = CliOverrides {
+                listen: Some(ok.into()),
+                ..CliOverrides::default()
+            };
+            let l = load_with_env(None, &cli, env(&[])).unwrap_or_else(|e| panic!("{ok}: {e}"));
+            assert_eq!(l.config.listen, ok);
+        }
+        for bad in [
+            "localhost",
+            "localhost:",
+            "localhost:99999",
+            ":8080",
+            "a b:80",
+            "::1:80",
+        ] {
+            let cli = CliOverrides {
+                listen: Some(bad.into()),
+                ..CliOverrides::default()
+            };
+            let e = load_with_env(None, &cli, env(&[])).unwrap_err();
+            assert!(e.contains("`listen`"), "{bad}: {e}");
+        }
+        let vars = env(&[("GATEHOUSE_METRICS_LISTEN", "localhost:9090")]);
+        let l = load_with_env(None, &CliOverrides::default(), vars).unwrap();
+        assert_eq!(l.config.metrics.listen.as_deref(), Some("localhost:9090"));
     }
 
     #[test]

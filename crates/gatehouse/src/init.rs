@@ -72,11 +72,12 @@ pub(crate) fn write(dir: &Path) -> anyhow::Result<Created> {
     let files = [
         (schema.join("note.graphql"), NOTE_TYPE.to_string()),
         (schema.join("root.graphql"), root),
-        (config.clone(), config_text(&created, &key_secret)),
     ];
     for (path, text) in files {
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     }
+    // It holds a client secret, a password and a GATEHOUSE_SECRET value.
+    crate::auth::write_private(&config, &config_text(&created, &key_secret))?;
     Ok(created)
 }
 

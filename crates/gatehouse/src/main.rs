@@ -342,14 +342,14 @@ fn copy(args: &CopyArgs) -> anyhow::Result<ExitCode> {
             },
         )
         .await
-        .map_err(|e| anyhow::anyhow!("opening the source {}: {e}", redact_url(&args.from)))?;
+        .map_err(|e| open_failed("the source", &args.from, e))?;
         let target = gatehouse_store::Store::connect(
             &args.to,
             model,
             gatehouse_store::StoreOptions::default(),
         )
         .await
-        .map_err(|e| anyhow::anyhow!("opening the target {}: {e}", redact_url(&args.to)))?;
+        .map_err(|e| open_failed("the target", &args.to, e))?;
         // The OAuth tables are not the store's: make sure both sides have
         // them, so that they are copied with the other internal tables.
         for (store, url) in [(&source, &args.from), (&target, &args.to)] {
@@ -381,7 +381,7 @@ fn copy(args: &CopyArgs) -> anyhow::Result<ExitCode> {
                 Ok(ExitCode::SUCCESS)
             }
             Err(e) => {
-                eprintln!("error: {e}");
+                eprintln!("error: {}", e.with_cause());
                 Ok(ExitCode::FAILURE)
             }
         }
@@ -522,11 +522,15 @@ pub(crate) async fn open_store(
             }
             Ok(None)
         }
-        Err(e) => Err(anyhow::anyhow!(
-            "opening the store {}: {e}",
-            redact_url(&config.database)
-        )),
+        Err(e) => Err(open_failed("the store", &config.database, e)),
     }
+}
+
+/// A store that does not open, for the CLI: what was opened (the URL
+/// without its password), the error, and the cause it hides from API users
+/// (printed by `{:#}`); an error of opening itself names what to do.
+pub(crate) fn open_failed(what: &str, url: &str, e: gatehouse_store::StoreError) -> anyhow::Error {
+    anyhow::Error::new(e).context(format!("opening {what} {}", redact_url(url)))
 }
 
 /// The database URL without its password, for messages.
@@ -558,7 +562,7 @@ async fn migrate(
     };
     let store = gatehouse_store::Store::connect(&config.database, model.clone(), opts)
         .await
-        .map_err(|e| anyhow::anyhow!("opening the store {}: {e}", redact_url(&config.database)))?;
+        .map_err(|e| open_failed("the store", &config.database, e))?;
     let steps = store.plan().await?;
     if !plan_only {
         // The OAuth tables live in the same database: a migration run
@@ -595,7 +599,7 @@ async fn ensure_oauth_tables(store: &gatehouse_store::Store, url: &str) -> anyho
     gatehouse_auth_store::SqlAuthRepo::new(store.db().clone())
         .ensure_tables()
         .await
-        .map_err(|e| anyhow::anyhow!("opening {}: {e}", redact_url(url)))
+        .map_err(|e| anyhow::Error::new(e).context(format!("opening {}", redact_url(url))))
 }
 
 /// Schema paths: `--schema` flags win; else the config's (file, then environment).

@@ -567,9 +567,8 @@ async fn subscription_field_streams_changes() {
         a[1]
     ));
     let mut stream = Box::pin(s.graphql.execute_stream(req));
-    // Give the subscription time to start listening.
     let next = tokio::spawn(async move { stream.next().await });
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    gatehouse_testkit::listening(&s.store, 1).await;
     s.book(json!({"title": "Not this one", "status": "LOST", "author": a[0]}))
         .await;
     s.book(json!({"title": "His Master's Voice", "status": "LOST", "author": a[1]}))

@@ -542,7 +542,6 @@ async fn new_input_object_variables_run_planned_when_certainly_valid() {
 #[tokio::test]
 async fn statements_reused_across_ids_answer_alike_on_postgres() {
     let Some(db) = TestDb::postgres().await else {
-        eprintln!("GATEHOUSE_TEST_POSTGRES_URL not set: skipped");
         return;
     };
     let s = seed(start_in(db, GraphqlOptions::default(), 1 << 20).await).await;
@@ -760,8 +759,8 @@ async fn a_subscription_event_reports_a_forbidden_relation() {
         .unwrap()["id"]
         .clone();
     let writer = async {
-        // Until the subscription listens: the event is written after it started.
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        // The event is written once the subscription listens.
+        gatehouse_testkit::listening(&store, 1).await;
         let mut book = gatehouse_store::Row::new();
         book.insert("title".into(), json!("T"));
         book.insert("author".into(), id);

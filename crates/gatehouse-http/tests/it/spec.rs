@@ -18,6 +18,11 @@ type Subscription { noteCreated: Note!  noteDeleted: Note! }
 "#;
 
 async fn notes() -> (Graphql, TestDb) {
+    let (g, _, db) = notes_and_store().await;
+    (g, db)
+}
+
+async fn notes_and_store() -> (Graphql, gatehouse_store::Store, TestDb) {
     let db = TestDb::sqlite();
     let model = gatehouse_testkit::model(NOTES);
     let store = db.open(&model).await;
@@ -25,7 +30,8 @@ async fn notes() -> (Graphql, TestDb) {
         auth_required: false,
         ..GraphqlOptions::default()
     };
-    (Graphql::new(model, store, &options).unwrap(), db)
+    let g = Graphql::new(model, store.clone(), &options).unwrap();
+    (g, store, db)
 }
 
 async fn run(g: &Graphql, query: &str) -> Value {
@@ -75,7 +81,7 @@ async fn input_object_field_defaults_apply_when_the_query_runs() {
 
 #[tokio::test]
 async fn a_subscription_with_two_root_fields_is_refused() {
-    let (g, _db) = notes().await;
+    let (g, store, _db) = notes_and_store().await;
     for query in [
         "subscription { noteCreated { id } noteDeleted { id } }",
         "subscription { noteCreated { id } ...more } fragment more on Subscription { noteDeleted { id } }",
@@ -103,7 +109,7 @@ async fn a_subscription_with_two_root_fields_is_refused() {
     let mut stream =
         Box::pin(g.execute_stream(Request::new("subscription { noteCreated { id title } }")));
     let created = tokio::spawn(async move { stream.next().await });
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    gatehouse_testkit::listening(&store, 1).await;
     run(&g, r#"mutation { createNote(input: {title: "x"}) { id } }"#).await;
     let event = tokio::time::timeout(std::time::Duration::from_secs(10), created)
         .await

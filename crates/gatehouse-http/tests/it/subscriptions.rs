@@ -34,6 +34,8 @@ struct Env {
     shutdown: CancellationToken,
     /// The server's subscription groups.
     fanout: Fanout,
+    /// The store the server writes to (its change feed).
+    store: Store,
     _db: Option<TestDb>,
 }
 
@@ -103,7 +105,7 @@ async fn start_on(
     };
     let oauth = oauth_router(&auth, &issuer);
     let rest = gatehouse_rest::router(gatehouse_rest::RestState {
-        store,
+        store: store.clone(),
         default_page_size: 50,
         max_page_size: 500,
         max_body_bytes: 1 << 20,
@@ -122,11 +124,24 @@ async fn start_on(
         clock,
         shutdown,
         fanout,
+        store,
         _db: None,
     }
 }
 
 impl Env {
+    /// Waits until `members` subscriptions are in groups and every group
+    /// listens to the store's change feed (one receiver each): a change
+    /// made from then on reaches each of them, and none that has left.
+    async fn settle(&self, members: usize) {
+        let (fanout, store) = (&self.fanout, &self.store);
+        gatehouse_testkit::eventually(
+            &format!("{members} subscriber(s), every group listening"),
+            || fanout.subscribers() == members && store.feed_receivers() == fanout.groups(),
+        )
+        .await;
+    }
+
     async fn token(&self, user: &str, password: &str) -> String {
         let app = ("app", "app-secret");
         let r = password_token(&self.client, &self.base, app, (user, password), None).await;
@@ -235,11 +250,6 @@ async fn silent(s: &mut Socket) {
     }
 }
 
-/// Lets a just-started subscription reach the store's feed.
-async fn settle() {
-    tokio::time::sleep(Duration::from_millis(150)).await;
-}
-
 #[tokio::test]
 async fn transport_ws_delivers_filtered_events_from_graphql_and_rest() {
     let env = start().await;
@@ -262,7 +272,7 @@ async fn transport_ws_delivers_filtered_events_from_graphql_and_rest() {
         }}),
     )
     .await;
-    settle().await;
+    env.settle(1).await;
     env.book(&token, "Not this one", &other).await;
     env.book(&token, "Solaris", &lem).await;
     assert_eq!(
@@ -287,7 +297,7 @@ async fn transport_ws_delivers_filtered_events_from_graphql_and_rest() {
 
     // `complete` from the client ends it without an answer.
     send(&mut s, json!({"type": "complete", "id": "1"})).await;
-    settle().await;
+    env.settle(0).await;
     env.book(&token, "Eden", &lem).await;
     silent(&mut s).await;
 
@@ -297,7 +307,7 @@ async fn transport_ws_delivers_filtered_events_from_graphql_and_rest() {
         json!({"type": "subscribe", "id": "1", "payload": {"query": "subscription { bookDeleted { title } }"}}),
     )
     .await;
-    settle().await;
+    env.settle(1).await;
     let id = env.book(&token, "Short-lived", &lem).await["data"]["createBook"]["id"].clone();
     env.gql(
         &token,
@@ -553,7 +563,7 @@ async fn legacy_graphql_ws_protocol() {
         json!({"type": "start", "id": "7", "payload": {"query": "subscription { bookCreated { title } }"}}),
     )
     .await;
-    settle().await;
+    env.settle(1).await;
     env.book(&token, "Solaris", &lem).await;
     let m = loop {
         let m = recv(&mut s).await;
@@ -623,7 +633,7 @@ async fn shutdown_closes_sockets_with_1001_and_completes_sse() {
         .send()
         .await
         .unwrap();
-    settle().await;
+    env.settle(1).await;
     env.shutdown.cancel();
     assert_eq!(closed(&mut s).await.0, 1001);
     let mut text = String::new();
@@ -638,7 +648,7 @@ async fn shutdown_closes_sockets_with_1001_and_completes_sse() {
 }
 
 /// Reads SSE events (name, data) until the stream ends.
-async fn sse_events(mut resp: reqwest::Response, until: usize) -> Vec<(String, String)> {
+async fn sse_events(resp: &mut reqwest::Response, until: usize) -> Vec<(String, String)> {
     let mut buf = String::new();
     let mut out = Vec::new();
     while out.len() < until {
@@ -690,13 +700,13 @@ async fn sse_streams_events_and_ends_at_token_expiry() {
             .unwrap()
             .starts_with("text/event-stream")
     );
-    settle().await;
+    env.settle(1).await;
     env.book(&token, "Solaris", &lem).await;
-    let clock = env.clock.clone();
-    let reader = tokio::spawn(sse_events(resp, 3));
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    clock.advance(3600);
-    let events = reader.await.unwrap();
+    let mut resp = resp;
+    // The event is out before the token expires.
+    let mut events = sse_events(&mut resp, 1).await;
+    env.clock.advance(3600);
+    events.extend(sse_events(&mut resp, 2).await);
     assert_eq!(events.len(), 3, "{events:?}");
     assert_eq!(events[0].0, "next");
     let first: Value = serde_json::from_str(&events[0].1).unwrap();
@@ -724,7 +734,7 @@ async fn sse_errors_and_queries_and_credentials() {
     let env = start().await;
     let token = env.alice().await;
     // A validation error is a `next` event, then `complete` (the protocol's rule).
-    let resp = env
+    let mut resp = env
         .client
         .get(format!("{}/graphql", env.base))
         .query(&[("query", "subscription { bookCreated { nope } }")])
@@ -734,7 +744,7 @@ async fn sse_errors_and_queries_and_credentials() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    let events = sse_events(resp, 2).await;
+    let events = sse_events(&mut resp, 2).await;
     assert_eq!(events[0].0, "next");
     assert!(
         events[0].1.contains("GRAPHQL_VALIDATION_FAILED"),
@@ -743,7 +753,7 @@ async fn sse_errors_and_queries_and_credentials() {
     assert_eq!(events[1].0, "complete");
 
     // A query is one result.
-    let resp = env
+    let mut resp = env
         .client
         .post(format!("{}/graphql", env.base))
         .bearer_auth(&token)
@@ -752,7 +762,7 @@ async fn sse_errors_and_queries_and_credentials() {
         .send()
         .await
         .unwrap();
-    let events = sse_events(resp, 2).await;
+    let events = sse_events(&mut resp, 2).await;
     assert_eq!(
         events,
         vec![
@@ -791,7 +801,6 @@ async fn anonymous_reads_may_subscribe_when_configured() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_event_reaches_a_subscriber_on_another_instance() {
     let Some(db) = TestDb::postgres().await else {
-        eprintln!("GATEHOUSE_TEST_POSTGRES_URL not set: skipped");
         return;
     };
     let model = example_model();
@@ -807,7 +816,7 @@ async fn postgres_event_reaches_a_subscriber_on_another_instance() {
         json!({"type": "subscribe", "id": "x", "payload": {"query": "subscription { bookCreated { title author { name } } }"}}),
     )
     .await;
-    settle().await;
+    two.settle(1).await;
     let token_one = one.alice().await;
     let lem = one.author(&token_one, "Lem").await;
     one.book(&token_one, "Solaris", &lem).await;
@@ -841,7 +850,7 @@ async fn a_client_that_falls_behind_is_closed_with_1013() {
         )
         .await;
     }
-    settle().await;
+    env.settle(3).await;
     let burst = (0..20)
         .map(|i| {
             format!(
@@ -963,7 +972,7 @@ async fn identical_subscriptions_share_one_execution_each_with_its_own_frames() 
         json!({"type": "start", "id": "l", "payload": {"query": query}}),
     )
     .await;
-    settle().await;
+    env.settle(4).await;
     assert_eq!((env.fanout.groups(), env.fanout.subscribers()), (1, 4));
 
     env.book(&token, "Solaris", &lem).await;
@@ -1021,7 +1030,7 @@ async fn different_variables_and_scopes_are_not_mixed_up() {
         recv(&mut refused).await,
         json!({"type": "complete", "id": "1"})
     );
-    settle().await;
+    env.settle(3).await;
     assert_eq!(env.fanout.groups(), 3);
 
     env.book(&token, "Solaris", &lem).await;
@@ -1047,14 +1056,14 @@ async fn one_subscriber_leaving_does_not_end_the_others() {
     for s in [&mut a, &mut b, &mut c] {
         send(s, subscribe("1", query, json!({}))).await;
     }
-    settle().await;
+    env.settle(3).await;
     assert_eq!((env.fanout.groups(), env.fanout.subscribers()), (1, 3));
 
     // One completes its subscription, another closes its socket.
     send(&mut a, json!({"type": "complete", "id": "1"})).await;
     c.close(None).await.unwrap();
     drop(c);
-    settle().await;
+    env.settle(1).await;
     assert_eq!((env.fanout.groups(), env.fanout.subscribers()), (1, 1));
     env.book(&token, "Solaris", &lem).await;
     assert_eq!(
@@ -1066,14 +1075,14 @@ async fn one_subscriber_leaving_does_not_end_the_others() {
     // A subscriber joining later gets only what happens after it joined;
     // the group ends with its last subscriber.
     send(&mut a, subscribe("2", query, json!({}))).await;
-    settle().await;
+    env.settle(2).await;
     assert_eq!((env.fanout.groups(), env.fanout.subscribers()), (1, 2));
     env.book(&token, "Eden", &lem).await;
     assert_eq!(recv(&mut a).await["id"], json!("2"));
     assert_eq!(recv(&mut b).await["id"], json!("1"));
     drop(a);
     send(&mut b, json!({"type": "complete", "id": "1"})).await;
-    settle().await;
+    env.settle(0).await;
     assert_eq!((env.fanout.groups(), env.fanout.subscribers()), (0, 0));
 }
 
@@ -1089,7 +1098,7 @@ async fn token_expiry_ends_only_the_affected_subscriber() {
     let mut b = env.ready(&late).await;
     send(&mut a, subscribe("1", query, json!({}))).await;
     send(&mut b, subscribe("1", query, json!({}))).await;
-    settle().await;
+    env.settle(2).await;
     assert_eq!((env.fanout.groups(), env.fanout.subscribers()), (1, 2));
 
     // `early` expires; `late` has half an hour left.
@@ -1113,7 +1122,7 @@ async fn sse_and_websocket_subscribers_share_a_group() {
     let query = "subscription { bookCreated { title } }";
     let mut ws = env.ready(&token).await;
     send(&mut ws, subscribe("1", query, json!({}))).await;
-    let resp = env
+    let mut resp = env
         .client
         .post(format!("{}/graphql", env.base))
         .bearer_auth(&token)
@@ -1122,14 +1131,14 @@ async fn sse_and_websocket_subscribers_share_a_group() {
         .send()
         .await
         .unwrap();
-    settle().await;
+    env.settle(2).await;
     assert_eq!((env.fanout.groups(), env.fanout.subscribers()), (1, 2));
     env.book(&token, "Solaris", &lem).await;
     assert_eq!(
         recv(&mut ws).await["payload"]["data"]["bookCreated"]["title"],
         json!("Solaris")
     );
-    let events = sse_events(resp, 1).await;
+    let events = sse_events(&mut resp, 1).await;
     assert_eq!(events[0].0, "next");
     let body: Value = serde_json::from_str(&events[0].1).unwrap();
     assert_eq!(body["data"]["bookCreated"]["title"], json!("Solaris"));

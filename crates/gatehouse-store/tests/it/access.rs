@@ -12,6 +12,7 @@ const NOT_ROW_ACCESS: &[&str] = &[
     "backend",
     "statements",
     "subscribe",
+    "feed_receivers",
     "ping",
     "pool_stats",
     "db",

@@ -3,6 +3,7 @@
 
 mod cli;
 mod copy;
+mod errors;
 mod first_hour;
 mod ops;
 mod readme;

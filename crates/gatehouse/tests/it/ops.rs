@@ -547,7 +547,6 @@ async fn wait_for_status(c: &reqwest::Client, url: &str, token: Option<&str>, wa
 #[tokio::test(flavor = "multi_thread")]
 async fn postgres_outage_fails_fast_with_503_and_recovers() {
     let Some(db) = TestDb::postgres().await else {
-        eprintln!("GATEHOUSE_TEST_POSTGRES_URL not set: skipped");
         return;
     };
     // postgres://user@host:port/db?query -> the host:port and the rest.
