@@ -9,6 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod anonymous;
+mod input;
 mod paths;
 mod policies;
 mod scopes;
