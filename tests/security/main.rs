@@ -11,6 +11,7 @@
 mod anonymous;
 mod cli;
 mod identity;
+mod input;
 mod owners;
 mod paths;
 mod policies;

@@ -13,7 +13,7 @@ use gatehouse_schema::{
     Binding, ChangeKind, ConstValue, DeleteReturn, Entity, FieldKind, Model, RootField,
     Scalar as ModelScalar, TypeRef as ModelTypeRef,
 };
-use gatehouse_store::{AccessContext, EntityStore, Row, Store};
+use gatehouse_store::{AccessContext, EntityStore, Filter, Row, Store};
 use serde_json::Value as Json;
 
 use crate::args::{self, PageLimits};
@@ -609,6 +609,23 @@ fn subscription_field(shared: &Arc<Shared>, f: &RootField) -> SubscriptionField 
                     .map(|v| (flt.field.clone(), args::to_json(v.as_value())))
             })
             .collect();
+        // Which fields the caller may compare is the store's rule, as for
+        // lists and lookups: matching events by a field it may not read
+        // would tell that field's values.
+        let compared = Filter::And(
+            wanted
+                .iter()
+                .map(|(field, value)| Filter::eq(field.clone(), value.clone()))
+                .collect(),
+        );
+        if let Some(rows) = &rows
+            && let Err(e) = rows.may_compare(&access, Some(&compared), &[])
+        {
+            let e = from_store(&e);
+            return SubscriptionFieldFuture::new(async move {
+                Err::<futures::stream::Empty<Result<Value, Error>>, _>(e)
+            });
+        }
         SubscriptionFieldFuture::new(async move {
             let rx = store.subscribe();
             // `None` once the feed has ended: the stream ends after its last item.

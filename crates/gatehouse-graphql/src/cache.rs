@@ -204,7 +204,7 @@ impl ParseCache {
         if query.len() > MAX_REPARSE_BYTES {
             return "unknown";
         }
-        async_graphql::parser::parse_query(query).map_or("unknown", |doc| kind_of(&doc, name))
+        crate::input::parse(query).map_or("unknown", |doc| kind_of(&doc, name))
     }
 
     /// Whether `query` (operation `name`) is a subscription: from the cached
@@ -214,8 +214,7 @@ impl ParseCache {
         if let Some(entry) = self.entries.peek(query) {
             return kind_of(&entry.doc, name) == "subscription";
         }
-        async_graphql::parser::parse_query(query)
-            .is_ok_and(|doc| kind_of(&doc, name) == "subscription")
+        crate::input::parse(query).is_some_and(|doc| kind_of(&doc, name) == "subscription")
     }
 
     /// The plan of operation `operation_name` of `query`, compiled on first
@@ -282,7 +281,7 @@ impl ParseCache {
         if let Some(entry) = self.entries.peek(query) {
             return Some(entry.doc.clone());
         }
-        async_graphql::parser::parse_query(query).ok().map(Arc::new)
+        crate::input::parse(query).map(Arc::new)
     }
 
     /// Whether `query` is cached (for tests and metrics).
@@ -297,6 +296,7 @@ impl ExtensionFactory for ParseCache {
             shared: self.clone(),
             key: Mutex::new(None),
             pending: Mutex::new(None),
+            marked: Mutex::new(None),
         })
     }
 }
@@ -310,9 +310,61 @@ struct RequestCache {
     key: Mutex<Option<(String, String)>>,
     /// A document parsed by this request, cached once it passes validation.
     pending: Mutex<Option<(String, Entry)>>,
+    /// The document this request runs when it differs from the cached one:
+    /// objects its `@skip`/`@include` leave empty are marked (`crate::empty`).
+    marked: Mutex<Option<ExecutableDocument>>,
 }
 
 impl RequestCache {
+    /// Gives the variables the request leaves out their declared defaults
+    /// (GraphQL spec §6.1.2, CoerceVariableValues). async-graphql reads a
+    /// default where a variable is used in an argument, but decides
+    /// `@skip(if: $x)` and `@include(if: $x)` from the variables as sent,
+    /// so without this `query($x: Boolean = false) { a @include(if: $x) }`
+    /// would select `a`. A document not yet cached is parsed here, once:
+    /// async-graphql then takes it as parsed.
+    ///
+    /// Then, for a document with directives, marks the objects the
+    /// variables leave without fields (`crate::empty::mark`), for
+    /// `parse_query` to hand async-graphql instead of the cached document.
+    fn prepare_document(&self, request: &mut Request) {
+        fn fill(doc: &ExecutableDocument, request: &mut Request) {
+            let Some(op) = operation(doc, request.operation_name.as_deref()) else {
+                return;
+            };
+            for def in &op.variable_definitions {
+                let name = &def.node.name.node;
+                if let Some(default) = def.node.default_value()
+                    && !request.variables.contains_key(name)
+                {
+                    request.variables.insert(name.clone(), default.clone());
+                }
+            }
+        }
+        let mark = |doc: &ExecutableDocument, request: &Request| {
+            if !request.query.contains('@') {
+                return;
+            }
+            let marked =
+                crate::empty::mark(doc, request.operation_name.as_deref(), &request.variables);
+            if let Ok(mut m) = self.marked.lock() {
+                *m = marked;
+            }
+        };
+        if let Some(entry) = self.shared.entries.peek(request.query.as_str()) {
+            fill(&entry.doc, request);
+            mark(&entry.doc, request);
+            return;
+        }
+        // Not one async-graphql has parsed yet: if it does not parse,
+        // async-graphql parses it again and reports why.
+        if let Some(doc) = crate::input::parse(&request.query) {
+            fill(&doc, request);
+            mark(&doc, request);
+            request.set_parsed_query(doc);
+        }
+    }
+
     /// Whether this request's variant has passed validation with `entry`.
     fn validated(&self, entry: &Entry) -> bool {
         let Ok(seen) = entry.seen.lock() else {
@@ -339,14 +391,19 @@ impl Extension for RequestCache {
     async fn prepare_request(
         &self,
         ctx: &ExtensionContext<'_>,
-        request: Request,
+        mut request: Request,
         next: NextPrepareRequest<'_>,
     ) -> ServerResult<Request> {
+        // (`Graphql` checks before it gets here; the schema may be run directly.)
+        crate::input::check(&request.query, &request.variables)?;
+        // The key is the variables as sent, as the planned executor looks
+        // them up; the defaults added below follow from the document.
         if let Some(variant) = variant_key(&request)
             && let Ok(mut key) = self.key.lock()
         {
             *key = Some((request.query.clone(), variant));
         }
+        self.prepare_document(&mut request);
         next.run(ctx, request).await
     }
 
@@ -357,16 +414,17 @@ impl Extension for RequestCache {
         variables: &Variables,
         next: NextParseQuery<'_>,
     ) -> ServerResult<ExecutableDocument> {
+        let marked = self.marked.lock().ok().and_then(|mut m| m.take());
         if let Some(entry) = self.shared.entries.get(query) {
             if entry.cost_uses_variables && !self.validated(&entry) {
                 let doc = entry.doc.clone();
                 if let (Some(e), _) = self.shared.check(&doc, variables) {
                     return Err(e);
                 }
-                return Ok((*doc).clone());
             }
-            return Ok((*entry.doc).clone());
+            return Ok(marked.unwrap_or_else(|| (*entry.doc).clone()));
         }
+        // (`prepare_request` has checked the text's nesting.)
         let doc = next.run(ctx, query, variables).await?;
         // Before any walk that expands fragments: a document cannot select
         // more fields than the selection limit allows.
@@ -397,7 +455,7 @@ impl Extension for RequestCache {
                 },
             ));
         }
-        Ok(doc)
+        Ok(marked.unwrap_or(doc))
     }
 
     async fn validation(

@@ -20,7 +20,9 @@
 mod args;
 mod build;
 mod cache;
+mod empty;
 pub mod error;
+mod input;
 mod introspection;
 mod loader;
 mod order;
@@ -37,6 +39,7 @@ use gatehouse_store::Store;
 
 pub use async_graphql;
 pub use cache::ParseCache;
+pub use input::{MAX_INPUT_DEPTH, MAX_SELECTION_NESTING, parse};
 pub use introspection::INTROSPECTION_QUERY;
 
 /// Limits and sizes, from the `[limits]` config section.
@@ -207,7 +210,7 @@ impl Graphql {
         if self.may_introspect(principal) {
             return None;
         }
-        let doc = async_graphql::parser::parse_query(&request.query).ok()?;
+        let doc = input::parse(&request.query)?;
         if !introspection::asks_for_schema(&doc) {
             return None;
         }
@@ -227,17 +230,24 @@ impl Graphql {
 
     /// Executes a query or mutation.
     pub async fn execute(&self, request: Request) -> Executed {
+        if let Err(e) = input::check(&request.query, &request.variables) {
+            count_operation("unknown", "rejected");
+            return refused(e);
+        }
         if let Some(refused) = self.refuse_introspection(&request) {
             return refused;
         }
         let query = request.query.clone();
         let operation_name = request.operation_name.clone();
         let mut response = self.schema.execute(self.prepare(request)).await;
+        if query.contains('@') {
+            empty::strip(&mut response.data);
+        }
         let executed = !refused_before_execution(&response);
         if executed && !response.errors.is_empty() {
             self.settle_errors(&mut response, &query, operation_name.as_deref());
         }
-        let parse_failed = !executed && async_graphql::parser::parse_query(&query).is_err();
+        let parse_failed = !executed && input::parse(&query).is_none();
         for e in &mut response.errors {
             add_code(e, executed, parse_failed);
         }
@@ -265,7 +275,9 @@ impl Graphql {
     /// fields and relations, or it would not succeed. The caller then uses
     /// [`Graphql::execute`], which gives the same data or the errors.
     pub async fn execute_planned(&self, request: &Request) -> Option<Vec<u8>> {
-        if !request.extensions.is_empty() {
+        // The text of a cached document has passed `input::check_text`;
+        // its variables are this request's own.
+        if !request.extensions.is_empty() || input::check_variables(&request.variables).is_err() {
             return None;
         }
         let principal = request
@@ -298,6 +310,9 @@ impl Graphql {
         use futures::StreamExt;
         let query = request.query.clone();
         let operation_name = request.operation_name.clone();
+        if let Err(e) = input::check(&query, &request.variables) {
+            return futures::stream::once(std::future::ready(refused(e))).left_stream();
+        }
         // async-graphql drops the errors resolvers report in a
         // subscription's events: they are collected here instead.
         if let Some(refused) = several_subscription_roots(&query, operation_name.as_deref()) {
@@ -308,12 +323,15 @@ impl Graphql {
         self.schema
             .execute_stream(self.prepare(request).data(sink.clone()))
             .map(move |mut response| {
+                if query.contains('@') {
+                    empty::strip(&mut response.data);
+                }
                 response.errors.extend(sink.take());
                 let executed = !refused_before_execution(&response);
                 if executed && !response.errors.is_empty() {
                     this.settle_errors(&mut response, &query, operation_name.as_deref());
                 }
-                let parse_failed = !executed && async_graphql::parser::parse_query(&query).is_err();
+                let parse_failed = !executed && input::parse(&query).is_none();
                 for e in &mut response.errors {
                     add_code(e, executed, parse_failed);
                 }
@@ -420,7 +438,7 @@ fn count_operation(operation: &'static str, outcome: &'static str) {
 /// anything else, left to the usual validation.
 fn several_subscription_roots(query: &str, operation_name: Option<&str>) -> Option<Executed> {
     use async_graphql::parser::types::{DocumentOperations, OperationType};
-    let doc = async_graphql::parser::parse_query(query).ok()?;
+    let doc = input::parse(query)?;
     let op = match (&doc.operations, operation_name) {
         (DocumentOperations::Single(op), _) => op,
         (DocumentOperations::Multiple(ops), Some(name)) => ops.get(name)?,
@@ -449,6 +467,14 @@ fn several_subscription_roots(query: &str, operation_name: Option<&str>) -> Opti
         response: Response::from_errors(vec![error]),
         executed: false,
     })
+}
+
+/// A request refused before anything ran.
+fn refused(e: ServerError) -> Executed {
+    Executed {
+        response: Response::from_errors(vec![e]),
+        executed: false,
+    }
 }
 
 /// The distinct response keys of a selection set, through fragments (at

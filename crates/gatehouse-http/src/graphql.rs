@@ -174,9 +174,10 @@ pub(crate) fn params_from_json(body: &Json) -> Result<Params, String> {
     })
 }
 
-/// The operation a request would run, if the document parses.
+/// The operation a request would run, if the document parses (and nests
+/// within the input limits, checked before the parser recurses).
 fn operation_type(query: &str, name: Option<&str>) -> Option<OperationType> {
-    let doc = async_graphql::parser::parse_query(query).ok()?;
+    let doc = gatehouse_graphql::parse(query)?;
     let mut ops = doc.operations.iter();
     match name {
         Some(n) => ops

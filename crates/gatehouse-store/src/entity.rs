@@ -14,7 +14,8 @@ use crate::error::from_sqlx;
 use crate::feed::ChangeEvent;
 use crate::policy;
 use crate::query::{
-    Col, Filter, JoinOne, ListQuery, apply_order, col, columns, condition, ordering, stored_field,
+    Col, Filter, JoinOne, ListQuery, OrderBy, apply_order, col, columns, condition, ordering,
+    stored_field,
 };
 use crate::store::{COUNT_CACHE_TTL, id_field, kinds, names, row_id, row_set, to_row, unstorable};
 use crate::value::{Dialect, SqlKind, check_field, check_keys, to_sql};
@@ -235,6 +236,20 @@ impl EntityStore {
         Ok(())
     }
 
+    /// Refuses (`Forbidden`) a filter or order that compares a field `ctx`
+    /// may not read (`Model::field_read_scope`): comparing a field tells
+    /// its values. Every read the store runs asks it; so do readers that
+    /// match rows themselves, such as subscriptions matching change events.
+    pub fn may_compare(
+        &self,
+        ctx: &AccessContext,
+        filter: Option<&Filter>,
+        order: &[OrderBy],
+    ) -> Result<(), StoreError> {
+        let compared = policy::compared(filter, order);
+        policy::check_compared(&self.store.inner.model, self.def(), ctx, &compared)
+    }
+
     /// The rows that match `query`, ordered and paged, with the rows its
     /// joins refer to.
     pub async fn list(&self, ctx: &AccessContext, query: &ListQuery) -> Result<Page, StoreError> {
@@ -255,7 +270,7 @@ impl EntityStore {
         let (s, e) = (&self.store, self.def());
         let model = &s.inner.model;
         let compared = policy::compared(query.filter.as_ref(), &query.order);
-        policy::check_compared(model, e, ctx, &compared)?;
+        self.may_compare(ctx, query.filter.as_ref(), &query.order)?;
         let cols = columns(model, e, query.select.as_deref())?;
         let mut q = s.select(e, &cols);
         let mut kinds = kinds(&cols);
@@ -425,7 +440,7 @@ impl EntityStore {
         filter: Option<&Filter>,
     ) -> Result<u64, StoreError> {
         let (s, e) = (&self.store, self.def());
-        policy::check_compared(&s.inner.model, e, ctx, &policy::compared(filter, &[]))?;
+        self.may_compare(ctx, filter, &[])?;
         let caller = self.statement_caller(ctx, &[]);
         let key = format!("{}\0{filter:?}\0{caller}", e.name);
         let generation = s.inner.writes.load(Ordering::SeqCst);
@@ -485,8 +500,7 @@ impl EntityStore {
         query: &ListQuery,
     ) -> Result<Children, StoreError> {
         let (s, e) = (&self.store, self.def());
-        let compared = policy::compared(query.filter.as_ref(), &query.order);
-        policy::check_compared(&s.inner.model, e, ctx, &compared)?;
+        self.may_compare(ctx, query.filter.as_ref(), &query.order)?;
         if !query.joins.is_empty() {
             return Err(StoreError::invalid(via, "children are read without joins"));
         }

@@ -268,21 +268,31 @@ pub(crate) fn any_of(
     fold(parts, ExprTrait::or, always_false)
 }
 
-/// `parts` joined left to right by `join`; `empty()` when there are none.
+/// `parts` joined by `join` as a balanced tree, in their order; `empty()`
+/// when there are none. A chain `a OR b OR c ...` would be an expression
+/// as deep as it is long: SQLite refuses one deeper than 1,000 ("Expression
+/// tree is too large") and writing or dropping it recurses once per term.
+/// Balanced, `n` terms nest about log2(n) deep (a 5,000-term `OR` 14),
+/// however the filter is written; the SQL keeps the parentheses that make
+/// the database parse the same tree.
 fn fold(
     parts: impl Iterator<Item = Result<Expr, StoreError>>,
     join: fn(Expr, Expr) -> Expr,
     empty: fn() -> Expr,
 ) -> Result<Expr, StoreError> {
-    let mut acc: Option<Expr> = None;
-    for c in parts {
-        let c = c?;
-        acc = Some(match acc {
-            None => c,
-            Some(a) => join(a, c),
-        });
+    let mut level = parts.collect::<Result<Vec<Expr>, StoreError>>()?;
+    while level.len() > 1 {
+        let mut next = Vec::with_capacity(level.len().div_ceil(2));
+        let mut terms = level.into_iter();
+        while let Some(a) = terms.next() {
+            next.push(match terms.next() {
+                Some(b) => join(a, b),
+                None => a,
+            });
+        }
+        level = next;
     }
-    Ok(acc.unwrap_or_else(empty))
+    Ok(level.pop().unwrap_or_else(empty))
 }
 
 pub(crate) fn always_true() -> Expr {

@@ -731,3 +731,30 @@ conformance!(select_returns_only_the_chosen_fields_and_id, |db, s| {
         Err(StoreError::Invalid { .. })
     ));
 });
+
+// The documented limits fit both backends: an `OR` of 4,999 comparisons (one
+// value short of the 5,000 a filter may compare with) and an `AND` of as
+// many are answered, not refused by SQLite's expression depth limit (1,000)
+// or a stack overflow; counts take the same filters.
+conformance!(filter_wide_or_and_fit_the_documented_limits, |db, s| {
+    seed(&s).await;
+    let mut any: Vec<Filter> = (0..4998)
+        .map(|i| c("title", FilterOp::Eq, json!(format!("missing {i}"))))
+        .collect();
+    any.push(c("title", FilterOp::Eq, json!("Delta")));
+    assert_eq!(titles_where(&s, Filter::Or(any.clone())).await, ["Delta"]);
+    let every: Vec<Filter> = (0..4999)
+        .map(|i| c("title", FilterOp::Not, json!(format!("missing {i}"))))
+        .collect();
+    assert_eq!(titles_where(&s, Filter::And(every)).await.len(), 5);
+    let n = s
+        .entity("Book")
+        .unwrap()
+        .count(
+            &gatehouse_store::AccessContext::system(),
+            Some(&Filter::Not(Box::new(Filter::Or(any)))),
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 4);
+});
