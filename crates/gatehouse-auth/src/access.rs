@@ -2,7 +2,7 @@
 //! rows for: the one conversion every entry point (GraphQL, REST,
 //! subscriptions) uses.
 
-use gatehouse_schema::AccessContext;
+use gatehouse_access::AccessContext;
 use serde_json::{Map, Value as Json};
 
 use crate::Principal;

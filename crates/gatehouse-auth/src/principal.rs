@@ -118,13 +118,6 @@ impl Principal {
         }
     }
 
-    /// Whether the caller may use `scope`, for a read (queries,
-    /// subscriptions) or a write. Anonymous callers hold only
-    /// [`ANONYMOUS_SCOPE`], and only for reading.
-    pub fn allows(&self, scope: &str, is_read: bool) -> bool {
-        (is_read || self.scheme != AuthScheme::Anonymous) && self.scopes.contains(scope)
-    }
-
     /// Whether this is an anonymous caller.
     pub fn is_anonymous(&self) -> bool {
         self.scheme == AuthScheme::Anonymous

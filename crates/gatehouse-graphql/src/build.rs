@@ -9,6 +9,7 @@ use async_graphql::dynamic::{
     Schema, SchemaBuilder, Subscription, SubscriptionField, SubscriptionFieldFuture, TypeRef,
 };
 use async_graphql::{Error, Value};
+use gatehouse_access::ScopeRefusal;
 use gatehouse_schema::{
     Binding, ChangeKind, ConstValue, DeleteReturn, Entity, FieldKind, Model, RootField,
     Scalar as ModelScalar, TypeRef as ModelTypeRef,
@@ -59,25 +60,23 @@ fn caller<'a>(ctx: &ResolverContext<'a>) -> Result<&'a AccessContext, Error> {
     ctx.data::<AccessContext>()
 }
 
-/// Checks that the caller may use `scope` for `what`; `Ok` when no
-/// principal is required and none is given (in-process callers).
-/// Reads only what [`sharing_key`] covers.
+/// Checks that the caller may use `scope` for `what`, by the request's
+/// access context (`Graphql::prepare` adds it; the trusted in-process
+/// caller when requests need no principal and none is given). Reads only
+/// what [`sharing_key`] covers.
 fn authorize(
     ctx: &ResolverContext<'_>,
-    auth_required: bool,
     scope: &str,
     is_read: bool,
     what: &str,
 ) -> Result<(), Error> {
-    match ctx.data_opt::<Principal>() {
-        None if !auth_required => Ok(()),
-        None => Err(coded(Code::Unauthenticated, "credentials are required")),
-        Some(p) if p.allows(scope, is_read) => Ok(()),
-        Some(p) if p.is_anonymous() => Err(coded(
+    match caller(ctx)?.check_scope(scope, is_read) {
+        Ok(()) => Ok(()),
+        Err(ScopeRefusal::Unauthenticated) => Err(coded(
             Code::Unauthenticated,
             format!("{what} needs credentials with the scope `{scope}`"),
         )),
-        Some(_) => Err(coded(
+        Err(ScopeRefusal::Forbidden) => Err(coded(
             Code::Forbidden,
             format!("{what} needs the scope `{scope}`"),
         )),
@@ -226,7 +225,6 @@ struct FieldGuard {
     scope: Arc<str>,
     /// The field, as refusals name it.
     what: Arc<str>,
-    auth_required: bool,
 }
 
 impl FieldGuard {
@@ -236,12 +234,11 @@ impl FieldGuard {
         Some(FieldGuard {
             scope: Arc::from(scope),
             what: Arc::from(format!("`{}.{}`", e.name, f.name)),
-            auth_required: shared.auth_required,
         })
     }
 
     fn check(&self, ctx: &ResolverContext<'_>) -> Result<(), Error> {
-        authorize(ctx, self.auth_required, &self.scope, true, &self.what)
+        authorize(ctx, &self.scope, true, &self.what)
     }
 }
 
@@ -341,9 +338,7 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
                             return Ok(None);
                         };
                         let what = format!("`{}`", ctx.ctx.field().name());
-                        if let Err(e) =
-                            authorize(&ctx, shared.auth_required, child.read_scope(), true, &what)
-                        {
+                        if let Err(e) = authorize(&ctx, child.read_scope(), true, &what) {
                             return fail(&ctx, nullable, e);
                         }
                         let select = selection(&ctx, child);
@@ -437,15 +432,9 @@ async fn resolve_root<'a>(
     } else {
         format!("`Mutation.{}`", rf.name)
     };
-    authorize(
-        ctx,
-        shared.auth_required,
-        access.scope,
-        access.is_read,
-        &what,
-    )?;
+    authorize(ctx, access.scope, access.is_read, &what)?;
     if !access.is_read {
-        authorize_mutation(ctx, shared, entity, rf, &what)?;
+        authorize_mutation(ctx, entity, rf, &what)?;
     }
     match &rf.binding {
         Binding::List(list) => {
@@ -539,7 +528,6 @@ async fn resolve_root<'a>(
 /// `Model::field_read_scope`).
 fn authorize_mutation(
     ctx: &ResolverContext<'_>,
-    shared: &Shared,
     entity: &Entity,
     rf: &RootField,
     what: &str,
@@ -557,7 +545,6 @@ fn authorize_mutation(
     {
         authorize(
             ctx,
-            shared.auth_required,
             entity.read_scope(),
             true,
             &format!("reading the result of {what} (beyond `id`)"),
@@ -576,7 +563,6 @@ fn subscription_field(shared: &Arc<Shared>, f: &RootField) -> SubscriptionField 
     let entity = f.entity.clone();
     let scope = shared.model.root_access(f).scope.to_string();
     let what = format!("`Subscription.{}`", f.name);
-    let auth_required = shared.auth_required;
     let (kind, filters) = match &f.binding {
         Binding::Subscribe { event, filters } => (*event, filters.clone()),
         _ => (ChangeKind::Created, Vec::new()),
@@ -593,7 +579,7 @@ fn subscription_field(shared: &Arc<Shared>, f: &RootField) -> SubscriptionField 
                 });
             }
         };
-        if let Err(e) = authorize(&ctx, auth_required, &scope, true, &what) {
+        if let Err(e) = authorize(&ctx, &scope, true, &what) {
             // The error ends the stream before it starts; async-graphql adds
             // the field's path, so transports report it as an execution error.
             return SubscriptionFieldFuture::new(async move {

@@ -193,10 +193,14 @@ impl Graphql {
     /// documents): what a read needs. Without a principal,
     /// only when requests need none (trusted in-process callers).
     pub fn may_introspect(&self, principal: Option<&gatehouse_auth::Principal>) -> bool {
-        match principal {
-            None => !self.shared.auth_required,
-            Some(p) => p.allows(self.shared.model.schema_read_scope(), true),
-        }
+        build::access_of(principal, self.shared.auth_required)
+            .allows(self.schema_read_scope(), true)
+    }
+
+    /// The scope reading the schema needs (introspection, the schema
+    /// documents), as the Model decides it.
+    pub fn schema_read_scope(&self) -> &str {
+        self.shared.model.schema_read_scope()
     }
 
     /// A `FORBIDDEN` answer to a request that asks for `__schema` or
@@ -295,7 +299,7 @@ impl Graphql {
             |plan| plan.accepts(&self.shared.model, &request.variables),
         )?;
         let access = build::access_of(principal, self.shared.auth_required);
-        let body = plan::run(&plan, &self.shared, principal, &access, &request.variables).await?;
+        let body = plan::run(&plan, &self.shared, &access, &request.variables).await?;
         count_operation("query", "ok");
         Some(body)
     }

@@ -31,7 +31,6 @@ use async_graphql::parser::types::{
 use async_graphql::{Name, Value, Variables};
 use async_graphql_value::Value as InputValue;
 use futures::future::BoxFuture;
-use gatehouse_auth::Principal;
 use gatehouse_json as json;
 use gatehouse_schema::{
     Binding, Entity, FieldKind, ListBinding, Model, RootField, Scalar, TypeLayer, TypeRef,
@@ -518,7 +517,6 @@ fn compile_sel(
 /// What one run reads from.
 struct Run<'a> {
     shared: &'a Shared,
-    principal: Option<&'a Principal>,
     /// The caller the store decides rows for.
     access: &'a AccessContext,
     plan: &'a Plan,
@@ -598,13 +596,11 @@ enum Index {
 pub(crate) async fn run(
     plan: &Plan,
     shared: &Shared,
-    principal: Option<&Principal>,
     access: &AccessContext,
     variables: &Variables,
 ) -> Option<Vec<u8>> {
     let run = Run {
         shared,
-        principal,
         access,
         plan,
         variables,
@@ -641,10 +637,7 @@ impl Run<'_> {
     }
 
     fn allowed(&self, scope: &str) -> Option<()> {
-        match self.principal {
-            None => (!self.shared.auth_required).then_some(()),
-            Some(p) => p.allows(scope, true).then_some(()),
-        }
+        self.access.allows(scope, true).then_some(())
     }
 
     /// A variable's value as async-graphql resolves it.

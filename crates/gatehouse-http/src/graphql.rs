@@ -424,16 +424,22 @@ fn may_read_schema(principal: Option<&Principal>, state: &AppState) -> Result<()
         None if state.authn.is_none() => Ok(()),
         p if p.is_some() && state.graphql.may_introspect(p) => Ok(()),
         _ => {
+            // The scope is the Model's (`@auth` may change what reads need).
+            let scope = state.graphql.schema_read_scope();
             let mut resp = respond(
                 StatusCode::FORBIDDEN,
                 Media::Json,
-                &error_body("reading the schema needs the scope `read`", Code::Forbidden),
+                &error_body(
+                    &format!("reading the schema needs the scope `{scope}`"),
+                    Code::Forbidden,
+                ),
             );
             resp.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
-                HeaderValue::from_static(
-                    "Bearer realm=\"gatehouse\", error=\"insufficient_scope\", scope=\"read\"",
-                ),
+                HeaderValue::from_str(&gatehouse_auth::challenge::insufficient_scope(scope))
+                    .unwrap_or_else(|_| {
+                        HeaderValue::from_static(gatehouse_auth::challenge::MISSING)
+                    }),
             );
             Err(Box::new(resp))
         }

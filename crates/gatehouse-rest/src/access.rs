@@ -8,6 +8,7 @@
 //! whether the caller's [`Principal`] holds them and words the refusal.
 
 use axum::http::{HeaderValue, StatusCode, header};
+use gatehouse_access::ScopeRefusal;
 use gatehouse_auth::{Principal, challenge};
 use gatehouse_schema::{AccessContext, Entity, Model};
 
@@ -15,33 +16,25 @@ use crate::problem::Problem;
 
 /// Who is calling, as far as authorization is concerned.
 #[derive(Debug, Clone)]
-pub(crate) struct Caller<'a> {
-    /// The authenticated caller (the authentication layer puts it into the
-    /// request's extensions).
-    principal: Option<&'a Principal>,
-    /// Whether a request without a principal is refused. Off only for
-    /// trusted in-process callers that run the router without the
-    /// authentication layer.
-    required: bool,
-    /// What the store decides this caller's rows on.
+pub(crate) struct Caller {
+    /// What scopes are checked and the store decides this caller's rows on.
     pub(crate) access: AccessContext,
 }
 
-impl<'a> Caller<'a> {
-    pub(crate) fn new(principal: Option<&'a Principal>, required: bool) -> Self {
+impl Caller {
+    /// The caller of a request carrying `principal` (the authentication
+    /// layer puts it into the request's extensions); without one, a
+    /// trusted in-process caller unless `required` (see
+    /// `gatehouse_auth::access_context_of`).
+    pub(crate) fn new(principal: Option<&Principal>, required: bool) -> Self {
         Caller {
-            principal,
-            required,
             access: gatehouse_auth::access_context_of(principal, required),
         }
     }
 
     /// Whether the caller holds `scope` for reading or writing.
     pub(crate) fn may(&self, scope: &str, is_read: bool) -> bool {
-        match self.principal {
-            None => !self.required,
-            Some(p) => p.allows(scope, is_read),
-        }
+        self.access.allows(scope, is_read)
     }
 
     /// `Ok` when the caller holds `scope`; otherwise the refusal: 401 for a
@@ -49,15 +42,12 @@ impl<'a> Caller<'a> {
     /// could help), 403 `insufficient_scope` for one whose credentials lack
     /// the scope (RFC 6750 §3.1).
     pub(crate) fn require(&self, scope: &str, is_read: bool) -> Result<(), Problem> {
-        if self.may(scope, is_read) {
-            return Ok(());
-        }
-        Err(match self.principal {
-            None => unauthenticated("credentials are required"),
-            Some(p) if p.is_anonymous() => unauthenticated(&format!(
+        match self.access.check_scope(scope, is_read) {
+            Ok(()) => Ok(()),
+            Err(ScopeRefusal::Unauthenticated) => Err(unauthenticated(&format!(
                 "this request needs credentials with the scope `{scope}`"
-            )),
-            Some(_) => Problem::new(
+            ))),
+            Err(ScopeRefusal::Forbidden) => Err(Problem::new(
                 StatusCode::FORBIDDEN,
                 "FORBIDDEN",
                 format!("this request needs the scope `{scope}`"),
@@ -66,8 +56,8 @@ impl<'a> Caller<'a> {
                 header::WWW_AUTHENTICATE,
                 HeaderValue::from_str(&challenge::insufficient_scope(scope))
                     .unwrap_or_else(|_| HeaderValue::from_static(challenge::MISSING)),
-            ),
-        })
+            )),
+        }
     }
 
     /// Reading rows of `entity`.

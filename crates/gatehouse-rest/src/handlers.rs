@@ -92,7 +92,7 @@ fn is_version(s: &str) -> bool {
 #[allow(clippy::too_many_arguments)]
 async fn route(
     api: &Api,
-    caller: &Caller<'_>,
+    caller: &Caller,
     method: &Method,
     headers: &HeaderMap,
     path: &str,
@@ -448,7 +448,7 @@ impl Api {
 
 async fn list(
     api: &Api,
-    caller: &Caller<'_>,
+    caller: &Caller,
     ei: usize,
     headers: &HeaderMap,
     query: Option<&str>,
@@ -585,7 +585,7 @@ fn link_header(
 
 async fn get_one(
     api: &Api,
-    caller: &Caller<'_>,
+    caller: &Caller,
     rows: &EntityStore,
     id: &str,
     headers: &HeaderMap,
@@ -644,7 +644,7 @@ async fn get_one(
 
 async fn create(
     api: &Api,
-    caller: &Caller<'_>,
+    caller: &Caller,
     ei: usize,
     headers: &HeaderMap,
     body: Body,
@@ -689,7 +689,7 @@ async fn create(
 
 async fn write_existing(
     api: &Api,
-    caller: &Caller<'_>,
+    caller: &Caller,
     rows: &EntityStore,
     id: &str,
     headers: &HeaderMap,
@@ -733,7 +733,7 @@ async fn write_existing(
 /// The body answering a write: the stored row as the caller may read it,
 /// or only its id when the caller may write the entity but not read it.
 fn written<'a>(
-    caller: &Caller<'_>,
+    caller: &Caller,
     entity: &'a Entity,
     stored: &'a Row,
     hidden: &'a [&'a str],
@@ -747,7 +747,7 @@ fn written<'a>(
 }
 
 async fn delete(
-    caller: &Caller<'_>,
+    caller: &Caller,
     rows: &EntityStore,
     id: &str,
     headers: &HeaderMap,

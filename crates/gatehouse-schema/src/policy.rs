@@ -6,13 +6,13 @@
 //! an [`AccessContext`] into part of the SQL statement it runs, so nothing
 //! else decides which rows a caller sees.
 
-use std::collections::BTreeSet;
 use std::fmt;
 
 use serde::Serialize;
-use serde_json::{Map, Value as Json};
+use serde_json::Value as Json;
 
 use crate::model::FilterOp;
+pub use gatehouse_access::AccessContext;
 
 /// The effective policy of an entity: for each action, the rule a row must
 /// match (`None`: every row the scopes allow), and the scope that lifts it.
@@ -48,7 +48,7 @@ impl Policy {
     /// caller holding the `bypass` scope. Such a caller is not filtered and
     /// may change owner fields.
     pub fn bypassed(&self, ctx: &AccessContext) -> bool {
-        ctx.system || self.bypass.as_deref().is_some_and(|s| ctx.has_scope(s))
+        ctx.is_system() || self.bypass.as_deref().is_some_and(|s| ctx.has_scope(s))
     }
 
     /// The rule `action` must satisfy for `ctx`: `None` when it is not
@@ -167,95 +167,6 @@ impl Operand {
                 .collect::<Option<Vec<_>>>()
                 .map(Json::Array),
         }
-    }
-}
-
-/// Who an operation of the store acts for: the scopes and claims its
-/// answers depend on. Every read and write of the store takes one; there is
-/// no entry point without it.
-#[derive(Debug, Clone)]
-pub struct AccessContext {
-    scopes: BTreeSet<String>,
-    claims: Map<String, Json>,
-    read_only: bool,
-    system: bool,
-    /// Identity of the inputs a decision reads, for caches keyed by
-    /// caller: made on first use (most requests read no policy).
-    key: std::sync::OnceLock<String>,
-}
-
-impl PartialEq for AccessContext {
-    fn eq(&self, other: &Self) -> bool {
-        // `key` is derived from the rest.
-        self.scopes == other.scopes
-            && self.claims == other.claims
-            && self.read_only == other.read_only
-            && self.system == other.system
-    }
-}
-
-impl AccessContext {
-    /// A caller holding `scopes` and `claims` (`sub`, `client_id` and any
-    /// custom ones). `read_only` callers (anonymous) may only read.
-    pub fn caller(scopes: BTreeSet<String>, claims: Map<String, Json>, read_only: bool) -> Self {
-        AccessContext {
-            scopes,
-            claims,
-            read_only,
-            system: false,
-            key: std::sync::OnceLock::new(),
-        }
-    }
-
-    /// gatehouse itself (bootstrap rows, administration commands, tests of
-    /// the store): no scope is required and no policy filters. Say so
-    /// explicitly: only trusted, in-process callers use it.
-    pub fn system() -> Self {
-        AccessContext {
-            scopes: BTreeSet::new(),
-            claims: Map::new(),
-            read_only: false,
-            system: true,
-            key: std::sync::OnceLock::from("system".to_string()),
-        }
-    }
-
-    /// Whether this is [`AccessContext::system`].
-    pub fn is_system(&self) -> bool {
-        self.system
-    }
-
-    /// Whether the caller holds `scope` (the system caller holds every one).
-    pub fn has_scope(&self, scope: &str) -> bool {
-        self.system || self.scopes.contains(scope)
-    }
-
-    /// Whether the caller may use `scope` for a read or a write.
-    pub fn allows(&self, scope: &str, is_read: bool) -> bool {
-        (is_read || !self.read_only) && self.has_scope(scope)
-    }
-
-    /// The claim `name`, if the caller has it.
-    pub fn claim(&self, name: &str) -> Option<&Json> {
-        self.claims.get(name).filter(|v| !v.is_null())
-    }
-
-    /// A string identifying everything decisions read of this caller:
-    /// equal keys get equal answers (for caches and shared subscriptions).
-    pub fn key(&self) -> &str {
-        self.key.get_or_init(|| {
-            // Scope tokens hold no space (RFC 6749 §3.3); claims are JSON.
-            format!(
-                "{}\u{0}{}\u{0}{}",
-                u8::from(self.read_only),
-                self.scopes
-                    .iter()
-                    .map(String::as_str)
-                    .collect::<Vec<_>>()
-                    .join(" "),
-                Json::Object(self.claims.clone())
-            )
-        })
     }
 }
 
