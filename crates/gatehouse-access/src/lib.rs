@@ -126,3 +126,38 @@ impl AccessContext {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scopes(s: &[&str]) -> BTreeSet<String> {
+        s.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn one_rule_for_every_kind_of_caller() {
+        let user = AccessContext::caller(scopes(&["read"]), Map::new(), false);
+        assert_eq!(user.check_scope("read", true), Ok(()));
+        assert_eq!(user.check_scope("read", false), Ok(()));
+        assert_eq!(
+            user.check_scope("write", false),
+            Err(ScopeRefusal::Forbidden)
+        );
+        // Anonymous callers (and requests without credentials) only read,
+        // and are told credentials could help.
+        let anonymous = AccessContext::caller(scopes(&["read"]), Map::new(), true);
+        assert_eq!(anonymous.check_scope("read", true), Ok(()));
+        assert_eq!(
+            anonymous.check_scope("read", false),
+            Err(ScopeRefusal::Unauthenticated)
+        );
+        let nobody = AccessContext::caller(BTreeSet::new(), Map::new(), true);
+        assert_eq!(
+            nobody.check_scope("read", true),
+            Err(ScopeRefusal::Unauthenticated)
+        );
+        let system = AccessContext::system();
+        assert_eq!(system.check_scope("anything", false), Ok(()));
+    }
+}
