@@ -9,10 +9,20 @@ async fn write_only_tokens_cannot_read_through_writes() {
     let server = Server::start("");
     let f = server.fixture().await;
     let writer = server.token("writer").await;
-    let (status, _) = server
+    let (status, body) = server
         .rest("GET", &format!("/v1/books/{}", f.book), Some(&writer), None)
         .await;
     assert_eq!(status, 403);
+    assert_eq!(body["code"], "FORBIDDEN", "{body}");
+    // Every REST refusal carries its code, the authentication layer's too.
+    let (status, body) = server.rest("GET", "/v1/books", None, None).await;
+    assert_eq!(status, 401);
+    assert_eq!(body["code"], "UNAUTHENTICATED", "{body}");
+    let (status, body) = server
+        .rest("GET", "/v1/books", Some("not-a-token"), None)
+        .await;
+    assert_eq!(status, 401);
+    assert_eq!(body["code"], "UNAUTHENTICATED", "{body}");
     // REST: the write happens and answers only the id.
     let (status, body) = server
         .rest(

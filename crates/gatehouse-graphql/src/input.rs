@@ -195,7 +195,7 @@ mod tests {
     }
 
     fn code(e: &ServerError) -> Option<Code> {
-        Code::of(e)
+        crate::error::code_of(e)
     }
 
     #[test]

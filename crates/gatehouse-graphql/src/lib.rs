@@ -521,7 +521,7 @@ fn refused_before_execution(response: &Response) -> bool {
         && !response.errors.is_empty()
         && response.errors.iter().all(|e| {
             e.path.is_empty()
-                && match error::Code::of(e) {
+                && match error::code_of(e) {
                     Some(code) => code.is_size_limit(),
                     None => !has_code(e),
                 }

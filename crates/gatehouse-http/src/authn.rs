@@ -15,6 +15,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use gatehouse_auth::oauth1::{SignedRequest, has_oauth1_params};
 use gatehouse_auth::{AuthScheme, AuthServer, Principal};
+use gatehouse_graphql::error::Code;
 use quick_cache::sync::Cache;
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -451,6 +452,16 @@ impl AuthFailure {
         }
     }
 
+    /// The API's code for the refusal, in GraphQL and REST bodies alike.
+    pub(crate) fn code(&self) -> Code {
+        match self {
+            AuthFailure::Unavailable => Code::ServiceUnavailable,
+            AuthFailure::Throttled(_) => Code::TooManyRequests,
+            AuthFailure::OAuth1Invalid(_) => Code::BadRequest,
+            _ => Code::Unauthenticated,
+        }
+    }
+
     pub(crate) fn status(&self) -> StatusCode {
         match self {
             AuthFailure::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
@@ -487,12 +498,7 @@ pub(crate) async fn graphql_layer(
         }
         Err(f) => {
             tracing::info!(reason = %f.log_reason(), "GraphQL request not authenticated");
-            let code = if f == AuthFailure::Unavailable {
-                gatehouse_graphql::error::Code::ServiceUnavailable
-            } else {
-                gatehouse_graphql::error::Code::Unauthenticated
-            };
-            let body = json!({"errors": [code.error_json(&f.message())]});
+            let body = json!({"errors": [f.code().error_json(&f.message())]});
             let mut resp = (f.status(), body.to_string()).into_response();
             let h = resp.headers_mut();
             h.insert(
@@ -517,10 +523,17 @@ pub struct RestGuard {
     pub authn: Authenticator,
 }
 
-fn problem(status: StatusCode, detail: &str, challenge_value: HeaderValue) -> Response {
+/// An RFC 9457 problem body with the `code` member every REST error has.
+fn problem(f: &AuthFailure, challenge_value: HeaderValue) -> Response {
+    let status = f.status();
     let title = status.canonical_reason().unwrap_or("Error");
-    let body =
-        json!({"type": "about:blank", "title": title, "status": status.as_u16(), "detail": detail});
+    let body = json!({
+        "type": "about:blank",
+        "title": title,
+        "status": status.as_u16(),
+        "detail": f.message(),
+        "code": f.code().as_str(),
+    });
     let mut resp = (status, body.to_string()).into_response();
     let h = resp.headers_mut();
     h.insert(
@@ -538,7 +551,7 @@ pub async fn rest_layer(State(guard): State<RestGuard>, req: Request, next: Next
     let principal = match result {
         Ok(p) => p,
         Err(f) => {
-            let mut resp = problem(f.status(), &f.message(), challenge(&f));
+            let mut resp = problem(&f, challenge(&f));
             if let Some(secs) = f.retry_after() {
                 resp.headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from(secs));

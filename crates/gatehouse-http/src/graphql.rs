@@ -249,7 +249,7 @@ fn store_unavailable(response: &async_graphql::Response) -> bool {
         && response
             .errors
             .iter()
-            .all(|e| Code::of(e) == Some(Code::ServiceUnavailable))
+            .all(|e| gatehouse_graphql::error::code_of(e) == Some(Code::ServiceUnavailable))
 }
 
 /// `POST {base}/graphql`.

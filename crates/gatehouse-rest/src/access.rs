@@ -11,6 +11,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use gatehouse_access::ScopeRefusal;
 use gatehouse_auth::{Principal, challenge};
 use gatehouse_schema::{AccessContext, Entity, Model};
+use gatehouse_store::Code;
 
 use crate::problem::Problem;
 
@@ -49,7 +50,7 @@ impl Caller {
             ))),
             Err(ScopeRefusal::Forbidden) => Err(Problem::new(
                 StatusCode::FORBIDDEN,
-                "FORBIDDEN",
+                Code::Forbidden,
                 format!("this request needs the scope `{scope}`"),
             )
             .with_header(
@@ -106,7 +107,7 @@ impl Caller {
 }
 
 fn unauthenticated(detail: &str) -> Problem {
-    Problem::new(StatusCode::UNAUTHORIZED, "UNAUTHENTICATED", detail).with_header(
+    Problem::new(StatusCode::UNAUTHORIZED, Code::Unauthenticated, detail).with_header(
         header::WWW_AUTHENTICATE,
         HeaderValue::from_static(challenge::MISSING),
     )

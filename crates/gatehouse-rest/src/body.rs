@@ -4,6 +4,7 @@
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode, header};
 use gatehouse_schema::{Entity, Field, FieldKind, Model, json_kind};
+use gatehouse_store::Code;
 use gatehouse_store::Row;
 use serde_json::Value as Json;
 
@@ -53,7 +54,7 @@ pub(crate) async fn read_object(
     if !is_json_media_type(headers) {
         return Err(Problem::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "UNSUPPORTED_MEDIA_TYPE",
+            Code::UnsupportedMediaType,
             format!("the request body must be JSON ({accepted})"),
         )
         .with_header(
@@ -64,7 +65,7 @@ pub(crate) async fn read_object(
     let too_large = || {
         Problem::new(
             StatusCode::PAYLOAD_TOO_LARGE,
-            "PAYLOAD_TOO_LARGE",
+            Code::PayloadTooLarge,
             format!("the request body is larger than {limit} bytes"),
         )
     };
@@ -79,14 +80,14 @@ pub(crate) async fn read_object(
         ReadError::TooLarge => too_large(),
         ReadError::Broken => Problem::new(
             StatusCode::BAD_REQUEST,
-            "BAD_REQUEST",
+            Code::BadRequest,
             "the request body could not be read",
         ),
     })?;
     let value: Json = serde_json::from_slice(&bytes).map_err(|e| {
         Problem::new(
             StatusCode::BAD_REQUEST,
-            "MALFORMED_JSON",
+            Code::MalformedJson,
             format!("the request body is not valid JSON: {e}"),
         )
     })?;
@@ -94,7 +95,7 @@ pub(crate) async fn read_object(
         Json::Object(map) => Ok(map),
         other => Err(Problem::new(
             StatusCode::UNPROCESSABLE_ENTITY,
-            "VALIDATION_FAILED",
+            Code::ValidationFailed,
             format!(
                 "the request body must be a JSON object of fields, not {}",
                 json_kind(&other)

@@ -2,6 +2,7 @@
 //! plain media type or the versioned vendor one.
 
 use axum::http::{HeaderMap, StatusCode, header};
+use gatehouse_store::Code;
 
 use crate::problem::Problem;
 
@@ -53,7 +54,7 @@ pub(crate) fn negotiate(headers: &HeaderMap) -> Result<&'static str, Problem> {
         None if !stated => Ok(JSON),
         None => Err(Problem::new(
             StatusCode::NOT_ACCEPTABLE,
-            "NOT_ACCEPTABLE",
+            Code::NotAcceptable,
             format!("this API answers with {JSON} or {VND}; the Accept header allows neither"),
         )),
     }

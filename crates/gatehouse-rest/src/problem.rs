@@ -2,6 +2,7 @@
 
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use gatehouse_store::Code;
 use gatehouse_store::StoreError;
 use serde::Serialize;
 use serde_json::{Value as Json, json};
@@ -38,7 +39,7 @@ pub(crate) struct Problem(Box<Details>);
 struct Details {
     status: StatusCode,
     /// Stable machine-readable code, the same vocabulary as GraphQL's `extensions.code`.
-    code: &'static str,
+    code: Code,
     detail: String,
     errors: Vec<FieldError>,
     invalid_params: Vec<InvalidParam>,
@@ -48,7 +49,7 @@ struct Details {
 
 impl Problem {
     /// A problem with `status`, `code` and a human-readable `detail`.
-    pub fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> Self {
+    pub fn new(status: StatusCode, code: Code, detail: impl Into<String>) -> Self {
         Problem(Box::new(Details {
             status,
             code,
@@ -73,7 +74,7 @@ impl Problem {
                     .join(", ")
             ),
         };
-        let mut p = Problem::new(StatusCode::BAD_REQUEST, "BAD_REQUEST", detail);
+        let mut p = Problem::new(StatusCode::BAD_REQUEST, Code::BadRequest, detail);
         p.0.invalid_params = params;
         p
     }
@@ -101,7 +102,7 @@ impl Problem {
         };
         let mut p = Problem::new(
             StatusCode::UNPROCESSABLE_ENTITY,
-            "VALIDATION_FAILED",
+            Code::ValidationFailed,
             detail,
         );
         p.0.errors = errors;
@@ -118,14 +119,14 @@ impl Problem {
 
     /// 404 with `detail`.
     pub fn not_found(detail: impl Into<String>) -> Self {
-        Problem::new(StatusCode::NOT_FOUND, "NOT_FOUND", detail)
+        Problem::new(StatusCode::NOT_FOUND, Code::NotFound, detail)
     }
 
     /// 405 with the `Allow` header (RFC 9110 §15.5.6 requires it).
     pub fn method_not_allowed(allow: &'static str) -> Self {
         Problem::new(
             StatusCode::METHOD_NOT_ALLOWED,
-            "METHOD_NOT_ALLOWED",
+            Code::MethodNotAllowed,
             format!("this resource allows {allow}"),
         )
         .with_header(header::ALLOW, HeaderValue::from_static(allow))
@@ -136,7 +137,7 @@ impl Problem {
         tracing::error!(error = %cause, "internal error in the REST API");
         Problem::new(
             StatusCode::INTERNAL_SERVER_ERROR,
-            "INTERNAL",
+            Code::InternalServerError,
             "the server could not complete the request",
         )
     }
@@ -157,24 +158,21 @@ impl Problem {
         }
     }
 
+    /// A store error by its code (`StoreError::code`, what GraphQL answers too).
     fn from_store(e: StoreError) -> Self {
-        match e {
-            StoreError::NotFound => Problem::not_found("no such row"),
-            StoreError::Conflict { message } => {
-                Problem::new(StatusCode::CONFLICT, "CONFLICT", message)
-            }
-            StoreError::Invalid { field, message } => Problem::invalid_field(field, message),
-            StoreError::Forbidden { message } => {
-                Problem::new(StatusCode::FORBIDDEN, "FORBIDDEN", message)
-            }
-            StoreError::Unavailable => Problem::new(
+        match (e.code(), e) {
+            (_, StoreError::Invalid { field, message }) => Problem::invalid_field(field, message),
+            (Code::NotFound, _) => Problem::not_found("no such row"),
+            (code @ Code::Conflict, e) => Problem::new(StatusCode::CONFLICT, code, e.to_string()),
+            (code @ Code::Forbidden, e) => Problem::new(StatusCode::FORBIDDEN, code, e.to_string()),
+            (code @ Code::ServiceUnavailable, _) => Problem::new(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "UNAVAILABLE",
+                code,
                 "storage is unavailable right now; retry later",
             )
             .with_header(header::RETRY_AFTER, HeaderValue::from_static("1")),
             // The store logged the cause when it created the error.
-            other => Problem::internal(other),
+            (_, other) => Problem::internal(other),
         }
     }
 
@@ -200,7 +198,7 @@ impl Problem {
             "title": d.status.canonical_reason().unwrap_or("Error"),
             "status": d.status.as_u16(),
             "detail": d.detail,
-            "code": d.code,
+            "code": d.code.as_str(),
         });
         if let Json::Object(map) = &mut body {
             if !d.errors.is_empty() {

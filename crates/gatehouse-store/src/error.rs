@@ -4,6 +4,8 @@ use std::fmt;
 
 use gatehouse_db::DbError;
 
+use crate::Code;
+
 /// Everything a store operation can fail with.
 ///
 /// The `Display` text of every variant is safe to show to API users:
@@ -117,16 +119,18 @@ impl StoreError {
         gatehouse_db::with_sources(self)
     }
 
-    /// A stable machine-readable code for the variant.
-    pub fn code(&self) -> &'static str {
+    /// The API's code for the variant: what GraphQL and REST answer.
+    pub fn code(&self) -> Code {
         match self {
-            StoreError::NotFound => "NOT_FOUND",
-            StoreError::Conflict { .. } => "CONFLICT",
-            StoreError::Invalid { .. } => "BAD_USER_INPUT",
-            StoreError::Forbidden { .. } => "FORBIDDEN",
-            StoreError::Unavailable | StoreError::Open { .. } => "UNAVAILABLE",
-            StoreError::DestructiveMigration { .. } => "DESTRUCTIVE_MIGRATION",
-            StoreError::Internal(_) => "INTERNAL",
+            StoreError::NotFound => Code::NotFound,
+            StoreError::Conflict { .. } => Code::Conflict,
+            StoreError::Invalid { .. } => Code::BadUserInput,
+            StoreError::Forbidden { .. } => Code::Forbidden,
+            StoreError::Unavailable | StoreError::Open { .. } => Code::ServiceUnavailable,
+            // Refused at start-up or by `migrate`, never during a request.
+            StoreError::DestructiveMigration { .. } | StoreError::Internal(_) => {
+                Code::InternalServerError
+            }
         }
     }
 }

@@ -30,6 +30,7 @@
 
 #![warn(missing_docs)]
 
+mod code;
 mod copy;
 mod entity;
 mod error;
@@ -40,6 +41,7 @@ mod query;
 mod store;
 mod value;
 
+pub use code::Code;
 pub use copy::{CopiedTable, copy_store};
 pub use entity::{Children, EntityStore, Page, PreparedList};
 pub use error::StoreError;
