@@ -7,7 +7,8 @@
 //!
 //! - `load.rs`: files, parsing, the rules that need the per-file AST, the
 //!   built-in declarations.
-//! - `bind.rs`: entities, relations and the root-field conventions.
+//! - `bind/`: entities, relations, policies and `@auth`, the root-field
+//!   conventions and their arguments, one file each.
 //! - `model.rs`: the Model and the rules derived from it (operators per
 //!   field, orderable fields, input types, scopes), `value.rs`: the one value
 //!   checker, `policy.rs`: bound `@policy` rules and the `AccessContext`

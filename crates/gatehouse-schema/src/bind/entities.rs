@@ -1,0 +1,361 @@
+//! Entities: each object type other than the roots is a stored collection.
+//! Its fields are bound here in the first pass, to-many fields as
+//! placeholders that `relations.rs` resolves once every entity is known;
+//! then the names the storage and REST layers derive from it (columns,
+//! tables, paths) are checked for clashes and length.
+
+use std::collections::HashMap;
+
+use apollo_compiler::Node;
+use apollo_compiler::ast::FieldDefinition;
+use apollo_compiler::schema::{ExtendedType, ObjectType};
+use heck::{ToKebabCase, ToSnakeCase};
+
+use super::{Binder, ListShape, ROOTS, desc, is_id_bang, list_items, list_shape, type_ref};
+use crate::model::*;
+use crate::policy::Policy;
+
+/// PostgreSQL truncates identifiers longer than this.
+const MAX_IDENT: usize = 63;
+/// Table-name prefix reserved for gatehouse's own tables.
+pub const RESERVED_TABLE_PREFIX: &str = "_gatehouse";
+
+impl Binder<'_> {
+    /// Stored fields and to-many placeholders; relations resolved in pass 2.
+    pub(super) fn entity_pass1(&mut self, obj: &Node<ObjectType>) -> Entity {
+        let name = obj.name.to_string();
+        let mut fields = Vec::new();
+        let mut id_field = None;
+        for field in obj.fields.values() {
+            if field.name == "id" {
+                id_field = Some(self.id_field(&name, field));
+            } else if let Some(f) = self.entity_field(&name, field) {
+                fields.push(f);
+            }
+        }
+        match id_field {
+            Some(id) => fields.insert(0, id),
+            None => self.error(
+                obj.location(),
+                format!("type `{name}` has no `id: ID!` field"),
+                Some("every object type other than Query, Mutation and Subscription is a stored collection and needs `id: ID!`".into()),
+            ),
+        }
+
+        let table = name.to_snake_case();
+        let rest_path = self.rest_path(&name, obj);
+        let auth = self.type_auth(&name, &obj.directives);
+        self.check_columns(&name, obj, &fields);
+        self.check_table(&name, obj, &table);
+        Entity {
+            name,
+            table,
+            rest_path,
+            description: desc(&obj.description),
+            fields,
+            auth,
+            policy: Policy::default(),
+        }
+    }
+
+    /// The `id` field, which keys every stored type: `ID!`, no arguments,
+    /// no `@auth` of its own (it is read with the row).
+    fn id_field(&mut self, entity: &str, field: &Node<FieldDefinition>) -> Field {
+        let loc = field.location();
+        let field_auth = self.field_auth(entity, field);
+        if !is_id_bang(&field.ty) {
+            self.error(
+                loc,
+                format!("`{entity}.id` must be `ID!`, found `{}`", field.ty),
+                Some("every stored type is keyed by `id: ID!`".into()),
+            );
+        }
+        if !field.arguments.is_empty() {
+            self.error(loc, format!("`{entity}.id` cannot take arguments"), None);
+        }
+        if field_auth != TypeAuth::default() {
+            self.error(
+                loc,
+                format!("`@auth` on `{entity}.id`: the id is read with the row"),
+                None,
+            );
+        }
+        Field {
+            name: field.name.to_string(),
+            column: "id".into(),
+            description: desc(&field.description),
+            kind: FieldKind::Id,
+            required: true,
+            unique: true,
+            index: false,
+            ty: type_ref(&field.ty),
+            auth: TypeAuth::default(),
+        }
+    }
+
+    /// A field other than `id`, or `None` where its type binds to nothing
+    /// (reported here or by the step that owns that type).
+    fn entity_field(&mut self, entity: &str, field: &Node<FieldDefinition>) -> Option<Field> {
+        // `@auth` is checked first, so its problems are reported even on a
+        // field whose type is refused.
+        let field_auth = self.field_auth(entity, field);
+        let kind = self.field_kind(entity, field)?;
+        self.check_field_use(entity, field, &kind, &field_auth);
+        let fname = field.name.as_str();
+        let column = match &kind {
+            FieldKind::ToOne { .. } => format!("{}_id", fname.to_snake_case()),
+            FieldKind::ToMany { .. } => String::new(),
+            _ => fname.to_snake_case(),
+        };
+        Some(Field {
+            name: fname.to_string(),
+            column,
+            description: desc(&field.description),
+            kind,
+            required: field.ty.is_non_null(),
+            unique: field.directives.get("unique").is_some(),
+            index: field.directives.get("index").is_some(),
+            ty: type_ref(&field.ty),
+            auth: field_auth,
+        })
+    }
+
+    /// What a field holds, from its declared type: a scalar or enum value
+    /// (or a list of them), a to-one or a to-many relation.
+    fn field_kind(&mut self, entity: &str, field: &Node<FieldDefinition>) -> Option<FieldKind> {
+        let schema = self.schema;
+        let loc = field.location();
+        let fname = field.name.as_str();
+        let base = field.ty.inner_named_type();
+        // An undefined type is reported by validation.
+        let base_def = schema.types.get(base)?;
+        let list = list_shape(&field.ty);
+        if list == ListShape::Nested {
+            self.error(
+                loc,
+                format!("`{entity}.{fname}` is a list of lists, which is not supported"),
+                None,
+            );
+            return None;
+        }
+        match base_def {
+            // A custom scalar is reported at its definition.
+            ExtendedType::Scalar(_) => Scalar::from_graphql(base).map(|s| FieldKind::Value {
+                ty: ValueType::Scalar(s),
+                list: list_items(list),
+            }),
+            ExtendedType::Enum(_) => Some(FieldKind::Value {
+                ty: ValueType::Enum(base.to_string()),
+                list: list_items(list),
+            }),
+            ExtendedType::Object(_) if ROOTS.contains(&base.as_str()) => {
+                self.error(
+                    loc,
+                    format!("`{entity}.{fname}` returns the root type `{base}`"),
+                    Some("entity fields return scalars, enums or other entities".into()),
+                );
+                None
+            }
+            ExtendedType::Object(_) if list == ListShape::Single => Some(FieldKind::ToOne {
+                target: base.to_string(),
+            }),
+            ExtendedType::Object(_) => Some(super::relations::to_many_placeholder(field, list)),
+            // Interfaces, unions and inputs are reported elsewhere.
+            _ => None,
+        }
+    }
+
+    /// The directives and arguments a field of this kind cannot take.
+    fn check_field_use(
+        &mut self,
+        entity: &str,
+        field: &Node<FieldDefinition>,
+        kind: &FieldKind,
+        field_auth: &TypeAuth,
+    ) {
+        let loc = field.location();
+        let fname = field.name.as_str();
+        let unique = field.directives.get("unique").is_some();
+        let index = field.directives.get("index").is_some();
+        let is_to_many = matches!(kind, FieldKind::ToMany { .. });
+        if !matches!(kind, FieldKind::Value { .. }) && *field_auth != TypeAuth::default() {
+            self.error(
+                loc,
+                format!("`@auth` on the relation `{entity}.{fname}`"),
+                Some(format!(
+                    "a relation needs its target's read scope: put `@auth(read:)` on `{}`",
+                    field.ty.inner_named_type()
+                )),
+            );
+        }
+        if !is_to_many && !field.arguments.is_empty() {
+            self.error(
+                field.arguments.first().and_then(|a| a.location()),
+                format!("`{entity}.{fname}` takes arguments, but only to-many relation fields do"),
+                Some("remove the arguments; list fields such as `books: [Book!]!` take count/offset/filter/order arguments".into()),
+            );
+        }
+        if is_to_many && (unique || index) {
+            self.error(
+                loc,
+                format!(
+                    "`@unique` / `@index` do not apply to the to-many field `{entity}.{fname}`"
+                ),
+                Some("put them on the to-one field it is the inverse of".into()),
+            );
+        }
+        if matches!(kind, FieldKind::Value { list: Some(_), .. }) && unique {
+            self.error(
+                loc,
+                format!("`@unique` does not apply to the list field `{entity}.{fname}`"),
+                None,
+            );
+        }
+        if field.directives.get("relation").is_some() && !is_to_many {
+            self.error(
+                loc,
+                format!("`@relation` on `{entity}.{fname}`, which is not a to-many relation"),
+                Some("`@relation(field:)` goes on a list field like `books: [Book!]!` and names the to-one field of Book it inverts".into()),
+            );
+        }
+    }
+
+    /// The entity's REST collection path: `@rest(path:)` when it is a valid
+    /// segment, the pluralized type name otherwise.
+    fn rest_path(&mut self, name: &str, obj: &Node<ObjectType>) -> String {
+        let Some(d) = obj.directives.get("rest") else {
+            return default_rest_path(name);
+        };
+        match d
+            .specified_argument_by_name("path")
+            .and_then(|v| v.as_str())
+        {
+            Some(p) if valid_segment(p) => p.to_string(),
+            Some(p) => {
+                self.error(
+                    d.location(),
+                    format!("`@rest(path: \"{p}\")` on `{name}` is not a valid path segment"),
+                    Some(
+                        "use lowercase letters, digits and single hyphens, e.g. \"book-reviews\""
+                            .into(),
+                    ),
+                );
+                default_rest_path(name)
+            }
+            None => default_rest_path(name),
+        }
+    }
+
+    /// Column names and nested REST segments must be distinct within an
+    /// entity, and columns short enough for PostgreSQL to keep whole.
+    fn check_columns(&mut self, name: &str, obj: &Node<ObjectType>, fields: &[Field]) {
+        let mut seen: HashMap<&str, &str> = HashMap::new();
+        let mut segs: HashMap<&str, &str> = HashMap::new();
+        for f in fields {
+            let loc = obj.fields.get(f.name.as_str()).and_then(|c| c.location());
+            if f.column.len() > MAX_IDENT {
+                self.error(
+                    loc,
+                    format!(
+                        "`{name}.{}` is too long to be a column name (at most {MAX_IDENT} bytes)",
+                        f.name
+                    ),
+                    None,
+                );
+            }
+            if !f.column.is_empty()
+                && let Some(other) = seen.insert(&f.column, &f.name)
+            {
+                self.error(
+                    loc,
+                    format!(
+                        "`{name}.{}` and `{name}.{other}` would both be stored in the column `{}`",
+                        f.name, f.column
+                    ),
+                    Some("rename one of them".into()),
+                );
+            }
+            if let FieldKind::ToMany { rest_segment, .. } = &f.kind
+                && let Some(other) = segs.insert(rest_segment, &f.name)
+            {
+                self.error(
+                    loc,
+                    format!(
+                        "`{name}.{}` and `{name}.{other}` would both be the nested REST path `{rest_segment}`",
+                        f.name
+                    ),
+                    Some("rename one of them".into()),
+                );
+            }
+        }
+    }
+
+    /// The table name: short enough for PostgreSQL, and outside the prefix
+    /// of gatehouse's own tables.
+    fn check_table(&mut self, name: &str, obj: &Node<ObjectType>, table: &str) {
+        if table.len() > MAX_IDENT {
+            self.error(
+                obj.location(),
+                format!(
+                    "type name `{name}` is too long to be a table name (at most {MAX_IDENT} bytes)"
+                ),
+                None,
+            );
+        }
+        if table.starts_with(RESERVED_TABLE_PREFIX) {
+            self.error(
+                obj.location(),
+                format!("type `{name}` would be stored in `{table}`; the prefix `{RESERVED_TABLE_PREFIX}` is reserved"),
+                Some("rename the type".into()),
+            );
+        }
+    }
+
+    /// Two entities cannot share a table or a REST path; checked once every
+    /// entity has its names.
+    pub(super) fn check_entity_names(&mut self, objects: &[&Node<ObjectType>]) {
+        let mut tables: HashMap<String, String> = HashMap::new();
+        let mut paths: HashMap<String, String> = HashMap::new();
+        for (i, obj) in objects.iter().enumerate() {
+            let (name, table, path) = {
+                let e = &self.entities[i];
+                (e.name.clone(), e.table.clone(), e.rest_path.clone())
+            };
+            if let Some(other) = tables.insert(table.clone(), name.clone()) {
+                self.error(
+                    obj.location(),
+                    format!(
+                        "types `{name}` and `{other}` would both be stored in the table `{table}`"
+                    ),
+                    Some("rename one of them".into()),
+                );
+            }
+            if let Some(other) = paths.insert(path.clone(), name.clone()) {
+                self.error(
+                    obj.location(),
+                    format!("types `{name}` and `{other}` would both be served at `/v1/{path}`"),
+                    Some("give one of them `@rest(path: \"...\")`".into()),
+                );
+            }
+        }
+    }
+}
+
+/// `BookReview` -> `book-reviews`, `Person` -> `people`.
+pub fn default_rest_path(type_name: &str) -> String {
+    let kebab = type_name.to_kebab_case();
+    match kebab.rsplit_once('-') {
+        Some((head, last)) => format!("{head}-{}", pluralizer::pluralize(last, 2, false)),
+        None => pluralizer::pluralize(&kebab, 2, false),
+    }
+}
+
+fn valid_segment(p: &str) -> bool {
+    !p.is_empty()
+        && p.split('-').all(|part| {
+            !part.is_empty()
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        })
+}

@@ -1,0 +1,225 @@
+//! Binding: from the apollo schema to the [`Model`], by the conventions of
+//! `docs/design/schema-conventions.md`. Every problem becomes a diagnostic; binding goes on after a
+//! problem so one run reports everything.
+//!
+//! One [`Binder`] carries the state every step shares; each concern adds its
+//! methods to it in its own file:
+//! - `entities.rs`: stored types, their fields, columns, tables and REST paths;
+//! - `relations.rs`: to-many fields and the to-one field each inverts;
+//! - `policies.rs`: `@policy` rules and every form of `@auth`;
+//! - `roots.rs`: the Query, Mutation and Subscription conventions;
+//! - `arguments.rs`: list arguments, filters, `where` inputs, `orderBy` enums
+//!   and create/update inputs.
+//!
+//! This file holds the driver, which runs the steps in the order their
+//! inputs need, and the conversions from apollo's AST every step uses.
+
+mod arguments;
+mod entities;
+mod policies;
+mod relations;
+mod roots;
+
+use std::collections::HashMap;
+
+use apollo_compiler::ast::{self, InputValueDefinition, Type};
+use apollo_compiler::parser::SourceSpan;
+use apollo_compiler::schema::{ExtendedType, ObjectType};
+use apollo_compiler::{Node, Schema};
+
+use crate::diag::{Diagnostic, Diagnostics};
+use crate::load::at;
+use crate::model::*;
+
+pub use entities::{RESERVED_TABLE_PREFIX, default_rest_path};
+pub use policies::valid_scope;
+
+const ROOTS: [&str; 3] = ["Query", "Mutation", "Subscription"];
+
+pub(crate) struct Binder<'a> {
+    schema: &'a Schema,
+    diags: &'a mut Diagnostics,
+    entities: Vec<Entity>,
+    where_inputs: Vec<WhereInput>,
+    order_enums: Vec<OrderEnum>,
+    /// The schema's enums, collected first: `@policy` literals are checked
+    /// against them.
+    enums: Vec<EnumDef>,
+    /// Inputs/enums already checked, with the entity they were bound to.
+    checked_where: HashMap<String, Option<String>>,
+    checked_order: HashMap<String, Option<String>>,
+}
+
+impl<'a> Binder<'a> {
+    pub(crate) fn new(schema: &'a Schema, diags: &'a mut Diagnostics) -> Self {
+        Self {
+            schema,
+            diags,
+            entities: Vec::new(),
+            where_inputs: Vec::new(),
+            order_enums: Vec::new(),
+            enums: schema
+                .types
+                .values()
+                .filter_map(|t| match t {
+                    ExtendedType::Enum(e) if !t.is_built_in() => Some(EnumDef {
+                        name: e.name.to_string(),
+                        values: e.values.keys().map(|v| v.to_string()).collect(),
+                        description: e.description.as_ref().map(|d| d.to_string()),
+                    }),
+                    _ => None,
+                })
+                .collect(),
+            checked_where: HashMap::new(),
+            checked_order: HashMap::new(),
+        }
+    }
+
+    fn error(&mut self, loc: Option<SourceSpan>, message: String, hint: Option<String>) {
+        let d: Diagnostic = at(&self.schema.sources, loc, message, hint);
+        self.diags.0.push(d);
+    }
+
+    /// Runs the steps in dependency order: every entity's own fields first,
+    /// so that relations, policies and root fields can name any entity.
+    pub(crate) fn bind(mut self) -> Model {
+        let schema = self.schema;
+        let objects: Vec<&Node<ObjectType>> = schema
+            .types
+            .values()
+            .filter_map(|t| match t {
+                ExtendedType::Object(o)
+                    if !t.is_built_in() && !ROOTS.contains(&o.name.as_str()) =>
+                {
+                    Some(o)
+                }
+                _ => None,
+            })
+            .collect();
+
+        for obj in &objects {
+            let entity = self.entity_pass1(obj);
+            self.entities.push(entity);
+        }
+        self.check_entity_names(&objects);
+        for (i, obj) in objects.iter().enumerate() {
+            self.entity_pass2(i, obj);
+        }
+        for (i, obj) in objects.iter().enumerate() {
+            self.entities[i].policy = self.bind_policy(obj);
+        }
+
+        let queries = self.root_fields("Query");
+        let mutations = self.root_fields("Mutation");
+        let subscriptions = self.root_fields("Subscription");
+
+        let inputs = schema
+            .types
+            .values()
+            .filter_map(|t| match t {
+                ExtendedType::InputObject(i) if !t.is_built_in() => Some(InputObject {
+                    name: i.name.to_string(),
+                    fields: i.fields.values().map(|f| input_value(f)).collect(),
+                    description: i.description.as_ref().map(|d| d.to_string()),
+                }),
+                _ => None,
+            })
+            .collect();
+
+        Model {
+            entities: self.entities,
+            enums: self.enums,
+            inputs,
+            where_inputs: self.where_inputs,
+            order_enums: self.order_enums,
+            queries,
+            mutations,
+            subscriptions,
+            sdl: schema.to_string(),
+        }
+    }
+
+    /// The entity named `name`, if it is one: relations, policies and
+    /// arguments name their entity by its type name.
+    fn entity_named(&self, name: &str) -> Option<&Entity> {
+        self.entities.iter().find(|e| e.name == name)
+    }
+}
+
+// ---- from apollo's AST -----------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ListShape {
+    Single,
+    List { items_required: bool },
+    Nested,
+}
+
+fn list_shape(ty: &Type) -> ListShape {
+    if !ty.is_list() {
+        return ListShape::Single;
+    }
+    let item = ty.item_type();
+    if item.is_list() {
+        ListShape::Nested
+    } else {
+        ListShape::List {
+            items_required: item.is_non_null(),
+        }
+    }
+}
+
+fn list_items(shape: ListShape) -> Option<ListItems> {
+    match shape {
+        ListShape::List { items_required } => Some(ListItems { items_required }),
+        _ => None,
+    }
+}
+
+pub(crate) fn type_ref(ty: &Type) -> TypeRef {
+    TypeRef::read(ty, |t| {
+        let layer = match t {
+            Type::Named(n) | Type::NonNullNamed(n) => TypeLayer::Named(n.as_str()),
+            Type::List(item) | Type::NonNullList(item) => TypeLayer::List(item.as_ref()),
+        };
+        (t.is_non_null(), layer)
+    })
+}
+
+fn input_value(v: &InputValueDefinition) -> InputValue {
+    InputValue {
+        name: v.name.to_string(),
+        ty: type_ref(&v.ty),
+        default: v.default_value.as_ref().map(|d| const_value(d)),
+        description: desc(&v.description),
+    }
+}
+
+fn const_value(v: &ast::Value) -> ConstValue {
+    match v {
+        ast::Value::Null | ast::Value::Variable(_) => ConstValue::Null,
+        ast::Value::Enum(n) => ConstValue::Enum(n.to_string()),
+        ast::Value::String(s) => ConstValue::String(s.clone()),
+        ast::Value::Float(f) => ConstValue::Float(f.try_to_f64().unwrap_or(f64::NAN)),
+        ast::Value::Int(i) => match i.as_str().parse::<i64>() {
+            Ok(n) => ConstValue::Int(n),
+            Err(_) => ConstValue::Float(i.try_to_f64().unwrap_or(f64::NAN)),
+        },
+        ast::Value::Boolean(b) => ConstValue::Boolean(*b),
+        ast::Value::List(items) => ConstValue::List(items.iter().map(|i| const_value(i)).collect()),
+        ast::Value::Object(fields) => ConstValue::Object(
+            fields
+                .iter()
+                .map(|(k, v)| (k.to_string(), const_value(v)))
+                .collect(),
+        ),
+    }
+}
+
+fn desc(d: &Option<Node<str>>) -> Option<String> {
+    d.as_ref().map(|d| d.to_string())
+}
+
+fn is_id_bang(ty: &Type) -> bool {
+    matches!(ty, Type::NonNullNamed(n) if n == "ID")
+}

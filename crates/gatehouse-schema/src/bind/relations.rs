@@ -1,0 +1,159 @@
+//! Relations: a to-one field stores the target's id; a to-many field is the
+//! inverse of a to-one field of its target. The first pass leaves each
+//! to-many field a placeholder; the second, run once every entity's fields
+//! are known, finds the to-one field it inverts and binds its arguments.
+
+use apollo_compiler::Node;
+use apollo_compiler::ast::{FieldDefinition, InputValueDefinition};
+use apollo_compiler::parser::SourceSpan;
+use apollo_compiler::schema::ObjectType;
+use heck::{ToKebabCase, ToLowerCamelCase};
+
+use super::{Binder, ListShape, input_value};
+use crate::model::*;
+
+/// A to-many field before its inverse is known: `via` empty, no list
+/// binding yet.
+pub(super) fn to_many_placeholder(field: &Node<FieldDefinition>, list: ListShape) -> FieldKind {
+    FieldKind::ToMany {
+        target: field.ty.inner_named_type().to_string(),
+        via: String::new(),
+        rest_segment: field.name.as_str().to_kebab_case(),
+        items_required: list
+            == ListShape::List {
+                items_required: true,
+            },
+        list: ListBinding::default(),
+        args: field.arguments.iter().map(|a| input_value(a)).collect(),
+    }
+}
+
+impl Binder<'_> {
+    /// Resolves to-many inverses and binds their arguments.
+    pub(super) fn entity_pass2(&mut self, index: usize, obj: &Node<ObjectType>) {
+        let name = self.entities[index].name.clone();
+        let to_many: Vec<(usize, String, String)> = self.entities[index]
+            .fields
+            .iter()
+            .enumerate()
+            .filter_map(|(i, f)| match &f.kind {
+                FieldKind::ToMany { target, .. } => Some((i, f.name.clone(), target.clone())),
+                _ => None,
+            })
+            .collect();
+        for (fi, fname, target) in to_many {
+            let Some(def) = obj.fields.get(fname.as_str()) else {
+                continue;
+            };
+            let loc = def.location();
+            let Some(target_entity) = self.entity_named(&target) else {
+                continue;
+            };
+            let candidates: Vec<String> = target_entity
+                .fields
+                .iter()
+                .filter(|f| matches!(&f.kind, FieldKind::ToOne { target } if *target == name))
+                .map(|f| f.name.clone())
+                .collect();
+            let relation = (name.as_str(), fname.as_str(), target.as_str());
+            let via = match def
+                .directives
+                .get("relation")
+                .and_then(|d| d.specified_argument_by_name("field"))
+                .and_then(|v| v.as_str())
+            {
+                Some(named) => self.named_inverse(relation, named, &candidates, loc),
+                None => self.implied_inverse(relation, &candidates, loc),
+            };
+            let args: Vec<&Node<InputValueDefinition>> = def.arguments.iter().collect();
+            let owner = format!("{name}.{fname}");
+            let list = self.bind_list_args(&target, &args, &owner);
+            if let FieldKind::ToMany {
+                via: v, list: l, ..
+            } = &mut self.entities[index].fields[fi].kind
+            {
+                *v = via.unwrap_or_default();
+                *l = list;
+            }
+        }
+    }
+
+    /// The inverse named by `@relation(field:)`: one of `candidates`, the
+    /// to-one fields of the target whose type is the owner.
+    fn named_inverse(
+        &mut self,
+        (name, fname, target): (&str, &str, &str),
+        named: &str,
+        candidates: &[String],
+        loc: Option<SourceSpan>,
+    ) -> Option<String> {
+        if candidates.iter().any(|c| c == named) {
+            return Some(named.to_string());
+        }
+        let exists = self
+            .entity_named(target)
+            .is_some_and(|e| e.field(named).is_some());
+        let found = if exists {
+            format!("`{target}.{named}` is not a to-one field of type `{name}`")
+        } else {
+            format!("`{target}` has no field `{named}`")
+        };
+        self.error(
+            loc,
+            format!("`@relation(field: \"{named}\")` on `{name}.{fname}`: {found}"),
+            Some(inverse_hint(name, target, candidates)),
+        );
+        None
+    }
+
+    /// The inverse without `@relation`: the target's one to-one field of the
+    /// owner's type; none or several is an error.
+    fn implied_inverse(
+        &mut self,
+        (name, fname, target): (&str, &str, &str),
+        candidates: &[String],
+        loc: Option<SourceSpan>,
+    ) -> Option<String> {
+        match candidates {
+            [one] => Some(one.clone()),
+            [] => {
+                self.error(
+                    loc,
+                    format!(
+                        "`{name}.{fname}` lists `{target}`, but `{target}` has no to-one field of type `{name}` to be its inverse"
+                    ),
+                    Some(format!(
+                        "add a field like `{}: {name}` to `{target}`",
+                        name.to_lower_camel_case()
+                    )),
+                );
+                None
+            }
+            many => {
+                self.error(
+                    loc,
+                    format!(
+                        "`{name}.{fname}` is ambiguous: `{target}` has several fields of type `{name}` ({})",
+                        many.join(", ")
+                    ),
+                    Some(format!(
+                        "name the inverse with `@relation(field: \"{}\")`",
+                        many[0]
+                    )),
+                );
+                None
+            }
+        }
+    }
+}
+
+fn inverse_hint(owner: &str, target: &str, candidates: &[String]) -> String {
+    if candidates.is_empty() {
+        format!("add a to-one field of type `{owner}` to `{target}` and name it here")
+    } else {
+        format!(
+            "to-one fields of `{target}` of type `{owner}`: {}",
+            candidates.join(", ")
+        )
+    }
+}
