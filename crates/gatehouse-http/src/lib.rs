@@ -17,6 +17,7 @@
 //!   group of identical subscriptions).
 
 pub mod authn;
+mod cors;
 mod fanout;
 mod graphiql;
 mod graphql;
@@ -28,6 +29,7 @@ mod live;
 mod sse;
 mod ws;
 
+pub use cors::CorsConfig;
 pub use fanout::Fanout;
 pub use live::SubscriptionOptions;
 
@@ -70,6 +72,8 @@ pub struct AppState {
     /// Limits of subscriptions (WebSocket, SSE), and the server's one
     /// shutdown signal (which also turns `/readyz` to 503).
     pub subscriptions: SubscriptionOptions,
+    /// Which browser origins get CORS answers (none by default).
+    pub cors: CorsConfig,
 }
 
 impl std::fmt::Debug for AppState {
@@ -112,11 +116,16 @@ pub fn app(state: AppState, extra: Vec<Router>) -> Router {
     for r in extra {
         routes = routes.merge(r);
     }
-    let routes = if state.base_path.is_empty() {
+    let mut routes = if state.base_path.is_empty() {
         routes
     } else {
         Router::new().nest(&state.base_path, routes)
     };
+    // Outside authentication, so preflights carry no credentials; inside
+    // the request log, so they are logged like any request.
+    if let Some(gate) = cors::CorsGate::new(&state.cors) {
+        routes = routes.layer(axum::middleware::from_fn_with_state(gate, cors::gate));
+    }
     // Outermost, so the latency and status include authentication.
     routes.layer(axum::middleware::from_fn(telemetry::request_layer))
 }

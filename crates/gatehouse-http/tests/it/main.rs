@@ -56,6 +56,7 @@ pub async fn start_in(db: TestDb, mut opts: GraphqlOptions, max_body_bytes: usiz
         max_body_bytes,
         authn: None,
         subscriptions: Default::default(),
+        cors: Default::default(),
     };
     let served = TestServer::start(app(state, Vec::new())).await;
     Server {
