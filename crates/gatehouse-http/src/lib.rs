@@ -8,6 +8,9 @@
 //!   verified-credential cache), OAuth 1.0 signed requests, anonymous reads,
 //!   or another server's introspection endpoint (`introspect.rs`). Every
 //!   scheme ends in the same `Principal`.
+//! - `cors`: CORS answers for the configured browser origins, before
+//!   authentication (tower-http's `CorsLayer`, behind a gate that lets only
+//!   allowed origins reach it).
 //! - `telemetry`: request ids, the one log line per request, metric names,
 //!   the Prometheus handle and `/metrics`.
 //! - Subscriptions: `ws.rs` (`graphql-transport-ws` and the legacy

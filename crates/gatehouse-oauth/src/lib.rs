@@ -16,6 +16,10 @@
 //! by the authorization server's [`gatehouse_auth::LoginThrottle`]. The
 //! OAuth 1.0 endpoints do the same per consumer: its bucket once its
 //! request verified, refused signatures per address.
+//!
+//! Browsers: token and revocation requests whose `Origin` is neither in
+//! [`OAuthConfig::allowed_origins`] nor the issuer's own are refused
+//! ([`cors`]).
 #![warn(missing_docs)]
 
 pub mod cors;
