@@ -15,7 +15,7 @@ async fn start_allowing(origins: &[&str]) -> Server {
 }
 
 impl Server {
-    async fn from_origin(
+    async fn post_from(
         &self,
         path: &str,
         origin: Option<&str>,
@@ -57,16 +57,14 @@ async fn token_paths_refuse_origins_that_are_not_allowed() {
             "https://app.example.evil.com",
         ] {
             let r = s
-                .from_origin(path, Some(evil), ("app", "app-secret"), form)
+                .post_from(path, Some(evil), ("app", "app-secret"), form)
                 .await;
             r.assert_error(403, "invalid_request");
             assert_eq!(r.header("cache-control"), Some("no-store"), "{path}");
         }
         // No Origin (a server, a CLI), an allowed origin, the issuer's own.
         for origin in [None, Some(APP_ORIGIN), Some(own.as_str())] {
-            let r = s
-                .from_origin(path, origin, ("app", "app-secret"), form)
-                .await;
+            let r = s.post_from(path, origin, ("app", "app-secret"), form).await;
             if path == "/oauth/refresh_token" {
                 r.assert_error(400, "invalid_grant");
             } else {
@@ -82,7 +80,7 @@ async fn revocation_refuses_origins_that_are_not_allowed() {
     let tokens = s.alice("read offline_access").await;
     let refresh = tokens["refresh_token"].as_str().unwrap();
     let form = [("token", refresh)];
-    s.from_origin(
+    s.post_from(
         "/oauth/revoke",
         Some("https://evil.example"),
         ("app", "app-secret"),
@@ -102,7 +100,7 @@ async fn revocation_refuses_origins_that_are_not_allowed() {
         .unwrap()
         .to_string();
     let r = s
-        .from_origin(
+        .post_from(
             "/oauth/revoke",
             Some(APP_ORIGIN),
             ("app", "app-secret"),
@@ -116,7 +114,7 @@ async fn revocation_refuses_origins_that_are_not_allowed() {
 async fn without_allowed_origins_only_the_issuers_own_origin_is_served() {
     let s = start().await;
     let own = s.base.clone();
-    s.from_origin(
+    s.post_from(
         "/oauth/token",
         Some(APP_ORIGIN),
         ("app", "app-secret"),
@@ -124,7 +122,7 @@ async fn without_allowed_origins_only_the_issuers_own_origin_is_served() {
     )
     .await
     .assert_error(403, "invalid_request");
-    s.from_origin(
+    s.post_from(
         "/oauth/token",
         Some(&own),
         ("app", "app-secret"),
@@ -134,7 +132,7 @@ async fn without_allowed_origins_only_the_issuers_own_origin_is_served() {
     .assert_token();
     // Any origin with "*".
     let s = start_allowing(&["*"]).await;
-    s.from_origin(
+    s.post_from(
         "/oauth/token",
         Some("https://anywhere.example"),
         ("app", "app-secret"),
