@@ -84,6 +84,24 @@ impl AllowedOrigins {
     pub fn allows(&self, origin: &[u8]) -> bool {
         self.any || self.list.iter().any(|o| o.as_bytes() == origin)
     }
+
+    /// Whether a request that the server acts on (a token, revocation or
+    /// userinfo request; a WebSocket upgrade) may be served given its
+    /// `Origin` headers: none (a client that is not a browser), or exactly
+    /// one that is allowed or is the server's own (`own`, the issuer's
+    /// origin, [`origin_of`]). Two `Origin` headers are refused: browsers
+    /// send one.
+    pub fn permits_request(&self, own: Option<&str>, headers: &HeaderMap) -> bool {
+        let mut origins = headers.get_all(header::ORIGIN).iter();
+        let Some(origin) = origins.next() else {
+            return true;
+        };
+        if origins.next().is_some() {
+            return false;
+        }
+        let origin = origin.as_bytes();
+        own.is_some_and(|own| own.as_bytes() == origin) || self.allows(origin)
+    }
 }
 
 /// The ASCII serialization of the origin of an `http` or `https` URL
@@ -98,26 +116,6 @@ pub fn origin_of(url: &str) -> Option<String> {
     Some(parsed.origin().ascii_serialization())
 }
 
-/// Whether a request may be served given its `Origin` headers: none (a
-/// client that is not a browser, or a same-origin navigation), or exactly
-/// one that is allowed or is the server's own (`own`, the issuer's
-/// origin). Two `Origin` headers are refused: browsers send one.
-pub(crate) fn origin_permitted(
-    allowed: &AllowedOrigins,
-    own: Option<&str>,
-    headers: &HeaderMap,
-) -> bool {
-    let mut origins = headers.get_all(header::ORIGIN).iter();
-    let Some(origin) = origins.next() else {
-        return true;
-    };
-    if origins.next().is_some() {
-        return false;
-    }
-    let origin = origin.as_bytes();
-    own.is_some_and(|own| own.as_bytes() == origin) || allowed.allows(origin)
-}
-
 /// Middleware of the token and revocation endpoints (and userinfo, when it
 /// comes): a request whose `Origin` is neither allowed nor the issuer's own
 /// is refused with 403 `invalid_request` before anything else is read, so a
@@ -129,11 +127,11 @@ pub(crate) async fn refuse_foreign_origin(
     req: Request,
     next: Next,
 ) -> Response {
-    if origin_permitted(
-        &state.inner.config.allowed_origins,
-        state.inner.own_origin.as_deref(),
-        req.headers(),
-    ) {
+    let config = &state.inner.config;
+    if config
+        .allowed_origins
+        .permits_request(state.inner.own_origin.as_deref(), req.headers())
+    {
         next.run(req).await
     } else {
         tracing::info!("request from an origin that is not allowed refused");
@@ -194,7 +192,7 @@ mod tests {
             for v in values {
                 h.append(header::ORIGIN, HeaderValue::from_str(v).unwrap());
             }
-            origin_permitted(&allowed, own, &h)
+            allowed.permits_request(own, &h)
         };
         assert!(with(&[]));
         assert!(with(&["https://app.example"]));
@@ -202,13 +200,11 @@ mod tests {
         assert!(!with(&["https://evil.example"]));
         assert!(!with(&["null"]));
         assert!(!with(&["https://app.example", "https://app.example"]));
-        assert!(!origin_permitted(&AllowedOrigins::default(), None, &{
-            let mut h = HeaderMap::new();
-            h.insert(
-                header::ORIGIN,
-                HeaderValue::from_static("https://auth.example"),
-            );
-            h
-        }));
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("https://auth.example"),
+        );
+        assert!(!AllowedOrigins::default().permits_request(None, &h));
     }
 }
