@@ -10,6 +10,7 @@
 
 mod anonymous;
 mod cli;
+mod cors;
 mod identity;
 mod input;
 mod owners;

@@ -8,6 +8,9 @@
 //!   verified-credential cache), OAuth 1.0 signed requests, anonymous reads,
 //!   or another server's introspection endpoint (`introspect.rs`). Every
 //!   scheme ends in the same `Principal`.
+//! - `cors`: CORS answers for the configured browser origins, before
+//!   authentication (tower-http's `CorsLayer`, behind a gate that lets only
+//!   allowed origins reach it).
 //! - `telemetry`: request ids, the one log line per request, metric names,
 //!   the Prometheus handle and `/metrics`.
 //! - Subscriptions: `ws.rs` (`graphql-transport-ws` and the legacy
@@ -17,6 +20,7 @@
 //!   group of identical subscriptions).
 
 pub mod authn;
+mod cors;
 mod fanout;
 mod graphiql;
 mod graphql;
@@ -28,6 +32,7 @@ mod live;
 mod sse;
 mod ws;
 
+pub use cors::CorsConfig;
 pub use fanout::Fanout;
 pub use live::SubscriptionOptions;
 
@@ -70,6 +75,8 @@ pub struct AppState {
     /// Limits of subscriptions (WebSocket, SSE), and the server's one
     /// shutdown signal (which also turns `/readyz` to 503).
     pub subscriptions: SubscriptionOptions,
+    /// Which browser origins get CORS answers (none by default).
+    pub cors: CorsConfig,
 }
 
 impl std::fmt::Debug for AppState {
@@ -112,11 +119,16 @@ pub fn app(state: AppState, extra: Vec<Router>) -> Router {
     for r in extra {
         routes = routes.merge(r);
     }
-    let routes = if state.base_path.is_empty() {
+    let mut routes = if state.base_path.is_empty() {
         routes
     } else {
         Router::new().nest(&state.base_path, routes)
     };
+    // Outside authentication, so preflights carry no credentials; inside
+    // the request log, so they are logged like any request.
+    if let Some(gate) = cors::CorsGate::new(&state.cors) {
+        routes = routes.layer(axum::middleware::from_fn_with_state(gate, cors::gate));
+    }
     // Outermost, so the latency and status include authentication.
     routes.layer(axum::middleware::from_fn(telemetry::request_layer))
 }

@@ -39,6 +39,9 @@ pub(crate) enum OAuthError {
     /// A method the endpoint does not serve: 405 with `Allow` and an
     /// OAuth-shaped body.
     MethodNotAllowed(&'static str),
+    /// A browser request from an origin that is neither allowed nor the
+    /// issuer's own (CONTRACT §12): 403 `invalid_request`.
+    ForeignOrigin,
 }
 
 impl OAuthError {
@@ -52,7 +55,7 @@ impl OAuthError {
         match self {
             Self::OAuth2(e) | Self::OAuth1(e) if e.retry_after().is_none() => e.code(),
             Self::OAuth2(_) | Self::OAuth1(_) | Self::TooManyRequests(_) => "too_many_requests",
-            Self::MethodNotAllowed(_) => "invalid_request",
+            Self::MethodNotAllowed(_) | Self::ForeignOrigin => "invalid_request",
         }
     }
 }
@@ -71,6 +74,16 @@ impl IntoResponse for OAuthError {
             Self::OAuth1(e) => oauth1(&e),
             Self::TooManyRequests(wait) => too_many_requests(wait),
             Self::MethodNotAllowed(allow) => method_not_allowed(allow),
+            Self::ForeignOrigin => no_store(
+                (
+                    StatusCode::FORBIDDEN,
+                    described(
+                        "invalid_request",
+                        "requests from this origin are not allowed; add it to `[cors] allowed_origins`",
+                    ),
+                )
+                    .into_response(),
+            ),
         }
     }
 }

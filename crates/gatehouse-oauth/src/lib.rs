@@ -16,8 +16,13 @@
 //! by the authorization server's [`gatehouse_auth::LoginThrottle`]. The
 //! OAuth 1.0 endpoints do the same per consumer: its bucket once its
 //! request verified, refused signatures per address.
+//!
+//! Browsers: token and revocation requests whose `Origin` is neither in
+//! [`OAuthConfig::allowed_origins`] nor the issuer's own are refused
+//! ([`cors`]).
 #![warn(missing_docs)]
 
+pub mod cors;
 mod error;
 mod extract;
 mod form;
@@ -26,6 +31,7 @@ mod oauth1;
 pub mod origin;
 mod response;
 
+pub use cors::{AllowedOrigins, origin_of};
 pub use origin::{ClientOrigin, ForwardedHeader, TrustedProxies, client_addr};
 
 use std::fmt;
@@ -65,6 +71,10 @@ pub struct OAuthConfig {
     pub rate_burst: u32,
     /// Largest form body accepted, in bytes.
     pub max_body_bytes: usize,
+    /// Browser origins (`[cors] allowed_origins`) whose token and
+    /// revocation requests are served, beside the issuer's own origin;
+    /// requests with any other `Origin` are refused with 403.
+    pub allowed_origins: AllowedOrigins,
 }
 
 impl OAuthConfig {
@@ -77,6 +87,7 @@ impl OAuthConfig {
             rate_per_second: 20,
             rate_burst: 40,
             max_body_bytes: 64 * 1024,
+            allowed_origins: AllowedOrigins::default(),
         }
     }
 }
@@ -85,6 +96,9 @@ struct Inner {
     server: Arc<AuthServer>,
     config: OAuthConfig,
     rates: RateLimits,
+    /// The issuer's origin: its own pages (GraphiQL, the sign-in pages)
+    /// may call the token endpoints whatever `allowed_origins` says.
+    own_origin: Option<String>,
 }
 
 /// Shared state of the OAuth routes: the authorization server (which holds
@@ -107,11 +121,13 @@ impl OAuthState {
     /// State for [`router`].
     pub fn new(server: Arc<AuthServer>, config: OAuthConfig) -> Self {
         let rates = RateLimits::new(config.rate_per_second, config.rate_burst);
+        let own_origin = origin_of(&server.config().issuer);
         Self {
             inner: Arc::new(Inner {
                 server,
                 config,
                 rates,
+                own_origin,
             }),
         }
     }
@@ -139,17 +155,26 @@ enum Endpoint {
 /// `/.well-known/jwks.json`; OAuth 1.0: `GET|POST /oauth/requestToken`,
 /// `GET|POST /oauth/authorize`, and the OAuth 1.0 exchange on
 /// `/oauth/access_token`.
+///
+/// Token paths and revocation refuse requests from browser origins that
+/// are not allowed ([`cors`]).
 pub fn router(state: OAuthState) -> Router {
+    let same_origin =
+        axum::middleware::from_fn_with_state(state.clone(), cors::refuse_foreign_origin);
     let token = |e: Endpoint| {
         post(move |s: State<OAuthState>, r: Request| token_endpoint(s, r, e))
             .fallback(|| async { OAuthError::MethodNotAllowed("POST") })
+            .layer(same_origin.clone())
     };
     Router::new()
         .route("/oauth/token", token(Endpoint::Token))
         .route("/oauth2/token", token(Endpoint::Token))
         // OAuth 1.0 (RFC 5849 §2.3) when the request carries its
         // parameters, the OAuth 2.0 endpoint otherwise.
-        .route("/oauth/access_token", any(oauth1::access_token))
+        .route(
+            "/oauth/access_token",
+            any(oauth1::access_token).layer(same_origin.clone()),
+        )
         .route("/oauth/requestToken", any(oauth1::request_token))
         .route(
             "/oauth/authorize",
@@ -164,7 +189,9 @@ pub fn router(state: OAuthState) -> Router {
         )
         .route(
             "/oauth/revoke",
-            post(revoke).fallback(|| async { OAuthError::MethodNotAllowed("POST") }),
+            post(revoke)
+                .fallback(|| async { OAuthError::MethodNotAllowed("POST") })
+                .layer(same_origin),
         )
         .route(
             "/.well-known/oauth-authorization-server",

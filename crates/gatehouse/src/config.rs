@@ -52,6 +52,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// Database connection pool.
     pub store: StoreConfig,
+    /// Browser apps on other origins.
+    pub cors: CorsConfig,
 }
 
 impl Default for Config {
@@ -75,6 +77,30 @@ impl Default for Config {
             tls: TlsConfig::default(),
             metrics: MetricsConfig::default(),
             store: StoreConfig::default(),
+            cors: CorsConfig::default(),
+        }
+    }
+}
+
+/// `[cors]`: which browser origins may call the service
+/// (`docs/design/browser-apps.md`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CorsConfig {
+    /// Origins (`scheme://host[:port]`, exactly as browsers send them)
+    /// whose pages get CORS answers and may call the token and revocation
+    /// endpoints; `["*"]` for any origin (no cookies are involved: tokens
+    /// travel in `Authorization`). Empty (the default): no CORS.
+    pub allowed_origins: Vec<String>,
+    /// How long browsers may cache a preflight answer (`Access-Control-Max-Age`).
+    pub max_age: Seconds,
+}
+
+impl Default for CorsConfig {
+    fn default() -> Self {
+        Self {
+            allowed_origins: Vec::new(),
+            max_age: Seconds(600),
         }
     }
 }
@@ -518,7 +544,7 @@ const OPTIONAL_SECTION_KEYS: [&str; 4] = [
     "metrics.listen",
     "store.max_connections",
 ];
-const SECTIONS: [&str; 7] = [
+const SECTIONS: [&str; 8] = [
     "tokens",
     "limits",
     "auth",
@@ -526,6 +552,14 @@ const SECTIONS: [&str; 7] = [
     "metrics",
     "store",
     "subscriptions",
+    "cors",
+];
+/// Keys whose environment variable may be a comma-separated list
+/// (`GATEHOUSE_SCHEMA=a,b`), by section (`""` for top-level keys).
+const LIST_KEYS: [(&str, &str); 3] = [
+    ("", "schema"),
+    ("", "trusted_proxies"),
+    ("cors", "allowed_origins"),
 ];
 
 /// Loads the configuration: `file` if given (it must exist), else
@@ -759,6 +793,15 @@ fn validate(c: &Config) -> Result<(), String> {
             "`metrics.listen`: {m:?} is not an address like 127.0.0.1:9090 or localhost:9090"
         ));
     }
+    if let Err(e) = gatehouse_oauth::AllowedOrigins::parse(&c.cors.allowed_origins) {
+        problems.push(format!("`cors.allowed_origins`: {e}"));
+    }
+    if c.cors.max_age.0 > 86_400 {
+        problems.push(format!(
+            "`cors.max_age` ({} s) is above a day, longer than any browser caches a preflight",
+            c.cors.max_age.0
+        ));
+    }
     if c.store.acquire_timeout.0 == 0 {
         problems.push("`store.acquire_timeout` must be at least 1 second".into());
     }
@@ -935,20 +978,20 @@ impl Provider for EnvProvider {
             let value = value
                 .parse::<Value>()
                 .unwrap_or_else(|_| Value::from(value.clone()));
+            let value = if LIST_KEYS.contains(&(*section, key.as_str())) {
+                // A comma-separated list.
+                match value.as_str() {
+                    Some(s) => Value::from(
+                        s.split(',')
+                            .map(|p| p.trim().to_string())
+                            .collect::<Vec<_>>(),
+                    ),
+                    None => value,
+                }
+            } else {
+                value
+            };
             if section.is_empty() {
-                let value = if key == "schema" || key == "trusted_proxies" {
-                    // A comma-separated list.
-                    match value.as_str() {
-                        Some(s) => Value::from(
-                            s.split(',')
-                                .map(|p| p.trim().to_string())
-                                .collect::<Vec<_>>(),
-                        ),
-                        None => value,
-                    }
-                } else {
-                    value
-                };
                 dict.insert(key.clone(), value);
             } else {
                 let entry = dict
@@ -1435,6 +1478,76 @@ mod tests {
             let e = load_with_env(Some(&f), &CliOverrides::default(), env(&[])).unwrap_err();
             assert!(e.contains(needle), "{text:?} -> {e}");
         }
+    }
+
+    #[test]
+    fn cors_keys_from_file_and_environment_with_origins_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = load_with_env(None, &CliOverrides::default(), env(&[])).unwrap();
+        assert!(l.config.cors.allowed_origins.is_empty());
+        assert_eq!(l.config.cors.max_age, Seconds(600));
+        let f = write(
+            dir.path(),
+            "[cors]\nallowed_origins = [\"https://app.example\", \"http://localhost:5173\"]\nmax_age = \"1h\"\n",
+        );
+        let l = load_with_env(Some(&f), &CliOverrides::default(), env(&[])).unwrap();
+        assert_eq!(
+            l.config.cors.allowed_origins,
+            ["https://app.example", "http://localhost:5173"]
+        );
+        assert_eq!(l.config.cors.max_age, Seconds(3600));
+        let vars = env(&[
+            (
+                "GATEHOUSE_CORS_ALLOWED_ORIGINS",
+                "https://a.example, https://b.example:8443",
+            ),
+            ("GATEHOUSE_CORS_MAX_AGE", "90"),
+        ]);
+        let l = load_with_env(Some(&f), &CliOverrides::default(), vars).unwrap();
+        assert_eq!(
+            l.config.cors.allowed_origins,
+            ["https://a.example", "https://b.example:8443"]
+        );
+        assert_eq!(l.config.cors.max_age, Seconds(90));
+        let vars = env(&[("GATEHOUSE_CORS_ALLOWED_ORIGINS", "*")]);
+        let l = load_with_env(None, &CliOverrides::default(), vars).unwrap();
+        assert_eq!(l.config.cors.allowed_origins, ["*"]);
+        // Each bad value is named, with the spelling to write instead.
+        for (text, needle) in [
+            (
+                "allowed_origins = [\"https://app.example/\"]",
+                "`cors.allowed_origins`: \"https://app.example/\" is not an origin as browsers send it: write \"https://app.example\"",
+            ),
+            (
+                "allowed_origins = [\"https://app.example/spa\"]",
+                "\"https://app.example/spa\"",
+            ),
+            (
+                "allowed_origins = [\"https://app.example:443\"]",
+                "write \"https://app.example\"",
+            ),
+            (
+                "allowed_origins = [\"app.example\"]",
+                "\"app.example\" is not an origin",
+            ),
+            ("allowed_origins = [\"null\"]", "\"null\" is not an origin"),
+            (
+                "allowed_origins = [\"*\", \"https://app.example\"]",
+                "must be the only entry",
+            ),
+            ("max_age = \"2d\"", "`cors.max_age`"),
+            ("allow_origins = []", "did you mean `allowed_origins`?"),
+        ] {
+            let f = write(dir.path(), &format!("[cors]\n{text}\n"));
+            let e = load_with_env(Some(&f), &CliOverrides::default(), env(&[])).unwrap_err();
+            assert!(e.contains(needle), "{text:?} -> {e}");
+        }
+        let vars = env(&[("GATEHOUSE_CORS_ALLOWED_ORIGIN", "https://a.example")]);
+        let e = load_with_env(None, &CliOverrides::default(), vars).unwrap_err();
+        assert!(
+            e.contains("did you mean GATEHOUSE_CORS_ALLOWED_ORIGINS?"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -92,6 +92,9 @@ async fn serve(loaded: Loaded, json_logs: bool) -> anyhow::Result<ExitCode> {
             shutdown.cancel();
         }
     });
+    // Validated with the rest of the configuration at load.
+    let allowed_origins = gatehouse_oauth::AllowedOrigins::parse(&config.cors.allowed_origins)
+        .map_err(|e| anyhow::anyhow!("`cors.allowed_origins`: {e}"))?;
     let ready_store = store.clone();
     let state = gatehouse_http::AppState {
         graphql,
@@ -103,11 +106,16 @@ async fn serve(loaded: Loaded, json_logs: bool) -> anyhow::Result<ExitCode> {
         max_body_bytes: usize::try_from(limits.max_body_bytes).unwrap_or(usize::MAX),
         authn: Some(authn.clone()),
         subscriptions: subscription_options(&config.subscriptions, shutdown.clone()),
+        cors: gatehouse_http::CorsConfig {
+            allowed_origins: allowed_origins.clone(),
+            max_age: Duration::from_secs(config.cors.max_age.0),
+        },
     };
     let mut oauth_config =
         gatehouse_oauth::OAuthConfig::new(format!("{issuer}{}", config.base_path));
     oauth_config.rate_per_second = config.limits.token_rate_per_second;
     oauth_config.rate_burst = config.limits.token_rate_burst;
+    oauth_config.allowed_origins = allowed_origins;
     let oauth =
         gatehouse_oauth::router(gatehouse_oauth::OAuthState::new(auth.clone(), oauth_config));
     let maintenance = gatehouse_oauth::spawn_maintenance(

@@ -75,6 +75,7 @@ async fn start_with(anonymous_read: bool, introspection: Option<IntrospectionCon
             None => Authenticator::new(auth.clone(), anonymous_read),
         }),
         subscriptions: Default::default(),
+        cors: Default::default(),
     };
     let router = app(state, vec![oauth_router(&auth, &issuer)]);
     let served = port.serve(router);

@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod auth;
+mod cors;
 mod graphql;
 mod http;
 mod oauth1;
@@ -56,6 +57,7 @@ pub async fn start_in(db: TestDb, mut opts: GraphqlOptions, max_body_bytes: usiz
         max_body_bytes,
         authn: None,
         subscriptions: Default::default(),
+        cors: Default::default(),
     };
     let served = TestServer::start(app(state, Vec::new())).await;
     Server {

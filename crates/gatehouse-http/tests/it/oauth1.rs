@@ -73,6 +73,7 @@ async fn start() -> Env {
         max_body_bytes: 1 << 20,
         authn: Some(authn.clone()),
         subscriptions: Default::default(),
+        cors: Default::default(),
     };
     let oauth = oauth_router(&auth, &issuer);
     let rest = axum::Router::new()

@@ -102,6 +102,7 @@ async fn start_on(
         max_body_bytes: 1 << 20,
         authn: Some(authn.clone()),
         subscriptions,
+        cors: Default::default(),
     };
     let oauth = oauth_router(&auth, &issuer);
     let rest = gatehouse_rest::router(gatehouse_rest::RestState {

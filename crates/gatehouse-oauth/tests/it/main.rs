@@ -13,6 +13,7 @@ use gatehouse_testkit::Port;
 use reqwest::StatusCode;
 use serde_json::Value;
 
+mod cors;
 mod oauth1;
 
 const EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
