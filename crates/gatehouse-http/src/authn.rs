@@ -95,6 +95,11 @@ fn is_form(headers: &HeaderMap) -> bool {
 }
 
 impl Authenticator {
+    /// The issuer this server's tokens name (its public URL).
+    pub fn issuer(&self) -> &str {
+        &self.inner.server.config().issuer
+    }
+
     /// An authenticator over `server`'s tokens and users.
     pub fn new(server: Arc<AuthServer>, anonymous_read: bool) -> Self {
         Self {

@@ -85,6 +85,9 @@ pub(crate) fn is_upgrade(headers: &HeaderMap) -> bool {
 pub(crate) async fn get_or_upgrade(State(state): State<Arc<AppState>>, req: Request) -> Response {
     let (mut parts, _body) = req.into_parts();
     if is_upgrade(&parts.headers) {
+        if let Err(refused) = same_or_allowed_origin(&state, &parts) {
+            return refused;
+        }
         return match WebSocketUpgrade::from_request_parts(&mut parts, &state).await {
             Ok(ws) => {
                 let peer = gatehouse_oauth::client_addr(&parts.extensions);
@@ -99,6 +102,34 @@ pub(crate) async fn get_or_upgrade(State(state): State<Arc<AppState>>, req: Requ
         Err(rejection) => return rejection.into_response(),
     };
     crate::graphql::get(State(state), principal, parts.headers, query).await
+}
+
+/// Refuses an upgrade a page of another origin makes (cross-site WebSocket
+/// hijacking): CORS does not cover WebSockets, and a browser attaches what
+/// it holds for this server (HTTP Basic credentials it cached) to an
+/// upgrade any page starts. An upgrade without `Origin` (not a browser),
+/// from a page of this server (an origin the client may have addressed it
+/// by, `gatehouse_oauth::origin::own_origins`) or from an origin of
+/// `[cors] allowed_origins` goes through; another is 403.
+fn same_or_allowed_origin(
+    state: &AppState,
+    parts: &axum::http::request::Parts,
+) -> Result<(), Response> {
+    let issuer = state.authn.as_ref().map_or("", |a| a.issuer());
+    let own = gatehouse_oauth::origin::own_origins(issuer, &parts.extensions, &parts.headers);
+    if state
+        .cors
+        .allowed_origins
+        .permits_request(&own, &parts.headers)
+    {
+        return Ok(());
+    }
+    tracing::info!("WebSocket upgrade from another origin refused");
+    Err((
+        axum::http::StatusCode::FORBIDDEN,
+        "a WebSocket from a page of another origin is refused; list the origin in [cors] allowed_origins",
+    )
+        .into_response())
 }
 
 /// Which protocol a socket speaks.

@@ -88,10 +88,11 @@ impl AllowedOrigins {
     /// Whether a request that the server acts on (a token, revocation or
     /// userinfo request; a WebSocket upgrade) may be served given its
     /// `Origin` headers: none (a client that is not a browser), or exactly
-    /// one that is allowed or is the server's own (`own`, the issuer's
-    /// origin, [`origin_of`]). Two `Origin` headers are refused: browsers
-    /// send one.
-    pub fn permits_request(&self, own: Option<&str>, headers: &HeaderMap) -> bool {
+    /// one that is allowed or is one of the server's own (`own`: the
+    /// issuer's origin, [`origin_of`], or those the client may have
+    /// addressed, `origin::own_origins`). Two `Origin` headers are
+    /// refused: browsers send one.
+    pub fn permits_request<S: AsRef<str>>(&self, own: &[S], headers: &HeaderMap) -> bool {
         let mut origins = headers.get_all(header::ORIGIN).iter();
         let Some(origin) = origins.next() else {
             return true;
@@ -100,7 +101,7 @@ impl AllowedOrigins {
             return false;
         }
         let origin = origin.as_bytes();
-        own.is_some_and(|own| own.as_bytes() == origin) || self.allows(origin)
+        own.iter().any(|own| own.as_ref().as_bytes() == origin) || self.allows(origin)
     }
 }
 
@@ -130,7 +131,7 @@ pub(crate) async fn refuse_foreign_origin(
     let config = &state.inner.config;
     if config
         .allowed_origins
-        .permits_request(state.inner.own_origin.as_deref(), req.headers())
+        .permits_request(state.inner.own_origin.as_slice(), req.headers())
     {
         next.run(req).await
     } else {
@@ -192,7 +193,7 @@ mod tests {
             for v in values {
                 h.append(header::ORIGIN, HeaderValue::from_str(v).unwrap());
             }
-            allowed.permits_request(own, &h)
+            allowed.permits_request(own.as_slice(), &h)
         };
         assert!(with(&[]));
         assert!(with(&["https://app.example"]));
@@ -205,6 +206,6 @@ mod tests {
             header::ORIGIN,
             HeaderValue::from_static("https://auth.example"),
         );
-        assert!(!AllowedOrigins::default().permits_request(None, &h));
+        assert!(!AllowedOrigins::default().permits_request(&[] as &[&str], &h));
     }
 }

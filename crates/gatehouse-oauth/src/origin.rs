@@ -394,6 +394,24 @@ pub fn signing_uris(
     uris
 }
 
+/// The origins (`scheme://host[:port]`) a client may have addressed this
+/// server by, as [`signing_uris`] reads the URL it used (a trusted proxy's
+/// scheme and host, the issuer's, the `Host` header's under the issuer's
+/// scheme): what a browser's `Origin` says when a page of this server
+/// itself makes the request. For checks of requests that CORS does not
+/// cover, such as WebSocket upgrades.
+pub fn own_origins(issuer: &str, extensions: &Extensions, headers: &HeaderMap) -> Vec<String> {
+    let mut origins: Vec<String> = Vec::new();
+    for uri in signing_uris(issuer, extensions, headers, "/") {
+        if let Some(origin) = crate::cors::origin_of(&uri)
+            && !origins.contains(&origin)
+        {
+            origins.push(origin);
+        }
+    }
+    origins
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

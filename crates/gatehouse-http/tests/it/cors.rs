@@ -94,3 +94,43 @@ async fn websockets_from_a_listed_origin_go_through_the_cors_layer() {
         .unwrap();
     assert!(ack.to_text().unwrap().contains("connection_ack"), "{ack:?}");
 }
+
+/// Cross-site WebSocket hijacking: CORS does not cover WebSockets, so an
+/// upgrade from a page of another origin is refused (403), while one with
+/// no `Origin` (not a browser), from the server's own origin (a page it
+/// serves, such as GraphiQL) or from a listed origin connects.
+#[tokio::test]
+async fn websockets_from_other_origins_are_refused() {
+    let db = TestDb::sqlite();
+    let s = start(&db).await;
+    let url = format!("{}/api/graphql", s.base.replacen("http", "ws", 1));
+    let connect = |origin: Option<String>| {
+        let mut req = url.clone().into_client_request().unwrap();
+        req.headers_mut().insert(
+            "sec-websocket-protocol",
+            "graphql-transport-ws".parse().unwrap(),
+        );
+        if let Some(o) = origin {
+            req.headers_mut().insert("origin", o.parse().unwrap());
+        }
+        tokio_tungstenite::connect_async(req)
+    };
+    let own = s.base.clone();
+    for origin in [None, Some(own.clone()), Some(ORIGIN.to_string())] {
+        let (_, resp) = connect(origin.clone()).await.unwrap();
+        assert_eq!(resp.status(), 101, "{origin:?}");
+    }
+    for origin in [
+        "https://evil.example",
+        "null",
+        "https://app.example.evil.example",
+        &own.replacen("http://", "https://evil.", 1),
+    ] {
+        match connect(Some(origin.to_string())).await {
+            Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
+                assert_eq!(resp.status(), 403, "{origin}")
+            }
+            other => panic!("{origin}: {:?}", other.map(|(_, r)| r.status())),
+        }
+    }
+}
