@@ -86,7 +86,7 @@ pub(crate) async fn get_or_upgrade(State(state): State<Arc<AppState>>, req: Requ
     let (mut parts, _body) = req.into_parts();
     if is_upgrade(&parts.headers) {
         if let Err(refused) = same_or_allowed_origin(&state, &parts) {
-            return refused;
+            return *refused;
         }
         return match WebSocketUpgrade::from_request_parts(&mut parts, &state).await {
             Ok(ws) => {
@@ -114,7 +114,7 @@ pub(crate) async fn get_or_upgrade(State(state): State<Arc<AppState>>, req: Requ
 fn same_or_allowed_origin(
     state: &AppState,
     parts: &axum::http::request::Parts,
-) -> Result<(), Response> {
+) -> Result<(), Box<Response>> {
     let issuer = state.authn.as_ref().map_or("", |a| a.issuer());
     let own = gatehouse_oauth::origin::own_origins(issuer, &parts.extensions, &parts.headers);
     if state
@@ -125,11 +125,13 @@ fn same_or_allowed_origin(
         return Ok(());
     }
     tracing::info!("WebSocket upgrade from another origin refused");
-    Err((
-        axum::http::StatusCode::FORBIDDEN,
-        "a WebSocket from a page of another origin is refused; list the origin in [cors] allowed_origins",
-    )
-        .into_response())
+    Err(Box::new(
+        (
+            axum::http::StatusCode::FORBIDDEN,
+            "a WebSocket from a page of another origin is refused; list the origin in [cors] allowed_origins",
+        )
+            .into_response(),
+    ))
 }
 
 /// Which protocol a socket speaks.
