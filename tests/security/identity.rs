@@ -2,7 +2,7 @@
 //! policy, names do not collide across users, clients and consumers, and
 //! behind a trusted proxy the client cannot choose its own address.
 
-use gatehouse_testkit::TestDb;
+use gatehouse_testkit::{TestDb, password_token};
 use serde_json::{Value, json};
 
 use crate::{APP, Server, config_text};
@@ -27,41 +27,16 @@ password = "root-password"
 scopes = ["read", "write", "admin"]
 "#;
 
-async fn client_token(s: &Server, id: &str, secret: &str) -> String {
-    let r = s
-        .client
-        .post(format!("{}/oauth/token", s.base))
-        .basic_auth(id, Some(secret))
-        .form(&[
-            ("grant_type", "client_credentials"),
-            ("scope", "read write"),
-        ])
-        .send()
-        .await
-        .unwrap();
-    let body: Value = r.json().await.unwrap();
-    body["access_token"].as_str().unwrap().to_string()
-}
-
 #[tokio::test]
 async fn a_client_token_never_passes_an_owner_policy_on_sub() {
     for s in Server::each_backend(CAROL).await {
         let b = s.backend();
         // `root` holds the bypass scope: it writes a private memo of "carol".
-        let r = s
-            .client
-            .post(format!("{}/oauth/token", s.base))
-            .basic_auth(APP.0, Some(APP.1))
-            .form(&[
-                ("grant_type", "password"),
-                ("username", "root"),
-                ("password", "root-password"),
-            ])
-            .send()
-            .await
-            .unwrap();
-        let root: Value = r.json().await.unwrap();
-        let root = root["access_token"].as_str().unwrap().to_string();
+        let root = password_token(&s.client, &s.base, APP, ("root", "root-password"), None)
+            .await["access_token"]
+            .as_str()
+            .unwrap()
+            .to_string();
         let d = s
             .data(
                 &root,
@@ -72,7 +47,9 @@ async fn a_client_token_never_passes_an_owner_policy_on_sub() {
         let id = d["createMemo"]["id"].as_str().unwrap().to_string();
         assert_eq!(d["createMemo"]["owner"], "carol", "{b}");
 
-        let cc = client_token(&s, "carol", "carol-secret-0123456789abcdef").await;
+        let cc = s
+            .client_token(("carol", "carol-secret-0123456789abcdef"))
+            .await;
         // The token says it is a client's own.
         let i: Value = s
             .client

@@ -167,6 +167,23 @@ impl Server {
             .to_string()
     }
 
+    /// A `client_credentials` access token (`read write`) of `client`.
+    pub async fn client_token(&self, client: (&str, &str)) -> String {
+        let r = self
+            .client
+            .post(format!("{}/oauth/token", self.base))
+            .basic_auth(client.0, Some(client.1))
+            .form(&[
+                ("grant_type", "client_credentials"),
+                ("scope", "read write"),
+            ])
+            .send()
+            .await
+            .unwrap();
+        let body: Value = r.json().await.unwrap();
+        body["access_token"].as_str().unwrap().to_string()
+    }
+
     /// A request to `path` (sent as written: no normalization of its
     /// percent-encoding) with an optional bearer token.
     pub fn request(

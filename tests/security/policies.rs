@@ -402,19 +402,7 @@ async fn tenant_claims_and_client_credentials() {
         // A client_credentials token: `sub` is the client, no `org`, so no
         // invoice matches (a missing claim matches nothing) and it cannot
         // create one.
-        let r = s
-            .client
-            .post(format!("{}/oauth/token", s.base))
-            .basic_auth(APP.0, Some(APP.1))
-            .form(&[
-                ("grant_type", "client_credentials"),
-                ("scope", "read write"),
-            ])
-            .send()
-            .await
-            .unwrap();
-        let body: Value = r.json().await.unwrap();
-        let cc = body["access_token"].as_str().unwrap().to_string();
+        let cc = s.client_token(APP).await;
         let d = s.data(&cc, "{ invoices { org } }", json!({})).await;
         assert_eq!(d["invoices"], json!([]), "{b}");
         let r = s

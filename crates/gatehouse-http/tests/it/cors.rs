@@ -70,18 +70,37 @@ async fn an_options_request_that_is_no_preflight_reaches_the_routes() {
     assert!(!r.headers().contains_key("access-control-max-age"));
 }
 
-#[tokio::test]
-async fn websockets_from_a_listed_origin_go_through_the_cors_layer() {
-    let db = TestDb::sqlite();
-    let s = start(&db).await;
+/// Opens a graphql-transport-ws socket to `s`'s `/api/graphql`, sending
+/// `origin` when given.
+async fn connect(
+    s: &TestServer,
+    origin: Option<&str>,
+) -> Result<
+    (
+        tokio_tungstenite::WebSocketStream<
+            tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+        >,
+        tokio_tungstenite::tungstenite::handshake::client::Response,
+    ),
+    tokio_tungstenite::tungstenite::Error,
+> {
     let url = format!("{}/api/graphql", s.base.replacen("http", "ws", 1));
     let mut req = url.into_client_request().unwrap();
     req.headers_mut().insert(
         "sec-websocket-protocol",
         "graphql-transport-ws".parse().unwrap(),
     );
-    req.headers_mut().insert("origin", ORIGIN.parse().unwrap());
-    let (mut socket, resp) = tokio_tungstenite::connect_async(req).await.unwrap();
+    if let Some(o) = origin {
+        req.headers_mut().insert("origin", o.parse().unwrap());
+    }
+    tokio_tungstenite::connect_async(req).await
+}
+
+#[tokio::test]
+async fn websockets_from_a_listed_origin_go_through_the_cors_layer() {
+    let db = TestDb::sqlite();
+    let s = start(&db).await;
+    let (mut socket, resp) = connect(&s, Some(ORIGIN)).await.unwrap();
     assert_eq!(resp.status(), 101);
     socket
         .send(Message::Text(r#"{"type":"connection_init"}"#.into()))
@@ -103,21 +122,9 @@ async fn websockets_from_a_listed_origin_go_through_the_cors_layer() {
 async fn websockets_from_other_origins_are_refused() {
     let db = TestDb::sqlite();
     let s = start(&db).await;
-    let url = format!("{}/api/graphql", s.base.replacen("http", "ws", 1));
-    let connect = |origin: Option<String>| {
-        let mut req = url.clone().into_client_request().unwrap();
-        req.headers_mut().insert(
-            "sec-websocket-protocol",
-            "graphql-transport-ws".parse().unwrap(),
-        );
-        if let Some(o) = origin {
-            req.headers_mut().insert("origin", o.parse().unwrap());
-        }
-        tokio_tungstenite::connect_async(req)
-    };
     let own = s.base.clone();
-    for origin in [None, Some(own.clone()), Some(ORIGIN.to_string())] {
-        let (_, resp) = connect(origin.clone()).await.unwrap();
+    for origin in [None, Some(own.as_str()), Some(ORIGIN)] {
+        let (_, resp) = connect(&s, origin).await.unwrap();
         assert_eq!(resp.status(), 101, "{origin:?}");
     }
     for origin in [
@@ -126,7 +133,7 @@ async fn websockets_from_other_origins_are_refused() {
         "https://app.example.evil.example",
         &own.replacen("http://", "https://evil.", 1),
     ] {
-        match connect(Some(origin.to_string())).await {
+        match connect(&s, Some(origin)).await {
             Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
                 assert_eq!(resp.status(), 403, "{origin}")
             }
