@@ -27,8 +27,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use gatehouse_auth::{
-    AuthRepo, ClientRecord, ConsumerRecord, IdentityKind, KeyRecord, NewIdentity, OAuth1TokenKind,
-    OAuth1TokenRecord, RepoError, TokenKind, TokenRecord, UserRecord,
+    AuthRepo, ClientRecord, ClientType, CodeRecord, ConsumerRecord, Grant, IdentityKind, KeyRecord,
+    NewIdentity, OAuth1TokenKind, OAuth1TokenRecord, RepoError, TokenKind, TokenRecord, UserRecord,
 };
 use gatehouse_db::{Built, Conn, Db, DbError, DbRow, Dialect, SCHEMA_LOCK, SqlKind, q};
 use sea_query::Value;
@@ -45,6 +45,9 @@ const OAUTH1_TOKENS: &str = "_gatehouse_oauth1_tokens";
 /// OAuth 1.0 nonces: the primary key (consumer, nonce) is what refuses a
 /// replay, on one instance or many.
 const NONCES: &str = "_gatehouse_oauth1_nonces";
+/// Authorization codes: `use_code`'s conditional `UPDATE` is what makes a
+/// code single-use across instances.
+const CODES: &str = "_gatehouse_oauth_codes";
 
 /// Creates the OAuth tables and their indexes when missing (under the
 /// schema lock, [`SqlAuthRepo::ensure_tables`]).
@@ -119,6 +122,15 @@ async fn create_tables(conn: &mut Conn<'_>, d: Dialect) -> Result<(), sqlx::Erro
             q(NONCES)
         ),
         index(NONCES, "expires_at"),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (id {text} PRIMARY KEY NOT NULL, \
+             client_id {text} NOT NULL, redirect_uri TEXT NOT NULL, \
+             code_challenge TEXT NOT NULL, scope TEXT NOT NULL, username {text} NOT NULL, \
+             nonce TEXT, auth_time BIGINT NOT NULL, issued_at BIGINT NOT NULL, \
+             expires_at BIGINT NOT NULL, used_at BIGINT, family_id {text} NOT NULL)",
+            q(CODES)
+        ),
+        index(CODES, "expires_at"),
     ];
     for sql in &statements {
         conn.ddl(sql).await?;
@@ -132,6 +144,15 @@ async fn create_tables(conn: &mut Conn<'_>, d: Dialect) -> Result<(), sqlx::Erro
 const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     // Custom claims of a user, a JSON object.
     (USERS, "claims", "TEXT NOT NULL DEFAULT '{}'"),
+    // Client kinds (authorization code flow): clients registered before
+    // are confidential, third-party, without redirect URIs, as they were.
+    (
+        CLIENTS,
+        "client_type",
+        "TEXT NOT NULL DEFAULT 'confidential'",
+    ),
+    (CLIENTS, "first_party", "BOOLEAN NOT NULL DEFAULT FALSE"),
+    (CLIENTS, "redirect_uris", "TEXT NOT NULL DEFAULT '[]'"),
 ];
 
 async fn add_missing_columns(conn: &mut Conn<'_>, d: Dialect) -> Result<(), sqlx::Error> {
@@ -268,8 +289,8 @@ impl Drop for FlusherGuard {
     }
 }
 
-const CLIENT_COLS: &str =
-    "client_id, secret_hash, grants, scopes, audiences, created_at, updated_at";
+const CLIENT_COLS: &str = "client_id, secret_hash, grants, scopes, audiences, created_at, \
+                           updated_at, client_type, first_party, redirect_uris";
 const CLIENT_KINDS: &[SqlKind] = &[
     SqlKind::Text,
     SqlKind::Bytes,
@@ -278,6 +299,9 @@ const CLIENT_KINDS: &[SqlKind] = &[
     SqlKind::Text,
     SqlKind::Count,
     SqlKind::Count,
+    SqlKind::Text,
+    SqlKind::Bool,
+    SqlKind::Text,
 ];
 const USER_COLS: &str = "username, password_hash, scopes, created_at, updated_at, claims";
 const USER_KINDS: &[SqlKind] = &[
@@ -341,6 +365,41 @@ const OAUTH1_TOKEN_KINDS: &[SqlKind] = &[
     SqlKind::Count,
     SqlKind::Count,
 ];
+
+const CODE_COLS: &str = "id, client_id, redirect_uri, code_challenge, scope, username, nonce, \
+                         auth_time, issued_at, expires_at, used_at, family_id";
+const CODE_KINDS: &[SqlKind] = &[
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Count,
+    SqlKind::Count,
+    SqlKind::Count,
+    SqlKind::Count,
+    SqlKind::Text,
+];
+
+fn code(row: DbRow) -> Result<CodeRecord, RepoError> {
+    let mut c = Cols::new(row, "authorization code");
+    Ok(CodeRecord {
+        id: c.string()?,
+        client_id: c.string()?,
+        redirect_uri: c.string()?,
+        code_challenge: c.string()?,
+        scope: c.list()?,
+        username: c.string()?,
+        nonce: c.opt_string()?,
+        auth_time: c.int()?,
+        issued_at: c.int()?,
+        expires_at: c.int()?,
+        used_at: c.opt_int()?,
+        family_id: c.string()?,
+    })
+}
 
 impl SqlAuthRepo {
     /// The repository over `db` (the database the entity store opened:
@@ -660,15 +719,26 @@ fn object(v: &serde_json::Map<String, Json>) -> Result<Value, RepoError> {
 }
 
 fn client_values(c: &ClientRecord) -> Result<Vec<Value>, RepoError> {
+    let grants: Vec<String> = c.grants.iter().map(|g| g.as_str().to_string()).collect();
     Ok(vec![
         text(c.client_id.as_str()),
         bytes(&c.secret_hash),
-        list(&c.grants)?,
+        list(&grants)?,
         list(&c.scopes)?,
         list(&c.audiences)?,
         int(c.created_at),
         int(c.updated_at),
+        text(client_type_name(c.client_type)),
+        Value::Bool(Some(c.first_party)),
+        list(&c.redirect_uris)?,
     ])
+}
+
+fn client_type_name(t: ClientType) -> &'static str {
+    match t {
+        ClientType::Confidential => "confidential",
+        ClientType::Public => "public",
+    }
 }
 
 fn user_values(u: &UserRecord) -> Result<Vec<Value>, RepoError> {
@@ -774,14 +844,28 @@ impl Cols {
 
 fn client(row: DbRow) -> Result<ClientRecord, RepoError> {
     let mut c = Cols::new(row, "client");
+    let client_id = c.string()?;
+    let secret_hash = c.bytes()?;
+    let grants = c
+        .list()?
+        .iter()
+        .map(|g| Grant::parse(g).ok_or_else(|| c.bad("a known grant type")))
+        .collect::<Result<_, _>>()?;
     Ok(ClientRecord {
-        client_id: c.string()?,
-        secret_hash: c.bytes()?,
-        grants: c.list()?,
+        client_id,
+        secret_hash,
+        grants,
         scopes: c.list()?,
         audiences: c.list()?,
         created_at: c.int()?,
         updated_at: c.int()?,
+        client_type: match c.string()?.as_str() {
+            "public" => ClientType::Public,
+            "confidential" => ClientType::Confidential,
+            _ => return Err(c.bad("a client type")),
+        },
+        first_party: c.boolean()?,
+        redirect_uris: c.list()?,
     })
 }
 
@@ -939,11 +1023,12 @@ impl AuthRepo for SqlAuthRepo {
 
     async fn upsert_client(&self, c: &ClientRecord) -> Result<(), RepoError> {
         let sql = format!(
-            "INSERT INTO {} ({CLIENT_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?) \
+            "INSERT INTO {} ({CLIENT_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
              ON CONFLICT (client_id) DO UPDATE SET secret_hash = excluded.secret_hash, \
              grants = excluded.grants, scopes = excluded.scopes, \
              audiences = excluded.audiences, created_at = excluded.created_at, \
-             updated_at = excluded.updated_at",
+             updated_at = excluded.updated_at, client_type = excluded.client_type, \
+             first_party = excluded.first_party, redirect_uris = excluded.redirect_uris",
             q(CLIENTS)
         );
         self.execute("upsert_client", &sql, client_values(c)?)
@@ -1357,5 +1442,50 @@ impl AuthRepo for SqlAuthRepo {
             .map_err(|e| sqlx_err(OP, e))?;
         tx.commit().await.map_err(|e| sqlx_err(OP, e))?;
         Ok(n)
+    }
+
+    async fn insert_code(&self, c: &CodeRecord) -> Result<(), RepoError> {
+        let values = vec![
+            text(c.id.as_str()),
+            text(c.client_id.as_str()),
+            text(c.redirect_uri.as_str()),
+            text(c.code_challenge.as_str()),
+            list(&c.scope)?,
+            text(c.username.as_str()),
+            opt_text(c.nonce.as_deref()),
+            int(c.auth_time),
+            int(c.issued_at),
+            int(c.expires_at),
+            opt_int(c.used_at),
+            text(c.family_id.as_str()),
+        ];
+        let sql = insert_sql(CODES, CODE_COLS, CODE_KINDS.len());
+        self.execute("insert_code", &sql, values).await?;
+        Ok(())
+    }
+
+    async fn get_code(&self, id: &str) -> Result<Option<CodeRecord>, RepoError> {
+        let sql = format!("SELECT {CODE_COLS} FROM {} WHERE id = ?", q(CODES));
+        let rows = self
+            .fetch("get_code", &sql, vec![text(id)], CODE_KINDS)
+            .await?;
+        rows.into_iter().next().map(code).transpose()
+    }
+
+    async fn use_code(&self, id: &str, now: i64) -> Result<bool, RepoError> {
+        // The compare-and-set: a second racer's WHERE no longer matches.
+        let sql = format!(
+            "UPDATE {} SET used_at = ? WHERE id = ? AND used_at IS NULL",
+            q(CODES)
+        );
+        Ok(self
+            .execute("use_code", &sql, vec![int(now), text(id)])
+            .await?
+            == 1)
+    }
+
+    async fn purge_codes(&self, before: i64) -> Result<u64, RepoError> {
+        let sql = format!("DELETE FROM {} WHERE expires_at <= ?", q(CODES));
+        self.execute("purge_codes", &sql, vec![int(before)]).await
     }
 }

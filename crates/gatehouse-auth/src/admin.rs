@@ -8,10 +8,10 @@ use crate::claims::{Claims, check_claims};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::model::{
-    ClientRecord, GRANT_TOKEN_EXCHANGE, IdentityKind, KNOWN_GRANTS, NewIdentity, UserRecord,
-    valid_scope_token,
+    ClientRecord, ClientType, Grant, IdentityKind, NewIdentity, UserRecord, valid_scope_token,
 };
 use crate::random::Random;
+use crate::redirect::check_redirect_uri;
 use crate::repo::AuthRepo;
 use crate::secrets;
 use crate::server::CacheHooks;
@@ -26,13 +26,21 @@ pub const MAX_PASSWORD: usize = 1024;
 pub struct NewClient {
     /// The client id (the NAME of `client add`).
     pub client_id: String,
-    /// Grant types: `password`, `client_credentials`, `refresh_token`, and the
-    /// token exchange URN (also accepted as `token-exchange`).
+    /// Grant types: `authorization_code`, `password`, `client_credentials`,
+    /// `refresh_token`, and the token exchange URN (also accepted as
+    /// `token-exchange`).
     pub grants: Vec<String>,
     /// Scopes the client may obtain.
     pub scopes: Vec<String>,
     /// Targets the client may ask for in a token exchange.
     pub audiences: Vec<String>,
+    /// Redirect URIs of the authorization code flow
+    /// ([`crate::check_redirect_uri`]).
+    pub redirect_uris: Vec<String>,
+    /// A public client: no secret, `client_id` in the body, PKCE.
+    pub public: bool,
+    /// A first-party client: no consent page.
+    pub first_party: bool,
 }
 
 /// A client as listed: everything but the secret hash.
@@ -46,6 +54,12 @@ pub struct ClientInfo {
     pub scopes: Vec<String>,
     /// Exchange targets.
     pub audiences: Vec<String>,
+    /// Redirect URIs.
+    pub redirect_uris: Vec<String>,
+    /// Whether the client is public (has no secret).
+    pub public: bool,
+    /// Whether the client skips the consent page.
+    pub first_party: bool,
     /// Creation time, seconds since the epoch.
     pub created_at: i64,
 }
@@ -138,24 +152,35 @@ pub(crate) async fn register(
     ))
 }
 
-fn normalize_grants(grants: &[String]) -> Result<Vec<String>> {
-    let mut out: Vec<String> = Vec::new();
+fn normalize_grants(grants: &[String]) -> Result<Vec<Grant>> {
+    let mut out: Vec<Grant> = Vec::new();
     for g in grants {
-        let g = g.trim();
-        let g = match g {
-            "token-exchange" | "token_exchange" => GRANT_TOKEN_EXCHANGE,
-            other => other,
+        let g = match g.trim() {
+            "token-exchange" | "token_exchange" => Some(Grant::TokenExchange),
+            other => Grant::parse(other),
         };
-        if !KNOWN_GRANTS.contains(&g) {
+        let Some(g) = g else {
             return Err(Error::InvalidInput(
                 format!(
-                    "unknown grant type {g:?}; known: password, client_credentials, refresh_token, token-exchange"
+                    "unknown grant type {g:?}; known: authorization_code, password, \
+                     client_credentials, refresh_token, token-exchange"
                 )
                 .into(),
             ));
+        };
+        if !out.contains(&g) {
+            out.push(g);
         }
-        if !out.iter().any(|x| x == g) {
-            out.push(g.to_string());
+    }
+    Ok(out)
+}
+
+fn normalize_redirect_uris(uris: &[String]) -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for u in uris {
+        check_redirect_uri(u)?;
+        if !out.contains(u) {
+            out.push(u.clone());
         }
     }
     Ok(out)
@@ -235,12 +260,46 @@ impl Admin {
             .map_err(|e| Error::server(format!("password hashing task: {e}")))?
     }
 
-    fn client_record(&self, c: &NewClient, secret: &str, created_at: i64) -> Result<ClientRecord> {
+    /// The record of `c`; `secret` is `None` for a public client.
+    fn client_record(
+        &self,
+        c: &NewClient,
+        secret: Option<&str>,
+        created_at: i64,
+    ) -> Result<ClientRecord> {
         check_name("a client id", &c.client_id)?;
+        let grants = normalize_grants(&c.grants)?;
+        let redirect_uris = normalize_redirect_uris(&c.redirect_uris)?;
+        if grants.contains(&Grant::AuthorizationCode) && redirect_uris.is_empty() {
+            return Err(Error::InvalidInput(
+                "the authorization_code grant needs at least one redirect URI".into(),
+            ));
+        }
+        if c.public {
+            // A public client cannot keep a secret (RFC 6749 §2.1): the
+            // grants that rest on one are not for it.
+            if let Some(g) = grants.iter().find(|g| {
+                matches!(
+                    g,
+                    Grant::ClientCredentials | Grant::TokenExchange | Grant::Password
+                )
+            }) {
+                return Err(Error::InvalidInput(
+                    format!("a public client cannot use the {g} grant: it has no secret").into(),
+                ));
+            }
+        }
         Ok(ClientRecord {
             client_id: c.client_id.clone(),
-            secret_hash: secrets::hash_secret(secret),
-            grants: normalize_grants(&c.grants)?,
+            secret_hash: secret.map(secrets::hash_secret).unwrap_or_default(),
+            client_type: if c.public {
+                ClientType::Public
+            } else {
+                ClientType::Confidential
+            },
+            first_party: c.first_party,
+            redirect_uris,
+            grants,
             scopes: normalize_scopes(&c.scopes)?,
             audiences: normalize_audiences(&c.audiences)?,
             created_at,
@@ -249,14 +308,14 @@ impl Admin {
     }
 
     /// `client add`: registers a client with a new random 256-bit secret,
-    /// returned once (only its SHA-256 is stored). `Conflict` if a user,
-    /// client or consumer holds the name.
-    pub async fn add_client(&self, c: &NewClient) -> Result<(ClientInfo, ClientSecret)> {
-        let secret = secrets::generate_client_secret(self.random.as_ref());
-        let record = self.client_record(c, &secret, self.clock.now())?;
+    /// returned once (only its SHA-256 is stored); a public client gets
+    /// none (`None`). `Conflict` if a user, client or consumer holds the name.
+    pub async fn add_client(&self, c: &NewClient) -> Result<(ClientInfo, Option<ClientSecret>)> {
+        let secret = (!c.public).then(|| secrets::generate_client_secret(self.random.as_ref()));
+        let record = self.client_record(c, secret.as_deref(), self.clock.now())?;
         register(self.repo.as_ref(), NewIdentity::Client(&record), false).await?;
         self.client_changed(&c.client_id);
-        Ok((info(&record), ClientSecret(secret)))
+        Ok((info(&record), secret.map(ClientSecret)))
     }
 
     /// `client list`, ordered by id.
@@ -284,6 +343,11 @@ impl Admin {
         let Some(mut record) = self.repo.get_client(client_id).await? else {
             return Err(Error::NotFound(format!("no client {client_id:?}").into()));
         };
+        if record.is_public() {
+            return Err(Error::InvalidInput(
+                format!("{client_id:?} is a public client: it has no secret").into(),
+            ));
+        }
         let secret = secrets::generate_client_secret(self.random.as_ref());
         record.secret_hash = secrets::hash_secret(&secret);
         record.updated_at = self.clock.now();
@@ -292,13 +356,37 @@ impl Admin {
         Ok(ClientSecret(secret))
     }
 
-    /// `[[bootstrap.clients]]`: creates the client, or updates it in place
-    /// (keeping its creation time) when its secret or settings differ.
+    /// `[[bootstrap.clients]]` of a confidential client: creates it, or
+    /// updates it in place (keeping its creation time) when its secret or
+    /// settings differ.
     pub async fn bootstrap_client(&self, c: &NewClient, secret: &str) -> Result<BootstrapOutcome> {
-        if secret.is_empty() {
-            return Err(Error::InvalidInput(
-                "a client secret must not be empty".into(),
-            ));
+        self.bootstrap_any_client(c, Some(secret)).await
+    }
+
+    /// `[[bootstrap.clients]]` of a public client (`public = true`, no
+    /// secret), as [`Admin::bootstrap_client`].
+    pub async fn bootstrap_public_client(&self, c: &NewClient) -> Result<BootstrapOutcome> {
+        self.bootstrap_any_client(c, None).await
+    }
+
+    /// A public client has no secret (`None`); any other needs one.
+    async fn bootstrap_any_client(
+        &self,
+        c: &NewClient,
+        secret: Option<&str>,
+    ) -> Result<BootstrapOutcome> {
+        match (c.public, secret) {
+            (true, Some(_)) => {
+                return Err(Error::InvalidInput(
+                    "a public client has no client secret".into(),
+                ));
+            }
+            (false, None) | (false, Some("")) => {
+                return Err(Error::InvalidInput(
+                    "a client secret must not be empty".into(),
+                ));
+            }
+            _ => {}
         }
         let existing = self.repo.get_client(&c.client_id).await?;
         let created_at = existing.as_ref().map_or(self.clock.now(), |e| e.created_at);
@@ -311,7 +399,14 @@ impl Admin {
                 Ok(raced.map_or(BootstrapOutcome::Created, |_| BootstrapOutcome::Unchanged))
             }
             Some(e) => {
-                let same = secrets::verify_secret(secret, &e.secret_hash)
+                let same_secret = match secret {
+                    Some(secret) => secrets::verify_secret(secret, &e.secret_hash),
+                    None => e.secret_hash.is_empty(),
+                };
+                let same = same_secret
+                    && e.client_type == record.client_type
+                    && e.first_party == record.first_party
+                    && e.redirect_uris == record.redirect_uris
                     && e.grants == record.grants
                     && e.scopes == record.scopes
                     && e.audiences == record.audiences;
@@ -489,9 +584,12 @@ impl Admin {
 fn info(c: &ClientRecord) -> ClientInfo {
     ClientInfo {
         client_id: c.client_id.clone(),
-        grants: c.grants.clone(),
+        grants: c.grants.iter().map(|g| g.as_str().to_string()).collect(),
         scopes: c.scopes.clone(),
         audiences: c.audiences.clone(),
+        redirect_uris: c.redirect_uris.clone(),
+        public: c.is_public(),
+        first_party: c.first_party,
         created_at: c.created_at,
     }
 }

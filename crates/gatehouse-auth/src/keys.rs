@@ -59,6 +59,10 @@ impl SigningAlg {
 /// derived from the server secret (`GATEHOUSE_SECRET` or the key file).
 pub struct KeyCipher {
     key: LessSafeKey,
+    /// HMAC-SHA256 key of the sign-in pages' CSRF tokens and consent
+    /// tickets ([`KeyCipher::form_mac`]), derived from the same secret, so
+    /// every instance sharing it accepts the others' forms.
+    form_key: aws_lc_rs::hmac::Key,
 }
 
 impl fmt::Debug for KeyCipher {
@@ -90,9 +94,29 @@ impl KeyCipher {
         );
         let unbound = UnboundKey::new(&AES_256_GCM, &key)
             .map_err(|_| Error::server("AES-256-GCM key setup failed"))?;
+        // A separate key for a separate purpose: HMAC(k, label) never
+        // equals k, and knowing one tells nothing of the other.
+        let derived = aws_lc_rs::hmac::sign(
+            &aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, &key),
+            b"gatehouse/forms/v1",
+        );
         Ok(Self {
             key: LessSafeKey::new(unbound),
+            form_key: aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, derived.as_ref()),
         })
+    }
+
+    /// HMAC-SHA256 of `msg` under the forms key, for `purpose` (bound in,
+    /// so a MAC made for one purpose never passes for another).
+    pub(crate) fn form_mac(&self, purpose: &str, msg: &[u8]) -> [u8; 32] {
+        let mut ctx = aws_lc_rs::hmac::Context::with_key(&self.form_key);
+        ctx.update(purpose.as_bytes());
+        ctx.update(&[0]);
+        ctx.update(msg);
+        let tag = ctx.sign();
+        let mut out = [0u8; 32];
+        out.copy_from_slice(tag.as_ref());
+        out
     }
 
     /// Additional data binds a sealed key to its kid and algorithm, so a

@@ -29,6 +29,7 @@ mod model;
 pub mod oauth1;
 mod principal;
 mod random;
+mod redirect;
 mod repo;
 mod secrets;
 mod server;
@@ -55,19 +56,28 @@ pub use login::{
     QUIET_RESET_PER_ACCOUNT, QUIET_RESET_PER_ADDRESS,
 };
 pub use model::{
-    ClientRecord, GRANT_CLIENT_CREDENTIALS, GRANT_PASSWORD, GRANT_REFRESH_TOKEN,
-    GRANT_TOKEN_EXCHANGE, KNOWN_GRANTS, KeyRecord, SCOPE_OFFLINE_ACCESS, Scopes, TOKEN_TYPE_ACCESS,
-    TOKEN_TYPE_JWT, TOKEN_TYPE_REFRESH, TokenKind, TokenRecord, UserRecord, valid_scope_token,
+    ClientRecord, ClientType, GRANT_AUTHORIZATION_CODE, GRANT_CLIENT_CREDENTIALS, GRANT_PASSWORD,
+    GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE, Grant, KNOWN_GRANTS, KeyRecord,
+    SCOPE_OFFLINE_ACCESS, Scopes, TOKEN_TYPE_ACCESS, TOKEN_TYPE_JWT, TOKEN_TYPE_REFRESH, TokenKind,
+    TokenRecord, UserRecord, valid_scope_token,
 };
-pub use model::{ConsumerRecord, IdentityKind, NewIdentity, OAuth1TokenKind, OAuth1TokenRecord};
+pub use model::{
+    CodeRecord, ConsumerRecord, IdentityKind, NewIdentity, OAuth1TokenKind, OAuth1TokenRecord,
+    SCOPE_OPENID,
+};
 pub use principal::{ANONYMOUS_SCOPE, AccessTokenFacts, AuthScheme, Principal, challenge};
 pub use random::{Random, SeededRandom, SystemRandom};
+pub use redirect::{MAX_REDIRECT_URI, check_redirect_uri, redirect_uri_matches};
 pub use repo::{AuthRepo, MemoryRepo};
 pub use secrets::{
     DUMMY_PASSWORD_HASH, generate_client_secret, hash_password, hash_secret, token_id,
     verify_password, verify_secret,
 };
-pub use server::{AuthConfig, AuthServer, ExchangeRequest, TokenResponse};
+pub use server::{
+    AuthConfig, AuthServer, AuthorizeError, AuthorizeErrorCode, AuthorizeParams, AuthorizeRequest,
+    CODE_REPLAY_MEMORY, CODE_TTL, CONSENT_TTL, CsrfPair, ExchangeRequest, MAX_STATE,
+    MIN_SIGN_UP_PASSWORD, SignedIn, TokenResponse,
+};
 
 /// base64url without padding (RFC 7515 §2), the encoding of every token part.
 pub(crate) fn b64(bytes: &[u8]) -> String {

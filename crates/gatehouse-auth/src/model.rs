@@ -7,6 +7,8 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
+/// `grant_type=authorization_code` (RFC 6749 §4.1).
+pub const GRANT_AUTHORIZATION_CODE: &str = "authorization_code";
 /// `grant_type=password` (RFC 6749 §4.3).
 pub const GRANT_PASSWORD: &str = "password";
 /// `grant_type=client_credentials` (RFC 6749 §4.4).
@@ -16,7 +18,8 @@ pub const GRANT_REFRESH_TOKEN: &str = "refresh_token";
 /// The token exchange grant type (RFC 8693 §2.1).
 pub const GRANT_TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
 /// Every grant type a client may be registered for.
-pub const KNOWN_GRANTS: [&str; 4] = [
+pub const KNOWN_GRANTS: [&str; 5] = [
+    GRANT_AUTHORIZATION_CODE,
     GRANT_PASSWORD,
     GRANT_CLIENT_CREDENTIALS,
     GRANT_REFRESH_TOKEN,
@@ -29,6 +32,11 @@ pub const TOKEN_TYPE_ACCESS: &str = "urn:ietf:params:oauth:token-type:access_tok
 pub const TOKEN_TYPE_REFRESH: &str = "urn:ietf:params:oauth:token-type:refresh_token";
 /// RFC 8693 §3 token type of a JWT.
 pub const TOKEN_TYPE_JWT: &str = "urn:ietf:params:oauth:token-type:jwt";
+
+/// OpenID Connect's scope: asks for an `id_token` beside the access token.
+/// Not a permission on data, so the code flow grants it whenever asked,
+/// whatever the client's and user's scopes.
+pub const SCOPE_OPENID: &str = "openid";
 
 /// The scope that asks for a refresh-capable, long-lived grant. It is never
 /// granted implicitly: only when requested.
@@ -97,15 +105,85 @@ impl NewIdentity<'_> {
     }
 }
 
+/// A grant type a client may be registered for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Grant {
+    /// RFC 6749 §4.1 with PKCE (RFC 7636): browser and native apps.
+    AuthorizationCode,
+    /// RFC 6749 §4.3. RFC 9700 §2.4 says not to use it; it stays for the
+    /// clients that need it and is off unless a client lists it.
+    Password,
+    /// RFC 6749 §4.4.
+    ClientCredentials,
+    /// RFC 6749 §6.
+    RefreshToken,
+    /// RFC 8693.
+    TokenExchange,
+}
+
+impl Grant {
+    /// Every grant, in the order metadata lists them.
+    pub const ALL: [Grant; 5] = [
+        Grant::AuthorizationCode,
+        Grant::Password,
+        Grant::ClientCredentials,
+        Grant::RefreshToken,
+        Grant::TokenExchange,
+    ];
+
+    /// The `grant_type` value (RFC 6749, RFC 8693 §2.1).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Grant::AuthorizationCode => GRANT_AUTHORIZATION_CODE,
+            Grant::Password => GRANT_PASSWORD,
+            Grant::ClientCredentials => GRANT_CLIENT_CREDENTIALS,
+            Grant::RefreshToken => GRANT_REFRESH_TOKEN,
+            Grant::TokenExchange => GRANT_TOKEN_EXCHANGE,
+        }
+    }
+
+    /// Parses [`Grant::as_str`].
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|g| g.as_str() == s)
+    }
+}
+
+impl fmt::Display for Grant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// RFC 6749 §2.1 client types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ClientType {
+    /// Holds a secret and authenticates with it (a server-side app).
+    #[default]
+    Confidential,
+    /// Cannot keep a secret (a single-page or native app): it has none,
+    /// names itself with `client_id` in the body, and must use PKCE.
+    Public,
+}
+
 /// A registered OAuth client.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ClientRecord {
     /// The client identifier (also its name on the CLI).
     pub client_id: String,
-    /// SHA-256 of the client secret (32 bytes). The secret itself is never stored.
+    /// SHA-256 of the client secret (32 bytes); empty for a public client,
+    /// which then never authenticates with a secret. The secret itself is
+    /// never stored.
     pub secret_hash: Vec<u8>,
-    /// Grant types the client may use (values of [`KNOWN_GRANTS`]).
-    pub grants: Vec<String>,
+    /// Confidential or public.
+    pub client_type: ClientType,
+    /// A first-party client (the operator's own app) skips the consent
+    /// page of the authorization code flow.
+    pub first_party: bool,
+    /// Where the authorization endpoint may send the user back, matched
+    /// exactly ([`crate::redirect_uri_matches`]).
+    pub redirect_uris: Vec<String>,
+    /// Grant types the client may use.
+    pub grants: Vec<Grant>,
     /// Scopes the client may obtain.
     pub scopes: Vec<String>,
     /// Audiences/resources the client may ask for in a token exchange.
@@ -118,8 +196,13 @@ pub struct ClientRecord {
 
 impl ClientRecord {
     /// Whether the client may use `grant`.
-    pub fn allows_grant(&self, grant: &str) -> bool {
-        self.grants.iter().any(|g| g == grant)
+    pub fn allows_grant(&self, grant: Grant) -> bool {
+        self.grants.contains(&grant)
+    }
+
+    /// Whether the client is public (no secret, PKCE required).
+    pub fn is_public(&self) -> bool {
+        self.client_type == ClientType::Public
     }
 }
 
@@ -128,6 +211,9 @@ impl fmt::Debug for ClientRecord {
         f.debug_struct("ClientRecord")
             .field("client_id", &self.client_id)
             .field("secret_hash", &"<redacted>")
+            .field("client_type", &self.client_type)
+            .field("first_party", &self.first_party)
+            .field("redirect_uris", &self.redirect_uris)
             .field("grants", &self.grants)
             .field("scopes", &self.scopes)
             .field("audiences", &self.audiences)
@@ -265,6 +351,53 @@ pub struct TokenRecord {
     pub used_at: Option<i64>,
     /// For a refresh token: the id of the refresh token that replaced it.
     pub successor_id: Option<String>,
+}
+
+/// An authorization code (RFC 6749 §4.1.2), stored so that every instance
+/// on one database redeems it once. The code itself is never stored: `id`
+/// is its base64url SHA-256.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CodeRecord {
+    /// base64url SHA-256 of the code.
+    pub id: String,
+    /// The client it was issued to.
+    pub client_id: String,
+    /// The `redirect_uri` of the authorization request, as sent: the token
+    /// request must name the same (RFC 6749 §4.1.3).
+    pub redirect_uri: String,
+    /// The PKCE `code_challenge` (S256, RFC 7636 §4.2).
+    pub code_challenge: String,
+    /// Granted scopes.
+    pub scope: Vec<String>,
+    /// The user who signed in.
+    pub username: String,
+    /// OpenID Connect `nonce` of the request, for the `id_token`.
+    pub nonce: Option<String>,
+    /// When the user entered their credentials (OIDC `auth_time`).
+    pub auth_time: i64,
+    /// Issue time, seconds since the epoch.
+    pub issued_at: i64,
+    /// Expiry (issue + 60 s); the record is kept a while after it so a late
+    /// second use is still recognised and answered by revocation.
+    pub expires_at: i64,
+    /// When it was redeemed; a second redemption revokes `family_id`.
+    pub used_at: Option<i64>,
+    /// The family of the tokens issued from it (chosen at issue).
+    pub family_id: String,
+}
+
+impl fmt::Debug for CodeRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CodeRecord")
+            .field("client_id", &self.client_id)
+            .field("redirect_uri", &self.redirect_uri)
+            .field("scope", &self.scope)
+            .field("username", &self.username)
+            .field("issued_at", &self.issued_at)
+            .field("expires_at", &self.expires_at)
+            .field("used_at", &self.used_at)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A set of scope tokens, kept sorted so rendering is deterministic.

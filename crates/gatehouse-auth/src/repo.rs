@@ -13,8 +13,8 @@ use async_trait::async_trait;
 
 use crate::error::RepoError;
 use crate::model::{
-    ClientRecord, ConsumerRecord, IdentityKind, KeyRecord, NewIdentity, OAuth1TokenKind,
-    OAuth1TokenRecord, TokenKind, TokenRecord, UserRecord,
+    ClientRecord, CodeRecord, ConsumerRecord, IdentityKind, KeyRecord, NewIdentity,
+    OAuth1TokenKind, OAuth1TokenRecord, TokenKind, TokenRecord, UserRecord,
 };
 
 /// Storage behind the authorization server. All times are seconds since the
@@ -108,6 +108,20 @@ pub trait AuthRepo: Send + Sync + fmt::Debug {
     /// `publish_until` is at or before `now`. Returns how many rows went.
     async fn purge_expired(&self, now: i64) -> Result<u64, RepoError>;
 
+    // ----- authorization codes -----
+
+    /// Stores a new authorization code. Ids are unique.
+    async fn insert_code(&self, code: &CodeRecord) -> Result<(), RepoError>;
+    /// The authorization code with this id.
+    async fn get_code(&self, id: &str) -> Result<Option<CodeRecord>, RepoError>;
+    /// Atomically marks an unused code used at `now`. Returns `false` (and
+    /// changes nothing) if it was already used or does not exist: of two
+    /// redemptions racing, on one instance or many, one wins.
+    /// SQL: `UPDATE ... SET used_at=? WHERE id=? AND used_at IS NULL`.
+    async fn use_code(&self, id: &str, now: i64) -> Result<bool, RepoError>;
+    /// Deletes codes that expired at or before `before`. Returns how many went.
+    async fn purge_codes(&self, before: i64) -> Result<u64, RepoError>;
+
     // ----- OAuth 1.0 -----
 
     /// The OAuth 1.0 consumer with this key.
@@ -164,6 +178,7 @@ struct Inner {
     oauth1_tokens: HashMap<String, OAuth1TokenRecord>,
     /// (consumer key, nonce) -> expiry.
     nonces: HashMap<(String, String), i64>,
+    codes: HashMap<String, CodeRecord>,
 }
 
 /// An [`AuthRepo`] in memory: for tests and one-process demos. Nothing survives
@@ -533,5 +548,36 @@ impl AuthRepo for MemoryRepo {
         inner.nonces.retain(|_, until| *until > now);
         let after = inner.oauth1_tokens.len() + inner.nonces.len();
         Ok((before - after) as u64)
+    }
+
+    async fn insert_code(&self, code: &CodeRecord) -> Result<(), RepoError> {
+        let mut inner = self.lock();
+        if inner.codes.contains_key(&code.id) {
+            return Err(RepoError::new("duplicate authorization code id"));
+        }
+        inner.codes.insert(code.id.clone(), code.clone());
+        Ok(())
+    }
+
+    async fn get_code(&self, id: &str) -> Result<Option<CodeRecord>, RepoError> {
+        Ok(self.lock().codes.get(id).cloned())
+    }
+
+    async fn use_code(&self, id: &str, now: i64) -> Result<bool, RepoError> {
+        let mut inner = self.lock();
+        match inner.codes.get_mut(id) {
+            Some(c) if c.used_at.is_none() => {
+                c.used_at = Some(now);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn purge_codes(&self, before: i64) -> Result<u64, RepoError> {
+        let mut inner = self.lock();
+        let n = inner.codes.len();
+        inner.codes.retain(|_, c| c.expires_at > before);
+        Ok((n - inner.codes.len()) as u64)
     }
 }

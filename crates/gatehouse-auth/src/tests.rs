@@ -44,6 +44,7 @@ async fn fixture_with(config: AuthConfig) -> Fixture {
                 grants: all(&["password", "client_credentials", "refresh_token"]),
                 scopes: all(&["read", "write", "offline_access"]),
                 audiences: vec![],
+                ..Default::default()
             },
             "app-secret",
         )
@@ -56,6 +57,7 @@ async fn fixture_with(config: AuthConfig) -> Fixture {
                 grants: all(&["client_credentials", "token-exchange"]),
                 scopes: all(&["read"]),
                 audiences: all(&["https://reports.example"]),
+                ..Default::default()
             },
             "ex-secret",
         )
@@ -68,6 +70,7 @@ async fn fixture_with(config: AuthConfig) -> Fixture {
                 grants: all(&["client_credentials"]),
                 scopes: all(&["read"]),
                 audiences: all(&["https://reports.example"]),
+                ..Default::default()
             },
             "plain-secret",
         )
@@ -819,6 +822,7 @@ async fn refreshing_exchanger(f: &Fixture) -> ClientRecord {
                 grants: all(&["password", "refresh_token", "token-exchange"]),
                 scopes: all(&["read", "write", "offline_access"]),
                 audiences: all(&["https://reports.example"]),
+                ..Default::default()
             },
             "both-secret",
         )
@@ -1515,6 +1519,7 @@ async fn bootstrap_is_idempotent() {
         ],
         scopes: vec!["read write".into(), "offline_access".into()],
         audiences: vec![],
+        ..Default::default()
     };
     assert_eq!(
         admin.bootstrap_client(&spec, "app-secret").await.unwrap(),
@@ -1580,9 +1585,11 @@ async fn client_and_user_administration() {
             grants: vec!["client_credentials".into(), "token_exchange".into()],
             scopes: vec!["read".into()],
             audiences: vec!["https://reports.example".into()],
+            ..Default::default()
         })
         .await
         .unwrap();
+    let secret = secret.unwrap();
     assert_eq!(
         info.grants,
         vec!["client_credentials", GRANT_TOKEN_EXCHANGE]
@@ -1614,6 +1621,37 @@ async fn client_and_user_administration() {
         NewClient {
             client_id: "x".into(),
             grants: vec!["implicit".into()],
+            ..Default::default()
+        },
+        // The code grant needs a redirect URI, which must be a safe one.
+        NewClient {
+            client_id: "x".into(),
+            grants: vec!["authorization_code".into()],
+            ..Default::default()
+        },
+        NewClient {
+            client_id: "x".into(),
+            grants: vec!["authorization_code".into()],
+            redirect_uris: vec!["http://app.example/cb".into()],
+            ..Default::default()
+        },
+        NewClient {
+            client_id: "x".into(),
+            grants: vec!["authorization_code".into()],
+            redirect_uris: vec!["https://app.example/cb#x".into()],
+            ..Default::default()
+        },
+        // A public client has no secret to rest these grants on.
+        NewClient {
+            client_id: "x".into(),
+            grants: vec!["client_credentials".into()],
+            public: true,
+            ..Default::default()
+        },
+        NewClient {
+            client_id: "x".into(),
+            grants: vec!["password".into()],
+            public: true,
             ..Default::default()
         },
         NewClient {
@@ -1653,6 +1691,32 @@ async fn client_and_user_administration() {
             .unwrap_err()
             .to_string(),
         "not_found"
+    );
+
+    // A public client: no secret to show, none that authenticates, none
+    // to rotate.
+    let (info, secret) = admin
+        .add_client(&NewClient {
+            client_id: "spa".into(),
+            grants: vec!["authorization_code".into(), "refresh_token".into()],
+            redirect_uris: vec!["https://app.example/cb".into()],
+            public: true,
+            first_party: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(secret.is_none());
+    assert!(info.public && info.first_party);
+    assert_eq!(info.redirect_uris, vec!["https://app.example/cb"]);
+    assert!(f.server.authenticate_client("spa", "").await.is_err());
+    assert_eq!(
+        admin
+            .rotate_client_secret("spa")
+            .await
+            .unwrap_err()
+            .to_string(),
+        "invalid_input"
     );
 
     admin
@@ -2075,6 +2139,7 @@ async fn names_are_unique_across_users_clients_and_consumers() {
         grants: vec!["client_credentials".into()],
         scopes: read.clone(),
         audiences: vec![],
+        ..Default::default()
     };
     let conflict = |e: Error, holder: &str| {
         assert!(matches!(e, Error::Conflict(_)), "{e:?}");

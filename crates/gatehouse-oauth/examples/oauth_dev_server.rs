@@ -42,6 +42,7 @@ async fn main() {
                 ]),
                 scopes: s(&["read", "write", "offline_access"]),
                 audiences: s(&["https://reports.example"]),
+                ..Default::default()
             },
             "demo-secret-change-me",
         )

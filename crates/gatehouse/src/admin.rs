@@ -16,9 +16,20 @@ pub enum ClientCommand {
     Add {
         /// The client id.
         name: String,
-        /// Grant types, comma-separated: password, client_credentials, refresh_token, token-exchange.
-        #[arg(long, value_delimiter = ',', required = true)]
+        /// Grant types, comma-separated: authorization_code, password, client_credentials,
+        /// refresh_token, token-exchange. Default with --redirect-uri: authorization_code,refresh_token.
+        #[arg(long, value_delimiter = ',', required_unless_present = "redirect_uris")]
         grants: Vec<String>,
+        /// A redirect URI of the authorization code flow (repeatable): https, http on a loopback
+        /// host (any port for 127.0.0.1 and [::1]), or a reverse-domain scheme of a native app.
+        #[arg(long = "redirect-uri")]
+        redirect_uris: Vec<String>,
+        /// A public client (single-page or native app): no secret, must use PKCE.
+        #[arg(long)]
+        public: bool,
+        /// A first-party client: the sign-in flow shows no consent page.
+        #[arg(long)]
+        first_party: bool,
         /// Scopes the client may obtain, space-separated (e.g. "read write").
         #[arg(long, default_value = "")]
         scopes: String,
@@ -179,18 +190,22 @@ fn failed(e: &gatehouse_auth::Error) -> anyhow::Error {
 pub fn client(cmd: ClientCommand) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async move {
         match cmd {
-            ClientCommand::Add { name, mut grants, scopes: sc, audiences, may_exchange, out, store } => {
+            ClientCommand::Add { name, mut grants, redirect_uris, public, first_party, scopes: sc, audiences, may_exchange, out, store } => {
                 let Some((admin, store)) = open(&store).await? else { return Ok(ExitCode::FAILURE) };
+                if grants.is_empty() {
+                    grants = vec![gatehouse_auth::GRANT_AUTHORIZATION_CODE.into(), gatehouse_auth::GRANT_REFRESH_TOKEN.into()];
+                }
                 if may_exchange && !grants.iter().any(|g| g == "token-exchange" || g == gatehouse_auth::GRANT_TOKEN_EXCHANGE) {
                     grants.push("token-exchange".into());
                 }
-                let new = NewClient { client_id: name, grants, scopes: scopes(&sc), audiences };
+                let new = NewClient { client_id: name, grants, scopes: scopes(&sc), audiences, redirect_uris, public, first_party };
                 let (info, secret) = admin.add_client(&new).await.map_err(|e| failed(&e))?;
                 store.close().await;
-                if out.json {
-                    println!("{}", serde_json::json!({"client_id": info.client_id, "client_secret": secret.0}));
-                } else {
-                    println!("client_id:     {}\nclient_secret: {}\n\nThe secret is shown only this once; it is stored hashed.", info.client_id, secret.0);
+                match (out.json, secret) {
+                    (true, Some(secret)) => println!("{}", serde_json::json!({"client_id": info.client_id, "client_secret": secret.0})),
+                    (true, None) => println!("{}", serde_json::json!({"client_id": info.client_id})),
+                    (false, Some(secret)) => println!("client_id:     {}\nclient_secret: {}\n\nThe secret is shown only this once; it is stored hashed.", info.client_id, secret.0),
+                    (false, None) => println!("client_id:     {}\n\nA public client has no secret: it sends client_id and a PKCE code_verifier.", info.client_id),
                 }
                 Ok(ExitCode::SUCCESS)
             }
@@ -202,7 +217,13 @@ pub fn client(cmd: ClientCommand) -> anyhow::Result<ExitCode> {
                     println!("{}", serde_json::to_string_pretty(&clients)?);
                 } else {
                     for c in clients {
-                        println!("{}\tgrants={}\tscopes={}\taudiences={}", c.client_id, c.grants.join(","), c.scopes.join(" "), c.audiences.join(","));
+                        let kind = match (c.public, c.first_party) {
+                            (true, true) => "public,first-party",
+                            (true, false) => "public",
+                            (false, true) => "confidential,first-party",
+                            (false, false) => "confidential",
+                        };
+                        println!("{}\t{kind}\tgrants={}\tscopes={}\taudiences={}\tredirect_uris={}", c.client_id, c.grants.join(","), c.scopes.join(" "), c.audiences.join(","), c.redirect_uris.join(" "));
                     }
                 }
                 Ok(ExitCode::SUCCESS)

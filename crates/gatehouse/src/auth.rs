@@ -93,6 +93,8 @@ pub fn auth_config(config: &Config, issuer: &str) -> AuthConfig {
     c.client_cache_ttl = t.client_cache_ttl.0;
     c.token_status_cache_ttl = t.status_cache_ttl.0;
     c.oauth1_timestamp_window = config.limits.oauth1_timestamp_window.0;
+    c.sign_up = config.auth.sign_up;
+    c.sign_up_scopes = config.auth.sign_up_scopes.clone();
     c.signing_alg = match t.signing_alg {
         SigningAlg::EdDsa => gatehouse_auth::SigningAlg::EdDsa,
         SigningAlg::Es256 => gatehouse_auth::SigningAlg::Es256,
@@ -172,18 +174,26 @@ pub async fn bootstrap_consumers(auth: &AuthServer, config: &Config) -> anyhow::
 /// updated, never duplicated.
 pub async fn bootstrap(admin: &Admin, config: &Config) -> anyhow::Result<()> {
     for c in &config.bootstrap.clients {
-        let outcome = admin
-            .bootstrap_client(
-                &NewClient {
-                    client_id: c.client_id.clone(),
-                    grants: c.grants.clone(),
-                    scopes: c.scopes.clone(),
-                    audiences: c.audiences.clone(),
-                },
-                &c.client_secret,
-            )
-            .await
-            .map_err(|e| anyhow::anyhow!("bootstrap client {:?}: {}", c.client_id, describe(&e)))?;
+        let new = NewClient {
+            client_id: c.client_id.clone(),
+            grants: c.grants.clone(),
+            scopes: c.scopes.clone(),
+            audiences: c.audiences.clone(),
+            redirect_uris: c.redirect_uris.clone(),
+            public: c.public,
+            first_party: c.first_party,
+        };
+        let outcome = match (&c.client_secret, c.public) {
+            (Some(secret), false) => admin.bootstrap_client(&new, secret).await,
+            (None, true) => admin.bootstrap_public_client(&new).await,
+            (Some(_), true) => Err(gatehouse_auth::Error::InvalidInput(
+                "a public client has no client_secret".into(),
+            )),
+            (None, false) => Err(gatehouse_auth::Error::InvalidInput(
+                "client_secret is required unless public = true".into(),
+            )),
+        }
+        .map_err(|e| anyhow::anyhow!("bootstrap client {:?}: {}", c.client_id, describe(&e)))?;
         tracing::info!(client_id = %c.client_id, ?outcome, "bootstrap client");
     }
     for u in &config.bootstrap.users {

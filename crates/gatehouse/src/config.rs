@@ -325,6 +325,12 @@ pub struct AuthConfig {
     /// The `aud` a token must carry in introspection mode; by default the
     /// authorization server's own issuer (what its tokens for the API carry).
     pub introspection_audience: Option<String>,
+    /// Whether the sign-in page of the authorization code flow offers
+    /// self-service sign-up (passwords of at least 12 characters, throttled
+    /// like failed logins).
+    pub sign_up: bool,
+    /// Scopes a user who signed up gets.
+    pub sign_up_scopes: Vec<String>,
 }
 
 impl Default for AuthConfig {
@@ -336,6 +342,8 @@ impl Default for AuthConfig {
             introspection_client_secret: None,
             introspection_cache_ttl: Seconds(30),
             introspection_audience: None,
+            sign_up: false,
+            sign_up_scopes: Vec::new(),
         }
     }
 }
@@ -348,6 +356,8 @@ impl std::fmt::Debug for AuthConfig {
             .field("introspection_client_id", &self.introspection_client_id)
             .field("introspection_cache_ttl", &self.introspection_cache_ttl)
             .field("introspection_audience", &self.introspection_audience)
+            .field("sign_up", &self.sign_up)
+            .field("sign_up_scopes", &self.sign_up_scopes)
             .finish_non_exhaustive()
     }
 }
@@ -387,9 +397,12 @@ pub struct BootstrapRow {
 pub struct BootstrapClient {
     /// Client id.
     pub client_id: String,
-    /// Client secret (stored hashed).
-    pub client_secret: String,
-    /// Grant types the client may use.
+    /// Client secret (stored hashed). Required unless `public`; a public
+    /// client has none.
+    #[serde(default)]
+    pub client_secret: Option<String>,
+    /// Grant types the client may use (`authorization_code`, `password`,
+    /// `client_credentials`, `refresh_token`, token exchange).
     #[serde(default)]
     pub grants: Vec<String>,
     /// Scopes the client may obtain.
@@ -398,16 +411,32 @@ pub struct BootstrapClient {
     /// Audiences (targets) the client may ask for in a token exchange.
     #[serde(default)]
     pub audiences: Vec<String>,
+    /// Redirect URIs of the authorization code flow, matched exactly
+    /// (loopback `http://127.0.0.1` / `[::1]`: any port).
+    #[serde(default)]
+    pub redirect_uris: Vec<String>,
+    /// A public client (single-page or native app): no secret, PKCE.
+    #[serde(default)]
+    pub public: bool,
+    /// A first-party client: the sign-in flow shows no consent page.
+    #[serde(default)]
+    pub first_party: bool,
 }
 
 impl fmt::Debug for BootstrapClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BootstrapClient")
             .field("client_id", &self.client_id)
-            .field("client_secret", &"<redacted>")
+            .field(
+                "client_secret",
+                &self.client_secret.as_ref().map(|_| "<redacted>"),
+            )
             .field("grants", &self.grants)
             .field("scopes", &self.scopes)
             .field("audiences", &self.audiences)
+            .field("redirect_uris", &self.redirect_uris)
+            .field("public", &self.public)
+            .field("first_party", &self.first_party)
             .finish()
     }
 }
@@ -830,11 +859,33 @@ fn validate(c: &Config) -> Result<(), String> {
             );
         }
     }
+    for scope in &c.auth.sign_up_scopes {
+        if !gatehouse_auth::valid_scope_token(scope) {
+            problems.push(format!("`auth.sign_up_scopes`: {scope:?} is not a scope"));
+        }
+    }
     for (i, cl) in c.bootstrap.clients.iter().enumerate() {
-        if cl.client_id.is_empty() || cl.client_secret.is_empty() {
+        if cl.client_id.is_empty() {
             problems.push(format!(
-                "`bootstrap.clients[{i}]`: client_id and client_secret must not be empty"
+                "`bootstrap.clients[{i}]`: client_id must not be empty"
             ));
+        }
+        match (cl.public, cl.client_secret.as_deref()) {
+            (true, Some(_)) => problems.push(format!(
+                "`bootstrap.clients[{i}]`: a public client has no client_secret"
+            )),
+            (false, None | Some("")) => problems.push(format!(
+                "`bootstrap.clients[{i}]`: client_secret must not be empty (or set public = true)"
+            )),
+            _ => {}
+        }
+        for uri in &cl.redirect_uris {
+            if let Err(e) = gatehouse_auth::check_redirect_uri(uri) {
+                problems.push(format!(
+                    "`bootstrap.clients[{i}].redirect_uris`: {}",
+                    e.description()
+                ));
+            }
         }
     }
     for (i, u) in c.bootstrap.users.iter().enumerate() {
@@ -1389,10 +1440,13 @@ mod tests {
         c.store.max_connections = Some(5);
         c.bootstrap.clients.push(BootstrapClient {
             client_id: "a".into(),
-            client_secret: "b".into(),
+            client_secret: Some("b".into()),
             grants: vec![],
             scopes: vec![],
             audiences: vec![],
+            redirect_uris: vec!["https://app.example/cb".into()],
+            public: false,
+            first_party: false,
         });
         c.bootstrap.users.push(BootstrapUser {
             username: "u".into(),
@@ -1570,10 +1624,13 @@ mod tests {
     fn secrets_are_redacted_in_debug_output() {
         let c = BootstrapClient {
             client_id: "a".into(),
-            client_secret: "s3cr3t".into(),
+            client_secret: Some("s3cr3t".into()),
             grants: vec![],
             scopes: vec![],
             audiences: vec![],
+            redirect_uris: vec![],
+            public: false,
+            first_party: false,
         };
         let u = BootstrapUser {
             username: "u".into(),

@@ -7,9 +7,9 @@
 use std::sync::Arc;
 
 use gatehouse_auth::{
-    AuthConfig, AuthRepo, AuthServer, ClientRecord, Clock, ConsumerRecord, Error, IdentityKind,
-    KeyRecord, MemoryRepo, NewClient, NewIdentity, OAuth1TokenKind, OAuth1TokenRecord, SystemClock,
-    SystemRandom, TokenKind, TokenRecord, UserRecord,
+    AuthConfig, AuthRepo, AuthServer, ClientRecord, ClientType, Clock, CodeRecord, ConsumerRecord,
+    Error, Grant, IdentityKind, KeyRecord, MemoryRepo, NewClient, NewIdentity, OAuth1TokenKind,
+    OAuth1TokenRecord, SystemClock, SystemRandom, TokenKind, TokenRecord, UserRecord,
 };
 use gatehouse_auth_store::SqlAuthRepo;
 use gatehouse_store::{Store, StoreOptions};
@@ -26,11 +26,24 @@ fn client(id: &str, t: i64) -> ClientRecord {
         client_id: id.into(),
         // Zero and high bytes: the hash must come back byte for byte.
         secret_hash: vec![0, 1, 0x7f, 0x80, 0xff, t as u8],
-        grants: strings(&["password", "refresh_token"]),
+        grants: vec![Grant::Password, Grant::RefreshToken],
         scopes: strings(&["read", "write"]),
         audiences: vec![],
         created_at: t,
         updated_at: t,
+        // Odd ids are public first-party clients with redirect URIs, so
+        // both shapes go through the store.
+        client_type: if t % 2 == 1 {
+            ClientType::Public
+        } else {
+            ClientType::Confidential
+        },
+        first_party: t % 2 == 1,
+        redirect_uris: if t % 2 == 1 {
+            strings(&["https://app.example/cb", "http://127.0.0.1/cb"])
+        } else {
+            vec![]
+        },
     }
 }
 
@@ -191,7 +204,7 @@ async fn register_race_has_one_winner() {
 
 same_as_memory!(get_client, |r| {
     let before = r.get_client("app").await.unwrap();
-    let c = client("app", 10);
+    let c = client("app", 11);
     r.upsert_client(&c).await.unwrap();
     let after = r.get_client("app").await.unwrap();
     assert_eq!(after.as_ref(), Some(&c), "round trip");
@@ -199,10 +212,12 @@ same_as_memory!(get_client, |r| {
 });
 
 same_as_memory!(upsert_client, |r| {
-    r.upsert_client(&client("app", 10)).await.unwrap();
+    r.upsert_client(&client("app", 11)).await.unwrap();
     let mut changed = client("app", 20);
     changed.secret_hash = vec![9; 32];
-    changed.grants = strings(&["client_credentials"]);
+    changed.grants = vec![Grant::ClientCredentials];
+    changed.redirect_uris = strings(&["com.example.app:/cb"]);
+    changed.first_party = !changed.first_party;
     changed.audiences = strings(&["https://a", "https://b"]);
     changed.scopes = vec![];
     r.upsert_client(&changed).await.unwrap();
@@ -862,6 +877,7 @@ async fn bootstrap(auth: &AuthServer) {
                 grants: strings(&["password", "refresh_token"]),
                 scopes: strings(&["read", "write"]),
                 audiences: vec![],
+                ..Default::default()
             },
             "app-secret",
         )
@@ -1056,6 +1072,117 @@ async fn users_table_from_before_claims_is_migrated() {
             );
             s.close().await;
         }
+    }
+}
+
+/// A clients table from before client kinds keeps its clients: they come
+/// back confidential, third-party, without redirect URIs, and still
+/// authenticate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_table_from_before_client_kinds_is_migrated() {
+    // SHA-256 of "old-secret", as the old release stored it.
+    let hash = gatehouse_auth::hash_secret("old-secret");
+    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+    for db in TestDb::each().await {
+        let be = db.backend();
+        eprintln!("backend: {be}");
+        let (blob, create) = match db.sqlite_path() {
+            Some(_) => (format!("X'{hex}'"), "BLOB"),
+            None => (format!("'\\x{hex}'::bytea"), "BYTEA"),
+        };
+        let old = format!(
+            "CREATE TABLE \"_gatehouse_oauth_clients\" (client_id TEXT PRIMARY KEY NOT NULL, \
+             secret_hash {create} NOT NULL, grants TEXT NOT NULL, scopes TEXT NOT NULL, \
+             audiences TEXT NOT NULL, created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL); \
+             INSERT INTO \"_gatehouse_oauth_clients\" VALUES ('old', {blob}, \
+             '[\"password\",\"refresh_token\"]', '[\"read\"]', '[]', 1, 2)"
+        );
+        match db.sqlite_path() {
+            Some(path) => {
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir).unwrap();
+                }
+                rusqlite::Connection::open(path)
+                    .unwrap()
+                    .execute_batch(&old)
+                    .unwrap();
+            }
+            None => {
+                use sqlx::Connection;
+                let mut c = sqlx::PgConnection::connect(db.url()).await.unwrap();
+                sqlx::raw_sql(sqlx::AssertSqlSafe(old))
+                    .execute(&mut c)
+                    .await
+                    .unwrap();
+            }
+        }
+        let s = db.open(SDL).await;
+        let auth = auth_server(&s).await;
+        let c = auth.authenticate_client("old", "old-secret").await.unwrap();
+        assert_eq!(c.client_type, ClientType::Confidential, "{be}");
+        assert!(!c.first_party && c.redirect_uris.is_empty(), "{be}");
+        assert_eq!(c.grants, vec![Grant::Password, Grant::RefreshToken], "{be}");
+        s.close().await;
+    }
+}
+
+fn code_record(id: &str, expires_at: i64) -> CodeRecord {
+    CodeRecord {
+        id: id.into(),
+        client_id: "spa".into(),
+        redirect_uri: "https://spa.example/cb".into(),
+        code_challenge: "c".repeat(43),
+        scope: strings(&["openid", "read"]),
+        username: "alice".into(),
+        nonce: (id == "n").then(|| "nonce-1".to_string()),
+        auth_time: 7,
+        issued_at: expires_at - 60,
+        expires_at,
+        used_at: None,
+        family_id: format!("fam-{id}"),
+    }
+}
+
+same_as_memory!(authorization_codes, |r| {
+    r.insert_code(&code_record("a", 1_060)).await.unwrap();
+    r.insert_code(&code_record("n", 2_060)).await.unwrap();
+    let duplicate = r.insert_code(&code_record("a", 1_060)).await.is_err();
+    let first = r.use_code("a", 1_010).await.unwrap();
+    let second = r.use_code("a", 1_011).await.unwrap();
+    let missing = r.use_code("zz", 1_011).await.unwrap();
+    let a = r.get_code("a").await.unwrap();
+    let purged = r.purge_codes(1_060).await.unwrap();
+    (
+        duplicate,
+        [first, second, missing],
+        a,
+        purged,
+        r.get_code("a").await.unwrap(),
+        r.get_code("n").await.unwrap(),
+    )
+});
+
+/// One code, two instances on one database: of two redemptions racing,
+/// exactly one wins, on every backend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_code_is_redeemed_once_across_instances() {
+    for db in TestDb::each().await {
+        let s1 = db.open(SDL).await;
+        let s2 = db.open(SDL).await;
+        let r1 = SqlAuthRepo::new(s1.db().clone());
+        let r2 = SqlAuthRepo::new(s2.db().clone());
+        for i in 0..5 {
+            let id = format!("race{i}");
+            r1.insert_code(&code_record(&id, 10_000)).await.unwrap();
+            let (a, b) = tokio::join!(r1.use_code(&id, 1), r2.use_code(&id, 1));
+            assert!(
+                a.unwrap() ^ b.unwrap(),
+                "{}: exactly one wins",
+                db.backend()
+            );
+        }
+        s1.close().await;
+        s2.close().await;
     }
 }
 

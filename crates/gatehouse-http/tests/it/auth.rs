@@ -46,6 +46,7 @@ async fn start_with(anonymous_read: bool, introspection: Option<IntrospectionCon
                 ],
                 scopes: vec!["read".into(), "write".into(), "review".into()],
                 audiences: vec!["https://reports.example".into()],
+                ..Default::default()
             },
             "app-secret",
         )

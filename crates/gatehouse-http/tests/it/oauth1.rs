@@ -409,6 +409,7 @@ async fn bearer_and_basic_callers_carry_the_users_claims() {
                 grants: vec!["password".into(), "client_credentials".into()],
                 scopes: vec!["read".into()],
                 audiences: vec![],
+                ..Default::default()
             },
             "app-secret",
         )

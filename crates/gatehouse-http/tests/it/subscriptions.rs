@@ -75,6 +75,7 @@ async fn start_on(
                 grants: vec!["password".into()],
                 scopes: vec!["read".into(), "write".into(), "review".into()],
                 audiences: vec![],
+                ..Default::default()
             },
             "app-secret",
         )

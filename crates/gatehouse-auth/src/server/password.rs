@@ -1,0 +1,50 @@
+//! RFC 6749 §4.3: the resource owner password credentials grant.
+
+use super::*;
+
+impl AuthServer {
+    /// RFC 6749 §4.3: resource owner password credentials. A refresh token is
+    /// issued when `allow_refresh` is set (false on `/oauth/access_token`)
+    /// and the client may use the refresh grant.
+    ///
+    /// A wrong user name and a wrong password are the same `invalid_grant`
+    /// and cost the same argon2 verification; failures are throttled per
+    /// (user, address `from`) and per address ([`AuthServer::check_user_password`]).
+    pub async fn password_grant(
+        &self,
+        client: &ClientRecord,
+        username: Option<&str>,
+        password: Option<&str>,
+        scope: Option<&str>,
+        allow_refresh: bool,
+        from: Option<IpAddr>,
+    ) -> Result<TokenResponse> {
+        if !client.allows_grant(Grant::Password) {
+            return Err(Error::UnauthorizedClient(
+                "this client may not use the password grant".into(),
+            ));
+        }
+        let (Some(username), Some(password)) = (opt(username), opt(password)) else {
+            return Err(Error::invalid_request(
+                "the password grant needs `username` and `password`",
+            ));
+        };
+        if let Some(s) = opt(scope) {
+            Scopes::parse(s)?;
+        }
+        let user = self.check_user_password(username, password, from).await?;
+        let allowed =
+            Scopes::from_list(&client.scopes).intersection(&Scopes::from_list(&user.scopes));
+        let granted = Self::narrow_scope(scope, &allowed)?;
+        let with_refresh = allow_refresh && client.allows_grant(Grant::RefreshToken);
+        self.issue_pair(
+            &user.username,
+            Some(&user.username),
+            client,
+            &granted,
+            with_refresh,
+            &user.claims,
+        )
+        .await
+    }
+}
