@@ -50,7 +50,11 @@ impl FromRequest<OAuthState> for Form {
 }
 
 impl Form {
-    async fn read(state: &OAuthState, headers: &HeaderMap, body: Body) -> Result<Self, OAuthError> {
+    pub(crate) async fn read(
+        state: &OAuthState,
+        headers: &HeaderMap,
+        body: Body,
+    ) -> Result<Self, OAuthError> {
         if !form::is_form(headers) {
             return Err(OAuthError::invalid_request(
                 "the body must be application/x-www-form-urlencoded",
@@ -91,8 +95,11 @@ impl FromRequest<OAuthState> for Authenticated {
     }
 }
 
-/// RFC 6749 §2.3.1 client authentication with HTTP Basic. Credentials in
-/// the body are refused: one method per request (RFC 6749 §2.3).
+/// RFC 6749 §2.3.1 client authentication: HTTP Basic
+/// (`client_secret_basic`), or `client_id` and `client_secret` in the body
+/// (`client_secret_post`), never both (RFC 6749 §2.3: one method per
+/// request); or, for a public client, `client_id` alone in the body
+/// (RFC 6749 §2.1, `none`).
 ///
 /// Failed authentications are throttled per address and per (client,
 /// address) before the secret is looked at; the client's rate bucket is
@@ -104,28 +111,37 @@ async fn authenticate(
     params: &Params,
     addr: IpAddr,
 ) -> Result<ClientRecord, OAuthError> {
-    if params.get("client_secret").is_some() {
-        return Err(OAuthError::invalid_request(
-            "send client credentials with HTTP Basic, not in the body",
-        ));
-    }
     let server = &state.inner.server;
     let throttle = server.login_throttle();
     let now = server.now();
     let from = Some(addr);
-    let creds = match form::basic_credentials(headers) {
-        Basic::Present(c) => c,
-        missing_or_malformed => {
-            throttle
-                .check_address(from, now)
-                .map_err(OAuthError::TooManyRequests)?;
-            throttle.failed_address(from, now);
-            let what = if matches!(missing_or_malformed, Basic::Missing) {
-                "client authentication with HTTP Basic is required"
-            } else {
-                "malformed HTTP Basic credentials"
-            };
-            return Err(Error::InvalidClient(what.into()).into());
+    let refuse = |what: &'static str| -> Result<ClientRecord, OAuthError> {
+        throttle
+            .check_address(from, now)
+            .map_err(OAuthError::TooManyRequests)?;
+        throttle.failed_address(from, now);
+        Err(Error::InvalidClient(what.into()).into())
+    };
+    let creds = match (form::basic_credentials(headers), params.get("client_id")) {
+        (Basic::Present(_), _) if params.get("client_secret").is_some() => {
+            return Err(OAuthError::invalid_request(
+                "send client credentials either with HTTP Basic or in the body, not both",
+            ));
+        }
+        (Basic::Present(c), _) => c,
+        (Basic::Malformed, _) => return refuse("malformed HTTP Basic credentials"),
+        (Basic::Missing, Some(id)) => match params.get("client_secret") {
+            Some(secret) => form::BasicCredentials {
+                client_id: id.to_string(),
+                secret: secret.to_string(),
+                raw_secret: secret.to_string(),
+            },
+            None => return authenticate_public(state, id, addr).await,
+        },
+        (Basic::Missing, None) => {
+            return refuse(
+                "client authentication is required (HTTP Basic, or client_id in the body)",
+            );
         }
     };
     if let Some(id) = params.get("client_id")
@@ -165,6 +181,41 @@ async fn authenticate(
         Err(e) => {
             if matches!(e, Error::InvalidClient(_)) {
                 tracing::info!(%addr, "failed client authentication");
+                throttle.failed(account, from, now);
+            }
+            Err(e.into())
+        }
+    }
+}
+
+/// A public client naming itself with `client_id` (no secret to check):
+/// only a client registered as public is accepted so. Unknown ids and
+/// confidential clients are failures like a wrong secret.
+async fn authenticate_public(
+    state: &OAuthState,
+    client_id: &str,
+    addr: IpAddr,
+) -> Result<ClientRecord, OAuthError> {
+    let server = &state.inner.server;
+    let throttle = server.login_throttle();
+    let now = server.now();
+    let from = Some(addr);
+    let account = Account::Client(client_id);
+    throttle
+        .check(account, from, now)
+        .map_err(OAuthError::TooManyRequests)?;
+    match server.authenticate_public_client(client_id).await {
+        Ok(c) => {
+            state
+                .inner
+                .rates
+                .check_client(&c.client_id)
+                .map_err(OAuthError::TooManyRequests)?;
+            Ok(c)
+        }
+        Err(e) => {
+            if matches!(e, Error::InvalidClient(_)) {
+                tracing::info!(%addr, "failed public client authentication");
                 throttle.failed(account, from, now);
             }
             Err(e.into())

@@ -22,6 +22,7 @@
 //! ([`cors`]).
 #![warn(missing_docs)]
 
+mod authorize;
 pub mod cors;
 mod error;
 mod extract;
@@ -29,7 +30,10 @@ mod form;
 mod limits;
 mod oauth1;
 pub mod origin;
+mod pages;
 mod response;
+
+pub use authorize::{CSRF_COOKIE_PLAIN, CSRF_COOKIE_SECURE};
 
 pub use cors::{AllowedOrigins, origin_of};
 pub use origin::{ClientOrigin, ForwardedHeader, TrustedProxies, client_addr};
@@ -47,8 +51,8 @@ use axum::routing::{any, get, post};
 use serde_json::json;
 
 use gatehouse_auth::{
-    AuthServer, Error, ExchangeRequest, GRANT_CLIENT_CREDENTIALS, GRANT_PASSWORD,
-    GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE, KNOWN_GRANTS, TokenResponse,
+    AuthServer, Error, ExchangeRequest, GRANT_AUTHORIZATION_CODE, GRANT_CLIENT_CREDENTIALS,
+    GRANT_PASSWORD, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE, KNOWN_GRANTS, TokenResponse,
 };
 
 use crate::error::OAuthError;
@@ -136,6 +140,11 @@ impl OAuthState {
     pub fn server(&self) -> &Arc<AuthServer> {
         &self.inner.server
     }
+
+    /// Whether the sign-in page offers self-service sign-up.
+    pub(crate) fn sign_up_enabled(&self) -> bool {
+        self.inner.server.config().sign_up
+    }
 }
 
 /// Which token path a request came in on.
@@ -152,9 +161,10 @@ enum Endpoint {
 /// The OAuth routes: `POST /oauth/token`, `/oauth2/token`,
 /// `/oauth/access_token`, `/oauth/refresh_token`, `/oauth/introspect`,
 /// `/oauth/revoke`; `GET /.well-known/oauth-authorization-server` and
-/// `/.well-known/jwks.json`; OAuth 1.0: `GET|POST /oauth/requestToken`,
-/// `GET|POST /oauth/authorize`, and the OAuth 1.0 exchange on
-/// `/oauth/access_token`.
+/// `/.well-known/jwks.json`; `GET|POST /oauth/authorize` (the sign-in
+/// pages of the authorization code flow, and with `oauth_token` the OAuth
+/// 1.0 approval); OAuth 1.0: `GET|POST /oauth/requestToken` and the OAuth
+/// 1.0 exchange on `/oauth/access_token`.
 ///
 /// Token paths and revocation refuse requests from browser origins that
 /// are not allowed ([`cors`]).
@@ -178,8 +188,8 @@ pub fn router(state: OAuthState) -> Router {
         .route("/oauth/requestToken", any(oauth1::request_token))
         .route(
             "/oauth/authorize",
-            get(oauth1::authorize_page)
-                .post(oauth1::authorize)
+            get(authorize::get)
+                .post(authorize::post)
                 .fallback(|| async { OAuthError::MethodNotAllowed("GET, POST") }),
         )
         .route("/oauth/refresh_token", token(Endpoint::RefreshToken))
@@ -284,6 +294,16 @@ async fn token(
     };
     let server = &state.inner.server;
     let result = match grant {
+        GRANT_AUTHORIZATION_CODE => {
+            server
+                .authorization_code_grant(
+                    &client,
+                    params.get("code"),
+                    params.get("redirect_uri"),
+                    params.get("code_verifier"),
+                )
+                .await
+        }
         // Failed logins are throttled per (user, address) and per address
         // inside the grant (`AuthServer::check_user_password`).
         GRANT_PASSWORD => {
@@ -350,6 +370,10 @@ async fn introspect(
     State(state): State<OAuthState>,
     Authenticated { client, params, .. }: Authenticated,
 ) -> Result<Response, OAuthError> {
+    // Introspection is for resource servers, which can keep a secret.
+    if client.is_public() {
+        return Err(Error::InvalidClient("a public client cannot use introspection".into()).into());
+    }
     let token = required(&params, "token")?;
     let answer = state.inner.server.introspect(&client, token).await?;
     Ok(response::no_store(
@@ -374,18 +398,22 @@ async fn revoke(
 /// RFC 8414 §2 authorization server metadata.
 async fn metadata(State(state): State<OAuthState>) -> Response {
     let base = &state.inner.config.public_url;
-    let auth_methods = ["client_secret_basic"];
+    // `none`: a public client names itself with `client_id` (RFC 6749 §2.1).
+    let auth_methods = ["client_secret_basic", "client_secret_post", "none"];
     let body = json!({
         "issuer": state.inner.server.config().issuer,
+        "authorization_endpoint": format!("{base}/oauth/authorize"),
         "token_endpoint": format!("{base}/oauth/token"),
         "jwks_uri": format!("{base}/.well-known/jwks.json"),
         "introspection_endpoint": format!("{base}/oauth/introspect"),
         "revocation_endpoint": format!("{base}/oauth/revoke"),
         "grant_types_supported": KNOWN_GRANTS,
-        // No authorization endpoint, hence no response types.
-        "response_types_supported": [],
+        "response_types_supported": ["code"],
+        "response_modes_supported": ["query"],
+        "code_challenge_methods_supported": ["S256"],
+        "authorization_response_iss_parameter_supported": true,
         "token_endpoint_auth_methods_supported": auth_methods,
-        "introspection_endpoint_auth_methods_supported": auth_methods,
+        "introspection_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
         "revocation_endpoint_auth_methods_supported": auth_methods,
     });
     let mut resp = axum::Json(body).into_response();

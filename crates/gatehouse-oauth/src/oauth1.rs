@@ -4,7 +4,7 @@
 //! request's parts and shapes the responses.
 
 use axum::body::{Body, Bytes};
-use axum::extract::{FromRequest, Request, State};
+use axum::extract::{Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -13,8 +13,8 @@ use gatehouse_auth::Error;
 use gatehouse_auth::oauth1::{OOB, SignedRequest, has_oauth1_params};
 
 use crate::error::OAuthError;
-use crate::extract::{Form, Peer};
-use crate::{OAuthState, form, response};
+use crate::extract::Peer;
+use crate::{OAuthState, form, pages, response};
 
 /// A form-encoded success body (RFC 5849 §2.1), never cached.
 fn form_response(pairs: &[(&str, &str)]) -> Response {
@@ -149,109 +149,41 @@ pub(crate) async fn access_token(
     ]))
 }
 
-/// Escapes text for HTML element content and double-quoted attributes.
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:28rem;margin:3rem auto;\
-padding:0 1rem;color:#222}label{display:block;margin:.8rem 0}input{display:block;width:100%;\
-padding:.4rem;box-sizing:border-box}button{margin-top:1rem;padding:.5rem 1.2rem}\
-code{background:#eee;padding:0 .2rem}";
-
-/// A self-contained page (no external assets, no script), not cacheable,
-/// not frameable.
-fn html(status: StatusCode, title: &str, body: &str) -> Response {
-    let page = format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
-         <title>{}</title><style>{STYLE}</style></head><body><main>{body}</main></body></html>",
-        escape(title)
-    );
-    let mut resp = (status, page).into_response();
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/html; charset=utf-8"),
-    );
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(
-            "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
-        ),
-    );
-    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    response::no_store(resp)
-}
-
 /// `GET /oauth/authorize?oauth_token=…`: the approval form (RFC 5849 §2.2).
-pub(crate) async fn authorize_page(State(state): State<OAuthState>, req: Request) -> Response {
-    let token = req.uri().query().and_then(|q| {
-        form_urlencoded::parse(q.as_bytes())
-            .find(|(k, _)| k == "oauth_token")
-            .map(|(_, v)| v.into_owned())
-    });
+pub(crate) async fn authorize_page(state: &OAuthState, token: Option<&str>) -> Response {
     let Some(token) = token.filter(|t| !t.is_empty()) else {
-        return html(
+        return pages::error(
             StatusCode::BAD_REQUEST,
-            "Authorization request",
-            "<h1>Missing request token</h1><p>The <code>oauth_token</code> parameter is required.</p>",
+            "Missing request token",
+            "The oauth_token parameter is required.",
         );
     };
-    let pending = match state.inner.server.oauth1_pending(&token).await {
+    let pending = match state.inner.server.oauth1_pending(token).await {
         Ok(p) => p,
         Err(Error::Server(cause)) => {
             tracing::error!(cause = %cause, "authorization server error");
-            return html(
+            return pages::error(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                "Authorization request",
-                "<h1>Something went wrong</h1><p>Try again later.</p>",
+                "Something went wrong",
+                "Try again later.",
             );
         }
         Err(e) => {
-            return html(
+            return pages::error(
                 StatusCode::UNAUTHORIZED,
-                "Authorization request",
-                &format!(
-                    "<h1>Invalid request token</h1><p>{}</p>",
-                    escape(e.description())
-                ),
+                "Invalid request token",
+                e.description(),
             );
         }
     };
-    let scopes = if pending.scopes.is_empty() {
-        "no scopes".to_string()
-    } else {
-        pending
-            .scopes
-            .iter()
-            .map(|s| format!("<code>{}</code>", escape(s)))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    let body = format!(
-        "<h1>Authorize access</h1><p><strong>{consumer}</strong> asks to act on your behalf \
-         with: {scopes}.</p><form method=\"post\" action=\"authorize\">\
-         <input type=\"hidden\" name=\"oauth_token\" value=\"{token}\">\
-         <label>User name<input name=\"username\" autocomplete=\"username\" required></label>\
-         <label>Password<input type=\"password\" name=\"password\" \
-         autocomplete=\"current-password\" required></label>\
-         <button type=\"submit\">Approve</button></form>",
-        consumer = escape(&pending.consumer_key),
-        token = escape(&token),
-    );
-    html(StatusCode::OK, "Authorize access", &body)
+    pages::html(
+        StatusCode::OK,
+        &pages::OAuth1ApprovePage {
+            consumer: &pending.consumer_key,
+            scopes: &pending.scopes,
+            token,
+        },
+    )
 }
 
 /// `callback` with `oauth_token` and `oauth_verifier` added to its query
@@ -284,14 +216,13 @@ fn callback_with(callback: &str, token: &str, verifier: &str) -> String {
 /// the owner approves. `oob`: the verifier as a form-encoded body; else a
 /// 302 to the callback. Failed logins are throttled like the password grant.
 pub(crate) async fn authorize(
-    State(state): State<OAuthState>,
-    Peer(addr): Peer,
-    req: Request,
+    state: &OAuthState,
+    addr: std::net::IpAddr,
+    params: &form::Params,
 ) -> Result<Response, OAuthError> {
     // No rate per address: failed logins are throttled per (user, address)
     // and per address inside, and others' requests from a shared address
     // never refuse this one.
-    let Form(params) = Form::from_request(req, &state).await?;
     let (Some(token), Some(username), Some(password)) = (
         params.get("oauth_token"),
         params.get("username"),
@@ -330,14 +261,6 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
-
-    #[test]
-    fn escapes_markup() {
-        assert_eq!(
-            escape(r#"<a href="x">'&'</a>"#),
-            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;"
-        );
-    }
 
     #[test]
     fn callback_gets_both_parameters() {

@@ -14,6 +14,7 @@
 // A test kit reports a broken fixture by failing the test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod browser;
 mod db;
 mod fixtures;
 mod http;
@@ -23,6 +24,9 @@ mod process;
 mod server;
 mod wait;
 
+pub use browser::{
+    Browser, Page, authorize_url, pkce_challenge, pkce_verifier, sign_in_for_code, unescape,
+};
 pub use db::{
     IntoModel, POSTGRES_URL_VAR, PostgresRun, REQUIRE_POSTGRES_VAR, TestDb, open_store,
     postgres_url,

@@ -13,6 +13,7 @@ use gatehouse_testkit::Port;
 use reqwest::StatusCode;
 use serde_json::Value;
 
+mod code_flow;
 mod cors;
 mod oauth1;
 
@@ -49,6 +50,7 @@ async fn start_with(mount: &str, tweak: impl FnOnce(&mut OAuthConfig)) -> Server
         grants: strings(grants),
         scopes: strings(scopes),
         audiences: strings(auds),
+        ..Default::default()
     };
     for (c, secret) in [
         (
@@ -72,6 +74,33 @@ async fn start_with(mount: &str, tweak: impl FnOnce(&mut OAuthConfig)) -> Server
     ] {
         admin.bootstrap_client(&c, secret).await.unwrap();
     }
+    // The code flow's clients: a public first-party single-page app and a
+    // confidential third-party web app.
+    admin
+        .bootstrap_public_client(&NewClient {
+            client_id: "spa".into(),
+            grants: strings(&["authorization_code", "refresh_token"]),
+            scopes: strings(&["read", "write", "offline_access"]),
+            redirect_uris: strings(&["https://spa.example/cb", "http://127.0.0.1/cb"]),
+            public: true,
+            first_party: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    admin
+        .bootstrap_client(
+            &NewClient {
+                client_id: "web".into(),
+                grants: strings(&["authorization_code", "refresh_token"]),
+                scopes: strings(&["read", "write"]),
+                redirect_uris: strings(&["https://web.example/cb"]),
+                ..Default::default()
+            },
+            "web-secret",
+        )
+        .await
+        .unwrap();
     admin
         .bootstrap_user(
             "alice",
@@ -493,6 +522,7 @@ async fn form_encoded_basic_credentials_per_rfc6749() {
                 grants: strings(&["client_credentials"]),
                 scopes: strings(&["read"]),
                 audiences: vec![],
+                ..Default::default()
             },
             "p@ss word:+",
         )
@@ -518,9 +548,13 @@ async fn malformed_requests_are_400_invalid_request() {
         .await
         .assert_error(400, "invalid_request");
     // Unknown grant type.
-    s.app("/oauth/token", &[("grant_type", "authorization_code")])
+    s.app("/oauth/token", &[("grant_type", "implicit")])
         .await
         .assert_error(400, "unsupported_grant_type");
+    // A known grant the client is not registered for.
+    s.app("/oauth/token", &[("grant_type", "authorization_code")])
+        .await
+        .assert_error(400, "unauthorized_client");
     // Duplicate parameters.
     let r = s
         .send(
