@@ -17,6 +17,7 @@ mod owners;
 mod paths;
 mod policies;
 mod scopes;
+mod signin;
 
 use gatehouse_testkit::{ServerProcess, TestDb, graphql, password_token, repo_root};
 use serde_json::{Value, json};

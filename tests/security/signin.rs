@@ -1,0 +1,285 @@
+//! The sign-in pages of the authorization code flow (CONTRACT §12): open
+//! redirects through spellings of a registered redirect URI, forged form
+//! posts, framing, code replay and PKCE downgrade, on the real binary and
+//! both backends.
+
+use gatehouse_testkit::{
+    Browser, authorize_url, graphql, pkce_challenge, pkce_verifier, sign_in_for_code,
+};
+use serde_json::{Value, json};
+
+use crate::Server;
+
+const SPA_CB: &str = "https://spa.example/cb";
+const LOOPBACK_CB: &str = "http://127.0.0.1/cb";
+
+/// A public first-party app with one https and one loopback redirect URI.
+const CLIENTS: &str = r#"
+[[bootstrap.clients]]
+client_id = "spa"
+public = true
+first_party = true
+grants = ["authorization_code", "refresh_token"]
+scopes = ["read", "write"]
+redirect_uris = ["https://spa.example/cb", "http://127.0.0.1/cb"]
+"#;
+
+/// Spellings of `https://spa.example/cb` (and of the loopback one) an
+/// attacker might hope the server accepts and redirects to.
+const SPELLINGS: &[&str] = &[
+    "https://SPA.example/cb",
+    "HTTPS://spa.example/cb",
+    "https://spa.example/CB",
+    "https://spa.example/cb/",
+    "https://spa.example/cb/x",
+    "https://spa.example/cb/../evil",
+    "https://spa.example/%63b",
+    "https://spa.example/cb%2f..%2fevil",
+    "https://spa.example/cb?next=https://evil.example",
+    "https://spa.example/cb#x",
+    "https://spa.example.evil.example/cb",
+    "https://spa.example@evil.example/cb",
+    "https://evil.example@spa.example/cb",
+    "https://spa.example\\@evil.example/cb",
+    "https://spa.example\\.evil.example/cb",
+    "https://spa.example:8443/cb",
+    "https://spa.example:443/cb",
+    "http://spa.example/cb",
+    "//evil.example/cb",
+    "/cb",
+    "javascript:alert(1)//https://spa.example/cb",
+    "data:text/html,<script>alert(1)</script>",
+    " https://spa.example/cb",
+    "https://spa.example/cb%00",
+    "http://127.0.0.1.evil.example/cb",
+    "http://127.0.0.1:80@evil.example/cb",
+    "http://127.0.0.1/cb/..",
+    "http://localhost/cb",
+    "http://[::1]/cb",
+];
+
+fn code_url(base: &str, redirect: &str, extra: &[(&str, &str)]) -> String {
+    let challenge = pkce_challenge(&pkce_verifier("security"));
+    let mut params = vec![
+        ("response_type", "code"),
+        ("client_id", "spa"),
+        ("redirect_uri", redirect),
+        ("scope", "read"),
+        ("state", "st"),
+        ("code_challenge", challenge.as_str()),
+        ("code_challenge_method", "S256"),
+    ];
+    params.extend_from_slice(extra);
+    authorize_url(base, &params)
+}
+
+async fn redeem(server: &Server, code: &str, verifier: &str) -> (u16, Value) {
+    let r = server
+        .client
+        .post(format!("{}/oauth/token", server.base))
+        .form(&[
+            ("grant_type", "authorization_code"),
+            ("client_id", "spa"),
+            ("code", code),
+            ("redirect_uri", SPA_CB),
+            ("code_verifier", verifier),
+        ])
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap())
+}
+
+#[tokio::test]
+async fn the_code_flow_works_on_every_backend() {
+    for server in Server::each_backend(CLIENTS).await {
+        let verifier = pkce_verifier("backend");
+        let back = sign_in_for_code(
+            &server.base,
+            "spa",
+            SPA_CB,
+            "read",
+            &verifier,
+            ("reader", "reader-password"),
+        )
+        .await;
+        let (status, body) = redeem(&server, &back["code"], &verifier).await;
+        assert_eq!(status, 200, "{}: {body}", server.backend());
+        let token = body["access_token"].as_str().unwrap();
+        let answer = graphql(
+            &server.client,
+            &format!("{}/graphql", server.base),
+            Some(token),
+            "{ __typename }",
+            json!({}),
+        )
+        .await;
+        assert_eq!(
+            answer["data"]["__typename"],
+            "Query",
+            "{}",
+            server.backend()
+        );
+    }
+}
+
+#[tokio::test]
+async fn no_spelling_of_a_redirect_uri_redirects() {
+    let server = Server::start(CLIENTS);
+    let mut browser = Browser::new();
+    for spelling in SPELLINGS {
+        let page = browser.get(&code_url(&server.base, spelling, &[])).await;
+        assert_eq!(page.status, 400, "{spelling}: {}", page.body);
+        assert!(page.location().is_none(), "{spelling}");
+        // Not even an error response reaches it.
+        assert!(!page.body.contains("evil.example/cb\""), "{spelling}");
+    }
+    // The registered ones work; the loopback one on any port.
+    for ok in [SPA_CB, LOOPBACK_CB, "http://127.0.0.1:49152/cb"] {
+        let page = browser.get(&code_url(&server.base, ok, &[])).await;
+        assert_eq!(page.status, 200, "{ok}");
+    }
+}
+
+#[tokio::test]
+async fn forged_form_posts_are_refused() {
+    let server = Server::start(CLIENTS);
+    let action = format!("{}/oauth/authorize", server.base);
+    let mut victim = Browser::new();
+    let page = victim.get(&code_url(&server.base, SPA_CB, &[])).await;
+    let creds = [
+        ("action", "sign_in"),
+        ("username", "reader"),
+        ("password", "reader-password"),
+    ];
+    // Another site posts the form: it has neither the cookie nor a field
+    // that matches one it planted.
+    let mut attacker = Browser::new();
+    let mut stranger = Browser::new();
+    let own = attacker.get(&code_url(&server.base, SPA_CB, &[])).await;
+    for (who, form_page, fields) in [
+        ("no cookie", &page, vec![]),
+        ("no field", &page, vec![("csrf", "")]),
+        ("attacker's field", &own, vec![]),
+        ("made-up field", &page, vec![("csrf", "x")]),
+    ] {
+        let mut f = creds.to_vec();
+        f.extend(fields);
+        let b = if who == "no cookie" {
+            &mut stranger
+        } else {
+            &mut victim
+        };
+        let r = b.submit(&action, form_page, &f).await;
+        assert_eq!(r.status, 403, "{who}: {}", r.body);
+        assert!(r.location().is_none(), "{who}");
+    }
+    // A consent ticket made for one request does not approve another.
+    let r = victim
+        .submit(
+            &action,
+            &page,
+            &[("action", "consent"), ("ticket", "e30.AAAA")],
+        )
+        .await;
+    assert_eq!(r.status, 400);
+    assert!(r.location().is_none());
+}
+
+#[tokio::test]
+async fn the_pages_refuse_framing_and_caching() {
+    let server = Server::start(CLIENTS);
+    let mut browser = Browser::new();
+    for url in [
+        code_url(&server.base, SPA_CB, &[]),
+        code_url(&server.base, "https://evil.example/", &[]),
+        format!("{}/oauth/authorize", server.base),
+    ] {
+        let page = browser.get(&url).await;
+        assert_eq!(page.header("x-frame-options"), Some("DENY"), "{url}");
+        let csp = page.header("content-security-policy").unwrap();
+        assert!(csp.contains("frame-ancestors 'none'"), "{url}");
+        assert!(
+            csp.contains("default-src 'none'"),
+            "no script may run: {url}"
+        );
+        assert_eq!(page.header("cache-control"), Some("no-store"), "{url}");
+        assert_eq!(page.header("referrer-policy"), Some("no-referrer"), "{url}");
+        assert!(!page.body.contains("<script"), "{url}");
+    }
+}
+
+#[tokio::test]
+async fn a_replayed_code_is_refused_and_revokes_its_tokens() {
+    let server = Server::start(CLIENTS);
+    let verifier = pkce_verifier("replay");
+    let back = sign_in_for_code(
+        &server.base,
+        "spa",
+        SPA_CB,
+        "read",
+        &verifier,
+        ("reader", "reader-password"),
+    )
+    .await;
+    let (status, first) = redeem(&server, &back["code"], &verifier).await;
+    assert_eq!(status, 200);
+    let token = first["access_token"].as_str().unwrap();
+    let (status, again) = redeem(&server, &back["code"], &verifier).await;
+    assert_eq!(
+        (status, again["error"].as_str()),
+        (400, Some("invalid_grant"))
+    );
+    let r = server
+        .request("POST", "/graphql", Some(token))
+        .json(&json!({"query": "{ __typename }"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401, "the first redemption's token is revoked");
+}
+
+#[tokio::test]
+async fn pkce_cannot_be_downgraded() {
+    let server = Server::start(CLIENTS);
+    let verifier = pkce_verifier("downgrade");
+    let mut browser = Browser::new();
+    for extra in [
+        vec![("code_challenge_method", "plain")],
+        vec![("code_challenge_method", "s256")],
+        vec![("code_challenge_method", "")],
+    ] {
+        let url = code_url(&server.base, SPA_CB, &[]).replace("&code_challenge_method=S256", "");
+        let url = format!("{url}&{}", form_pairs(&extra));
+        let page = browser.get(&url).await;
+        assert_eq!(page.status, 302, "{extra:?}");
+        assert_eq!(
+            page.redirect_params()["error"],
+            "invalid_request",
+            "{extra:?}"
+        );
+    }
+    // A code bound to an S256 challenge: no verifier, the challenge itself
+    // (what `plain` would send), or another verifier all fail.
+    let back = sign_in_for_code(
+        &server.base,
+        "spa",
+        SPA_CB,
+        "read",
+        &verifier,
+        ("reader", "reader-password"),
+    )
+    .await;
+    for wrong in ["", &pkce_challenge(&verifier), &pkce_verifier("other")] {
+        let (status, body) = redeem(&server, &back["code"], wrong).await;
+        assert_eq!(status, 400, "{wrong:?}: {body}");
+    }
+}
+
+fn form_pairs(pairs: &[(&str, &str)]) -> String {
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join("&")
+}
