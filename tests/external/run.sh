@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs third-party clients against a real gatehouse: an OAuth 2.0 client
-# library (authlib + pyjwt), an OAuth 1.0 signer (oauthlib +
+# library (authlib + pyjwt; also the authorization code flow with PKCE), an OAuth 1.0 signer (oauthlib +
 # requests-oauthlib), the graphql-http audit, the graphql-ws
 # subscription client, graphql-js on the
 # introspection result, GraphiQL in headless Chromium and schemathesis on the
@@ -62,6 +62,11 @@ fi
 "$venv/bin/python" crates/gatehouse-oauth/tests/external/oauth_client.py --base-url "$base" \
   --client-id demo-app --client-secret demo-secret-change-me \
   --username alice --password alice-password --audience https://reports.example
+
+log "Authorization code flow with PKCE (authlib)"
+"$venv/bin/python" crates/gatehouse-oauth/tests/external/code_flow_client.py --base-url "$base" \
+  --client-id demo-spa --redirect-uri http://127.0.0.1/callback \
+  --username bob --password bob-password
 
 log "OAuth 1.0 client (oauthlib, requests-oauthlib)"
 venv1="${XDG_CACHE_HOME:-$HOME/.cache}/gatehouse/oauth1-client-venv"
