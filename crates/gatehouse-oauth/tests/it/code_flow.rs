@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use gatehouse_testkit::{Browser, Page, authorize_url, pkce_challenge, pkce_verifier};
 use serde_json::Value;
 
-use crate::{Reply, Server, claims, start};
+use crate::{Reply, Server, claims, start, start_configured};
 
 const SPA_CB: &str = "https://spa.example/cb";
 const WEB_CB: &str = "https://web.example/cb";
@@ -553,4 +553,128 @@ async fn metadata_lists_the_code_flow() {
         .unwrap();
     assert!(methods.iter().any(|g| g == "none"));
     assert!(methods.iter().any(|g| g == "client_secret_post"));
+}
+
+#[tokio::test]
+async fn sign_up_is_off_by_default() {
+    let s = start().await;
+    let url = s.code_request("spa", SPA_CB, &pkce_verifier("off"), "read");
+    let mut b = Browser::new();
+    let page = b.get(&url).await;
+    assert!(!page.body.contains("screen=sign_up"));
+    let r = b
+        .submit(
+            &s.form_url(),
+            &page,
+            &[
+                ("action", "sign_up"),
+                ("username", "mallory"),
+                ("password", "a long enough password"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, 400);
+    assert!(s.auth.repo().find_user("mallory").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn sign_up_registers_and_continues_the_authorization() {
+    let s = start_configured(
+        "",
+        |a| {
+            a.sign_up = true;
+            a.sign_up_scopes = vec!["read".into()];
+        },
+        |_| {},
+    )
+    .await;
+    let verifier = pkce_verifier("signup");
+    let url = s.code_request("spa", SPA_CB, &verifier, "read write");
+    let mut b = Browser::new();
+    let page = b.get(&url).await;
+    let link = page
+        .body
+        .split("href=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .map(gatehouse_testkit::unescape)
+        .unwrap();
+    assert!(link.contains("screen=sign_up"), "{link}");
+    let form = b.get(&format!("{}/oauth/{link}", s.base)).await;
+    assert_eq!(form.status, 200);
+    assert!(form.body.contains("Create an account"));
+    let sign_up = |name: &'static str, password: &'static str| {
+        vec![
+            ("action", "sign_up"),
+            ("username", name),
+            ("password", password),
+        ]
+    };
+    // Too short; a name held by a client; then a good one.
+    let r = b
+        .submit(&s.form_url(), &form, &sign_up("carol", "short-pw"))
+        .await;
+    assert_eq!(r.status, 400);
+    assert!(r.body.contains("at least 12"), "{}", r.body);
+    let r = b
+        .submit(
+            &s.form_url(),
+            &form,
+            &sign_up("web", "a long enough password"),
+        )
+        .await;
+    assert_eq!(r.status, 400);
+    assert!(r.body.contains("not available"), "{}", r.body);
+    // Without the CSRF cookie: refused like sign-in.
+    let r = Browser::new()
+        .submit(
+            &s.form_url(),
+            &form,
+            &sign_up("carol", "a long enough password"),
+        )
+        .await;
+    assert_eq!(r.status, 403);
+    let r = b
+        .submit(
+            &s.form_url(),
+            &form,
+            &sign_up("carol", "a long enough password"),
+        )
+        .await;
+    assert_eq!(r.status, 302, "{}", r.body);
+    let back = r.redirect_params();
+    let t = s.redeem_spa(&back["code"], &verifier).await;
+    // The new user has the sign-up scopes only.
+    assert_eq!(t.assert_token()["scope"], "read");
+    assert_eq!(
+        claims(t.body["access_token"].as_str().unwrap())["sub"],
+        "carol"
+    );
+    // And signs in with the password chosen.
+    let url = s.code_request("spa", SPA_CB, &verifier, "read");
+    let page = b.get(&url).await;
+    let r = b
+        .submit(
+            &s.form_url(),
+            &page,
+            &[
+                ("action", "sign_in"),
+                ("username", "carol"),
+                ("password", "a long enough password"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, 302);
+    // Refused attempts count against the address: the throttle answers.
+    let mut last = 0;
+    for _ in 0..(gatehouse_auth::FREE_FAILURES_PER_ADDRESS + 3) {
+        last = b
+            .submit(&s.form_url(), &form, &sign_up("dave", "short"))
+            .await
+            .status;
+        if last == 429 {
+            break;
+        }
+    }
+    assert_eq!(last, 429);
 }

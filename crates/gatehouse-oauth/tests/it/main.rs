@@ -32,11 +32,23 @@ fn strings(v: &[&str]) -> Vec<String> {
 
 /// Starts the router under `mount` (e.g. "" or "/api") on 127.0.0.1:0.
 async fn start_with(mount: &str, tweak: impl FnOnce(&mut OAuthConfig)) -> Server {
+    start_configured(mount, |_| {}, tweak).await
+}
+
+/// [`start_with`], with the authorization server's settings changed by
+/// `tweak_auth`.
+async fn start_configured(
+    mount: &str,
+    tweak_auth: impl FnOnce(&mut AuthConfig),
+    tweak: impl FnOnce(&mut OAuthConfig),
+) -> Server {
     let port = Port::bind().await;
     let issuer = port.base();
     let clock = Arc::new(ManualClock::new(gatehouse_auth::SystemClock.now()));
+    let mut auth_config = AuthConfig::new(&issuer);
+    tweak_auth(&mut auth_config);
     let auth = AuthServer::start(
-        AuthConfig::new(&issuer),
+        auth_config,
         Arc::new(MemoryRepo::new()),
         clock.clone(),
         Arc::new(SeededRandom::new(1)),

@@ -187,6 +187,75 @@ fn consumer_add_list_remove() {
 }
 
 #[test]
+fn client_add_registers_code_flow_clients() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("data/t.db").display());
+    let schema = repo_root().join("examples/library/schema");
+    let schema = schema.to_str().unwrap();
+    let run = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--database", db.as_str(), "--schema", schema]);
+        gatehouse(dir.path(), &all)
+    };
+    // A public first-party app: no secret shown; grants default to the
+    // code flow's.
+    let o = run(&[
+        "client",
+        "add",
+        "spa",
+        "--redirect-uri",
+        "https://app.example/cb",
+        "--redirect-uri",
+        "http://127.0.0.1/cb",
+        "--public",
+        "--first-party",
+        "--scopes",
+        "read",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v, serde_json::json!({"client_id": "spa"}));
+    let o = run(&["client", "list", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        v[0]["grants"],
+        serde_json::json!(["authorization_code", "refresh_token"])
+    );
+    assert_eq!(v[0]["public"], true);
+    assert_eq!(v[0]["first_party"], true);
+    assert_eq!(
+        v[0]["redirect_uris"],
+        serde_json::json!(["https://app.example/cb", "http://127.0.0.1/cb"])
+    );
+    // A confidential one gets a secret.
+    let o = run(&[
+        "client",
+        "add",
+        "web",
+        "--redirect-uri",
+        "https://web.example/cb",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["client_secret"].as_str().unwrap().len(), 43);
+    // Unsafe redirect URIs and secret-bound grants of public clients are refused.
+    for bad in [
+        vec!["--redirect-uri", "http://app.example/cb"],
+        vec!["--redirect-uri", "https://app.example/cb#x"],
+        vec!["--redirect-uri", "javascript:alert(1)"],
+        vec!["--grants", "password", "--public"],
+        vec!["--grants", "authorization_code"],
+    ] {
+        let mut args = vec!["client", "add", "bad"];
+        args.extend(bad.iter().copied());
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(1), "{bad:?}: {}", stdout(&o));
+    }
+}
+
+#[test]
 fn user_claims_are_added_replaced_cleared_and_listed() {
     use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
