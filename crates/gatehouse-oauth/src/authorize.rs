@@ -208,7 +208,7 @@ pub(crate) async fn get(State(state): State<OAuthState>, req: Request) -> Respon
     let (csrf, cookie) = csrf_for(&state, req.headers());
     let sign_up = params.get("screen") == Some("sign_up") && state.sign_up_enabled();
     let page = if sign_up {
-        sign_up_page(&state, &areq, &p, &csrf, "", None, StatusCode::OK)
+        sign_up_page(&areq, &p, &csrf, "", None, StatusCode::OK)
     } else {
         sign_in_page(&state, &areq, &p, &csrf, "", None, StatusCode::OK)
     };
@@ -240,7 +240,6 @@ fn sign_in_page(
 }
 
 fn sign_up_page(
-    _state: &OAuthState,
     areq: &AuthorizeRequest,
     p: &AuthorizeParams,
     csrf: &str,
@@ -370,7 +369,7 @@ fn sign_in_failed(
 ) -> Response {
     let page = |message: &str, status| {
         if sign_up {
-            sign_up_page(state, areq, p, csrf, username, Some(message), status)
+            sign_up_page(areq, p, csrf, username, Some(message), status)
         } else {
             sign_in_page(state, areq, p, csrf, username, Some(message), status)
         }
@@ -442,14 +441,15 @@ async fn code_redirect(state: &OAuthState, areq: &AuthorizeRequest, signed: &Sig
                 AuthorizeErrorCode::ServerError("the server could not issue a code"),
             )
         }
-        Err(e) => back_with(
+        Err(Error::InvalidScope(_)) => back_with(
             state,
             areq,
-            AuthorizeErrorCode::InvalidRequest(if e.code() == "invalid_scope" {
-                "invalid scope"
-            } else {
-                "the request cannot be completed"
-            }),
+            AuthorizeErrorCode::InvalidScope("invalid scope"),
+        ),
+        Err(_) => back_with(
+            state,
+            areq,
+            AuthorizeErrorCode::InvalidRequest("the request cannot be completed"),
         ),
     }
 }

@@ -735,7 +735,7 @@ impl AuthServer {
         if scope.contains(SCOPE_OPENID) {
             // OpenID Connect Core §3.1.3.3: the `id_token` of the code flow.
             tokens.id_token = self
-                .id_token(&IdTokenInput {
+                .code_id_token(&CodeIdToken {
                     subject: &user.username,
                     client_id: &client.client_id,
                     auth_time: record.auth_time,
@@ -767,7 +767,12 @@ impl AuthServer {
     /// OIDC: the `id_token` builder (`crate::oidc`) plugs in here, signing
     /// with the access tokens' key ring: `iss`, `sub`, `aud` = client id,
     /// `exp`, `iat`, `auth_time`, `nonce`, `at_hash` of `access_token`.
-    async fn id_token(&self, _input: &IdTokenInput<'_>) -> Result<Option<String>> {
+    /// With `crate::oidc` present the body is
+    /// `Ok(Some(self.id_token(&crate::oidc::IdTokenInput { issuer:
+    /// &self.config.issuer, subject: t.subject, username: Some(t.subject),
+    /// client_id: t.client_id, auth_time: t.auth_time, nonce: t.nonce,
+    /// access_token: Some(t.access_token), now: t.now })?))`.
+    async fn code_id_token(&self, _t: &CodeIdToken<'_>) -> Result<Option<String>> {
         Ok(None)
     }
 }
@@ -775,9 +780,9 @@ impl AuthServer {
 /// What the `id_token` of a code grant is built from (OpenID Connect Core
 /// §2, §3.1.3.6).
 #[derive(Debug)]
-// Read by the id_token builder that plugs into `AuthServer::id_token`.
+// Read by the id_token builder that plugs into `AuthServer::code_id_token`.
 #[allow(dead_code)]
-pub(crate) struct IdTokenInput<'a> {
+pub(crate) struct CodeIdToken<'a> {
     /// `sub`: the user.
     pub(crate) subject: &'a str,
     /// `aud`: the client.
