@@ -23,6 +23,11 @@ pub const KNOWN_GRANTS: [&str; 4] = [
     GRANT_TOKEN_EXCHANGE,
 ];
 
+/// How clients authenticate at the token, introspection and revocation
+/// endpoints (RFC 8414 §2 `token_endpoint_auth_methods_supported`): the
+/// one list the metadata documents advertise.
+pub const CLIENT_AUTH_METHODS: [&str; 1] = ["client_secret_basic"];
+
 /// RFC 8693 §3 token type of an OAuth access token.
 pub const TOKEN_TYPE_ACCESS: &str = "urn:ietf:params:oauth:token-type:access_token";
 /// RFC 8693 §3 token type of an OAuth refresh token.

@@ -500,6 +500,13 @@ impl AuthServer {
         self.ring.jwks(self.now())
     }
 
+    /// The key that signs new tokens, access and ID tokens alike.
+    pub(crate) fn signer(&self) -> Result<Arc<crate::keys::Signer>> {
+        self.ring
+            .current()
+            .ok_or_else(|| Error::server("no signing key loaded"))
+    }
+
     /// Deletes expired token records and keys no longer published, then
     /// reloads the keys. Meant to run periodically.
     pub async fn purge_expired(&self) -> Result<u64> {
@@ -845,8 +852,7 @@ impl AuthServer {
             Scopes::parse(s)?;
         }
         let user = self.check_user_password(username, password, from).await?;
-        let allowed =
-            Scopes::from_list(&client.scopes).intersection(&Scopes::from_list(&user.scopes));
+        let allowed = crate::oidc::user_scope_ceiling(&client.scopes, &user.scopes);
         let granted = Self::narrow_scope(scope, &allowed)?;
         let with_refresh = allow_refresh && client.allows_grant(GRANT_REFRESH_TOKEN);
         self.issue_pair(
