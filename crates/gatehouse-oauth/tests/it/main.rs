@@ -15,6 +15,7 @@ use serde_json::Value;
 
 mod cors;
 mod oauth1;
+mod oidc;
 
 const EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
 
@@ -59,6 +60,15 @@ async fn start_with(mount: &str, tweak: impl FnOnce(&mut OAuthConfig)) -> Server
                 &[],
             ),
             "app-secret",
+        ),
+        (
+            client(
+                "rp",
+                &["password", "client_credentials", "refresh_token"],
+                &["read", "write", "openid", "profile", "email"],
+                &[],
+            ),
+            "rp-secret",
         ),
         (
             client(
