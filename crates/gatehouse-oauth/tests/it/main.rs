@@ -32,11 +32,22 @@ fn strings(v: &[&str]) -> Vec<String> {
 
 /// Starts the router under `mount` (e.g. "" or "/api") on 127.0.0.1:0.
 async fn start_with(mount: &str, tweak: impl FnOnce(&mut OAuthConfig)) -> Server {
+    start_signing(mount, gatehouse_auth::SigningAlg::EdDsa, tweak).await
+}
+
+/// [`start_with`], signing tokens with `alg`.
+async fn start_signing(
+    mount: &str,
+    alg: gatehouse_auth::SigningAlg,
+    tweak: impl FnOnce(&mut OAuthConfig),
+) -> Server {
     let port = Port::bind().await;
     let issuer = port.base();
     let clock = Arc::new(ManualClock::new(gatehouse_auth::SystemClock.now()));
+    let mut auth_config = AuthConfig::new(&issuer);
+    auth_config.signing_alg = alg;
     let auth = AuthServer::start(
-        AuthConfig::new(&issuer),
+        auth_config,
         Arc::new(MemoryRepo::new()),
         clock.clone(),
         Arc::new(SeededRandom::new(1)),

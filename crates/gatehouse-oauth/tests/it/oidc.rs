@@ -3,6 +3,7 @@
 //! [`AuthServer::id_token`] verified by a real relying-party library
 //! (`openidconnect`) against the discovered JWKS.
 
+use gatehouse_auth::SigningAlg;
 use gatehouse_auth::oidc::IdTokenInput;
 use gatehouse_oauth::AllowedOrigins;
 use serde_json::json;
@@ -376,16 +377,26 @@ async fn http_client(
 
 #[tokio::test]
 async fn a_relying_party_library_discovers_and_verifies_the_id_token() {
+    for alg in [SigningAlg::EdDsa, SigningAlg::Es256, SigningAlg::Rs256] {
+        relying_party_accepts_the_id_token(alg).await;
+    }
+}
+
+async fn relying_party_accepts_the_id_token(alg: SigningAlg) {
     use openidconnect::core::{CoreIdToken, CoreIdTokenVerifier, CoreProviderMetadata};
     use openidconnect::{AccessToken, AccessTokenHash, ClientId, IssuerUrl, Nonce};
 
-    let s = start().await;
+    let s = start_signing("", alg, |_| {}).await;
     let issuer = s.auth.config().issuer.clone();
     let metadata =
         CoreProviderMetadata::discover_async(IssuerUrl::new(issuer.clone()).unwrap(), &http_client)
             .await
             .unwrap();
     assert_eq!(metadata.issuer().as_str(), issuer);
+    assert_eq!(
+        serde_json::to_value(metadata.id_token_signing_alg_values_supported()).unwrap(),
+        json!([alg.as_str()])
+    );
     assert_eq!(
         metadata.userinfo_endpoint().unwrap().as_str(),
         format!("{issuer}/oauth/userinfo")
