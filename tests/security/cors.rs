@@ -41,6 +41,8 @@ fn browser_paths(book: &str) -> Vec<String> {
         "/oauth/introspect",
         "/.well-known/jwks.json",
         "/.well-known/oauth-authorization-server",
+        "/.well-known/openid-configuration",
+        "/oauth/userinfo",
     ]
     .into_iter()
     .map(str::to_string)

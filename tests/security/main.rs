@@ -13,6 +13,7 @@ mod cli;
 mod cors;
 mod identity;
 mod input;
+mod oidc;
 mod owners;
 mod paths;
 mod policies;
@@ -24,6 +25,9 @@ use serde_json::{Value, json};
 
 pub const APP: (&str, &str) = ("app", "app-secret-0123456789abcdef");
 pub const DEMO: (&str, &str) = ("demo", "demo-secret-0123456789abcdef");
+/// A relying party: the only fixture client registered for the OpenID
+/// Connect identity scopes.
+pub const RP: (&str, &str) = ("rp", "rp-secret-0123456789abcdef");
 
 /// Users of the fixture: (name, password, scopes).
 pub const USERS: &[(&str, &str, &str)] = &[
@@ -76,12 +80,20 @@ grants = ["password", "refresh_token", "urn:ietf:params:oauth:grant-type:token-e
 scopes = ["read", "write", "offline_access"]
 audiences = ["https://reports.example"]
 
+[[bootstrap.clients]]
+client_id = "{rp}"
+client_secret = "{rp_secret}"
+grants = ["password", "client_credentials", "refresh_token"]
+scopes = ["read", "write", "openid", "profile", "email"]
+
 {users}"#,
         schema = schema.display(),
         app = APP.0,
         app_secret = APP.1,
         demo = DEMO.0,
         demo_secret = DEMO.1,
+        rp = RP.0,
+        rp_secret = RP.1,
     )
 }
 

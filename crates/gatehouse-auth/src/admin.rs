@@ -130,6 +130,15 @@ pub(crate) async fn register(
     identity: NewIdentity<'_>,
     same_kind_ok: bool,
 ) -> Result<Option<IdentityKind>> {
+    if identity.name() == crate::GRAPHIQL_CLIENT_ID {
+        return Err(Error::Conflict(
+            format!(
+                "the name {:?} is reserved for the server's built-in GraphiQL client",
+                identity.name()
+            )
+            .into(),
+        ));
+    }
     let Some(holder) = repo.register(identity).await? else {
         return Ok(None);
     };

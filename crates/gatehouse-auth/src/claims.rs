@@ -26,7 +26,8 @@ pub const MAX_CLAIMS_JSON: usize = 4096;
 
 /// Names that are not custom claims: the registered JWT claims (RFC 7519
 /// §4.1), those of RFC 9068 access tokens, RFC 8693 token exchange, RFC
-/// 7800 confirmation, OpenID Connect, the members of an RFC 7662
+/// 7800 confirmation, OpenID Connect (the ID token's and userinfo's
+/// `preferred_username` included), the members of an RFC 7662
 /// introspection answer, and `idtyp` (which kind of identity `sub` is).
 /// Refused as custom claim names.
 pub const RESERVED_CLAIMS: &[&str] = &[
@@ -50,6 +51,7 @@ pub const RESERVED_CLAIMS: &[&str] = &[
     "acr",
     "amr",
     "sid",
+    "preferred_username",
     "token_type",
     "username",
     "active",

@@ -48,6 +48,11 @@ pub enum Error {
     /// malformed, expired, revoked, or not meant for it.
     #[error("invalid_token")]
     InvalidToken(Description),
+    /// RFC 6750 §3.1: the access token is valid but lacks what the request
+    /// needs (userinfo: the `openid` scope, and a user to describe). The
+    /// HTTP layer answers 403 with a Bearer challenge.
+    #[error("insufficient_scope")]
+    InsufficientScope(Description),
     /// An administrative operation named a client or user that does not exist.
     #[error("not_found")]
     NotFound(Description),
@@ -82,6 +87,7 @@ impl Error {
             Error::InvalidTarget(_) => "invalid_target",
             Error::UnsupportedTokenType(_) => "unsupported_token_type",
             Error::InvalidToken(_) => "invalid_token",
+            Error::InsufficientScope(_) => "insufficient_scope",
             Error::NotFound(_) => "not_found",
             Error::Conflict(_) => "conflict",
             Error::InvalidInput(_) => "invalid_input",
@@ -103,6 +109,7 @@ impl Error {
             | Error::InvalidTarget(d)
             | Error::UnsupportedTokenType(d)
             | Error::InvalidToken(d)
+            | Error::InsufficientScope(d)
             | Error::NotFound(d)
             | Error::Conflict(d)
             | Error::InvalidInput(d)

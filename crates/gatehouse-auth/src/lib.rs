@@ -11,6 +11,7 @@
 //!   introspection, RFC 7009 revocation, signing-key rotation and the JWKS.
 //! - [`Admin`]: client and user administration and idempotent bootstrap.
 //! - [`Claims`]: a user's custom claims, carried by its access tokens.
+//! - [`oidc`]: OpenID Connect: the ID token, the identity scopes, userinfo.
 //! - [`oauth1`]: OAuth 1.0 (RFC 5849) signatures, request and access
 //!   tokens, signed resource requests, consumer administration.
 //! - [`AuthRepo`]: the storage interface, with [`MemoryRepo`] for tests.
@@ -27,6 +28,7 @@ mod keys;
 mod login;
 mod model;
 pub mod oauth1;
+pub mod oidc;
 mod principal;
 mod random;
 mod redirect;
@@ -49,21 +51,22 @@ pub use claims::{
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Description, Error, RepoError, Result};
 pub use jwt::{ACCESS_TOKEN_TYP, AccessClaims, Audience, IDTYP_APP, IDTYP_USER};
-pub use keys::{KeyCipher, KeyRing, SigningAlg, generate_key};
+pub use keys::{KeyCipher, KeyRing, Signer, SigningAlg, generate_key};
 pub use login::{
     Account, FREE_FAILURES_PER_ACCOUNT, FREE_FAILURES_PER_ADDRESS, LoginThrottle,
     MAX_DELAY_PER_ACCOUNT, MAX_DELAY_PER_ADDRESS, PASSWORD_CHECK_WAIT, PASSWORD_CHECKS_PER_CPU,
     QUIET_RESET_PER_ACCOUNT, QUIET_RESET_PER_ADDRESS,
 };
 pub use model::{
-    ClientRecord, ClientType, GRANT_AUTHORIZATION_CODE, GRANT_CLIENT_CREDENTIALS, GRANT_PASSWORD,
-    GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE, Grant, KNOWN_GRANTS, KeyRecord,
-    SCOPE_OFFLINE_ACCESS, Scopes, TOKEN_TYPE_ACCESS, TOKEN_TYPE_JWT, TOKEN_TYPE_REFRESH, TokenKind,
-    TokenRecord, UserRecord, valid_scope_token,
+    CLIENT_AUTH_METHODS, ClientRecord, ClientType, GRANT_AUTHORIZATION_CODE,
+    GRANT_CLIENT_CREDENTIALS, GRANT_PASSWORD, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE, Grant,
+    INTROSPECTION_AUTH_METHODS, KNOWN_GRANTS, KeyRecord, SCOPE_OFFLINE_ACCESS, Scopes,
+    TOKEN_TYPE_ACCESS, TOKEN_TYPE_JWT, TOKEN_TYPE_REFRESH, TokenKind, TokenRecord, UserRecord,
+    valid_scope_token,
 };
 pub use model::{
-    CodeRecord, ConsumerRecord, IdentityKind, NewIdentity, OAuth1TokenKind, OAuth1TokenRecord,
-    SCOPE_OPENID,
+    CodeRecord, ConsumerRecord, GRAPHIQL_CLIENT_ID, IdentityKind, NewIdentity, OAuth1TokenKind,
+    OAuth1TokenRecord,
 };
 pub use principal::{ANONYMOUS_SCOPE, AccessTokenFacts, AuthScheme, Principal, challenge};
 pub use random::{Random, SeededRandom, SystemRandom};

@@ -26,17 +26,23 @@ pub const KNOWN_GRANTS: [&str; 5] = [
     GRANT_TOKEN_EXCHANGE,
 ];
 
+/// How clients authenticate at the token and revocation endpoints (RFC
+/// 8414 §2 `token_endpoint_auth_methods_supported`): the one list the
+/// metadata documents advertise. `none`: a public client names itself
+/// with `client_id` in the body (RFC 6749 §2.1) and proves the code flow
+/// with PKCE instead of a secret.
+pub const CLIENT_AUTH_METHODS: [&str; 3] = ["client_secret_basic", "client_secret_post", "none"];
+
+/// How clients authenticate at the introspection endpoint: a secret only
+/// (a public client may not ask about tokens).
+pub const INTROSPECTION_AUTH_METHODS: [&str; 2] = ["client_secret_basic", "client_secret_post"];
+
 /// RFC 8693 §3 token type of an OAuth access token.
 pub const TOKEN_TYPE_ACCESS: &str = "urn:ietf:params:oauth:token-type:access_token";
 /// RFC 8693 §3 token type of an OAuth refresh token.
 pub const TOKEN_TYPE_REFRESH: &str = "urn:ietf:params:oauth:token-type:refresh_token";
 /// RFC 8693 §3 token type of a JWT.
 pub const TOKEN_TYPE_JWT: &str = "urn:ietf:params:oauth:token-type:jwt";
-
-/// OpenID Connect's scope: asks for an `id_token` beside the access token.
-/// Not a permission on data, so the code flow grants it whenever asked,
-/// whatever the client's and user's scopes.
-pub const SCOPE_OPENID: &str = "openid";
 
 /// The scope that asks for a refresh-capable, long-lived grant. It is never
 /// granted implicitly: only when requested.
@@ -194,7 +200,33 @@ pub struct ClientRecord {
     pub updated_at: i64,
 }
 
+/// The client id of GraphiQL's sign-in: a public, first-party client the
+/// server registers itself ([`ClientRecord::graphiql`]); no user, client
+/// or consumer may take the name.
+pub const GRAPHIQL_CLIENT_ID: &str = "graphiql";
+
 impl ClientRecord {
+    /// GraphiQL's built-in client for the server whose GraphiQL page is
+    /// `graphiql_url` (`{issuer}/graphql`): public, first-party, the code
+    /// flow only (no refresh token: the page keeps its token in memory),
+    /// its only redirect URI that page, and `scopes` (every scope the
+    /// schema names, plus `openid` and `profile`): what a user's token
+    /// carries is still bounded by the user's own scopes.
+    pub fn graphiql(graphiql_url: &str, scopes: Vec<String>) -> Self {
+        ClientRecord {
+            client_id: GRAPHIQL_CLIENT_ID.to_string(),
+            secret_hash: Vec::new(),
+            client_type: ClientType::Public,
+            first_party: true,
+            redirect_uris: vec![graphiql_url.to_string()],
+            grants: vec![Grant::AuthorizationCode],
+            scopes,
+            audiences: Vec::new(),
+            created_at: 0,
+            updated_at: 0,
+        }
+    }
+
     /// Whether the client may use `grant`.
     pub fn allows_grant(&self, grant: Grant) -> bool {
         self.grants.contains(&grant)

@@ -118,6 +118,60 @@ impl Principal {
         }
     }
 
+    /// Who an access token acts for, from another authorization server's
+    /// RFC 7662 introspection answer, at `now` (unix seconds): refused
+    /// ([`crate::Error::InvalidToken`]) unless the answer is active, for an
+    /// access token (a refresh token is active too), unexpired, and has
+    /// `audience` among its `aud` (with `None`, the answer's own `iss`:
+    /// what that server's tokens for "the API" carry, as this server's own
+    /// validation requires its issuer). The conversion is then
+    /// [`Principal::of_access_token`]'s, as for this server's own tokens.
+    pub fn of_introspection(
+        answer: &Value,
+        now: i64,
+        audience: Option<&str>,
+    ) -> crate::Result<Self> {
+        let invalid = |why: &'static str| Err(crate::Error::invalid_token(why));
+        if answer.get("active").and_then(Value::as_bool) != Some(true) {
+            return invalid("the token is not active");
+        }
+        if let Some(kind) = answer.get("token_type").and_then(Value::as_str)
+            && !kind.eq_ignore_ascii_case("bearer")
+            && !kind.eq_ignore_ascii_case("access_token")
+        {
+            return invalid("the token is not an access token");
+        }
+        let exp = answer.get("exp").and_then(Value::as_i64);
+        if exp.is_some_and(|e| e <= now) {
+            return invalid("the token has expired");
+        }
+        let audiences: Vec<&str> = match answer.get("aud") {
+            Some(Value::String(s)) => vec![s.as_str()],
+            Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        };
+        let wanted = audience.or_else(|| answer.get("iss").and_then(Value::as_str));
+        if !wanted.is_some_and(|w| audiences.contains(&w)) {
+            return invalid("the token is not meant for this API");
+        }
+        let text = |k: &str| answer.get(k).and_then(Value::as_str);
+        Ok(Self::of_access_token(AccessTokenFacts {
+            sub: text("sub"),
+            client_id: text("client_id"),
+            scope: text("scope").unwrap_or_default(),
+            exp,
+            jti: text("jti"),
+            idtyp: text("idtyp"),
+            username: text("username"),
+            // Every member that is not a registered one is a custom claim
+            // of the token (the answer repeats them at the top level).
+            custom: answer
+                .as_object()
+                .map(crate::custom_claims)
+                .unwrap_or_default(),
+        }))
+    }
+
     /// Whether this is an anonymous caller.
     pub fn is_anonymous(&self) -> bool {
         self.scheme == AuthScheme::Anonymous
@@ -155,11 +209,103 @@ pub mod challenge {
     /// (RFC 6750 §3.1).
     pub const MISSING: &str = "Bearer realm=\"gatehouse\"";
 
+    /// A bearer token that is malformed, expired, revoked or not meant for
+    /// this API (401, RFC 6750 §3.1 `invalid_token`), saying why.
+    pub fn invalid_token(description: &str) -> String {
+        // A quoted-string: no `"` or `\` inside, whatever the text says.
+        format!(
+            "Bearer realm=\"gatehouse\", error=\"invalid_token\", error_description=\"{}\"",
+            description.replace(['"', '\\'], "'")
+        )
+    }
+
     /// Credentials that lack `scope` (403, RFC 6750 §3.1 `insufficient_scope`).
     pub fn insufficient_scope(scope: &str) -> String {
         // Scope tokens never hold `"` or `\` (RFC 6749 §3.3), but the
         // header must stay well-formed whatever a schema declares.
         let scope = scope.replace(['"', '\\'], "");
         format!("Bearer realm=\"gatehouse\", error=\"insufficient_scope\", scope=\"{scope}\"")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    fn check(answer: &Value, now: i64) -> crate::Result<Principal> {
+        Principal::of_introspection(answer, now, None)
+    }
+
+    fn active() -> Value {
+        json!({"active": true, "token_type": "Bearer", "scope": "read write",
+               "client_id": "app", "sub": "alice", "aud": ["http://as"],
+               "iss": "http://as", "exp": 2_000, "jti": "j1"})
+    }
+
+    #[test]
+    fn an_active_access_token_becomes_a_principal() {
+        let p = check(&active(), 1_000).unwrap();
+        assert_eq!(p.subject, "alice");
+        assert_eq!(p.client_id.as_deref(), Some("app"));
+        assert!(p.scopes.contains("read") && p.scopes.contains("write"));
+        assert_eq!(p.expires_at, Some(2_000));
+        assert_eq!(p.token_id.as_deref(), Some("j1"));
+        assert!(p.claims.is_empty());
+    }
+
+    #[test]
+    fn custom_claims_of_the_answer_reach_the_principal() {
+        let mut answer = active();
+        answer["org"] = json!("acme");
+        answer["level"] = json!(3);
+        answer["username"] = json!("alice");
+        let p = check(&answer, 1_000).unwrap();
+        assert_eq!(
+            Value::Object(p.claims.clone()),
+            json!({"org": "acme", "level": 3})
+        );
+        assert_eq!(p.claim("org"), Some(json!("acme")));
+        assert_eq!(p.claim("sub"), Some(json!("alice")));
+    }
+
+    #[test]
+    fn a_clients_own_token_has_no_user_subject() {
+        let mut answer = active();
+        answer["sub"] = json!("bob");
+        answer["client_id"] = json!("bob");
+        // No `username`: whatever `idtyp` says or not, no user.
+        let p = check(&answer, 1_000).unwrap();
+        assert_eq!((p.subject.as_str(), p.claim("sub")), ("bob", None));
+        answer["idtyp"] = json!("app");
+        assert_eq!(check(&answer, 1_000).unwrap().claim("sub"), None);
+        // `idtyp` is never a custom claim.
+        assert!(check(&answer, 1_000).unwrap().claims.is_empty());
+        answer["idtyp"] = json!("user");
+        assert_eq!(
+            check(&answer, 1_000).unwrap().claim("sub"),
+            Some(json!("bob"))
+        );
+    }
+
+    #[test]
+    fn inactive_refresh_expired_and_foreign_tokens_are_refused() {
+        assert!(check(&json!({"active": false}), 1_000).is_err());
+        let mut refresh = active();
+        refresh["token_type"] = json!("refresh_token");
+        assert!(check(&refresh, 1_000).is_err());
+        assert!(check(&active(), 2_000).is_err(), "expired");
+        let mut foreign = active();
+        foreign["aud"] = json!("https://reports.example");
+        assert!(check(&foreign, 1_000).is_err());
+        // With a configured audience, that one is required instead.
+        let with =
+            |a: &Value| Principal::of_introspection(a, 1_000, Some("https://reports.example"));
+        assert!(with(&foreign).is_ok());
+        assert!(matches!(
+            with(&active()),
+            Err(crate::Error::InvalidToken(_))
+        ));
     }
 }

@@ -392,10 +392,7 @@ pub fn challenge(failure: &AuthFailure) -> HeaderValue {
         AuthFailure::Missing | AuthFailure::UnsupportedScheme => {
             "Bearer realm=\"gatehouse\"".to_string()
         }
-        AuthFailure::InvalidToken(d) => format!(
-            "Bearer realm=\"gatehouse\", error=\"invalid_token\", error_description=\"{}\"",
-            d.replace(['"', '\\'], "'")
-        ),
+        AuthFailure::InvalidToken(d) => gatehouse_auth::challenge::invalid_token(d),
         AuthFailure::BadCredentials | AuthFailure::Throttled(_) => {
             "Basic realm=\"gatehouse\"".to_string()
         }

@@ -1,11 +1,11 @@
 //! Which browser origins may call the service (`[cors] allowed_origins`),
-//! and the refusal of token and revocation requests sent from any other
+//! and the refusal of token, revocation and userinfo requests sent from any other
 //! origin (CONTRACT §12; `docs/design/browser-apps.md`).
 //!
 //! [`AllowedOrigins::allows`] is the one rule: the HTTP router's CORS
 //! layer asks it whether a request gets CORS headers at all, and
 //! [`refuse_foreign_origin`] asks it (plus the issuer's own origin) whether
-//! a token or revocation request is served.
+//! a token, revocation or userinfo request is served.
 //!
 //! Origins are compared byte for byte with the configured ones, which are
 //! held to the form browsers send (the ASCII serialization of an origin:
@@ -117,8 +117,7 @@ pub fn origin_of(url: &str) -> Option<String> {
     Some(parsed.origin().ascii_serialization())
 }
 
-/// Middleware of the token and revocation endpoints (and userinfo, when it
-/// comes): a request whose `Origin` is neither allowed nor the issuer's own
+/// Middleware of the token, revocation and userinfo endpoints: a request whose `Origin` is neither allowed nor the issuer's own
 /// is refused with 403 `invalid_request` before anything else is read, so a
 /// page elsewhere cannot even make the server act on a token or a password
 /// (the browser hiding the answer is not enough). Clients that send no

@@ -1,5 +1,7 @@
 //! The HTTP face of the gatehouse OAuth 2.0 authorization server: token
-//! endpoints, introspection, revocation, RFC 8414 metadata and the JWKS, as an axum [`Router`]. The logic lives in `gatehouse-auth`.
+//! endpoints, introspection, revocation, OpenID Connect userinfo, RFC 8414
+//! metadata (also the OpenID Connect discovery document) and the JWKS, as
+//! an axum [`Router`]. The logic lives in `gatehouse-auth`.
 //!
 //! The router has no base path of its own: the caller nests it where it
 //! belongs, and tells [`OAuthConfig::public_url`] where that is so the
@@ -17,7 +19,7 @@
 //! OAuth 1.0 endpoints do the same per consumer: its bucket once its
 //! request verified, refused signatures per address.
 //!
-//! Browsers: token and revocation requests whose `Origin` is neither in
+//! Browsers: token, revocation and userinfo requests whose `Origin` is neither in
 //! [`OAuthConfig::allowed_origins`] nor the issuer's own are refused
 //! ([`cors`]).
 #![warn(missing_docs)]
@@ -28,10 +30,12 @@ mod error;
 mod extract;
 mod form;
 mod limits;
+mod metadata;
 mod oauth1;
 pub mod origin;
 mod pages;
 mod response;
+mod userinfo;
 
 pub use authorize::{CSRF_COOKIE_PLAIN, CSRF_COOKIE_SECURE};
 
@@ -48,7 +52,6 @@ use axum::extract::{FromRequest, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
-use serde_json::json;
 
 use gatehouse_auth::{
     AuthServer, Error, ExchangeRequest, GRANT_AUTHORIZATION_CODE, GRANT_CLIENT_CREDENTIALS,
@@ -160,14 +163,16 @@ enum Endpoint {
 
 /// The OAuth routes: `POST /oauth/token`, `/oauth2/token`,
 /// `/oauth/access_token`, `/oauth/refresh_token`, `/oauth/introspect`,
-/// `/oauth/revoke`; `GET /.well-known/oauth-authorization-server` and
-/// `/.well-known/jwks.json`; `GET|POST /oauth/authorize` (the sign-in
-/// pages of the authorization code flow, and with `oauth_token` the OAuth
-/// 1.0 approval); OAuth 1.0: `GET|POST /oauth/requestToken` and the OAuth
-/// 1.0 exchange on `/oauth/access_token`.
+/// `/oauth/revoke`; `GET|POST /oauth/userinfo` (OpenID Connect);
+/// `GET /.well-known/oauth-authorization-server`,
+/// `/.well-known/openid-configuration` (one document) and
+/// `/.well-known/jwks.json`; `GET|POST /oauth/authorize` (the sign-in pages
+/// of the authorization code flow, and with `oauth_token` the OAuth 1.0
+/// approval); OAuth 1.0: `GET|POST /oauth/requestToken` and the OAuth 1.0
+/// exchange on `/oauth/access_token`.
 ///
-/// Token paths and revocation refuse requests from browser origins that
-/// are not allowed ([`cors`]).
+/// Token paths, revocation and userinfo refuse requests from browser
+/// origins that are not allowed ([`cors`]).
 pub fn router(state: OAuthState) -> Router {
     let same_origin =
         axum::middleware::from_fn_with_state(state.clone(), cors::refuse_foreign_origin);
@@ -201,11 +206,22 @@ pub fn router(state: OAuthState) -> Router {
             "/oauth/revoke",
             post(revoke)
                 .fallback(|| async { OAuthError::MethodNotAllowed("POST") })
+                .layer(same_origin.clone()),
+        )
+        .route(
+            "/oauth/userinfo",
+            get(userinfo::userinfo)
+                .post(userinfo::userinfo)
+                .fallback(|| async { OAuthError::MethodNotAllowed("GET, POST") })
                 .layer(same_origin),
         )
         .route(
             "/.well-known/oauth-authorization-server",
-            get(metadata).fallback(|| async { OAuthError::MethodNotAllowed("GET, HEAD") }),
+            get(metadata::serve).fallback(|| async { OAuthError::MethodNotAllowed("GET, HEAD") }),
+        )
+        .route(
+            "/.well-known/openid-configuration",
+            get(metadata::serve).fallback(|| async { OAuthError::MethodNotAllowed("GET, HEAD") }),
         )
         .route(
             "/.well-known/jwks.json",
@@ -393,35 +409,6 @@ async fn revoke(
     Ok(response::no_store(
         (StatusCode::OK, Body::empty()).into_response(),
     ))
-}
-
-/// RFC 8414 §2 authorization server metadata.
-async fn metadata(State(state): State<OAuthState>) -> Response {
-    let base = &state.inner.config.public_url;
-    // `none`: a public client names itself with `client_id` (RFC 6749 §2.1).
-    let auth_methods = ["client_secret_basic", "client_secret_post", "none"];
-    let body = json!({
-        "issuer": state.inner.server.config().issuer,
-        "authorization_endpoint": format!("{base}/oauth/authorize"),
-        "token_endpoint": format!("{base}/oauth/token"),
-        "jwks_uri": format!("{base}/.well-known/jwks.json"),
-        "introspection_endpoint": format!("{base}/oauth/introspect"),
-        "revocation_endpoint": format!("{base}/oauth/revoke"),
-        "grant_types_supported": KNOWN_GRANTS,
-        "response_types_supported": ["code"],
-        "response_modes_supported": ["query"],
-        "code_challenge_methods_supported": ["S256"],
-        "authorization_response_iss_parameter_supported": true,
-        "token_endpoint_auth_methods_supported": auth_methods,
-        "introspection_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
-        "revocation_endpoint_auth_methods_supported": auth_methods,
-    });
-    let mut resp = axum::Json(body).into_response();
-    resp.headers_mut().insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("public, max-age=3600"),
-    );
-    resp
 }
 
 /// The public signing keys (RFC 7517 §5). Short caching: a rotated key must

@@ -74,6 +74,30 @@ impl Model {
         }
     }
 
+    /// Every scope the schema names (root fields, types, fields, policy
+    /// bypasses): what a client that may use the whole API is registered
+    /// for, e.g. GraphiQL's built-in sign-in client.
+    pub fn scope_names(&self) -> std::collections::BTreeSet<&str> {
+        let mut out = std::collections::BTreeSet::from([DEFAULT_READ_SCOPE, DEFAULT_WRITE_SCOPE]);
+        for rf in self
+            .queries
+            .iter()
+            .chain(&self.mutations)
+            .chain(&self.subscriptions)
+        {
+            out.insert(self.root_access(rf).scope);
+        }
+        for e in &self.entities {
+            out.extend([e.read_scope(), e.write_scope()]);
+            out.extend(e.policy.bypass.as_deref());
+            for f in &e.fields {
+                out.extend(f.auth.read.as_deref());
+                out.extend(f.auth.write.as_deref());
+            }
+        }
+        out
+    }
+
     /// The scope reading the schema itself needs (GraphQL introspection,
     /// the OpenAPI document): what any read needs.
     pub fn schema_read_scope(&self) -> &str {

@@ -108,15 +108,29 @@ pub fn repo(store: &gatehouse_store::Store) -> Arc<dyn AuthRepo> {
     Arc::new(gatehouse_auth_store::SqlAuthRepo::new(store.db().clone()))
 }
 
-/// Starts the authorization server (loads or creates signing keys).
+/// Starts the authorization server (loads or creates signing keys), with
+/// GraphiQL's built-in client for the page at `graphiql_url`.
 pub async fn start(
     config: &Config,
     store: &gatehouse_store::Store,
     issuer: &str,
+    graphiql_url: &str,
 ) -> anyhow::Result<Arc<AuthServer>> {
     let secret = load_secret(config)?;
+    let mut auth = auth_config(config, issuer);
+    let scopes = store
+        .model()
+        .scope_names()
+        .into_iter()
+        .chain([
+            gatehouse_auth::oidc::SCOPE_OPENID,
+            gatehouse_auth::oidc::SCOPE_PROFILE,
+        ])
+        .map(str::to_string)
+        .collect();
+    auth.builtin_clients = vec![gatehouse_auth::ClientRecord::graphiql(graphiql_url, scopes)];
     AuthServer::start(
-        auth_config(config, issuer),
+        auth,
         repo(store),
         Arc::new(SystemClock),
         Arc::new(SystemRandom),

@@ -76,7 +76,9 @@ async fn serve(loaded: Loaded, json_logs: bool) -> anyhow::Result<ExitCode> {
     let limits = &config.limits;
     let graphql = graphql(&config, model.clone(), store.clone())?;
 
-    let auth = crate::auth::start(&config, &store, &issuer).await?;
+    // GraphiQL signs in through the server's own client, back to its page.
+    let graphiql_url = format!("{issuer}{}/graphql", config.base_path);
+    let auth = crate::auth::start(&config, &store, &issuer, &graphiql_url).await?;
     crate::auth::bootstrap(&auth.admin(), &config).await?;
     crate::auth::bootstrap_consumers(&auth, &config).await?;
     warn_when_nobody_can_sign_in(&auth.admin(), &config).await;

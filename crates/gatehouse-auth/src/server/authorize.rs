@@ -17,7 +17,8 @@ use std::fmt;
 use subtle::ConstantTimeEq;
 
 use super::*;
-use crate::model::{CodeRecord, SCOPE_OPENID};
+use crate::model::CodeRecord;
+use crate::oidc::SCOPE_OPENID;
 use crate::redirect::redirect_uri_matches;
 
 /// How long an authorization code may be redeemed (RFC 6749 §4.1.2
@@ -394,31 +395,14 @@ impl AuthServer {
         })
     }
 
-    /// The scope a code for `req` carries when `user` approves it: what
-    /// was asked ∩ the client's ∩ the user's (narrowed as for the password
-    /// grant; `invalid_scope` when something was asked and none of it may
-    /// be granted), plus `openid` whenever asked.
+    /// The scope a code for `req` carries when `user` approves it: the
+    /// password grant's rule (what was asked, narrowed to what the client
+    /// and the user both allow, identity scopes needing only the client;
+    /// `invalid_scope` when something was asked and none of it may be
+    /// granted).
     fn code_scope(&self, req: &AuthorizeRequest, user: &UserRecord) -> Result<Scopes> {
-        let allowed =
-            Scopes::from_list(&req.client.scopes).intersection(&Scopes::from_list(&user.scopes));
-        let asked = match req.scope.as_deref() {
-            Some(s) => Scopes::parse(s)?,
-            None => Scopes::default(),
-        };
-        let wants_openid = asked.contains(SCOPE_OPENID);
-        let mut rest = asked.clone();
-        rest.0.remove(SCOPE_OPENID);
-        let mut granted = if wants_openid && rest.is_empty() {
-            // Only `openid`: sign-in alone, plus what no scope would give.
-            Self::resolve_scope(None, &allowed)?
-        } else {
-            let text = (!rest.is_empty()).then(|| rest.to_string());
-            Self::narrow_scope(text.as_deref(), &allowed)?
-        };
-        if wants_openid {
-            granted.0.insert(SCOPE_OPENID.to_string());
-        }
-        Ok(granted)
+        let allowed = crate::oidc::user_scope_ceiling(&req.client.scopes, &user.scopes);
+        Self::narrow_scope(req.scope.as_deref(), &allowed)
     }
 
     /// The sign-in step: checks the user's password through the
@@ -734,16 +718,14 @@ impl AuthServer {
             .await?;
         if scope.contains(SCOPE_OPENID) {
             // OpenID Connect Core §3.1.3.3: the `id_token` of the code flow.
-            tokens.id_token = self
-                .code_id_token(&CodeIdToken {
-                    subject: &user.username,
-                    client_id: &client.client_id,
-                    auth_time: record.auth_time,
-                    nonce: record.nonce.as_deref(),
-                    access_token: &tokens.access_token,
-                    now,
-                })
-                .await?;
+            tokens.id_token = Some(self.code_id_token(&CodeIdToken {
+                subject: &user.username,
+                client_id: &client.client_id,
+                auth_time: record.auth_time,
+                nonce: record.nonce.as_deref(),
+                access_token: &tokens.access_token,
+                now,
+            })?);
         }
         Ok(tokens)
     }
@@ -762,26 +744,24 @@ impl AuthServer {
     }
 
     /// The OpenID Connect `id_token` of a code grant that was granted
-    /// `openid`, or `None` while no builder is wired in.
-    ///
-    /// OIDC: the `id_token` builder (`crate::oidc`) plugs in here, signing
-    /// with the access tokens' key ring: `iss`, `sub`, `aud` = client id,
-    /// `exp`, `iat`, `auth_time`, `nonce`, `at_hash` of `access_token`.
-    /// With `crate::oidc` present the body is
-    /// `Ok(Some(self.id_token(&crate::oidc::IdTokenInput { issuer:
-    /// &self.config.issuer, subject: t.subject, username: Some(t.subject),
-    /// client_id: t.client_id, auth_time: t.auth_time, nonce: t.nonce,
-    /// access_token: Some(t.access_token), now: t.now })?))`.
-    async fn code_id_token(&self, _t: &CodeIdToken<'_>) -> Result<Option<String>> {
-        Ok(None)
+    /// `openid` (Core §3.1.3.3), signed with the access tokens' key.
+    fn code_id_token(&self, t: &CodeIdToken<'_>) -> Result<String> {
+        self.id_token(&crate::oidc::IdTokenInput {
+            issuer: &self.config.issuer,
+            subject: t.subject,
+            username: Some(t.subject),
+            client_id: t.client_id,
+            auth_time: t.auth_time,
+            nonce: t.nonce,
+            access_token: Some(t.access_token),
+            now: t.now,
+        })
     }
 }
 
 /// What the `id_token` of a code grant is built from (OpenID Connect Core
 /// §2, §3.1.3.6).
 #[derive(Debug)]
-// Read by the id_token builder that plugs into `AuthServer::code_id_token`.
-#[allow(dead_code)]
 pub(crate) struct CodeIdToken<'a> {
     /// `sub`: the user.
     pub(crate) subject: &'a str,

@@ -88,6 +88,10 @@ pub struct AuthConfig {
     pub sign_up: bool,
     /// Scopes a self-registered user gets.
     pub sign_up_scopes: Vec<String>,
+    /// Clients the server registers itself (GraphiQL's,
+    /// [`ClientRecord::graphiql`]): found before the repository's, never
+    /// stored.
+    pub builtin_clients: Vec<ClientRecord>,
 }
 
 impl AuthConfig {
@@ -110,6 +114,7 @@ impl AuthConfig {
             token_status_cache_ttl: 0,
             sign_up: false,
             sign_up_scopes: Vec::new(),
+            builtin_clients: Vec::new(),
         }
     }
 
@@ -486,6 +491,13 @@ impl AuthServer {
         self.ring.jwks(self.now())
     }
 
+    /// The key that signs new tokens, access and ID tokens alike.
+    pub(crate) fn signer(&self) -> Result<Arc<crate::keys::Signer>> {
+        self.ring
+            .current()
+            .ok_or_else(|| Error::server("no signing key loaded"))
+    }
+
     /// Deletes expired token records and keys no longer published, then
     /// reloads the keys. Meant to run periodically.
     pub async fn purge_expired(&self) -> Result<u64> {
@@ -589,6 +601,14 @@ impl AuthServer {
     /// The client `client_id`, through the client cache
     /// ([`AuthConfig::client_cache_ttl`]).
     pub(crate) async fn lookup_client(&self, client_id: &str) -> Result<Option<ClientRecord>> {
+        if let Some(c) = self
+            .config
+            .builtin_clients
+            .iter()
+            .find(|c| c.client_id == client_id)
+        {
+            return Ok(Some(c.clone()));
+        }
         let ttl = AuthConfig::secs(self.config.client_cache_ttl);
         let now = self.now();
         let cached = if ttl > 0 {

@@ -33,8 +33,7 @@ impl AuthServer {
             Scopes::parse(s)?;
         }
         let user = self.check_user_password(username, password, from).await?;
-        let allowed =
-            Scopes::from_list(&client.scopes).intersection(&Scopes::from_list(&user.scopes));
+        let allowed = crate::oidc::user_scope_ceiling(&client.scopes, &user.scopes);
         let granted = Self::narrow_scope(scope, &allowed)?;
         let with_refresh = allow_refresh && client.allows_grant(Grant::RefreshToken);
         self.issue_pair(

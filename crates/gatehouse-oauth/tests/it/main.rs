@@ -16,6 +16,7 @@ use serde_json::Value;
 mod code_flow;
 mod cors;
 mod oauth1;
+mod oidc;
 
 const EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
 
@@ -33,6 +34,15 @@ fn strings(v: &[&str]) -> Vec<String> {
 /// Starts the router under `mount` (e.g. "" or "/api") on 127.0.0.1:0.
 async fn start_with(mount: &str, tweak: impl FnOnce(&mut OAuthConfig)) -> Server {
     start_configured(mount, |_| {}, tweak).await
+}
+
+/// [`start_with`], signing tokens with `alg`.
+async fn start_signing(
+    mount: &str,
+    alg: gatehouse_auth::SigningAlg,
+    tweak: impl FnOnce(&mut OAuthConfig),
+) -> Server {
+    start_configured(mount, |c| c.signing_alg = alg, tweak).await
 }
 
 /// [`start_with`], with the authorization server's settings changed by
@@ -73,6 +83,15 @@ async fn start_configured(
                 &[],
             ),
             "app-secret",
+        ),
+        (
+            client(
+                "rp",
+                &["password", "client_credentials", "refresh_token"],
+                &["read", "write", "openid", "profile", "email"],
+                &[],
+            ),
+            "rp-secret",
         ),
         (
             client(
