@@ -22,6 +22,16 @@ const ASSETS: &[Asset] = &[
         bytes: include_bytes!("../assets/graphiql/graphiql.min.css"),
     },
     Asset {
+        name: "gatehouse-graphiql.js",
+        content_type: "text/javascript; charset=utf-8",
+        bytes: include_bytes!("../assets/gatehouse-graphiql.js"),
+    },
+    Asset {
+        name: "gatehouse-graphiql.css",
+        content_type: "text/css; charset=utf-8",
+        bytes: include_bytes!("../assets/gatehouse-graphiql.css"),
+    },
+    Asset {
         name: "react.production.min.js",
         content_type: "text/javascript; charset=utf-8",
         bytes: include_bytes!("../assets/graphiql/react.production.min.js"),
@@ -33,52 +43,49 @@ const ASSETS: &[Asset] = &[
     },
 ];
 
-/// The GraphiQL page; `base` is the configured base path.
+/// The public client GraphiQL signs in through: registered by the server
+/// itself, first-party, redirect URI `{issuer}/graphql`.
+pub const GRAPHIQL_CLIENT_ID: &str = "graphiql";
+
+/// The GraphiQL page. Values reach the page only as escaped attributes
+/// (no inline script), so the page runs under a `script-src 'self'` policy.
+#[derive(askama::Template)]
+#[template(path = "graphiql.html")]
+struct Page<'a> {
+    /// The configured base path (`""` or `/api`).
+    base: &'a str,
+    client_id: &'a str,
+}
+
+/// `GET {base}/graphql` from a browser. "Sign in" asks for no particular
+/// scope: the token carries every scope the user holds.
 pub(crate) fn page(base: &str) -> Response {
-    // Without a token every query answers UNAUTHENTICATED and the docs
-    // panel stays empty (introspection needs the read scope): say so where
-    // a newcomer looks first, and open the Headers tab.
-    let default_query = serde_json::to_string(&format!(
-        "# Queries, and the docs panel, need an access token: get one from\n\
-         # POST {base}/oauth/token, then put it in the Headers tab below:\n\
-         #   {{\"Authorization\": \"Bearer <access token>\"}}\n\n\
-         {{\n  __typename\n}}\n"
-    ))
-    .unwrap_or_default();
-    let html = format!(
-        r#"<!doctype html>
-<html lang="en">
-<head>
-  <meta charset="utf-8">
-  <meta name="viewport" content="width=device-width, initial-scale=1">
-  <title>gatehouse · GraphiQL</title>
-  <link rel="stylesheet" href="{base}/graphql/assets/graphiql.min.css">
-  <style>html, body, #graphiql {{ height: 100%; margin: 0; }}</style>
-</head>
-<body>
-  <div id="graphiql">Loading GraphiQL…</div>
-  <script src="{base}/graphql/assets/react.production.min.js"></script>
-  <script src="{base}/graphql/assets/react-dom.production.min.js"></script>
-  <script src="{base}/graphql/assets/graphiql.min.js"></script>
-  <script>
-    const url = new URL("{base}/graphql", window.location.href).toString();
-    const fetcher = GraphiQL.createFetcher({{ url }});
-    // Links like /graphql?query=... open with that query in the editor.
-    const params = new URLSearchParams(window.location.search);
-    const root = ReactDOM.createRoot(document.getElementById("graphiql"));
-    root.render(React.createElement(GraphiQL, {{
-      fetcher,
-      query: params.get("query") || undefined,
-      variables: params.get("variables") || undefined,
-      defaultQuery: {default_query},
-      defaultEditorToolsVisibility: "headers",
-    }}));
-  </script>
-</body>
-</html>
-"#
-    );
-    ([(header::CACHE_CONTROL, "no-cache")], Html(html)).into_response()
+    let page = Page {
+        base,
+        client_id: GRAPHIQL_CLIENT_ID,
+    };
+    match askama::Template::render(&page) {
+        Ok(html) => (
+            [
+                (header::CACHE_CONTROL, "no-store"),
+                // The page receives authorization codes in its URL: no
+                // framing, no referrer, scripts from the server only.
+                (
+                    header::CONTENT_SECURITY_POLICY,
+                    "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; \
+                     script-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+                ),
+                (header::X_FRAME_OPTIONS, "DENY"),
+                (header::REFERRER_POLICY, "no-referrer"),
+            ],
+            Html(html),
+        )
+            .into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "rendering the GraphiQL page failed");
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
 }
 
 /// `GET {base}/graphql/assets/{name}`.

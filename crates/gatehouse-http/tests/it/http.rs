@@ -226,11 +226,25 @@ async fn graphiql_page_and_assets_are_local() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
+    // The page receives authorization codes in its URL: never framed,
+    // never cached, no referrer, and only the server's own scripts.
+    let header = |name: &str| r.headers()[name].to_str().unwrap().to_owned();
+    assert_eq!(header("cache-control"), "no-store");
+    assert_eq!(header("x-frame-options"), "DENY");
+    assert_eq!(header("referrer-policy"), "no-referrer");
+    let csp = header("content-security-policy");
+    assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+    assert!(csp.contains("script-src 'self';"), "{csp}");
     let html = r.text().await.unwrap();
     assert!(!html.contains("https://"), "no CDN: {html}");
+    assert!(!html.contains("<script>"), "no inline script: {html}");
+    assert!(html.contains(">Sign in</button>"), "{html}");
+    assert!(html.contains(r#"data-client-id="graphiql""#), "{html}");
     for asset in [
         "graphiql.min.js",
         "graphiql.min.css",
+        "gatehouse-graphiql.js",
+        "gatehouse-graphiql.css",
         "react.production.min.js",
         "react-dom.production.min.js",
     ] {
@@ -242,7 +256,7 @@ async fn graphiql_page_and_assets_are_local() {
             .await
             .unwrap();
         assert_eq!(r.status(), StatusCode::OK, "{asset}");
-        assert!(r.bytes().await.unwrap().len() > 1000);
+        assert!(r.bytes().await.unwrap().len() > 300, "{asset}");
     }
     let r = s
         .client
