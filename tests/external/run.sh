@@ -96,7 +96,7 @@ log "graphql-js buildClientSchema on /graphql/schema.json"
 node "$here/graphql-schema-check.mjs" "$base" "$authorization"
 
 log "GraphiQL in headless Chromium"
-node "$here/graphiql-browser.mjs" "$base" "$authorization"
+node "$here/graphiql-browser.mjs" "$base" "$authorization" alice alice-password
 
 log "schemathesis on /v1/openapi.json"
 "$here/rest-schemathesis.sh" "$base" "$authorization"
