@@ -3,7 +3,8 @@
 # library (authlib + pyjwt; also the authorization code flow with PKCE), an OAuth 1.0 signer (oauthlib +
 # requests-oauthlib), the graphql-http audit, the graphql-ws
 # subscription client, graphql-js on the
-# introspection result, GraphiQL in headless Chromium and schemathesis on the
+# introspection result, GraphiQL (with its sign-in) and the example SPA
+# (oidc-client-ts) in headless Chromium, and schemathesis on the
 # REST API. Installs what it needs (npm and PyPI packages, Debian's chromium)
 # when missing.
 set -euo pipefail
@@ -97,6 +98,9 @@ node "$here/graphql-schema-check.mjs" "$base" "$authorization"
 
 log "GraphiQL in headless Chromium"
 node "$here/graphiql-browser.mjs" "$base" "$authorization" alice alice-password
+
+log "the example SPA in headless Chromium (oidc-client-ts, cross-origin)"
+node "$here/spa-browser.mjs" "$base" alice alice-password
 
 log "schemathesis on /v1/openapi.json"
 "$here/rest-schemathesis.sh" "$base" "$authorization"
