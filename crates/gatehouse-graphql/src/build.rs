@@ -284,10 +284,9 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
                     }
                 })
             }
-            (FieldKind::ToOne { target }, guard) => {
-                let target: Arc<str> = Arc::from(target.as_str());
+            (FieldKind::ToOne { .. }, guard) => {
+                let target = shared.model.relation_of(f).map(|r| r.target);
                 Field::new(&f.name, type_ref(&f.ty), move |ctx| {
-                    let target = target.clone();
                     let name = name.clone();
                     let guard = guard.clone();
                     FieldFuture::new(async move {
@@ -295,7 +294,9 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
                             return fail(&ctx, nullable, e);
                         }
                         let row = parent_row(&ctx)?;
-                        let Some(id) = row.get(&name).and_then(Json::as_str) else {
+                        let (Some(target), Some(id)) =
+                            (target, row.get(&name).and_then(Json::as_str))
+                        else {
                             return Ok(None);
                         };
                         let loaders = ctx.data::<Loaders>()?;
@@ -312,21 +313,22 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
             }
             (
                 FieldKind::ToMany {
-                    target,
-                    via,
                     list,
                     args: declared,
                     ..
                 },
                 _,
             ) => {
+                let target = shared.model.relation_of(f).map(|r| r.target);
+                let via = shared
+                    .model
+                    .inverse_of(f)
+                    .map(|v| v.name.clone())
+                    .unwrap_or_default();
                 let shared = shared.clone();
-                let target = target.clone();
-                let via = via.clone();
                 let list = list.clone();
                 let mut field = Field::new(&f.name, type_ref(&f.ty), move |ctx| {
                     let shared = shared.clone();
-                    let target = target.clone();
                     let via = via.clone();
                     let list = list.clone();
                     FieldFuture::new(async move {
@@ -334,9 +336,10 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
                         let Some(parent) = row.get("id").and_then(Json::as_str) else {
                             return Ok(None);
                         };
-                        let Some(child) = shared.model.entity(&target) else {
+                        let Some(target) = target else {
                             return Ok(None);
                         };
+                        let child = shared.model.entity_at(target);
                         let what = format!("`{}`", ctx.ctx.field().name());
                         if let Err(e) = authorize(&ctx, child.read_scope(), true, &what) {
                             return fail(&ctx, nullable, e);
@@ -353,7 +356,7 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
                             Err(e) => return fail(&ctx, nullable, e),
                         };
                         let spec = Arc::new(ChildSpec {
-                            sig: format!("{target}\u{0}{via}\u{0}{query:?}"),
+                            sig: format!("{}\u{0}{via}\u{0}{query:?}", target.index()),
                             target,
                             via,
                             query,

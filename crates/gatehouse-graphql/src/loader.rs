@@ -7,6 +7,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use async_graphql::dataloader::Loader;
+use gatehouse_schema::EntityId;
 use gatehouse_store::{AccessContext, ListQuery, Row, Store, StoreError};
 
 /// Loads rows from the store in batches.
@@ -20,7 +21,7 @@ pub struct StoreLoader {
 /// A to-one load: the row `id` of `entity`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct OneKey {
-    pub entity: Arc<str>,
+    pub entity: EntityId,
     pub id: String,
 }
 
@@ -29,7 +30,7 @@ pub struct OneKey {
 pub struct ChildSpec {
     /// Identity of (target, via, query) used to group keys into one load.
     pub sig: String,
-    pub target: String,
+    pub target: EntityId,
     pub via: String,
     pub query: ListQuery,
 }
@@ -61,19 +62,15 @@ impl Loader<OneKey> for StoreLoader {
     type Error = Arc<StoreError>;
 
     async fn load(&self, keys: &[OneKey]) -> Result<HashMap<OneKey, Row>, Self::Error> {
-        let mut by_entity: HashMap<Arc<str>, Vec<String>> = HashMap::new();
+        let mut by_entity: HashMap<EntityId, Vec<String>> = HashMap::new();
         for k in keys {
-            by_entity
-                .entry(k.entity.clone())
-                .or_default()
-                .push(k.id.clone());
+            by_entity.entry(k.entity).or_default().push(k.id.clone());
         }
         let mut out = HashMap::new();
         for (entity, ids) in by_entity {
             let rows = self
                 .store
-                .entity(&entity)
-                .map_err(Arc::new)?
+                .entity_at(entity)
                 .get_many(&self.access, &ids, None)
                 .await
                 .map_err(Arc::new)?
@@ -82,13 +79,7 @@ impl Loader<OneKey> for StoreLoader {
                 let Some(id) = row.get("id").and_then(|v| v.as_str()).map(str::to_string) else {
                     continue;
                 };
-                out.insert(
-                    OneKey {
-                        entity: entity.clone(),
-                        id,
-                    },
-                    row,
-                );
+                out.insert(OneKey { entity, id }, row);
             }
         }
         Ok(out)
@@ -112,8 +103,7 @@ impl Loader<ManyKey> for StoreLoader {
         for (_, (spec, parents)) in groups {
             let children = self
                 .store
-                .entity(&spec.target)
-                .map_err(Arc::new)?
+                .entity_at(spec.target)
                 .children(&self.access, &spec.via, &parents, &spec.query)
                 .await
                 .map_err(Arc::new)?;

@@ -486,23 +486,21 @@ fn compile_sel(
                     check,
                 })
             }
-            FieldKind::ToOne { target } => Item::ToOne {
+            FieldKind::ToOne { .. } => Item::ToOne {
                 name: mf.name.clone(),
                 required,
-                sel: compile_sel(store, doc, model.entity(target)?, &f.selection_set.node)?,
+                sel: compile_sel(store, doc, model.target_of(mf)?, &f.selection_set.node)?,
             },
             FieldKind::ToMany {
-                target,
-                via,
                 list,
                 args: declared,
                 ..
             } => Item::ToMany(Box::new(ToMany {
-                via: via.clone(),
+                via: model.inverse_of(mf)?.name.clone(),
                 list: list.clone(),
                 declared: declared.clone(),
                 args: written_args(f),
-                sel: compile_sel(store, doc, model.entity(target)?, &f.selection_set.node)?,
+                sel: compile_sel(store, doc, model.target_of(mf)?, &f.selection_set.node)?,
             })),
         };
         items.push((key, item));

@@ -3,7 +3,7 @@
 
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode, header};
-use gatehouse_schema::{Entity, Field, FieldKind, Model, json_kind};
+use gatehouse_schema::{Entity, Field, FieldKind, Model, ValueError, json_kind};
 use gatehouse_store::Code;
 use gatehouse_store::Row;
 use serde_json::Value as Json;
@@ -157,14 +157,18 @@ pub(crate) fn validate(
             );
             continue;
         };
-        if let FieldKind::ToMany { target, via, .. } = &field.kind {
-            err(
-                &mut errors,
-                &key,
-                format!(
-                    "is a list of {target} rows and cannot be written here; set `{via}` on the {target} rows"
-                ),
-            );
+        if let FieldKind::ToMany { .. } = &field.kind {
+            let why = ValueError::ToMany {
+                target: model
+                    .target_of(field)
+                    .map(|t| t.name.clone())
+                    .unwrap_or_default(),
+                via: model
+                    .inverse_of(field)
+                    .map(|f| f.name.clone())
+                    .unwrap_or_default(),
+            };
+            err(&mut errors, &key, why.to_string());
             continue;
         }
         if let Some((_, want)) = fixed.iter().find(|(f, _)| *f == key) {

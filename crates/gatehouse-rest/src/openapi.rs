@@ -56,12 +56,12 @@ fn nullable(schema: Json) -> Json {
 }
 
 /// Schema of a stored field's value (null included when the field is nullable).
-fn field_schema(field: &Field) -> Json {
+fn field_schema(model: &Model, field: &Field) -> Json {
     let mut s = match &field.kind {
         FieldKind::Id => json!({"type": "string", "minLength": 1, "pattern": NO_NUL}),
-        FieldKind::ToOne { target } => json!({
+        FieldKind::ToOne { .. } => json!({
             "type": "string", "minLength": 1, "pattern": NO_NUL,
-            "description": format!("Id of the referenced {target}."),
+            "description": format!("Id of the referenced {}.", model.target_of(field).map_or("", |t| t.name.as_str())),
         }),
         FieldKind::Value { ty, list: None } => scalar_schema(ty),
         FieldKind::Value {
@@ -102,7 +102,7 @@ enum BodyKind {
     Patch,
 }
 
-fn entity_schema(entity: &Entity, kind: BodyKind, omit: Option<&str>) -> Json {
+fn entity_schema(model: &Model, entity: &Entity, kind: BodyKind, omit: Option<&str>) -> Json {
     let mut props = Map::new();
     let mut required = Vec::new();
     for f in entity.stored_fields() {
@@ -113,7 +113,7 @@ fn entity_schema(entity: &Entity, kind: BodyKind, omit: Option<&str>) -> Json {
         if is_id && matches!(kind, BodyKind::Replace | BodyKind::Patch) {
             continue;
         }
-        props.insert(f.name.clone(), field_schema(f));
+        props.insert(f.name.clone(), field_schema(model, f));
         let req = match kind {
             BodyKind::Full => true,
             BodyKind::Selection => is_id,
@@ -245,20 +245,23 @@ pub(crate) fn document(model: &Model, base_path: &str, paging: Paging) -> Json {
 
     for e in &model.entities {
         let n = &e.name;
-        schemas.insert(n.clone(), entity_schema(e, BodyKind::Full, None));
+        schemas.insert(n.clone(), entity_schema(model, e, BodyKind::Full, None));
         schemas.insert(
             format!("{n}Selection"),
-            entity_schema(e, BodyKind::Selection, None),
+            entity_schema(model, e, BodyKind::Selection, None),
         );
         schemas.insert(
             format!("{n}Create"),
-            entity_schema(e, BodyKind::Create, None),
+            entity_schema(model, e, BodyKind::Create, None),
         );
         schemas.insert(
             format!("{n}Replace"),
-            entity_schema(e, BodyKind::Replace, None),
+            entity_schema(model, e, BodyKind::Replace, None),
         );
-        schemas.insert(format!("{n}Patch"), entity_schema(e, BodyKind::Patch, None));
+        schemas.insert(
+            format!("{n}Patch"),
+            entity_schema(model, e, BodyKind::Patch, None),
+        );
 
         let stored: Vec<&str> = e.stored_fields().map(|f| f.name.as_str()).collect();
         let sortable: Vec<String> = e
@@ -365,24 +368,19 @@ pub(crate) fn document(model: &Model, base_path: &str, paging: Paging) -> Json {
             }),
         );
         for f in e.to_many_fields() {
-            let FieldKind::ToMany {
-                target,
-                via,
-                rest_segment,
-                ..
-            } = &f.kind
-            else {
+            let FieldKind::ToMany { rest_segment, .. } = &f.kind else {
                 continue;
             };
-            let Some(child) = model.entity(target) else {
+            let (Some(child), Some(via)) = (model.target_of(f), model.inverse_of(f)) else {
                 continue;
             };
+            let (target, via) = (&child.name, &via.name);
             let parent_param = format!("{}Id", n.to_lower_camel_case());
             let fname = f.name.to_upper_camel_case();
             let body_name = format!("{target}CreateVia{}", via.to_upper_camel_case());
             schemas.insert(
                 body_name.clone(),
-                entity_schema(child, BodyKind::Create, Some(via)),
+                entity_schema(model, child, BodyKind::Create, Some(via)),
             );
             paths.insert(
                 format!("{coll}/{{{parent_param}}}/{rest_segment}"),
@@ -598,9 +596,7 @@ fn create_op(
         );
     }
     for f in entity.to_many_fields() {
-        if let FieldKind::ToMany { target, .. } = &f.kind
-            && model.entity(target).is_some()
-        {
+        if model.inverse_of(f).is_some() {
             let fname = f.name.to_upper_camel_case();
             links.insert(
                 format!("List{n}{fname}"),

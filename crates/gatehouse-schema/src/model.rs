@@ -7,8 +7,11 @@ use serde::Serialize;
 /// The whole bound schema.
 #[derive(Debug, Clone, Serialize)]
 pub struct Model {
-    /// Stored collections, in declaration order.
+    /// Stored collections, in declaration order; an [`EntityId`] indexes it.
     pub entities: Vec<Entity>,
+    /// Every relation field's relation, a [`RelationId`] indexes it: the
+    /// graph of the entities. Names are resolved once, by the loader.
+    pub relations: Vec<Relation>,
     /// Enum types declared by the schema (field enums and `orderBy` enums alike).
     pub enums: Vec<EnumDef>,
     /// Input object types declared by the schema (create/update inputs, `where` inputs).
@@ -31,6 +34,58 @@ impl Model {
     /// The entity called `name`.
     pub fn entity(&self, name: &str) -> Option<&Entity> {
         self.entities.iter().find(|e| e.name == name)
+    }
+
+    /// The id of the entity called `name`: for the edges (loader,
+    /// diagnostics, the store's handles by name).
+    pub fn entity_id(&self, name: &str) -> Option<EntityId> {
+        self.entities
+            .iter()
+            .position(|e| e.name == name)
+            .map(EntityId::from_index)
+    }
+
+    /// The entity `id` names.
+    pub fn entity_at(&self, id: EntityId) -> &Entity {
+        &self.entities[id.index()]
+    }
+
+    /// The field `id` names.
+    pub fn field_at(&self, id: FieldId) -> &Field {
+        &self.entity_at(id.entity).fields[id.index()]
+    }
+
+    /// The relation `id` names.
+    pub fn relation(&self, id: RelationId) -> &Relation {
+        &self.relations[id.index()]
+    }
+
+    /// The relation of a relation field; `None` for ids and values.
+    pub fn relation_of(&self, field: &Field) -> Option<&Relation> {
+        field.relation().map(|r| self.relation(r))
+    }
+
+    /// The entity a relation field reaches (its rows are listed by a
+    /// to-many field, referenced by a to-one field).
+    pub fn target_of(&self, field: &Field) -> Option<&Entity> {
+        self.relation_of(field).map(|r| self.entity_at(r.target))
+    }
+
+    /// The entity a to-one field references; `None` for every other field.
+    pub fn to_one_target(&self, field: &Field) -> Option<&Entity> {
+        match field.kind {
+            FieldKind::ToOne { .. } => self.target_of(field),
+            _ => None,
+        }
+    }
+
+    /// The to-one field of the target that a one-to-many field inverts
+    /// (`Book.author` for `Author.books`); `None` for other fields.
+    pub fn inverse_of(&self, field: &Field) -> Option<&Field> {
+        match self.relation_of(field)?.kind {
+            RelationKind::OneToMany { inverse } => Some(self.field_at(inverse)),
+            _ => None,
+        }
     }
 
     /// The enum called `name`.
@@ -88,8 +143,8 @@ impl Model {
     /// and filters, both GraphQL executors and the store all ask here.
     pub fn field_read_scope<'a>(&'a self, field: &'a Field) -> Option<&'a str> {
         match &field.kind {
-            FieldKind::ToOne { target } | FieldKind::ToMany { target, .. } => Some(
-                self.entity(target)
+            FieldKind::ToOne { .. } | FieldKind::ToMany { .. } => Some(
+                self.target_of(field)
                     .map_or(DEFAULT_READ_SCOPE, Entity::read_scope),
             ),
             FieldKind::Id | FieldKind::Value { .. } => field.auth.read.as_deref(),
@@ -226,6 +281,14 @@ pub struct Field {
 }
 
 impl Field {
+    /// The relation of a to-one or to-many field.
+    pub fn relation(&self) -> Option<RelationId> {
+        match &self.kind {
+            FieldKind::ToOne { relation } | FieldKind::ToMany { relation, .. } => Some(*relation),
+            FieldKind::Id | FieldKind::Value { .. } => None,
+        }
+    }
+
     /// Whether the field is a column of its entity's table.
     pub fn is_stored(&self) -> bool {
         !matches!(self.kind, FieldKind::ToMany { .. })
@@ -347,17 +410,18 @@ pub enum FieldKind {
         /// `Some` for a list: whether its elements are non-null (`[T!]`).
         list: Option<ListItems>,
     },
-    /// A stored reference to one row of `target`.
+    /// A stored reference to one row of its relation's target
+    /// ([`RelationKind::ManyToOne`]).
     ToOne {
-        /// The referenced entity.
-        target: String,
+        /// The relation, in [`Model::relations`].
+        relation: RelationId,
     },
-    /// The inverse of `target.via`, a to-one field pointing back here.
+    /// The rows of its relation's target that point here
+    /// ([`RelationKind::OneToMany`], or [`RelationKind::ManyToMany`] through
+    /// a join entity).
     ToMany {
-        /// The entity whose rows are listed.
-        target: String,
-        /// The to-one field of `target` that points at this entity.
-        via: String,
+        /// The relation, in [`Model::relations`].
+        relation: RelationId,
         /// REST segment for nested paths (`reviewed-tasks`).
         rest_segment: String,
         /// Whether the list elements are non-null (`[T!]`).
@@ -366,6 +430,95 @@ pub enum FieldKind {
         list: ListBinding,
         /// The arguments as declared (for building the GraphQL schema).
         args: Vec<InputValue>,
+    },
+}
+
+/// An index into [`Model::entities`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct EntityId(u32);
+
+/// A field: its entity and its index in [`Entity::fields`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct FieldId {
+    /// The entity the field belongs to.
+    pub entity: EntityId,
+    /// Its position in the entity's fields.
+    pub field: u32,
+}
+
+/// An index into [`Model::relations`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct RelationId(u32);
+
+macro_rules! index_id {
+    ($t:ty) => {
+        impl $t {
+            /// The id of the element at `i` of the vector it indexes.
+            pub fn from_index(i: usize) -> Self {
+                Self(u32::try_from(i).unwrap_or(u32::MAX))
+            }
+
+            /// The element's position in the vector it indexes.
+            pub fn index(self) -> usize {
+                self.0 as usize
+            }
+        }
+    };
+}
+index_id!(EntityId);
+index_id!(RelationId);
+
+impl FieldId {
+    /// The field at position `i` of `entity`'s fields.
+    pub fn new(entity: EntityId, i: usize) -> Self {
+        Self {
+            entity,
+            field: u32::try_from(i).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// The field's position in its entity's fields.
+    pub fn index(self) -> usize {
+        self.field as usize
+    }
+}
+
+/// One edge of the entity graph: what a relation field reaches.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Relation {
+    /// The field that declares the relation.
+    pub field: FieldId,
+    /// The entity whose rows the field reaches.
+    pub target: EntityId,
+    /// How the rows are linked.
+    pub kind: RelationKind,
+}
+
+/// How a relation links the rows of its two entities.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RelationKind {
+    /// `author: Author`: the field is a column holding one target row's id.
+    ManyToOne,
+    /// `books: [Book!]!`: the target's rows whose to-one field `inverse`
+    /// (a [`RelationKind::ManyToOne`] of the target) holds this row's id.
+    OneToMany {
+        /// The target's to-one field that points back.
+        inverse: FieldId,
+    },
+    /// The target's rows linked to this row by rows of a join entity, one
+    /// of whose to-one fields points here (`near`) and one at the target
+    /// (`far`). The Model can carry it; the loader does not bind
+    /// `@relation(through:)` yet, so no schema produces it today.
+    ManyToMany {
+        /// The join entity.
+        through: EntityId,
+        /// Its to-one field that points at this entity.
+        near: FieldId,
+        /// Its to-one field that points at the target.
+        far: FieldId,
     },
 }
 

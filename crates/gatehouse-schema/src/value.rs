@@ -218,9 +218,15 @@ impl Model {
                 Json::String(s) => Scalar::Id.check_text(s).map(|()| Cow::Borrowed(v)),
                 other => Err(wrong_kind(Scalar::Id.expected(), other)),
             },
-            FieldKind::ToMany { target, via, .. } => Err(ValueError::ToMany {
-                target: target.clone(),
-                via: via.clone(),
+            FieldKind::ToMany { .. } => Err(ValueError::ToMany {
+                target: self
+                    .target_of(field)
+                    .map(|t| t.name.clone())
+                    .unwrap_or_default(),
+                via: self
+                    .inverse_of(field)
+                    .map(|f| f.name.clone())
+                    .unwrap_or_default(),
             }),
             FieldKind::Value { ty, list: None } => self.check_value(ty, v),
             FieldKind::Value {

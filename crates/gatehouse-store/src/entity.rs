@@ -4,7 +4,9 @@
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use gatehouse_schema::{AccessContext, Action, ChangeKind, Entity, FieldKind, Model};
+use gatehouse_schema::{
+    AccessContext, Action, ChangeKind, Entity, EntityId, Field, FieldKind, Model,
+};
 use sea_query::{Expr, ExprTrait, Func, LockType, Order, Query, SelectStatement, WindowStatement};
 use serde_json::Value as Json;
 
@@ -92,6 +94,24 @@ impl Store {
             index,
         })
     }
+
+    /// The handle on the rows of the entity `id` names (an id of this
+    /// store's Model, such as a relation's target).
+    pub fn entity_at(&self, id: EntityId) -> EntityStore {
+        EntityStore {
+            store: self.clone(),
+            index: id.index(),
+        }
+    }
+
+    /// The handle on the rows a relation field reaches.
+    pub(crate) fn target_of(&self, field: &Field) -> Result<EntityStore, StoreError> {
+        let r = self
+            .model()
+            .relation_of(field)
+            .ok_or_else(|| StoreError::invalid(&field.name, "is not a relation"))?;
+        Ok(self.entity_at(r.target))
+    }
 }
 
 impl Store {
@@ -169,13 +189,13 @@ impl EntityStore {
         set: &mut RowSet,
     ) -> Result<(), StoreError> {
         for f in self.def().stored_fields() {
-            let FieldKind::ToOne { target } = &f.kind else {
+            if !matches!(f.kind, FieldKind::ToOne { .. }) {
                 continue;
-            };
+            }
             let Some(i) = set.position(&f.name) else {
                 continue;
             };
-            let t = self.store.entity(target)?;
+            let t = self.store.target_of(f)?;
             if !policy::read_filtered(t.def(), ctx) {
                 continue;
             }
@@ -214,10 +234,10 @@ impl EntityStore {
     ) -> Result<(), StoreError> {
         let model = self.store.model();
         let filtered = self.def().stored_fields().any(|f| match &f.kind {
-            FieldKind::ToOne { target } => {
+            FieldKind::ToOne { .. } => {
                 row.contains_key(&f.name)
                     && model
-                        .entity(target)
+                        .target_of(f)
                         .is_some_and(|t| policy::read_filtered(t, ctx))
             }
             _ => false,
@@ -973,19 +993,14 @@ fn join_target<'m>(
     e: &Entity,
     field: &str,
 ) -> Result<(&'m Entity, usize), StoreError> {
-    let FieldKind::ToOne { target } = &stored_field(e, field)?.kind else {
+    let f = stored_field(e, field)?;
+    let (FieldKind::ToOne { .. }, Some(r)) = (&f.kind, model.relation_of(f)) else {
         return Err(StoreError::invalid(
             field,
             format!("is not a to-one relation of {}", e.name),
         ));
     };
-    model
-        .entities
-        .iter()
-        .enumerate()
-        .find(|(_, t)| t.name == *target)
-        .map(|(i, t)| (t, i))
-        .ok_or_else(|| StoreError::internal(format!("unknown entity `{target}`")))
+    Ok((model.entity_at(r.target), r.target.index()))
 }
 
 fn forbidden_change(e: &Entity) -> StoreError {

@@ -243,14 +243,6 @@ impl Store {
         Ok(())
     }
 
-    /// The entity `name` of the Model.
-    pub(crate) fn def(&self, name: &str) -> Result<&Entity, StoreError> {
-        self.inner
-            .model
-            .entity(name)
-            .ok_or_else(|| StoreError::invalid(name, format!("unknown entity `{name}`")))
-    }
-
     // ---------------------------------------------------------------- migration
 
     /// The steps that would bring the tables to the Model (empty when they match).
@@ -423,15 +415,15 @@ impl Store {
         ctx: &AccessContext,
     ) -> Result<(), StoreError> {
         for f in e.stored_fields() {
-            let (FieldKind::ToOne { target }, Some(Json::String(id))) = (&f.kind, row.get(&f.name))
+            let (Some(t), Some(Json::String(id))) =
+                (self.inner.model.to_one_target(f), row.get(&f.name))
             else {
                 continue;
             };
-            let t = self.def(target)?;
             if !self.matches(tx, t, id, Action::Read, ctx).await? {
                 return Err(StoreError::invalid(
                     &f.name,
-                    format!("there is no {target} with id `{id}`"),
+                    format!("there is no {} with id `{id}`", t.name),
                 ));
             }
         }
@@ -609,17 +601,22 @@ impl Store {
                 }
                 if let Some(row) = row {
                     for f in e.stored_fields() {
-                        let (FieldKind::ToOne { target }, Some(Json::String(v))) =
+                        let (FieldKind::ToOne { .. }, Some(Json::String(v))) =
                             (&f.kind, row.get(&f.name))
                         else {
                             continue;
                         };
-                        let found = match self.entity(target) {
+                        let found = match self.target_of(f) {
                             Ok(t) => t.get(&AccessContext::system(), v).await,
                             Err(other) => Err(other),
                         };
                         match found {
                             Ok(None) => {
+                                let target = self
+                                    .inner
+                                    .model
+                                    .target_of(f)
+                                    .map_or("", |t| t.name.as_str());
                                 return StoreError::invalid(
                                     &f.name,
                                     format!("there is no {target} with id `{v}`"),
@@ -639,10 +636,12 @@ impl Store {
     async fn referenced_conflict(&self, e: &Entity, id: &str) -> StoreError {
         for child in &self.inner.model.entities {
             for f in child.stored_fields() {
-                let FieldKind::ToOne { target } = &f.kind else {
-                    continue;
-                };
-                if *target != e.name {
+                if self
+                    .inner
+                    .model
+                    .to_one_target(f)
+                    .is_none_or(|t| t.name != e.name)
+                {
                     continue;
                 }
                 let mut s = Query::select();

@@ -70,12 +70,9 @@ impl ColType {
     pub(crate) fn of(model: &Model, field: &Field) -> Option<ColType> {
         Some(match &field.kind {
             FieldKind::Id => ColType::Id,
-            FieldKind::ToOne { target } => ColType::Ref(
-                model
-                    .entity(target)
-                    .map(|e| e.table.clone())
-                    .unwrap_or_else(|| target.clone()),
-            ),
+            FieldKind::ToOne { .. } => {
+                ColType::Ref(model.target_of(field).map(|e| e.table.clone())?)
+            }
             FieldKind::ToMany { .. } => return None,
             FieldKind::Value { ty, list: Some(_) } => ColType::List(ty.graphql_name().to_string()),
             FieldKind::Value { ty, list: None } => ColType::of_value(ty),

@@ -460,7 +460,16 @@ impl Binder<'_> {
             return false;
         };
         let expect = match &f.kind {
-            FieldKind::ToMany { target, via, .. } => {
+            FieldKind::ToMany { relation, .. } => {
+                let target = self.target_of(f).map_or(String::new(), |t| t.name.clone());
+                let via = match self.relations[relation.index()].kind {
+                    RelationKind::OneToMany { inverse } => self
+                        .entities
+                        .get(inverse.entity.index())
+                        .and_then(|t| t.fields.get(inverse.index()))
+                        .map_or(String::new(), |v| v.name.clone()),
+                    _ => String::new(),
+                };
                 self.error(
                     vloc,
                     format!(

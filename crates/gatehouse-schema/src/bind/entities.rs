@@ -42,6 +42,7 @@ impl Binder<'_> {
             ),
         }
 
+        self.place_relations(&fields);
         let table = name.to_snake_case();
         let rest_path = self.rest_path(&name, obj);
         let auth = self.type_auth(&name, &obj.directives);
@@ -156,10 +157,20 @@ impl Binder<'_> {
                 );
                 None
             }
-            ExtendedType::Object(_) if list == ListShape::Single => Some(FieldKind::ToOne {
-                target: base.to_string(),
-            }),
-            ExtendedType::Object(_) => Some(super::relations::to_many_placeholder(field, list)),
+            ExtendedType::Object(_) => {
+                let target = *self.entity_ids.get(base.as_str())?;
+                Some(if list == ListShape::Single {
+                    FieldKind::ToOne {
+                        relation: self.add_relation(target, RelationKind::ManyToOne),
+                    }
+                } else {
+                    let unresolved = RelationKind::OneToMany {
+                        inverse: FieldId::new(target, usize::MAX),
+                    };
+                    let relation = self.add_relation(target, unresolved);
+                    super::relations::to_many_placeholder(field, list, relation)
+                })
+            }
             // Interfaces, unions and inputs are reported elsewhere.
             _ => None,
         }

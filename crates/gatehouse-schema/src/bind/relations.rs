@@ -12,12 +12,15 @@ use heck::{ToKebabCase, ToLowerCamelCase};
 use super::{Binder, ListShape, input_value};
 use crate::model::*;
 
-/// A to-many field before its inverse is known: `via` empty, no list
-/// binding yet.
-pub(super) fn to_many_placeholder(field: &Node<FieldDefinition>, list: ListShape) -> FieldKind {
+/// A to-many field before its inverse is known: its relation's inverse
+/// unset, no list binding yet.
+pub(super) fn to_many_placeholder(
+    field: &Node<FieldDefinition>,
+    list: ListShape,
+    relation: RelationId,
+) -> FieldKind {
     FieldKind::ToMany {
-        target: field.ty.inner_named_type().to_string(),
-        via: String::new(),
+        relation,
         rest_segment: field.name.as_str().to_kebab_case(),
         items_required: list
             == ListShape::List {
@@ -32,27 +35,33 @@ impl Binder<'_> {
     /// Resolves to-many inverses and binds their arguments.
     pub(super) fn entity_pass2(&mut self, index: usize, obj: &Node<ObjectType>) {
         let name = self.entities[index].name.clone();
-        let to_many: Vec<(usize, String, String)> = self.entities[index]
+        let owner_id = EntityId::from_index(index);
+        let to_many: Vec<(usize, String, RelationId)> = self.entities[index]
             .fields
             .iter()
             .enumerate()
             .filter_map(|(i, f)| match &f.kind {
-                FieldKind::ToMany { target, .. } => Some((i, f.name.clone(), target.clone())),
+                FieldKind::ToMany { relation, .. } => Some((i, f.name.clone(), *relation)),
                 _ => None,
             })
             .collect();
-        for (fi, fname, target) in to_many {
+        for (fi, fname, relation_id) in to_many {
             let Some(def) = obj.fields.get(fname.as_str()) else {
                 continue;
             };
             let loc = def.location();
-            let Some(target_entity) = self.entity_named(&target) else {
+            let target_id = self.relations[relation_id.index()].target;
+            let Some(target_entity) = self.entities.get(target_id.index()) else {
                 continue;
             };
+            let target = target_entity.name.clone();
             let candidates: Vec<String> = target_entity
                 .fields
                 .iter()
-                .filter(|f| matches!(&f.kind, FieldKind::ToOne { target } if *target == name))
+                .filter(|f| {
+                    matches!(f.kind, FieldKind::ToOne { relation }
+                        if self.relations[relation.index()].target == owner_id)
+                })
                 .map(|f| f.name.clone())
                 .collect();
             let relation = (name.as_str(), fname.as_str(), target.as_str());
@@ -68,11 +77,15 @@ impl Binder<'_> {
             let args: Vec<&Node<InputValueDefinition>> = def.arguments.iter().collect();
             let owner = format!("{name}.{fname}");
             let list = self.bind_list_args(&target, &args, &owner);
-            if let FieldKind::ToMany {
-                via: v, list: l, ..
-            } = &mut self.entities[index].fields[fi].kind
-            {
-                *v = via.unwrap_or_default();
+            let inverse = via.and_then(|via| {
+                let target_entity = self.entities.get(target_id.index())?;
+                let i = target_entity.fields.iter().position(|f| f.name == via)?;
+                Some(FieldId::new(target_id, i))
+            });
+            if let Some(inverse) = inverse {
+                self.relations[relation_id.index()].kind = RelationKind::OneToMany { inverse };
+            }
+            if let FieldKind::ToMany { list: l, .. } = &mut self.entities[index].fields[fi].kind {
                 *l = list;
             }
         }

@@ -1,7 +1,7 @@
 //! Valid schemas: the bound Model, printing and scaffolding.
 
 use gatehouse_schema::{
-    Binding, FieldKind, LoadOptions, default_rest_path, load_sources, scaffold,
+    Binding, FieldKind, LoadOptions, RelationKind, default_rest_path, load_sources, scaffold,
 };
 use gatehouse_testkit::EXAMPLE_SCHEMA;
 
@@ -64,13 +64,13 @@ fn self_relation_with_relation_directive() {
         "type Person { id: ID! manager: Person mentor: Person reports: [Person!]! @relation(field: \"manager\") }\ntype Query { people: [Person!]! }\n",
     )]);
     let p = model.entity("Person").unwrap();
-    match &p.field("reports").unwrap().kind {
-        FieldKind::ToMany { via, target, .. } => {
-            assert_eq!(via, "manager");
-            assert_eq!(target, "Person");
-        }
-        other => panic!("{other:?}"),
-    }
+    let reports = p.field("reports").unwrap();
+    assert!(matches!(reports.kind, FieldKind::ToMany { .. }));
+    assert_eq!(model.inverse_of(reports).unwrap().name, "manager");
+    assert_eq!(model.target_of(reports).unwrap().name, "Person");
+    let rel = model.relation_of(reports).unwrap();
+    assert_eq!(model.field_at(rel.field).name, "reports");
+    assert!(matches!(rel.kind, RelationKind::OneToMany { .. }));
     assert_eq!(p.rest_path, "people");
 }
 
