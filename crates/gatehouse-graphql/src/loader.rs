@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use async_graphql::dataloader::Loader;
 use gatehouse_schema::EntityId;
-use gatehouse_store::{AccessContext, ListQuery, Row, Store, StoreError};
+use gatehouse_store::{AccessContext, Filter, ListQuery, Row, Store, StoreError};
 
 /// Loads rows from the store in batches.
 #[derive(Debug, Clone)]
@@ -54,6 +54,77 @@ impl Hash for ManyKey {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.spec.sig.hash(state);
         self.parent.hash(state);
+    }
+}
+
+/// What a count field counts: the rows of `target` whose `via` points at
+/// the parent and that match `filter`.
+#[derive(Debug)]
+pub struct CountSpec {
+    /// Identity of (target, via, filter) used to group keys into one load.
+    pub sig: String,
+    pub target: EntityId,
+    pub via: String,
+    pub filter: Option<Filter>,
+}
+
+/// A count load for one parent.
+#[derive(Debug, Clone)]
+pub struct CountKey {
+    pub spec: Arc<CountSpec>,
+    pub parent: String,
+}
+
+impl PartialEq for CountKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.spec.sig == other.spec.sig && self.parent == other.parent
+    }
+}
+
+impl Eq for CountKey {}
+
+impl Hash for CountKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.spec.sig.hash(state);
+        self.parent.hash(state);
+    }
+}
+
+impl Loader<CountKey> for StoreLoader {
+    type Value = u64;
+    type Error = Arc<StoreError>;
+
+    /// One grouped count per (relation, filter), whatever the number of
+    /// parents.
+    async fn load(&self, keys: &[CountKey]) -> Result<HashMap<CountKey, u64>, Self::Error> {
+        let mut groups: HashMap<&str, (Arc<CountSpec>, Vec<String>)> = HashMap::new();
+        for k in keys {
+            groups
+                .entry(k.spec.sig.as_str())
+                .or_insert_with(|| (k.spec.clone(), Vec::new()))
+                .1
+                .push(k.parent.clone());
+        }
+        let mut out = HashMap::new();
+        for (_, (spec, parents)) in groups {
+            let counts = self
+                .store
+                .entity_at(spec.target)
+                .count_children(&self.access, &spec.via, &parents, spec.filter.as_ref())
+                .await
+                .map_err(Arc::new)?;
+            for parent in parents {
+                let n = counts.get(&parent).copied().unwrap_or(0);
+                out.insert(
+                    CountKey {
+                        spec: spec.clone(),
+                        parent,
+                    },
+                    n,
+                );
+            }
+        }
+        Ok(out)
     }
 }
 

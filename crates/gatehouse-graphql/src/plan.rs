@@ -486,6 +486,8 @@ fn compile_sel(
                     check,
                 })
             }
+            // Counts are served by the resolver path (batched per level).
+            FieldKind::Count { .. } => return None,
             FieldKind::ToOne { .. } => Item::ToOne {
                 name: mf.name.clone(),
                 required,

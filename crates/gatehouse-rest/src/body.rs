@@ -157,7 +157,7 @@ pub(crate) fn validate(
             );
             continue;
         };
-        if let FieldKind::ToMany { .. } = &field.kind {
+        if let FieldKind::ToMany { .. } | FieldKind::Count { .. } = &field.kind {
             let why = ValueError::ToMany {
                 target: model
                     .target_of(field)

@@ -74,7 +74,7 @@ fn field_schema(model: &Model, field: &Field) -> Json {
                 "items": if items.items_required { item } else { nullable(item) },
             })
         }
-        FieldKind::ToMany { .. } => json!({}),
+        FieldKind::ToMany { .. } | FieldKind::Count { .. } => json!({}),
     };
     if let (Some(d), Json::Object(m)) = (&field.description, &mut s)
         && !m.contains_key("$ref")

@@ -143,7 +143,7 @@ impl Model {
     /// and filters, both GraphQL executors and the store all ask here.
     pub fn field_read_scope<'a>(&'a self, field: &'a Field) -> Option<&'a str> {
         match &field.kind {
-            FieldKind::ToOne { .. } | FieldKind::ToMany { .. } => Some(
+            FieldKind::ToOne { .. } | FieldKind::ToMany { .. } | FieldKind::Count { .. } => Some(
                 self.target_of(field)
                     .map_or(DEFAULT_READ_SCOPE, Entity::read_scope),
             ),
@@ -222,6 +222,15 @@ impl Entity {
         f.is_stored() && !matches!(f.kind, FieldKind::Id) && !self.policy.is_owner_field(&f.name)
     }
 
+    /// The count field of the to-many field `to_many` (`booksCount` for
+    /// `books`), when the schema declares one.
+    pub fn count_field_of(&self, to_many: &str) -> Option<&Field> {
+        self.fields.iter().find(|f| {
+            matches!(f.kind, FieldKind::Count { .. })
+                && f.name.strip_suffix(COUNT_SUFFIX) == Some(to_many)
+        })
+    }
+
     /// To-many relation fields (inverses of another entity's to-one field).
     pub fn to_many_fields(&self) -> impl Iterator<Item = &Field> {
         self.fields
@@ -239,6 +248,9 @@ pub struct Access<'a> {
     /// Whether the operation only reads.
     pub is_read: bool,
 }
+
+/// The name suffix of count fields: `booksCount` counts what `books` lists.
+pub const COUNT_SUFFIX: &str = "Count";
 
 /// Scope queries and subscriptions need unless `@auth` says otherwise.
 pub const DEFAULT_READ_SCOPE: &str = "read";
@@ -284,14 +296,19 @@ impl Field {
     /// The relation of a to-one or to-many field.
     pub fn relation(&self) -> Option<RelationId> {
         match &self.kind {
-            FieldKind::ToOne { relation } | FieldKind::ToMany { relation, .. } => Some(*relation),
+            FieldKind::ToOne { relation }
+            | FieldKind::ToMany { relation, .. }
+            | FieldKind::Count { relation, .. } => Some(*relation),
             FieldKind::Id | FieldKind::Value { .. } => None,
         }
     }
 
     /// Whether the field is a column of its entity's table.
     pub fn is_stored(&self) -> bool {
-        !matches!(self.kind, FieldKind::ToMany { .. })
+        !matches!(
+            self.kind,
+            FieldKind::ToMany { .. } | FieldKind::Count { .. }
+        )
     }
 
     /// The type a create or update input sets the field with: `ID` for the
@@ -303,7 +320,7 @@ impl Field {
                 Some(TypeRef::Named(Scalar::Id.graphql_name().into()))
             }
             FieldKind::Value { .. } => Some(self.ty.nullable().clone()),
-            FieldKind::ToMany { .. } => None,
+            FieldKind::ToMany { .. } | FieldKind::Count { .. } => None,
         }
     }
 
@@ -325,7 +342,7 @@ impl Field {
             FieldKind::Id => Some(ValueType::Scalar(Scalar::Id)),
             FieldKind::Value { ty, .. } => Some(ty.clone()),
             FieldKind::ToOne { .. } => Some(ValueType::Scalar(Scalar::Id)),
-            FieldKind::ToMany { .. } => None,
+            FieldKind::ToMany { .. } | FieldKind::Count { .. } => None,
         }
     }
 
@@ -351,7 +368,7 @@ impl Field {
             FieldKind::Id | FieldKind::ToOne { .. } => &ID,
             FieldKind::Value { list: Some(_), .. } => return LIST,
             FieldKind::Value { ty, .. } => ty,
-            FieldKind::ToMany { .. } => return &[],
+            FieldKind::ToMany { .. } | FieldKind::Count { .. } => return &[],
         };
         match (ty.is_ordered(), ty.is_text()) {
             (false, false) => PLAIN,
@@ -427,6 +444,17 @@ pub enum FieldKind {
         /// Whether the list elements are non-null (`[T!]`).
         items_required: bool,
         /// Count/offset/filter/order arguments, bound like a root list field.
+        list: ListBinding,
+        /// The arguments as declared (for building the GraphQL schema).
+        args: Vec<InputValue>,
+    },
+    /// `booksCount: Int!` beside the to-many field `books`: how many rows
+    /// that field would list under its filters, whatever the page size,
+    /// counting only rows the caller may read.
+    Count {
+        /// The relation of the to-many field counted.
+        relation: RelationId,
+        /// Filter and `where` arguments (never count, offset or order).
         list: ListBinding,
         /// The arguments as declared (for building the GraphQL schema).
         args: Vec<InputValue>,
@@ -1015,6 +1043,10 @@ pub struct RootField {
 pub enum Binding {
     /// Query returning a list of the entity.
     List(ListBinding),
+    /// `booksCount: Int!` beside the list `books`: how many rows the list
+    /// would give under its filters, whatever the page size, counting only
+    /// rows the caller may read. Only filters and `where` are bound.
+    Count(ListBinding),
     /// Query returning the one row matching every filter, or null.
     Lookup {
         /// Filter arguments (all must be given values to match).

@@ -218,7 +218,7 @@ impl Model {
                 Json::String(s) => Scalar::Id.check_text(s).map(|()| Cow::Borrowed(v)),
                 other => Err(wrong_kind(Scalar::Id.expected(), other)),
             },
-            FieldKind::ToMany { .. } => Err(ValueError::ToMany {
+            FieldKind::ToMany { .. } | FieldKind::Count { .. } => Err(ValueError::ToMany {
                 target: self
                     .target_of(field)
                     .map(|t| t.name.clone())

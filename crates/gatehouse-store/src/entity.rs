@@ -503,6 +503,55 @@ impl EntityStore {
             .unwrap_or(0))
     }
 
+    /// How many rows of this entity each of `parent_ids` has through the
+    /// to-one field `via` (the count of a to-many relation), matching
+    /// `filter` and readable by `ctx`, in ONE statement grouped by parent
+    /// whatever the number of parents. A parent without rows is absent
+    /// (its count is 0). The same rows [`EntityStore::children`] would list
+    /// without a page: the policy and the filter are in the statement.
+    pub async fn count_children(
+        &self,
+        ctx: &AccessContext,
+        via: &str,
+        parent_ids: &[String],
+        filter: Option<&Filter>,
+    ) -> Result<std::collections::HashMap<String, u64>, StoreError> {
+        let (s, e) = (&self.store, self.def());
+        self.may_compare(ctx, filter, &[])?;
+        let via_field = stored_field(e, via)?;
+        if !matches!(via_field.kind, FieldKind::ToOne { .. }) {
+            return Err(StoreError::invalid(via, "is not a to-one relation"));
+        }
+        let mut out = std::collections::HashMap::new();
+        if parent_ids.is_empty() {
+            return Ok(out);
+        }
+        let d = s.dialect();
+        let fk = col(e, via_field);
+        let mut q = Query::select();
+        q.expr_as(fk.clone(), "_gh_parent")
+            .expr(Expr::cust("COUNT(*)"))
+            .from(e.table.clone())
+            .and_where(
+                fk.clone()
+                    .is_in(parent_ids.iter().map(|i| Expr::val(i.as_str()))),
+            )
+            .add_group_by([fk]);
+        if let Some(f) = filter {
+            q.and_where(condition(&s.inner.model, e, d, f)?);
+        }
+        s.restrict(&mut q, e, Action::Read, ctx)?;
+        let rows = s
+            .fetch_read(Built::of(d, &q), &[SqlKind::Text, SqlKind::Count])
+            .await?;
+        for r in rows {
+            if let (Some(Json::String(p)), Some(n)) = (r.first(), r.get(1).and_then(Json::as_u64)) {
+                out.insert(p.clone(), n);
+            }
+        }
+        Ok(out)
+    }
+
     /// The to-many batch of a relation: the rows whose to-one field `via`
     /// references one of `parent_ids`, in ONE statement whatever the number
     /// of parents, each parent's rows together and in order, with the

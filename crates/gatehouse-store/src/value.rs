@@ -73,7 +73,7 @@ impl ColType {
             FieldKind::ToOne { .. } => {
                 ColType::Ref(model.target_of(field).map(|e| e.table.clone())?)
             }
-            FieldKind::ToMany { .. } => return None,
+            FieldKind::ToMany { .. } | FieldKind::Count { .. } => return None,
             FieldKind::Value { ty, list: Some(_) } => ColType::List(ty.graphql_name().to_string()),
             FieldKind::Value { ty, list: None } => ColType::of_value(ty),
         })

@@ -3,6 +3,7 @@
 
 mod auth;
 mod cors;
+mod counts;
 mod graphql;
 mod http;
 mod oauth1;

@@ -67,6 +67,31 @@ impl Binder<'_> {
         list
     }
 
+    /// The arguments of a count (`booksCount` at the root or beside a
+    /// to-many field): filters and `where`, as the list's; paging and
+    /// order mean nothing to a count and are errors.
+    pub(super) fn bind_count_args(
+        &mut self,
+        entity: &str,
+        args: &[&Node<InputValueDefinition>],
+        owner: &str,
+    ) -> ListBinding {
+        let mut kept = Vec::with_capacity(args.len());
+        for arg in args {
+            let aname = arg.name.as_str();
+            if COUNT_ARGS.contains(&aname) || OFFSET_ARGS.contains(&aname) || aname == "orderBy" {
+                self.error(
+                    arg.location(),
+                    format!("`{owner}` is a count and cannot take `{aname}`"),
+                    Some("a count takes the list's filters and `where`; it counts every matching row whatever the page size".into()),
+                );
+            } else {
+                kept.push(*arg);
+            }
+        }
+        self.bind_list_args(entity, &kept, owner)
+    }
+
     /// A count or offset argument: an `Int`, at most one of each per field.
     fn bind_paging_arg(
         &mut self,
@@ -460,6 +485,17 @@ impl Binder<'_> {
             return false;
         };
         let expect = match &f.kind {
+            FieldKind::Count { .. } => {
+                self.error(
+                    vloc,
+                    format!(
+                        "`{vname}` of {where_} sets the count `{}.{vname}`",
+                        entity.name
+                    ),
+                    Some("a count is computed; it cannot be set".into()),
+                );
+                return false;
+            }
             FieldKind::ToMany { relation, .. } => {
                 let target = self.target_of(f).map_or(String::new(), |t| t.name.clone());
                 let via = match self.relations[relation.index()].kind {

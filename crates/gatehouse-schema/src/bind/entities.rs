@@ -105,7 +105,7 @@ impl Binder<'_> {
         let fname = field.name.as_str();
         let column = match &kind {
             FieldKind::ToOne { .. } => format!("{}_id", fname.to_snake_case()),
-            FieldKind::ToMany { .. } => String::new(),
+            FieldKind::ToMany { .. } | FieldKind::Count { .. } => String::new(),
             _ => fname.to_snake_case(),
         };
         Some(Field {
@@ -138,6 +138,9 @@ impl Binder<'_> {
                 None,
             );
             return None;
+        }
+        if let Some(count) = super::relations::count_placeholder(schema, entity, field) {
+            return Some(count);
         }
         match base_def {
             // A custom scalar is reported at its definition.
@@ -189,6 +192,7 @@ impl Binder<'_> {
         let unique = field.directives.get("unique").is_some();
         let index = field.directives.get("index").is_some();
         let is_to_many = matches!(kind, FieldKind::ToMany { .. });
+        let takes_args = is_to_many || matches!(kind, FieldKind::Count { .. });
         if !matches!(kind, FieldKind::Value { .. }) && *field_auth != TypeAuth::default() {
             self.error(
                 loc,
@@ -199,18 +203,18 @@ impl Binder<'_> {
                 )),
             );
         }
-        if !is_to_many && !field.arguments.is_empty() {
+        if !takes_args && !field.arguments.is_empty() {
             self.error(
                 field.arguments.first().and_then(|a| a.location()),
-                format!("`{entity}.{fname}` takes arguments, but only to-many relation fields do"),
+                format!("`{entity}.{fname}` takes arguments, but only to-many relation fields and their counts do"),
                 Some("remove the arguments; list fields such as `books: [Book!]!` take count/offset/filter/order arguments".into()),
             );
         }
-        if is_to_many && (unique || index) {
+        if takes_args && (unique || index) {
             self.error(
                 loc,
                 format!(
-                    "`@unique` / `@index` do not apply to the to-many field `{entity}.{fname}`"
+                    "`@unique` / `@index` do not apply to `{entity}.{fname}`, which is not stored"
                 ),
                 Some("put them on the to-one field it is the inverse of".into()),
             );

@@ -118,6 +118,9 @@ impl<'a> Binder<'a> {
             self.entity_pass2(i, obj);
         }
         for (i, obj) in objects.iter().enumerate() {
+            self.bind_counts(i, obj);
+        }
+        for (i, obj) in objects.iter().enumerate() {
             self.entities[i].policy = self.bind_policy(obj);
         }
 
@@ -182,6 +185,10 @@ impl<'a> Binder<'a> {
     fn place_relations(&mut self, fields: &[Field]) {
         let entity = EntityId::from_index(self.entities.len());
         for (i, f) in fields.iter().enumerate() {
+            // A count field names the relation of the field it counts.
+            if matches!(f.kind, FieldKind::Count { .. }) {
+                continue;
+            }
             if let Some(r) = f.relation().and_then(|r| self.relations.get_mut(r.index())) {
                 r.field = FieldId::new(entity, i);
             }

@@ -174,3 +174,50 @@ type Task @policy(update: {org: "$org"}, delete: {createdBy: "$sub"}) {
         full.err().map(|d| d.to_string()).unwrap_or_default()
     );
 }
+
+#[test]
+fn counts_bind_beside_their_lists() {
+    let model = load_ok(&[(
+        "a.graphql",
+        "type Author { id: ID! name: String! booksCount(year_gt: Int): Int! books(first: Int): [Book!]! }\n\
+         type Book { id: ID! year: Int author: Author! }\n\
+         input BookWhere { year_lt: Int }\n\
+         type Query { books(first: Int): [Book!]! booksCount(year_gt: Int, where: BookWhere): Int! }\n",
+    )]);
+    let root = model
+        .queries
+        .iter()
+        .find(|q| q.name == "booksCount")
+        .unwrap();
+    assert_eq!(root.entity, "Book");
+    let Binding::Count(list) = &root.binding else {
+        panic!("{:?}", root.binding)
+    };
+    assert_eq!(list.filters.len(), 1);
+    assert!(list.where_arg.is_some());
+    let author = model.entity("Author").unwrap();
+    let count = author.field("booksCount").unwrap();
+    assert!(matches!(count.kind, FieldKind::Count { .. }));
+    assert!(!count.is_stored());
+    assert_eq!(model.target_of(count).unwrap().name, "Book");
+    assert_eq!(model.inverse_of(count).unwrap().name, "author");
+    assert_eq!(author.count_field_of("books").unwrap().name, "booksCount");
+    // The relation still points at the to-many field, not at its count.
+    let rel = model.relation_of(count).unwrap();
+    assert_eq!(model.field_at(rel.field).name, "books");
+}
+
+#[test]
+fn counts_refuse_paging_and_order() {
+    let err = gatehouse_schema::load_sources(&sources(&[(
+        "a.graphql",
+        "type Book { id: ID! year: Int }\n\
+         type Query { books(first: Int): [Book!]! booksCount(first: Int): Int! }\n",
+    )]))
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("is a count and cannot take `first`"),
+        "{text}"
+    );
+}
