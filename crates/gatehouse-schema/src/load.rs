@@ -36,7 +36,7 @@ const PRELUDE_DIRECTIVES: &[(&str, &str)] = &[
     ),
     (
         "relation",
-        "\"Names the to-one field of the listed type that this to-many field is the inverse of.\"\ndirective @relation(field: String!) on FIELD_DEFINITION",
+        "\"On a to-many field, `field` names the to-one field of the listed type it is the inverse of; on a to-one field, `onDelete` says what deleting the referenced row does.\"\ndirective @relation(field: String, onDelete: OnDelete) on FIELD_DEFINITION\n\"What deleting a referenced row does to the rows that reference it.\"\nenum OnDelete { RESTRICT CASCADE SET_NULL }",
     ),
     (
         "rest",

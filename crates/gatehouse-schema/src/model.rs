@@ -36,6 +36,20 @@ impl Model {
         self.entities.iter().find(|e| e.name == name)
     }
 
+    /// The to-one fields of other entities (or this one) that reference
+    /// `target`, with what deleting a `target` row does to their rows.
+    pub fn references_to(
+        &self,
+        target: EntityId,
+    ) -> impl Iterator<Item = (FieldId, OnDelete)> + '_ {
+        self.relations.iter().filter_map(move |r| match r.kind {
+            RelationKind::ManyToOne { on_delete } if r.target == target => {
+                Some((r.field, on_delete))
+            }
+            _ => None,
+        })
+    }
+
     /// The id of the entity called `name`: for the edges (loader,
     /// diagnostics, the store's handles by name).
     pub fn entity_id(&self, name: &str) -> Option<EntityId> {
@@ -529,7 +543,10 @@ pub struct Relation {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum RelationKind {
     /// `author: Author`: the field is a column holding one target row's id.
-    ManyToOne,
+    ManyToOne {
+        /// What deleting the target row does to the rows referencing it.
+        on_delete: OnDelete,
+    },
     /// `books: [Book!]!`: the target's rows whose to-one field `inverse`
     /// (a [`RelationKind::ManyToOne`] of the target) holds this row's id.
     OneToMany {
@@ -549,6 +566,35 @@ pub enum RelationKind {
         far: FieldId,
     },
 }
+
+/// What deleting a row does to the rows whose to-one field references it:
+/// `@relation(onDelete:)` on that field.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum OnDelete {
+    /// The delete is refused while rows reference it (a conflict).
+    #[default]
+    Restrict,
+    /// The referencing rows are deleted too, in the same transaction.
+    Cascade,
+    /// The reference is cleared (the field must be nullable).
+    SetNull,
+}
+
+impl OnDelete {
+    /// The value as the SDL writes it.
+    pub fn from_graphql(v: &str) -> Option<OnDelete> {
+        match v {
+            "RESTRICT" => Some(OnDelete::Restrict),
+            "CASCADE" => Some(OnDelete::Cascade),
+            "SET_NULL" => Some(OnDelete::SetNull),
+            _ => None,
+        }
+    }
+}
+
+/// The name of the built-in enum `@relation(onDelete:)` takes.
+pub const ON_DELETE_ENUM: &str = "OnDelete";
 
 /// Nullability of a list's elements.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]

@@ -870,6 +870,13 @@ impl EntityStore {
                 )));
             }
         }
+        // `onDelete` of the rows referencing this one, in this transaction.
+        let mut events = Vec::new();
+        let me = EntityId::from_index(self.index);
+        let mut seen = crate::cascade::Seen::new();
+        seen.insert((me, id.to_string()));
+        s.apply_on_delete(&mut tx, me, id, &mut seen, &mut events)
+            .await?;
         let rows = match tx.conn().fetch(Built::of(d, &del), &kinds(&cols)).await {
             Ok(rows) => rows,
             Err(err) => {
@@ -880,14 +887,14 @@ impl EntityStore {
         let Some(old) = rows.into_iter().next().map(|r| to_row(&cols, r)) else {
             return Ok(None);
         };
-        let ev = ChangeEvent {
+        events.push(ChangeEvent {
             entity: e.name.clone(),
             kind: ChangeKind::Deleted,
             id: id.to_string(),
             new: None,
             old: Some(old.clone()),
-        };
-        s.commit(tx, ev).await?;
+        });
+        s.commit_all(tx, events).await?;
         Ok(Some(old))
     }
 

@@ -30,6 +30,7 @@
 
 #![warn(missing_docs)]
 
+mod cascade;
 mod code;
 mod copy;
 mod entity;

@@ -484,61 +484,76 @@ impl Store {
     /// then publishes locally.
     pub(crate) async fn commit(
         &self,
-        mut tx: gatehouse_db::Tx,
+        tx: gatehouse_db::Tx,
         ev: ChangeEvent,
     ) -> Result<(), StoreError> {
+        self.commit_all(tx, vec![ev]).await
+    }
+
+    /// [`Store::commit`] of a transaction that made several changes (a
+    /// delete with its cascade): every event is notified in the
+    /// transaction and published after it commits, in order.
+    pub(crate) async fn commit_all(
+        &self,
+        mut tx: gatehouse_db::Tx,
+        evs: Vec<ChangeEvent>,
+    ) -> Result<(), StoreError> {
         if self.dialect() == Dialect::Postgres {
-            let origin = &self.inner.origin;
-            let mut payload = feed::payload(origin, &ev);
-            let mut c = tx.conn();
-            if payload.len() > feed::MAX_NOTIFY_BYTES {
-                let rows = c
-                    .fetch(
-                        Built::raw(
-                            format!(
-                                "INSERT INTO {} (payload) VALUES ($1) RETURNING id",
-                                q(migrate::EVENTS_TABLE)
+            for ev in &evs {
+                let origin = &self.inner.origin;
+                let mut payload = feed::payload(origin, ev);
+                let mut c = tx.conn();
+                if payload.len() > feed::MAX_NOTIFY_BYTES {
+                    let rows = c
+                        .fetch(
+                            Built::raw(
+                                format!(
+                                    "INSERT INTO {} (payload) VALUES ($1) RETURNING id",
+                                    q(migrate::EVENTS_TABLE)
+                                ),
+                                vec![sea_query::Value::String(Some(payload))],
                             ),
-                            vec![sea_query::Value::String(Some(payload))],
+                            &[SqlKind::Count],
+                        )
+                        .await
+                        .map_err(from_sqlx)?;
+                    let id = rows
+                        .first()
+                        .and_then(|r| r.first())
+                        .and_then(Json::as_i64)
+                        .unwrap_or(0);
+                    c.execute(Built::raw(
+                        format!(
+                            "DELETE FROM {} WHERE created_at < now() - interval '1 hour'",
+                            q(migrate::EVENTS_TABLE)
                         ),
-                        &[SqlKind::Count],
-                    )
+                        vec![],
+                    ))
                     .await
                     .map_err(from_sqlx)?;
-                let id = rows
-                    .first()
-                    .and_then(|r| r.first())
-                    .and_then(Json::as_i64)
-                    .unwrap_or(0);
-                c.execute(Built::raw(
-                    format!(
-                        "DELETE FROM {} WHERE created_at < now() - interval '1 hour'",
-                        q(migrate::EVENTS_TABLE)
+                    payload = feed::reference(origin, id);
+                }
+                c.fetch(
+                    Built::raw(
+                        "SELECT pg_notify($1, $2)",
+                        vec![
+                            sea_query::Value::String(Some(feed::CHANNEL.to_string())),
+                            sea_query::Value::String(Some(payload)),
+                        ],
                     ),
-                    vec![],
-                ))
+                    &[],
+                )
                 .await
                 .map_err(from_sqlx)?;
-                payload = feed::reference(origin, id);
             }
-            c.fetch(
-                Built::raw(
-                    "SELECT pg_notify($1, $2)",
-                    vec![
-                        sea_query::Value::String(Some(feed::CHANNEL.to_string())),
-                        sea_query::Value::String(Some(payload)),
-                    ],
-                ),
-                &[],
-            )
-            .await
-            .map_err(from_sqlx)?;
         }
         let committed = tx.commit().await;
         // Even after a failed commit: whether it took effect is unknown.
         self.inner.writes.fetch_add(1, Ordering::SeqCst);
         committed.map_err(from_sqlx)?;
-        self.inner.events.send(ev);
+        for ev in evs {
+            self.inner.events.send(ev);
+        }
         Ok(())
     }
 

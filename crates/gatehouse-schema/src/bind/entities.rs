@@ -163,8 +163,9 @@ impl Binder<'_> {
             ExtendedType::Object(_) => {
                 let target = *self.entity_ids.get(base.as_str())?;
                 Some(if list == ListShape::Single {
+                    let on_delete = self.on_delete(entity, field);
                     FieldKind::ToOne {
-                        relation: self.add_relation(target, RelationKind::ManyToOne),
+                        relation: self.add_relation(target, RelationKind::ManyToOne { on_delete }),
                     }
                 } else {
                     let unresolved = RelationKind::OneToMany {
@@ -177,6 +178,41 @@ impl Binder<'_> {
             // Interfaces, unions and inputs are reported elsewhere.
             _ => None,
         }
+    }
+
+    /// `@relation(onDelete:)` of a to-one field: `RESTRICT` unless given;
+    /// `SET_NULL` needs a nullable field.
+    fn on_delete(&mut self, entity: &str, field: &Node<FieldDefinition>) -> OnDelete {
+        let Some(v) = field
+            .directives
+            .get("relation")
+            .and_then(|d| d.specified_argument_by_name("onDelete"))
+        else {
+            return OnDelete::Restrict;
+        };
+        let on_delete = match v.as_ref() {
+            apollo_compiler::ast::Value::Enum(e) => OnDelete::from_graphql(e.as_str()),
+            _ => None,
+        };
+        let Some(on_delete) = on_delete else {
+            // Validation reports a value outside the enum.
+            return OnDelete::Restrict;
+        };
+        if on_delete == OnDelete::SetNull && field.ty.is_non_null() {
+            self.error(
+                field.location(),
+                format!(
+                    "`@relation(onDelete: SET_NULL)` on `{entity}.{}`, which cannot be null",
+                    field.name
+                ),
+                Some(format!(
+                    "declare it nullable (`{}: {}`) or use CASCADE",
+                    field.name,
+                    field.ty.inner_named_type()
+                )),
+            );
+        }
+        on_delete
     }
 
     /// The directives and arguments a field of this kind cannot take.
@@ -226,11 +262,28 @@ impl Binder<'_> {
                 None,
             );
         }
-        if field.directives.get("relation").is_some() && !is_to_many {
+        let relation = field.directives.get("relation");
+        let is_to_one = matches!(kind, FieldKind::ToOne { .. });
+        let names_field = relation.is_some_and(|d| d.specified_argument_by_name("field").is_some());
+        let on_delete =
+            relation.is_some_and(|d| d.specified_argument_by_name("onDelete").is_some());
+        if relation.is_some() && !is_to_many && !is_to_one {
             self.error(
                 loc,
-                format!("`@relation` on `{entity}.{fname}`, which is not a to-many relation"),
-                Some("`@relation(field:)` goes on a list field like `books: [Book!]!` and names the to-one field of Book it inverts".into()),
+                format!("`@relation` on `{entity}.{fname}`, which is not a relation"),
+                Some("`@relation(field:)` goes on a list field like `books: [Book!]!` and names the to-one field of Book it inverts; `@relation(onDelete:)` goes on a to-one field".into()),
+            );
+        } else if is_to_one && names_field {
+            self.error(
+                loc,
+                format!("`@relation(field:)` on the to-one field `{entity}.{fname}`"),
+                Some("`field:` names the inverse on a to-many field; a to-one field takes `onDelete:`".into()),
+            );
+        } else if is_to_many && on_delete {
+            self.error(
+                loc,
+                format!("`@relation(onDelete:)` on the to-many field `{entity}.{fname}`"),
+                Some("put `onDelete:` on the to-one field it is the inverse of".into()),
             );
         }
     }

@@ -69,11 +69,13 @@ impl<'a> Binder<'a> {
                 .types
                 .values()
                 .filter_map(|t| match t {
-                    ExtendedType::Enum(e) if !t.is_built_in() => Some(EnumDef {
-                        name: e.name.to_string(),
-                        values: e.values.keys().map(|v| v.to_string()).collect(),
-                        description: e.description.as_ref().map(|d| d.to_string()),
-                    }),
+                    ExtendedType::Enum(e) if !t.is_built_in() && e.name != ON_DELETE_ENUM => {
+                        Some(EnumDef {
+                            name: e.name.to_string(),
+                            values: e.values.keys().map(|v| v.to_string()).collect(),
+                            description: e.description.as_ref().map(|d| d.to_string()),
+                        })
+                    }
                     _ => None,
                 })
                 .collect(),

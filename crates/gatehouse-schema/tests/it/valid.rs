@@ -221,3 +221,56 @@ fn counts_refuse_paging_and_order() {
         "{text}"
     );
 }
+
+#[test]
+fn on_delete_binds_on_to_one_fields() {
+    let model = load_ok(&[(
+        "a.graphql",
+        "type Task { id: ID! project: Project! @relation(onDelete: CASCADE) }\n\
+         type Note { id: ID! project: Project @relation(onDelete: SET_NULL) }\n\
+         type Project { id: ID! tasks: [Task!]! }\n\
+         type Query { tasks: [Task!]! }\n",
+    )]);
+    let project = model.entity_id("Project").unwrap();
+    let mut got: Vec<(String, gatehouse_schema::OnDelete)> = model
+        .references_to(project)
+        .map(|(f, on)| (model.field_at(f).name.clone(), on))
+        .collect();
+    got.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].1, gatehouse_schema::OnDelete::Cascade);
+    assert_eq!(got[1].1, gatehouse_schema::OnDelete::SetNull);
+    assert!(model.enum_def("OnDelete").is_none());
+}
+
+#[test]
+fn on_delete_set_null_needs_a_nullable_field() {
+    let err = gatehouse_schema::load_sources(&sources(&[(
+        "a.graphql",
+        "type Task { id: ID! project: Project! @relation(onDelete: SET_NULL) }\n\
+         type Project { id: ID! }\n\
+         type Query { tasks: [Task!]! }\n",
+    )]))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("`@relation(onDelete: SET_NULL)` on `Task.project`, which cannot be null"),
+        "{err}"
+    );
+    let err = gatehouse_schema::load_sources(&sources(&[(
+        "a.graphql",
+        "type Task { id: ID! project: Project! @relation(field: \"x\") }\n\
+         type Project { id: ID! tasks: [Task!]! @relation(onDelete: CASCADE) }\n\
+         type Query { tasks: [Task!]! }\n",
+    )]))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("`@relation(field:)` on the to-one field `Task.project`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("`@relation(onDelete:)` on the to-many field `Project.tasks`"),
+        "{err}"
+    );
+}

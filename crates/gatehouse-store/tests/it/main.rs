@@ -11,6 +11,7 @@ mod durability;
 mod feed;
 mod filters;
 mod migration;
+mod on_delete;
 mod owners;
 mod pool;
 mod prepared;
