@@ -297,7 +297,9 @@ fn file_rules(docs: &[Document], opts: LoadOptions, diags: &mut Diagnostics) -> 
                             diags,
                             s.location(),
                             format!("custom scalar `{}` is not supported", s.name),
-                            Some("use one of Boolean, Date, Float, ID, Int, String, or an enum"),
+                            Some(foreign_hint(&format!("`{}`", s.name)).unwrap_or(
+                                "use one of Boolean, Date, Float, ID, Int, String, or an enum",
+                            )),
                         );
                     }
                 }
@@ -496,8 +498,54 @@ fn push_apollo(list: &DiagnosticList, diags: &mut Diagnostics) {
             line,
             column,
             severity: Severity::Error,
+            hint: foreign_hint(&message).map(str::to_string),
             message,
-            hint: None,
         });
     }
+}
+
+/// What other tools write and gatehouse says otherwise (Amplify's `@model`
+/// and `AWS*` scalars, Dgraph's `@id`, `@search`, `@hasInverse`, the
+/// common `@default`): the gatehouse equivalent, for the diagnostic that
+/// refuses the foreign idiom. `text` is a message naming it in backticks.
+pub(crate) fn foreign_hint(text: &str) -> Option<&'static str> {
+    const HINTS: &[(&str, &str)] = &[
+        (
+            "`@model`",
+            "gatehouse stores every object type other than Query, Mutation and Subscription: remove `@model`; `gatehouse schema scaffold` prints the root fields that bind to it",
+        ),
+        (
+            "`@id`",
+            "every type is keyed by `id: ID!`; for another unique field use `@unique`",
+        ),
+        (
+            "`@search`",
+            "filters bind by argument name (`title_contains: String`, `where: BookWhere`); ask for an index with `@index`",
+        ),
+        (
+            "`@hasInverse`",
+            "declare the to-many field (`books: [Book!]!`) beside the to-one field (`author: Author`); `@relation(field: \"author\")` names the inverse where several could match",
+        ),
+        (
+            "`@default`",
+            "defaults are not stored: give the value on create, or an argument default (`status: Status = OPEN`) on the create mutation",
+        ),
+        (
+            "`AWSDateTime`",
+            "use `DateTime` (RFC 3339), with `@createdAt` / `@updatedAt` for times the server sets",
+        ),
+        (
+            "`AWSTimestamp`",
+            "use `DateTime` (RFC 3339), or `Int` for seconds since the epoch",
+        ),
+        ("`AWSJSON`", "use `JSON`"),
+        (
+            "`AWSEmail`",
+            "use `String` (gatehouse does not check e-mail addresses)",
+        ),
+    ];
+    HINTS
+        .iter()
+        .find(|(idiom, _)| text.contains(idiom))
+        .map(|(_, hint)| *hint)
 }

@@ -375,3 +375,58 @@ fn every_problem_reported_in_one_run() {
         "{out}"
     );
 }
+
+#[test]
+fn foreign_idioms_get_the_gatehouse_equivalent() {
+    let cases = [
+        (
+            "type Post @model { id: ID! }",
+            "`@model`",
+            "schema scaffold",
+        ),
+        ("type Post { id: ID! slug: String @id }", "`@id`", "@unique"),
+        (
+            "type Post { id: ID! title: String @search }",
+            "`@search`",
+            "title_contains",
+        ),
+        (
+            "type Post { id: ID! tags: [Post!]! @hasInverse(field: tags) }",
+            "`@hasInverse`",
+            "@relation",
+        ),
+        (
+            "type Post { id: ID! n: Int @default(value: 1) }",
+            "`@default`",
+            "defaults are not stored",
+        ),
+        (
+            "type Post { id: ID! at: AWSDateTime }",
+            "`AWSDateTime`",
+            "DateTime",
+        ),
+        (
+            "scalar AWSTimestamp\ntype Post { id: ID! at: AWSTimestamp }",
+            "`AWSTimestamp`",
+            "seconds since the epoch",
+        ),
+        ("type Post { id: ID! data: AWSJSON }", "`AWSJSON`", "`JSON`"),
+        (
+            "type Post { id: ID! mail: AWSEmail }",
+            "`AWSEmail`",
+            "`String`",
+        ),
+    ];
+    for (sdl, idiom, help) in cases {
+        let text = format!("{sdl}\ntype Query {{ posts: [Post!]! }}\n");
+        let err =
+            gatehouse_schema::load_sources(&crate::sources(&[("a.graphql", &text)])).unwrap_err();
+        let d = err
+            .0
+            .iter()
+            .find(|d| d.message.contains(idiom))
+            .unwrap_or_else(|| panic!("{idiom}: {err}"));
+        let hint = d.hint.as_deref().unwrap_or("");
+        assert!(hint.contains(help), "{idiom}: {hint}");
+    }
+}
