@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use gatehouse_schema::{Entity, Field, FieldKind, FilterOp, Model, Scalar, ValueType};
+use gatehouse_schema::{Entity, Field, FieldKind, FilterOp, Model, ValueType};
 use heck::{ToLowerCamelCase, ToUpperCamelCase};
 use serde_json::{Map, Value as Json, json};
 
@@ -23,23 +23,14 @@ fn response_ref(name: &str) -> Json {
     json!({ "$ref": format!("#/components/responses/{name}") })
 }
 
-/// Schema of one non-null value of `ty`.
-/// PostgreSQL text cannot hold NUL, so no backend accepts it (ECMA-262 regex).
-const NO_NUL: &str = "^[^\\u0000]*$";
+use gatehouse_schema::NO_NUL;
 
+/// Schema of one non-null value of `ty`: for a scalar, its row of the
+/// scalar table ([`gatehouse_schema::ScalarInfo::openapi`]).
 fn scalar_schema(ty: &ValueType) -> Json {
     match ty {
         ValueType::Enum(name) => schema_ref(name),
-        ValueType::Scalar(s) => match s {
-            Scalar::Id | Scalar::String => json!({"type": "string", "pattern": NO_NUL}),
-            Scalar::Int => json!({
-                "type": "integer", "format": "int32",
-                "minimum": i32::MIN, "maximum": i32::MAX
-            }),
-            Scalar::Float => json!({"type": "number", "format": "double"}),
-            Scalar::Boolean => json!({"type": "boolean"}),
-            Scalar::Date => json!({"type": "string", "format": "date"}),
-        },
+        ValueType::Scalar(s) => (s.info().openapi)(),
     }
 }
 

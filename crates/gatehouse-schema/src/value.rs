@@ -9,7 +9,7 @@ use std::borrow::Cow;
 
 use serde_json::Value as Json;
 
-use crate::model::{EnumDef, Field, FieldKind, Model, Scalar, ValueType, valid_date};
+use crate::model::{EnumDef, Field, FieldKind, Model, Scalar, ValueType, Wire, valid_date};
 
 /// Why a value does not fit its field or type. `Display` is the message
 /// users see after the field's name (`title: expected a String, got a number`).
@@ -90,18 +90,6 @@ fn wrong_kind(expected: impl Into<String>, got: &Json) -> ValueError {
 }
 
 impl Scalar {
-    /// The type as messages name it (`an Int`, `a Date (YYYY-MM-DD)`).
-    pub fn expected(self) -> &'static str {
-        match self {
-            Scalar::Boolean => "a Boolean",
-            Scalar::Date => "a Date (YYYY-MM-DD)",
-            Scalar::Float => "a Float",
-            Scalar::Id => "an ID (string)",
-            Scalar::Int => "an Int",
-            Scalar::String => "a String",
-        }
-    }
-
     /// Checks a value of this scalar written as a string: any text but
     /// U+0000 for `String` and `ID`, an existing calendar date for `Date`;
     /// the other scalars are not strings.
@@ -147,6 +135,19 @@ impl Scalar {
     }
 }
 
+impl Scalar {
+    /// Checks a non-null value of this scalar and returns it canonical, by
+    /// how the scalar is written ([`crate::ScalarInfo::wire`]).
+    pub fn check<'v>(self, v: &'v Json) -> Result<Cow<'v, Json>, ValueError> {
+        match (self.info().wire, v) {
+            (_, Json::String(text)) => self.check_text(text).map(|()| Cow::Borrowed(v)),
+            (_, Json::Number(n)) => self.check_number(n).map(Cow::Owned),
+            (Wire::Boolean, Json::Bool(_)) => Ok(Cow::Borrowed(v)),
+            (_, other) => Err(wrong_kind(self.expected(), other)),
+        }
+    }
+}
+
 impl EnumDef {
     /// Whether `value` is one of the enum's values.
     pub fn has(&self, value: &str) -> bool {
@@ -177,12 +178,7 @@ impl ValueType {
                     })
                 }
             }
-            ValueType::Scalar(s) => match v {
-                Json::String(text) => s.check_text(text).map(|()| Cow::Borrowed(v)),
-                Json::Number(n) => s.check_number(n).map(Cow::Owned),
-                Json::Bool(_) if *s == Scalar::Boolean => Ok(Cow::Borrowed(v)),
-                other => Err(wrong_kind(s.expected(), other)),
-            },
+            ValueType::Scalar(s) => s.check(v),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Values: validation of JSON input against the Model, and conversion to and
 //! from SQL parameters and columns.
 
-use gatehouse_schema::{Entity, Field, FieldKind, Model, Scalar, ValueType};
+use gatehouse_schema::{Entity, Field, FieldKind, Model, Storage, ValueType};
 use sea_query::{Expr, ExprTrait, Value};
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
@@ -82,16 +82,17 @@ impl ColType {
         })
     }
 
-    /// The column type of one value of `ty` (a list element, a filter operand).
+    /// The column type of one value of `ty` (a list element, a filter
+    /// operand): for a scalar, from its storage in the scalar table.
     pub(crate) fn of_value(ty: &ValueType) -> ColType {
         match ty {
             ValueType::Enum(name) => ColType::Enum(name.clone()),
-            ValueType::Scalar(s) => match s {
-                Scalar::Boolean => ColType::Boolean,
-                Scalar::Date => ColType::Date,
-                Scalar::Float => ColType::Float,
-                Scalar::Id | Scalar::String => ColType::Text,
-                Scalar::Int => ColType::Int,
+            ValueType::Scalar(s) => match s.info().storage {
+                Storage::Bool => ColType::Boolean,
+                Storage::Date => ColType::Date,
+                Storage::Float => ColType::Float,
+                Storage::Text => ColType::Text,
+                Storage::Int => ColType::Int,
             },
         }
     }

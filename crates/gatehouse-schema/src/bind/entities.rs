@@ -90,6 +90,7 @@ impl Binder<'_> {
             index: false,
             ty: type_ref(&field.ty),
             auth: TypeAuth::default(),
+            generated: Some(Generated::Id),
         }
     }
 
@@ -117,6 +118,7 @@ impl Binder<'_> {
             index: field.directives.get("index").is_some(),
             ty: type_ref(&field.ty),
             auth: field_auth,
+            generated: None,
         })
     }
 
