@@ -110,6 +110,11 @@ fn input_value_ok(model: &Model, ty: &TypeRef, value: &Value) -> bool {
         // A single value stands for a list of one.
         (TypeRef::List(item), v) => input_value_ok(model, item, v),
         (TypeRef::Named(name), v) => match (Scalar::from_graphql(name), v) {
+            // `JSON` takes any value; the Model refuses NUL in its text.
+            (Some(s), v) if s.info().wire == Wire::Any => v
+                .clone()
+                .into_json()
+                .is_ok_and(|json| s.check(&json).is_ok()),
             // async-graphql's `Int` takes integers only, where the Model
             // also takes `3.0`.
             (Some(Scalar::Int), Value::Number(n)) => {

@@ -104,12 +104,22 @@ fn entity_schema(entity: &Entity, kind: BodyKind, omit: Option<&str>) -> Json {
         if is_id && matches!(kind, BodyKind::Replace | BodyKind::Patch) {
             continue;
         }
-        props.insert(f.name.clone(), field_schema(f));
+        let request = matches!(kind, BodyKind::Create | BodyKind::Replace | BodyKind::Patch);
+        if f.is_server_set() && request {
+            continue;
+        }
+        let mut schema = field_schema(f);
+        if f.is_server_set()
+            && let Json::Object(m) = &mut schema
+        {
+            m.insert("readOnly".into(), json!(true));
+        }
+        props.insert(f.name.clone(), schema);
         let req = match kind {
             BodyKind::Full => true,
             BodyKind::Selection => is_id,
             BodyKind::Create => entity.required_on_create(f),
-            BodyKind::Replace => f.required && !is_id,
+            BodyKind::Replace => f.required && !is_id && !f.is_server_set(),
             BodyKind::Patch => false,
         };
         if req {
@@ -173,6 +183,10 @@ fn op_words(op: FilterOp) -> &'static str {
         FilterOp::Contains => "contains",
         FilterOp::StartsWith => "starts with",
         FilterOp::EndsWith => "ends with",
+        FilterOp::IEq => "equals, ignoring case",
+        FilterOp::IContains => "contains, ignoring case",
+        FilterOp::IStartsWith => "starts with, ignoring case",
+        FilterOp::IEndsWith => "ends with, ignoring case",
         FilterOp::IsNull => "is null (true) or not null (false)",
     }
 }

@@ -228,6 +228,12 @@ fn sort(entity: &Entity, value: &str) -> Result<Vec<OrderBy>, String> {
             Some(f) if f.is_list() => {
                 return Err(format!("`{name}` is a list and cannot be sorted on"));
             }
+            Some(f) if f.is_stored() => {
+                return Err(format!(
+                    "`{name}` is `{}`, which cannot be sorted on",
+                    f.ty.base_name()
+                ));
+            }
             Some(_) => {
                 return Err(format!(
                     "`{name}` is a relation list and cannot be sorted on"
@@ -285,7 +291,7 @@ fn scalar(model: &Model, ty: &ValueType, value: &str) -> Result<Json, String> {
             .and_then(serde_json::Number::from_f64)
             .map(Json::Number)
             .ok_or_else(|| format!("`{value}` is not a finite number"))?,
-        Wire::Text => Json::String(value.to_string()),
+        Wire::Text | Wire::Any => Json::String(value.to_string()),
     };
     match model.check_value(ty, &json) {
         Ok(checked) => Ok(checked.into_owned()),

@@ -158,7 +158,10 @@ impl Entity {
     /// caller's claims). Create mutations, REST bodies and the OpenAPI
     /// document all ask here.
     pub fn required_on_create(&self, f: &Field) -> bool {
-        f.required && !matches!(f.kind, FieldKind::Id) && !self.policy.is_owner_field(&f.name)
+        f.required
+            && !matches!(f.kind, FieldKind::Id)
+            && !f.is_server_set()
+            && !self.policy.is_owner_field(&f.name)
     }
 
     /// Whether an update may set `f`: stored, not `id`, and not an owner
@@ -166,7 +169,10 @@ impl Entity {
     /// scaffold's update inputs ask here; the store refuses the change for
     /// callers the policy filters.
     pub fn settable_on_update(&self, f: &Field) -> bool {
-        f.is_stored() && !matches!(f.kind, FieldKind::Id) && !self.policy.is_owner_field(&f.name)
+        f.is_stored()
+            && !matches!(f.kind, FieldKind::Id)
+            && !f.is_server_set()
+            && !self.policy.is_owner_field(&f.name)
     }
 
     /// To-many relation fields (inverses of another entity's to-one field).
@@ -250,10 +256,24 @@ impl Field {
         !matches!(self.kind, FieldKind::ToMany { .. })
     }
 
+    /// Whether only the server sets the field (`@createdAt`, `@updatedAt`):
+    /// no write may give it a value, and inputs leave it out. The id is
+    /// generated too, but a create may give it.
+    pub fn is_server_set(&self) -> bool {
+        matches!(
+            self.generated,
+            Some(Generated::CreatedAt | Generated::UpdatedAt)
+        )
+    }
+
     /// The type a create or update input sets the field with: `ID` for the
     /// id and to-one references, the declared type without its outer `!`
-    /// for values; `None` for to-many fields, which inputs cannot set.
+    /// for values; `None` for to-many fields and fields the server sets,
+    /// which inputs cannot set.
     pub fn input_type(&self) -> Option<TypeRef> {
+        if self.is_server_set() {
+            return None;
+        }
         match &self.kind {
             FieldKind::Id | FieldKind::ToOne { .. } => {
                 Some(TypeRef::Named(Scalar::Id.graphql_name().into()))
@@ -297,9 +317,13 @@ impl Field {
     /// here, so a filter one of them offers is one the others accept.
     pub fn filter_ops(&self) -> &'static [FilterOp] {
         const LIST: &[FilterOp] = &[FilterOp::Contains, FilterOp::IsNull];
+        const NULL_ONLY: &[FilterOp] = &[FilterOp::IsNull];
         match &self.kind {
             FieldKind::Id | FieldKind::ToOne { .. } => Scalar::Id.info().ops,
-            FieldKind::Value { list: Some(_), .. } => LIST,
+            // An element is compared by equality: a list of a type without
+            // it (JSON) is only tested for null.
+            FieldKind::Value { ty, list: Some(_) } if ty.ops().contains(&FilterOp::Eq) => LIST,
+            FieldKind::Value { list: Some(_), .. } => NULL_ONLY,
             FieldKind::Value { ty, .. } => ty.ops(),
             FieldKind::ToMany { .. } => &[],
         }
@@ -317,8 +341,10 @@ impl Field {
             OpRefusal::ListField
         } else if op.is_ordering() {
             OpRefusal::NotOrdered
-        } else {
+        } else if op.is_text() {
             OpRefusal::NotText
+        } else {
+            OpRefusal::NotTaken
         })
     }
 }
@@ -336,6 +362,10 @@ pub enum OpRefusal {
     /// A text operator (`_contains`, `_starts_with`, `_ends_with`) on a
     /// type that is not text.
     NotText,
+    /// Another operator the field's type does not take (equality on a
+    /// `JSON` field, a case-insensitive operator on an `ID`): the type's
+    /// row of the scalar table lists what it takes.
+    NotTaken,
 }
 
 /// What an entity field holds.
@@ -614,11 +644,23 @@ pub enum FilterOp {
     EndsWith,
     /// `_is_null` (a Boolean argument).
     IsNull,
+    /// `_ieq`: equal after Unicode case folding.
+    IEq,
+    /// `_icontains`: `_contains` after case folding.
+    IContains,
+    /// `_istarts_with`: `_starts_with` after case folding.
+    IStartsWith,
+    /// `_iends_with`: `_ends_with` after case folding.
+    IEndsWith,
 }
 
 impl FilterOp {
     /// Every suffixed operator, longest suffix first so that `_not_in` wins over `_in`.
-    pub const SUFFIXED: [(&'static str, FilterOp); 11] = [
+    pub const SUFFIXED: [(&'static str, FilterOp); 15] = [
+        ("_istarts_with", FilterOp::IStartsWith),
+        ("_iends_with", FilterOp::IEndsWith),
+        ("_icontains", FilterOp::IContains),
+        ("_ieq", FilterOp::IEq),
         ("_starts_with", FilterOp::StartsWith),
         ("_ends_with", FilterOp::EndsWith),
         ("_contains", FilterOp::Contains),
@@ -663,6 +705,15 @@ impl FilterOp {
         matches!(
             self,
             FilterOp::Contains | FilterOp::StartsWith | FilterOp::EndsWith
+        )
+    }
+
+    /// Whether the operator compares text after case folding (`_ieq`,
+    /// `_icontains`, `_istarts_with`, `_iends_with`).
+    pub fn is_case_insensitive(self) -> bool {
+        matches!(
+            self,
+            FilterOp::IEq | FilterOp::IContains | FilterOp::IStartsWith | FilterOp::IEndsWith
         )
     }
 

@@ -26,6 +26,11 @@ pub enum Scalar {
     Int,
     /// `String`.
     String,
+    /// `DateTime`: an instant, RFC 3339 with an offset in, UTC `Z` with
+    /// microseconds out.
+    DateTime,
+    /// `JSON`: any JSON value.
+    Json,
 }
 
 /// How a scalar's values are stored. The store derives its column types
@@ -43,6 +48,11 @@ pub enum Storage {
     Bool,
     /// A calendar date (`DATE` on PostgreSQL, `YYYY-MM-DD` text on SQLite).
     Date,
+    /// An instant, as fixed-width UTC text ([`datetime_text`]) on both
+    /// backends: text order is instant order.
+    DateTime,
+    /// Any JSON value (`JSONB` on PostgreSQL, JSON text on SQLite).
+    Json,
 }
 
 /// How a scalar's values are written in JSON (bodies, variables, rows) and
@@ -59,6 +69,8 @@ pub enum Wire {
     Number,
     /// `true` / `false`.
     Boolean,
+    /// Any JSON value; not a query parameter.
+    Any,
 }
 
 /// Everything the layers need to know of one scalar.
@@ -95,6 +107,28 @@ const ORDERED: &[FilterOp] = &[Eq, Not, In, NotIn, IsNull, Lt, Lte, Gt, Gte];
 const ORDERED_TEXT: &[FilterOp] = &[
     Eq, Not, In, NotIn, IsNull, Lt, Lte, Gt, Gte, Contains, StartsWith, EndsWith,
 ];
+/// [`ORDERED_TEXT`] and the case-insensitive operators (words, not ids).
+const WORDS: &[FilterOp] = &[
+    Eq,
+    Not,
+    In,
+    NotIn,
+    IsNull,
+    Lt,
+    Lte,
+    Gt,
+    Gte,
+    Contains,
+    StartsWith,
+    EndsWith,
+    IEq,
+    IContains,
+    IStartsWith,
+    IEndsWith,
+];
+
+/// Only the null test.
+const NULL_ONLY: &[FilterOp] = &[IsNull];
 
 /// The JSON Schema pattern of text: PostgreSQL text cannot hold NUL, so
 /// no backend accepts it (ECMA-262 regex).
@@ -169,20 +203,50 @@ const STRING: ScalarInfo = ScalarInfo {
     declaration: None,
     wire: Wire::Text,
     storage: Storage::Text,
-    ops: ORDERED_TEXT,
+    ops: WORDS,
     orderable: true,
     openapi: || json!({"type": "string", "pattern": NO_NUL}),
 };
 
+const DATETIME: ScalarInfo = ScalarInfo {
+    name: "DateTime",
+    expected: "a DateTime (RFC 3339 with an offset, e.g. 2026-11-27T16:00:00+01:00)",
+    declaration: Some((
+        "An instant: RFC 3339 with an offset in, UTC `Z` with microseconds out (`2026-11-27T16:00:00.000000Z`).",
+        "https://www.rfc-editor.org/rfc/rfc3339#section-5.6",
+    )),
+    wire: Wire::Text,
+    storage: Storage::DateTime,
+    ops: ORDERED,
+    orderable: true,
+    openapi: || json!({"type": "string", "format": "date-time"}),
+};
+
+const JSON: ScalarInfo = ScalarInfo {
+    name: "JSON",
+    expected: "a JSON value",
+    declaration: Some((
+        "Any JSON value: an object, an array, a string, a number or a boolean.",
+        "https://www.rfc-editor.org/rfc/rfc8259",
+    )),
+    wire: Wire::Any,
+    storage: Storage::Json,
+    ops: NULL_ONLY,
+    orderable: false,
+    openapi: || json!({"description": "Any JSON value."}),
+};
+
 impl Scalar {
     /// Every scalar.
-    pub const ALL: [Scalar; 6] = [
+    pub const ALL: [Scalar; 8] = [
         Scalar::Boolean,
         Scalar::Date,
         Scalar::Float,
         Scalar::Id,
         Scalar::Int,
         Scalar::String,
+        Scalar::DateTime,
+        Scalar::Json,
     ];
 
     /// The scalar's row of the table.
@@ -194,6 +258,8 @@ impl Scalar {
             Scalar::Id => &ID,
             Scalar::Int => &INT,
             Scalar::String => &STRING,
+            Scalar::DateTime => &DATETIME,
+            Scalar::Json => &JSON,
         }
     }
 
@@ -261,6 +327,24 @@ pub fn valid_date(s: &str) -> bool {
 const DATETIME_OUT: &[time::format_description::BorrowedFormatItem<'static>] = time::macros::format_description!(
     "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:6]Z"
 );
+
+/// The canonical `DateTime` text of `s` (RFC 3339 with an offset, any
+/// precision up to nanoseconds), or `None` when `s` is not one. Sub-
+/// microsecond digits are cut, not rounded: an instant never moves later.
+pub fn parse_datetime(s: &str) -> Option<String> {
+    let t = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()?;
+    let micros = t.unix_timestamp_nanos().div_euclid(1_000);
+    let micros = i64::try_from(micros).ok()?;
+    let text = datetime_text(micros);
+    // Outside years 0001-9999 once in UTC: refused rather than clamped.
+    (datetime_text_micros(&text) == Some(micros)).then_some(text)
+}
+
+/// Microseconds since the Unix epoch of a canonical `DateTime` text.
+fn datetime_text_micros(text: &str) -> Option<i64> {
+    let t = time::PrimitiveDateTime::parse(text, DATETIME_OUT).ok()?;
+    i64::try_from(t.assume_utc().unix_timestamp_nanos() / 1_000).ok()
+}
 
 /// The canonical `DateTime` text of an instant given as microseconds since
 /// the Unix epoch (clamped to years 0001-9999).

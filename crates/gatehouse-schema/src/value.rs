@@ -48,6 +48,14 @@ pub enum ValueError {
     /// A string that is not an existing calendar date `YYYY-MM-DD`.
     #[error("`{0}` is not a valid date (expected YYYY-MM-DD)")]
     BadDate(String),
+    /// A string that is not an RFC 3339 date-time with an offset.
+    #[error(
+        "`{0}` is not a valid DateTime (expected RFC 3339 with an offset, e.g. 2026-11-27T16:00:00+01:00)"
+    )]
+    BadDateTime(String),
+    /// A JSON value holding U+0000 in a string or key.
+    #[error("JSON text cannot contain the NUL character (U+0000)")]
+    JsonNul,
     /// A string that is not a value of the enum.
     #[error("`{value}` is not a value of {name} (expected one of: {values})")]
     NotInEnum {
@@ -99,6 +107,9 @@ impl Scalar {
             Scalar::String | Scalar::Id => Ok(()),
             Scalar::Date if valid_date(s) => Ok(()),
             Scalar::Date => Err(ValueError::BadDate(s.to_string())),
+            Scalar::DateTime => self.canonical_text(s).map(drop),
+            Scalar::Json if s.contains('\0') => Err(ValueError::JsonNul),
+            Scalar::Json => Ok(()),
             Scalar::Boolean | Scalar::Float | Scalar::Int => Err(ValueError::WrongKind {
                 expected: self.expected().into(),
                 got: "a string",
@@ -125,7 +136,8 @@ impl Scalar {
                 Some(f) => Ok(Json::Number(f)),
                 None => Err(ValueError::NotFinite),
             },
-            Scalar::Boolean | Scalar::Date | Scalar::Id | Scalar::String => {
+            Scalar::Json => Ok(Json::Number(n.clone())),
+            Scalar::Boolean | Scalar::Date | Scalar::DateTime | Scalar::Id | Scalar::String => {
                 Err(ValueError::WrongKind {
                     expected: self.expected().into(),
                     got: "a number",
@@ -140,11 +152,43 @@ impl Scalar {
     /// how the scalar is written ([`crate::ScalarInfo::wire`]).
     pub fn check<'v>(self, v: &'v Json) -> Result<Cow<'v, Json>, ValueError> {
         match (self.info().wire, v) {
-            (_, Json::String(text)) => self.check_text(text).map(|()| Cow::Borrowed(v)),
+            (Wire::Any, v) if has_nul(v) => Err(ValueError::JsonNul),
+            (Wire::Any, v) => Ok(Cow::Borrowed(v)),
+            (_, Json::String(text)) => match self.canonical_text(text)? {
+                Some(canonical) => Ok(Cow::Owned(Json::String(canonical))),
+                None => Ok(Cow::Borrowed(v)),
+            },
             (_, Json::Number(n)) => self.check_number(n).map(Cow::Owned),
             (Wire::Boolean, Json::Bool(_)) => Ok(Cow::Borrowed(v)),
             (_, other) => Err(wrong_kind(self.expected(), other)),
         }
+    }
+}
+
+impl Scalar {
+    /// The canonical form of a value written as a string, when it differs
+    /// from the text given (`DateTime`: UTC with microseconds); `None`
+    /// for a valid value already canonical.
+    pub fn canonical_text(self, s: &str) -> Result<Option<String>, ValueError> {
+        match self {
+            Scalar::DateTime => match crate::scalar::parse_datetime(s) {
+                Some(c) if c == s => Ok(None),
+                Some(c) => Ok(Some(c)),
+                None => Err(ValueError::BadDateTime(s.to_string())),
+            },
+            _ => self.check_text(s).map(|()| None),
+        }
+    }
+}
+
+/// Whether a JSON value holds U+0000 in a string or a key (PostgreSQL's
+/// `jsonb` cannot store it, so neither backend takes it).
+fn has_nul(v: &Json) -> bool {
+    match v {
+        Json::String(s) => s.contains('\0'),
+        Json::Array(items) => items.iter().any(has_nul),
+        Json::Object(m) => m.iter().any(|(k, v)| k.contains('\0') || has_nul(v)),
+        _ => false,
     }
 }
 

@@ -352,7 +352,10 @@ impl Store {
             return Ok(steps);
         }
         let (old, _) = migrate::recorded(c).await?;
-        migrate::apply(c, d, &self.inner.model, &old, &new, &steps)
+        // Existing rows of a new `@createdAt` / `@updatedAt` column get the
+        // migration's time.
+        let now = gatehouse_schema::datetime_text(self.inner.clock.now_micros());
+        migrate::apply(c, d, &self.inner.model, &old, &new, &steps, &now)
             .await
             .map_err(migration_error)?;
         if d == Dialect::Sqlite {
@@ -484,6 +487,9 @@ impl Store {
                         "the id of a row cannot be changed",
                     ));
                 }
+                // A replacement keeps the creation time; the update stamps
+                // the rest (`EntityStore::write_existing`).
+                (Some(Generated::CreatedAt | Generated::UpdatedAt), _, Some(_)) => continue,
                 (Some(g), Json::Null, None) => self.generate(g),
                 _ => check_field(model, f, given)?,
             };

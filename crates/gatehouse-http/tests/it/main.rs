@@ -7,6 +7,7 @@ mod graphql;
 mod http;
 mod oauth1;
 mod planned;
+mod scalars;
 mod spec;
 mod subscriptions;
 
