@@ -144,7 +144,11 @@ fn custom_scalar(s: ModelScalar) -> Scalar {
     if let Some((description, url)) = s.custom_declaration() {
         scalar = scalar.description(description).specified_by_url(url);
     }
-    scalar.validator(move |v| matches!(v, Value::String(text) if s.check_text(text).is_ok()))
+    scalar.validator(move |v| {
+        v.clone()
+            .into_json()
+            .is_ok_and(|json| !json.is_null() && s.check(&json).is_ok())
+    })
 }
 
 fn type_ref(t: &ModelTypeRef) -> TypeRef {

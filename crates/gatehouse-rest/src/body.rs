@@ -171,6 +171,14 @@ pub(crate) fn validate(
             err(&mut errors, &key, why.to_string());
             continue;
         }
+        if field.is_server_set() {
+            err(
+                &mut errors,
+                &key,
+                "is set by the server and cannot be written".into(),
+            );
+            continue;
+        }
         if let Some((_, want)) = fixed.iter().find(|(f, _)| *f == key) {
             if value.as_str() != Some(*want) {
                 let why = if matches!(field.kind, FieldKind::Id) {
@@ -212,7 +220,7 @@ pub(crate) fn validate(
             let required = if mode == Mode::Create {
                 entity.required_on_create(f)
             } else {
-                f.required && !matches!(f.kind, FieldKind::Id)
+                f.required && !matches!(f.kind, FieldKind::Id) && !f.is_server_set()
             };
             if required
                 && !fixed_here

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use gatehouse_schema::{Entity, Field, FieldKind, FilterOp, Model, Scalar, ValueType};
+use gatehouse_schema::{Entity, Field, FieldKind, FilterOp, Model, ValueType};
 use heck::{ToLowerCamelCase, ToUpperCamelCase};
 use serde_json::{Map, Value as Json, json};
 
@@ -23,23 +23,14 @@ fn response_ref(name: &str) -> Json {
     json!({ "$ref": format!("#/components/responses/{name}") })
 }
 
-/// Schema of one non-null value of `ty`.
-/// PostgreSQL text cannot hold NUL, so no backend accepts it (ECMA-262 regex).
-const NO_NUL: &str = "^[^\\u0000]*$";
+use gatehouse_schema::NO_NUL;
 
+/// Schema of one non-null value of `ty`: for a scalar, its row of the
+/// scalar table ([`gatehouse_schema::ScalarInfo::openapi`]).
 fn scalar_schema(ty: &ValueType) -> Json {
     match ty {
         ValueType::Enum(name) => schema_ref(name),
-        ValueType::Scalar(s) => match s {
-            Scalar::Id | Scalar::String => json!({"type": "string", "pattern": NO_NUL}),
-            Scalar::Int => json!({
-                "type": "integer", "format": "int32",
-                "minimum": i32::MIN, "maximum": i32::MAX
-            }),
-            Scalar::Float => json!({"type": "number", "format": "double"}),
-            Scalar::Boolean => json!({"type": "boolean"}),
-            Scalar::Date => json!({"type": "string", "format": "date"}),
-        },
+        ValueType::Scalar(s) => (s.info().openapi)(),
     }
 }
 
@@ -113,12 +104,22 @@ fn entity_schema(model: &Model, entity: &Entity, kind: BodyKind, omit: Option<&s
         if is_id && matches!(kind, BodyKind::Replace | BodyKind::Patch) {
             continue;
         }
-        props.insert(f.name.clone(), field_schema(model, f));
+        let request = matches!(kind, BodyKind::Create | BodyKind::Replace | BodyKind::Patch);
+        if f.is_server_set() && request {
+            continue;
+        }
+        let mut schema = field_schema(model, f);
+        if f.is_server_set()
+            && let Json::Object(m) = &mut schema
+        {
+            m.insert("readOnly".into(), json!(true));
+        }
+        props.insert(f.name.clone(), schema);
         let req = match kind {
             BodyKind::Full => true,
             BodyKind::Selection => is_id,
             BodyKind::Create => entity.required_on_create(f),
-            BodyKind::Replace => f.required && !is_id,
+            BodyKind::Replace => f.required && !is_id && !f.is_server_set(),
             BodyKind::Patch => false,
         };
         if req {
@@ -182,6 +183,10 @@ fn op_words(op: FilterOp) -> &'static str {
         FilterOp::Contains => "contains",
         FilterOp::StartsWith => "starts with",
         FilterOp::EndsWith => "ends with",
+        FilterOp::IEq => "equals, ignoring case",
+        FilterOp::IContains => "contains, ignoring case",
+        FilterOp::IStartsWith => "starts with, ignoring case",
+        FilterOp::IEndsWith => "ends with, ignoring case",
         FilterOp::IsNull => "is null (true) or not null (false)",
     }
 }

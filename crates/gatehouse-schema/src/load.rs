@@ -43,6 +43,14 @@ const PRELUDE_DIRECTIVES: &[(&str, &str)] = &[
         "\"Overrides the REST collection path segment of this type.\"\ndirective @rest(path: String!) on OBJECT",
     ),
     (
+        "createdAt",
+        "\"The server sets this `DateTime` when the row is created; it is read-only.\"\ndirective @createdAt on FIELD_DEFINITION",
+    ),
+    (
+        "updatedAt",
+        "\"The server sets this `DateTime` whenever the row is written; it is read-only.\"\ndirective @updatedAt on FIELD_DEFINITION",
+    ),
+    (
         "auth",
         "\"Scopes required: read/write on a type, scope on a root field.\"\ndirective @auth(read: String, write: String, scope: String) on OBJECT | FIELD_DEFINITION",
     ),
@@ -290,6 +298,21 @@ fn file_rules(docs: &[Document], opts: LoadOptions, diags: &mut Diagnostics) -> 
                 Definition::ScalarTypeDefinition(s) => {
                     if let Some(custom) = Scalar::from_graphql(&s.name).filter(|c| c.is_custom()) {
                         declared.scalars.push(custom);
+                        // A printed schema declares it with `@specifiedBy`;
+                        // a schema written for another tool usually does not.
+                        if custom != Scalar::Date && s.directives.get("specifiedBy").is_none() {
+                            let mut d = at(
+                                &doc.sources,
+                                s.location(),
+                                format!("`scalar {}` is built in", s.name),
+                                Some(format!(
+                                    "the declaration can go: {}",
+                                    custom.info().declaration.map_or("", |(d, _)| d)
+                                )),
+                            );
+                            d.severity = Severity::Warning;
+                            diags.0.push(d);
+                        }
                     } else if s.name == "_PolicyRule" {
                         declared.policy_rule = true;
                     } else {
@@ -297,8 +320,14 @@ fn file_rules(docs: &[Document], opts: LoadOptions, diags: &mut Diagnostics) -> 
                             diags,
                             s.location(),
                             format!("custom scalar `{}` is not supported", s.name),
-                            Some(foreign_hint(&format!("`{}`", s.name)).unwrap_or(
-                                "use one of Boolean, Date, Float, ID, Int, String, or an enum",
+                            Some(&foreign_hint(&format!("`{}`", s.name)).map_or_else(
+                                || {
+                                    format!(
+                                        "use one of {}, or an enum",
+                                        Scalar::ALL.map(Scalar::graphql_name).join(", ")
+                                    )
+                                },
+                                str::to_string,
                             )),
                         );
                     }

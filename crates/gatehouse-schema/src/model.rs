@@ -4,6 +4,8 @@
 
 use serde::Serialize;
 
+pub use crate::scalar::{NO_NUL, Scalar, ScalarInfo, Storage, Wire, datetime_text, valid_date};
+
 /// The whole bound schema.
 #[derive(Debug, Clone, Serialize)]
 pub struct Model {
@@ -225,7 +227,10 @@ impl Entity {
     /// caller's claims). Create mutations, REST bodies and the OpenAPI
     /// document all ask here.
     pub fn required_on_create(&self, f: &Field) -> bool {
-        f.required && !matches!(f.kind, FieldKind::Id) && !self.policy.is_owner_field(&f.name)
+        f.required
+            && !matches!(f.kind, FieldKind::Id)
+            && !f.is_server_set()
+            && !self.policy.is_owner_field(&f.name)
     }
 
     /// Whether an update may set `f`: stored, not `id`, and not an owner
@@ -233,7 +238,10 @@ impl Entity {
     /// scaffold's update inputs ask here; the store refuses the change for
     /// callers the policy filters.
     pub fn settable_on_update(&self, f: &Field) -> bool {
-        f.is_stored() && !matches!(f.kind, FieldKind::Id) && !self.policy.is_owner_field(&f.name)
+        f.is_stored()
+            && !matches!(f.kind, FieldKind::Id)
+            && !f.is_server_set()
+            && !self.policy.is_owner_field(&f.name)
     }
 
     /// The count field of the to-many field `to_many` (`booksCount` for
@@ -304,6 +312,23 @@ pub struct Field {
     /// `@auth(read:, write:)` on the field (values only): scopes needed
     /// beyond the entity's.
     pub auth: TypeAuth,
+    /// Set by the server rather than by writes: the store fills it in its
+    /// write path ([`Generated`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generated: Option<Generated>,
+}
+
+/// A value the server generates for a field. The store sets each in one
+/// place of its write path, from its clock for the times.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum Generated {
+    /// The row's id: a UUIDv7 unless the create gives one.
+    Id,
+    /// The time the row was created (`@createdAt`); never changes.
+    CreatedAt,
+    /// The time the row was last written (`@updatedAt`).
+    UpdatedAt,
 }
 
 impl Field {
@@ -325,10 +350,24 @@ impl Field {
         )
     }
 
+    /// Whether only the server sets the field (`@createdAt`, `@updatedAt`):
+    /// no write may give it a value, and inputs leave it out. The id is
+    /// generated too, but a create may give it.
+    pub fn is_server_set(&self) -> bool {
+        matches!(
+            self.generated,
+            Some(Generated::CreatedAt | Generated::UpdatedAt)
+        )
+    }
+
     /// The type a create or update input sets the field with: `ID` for the
     /// id and to-one references, the declared type without its outer `!`
-    /// for values; `None` for to-many fields, which inputs cannot set.
+    /// for values; `None` for to-many fields and fields the server sets,
+    /// which inputs cannot set.
     pub fn input_type(&self) -> Option<TypeRef> {
+        if self.is_server_set() {
+            return None;
+        }
         match &self.kind {
             FieldKind::Id | FieldKind::ToOne { .. } => {
                 Some(TypeRef::Named(Scalar::Id.graphql_name().into()))
@@ -341,7 +380,13 @@ impl Field {
     /// Whether rows can be ordered on the field: a column that is not a
     /// list. `orderBy` enums, REST `sort`, the store and the scaffold ask here.
     pub fn is_orderable(&self) -> bool {
-        self.is_stored() && !self.is_list()
+        match &self.kind {
+            FieldKind::Id | FieldKind::ToOne { .. } => true,
+            FieldKind::Value { ty, list: None } => ty.is_orderable(),
+            FieldKind::Value { list: Some(_), .. }
+            | FieldKind::ToMany { .. }
+            | FieldKind::Count { .. } => false,
+        }
     }
 
     /// Whether the field holds a list of values (stored as JSON).
@@ -361,34 +406,22 @@ impl Field {
     }
 
     /// The filter operators that apply to this field: `_contains` (an
-    /// element) and `_is_null` for a list; otherwise equality, `_not`, `_in`,
-    /// `_not_in` and `_is_null`, then the orderings for an ordered type and
-    /// the text operators for a text type; none for a to-many field. The
+    /// element) and `_is_null` for a list; otherwise those of its type's
+    /// row in the scalar table ([`ScalarInfo::ops`], `ID`'s for the id and
+    /// references); none for a to-many field. The
     /// binder, REST query parameters, the store and the scaffold all ask
     /// here, so a filter one of them offers is one the others accept.
     pub fn filter_ops(&self) -> &'static [FilterOp] {
-        use FilterOp::*;
-        const LIST: &[FilterOp] = &[Contains, IsNull];
-        const PLAIN: &[FilterOp] = &[Eq, Not, In, NotIn, IsNull];
-        const ORDERED: &[FilterOp] = &[Eq, Not, In, NotIn, IsNull, Lt, Lte, Gt, Gte];
-        const TEXT: &[FilterOp] = &[Eq, Not, In, NotIn, IsNull, Contains, StartsWith, EndsWith];
-        const ORDERED_TEXT: &[FilterOp] = &[
-            Eq, Not, In, NotIn, IsNull, Lt, Lte, Gt, Gte, Contains, StartsWith, EndsWith,
-        ];
-        // Borrowed, not `filter_type()`: the store asks for every
-        // comparison it builds, and an enum's type would be cloned.
-        static ID: ValueType = ValueType::Scalar(Scalar::Id);
-        let ty = match &self.kind {
-            FieldKind::Id | FieldKind::ToOne { .. } => &ID,
-            FieldKind::Value { list: Some(_), .. } => return LIST,
-            FieldKind::Value { ty, .. } => ty,
-            FieldKind::ToMany { .. } | FieldKind::Count { .. } => return &[],
-        };
-        match (ty.is_ordered(), ty.is_text()) {
-            (false, false) => PLAIN,
-            (true, false) => ORDERED,
-            (false, true) => TEXT,
-            (true, true) => ORDERED_TEXT,
+        const LIST: &[FilterOp] = &[FilterOp::Contains, FilterOp::IsNull];
+        const NULL_ONLY: &[FilterOp] = &[FilterOp::IsNull];
+        match &self.kind {
+            FieldKind::Id | FieldKind::ToOne { .. } => Scalar::Id.info().ops,
+            // An element is compared by equality: a list of a type without
+            // it (JSON) is only tested for null.
+            FieldKind::Value { ty, list: Some(_) } if ty.ops().contains(&FilterOp::Eq) => LIST,
+            FieldKind::Value { list: Some(_), .. } => NULL_ONLY,
+            FieldKind::Value { ty, .. } => ty.ops(),
+            FieldKind::ToMany { .. } | FieldKind::Count { .. } => &[],
         }
     }
 
@@ -404,8 +437,10 @@ impl Field {
             OpRefusal::ListField
         } else if op.is_ordering() {
             OpRefusal::NotOrdered
-        } else {
+        } else if op.is_text() {
             OpRefusal::NotText
+        } else {
+            OpRefusal::NotTaken
         })
     }
 }
@@ -423,6 +458,10 @@ pub enum OpRefusal {
     /// A text operator (`_contains`, `_starts_with`, `_ends_with`) on a
     /// type that is not text.
     NotText,
+    /// Another operator the field's type does not take (equality on a
+    /// `JSON` field, a case-insensitive operator on an `ID`): the type's
+    /// row of the scalar table lists what it takes.
+    NotTaken,
 }
 
 /// What an entity field holds.
@@ -622,125 +661,30 @@ impl ValueType {
         }
     }
 
-    /// Whether `<`, `>` and friends are meaningful for this type.
-    pub fn is_ordered(&self) -> bool {
-        matches!(
-            self,
-            ValueType::Scalar(
-                Scalar::Int | Scalar::Float | Scalar::String | Scalar::Date | Scalar::Id
-            )
-        )
-    }
-
-    /// Whether `_contains`, `_starts_with`, `_ends_with` apply.
-    pub fn is_text(&self) -> bool {
-        matches!(self, ValueType::Scalar(Scalar::String | Scalar::Id))
-    }
-}
-
-/// The scalars gatehouse supports.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Hash)]
-pub enum Scalar {
-    /// `Boolean`.
-    Boolean,
-    /// `Date`: an ISO-8601 calendar date, `YYYY-MM-DD`.
-    Date,
-    /// `Float`: a finite double.
-    Float,
-    /// `ID`: an opaque string.
-    Id,
-    /// `Int`: a signed 32-bit integer.
-    Int,
-    /// `String`.
-    String,
-}
-
-impl Scalar {
-    /// Parses a GraphQL scalar name.
-    pub fn from_graphql(name: &str) -> Option<Self> {
-        Some(match name {
-            "Boolean" => Scalar::Boolean,
-            "Date" => Scalar::Date,
-            "Float" => Scalar::Float,
-            "ID" => Scalar::Id,
-            "Int" => Scalar::Int,
-            "String" => Scalar::String,
-            _ => return None,
-        })
-    }
-
-    /// Every scalar.
-    pub const ALL: [Scalar; 6] = [
-        Scalar::Boolean,
-        Scalar::Date,
-        Scalar::Float,
-        Scalar::Id,
-        Scalar::Int,
-        Scalar::String,
-    ];
-
-    /// For a scalar gatehouse declares itself rather than GraphQL: its
-    /// description and the URL of its format's specification
-    /// (`@specifiedBy`). The loader's built-in declarations and the
-    /// executable schema both take them from here.
-    pub fn custom_declaration(self) -> Option<(&'static str, &'static str)> {
+    /// The filter operators a single (non-list) value of this type takes:
+    /// the scalar's row of the table ([`ScalarInfo::ops`]); equality and
+    /// sets for an enum.
+    pub fn ops(&self) -> &'static [FilterOp] {
+        const ENUM: &[FilterOp] = &[
+            FilterOp::Eq,
+            FilterOp::Not,
+            FilterOp::In,
+            FilterOp::NotIn,
+            FilterOp::IsNull,
+        ];
         match self {
-            Scalar::Date => Some((
-                "An ISO-8601 calendar date, `YYYY-MM-DD`.",
-                "https://www.rfc-editor.org/rfc/rfc3339#section-5.6",
-            )),
-            Scalar::Boolean | Scalar::Float | Scalar::Id | Scalar::Int | Scalar::String => None,
+            ValueType::Scalar(s) => s.info().ops,
+            ValueType::Enum(_) => ENUM,
         }
     }
 
-    /// Whether gatehouse declares the scalar itself (`Date`) rather than
-    /// GraphQL: its values are strings whose form
-    /// [`Scalar::check_text`] checks, in GraphQL input and output alike.
-    pub fn is_custom(self) -> bool {
-        self.custom_declaration().is_some()
-    }
-
-    /// The GraphQL name.
-    pub fn graphql_name(self) -> &'static str {
+    /// Whether rows can be ordered by a value of this type.
+    pub fn is_orderable(&self) -> bool {
         match self {
-            Scalar::Boolean => "Boolean",
-            Scalar::Date => "Date",
-            Scalar::Float => "Float",
-            Scalar::Id => "ID",
-            Scalar::Int => "Int",
-            Scalar::String => "String",
+            ValueType::Scalar(s) => s.info().orderable,
+            ValueType::Enum(_) => true,
         }
     }
-}
-
-/// The one rule for `Date` values: a strict ISO-8601 calendar date `YYYY-MM-DD` that exists (leap years included).
-pub fn valid_date(s: &str) -> bool {
-    let b = s.as_bytes();
-    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
-        return false;
-    }
-    let digits = |r: std::ops::Range<usize>| -> Option<u32> {
-        let mut n = 0u32;
-        for &c in &b[r] {
-            if !c.is_ascii_digit() {
-                return None;
-            }
-            n = n * 10 + u32::from(c - b'0');
-        }
-        Some(n)
-    };
-    let (Some(y), Some(m), Some(d)) = (digits(0..4), digits(5..7), digits(8..10)) else {
-        return false;
-    };
-    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    let days = match m {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if leap => 29,
-        2 => 28,
-        _ => return false,
-    };
-    (1..=days).contains(&d)
 }
 
 /// A GraphQL type reference, as written in the SDL (serialized as that text).
@@ -929,11 +873,23 @@ pub enum FilterOp {
     EndsWith,
     /// `_is_null` (a Boolean argument).
     IsNull,
+    /// `_ieq`: equal after Unicode case folding.
+    IEq,
+    /// `_icontains`: `_contains` after case folding.
+    IContains,
+    /// `_istarts_with`: `_starts_with` after case folding.
+    IStartsWith,
+    /// `_iends_with`: `_ends_with` after case folding.
+    IEndsWith,
 }
 
 impl FilterOp {
     /// Every suffixed operator, longest suffix first so that `_not_in` wins over `_in`.
-    pub const SUFFIXED: [(&'static str, FilterOp); 11] = [
+    pub const SUFFIXED: [(&'static str, FilterOp); 15] = [
+        ("_istarts_with", FilterOp::IStartsWith),
+        ("_iends_with", FilterOp::IEndsWith),
+        ("_icontains", FilterOp::IContains),
+        ("_ieq", FilterOp::IEq),
         ("_starts_with", FilterOp::StartsWith),
         ("_ends_with", FilterOp::EndsWith),
         ("_contains", FilterOp::Contains),
@@ -978,6 +934,15 @@ impl FilterOp {
         matches!(
             self,
             FilterOp::Contains | FilterOp::StartsWith | FilterOp::EndsWith
+        )
+    }
+
+    /// Whether the operator compares text after case folding (`_ieq`,
+    /// `_icontains`, `_istarts_with`, `_iends_with`).
+    pub fn is_case_insensitive(self) -> bool {
+        matches!(
+            self,
+            FilterOp::IEq | FilterOp::IContains | FilterOp::IStartsWith | FilterOp::IEndsWith
         )
     }
 

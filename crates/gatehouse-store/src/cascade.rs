@@ -1,6 +1,6 @@
 //! What deleting a row does to the rows that reference it
 //! (`@relation(onDelete:)` on their to-one field): `CASCADE` deletes them,
-//! `SET_NULL` clears the reference, `RESTRICT` is left to the foreign key
+//! `SET_NULL` clears the reference (stamping `@updatedAt`), `RESTRICT` is left to the foreign key
 //! (a conflict while they exist). Done by the store, in the delete's
 //! transaction, rather than by `ON DELETE` clauses: the store needs every
 //! row it deletes or changes for the change feed, and changing a field's
@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
 
-use gatehouse_schema::{ChangeKind, EntityId, OnDelete};
+use gatehouse_schema::{ChangeKind, EntityId, Generated, OnDelete};
 use sea_query::{Expr, ExprTrait, Query};
 use serde_json::Value as Json;
 
@@ -22,6 +22,7 @@ use crate::error::from_sqlx;
 use crate::feed::ChangeEvent;
 use crate::query::{col, columns};
 use crate::store::{id_field, kinds, row_id, to_row};
+use crate::value::to_sql;
 use crate::{Store, StoreError};
 
 /// The rows already deleted by one delete, so a cycle of `CASCADE`
@@ -109,12 +110,21 @@ impl Store {
                             up.table(child.table.clone())
                                 .value(f.column.clone(), Expr::cust("NULL"))
                                 .and_where(Expr::col(id_col.clone()).eq(cid.as_str()));
+                            let mut new = old.clone();
+                            new.insert(f.name.clone(), Json::Null);
+                            // Clearing the reference writes the row: its
+                            // `@updatedAt` is stamped as by an update.
+                            for c in &cols {
+                                if c.field.generated == Some(Generated::UpdatedAt) {
+                                    let v = self.generate(Generated::UpdatedAt);
+                                    up.value(c.field.column.clone(), to_sql(d, &c.ty, &v));
+                                    new.insert(c.field.name.clone(), v);
+                                }
+                            }
                             tx.conn()
                                 .execute(Built::of(d, &up))
                                 .await
                                 .map_err(from_sqlx)?;
-                            let mut new = old.clone();
-                            new.insert(f.name.clone(), Json::Null);
                             ChangeEvent {
                                 entity: child.name.clone(),
                                 kind: ChangeKind::Updated,

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use gatehouse_schema::{
-    AccessContext, Action, ChangeKind, Entity, EntityId, Field, FieldKind, Model,
+    AccessContext, Action, ChangeKind, Entity, EntityId, Field, FieldKind, Generated, Model,
 };
 use sea_query::{Expr, ExprTrait, Func, LockType, Order, Query, SelectStatement, WindowStatement};
 use serde_json::Value as Json;
@@ -806,6 +806,12 @@ impl EntityStore {
         policy::check_owners_kept(e, ctx, &old, &values)?;
         if values.is_empty() {
             return Ok(old);
+        }
+        let mut values = values;
+        for f in e.stored_fields() {
+            if let Some(g @ Generated::UpdatedAt) = f.generated {
+                values.insert(f.name.clone(), s.generate(g));
+            }
         }
         let mut new = old.clone();
         let mut upd = Query::update();

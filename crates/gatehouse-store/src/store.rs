@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use gatehouse_schema::{AccessContext, Action, Entity, FieldKind, Model};
+use gatehouse_schema::{AccessContext, Action, Entity, FieldKind, Generated, Model};
 use sea_query::{Expr, ExprTrait, Query, SelectStatement};
 use serde_json::Value as Json;
 use sqlx::error::ErrorKind;
@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 
 use gatehouse_db::{Built, Conn, Db, DbOptions, DbRow, PoolStats, SCHEMA_LOCK};
 
+use crate::clock::{Clock, SystemClock};
 use crate::error::from_sqlx;
 use crate::feed::{self, ChangeEvent};
 use crate::migrate::{self, Layout, MigrationStep, q};
@@ -44,6 +45,9 @@ pub struct StoreOptions {
     /// (SIGKILL, crash) and fsyncs at checkpoints: several times the write
     /// throughput on slow disks.
     pub sqlite_sync_every_commit: bool,
+    /// The server's clock: generated times (`@createdAt`, `@updatedAt`)
+    /// are read from it. Default: the system clock.
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Default for StoreOptions {
@@ -55,6 +59,7 @@ impl Default for StoreOptions {
             acquire_timeout: Duration::from_secs(5),
             event_capacity: 1024,
             sqlite_sync_every_commit: false,
+            clock: Arc::new(SystemClock),
         }
     }
 }
@@ -73,6 +78,8 @@ pub struct Store {
 pub(crate) struct Inner {
     pub(crate) db: Db,
     pub(crate) model: Arc<Model>,
+    /// See [`StoreOptions::clock`].
+    pub(crate) clock: Arc<dyn Clock>,
     events: Arc<feed::Local>,
     /// This instance's id, carried by its PostgreSQL notifications.
     origin: String,
@@ -143,6 +150,7 @@ impl Store {
             inner: Arc::new(Inner {
                 db,
                 model,
+                clock: opts.clock.clone(),
                 events,
                 origin,
                 listener,
@@ -336,7 +344,10 @@ impl Store {
             return Ok(steps);
         }
         let (old, _) = migrate::recorded(c).await?;
-        migrate::apply(c, d, &self.inner.model, &old, &new, &steps)
+        // Existing rows of a new `@createdAt` / `@updatedAt` column get the
+        // migration's time.
+        let now = gatehouse_schema::datetime_text(self.inner.clock.now_micros());
+        migrate::apply(c, d, &self.inner.model, &old, &new, &steps, &now)
             .await
             .map_err(migration_error)?;
         if d == Dialect::Sqlite {
@@ -460,24 +471,34 @@ impl Store {
         let mut out = Row::new();
         for f in e.stored_fields() {
             let given = row.get(&f.name).unwrap_or(&Json::Null);
-            let v = if matches!(f.kind, FieldKind::Id) {
-                match (given, fixed_id) {
-                    (Json::Null, Some(id)) => Json::String(id.to_string()),
-                    (Json::Null, None) => Json::String(uuid::Uuid::now_v7().to_string()),
-                    (v, Some(id)) if v.as_str() != Some(id) => {
-                        return Err(StoreError::invalid(
-                            "id",
-                            "the id of a row cannot be changed",
-                        ));
-                    }
-                    (v, _) => check_field(model, f, v)?,
+            let v = match (f.generated, given, fixed_id) {
+                (Some(Generated::Id), Json::Null, Some(id)) => Json::String(id.to_string()),
+                (Some(Generated::Id), v, Some(id)) if v.as_str() != Some(id) => {
+                    return Err(StoreError::invalid(
+                        "id",
+                        "the id of a row cannot be changed",
+                    ));
                 }
-            } else {
-                check_field(model, f, given)?
+                // A replacement keeps the creation time; the update stamps
+                // the rest (`EntityStore::write_existing`).
+                (Some(Generated::CreatedAt | Generated::UpdatedAt), _, Some(_)) => continue,
+                (Some(g), Json::Null, None) => self.generate(g),
+                _ => check_field(model, f, given)?,
             };
             out.insert(f.name.clone(), v);
         }
         Ok(out)
+    }
+
+    /// The value the server gives a generated field of a new row. The one
+    /// place generated values are made.
+    pub(crate) fn generate(&self, g: Generated) -> Json {
+        match g {
+            Generated::Id => Json::String(uuid::Uuid::now_v7().to_string()),
+            Generated::CreatedAt | Generated::UpdatedAt => Json::String(
+                gatehouse_schema::datetime_text(self.inner.clock.now_micros()),
+            ),
+        }
     }
 
     /// Notifies other instances (PostgreSQL, inside the transaction), commits,

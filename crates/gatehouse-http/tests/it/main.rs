@@ -8,6 +8,7 @@ mod graphql;
 mod http;
 mod oauth1;
 mod planned;
+mod scalars;
 mod spec;
 mod subscriptions;
 

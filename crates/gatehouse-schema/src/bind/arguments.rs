@@ -516,6 +516,19 @@ impl Binder<'_> {
                 );
                 return false;
             }
+            _ if f.is_server_set() => {
+                self.error(
+                    vloc,
+                    format!(
+                        "`{vname}` of {where_} sets `{}.{vname}`, which the server sets",
+                        entity.name
+                    ),
+                    Some(format!(
+                        "remove `{vname}`: `@createdAt` and `@updatedAt` fields are read-only"
+                    )),
+                );
+                return false;
+            }
             FieldKind::Id if !create => {
                 self.error(
                     vloc,
@@ -648,7 +661,21 @@ fn filter_problem(
                     "operator `{}` needs an ordered field, but {fdesc} is `{tname}`",
                     op.label()
                 ),
-                "ordered types are Int, Float, String, Date and ID".into(),
+                format!("ordered types are {}", ordered_types()),
+            )),
+            Some(OpRefusal::NotTaken) => Some((
+                format!(
+                    "operator `{}` does not apply to {fdesc} (`{tname}`)",
+                    op.label()
+                ),
+                format!(
+                    "{fdesc} takes: {}",
+                    f.filter_ops()
+                        .iter()
+                        .map(|o| o.label())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
             )),
             Some(_) => Some((
                 format!(
@@ -660,6 +687,16 @@ fn filter_problem(
             None => None,
         },
     }
+}
+
+/// The scalars `_lt` applies to, for hints: from the scalar table.
+fn ordered_types() -> String {
+    Scalar::ALL
+        .iter()
+        .filter(|s| s.info().ops.contains(&FilterOp::Lt))
+        .map(|s| s.graphql_name())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `<field>` or `<field><suffix>` for a stored field of `entity`: the field

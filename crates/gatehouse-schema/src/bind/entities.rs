@@ -91,6 +91,7 @@ impl Binder<'_> {
             index: false,
             ty: type_ref(&field.ty),
             auth: TypeAuth::default(),
+            generated: Some(Generated::Id),
         }
     }
 
@@ -102,6 +103,7 @@ impl Binder<'_> {
         let field_auth = self.field_auth(entity, field);
         let kind = self.field_kind(entity, field)?;
         self.check_field_use(entity, field, &kind, &field_auth);
+        let generated = self.generated(entity, field, &kind);
         let fname = field.name.as_str();
         let column = match &kind {
             FieldKind::ToOne { .. } => format!("{}_id", fname.to_snake_case()),
@@ -118,6 +120,7 @@ impl Binder<'_> {
             index: field.directives.get("index").is_some(),
             ty: type_ref(&field.ty),
             auth: field_auth,
+            generated,
         })
     }
 
@@ -213,6 +216,50 @@ impl Binder<'_> {
             );
         }
         on_delete
+    }
+
+    /// `@createdAt` / `@updatedAt`: a single `DateTime` the server sets.
+    fn generated(
+        &mut self,
+        entity: &str,
+        field: &Node<FieldDefinition>,
+        kind: &FieldKind,
+    ) -> Option<Generated> {
+        let fname = field.name.as_str();
+        let created = field.directives.get("createdAt");
+        let updated = field.directives.get("updatedAt");
+        let (g, d) = match (created, updated) {
+            (None, None) => return None,
+            (Some(_), Some(d)) => {
+                self.error(
+                    d.location(),
+                    format!("`{entity}.{fname}` has both `@createdAt` and `@updatedAt`"),
+                    Some("use two fields: `createdAt: DateTime! @createdAt` and `updatedAt: DateTime! @updatedAt`".into()),
+                );
+                return None;
+            }
+            (Some(d), None) => (Generated::CreatedAt, d),
+            (None, Some(d)) => (Generated::UpdatedAt, d),
+        };
+        let is_datetime = matches!(
+            kind,
+            FieldKind::Value {
+                ty: ValueType::Scalar(Scalar::DateTime),
+                list: None,
+            }
+        );
+        if !is_datetime {
+            self.error(
+                d.location(),
+                format!(
+                    "`@{}` on `{entity}.{fname}`, which is `{}`, not `DateTime`",
+                    d.name, field.ty
+                ),
+                Some(format!("declare it `{fname}: DateTime! @{}`", d.name)),
+            );
+            return None;
+        }
+        Some(g)
     }
 
     /// The directives and arguments a field of this kind cannot take.

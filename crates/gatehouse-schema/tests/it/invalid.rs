@@ -60,7 +60,7 @@ raw_case!(
 
 // ---- types and scalars --------------------------------------------------
 
-case!(custom_scalar, &format!("{Q}scalar DateTime\n"));
+case!(custom_scalar, &format!("{Q}scalar Money\n"));
 case!(
     interface_not_supported,
     &format!("{Q}interface Node {{ id: ID! }}\n")
@@ -430,3 +430,24 @@ fn foreign_idioms_get_the_gatehouse_equivalent() {
         assert!(hint.contains(help), "{idiom}: {hint}");
     }
 }
+
+case!(
+    created_at_on_a_string,
+    &format!("{Q}type Shelf {{ id: ID! made: String! @createdAt }}\n")
+);
+case!(
+    created_at_and_updated_at_on_one_field,
+    &format!("{Q}type Shelf {{ id: ID! at: DateTime! @createdAt @updatedAt }}\n")
+);
+case!(
+    server_set_field_in_an_input,
+    &format!(
+        "{Q}type Shelf {{ id: ID! name: String at: DateTime! @createdAt }}\ntype Mutation {{ createShelf(name: String, at: DateTime): Shelf! }}\n"
+    )
+);
+case!(
+    equality_on_json,
+    &format!(
+        "{Q}type Shelf {{ id: ID! meta: JSON }}\nextend type Query {{ shelves(meta: JSON): [Shelf!]! }}\n"
+    )
+);

@@ -16,6 +16,7 @@ mod owners;
 mod pool;
 mod prepared;
 mod relations;
+mod scalars;
 mod snapshots;
 
 /// Fails when CI requires the PostgreSQL run (`GATEHOUSE_REQUIRE_POSTGRES=1`)

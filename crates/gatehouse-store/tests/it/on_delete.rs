@@ -3,8 +3,10 @@
 //! event for each changed row; RESTRICT anywhere in the cascade refuses
 //! the whole delete and changes nothing; cycles of CASCADE end.
 
+use std::sync::Arc;
+
 use gatehouse_schema::ChangeKind;
-use gatehouse_store::{AccessContext, Row, Store, StoreError};
+use gatehouse_store::{AccessContext, ManualClock, Row, Store, StoreError, StoreOptions};
 use gatehouse_testkit::TestDb;
 use serde_json::{Value, json};
 
@@ -152,6 +154,60 @@ async fn a_cycle_of_cascades_ends() {
         assert!(get(&s, "Task", &t1).await.is_none(), "{b}");
         assert!(get(&s, "Task", &t2).await.is_none(), "{b}");
         assert!(get(&s, "Project", &p).await.is_some(), "{b}");
+        s.close().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_null_stamps_updated_at() {
+    const STAMPED: &str = r#"
+type Query { owners: [Owner!]! items: [Item!]! }
+type Owner { id: ID! name: String! items: [Item!]! }
+type Item {
+  id: ID!
+  owner: Owner @relation(onDelete: SET_NULL)
+  createdAt: DateTime! @createdAt
+  updatedAt: DateTime! @updatedAt
+}
+"#;
+    // 2026-11-27T16:00:00Z in microseconds.
+    const T0: i64 = 1_795_795_200_000_000;
+    for db in TestDb::each().await {
+        let b = db.backend();
+        let clock = Arc::new(ManualClock::new(T0));
+        let s = db
+            .open_with(
+                STAMPED,
+                StoreOptions {
+                    clock: clock.clone(),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        let o = insert(&s, "Owner", json!({"name": "o"})).await;
+        let i = insert(&s, "Item", json!({"owner": o})).await;
+        clock.advance(1_000_000);
+        let mut feed = s.subscribe();
+        s.entity("Owner")
+            .unwrap()
+            .delete(&AccessContext::system(), &o)
+            .await
+            .unwrap();
+        let item = get(&s, "Item", &i).await.unwrap();
+        assert_eq!(item["owner"], Value::Null, "{b}");
+        assert_eq!(item["createdAt"], "2026-11-27T16:00:00.000000Z", "{b}");
+        assert_eq!(item["updatedAt"], "2026-11-27T16:00:01.000000Z", "{b}");
+        let mut updated = None;
+        while let Ok(Ok(ev)) =
+            tokio::time::timeout(std::time::Duration::from_millis(500), feed.recv()).await
+        {
+            if ev.entity == "Item" {
+                assert_eq!(ev.kind, ChangeKind::Updated, "{b}");
+                updated = ev.new.map(|r| r["updatedAt"].clone());
+            }
+        }
+        assert_eq!(updated.as_ref(), Some(&item["updatedAt"]), "{b}");
         s.close().await;
     }
 }
