@@ -570,3 +570,52 @@ async fn subscription_events_reach_only_readers_of_the_row() {
         assert!(!alice_saw.contains("b-private"), "{b}: {alice_saw}");
     }
 }
+
+/// A count never counts a row the caller may not read, and cannot be used
+/// to probe a field the caller may not read (CONTRACT §11, §13).
+#[tokio::test]
+async fn counts_do_not_leak_rows_hidden_by_policies() {
+    for s in Server::each_backend("").await {
+        let b = s.backend();
+        let alice = s.token("alice").await;
+        let bob = s.token("bob").await;
+        let admin = s.token("admin").await;
+        memos(&s, &alice, &bob).await;
+        for (who, token, want) in [("bob", &bob, 2), ("alice", &alice, 2), ("admin", &admin, 3)] {
+            let d = s
+                .data(token, "{ memos { id } memosCount }", json!({}))
+                .await;
+            assert_eq!(d["memosCount"], json!(want), "{b}: {who}");
+            assert_eq!(
+                d["memos"].as_array().map(Vec::len),
+                Some(want),
+                "{b}: {who}"
+            );
+            let d = s
+                .data(
+                    token,
+                    "{ memosCount(where: {published: false}) }",
+                    json!({}),
+                )
+                .await;
+            assert_eq!(d["memosCount"], json!(want - 1), "{b}: {who}");
+        }
+        // Filtering on a field bob may not read is refused, not answered.
+        let r = s
+            .gql(
+                Some(&bob),
+                "{ memosCount(where: {draft: \"secret draft\"}) }",
+                json!({}),
+            )
+            .await;
+        assert_eq!(code(&r), "FORBIDDEN", "{b}: {r}");
+        let d = s
+            .data(
+                &alice,
+                "{ memosCount(where: {draft: \"secret draft\"}) }",
+                json!({}),
+            )
+            .await;
+        assert_eq!(d["memosCount"], json!(2), "{b}");
+    }
+}

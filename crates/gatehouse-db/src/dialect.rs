@@ -75,6 +75,30 @@ impl SqlKind {
     }
 }
 
+/// The SQL function that folds case for the case-insensitive operators on
+/// SQLite ([`fold_case`], registered on every connection). PostgreSQL uses
+/// `lower(x COLLATE "C.utf8")`, which folds the same way.
+pub const FOLD_FUNCTION: &str = "gh_fold";
+
+/// Case folding for `_ieq`, `_icontains`, `_istarts_with`,
+/// `_iends_with`: each character's simple Unicode lowercase mapping, as
+/// PostgreSQL's `lower()` under a UTF-8 C locale (glibc `towlower`) maps
+/// it, so both backends give the same answers. `İ` (U+0130), the one
+/// character whose full lowercase is two characters in Rust, maps to `i`
+/// as `towlower` maps it; `ß` stays `ß` (no `ss` expansion) and `Σ`
+/// becomes `σ` wherever it stands.
+pub fn fold_case(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c == '\u{130}' {
+            out.push('i');
+        } else {
+            out.extend(c.to_lowercase());
+        }
+    }
+    out
+}
+
 /// How a `Date` travels as text: `YYYY-MM-DD`.
 pub const DATE_FORMAT: &[time::format_description::BorrowedFormatItem<'static>] =
     time::macros::format_description!("[year]-[month]-[day]");

@@ -17,7 +17,9 @@ mod sqlite;
 mod wal_index;
 
 pub use db::{Built, Conn, Db, DbOptions, DbRow, PoolStats, Pooled, Tx};
-pub use dialect::{DATE_FORMAT, Dialect, SCHEMA_LOCK, SqlKind, format_date, q};
+pub use dialect::{
+    DATE_FORMAT, Dialect, FOLD_FUNCTION, SCHEMA_LOCK, SqlKind, fold_case, format_date, q,
+};
 pub use error::{DbError, with_sources};
 
 /// A PostgreSQL connection pool, for the few users that talk to sqlx

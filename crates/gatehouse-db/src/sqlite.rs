@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use rusqlite::functions::FunctionFlags;
 use rusqlite::types::{ToSqlOutput, Value as SqlValue, ValueRef};
 use rusqlite::{Connection, OpenFlags, ffi};
 use sea_query::Value;
@@ -469,6 +470,20 @@ fn open_connection(opts: &SqliteOptions, read_only: bool) -> Result<Connection, 
     conn.execute_batch(&format!(
         "PRAGMA foreign_keys = ON; PRAGMA synchronous = {sync};"
     ))
+    .map_err(to_sqlx)?;
+    conn.create_scalar_function(
+        crate::FOLD_FUNCTION,
+        1,
+        FunctionFlags::SQLITE_UTF8
+            | FunctionFlags::SQLITE_DETERMINISTIC
+            | FunctionFlags::SQLITE_INNOCUOUS,
+        |ctx| {
+            Ok(match ctx.get_raw(0) {
+                ValueRef::Text(b) => Some(crate::fold_case(&String::from_utf8_lossy(b))),
+                _ => None,
+            })
+        },
+    )
     .map_err(to_sqlx)?;
     Ok(conn)
 }

@@ -19,7 +19,7 @@ use serde_json::Value as Json;
 
 use crate::args::{self, PageLimits};
 use crate::error::{Code, coded, from_store};
-use crate::loader::{ChildSpec, ManyKey, OneKey, StoreLoader};
+use crate::loader::{ChildSpec, CountKey, CountSpec, ManyKey, OneKey, StoreLoader};
 use gatehouse_auth::Principal;
 
 /// What every resolver shares.
@@ -144,7 +144,11 @@ fn custom_scalar(s: ModelScalar) -> Scalar {
     if let Some((description, url)) = s.custom_declaration() {
         scalar = scalar.description(description).specified_by_url(url);
     }
-    scalar.validator(move |v| matches!(v, Value::String(text) if s.check_text(text).is_ok()))
+    scalar.validator(move |v| {
+        v.clone()
+            .into_json()
+            .is_ok_and(|json| !json.is_null() && s.check(&json).is_ok())
+    })
 }
 
 fn type_ref(t: &ModelTypeRef) -> TypeRef {
@@ -284,10 +288,10 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
                     }
                 })
             }
-            (FieldKind::ToOne { target }, guard) => {
-                let target: Arc<str> = Arc::from(target.as_str());
+            (FieldKind::Count { .. }, _) => count_field(shared, f),
+            (FieldKind::ToOne { .. }, guard) => {
+                let target = shared.model.relation_of(f).map(|r| r.target);
                 Field::new(&f.name, type_ref(&f.ty), move |ctx| {
-                    let target = target.clone();
                     let name = name.clone();
                     let guard = guard.clone();
                     FieldFuture::new(async move {
@@ -295,7 +299,9 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
                             return fail(&ctx, nullable, e);
                         }
                         let row = parent_row(&ctx)?;
-                        let Some(id) = row.get(&name).and_then(Json::as_str) else {
+                        let (Some(target), Some(id)) =
+                            (target, row.get(&name).and_then(Json::as_str))
+                        else {
                             return Ok(None);
                         };
                         let loaders = ctx.data::<Loaders>()?;
@@ -312,21 +318,22 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
             }
             (
                 FieldKind::ToMany {
-                    target,
-                    via,
                     list,
                     args: declared,
                     ..
                 },
                 _,
             ) => {
+                let target = shared.model.relation_of(f).map(|r| r.target);
+                let via = shared
+                    .model
+                    .inverse_of(f)
+                    .map(|v| v.name.clone())
+                    .unwrap_or_default();
                 let shared = shared.clone();
-                let target = target.clone();
-                let via = via.clone();
                 let list = list.clone();
                 let mut field = Field::new(&f.name, type_ref(&f.ty), move |ctx| {
                     let shared = shared.clone();
-                    let target = target.clone();
                     let via = via.clone();
                     let list = list.clone();
                     FieldFuture::new(async move {
@@ -334,9 +341,10 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
                         let Some(parent) = row.get("id").and_then(Json::as_str) else {
                             return Ok(None);
                         };
-                        let Some(child) = shared.model.entity(&target) else {
+                        let Some(target) = target else {
                             return Ok(None);
                         };
+                        let child = shared.model.entity_at(target);
                         let what = format!("`{}`", ctx.ctx.field().name());
                         if let Err(e) = authorize(&ctx, child.read_scope(), true, &what) {
                             return fail(&ctx, nullable, e);
@@ -353,7 +361,7 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
                             Err(e) => return fail(&ctx, nullable, e),
                         };
                         let spec = Arc::new(ChildSpec {
-                            sig: format!("{target}\u{0}{via}\u{0}{query:?}"),
+                            sig: format!("{}\u{0}{via}\u{0}{query:?}", target.index()),
                             target,
                             via,
                             query,
@@ -385,6 +393,75 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
         obj = obj.field(field);
     }
     obj
+}
+
+/// `booksCount` beside `books`: the rows `books` would list under the
+/// same filters, counted for every parent of one level in one grouped
+/// statement (see [`CountKey`]).
+fn count_field(shared: &Arc<Shared>, f: &gatehouse_schema::Field) -> Field {
+    let nullable = !f.ty.is_non_null();
+    let target = shared.model.relation_of(f).map(|r| r.target);
+    let via = shared
+        .model
+        .inverse_of(f)
+        .map(|v| v.name.clone())
+        .unwrap_or_default();
+    let (list, declared) = match &f.kind {
+        FieldKind::Count { list, args, .. } => (list.clone(), args.clone()),
+        _ => (Default::default(), Vec::new()),
+    };
+    let shared = shared.clone();
+    let mut field = Field::new(&f.name, type_ref(&f.ty), move |ctx| {
+        let shared = shared.clone();
+        let via = via.clone();
+        let list = list.clone();
+        FieldFuture::new(async move {
+            let row = parent_row(&ctx)?;
+            let (Some(target), Some(parent)) = (target, row.get("id").and_then(Json::as_str))
+            else {
+                return Ok(None);
+            };
+            let child = shared.model.entity_at(target);
+            let what = format!("`{}`", ctx.ctx.field().name());
+            if let Err(e) = authorize(&ctx, child.read_scope(), true, &what) {
+                return fail(&ctx, nullable, e);
+            }
+            let filter = match args::filter_from_args(
+                &shared.model,
+                &ctx.args,
+                &list.filters,
+                list.where_arg.as_ref(),
+            ) {
+                Ok(f) => f,
+                Err(e) => return fail(&ctx, nullable, e),
+            };
+            let spec = Arc::new(CountSpec {
+                sig: format!("{}\u{0}{via}\u{0}{filter:?}", target.index()),
+                target,
+                via,
+                filter,
+            });
+            let loaders = ctx.data::<Loaders>()?;
+            let key = CountKey {
+                spec,
+                parent: parent.to_string(),
+            };
+            match loaders.load_one(key).await {
+                Ok(n) => Ok(Some(FieldValue::value(count_value(n.unwrap_or(0))))),
+                Err(e) => fail(&ctx, nullable, from_store(&e)),
+            }
+        })
+    });
+    for a in &declared {
+        field = field.argument(input_value(a));
+    }
+    field
+}
+
+/// A count as a GraphQL `Int` (32 bits): a count beyond it reads as the
+/// largest `Int` rather than failing.
+fn count_value(n: u64) -> Value {
+    Value::from(i32::try_from(n).unwrap_or(i32::MAX))
 }
 
 fn root_field(shared: &Arc<Shared>, f: &RootField) -> Field {
@@ -449,6 +526,15 @@ async fn resolve_root<'a>(
             Ok(Some(FieldValue::list(
                 rows.into_iter().map(FieldValue::owned_any),
             )))
+        }
+        Binding::Count(list) => {
+            let filter =
+                args::filter_from_args(model, &ctx.args, &list.filters, list.where_arg.as_ref())?;
+            let n = store
+                .count(caller(ctx)?, filter.as_ref())
+                .await
+                .map_err(|e| from_store(&e))?;
+            Ok(Some(FieldValue::value(count_value(n))))
         }
         Binding::Lookup { filters, where_arg } => {
             let Some(filter) =

@@ -759,12 +759,18 @@ impl<'a, 'd> CostWalk<'a, 'd> {
                 ),
                 None => (None, None),
             },
-            (Parent::Entity(e), None) => match e.field(name).map(|mf| &mf.kind) {
-                Some(FieldKind::ToOne { target }) => (Some(target.as_str()), None),
-                Some(FieldKind::ToMany {
-                    target, list, args, ..
-                }) => (Some(target.as_str()), Some((list, args.as_slice()))),
-                _ => (None, None),
+            (Parent::Entity(e), None) => match e.field(name) {
+                Some(mf) => {
+                    let target = self.model.target_of(mf).map(|t| t.name.as_str());
+                    match &mf.kind {
+                        FieldKind::ToOne { .. } => (target, None),
+                        FieldKind::ToMany { list, args, .. } => {
+                            (target, Some((list, args.as_slice())))
+                        }
+                        _ => (None, None),
+                    }
+                }
+                None => (None, None),
             },
             _ => (None, None),
         };

@@ -7,7 +7,8 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use async_graphql::dataloader::Loader;
-use gatehouse_store::{AccessContext, ListQuery, Row, Store, StoreError};
+use gatehouse_schema::EntityId;
+use gatehouse_store::{AccessContext, Filter, ListQuery, Row, Store, StoreError};
 
 /// Loads rows from the store in batches.
 #[derive(Debug, Clone)]
@@ -20,7 +21,7 @@ pub struct StoreLoader {
 /// A to-one load: the row `id` of `entity`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct OneKey {
-    pub entity: Arc<str>,
+    pub entity: EntityId,
     pub id: String,
 }
 
@@ -29,7 +30,7 @@ pub struct OneKey {
 pub struct ChildSpec {
     /// Identity of (target, via, query) used to group keys into one load.
     pub sig: String,
-    pub target: String,
+    pub target: EntityId,
     pub via: String,
     pub query: ListQuery,
 }
@@ -56,24 +57,91 @@ impl Hash for ManyKey {
     }
 }
 
+/// What a count field counts: the rows of `target` whose `via` points at
+/// the parent and that match `filter`.
+#[derive(Debug)]
+pub struct CountSpec {
+    /// Identity of (target, via, filter) used to group keys into one load.
+    pub sig: String,
+    pub target: EntityId,
+    pub via: String,
+    pub filter: Option<Filter>,
+}
+
+/// A count load for one parent.
+#[derive(Debug, Clone)]
+pub struct CountKey {
+    pub spec: Arc<CountSpec>,
+    pub parent: String,
+}
+
+impl PartialEq for CountKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.spec.sig == other.spec.sig && self.parent == other.parent
+    }
+}
+
+impl Eq for CountKey {}
+
+impl Hash for CountKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.spec.sig.hash(state);
+        self.parent.hash(state);
+    }
+}
+
+impl Loader<CountKey> for StoreLoader {
+    type Value = u64;
+    type Error = Arc<StoreError>;
+
+    /// One grouped count per (relation, filter), whatever the number of
+    /// parents.
+    async fn load(&self, keys: &[CountKey]) -> Result<HashMap<CountKey, u64>, Self::Error> {
+        let mut groups: HashMap<&str, (Arc<CountSpec>, Vec<String>)> = HashMap::new();
+        for k in keys {
+            groups
+                .entry(k.spec.sig.as_str())
+                .or_insert_with(|| (k.spec.clone(), Vec::new()))
+                .1
+                .push(k.parent.clone());
+        }
+        let mut out = HashMap::new();
+        for (_, (spec, parents)) in groups {
+            let counts = self
+                .store
+                .entity_at(spec.target)
+                .count_children(&self.access, &spec.via, &parents, spec.filter.as_ref())
+                .await
+                .map_err(Arc::new)?;
+            for parent in parents {
+                let n = counts.get(&parent).copied().unwrap_or(0);
+                out.insert(
+                    CountKey {
+                        spec: spec.clone(),
+                        parent,
+                    },
+                    n,
+                );
+            }
+        }
+        Ok(out)
+    }
+}
+
 impl Loader<OneKey> for StoreLoader {
     type Value = Row;
     type Error = Arc<StoreError>;
 
     async fn load(&self, keys: &[OneKey]) -> Result<HashMap<OneKey, Row>, Self::Error> {
-        let mut by_entity: HashMap<Arc<str>, Vec<String>> = HashMap::new();
+        let mut by_entity: HashMap<EntityId, Vec<String>> = HashMap::new();
         for k in keys {
-            by_entity
-                .entry(k.entity.clone())
-                .or_default()
-                .push(k.id.clone());
+            by_entity.entry(k.entity).or_default().push(k.id.clone());
         }
         let mut out = HashMap::new();
         for (entity, ids) in by_entity {
             let rows = self
                 .store
-                .entity(&entity)
-                .map_err(Arc::new)?
+                .entity_at(entity)
                 .get_many(&self.access, &ids, None)
                 .await
                 .map_err(Arc::new)?
@@ -82,13 +150,7 @@ impl Loader<OneKey> for StoreLoader {
                 let Some(id) = row.get("id").and_then(|v| v.as_str()).map(str::to_string) else {
                     continue;
                 };
-                out.insert(
-                    OneKey {
-                        entity: entity.clone(),
-                        id,
-                    },
-                    row,
-                );
+                out.insert(OneKey { entity, id }, row);
             }
         }
         Ok(out)
@@ -112,8 +174,7 @@ impl Loader<ManyKey> for StoreLoader {
         for (_, (spec, parents)) in groups {
             let children = self
                 .store
-                .entity(&spec.target)
-                .map_err(Arc::new)?
+                .entity_at(spec.target)
                 .children(&self.access, &spec.via, &parents, &spec.query)
                 .await
                 .map_err(Arc::new)?;

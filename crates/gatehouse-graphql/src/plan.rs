@@ -34,7 +34,7 @@ use futures::future::BoxFuture;
 use gatehouse_json as json;
 use gatehouse_schema::{
     Binding, Entity, FieldKind, ListBinding, Model, RootField, Scalar, TypeLayer, TypeRef,
-    ValueType,
+    ValueType, Wire,
 };
 use gatehouse_store::{
     AccessContext, EntityStore, JoinOne, ListQuery, Page, PreparedList, RowSet, Store,
@@ -110,6 +110,11 @@ fn input_value_ok(model: &Model, ty: &TypeRef, value: &Value) -> bool {
         // A single value stands for a list of one.
         (TypeRef::List(item), v) => input_value_ok(model, item, v),
         (TypeRef::Named(name), v) => match (Scalar::from_graphql(name), v) {
+            // `JSON` takes any value; the Model refuses NUL in its text.
+            (Some(s), v) if s.info().wire == Wire::Any => v
+                .clone()
+                .into_json()
+                .is_ok_and(|json| s.check(&json).is_ok()),
             // async-graphql's `Int` takes integers only, where the Model
             // also takes `3.0`.
             (Some(Scalar::Int), Value::Number(n)) => {
@@ -117,7 +122,7 @@ fn input_value_ok(model: &Model, ty: &TypeRef, value: &Value) -> bool {
             }
             (Some(s), Value::Number(n)) => s.check_number(n).is_ok(),
             (Some(s), Value::String(text)) => s.check_text(text).is_ok(),
-            (Some(s), Value::Boolean(_)) => s == Scalar::Boolean,
+            (Some(s), Value::Boolean(_)) => s.info().wire == Wire::Boolean,
             (Some(_), _) => false,
             (None, Value::String(s)) => enum_has(model, name, s),
             (None, Value::Enum(s)) => enum_has(model, name, s),
@@ -309,7 +314,7 @@ impl Check {
     fn accepts(&self, v: &Json) -> bool {
         match self {
             Check::None => true,
-            Check::Custom(s) => v.as_str().is_some_and(|t| s.check_text(t).is_ok()),
+            Check::Custom(s) => s.check(v).is_ok(),
             Check::Enum(def) => v.as_str().is_some_and(|s| def.has(s)),
         }
     }
@@ -486,23 +491,23 @@ fn compile_sel(
                     check,
                 })
             }
-            FieldKind::ToOne { target } => Item::ToOne {
+            // Counts are served by the resolver path (batched per level).
+            FieldKind::Count { .. } => return None,
+            FieldKind::ToOne { .. } => Item::ToOne {
                 name: mf.name.clone(),
                 required,
-                sel: compile_sel(store, doc, model.entity(target)?, &f.selection_set.node)?,
+                sel: compile_sel(store, doc, model.target_of(mf)?, &f.selection_set.node)?,
             },
             FieldKind::ToMany {
-                target,
-                via,
                 list,
                 args: declared,
                 ..
             } => Item::ToMany(Box::new(ToMany {
-                via: via.clone(),
+                via: model.inverse_of(mf)?.name.clone(),
                 list: list.clone(),
                 declared: declared.clone(),
                 args: written_args(f),
-                sel: compile_sel(store, doc, model.entity(target)?, &f.selection_set.node)?,
+                sel: compile_sel(store, doc, model.target_of(mf)?, &f.selection_set.node)?,
             })),
         };
         items.push((key, item));

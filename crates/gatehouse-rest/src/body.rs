@@ -3,7 +3,7 @@
 
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode, header};
-use gatehouse_schema::{Entity, Field, FieldKind, Model, json_kind};
+use gatehouse_schema::{Entity, Field, FieldKind, Model, ValueError, json_kind};
 use gatehouse_store::Code;
 use gatehouse_store::Row;
 use serde_json::Value as Json;
@@ -157,13 +157,25 @@ pub(crate) fn validate(
             );
             continue;
         };
-        if let FieldKind::ToMany { target, via, .. } = &field.kind {
+        if let FieldKind::ToMany { .. } | FieldKind::Count { .. } = &field.kind {
+            let why = ValueError::ToMany {
+                target: model
+                    .target_of(field)
+                    .map(|t| t.name.clone())
+                    .unwrap_or_default(),
+                via: model
+                    .inverse_of(field)
+                    .map(|f| f.name.clone())
+                    .unwrap_or_default(),
+            };
+            err(&mut errors, &key, why.to_string());
+            continue;
+        }
+        if field.is_server_set() {
             err(
                 &mut errors,
                 &key,
-                format!(
-                    "is a list of {target} rows and cannot be written here; set `{via}` on the {target} rows"
-                ),
+                "is set by the server and cannot be written".into(),
             );
             continue;
         }
@@ -208,7 +220,7 @@ pub(crate) fn validate(
             let required = if mode == Mode::Create {
                 entity.required_on_create(f)
             } else {
-                f.required && !matches!(f.kind, FieldKind::Id)
+                f.required && !matches!(f.kind, FieldKind::Id) && !f.is_server_set()
             };
             if required
                 && !fixed_here

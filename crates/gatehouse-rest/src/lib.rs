@@ -147,12 +147,6 @@ impl Api {
             max,
         };
         let base_path = state.base_path.trim_end_matches('/').to_string();
-        let index: HashMap<&str, usize> = model
-            .entities
-            .iter()
-            .enumerate()
-            .map(|(i, e)| (e.name.as_str(), i))
-            .collect();
         let mut collections = HashMap::new();
         let mut entities = Vec::new();
         for ((i, e), rows) in model
@@ -164,14 +158,11 @@ impl Api {
             collections.insert(e.rest_path.clone(), i);
             let mut nested = HashMap::new();
             for f in e.to_many_fields() {
-                if let FieldKind::ToMany {
-                    target,
-                    via,
-                    rest_segment,
-                    ..
-                } = &f.kind
-                    && let Some(&child) = index.get(target.as_str())
+                if let FieldKind::ToMany { rest_segment, .. } = &f.kind
+                    && let Some(target) = model.relation_of(f).map(|r| r.target)
+                    && let Some(via) = model.inverse_of(f).map(|v| &v.name)
                 {
+                    let child = target.index();
                     nested.insert(
                         rest_segment.clone(),
                         Nested {

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use gatehouse_schema::{Entity, Field, FieldKind, FilterOp, Model, Scalar, ValueType};
+use gatehouse_schema::{Entity, Field, FieldKind, FilterOp, Model, ValueType};
 use heck::{ToLowerCamelCase, ToUpperCamelCase};
 use serde_json::{Map, Value as Json, json};
 
@@ -23,23 +23,14 @@ fn response_ref(name: &str) -> Json {
     json!({ "$ref": format!("#/components/responses/{name}") })
 }
 
-/// Schema of one non-null value of `ty`.
-/// PostgreSQL text cannot hold NUL, so no backend accepts it (ECMA-262 regex).
-const NO_NUL: &str = "^[^\\u0000]*$";
+use gatehouse_schema::NO_NUL;
 
+/// Schema of one non-null value of `ty`: for a scalar, its row of the
+/// scalar table ([`gatehouse_schema::ScalarInfo::openapi`]).
 fn scalar_schema(ty: &ValueType) -> Json {
     match ty {
         ValueType::Enum(name) => schema_ref(name),
-        ValueType::Scalar(s) => match s {
-            Scalar::Id | Scalar::String => json!({"type": "string", "pattern": NO_NUL}),
-            Scalar::Int => json!({
-                "type": "integer", "format": "int32",
-                "minimum": i32::MIN, "maximum": i32::MAX
-            }),
-            Scalar::Float => json!({"type": "number", "format": "double"}),
-            Scalar::Boolean => json!({"type": "boolean"}),
-            Scalar::Date => json!({"type": "string", "format": "date"}),
-        },
+        ValueType::Scalar(s) => (s.info().openapi)(),
     }
 }
 
@@ -56,12 +47,12 @@ fn nullable(schema: Json) -> Json {
 }
 
 /// Schema of a stored field's value (null included when the field is nullable).
-fn field_schema(field: &Field) -> Json {
+fn field_schema(model: &Model, field: &Field) -> Json {
     let mut s = match &field.kind {
         FieldKind::Id => json!({"type": "string", "minLength": 1, "pattern": NO_NUL}),
-        FieldKind::ToOne { target } => json!({
+        FieldKind::ToOne { .. } => json!({
             "type": "string", "minLength": 1, "pattern": NO_NUL,
-            "description": format!("Id of the referenced {target}."),
+            "description": format!("Id of the referenced {}.", model.target_of(field).map_or("", |t| t.name.as_str())),
         }),
         FieldKind::Value { ty, list: None } => scalar_schema(ty),
         FieldKind::Value {
@@ -74,7 +65,7 @@ fn field_schema(field: &Field) -> Json {
                 "items": if items.items_required { item } else { nullable(item) },
             })
         }
-        FieldKind::ToMany { .. } => json!({}),
+        FieldKind::ToMany { .. } | FieldKind::Count { .. } => json!({}),
     };
     if let (Some(d), Json::Object(m)) = (&field.description, &mut s)
         && !m.contains_key("$ref")
@@ -102,7 +93,7 @@ enum BodyKind {
     Patch,
 }
 
-fn entity_schema(entity: &Entity, kind: BodyKind, omit: Option<&str>) -> Json {
+fn entity_schema(model: &Model, entity: &Entity, kind: BodyKind, omit: Option<&str>) -> Json {
     let mut props = Map::new();
     let mut required = Vec::new();
     for f in entity.stored_fields() {
@@ -113,12 +104,22 @@ fn entity_schema(entity: &Entity, kind: BodyKind, omit: Option<&str>) -> Json {
         if is_id && matches!(kind, BodyKind::Replace | BodyKind::Patch) {
             continue;
         }
-        props.insert(f.name.clone(), field_schema(f));
+        let request = matches!(kind, BodyKind::Create | BodyKind::Replace | BodyKind::Patch);
+        if f.is_server_set() && request {
+            continue;
+        }
+        let mut schema = field_schema(model, f);
+        if f.is_server_set()
+            && let Json::Object(m) = &mut schema
+        {
+            m.insert("readOnly".into(), json!(true));
+        }
+        props.insert(f.name.clone(), schema);
         let req = match kind {
             BodyKind::Full => true,
             BodyKind::Selection => is_id,
             BodyKind::Create => entity.required_on_create(f),
-            BodyKind::Replace => f.required && !is_id,
+            BodyKind::Replace => f.required && !is_id && !f.is_server_set(),
             BodyKind::Patch => false,
         };
         if req {
@@ -182,6 +183,10 @@ fn op_words(op: FilterOp) -> &'static str {
         FilterOp::Contains => "contains",
         FilterOp::StartsWith => "starts with",
         FilterOp::EndsWith => "ends with",
+        FilterOp::IEq => "equals, ignoring case",
+        FilterOp::IContains => "contains, ignoring case",
+        FilterOp::IStartsWith => "starts with, ignoring case",
+        FilterOp::IEndsWith => "ends with, ignoring case",
         FilterOp::IsNull => "is null (true) or not null (false)",
     }
 }
@@ -245,20 +250,23 @@ pub(crate) fn document(model: &Model, base_path: &str, paging: Paging) -> Json {
 
     for e in &model.entities {
         let n = &e.name;
-        schemas.insert(n.clone(), entity_schema(e, BodyKind::Full, None));
+        schemas.insert(n.clone(), entity_schema(model, e, BodyKind::Full, None));
         schemas.insert(
             format!("{n}Selection"),
-            entity_schema(e, BodyKind::Selection, None),
+            entity_schema(model, e, BodyKind::Selection, None),
         );
         schemas.insert(
             format!("{n}Create"),
-            entity_schema(e, BodyKind::Create, None),
+            entity_schema(model, e, BodyKind::Create, None),
         );
         schemas.insert(
             format!("{n}Replace"),
-            entity_schema(e, BodyKind::Replace, None),
+            entity_schema(model, e, BodyKind::Replace, None),
         );
-        schemas.insert(format!("{n}Patch"), entity_schema(e, BodyKind::Patch, None));
+        schemas.insert(
+            format!("{n}Patch"),
+            entity_schema(model, e, BodyKind::Patch, None),
+        );
 
         let stored: Vec<&str> = e.stored_fields().map(|f| f.name.as_str()).collect();
         let sortable: Vec<String> = e
@@ -365,24 +373,19 @@ pub(crate) fn document(model: &Model, base_path: &str, paging: Paging) -> Json {
             }),
         );
         for f in e.to_many_fields() {
-            let FieldKind::ToMany {
-                target,
-                via,
-                rest_segment,
-                ..
-            } = &f.kind
-            else {
+            let FieldKind::ToMany { rest_segment, .. } = &f.kind else {
                 continue;
             };
-            let Some(child) = model.entity(target) else {
+            let (Some(child), Some(via)) = (model.target_of(f), model.inverse_of(f)) else {
                 continue;
             };
+            let (target, via) = (&child.name, &via.name);
             let parent_param = format!("{}Id", n.to_lower_camel_case());
             let fname = f.name.to_upper_camel_case();
             let body_name = format!("{target}CreateVia{}", via.to_upper_camel_case());
             schemas.insert(
                 body_name.clone(),
-                entity_schema(child, BodyKind::Create, Some(via)),
+                entity_schema(model, child, BodyKind::Create, Some(via)),
             );
             paths.insert(
                 format!("{coll}/{{{parent_param}}}/{rest_segment}"),
@@ -598,9 +601,7 @@ fn create_op(
         );
     }
     for f in entity.to_many_fields() {
-        if let FieldKind::ToMany { target, .. } = &f.kind
-            && model.entity(target).is_some()
-        {
+        if model.inverse_of(f).is_some() {
             let fname = f.name.to_upper_camel_case();
             links.insert(
                 format!("List{n}{fname}"),

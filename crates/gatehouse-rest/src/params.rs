@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use gatehouse_schema::{Entity, FilterOp, Model, Scalar, ValueType};
+use gatehouse_schema::{Entity, FilterOp, Model, ValueType, Wire};
 use gatehouse_store::{Filter, OrderBy};
 use serde_json::Value as Json;
 
@@ -228,6 +228,12 @@ fn sort(entity: &Entity, value: &str) -> Result<Vec<OrderBy>, String> {
             Some(f) if f.is_list() => {
                 return Err(format!("`{name}` is a list and cannot be sorted on"));
             }
+            Some(f) if f.is_stored() => {
+                return Err(format!(
+                    "`{name}` is `{}`, which cannot be sorted on",
+                    f.ty.base_name()
+                ));
+            }
             Some(_) => {
                 return Err(format!(
                     "`{name}` is a relation list and cannot be sorted on"
@@ -269,21 +275,23 @@ fn boolean(value: &str) -> Result<Json, String> {
 /// JSON value it stands for, which the Model then checks
 /// ([`Model::check_value`]).
 fn scalar(model: &Model, ty: &ValueType, value: &str) -> Result<Json, String> {
-    let json = match ty {
-        ValueType::Scalar(Scalar::Boolean) => boolean(value)?,
-        ValueType::Scalar(Scalar::Int) => value
+    let wire = match ty {
+        ValueType::Scalar(s) => s.info().wire,
+        ValueType::Enum(_) => Wire::Text,
+    };
+    let json = match wire {
+        Wire::Boolean => boolean(value)?,
+        Wire::Integer => value
             .parse::<i64>()
             .map(Json::from)
             .map_err(|_| format!("`{value}` is not a 32-bit integer"))?,
-        ValueType::Scalar(Scalar::Float) => value
+        Wire::Number => value
             .parse::<f64>()
             .ok()
             .and_then(serde_json::Number::from_f64)
             .map(Json::Number)
             .ok_or_else(|| format!("`{value}` is not a finite number"))?,
-        ValueType::Scalar(Scalar::Date | Scalar::Id | Scalar::String) | ValueType::Enum(_) => {
-            Json::String(value.to_string())
-        }
+        Wire::Text | Wire::Any => Json::String(value.to_string()),
     };
     match model.check_value(ty, &json) {
         Ok(checked) => Ok(checked.into_owned()),

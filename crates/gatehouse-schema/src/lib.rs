@@ -20,6 +20,7 @@ mod load;
 pub mod model;
 pub mod policy;
 mod scaffold;
+mod scalar;
 mod value;
 
 use std::path::PathBuf;

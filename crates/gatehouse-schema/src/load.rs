@@ -36,11 +36,19 @@ const PRELUDE_DIRECTIVES: &[(&str, &str)] = &[
     ),
     (
         "relation",
-        "\"Names the to-one field of the listed type that this to-many field is the inverse of.\"\ndirective @relation(field: String!) on FIELD_DEFINITION",
+        "\"On a to-many field, `field` names the to-one field of the listed type it is the inverse of; on a to-one field, `onDelete` says what deleting the referenced row does.\"\ndirective @relation(field: String, onDelete: OnDelete) on FIELD_DEFINITION\n\"What deleting a referenced row does to the rows that reference it.\"\nenum OnDelete { RESTRICT CASCADE SET_NULL }",
     ),
     (
         "rest",
         "\"Overrides the REST collection path segment of this type.\"\ndirective @rest(path: String!) on OBJECT",
+    ),
+    (
+        "createdAt",
+        "\"The server sets this `DateTime` when the row is created; it is read-only.\"\ndirective @createdAt on FIELD_DEFINITION",
+    ),
+    (
+        "updatedAt",
+        "\"The server sets this `DateTime` whenever the row is written; it is read-only.\"\ndirective @updatedAt on FIELD_DEFINITION",
     ),
     (
         "auth",
@@ -290,6 +298,21 @@ fn file_rules(docs: &[Document], opts: LoadOptions, diags: &mut Diagnostics) -> 
                 Definition::ScalarTypeDefinition(s) => {
                     if let Some(custom) = Scalar::from_graphql(&s.name).filter(|c| c.is_custom()) {
                         declared.scalars.push(custom);
+                        // A printed schema declares it with `@specifiedBy`;
+                        // a schema written for another tool usually does not.
+                        if custom != Scalar::Date && s.directives.get("specifiedBy").is_none() {
+                            let mut d = at(
+                                &doc.sources,
+                                s.location(),
+                                format!("`scalar {}` is built in", s.name),
+                                Some(format!(
+                                    "the declaration can go: {}",
+                                    custom.info().declaration.map_or("", |(d, _)| d)
+                                )),
+                            );
+                            d.severity = Severity::Warning;
+                            diags.0.push(d);
+                        }
                     } else if s.name == "_PolicyRule" {
                         declared.policy_rule = true;
                     } else {
@@ -297,7 +320,15 @@ fn file_rules(docs: &[Document], opts: LoadOptions, diags: &mut Diagnostics) -> 
                             diags,
                             s.location(),
                             format!("custom scalar `{}` is not supported", s.name),
-                            Some("use one of Boolean, Date, Float, ID, Int, String, or an enum"),
+                            Some(&foreign_hint(&format!("`{}`", s.name)).map_or_else(
+                                || {
+                                    format!(
+                                        "use one of {}, or an enum",
+                                        Scalar::ALL.map(Scalar::graphql_name).join(", ")
+                                    )
+                                },
+                                str::to_string,
+                            )),
                         );
                     }
                 }
@@ -496,8 +527,54 @@ fn push_apollo(list: &DiagnosticList, diags: &mut Diagnostics) {
             line,
             column,
             severity: Severity::Error,
+            hint: foreign_hint(&message).map(str::to_string),
             message,
-            hint: None,
         });
     }
+}
+
+/// What other tools write and gatehouse says otherwise (Amplify's `@model`
+/// and `AWS*` scalars, Dgraph's `@id`, `@search`, `@hasInverse`, the
+/// common `@default`): the gatehouse equivalent, for the diagnostic that
+/// refuses the foreign idiom. `text` is a message naming it in backticks.
+pub(crate) fn foreign_hint(text: &str) -> Option<&'static str> {
+    const HINTS: &[(&str, &str)] = &[
+        (
+            "`@model`",
+            "gatehouse stores every object type other than Query, Mutation and Subscription: remove `@model`; `gatehouse schema scaffold` prints the root fields that bind to it",
+        ),
+        (
+            "`@id`",
+            "every type is keyed by `id: ID!`; for another unique field use `@unique`",
+        ),
+        (
+            "`@search`",
+            "filters bind by argument name (`title_contains: String`, `where: BookWhere`); ask for an index with `@index`",
+        ),
+        (
+            "`@hasInverse`",
+            "declare the to-many field (`books: [Book!]!`) beside the to-one field (`author: Author`); `@relation(field: \"author\")` names the inverse where several could match",
+        ),
+        (
+            "`@default`",
+            "defaults are not stored: give the value on create, or an argument default (`status: Status = OPEN`) on the create mutation",
+        ),
+        (
+            "`AWSDateTime`",
+            "use `DateTime` (RFC 3339), with `@createdAt` / `@updatedAt` for times the server sets",
+        ),
+        (
+            "`AWSTimestamp`",
+            "use `DateTime` (RFC 3339), or `Int` for seconds since the epoch",
+        ),
+        ("`AWSJSON`", "use `JSON`"),
+        (
+            "`AWSEmail`",
+            "use `String` (gatehouse does not check e-mail addresses)",
+        ),
+    ];
+    HINTS
+        .iter()
+        .find(|(idiom, _)| text.contains(idiom))
+        .map(|(_, hint)| *hint)
 }

@@ -4,11 +4,16 @@
 
 use serde::Serialize;
 
+pub use crate::scalar::{NO_NUL, Scalar, ScalarInfo, Storage, Wire, datetime_text, valid_date};
+
 /// The whole bound schema.
 #[derive(Debug, Clone, Serialize)]
 pub struct Model {
-    /// Stored collections, in declaration order.
+    /// Stored collections, in declaration order; an [`EntityId`] indexes it.
     pub entities: Vec<Entity>,
+    /// Every relation field's relation, a [`RelationId`] indexes it: the
+    /// graph of the entities. Names are resolved once, by the loader.
+    pub relations: Vec<Relation>,
     /// Enum types declared by the schema (field enums and `orderBy` enums alike).
     pub enums: Vec<EnumDef>,
     /// Input object types declared by the schema (create/update inputs, `where` inputs).
@@ -31,6 +36,72 @@ impl Model {
     /// The entity called `name`.
     pub fn entity(&self, name: &str) -> Option<&Entity> {
         self.entities.iter().find(|e| e.name == name)
+    }
+
+    /// The to-one fields of other entities (or this one) that reference
+    /// `target`, with what deleting a `target` row does to their rows.
+    pub fn references_to(
+        &self,
+        target: EntityId,
+    ) -> impl Iterator<Item = (FieldId, OnDelete)> + '_ {
+        self.relations.iter().filter_map(move |r| match r.kind {
+            RelationKind::ManyToOne { on_delete } if r.target == target => {
+                Some((r.field, on_delete))
+            }
+            _ => None,
+        })
+    }
+
+    /// The id of the entity called `name`: for the edges (loader,
+    /// diagnostics, the store's handles by name).
+    pub fn entity_id(&self, name: &str) -> Option<EntityId> {
+        self.entities
+            .iter()
+            .position(|e| e.name == name)
+            .map(EntityId::from_index)
+    }
+
+    /// The entity `id` names.
+    pub fn entity_at(&self, id: EntityId) -> &Entity {
+        &self.entities[id.index()]
+    }
+
+    /// The field `id` names.
+    pub fn field_at(&self, id: FieldId) -> &Field {
+        &self.entity_at(id.entity).fields[id.index()]
+    }
+
+    /// The relation `id` names.
+    pub fn relation(&self, id: RelationId) -> &Relation {
+        &self.relations[id.index()]
+    }
+
+    /// The relation of a relation field; `None` for ids and values.
+    pub fn relation_of(&self, field: &Field) -> Option<&Relation> {
+        field.relation().map(|r| self.relation(r))
+    }
+
+    /// The entity a relation field reaches (its rows are listed by a
+    /// to-many field, referenced by a to-one field).
+    pub fn target_of(&self, field: &Field) -> Option<&Entity> {
+        self.relation_of(field).map(|r| self.entity_at(r.target))
+    }
+
+    /// The entity a to-one field references; `None` for every other field.
+    pub fn to_one_target(&self, field: &Field) -> Option<&Entity> {
+        match field.kind {
+            FieldKind::ToOne { .. } => self.target_of(field),
+            _ => None,
+        }
+    }
+
+    /// The to-one field of the target that a one-to-many field inverts
+    /// (`Book.author` for `Author.books`); `None` for other fields.
+    pub fn inverse_of(&self, field: &Field) -> Option<&Field> {
+        match self.relation_of(field)?.kind {
+            RelationKind::OneToMany { inverse } => Some(self.field_at(inverse)),
+            _ => None,
+        }
     }
 
     /// The enum called `name`.
@@ -112,8 +183,8 @@ impl Model {
     /// and filters, both GraphQL executors and the store all ask here.
     pub fn field_read_scope<'a>(&'a self, field: &'a Field) -> Option<&'a str> {
         match &field.kind {
-            FieldKind::ToOne { target } | FieldKind::ToMany { target, .. } => Some(
-                self.entity(target)
+            FieldKind::ToOne { .. } | FieldKind::ToMany { .. } | FieldKind::Count { .. } => Some(
+                self.target_of(field)
                     .map_or(DEFAULT_READ_SCOPE, Entity::read_scope),
             ),
             FieldKind::Id | FieldKind::Value { .. } => field.auth.read.as_deref(),
@@ -180,7 +251,10 @@ impl Entity {
     /// caller's claims). Create mutations, REST bodies and the OpenAPI
     /// document all ask here.
     pub fn required_on_create(&self, f: &Field) -> bool {
-        f.required && !matches!(f.kind, FieldKind::Id) && !self.policy.is_owner_field(&f.name)
+        f.required
+            && !matches!(f.kind, FieldKind::Id)
+            && !f.is_server_set()
+            && !self.policy.is_owner_field(&f.name)
     }
 
     /// Whether an update may set `f`: stored, not `id`, and not an owner
@@ -188,7 +262,19 @@ impl Entity {
     /// scaffold's update inputs ask here; the store refuses the change for
     /// callers the policy filters.
     pub fn settable_on_update(&self, f: &Field) -> bool {
-        f.is_stored() && !matches!(f.kind, FieldKind::Id) && !self.policy.is_owner_field(&f.name)
+        f.is_stored()
+            && !matches!(f.kind, FieldKind::Id)
+            && !f.is_server_set()
+            && !self.policy.is_owner_field(&f.name)
+    }
+
+    /// The count field of the to-many field `to_many` (`booksCount` for
+    /// `books`), when the schema declares one.
+    pub fn count_field_of(&self, to_many: &str) -> Option<&Field> {
+        self.fields.iter().find(|f| {
+            matches!(f.kind, FieldKind::Count { .. })
+                && f.name.strip_suffix(COUNT_SUFFIX) == Some(to_many)
+        })
     }
 
     /// To-many relation fields (inverses of another entity's to-one field).
@@ -208,6 +294,9 @@ pub struct Access<'a> {
     /// Whether the operation only reads.
     pub is_read: bool,
 }
+
+/// The name suffix of count fields: `booksCount` counts what `books` lists.
+pub const COUNT_SUFFIX: &str = "Count";
 
 /// Scope queries and subscriptions need unless `@auth` says otherwise.
 pub const DEFAULT_READ_SCOPE: &str = "read";
@@ -247,31 +336,81 @@ pub struct Field {
     /// `@auth(read:, write:)` on the field (values only): scopes needed
     /// beyond the entity's.
     pub auth: TypeAuth,
+    /// Set by the server rather than by writes: the store fills it in its
+    /// write path ([`Generated`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generated: Option<Generated>,
+}
+
+/// A value the server generates for a field. The store sets each in one
+/// place of its write path, from its clock for the times.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum Generated {
+    /// The row's id: a UUIDv7 unless the create gives one.
+    Id,
+    /// The time the row was created (`@createdAt`); never changes.
+    CreatedAt,
+    /// The time the row was last written (`@updatedAt`).
+    UpdatedAt,
 }
 
 impl Field {
+    /// The relation of a to-one or to-many field.
+    pub fn relation(&self) -> Option<RelationId> {
+        match &self.kind {
+            FieldKind::ToOne { relation }
+            | FieldKind::ToMany { relation, .. }
+            | FieldKind::Count { relation, .. } => Some(*relation),
+            FieldKind::Id | FieldKind::Value { .. } => None,
+        }
+    }
+
     /// Whether the field is a column of its entity's table.
     pub fn is_stored(&self) -> bool {
-        !matches!(self.kind, FieldKind::ToMany { .. })
+        !matches!(
+            self.kind,
+            FieldKind::ToMany { .. } | FieldKind::Count { .. }
+        )
+    }
+
+    /// Whether only the server sets the field (`@createdAt`, `@updatedAt`):
+    /// no write may give it a value, and inputs leave it out. The id is
+    /// generated too, but a create may give it.
+    pub fn is_server_set(&self) -> bool {
+        matches!(
+            self.generated,
+            Some(Generated::CreatedAt | Generated::UpdatedAt)
+        )
     }
 
     /// The type a create or update input sets the field with: `ID` for the
     /// id and to-one references, the declared type without its outer `!`
-    /// for values; `None` for to-many fields, which inputs cannot set.
+    /// for values; `None` for to-many fields and fields the server sets,
+    /// which inputs cannot set.
     pub fn input_type(&self) -> Option<TypeRef> {
+        if self.is_server_set() {
+            return None;
+        }
         match &self.kind {
             FieldKind::Id | FieldKind::ToOne { .. } => {
                 Some(TypeRef::Named(Scalar::Id.graphql_name().into()))
             }
             FieldKind::Value { .. } => Some(self.ty.nullable().clone()),
-            FieldKind::ToMany { .. } => None,
+            FieldKind::ToMany { .. } | FieldKind::Count { .. } => None,
         }
     }
 
     /// Whether rows can be ordered on the field: a column that is not a
     /// list. `orderBy` enums, REST `sort`, the store and the scaffold ask here.
     pub fn is_orderable(&self) -> bool {
-        self.is_stored() && !self.is_list()
+        match &self.kind {
+            FieldKind::Id | FieldKind::ToOne { .. } => true,
+            FieldKind::Value { ty, list: None } => ty.is_orderable(),
+            FieldKind::Value { list: Some(_), .. }
+            | FieldKind::ToMany { .. }
+            | FieldKind::Count { .. } => false,
+        }
     }
 
     /// Whether the field holds a list of values (stored as JSON).
@@ -286,39 +425,27 @@ impl Field {
             FieldKind::Id => Some(ValueType::Scalar(Scalar::Id)),
             FieldKind::Value { ty, .. } => Some(ty.clone()),
             FieldKind::ToOne { .. } => Some(ValueType::Scalar(Scalar::Id)),
-            FieldKind::ToMany { .. } => None,
+            FieldKind::ToMany { .. } | FieldKind::Count { .. } => None,
         }
     }
 
     /// The filter operators that apply to this field: `_contains` (an
-    /// element) and `_is_null` for a list; otherwise equality, `_not`, `_in`,
-    /// `_not_in` and `_is_null`, then the orderings for an ordered type and
-    /// the text operators for a text type; none for a to-many field. The
+    /// element) and `_is_null` for a list; otherwise those of its type's
+    /// row in the scalar table ([`ScalarInfo::ops`], `ID`'s for the id and
+    /// references); none for a to-many field. The
     /// binder, REST query parameters, the store and the scaffold all ask
     /// here, so a filter one of them offers is one the others accept.
     pub fn filter_ops(&self) -> &'static [FilterOp] {
-        use FilterOp::*;
-        const LIST: &[FilterOp] = &[Contains, IsNull];
-        const PLAIN: &[FilterOp] = &[Eq, Not, In, NotIn, IsNull];
-        const ORDERED: &[FilterOp] = &[Eq, Not, In, NotIn, IsNull, Lt, Lte, Gt, Gte];
-        const TEXT: &[FilterOp] = &[Eq, Not, In, NotIn, IsNull, Contains, StartsWith, EndsWith];
-        const ORDERED_TEXT: &[FilterOp] = &[
-            Eq, Not, In, NotIn, IsNull, Lt, Lte, Gt, Gte, Contains, StartsWith, EndsWith,
-        ];
-        // Borrowed, not `filter_type()`: the store asks for every
-        // comparison it builds, and an enum's type would be cloned.
-        static ID: ValueType = ValueType::Scalar(Scalar::Id);
-        let ty = match &self.kind {
-            FieldKind::Id | FieldKind::ToOne { .. } => &ID,
-            FieldKind::Value { list: Some(_), .. } => return LIST,
-            FieldKind::Value { ty, .. } => ty,
-            FieldKind::ToMany { .. } => return &[],
-        };
-        match (ty.is_ordered(), ty.is_text()) {
-            (false, false) => PLAIN,
-            (true, false) => ORDERED,
-            (false, true) => TEXT,
-            (true, true) => ORDERED_TEXT,
+        const LIST: &[FilterOp] = &[FilterOp::Contains, FilterOp::IsNull];
+        const NULL_ONLY: &[FilterOp] = &[FilterOp::IsNull];
+        match &self.kind {
+            FieldKind::Id | FieldKind::ToOne { .. } => Scalar::Id.info().ops,
+            // An element is compared by equality: a list of a type without
+            // it (JSON) is only tested for null.
+            FieldKind::Value { ty, list: Some(_) } if ty.ops().contains(&FilterOp::Eq) => LIST,
+            FieldKind::Value { list: Some(_), .. } => NULL_ONLY,
+            FieldKind::Value { ty, .. } => ty.ops(),
+            FieldKind::ToMany { .. } | FieldKind::Count { .. } => &[],
         }
     }
 
@@ -334,8 +461,10 @@ impl Field {
             OpRefusal::ListField
         } else if op.is_ordering() {
             OpRefusal::NotOrdered
-        } else {
+        } else if op.is_text() {
             OpRefusal::NotText
+        } else {
+            OpRefusal::NotTaken
         })
     }
 }
@@ -353,6 +482,10 @@ pub enum OpRefusal {
     /// A text operator (`_contains`, `_starts_with`, `_ends_with`) on a
     /// type that is not text.
     NotText,
+    /// Another operator the field's type does not take (equality on a
+    /// `JSON` field, a case-insensitive operator on an `ID`): the type's
+    /// row of the scalar table lists what it takes.
+    NotTaken,
 }
 
 /// What an entity field holds.
@@ -371,17 +504,18 @@ pub enum FieldKind {
         /// `Some` for a list: whether its elements are non-null (`[T!]`).
         list: Option<ListItems>,
     },
-    /// A stored reference to one row of `target`.
+    /// A stored reference to one row of its relation's target
+    /// ([`RelationKind::ManyToOne`]).
     ToOne {
-        /// The referenced entity.
-        target: String,
+        /// The relation, in [`Model::relations`].
+        relation: RelationId,
     },
-    /// The inverse of `target.via`, a to-one field pointing back here.
+    /// The rows of its relation's target that point here
+    /// ([`RelationKind::OneToMany`], or [`RelationKind::ManyToMany`] through
+    /// a join entity).
     ToMany {
-        /// The entity whose rows are listed.
-        target: String,
-        /// The to-one field of `target` that points at this entity.
-        via: String,
+        /// The relation, in [`Model::relations`].
+        relation: RelationId,
         /// REST segment for nested paths (`reviewed-tasks`).
         rest_segment: String,
         /// Whether the list elements are non-null (`[T!]`).
@@ -391,7 +525,139 @@ pub enum FieldKind {
         /// The arguments as declared (for building the GraphQL schema).
         args: Vec<InputValue>,
     },
+    /// `booksCount: Int!` beside the to-many field `books`: how many rows
+    /// that field would list under its filters, whatever the page size,
+    /// counting only rows the caller may read.
+    Count {
+        /// The relation of the to-many field counted.
+        relation: RelationId,
+        /// Filter and `where` arguments (never count, offset or order).
+        list: ListBinding,
+        /// The arguments as declared (for building the GraphQL schema).
+        args: Vec<InputValue>,
+    },
 }
+
+/// An index into [`Model::entities`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct EntityId(u32);
+
+/// A field: its entity and its index in [`Entity::fields`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct FieldId {
+    /// The entity the field belongs to.
+    pub entity: EntityId,
+    /// Its position in the entity's fields.
+    pub field: u32,
+}
+
+/// An index into [`Model::relations`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct RelationId(u32);
+
+macro_rules! index_id {
+    ($t:ty) => {
+        impl $t {
+            /// The id of the element at `i` of the vector it indexes.
+            pub fn from_index(i: usize) -> Self {
+                Self(u32::try_from(i).unwrap_or(u32::MAX))
+            }
+
+            /// The element's position in the vector it indexes.
+            pub fn index(self) -> usize {
+                self.0 as usize
+            }
+        }
+    };
+}
+index_id!(EntityId);
+index_id!(RelationId);
+
+impl FieldId {
+    /// The field at position `i` of `entity`'s fields.
+    pub fn new(entity: EntityId, i: usize) -> Self {
+        Self {
+            entity,
+            field: u32::try_from(i).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// The field's position in its entity's fields.
+    pub fn index(self) -> usize {
+        self.field as usize
+    }
+}
+
+/// One edge of the entity graph: what a relation field reaches.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Relation {
+    /// The field that declares the relation.
+    pub field: FieldId,
+    /// The entity whose rows the field reaches.
+    pub target: EntityId,
+    /// How the rows are linked.
+    pub kind: RelationKind,
+}
+
+/// How a relation links the rows of its two entities.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RelationKind {
+    /// `author: Author`: the field is a column holding one target row's id.
+    ManyToOne {
+        /// What deleting the target row does to the rows referencing it.
+        on_delete: OnDelete,
+    },
+    /// `books: [Book!]!`: the target's rows whose to-one field `inverse`
+    /// (a [`RelationKind::ManyToOne`] of the target) holds this row's id.
+    OneToMany {
+        /// The target's to-one field that points back.
+        inverse: FieldId,
+    },
+    /// The target's rows linked to this row by rows of a join entity, one
+    /// of whose to-one fields points here (`near`) and one at the target
+    /// (`far`). The Model can carry it; the loader does not bind
+    /// `@relation(through:)` yet, so no schema produces it today.
+    ManyToMany {
+        /// The join entity.
+        through: EntityId,
+        /// Its to-one field that points at this entity.
+        near: FieldId,
+        /// Its to-one field that points at the target.
+        far: FieldId,
+    },
+}
+
+/// What deleting a row does to the rows whose to-one field references it:
+/// `@relation(onDelete:)` on that field.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum OnDelete {
+    /// The delete is refused while rows reference it (a conflict).
+    #[default]
+    Restrict,
+    /// The referencing rows are deleted too, in the same transaction.
+    Cascade,
+    /// The reference is cleared (the field must be nullable).
+    SetNull,
+}
+
+impl OnDelete {
+    /// The value as the SDL writes it.
+    pub fn from_graphql(v: &str) -> Option<OnDelete> {
+        match v {
+            "RESTRICT" => Some(OnDelete::Restrict),
+            "CASCADE" => Some(OnDelete::Cascade),
+            "SET_NULL" => Some(OnDelete::SetNull),
+            _ => None,
+        }
+    }
+}
+
+/// The name of the built-in enum `@relation(onDelete:)` takes.
+pub const ON_DELETE_ENUM: &str = "OnDelete";
 
 /// Nullability of a list's elements.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
@@ -419,125 +685,30 @@ impl ValueType {
         }
     }
 
-    /// Whether `<`, `>` and friends are meaningful for this type.
-    pub fn is_ordered(&self) -> bool {
-        matches!(
-            self,
-            ValueType::Scalar(
-                Scalar::Int | Scalar::Float | Scalar::String | Scalar::Date | Scalar::Id
-            )
-        )
-    }
-
-    /// Whether `_contains`, `_starts_with`, `_ends_with` apply.
-    pub fn is_text(&self) -> bool {
-        matches!(self, ValueType::Scalar(Scalar::String | Scalar::Id))
-    }
-}
-
-/// The scalars gatehouse supports.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Hash)]
-pub enum Scalar {
-    /// `Boolean`.
-    Boolean,
-    /// `Date`: an ISO-8601 calendar date, `YYYY-MM-DD`.
-    Date,
-    /// `Float`: a finite double.
-    Float,
-    /// `ID`: an opaque string.
-    Id,
-    /// `Int`: a signed 32-bit integer.
-    Int,
-    /// `String`.
-    String,
-}
-
-impl Scalar {
-    /// Parses a GraphQL scalar name.
-    pub fn from_graphql(name: &str) -> Option<Self> {
-        Some(match name {
-            "Boolean" => Scalar::Boolean,
-            "Date" => Scalar::Date,
-            "Float" => Scalar::Float,
-            "ID" => Scalar::Id,
-            "Int" => Scalar::Int,
-            "String" => Scalar::String,
-            _ => return None,
-        })
-    }
-
-    /// Every scalar.
-    pub const ALL: [Scalar; 6] = [
-        Scalar::Boolean,
-        Scalar::Date,
-        Scalar::Float,
-        Scalar::Id,
-        Scalar::Int,
-        Scalar::String,
-    ];
-
-    /// For a scalar gatehouse declares itself rather than GraphQL: its
-    /// description and the URL of its format's specification
-    /// (`@specifiedBy`). The loader's built-in declarations and the
-    /// executable schema both take them from here.
-    pub fn custom_declaration(self) -> Option<(&'static str, &'static str)> {
+    /// The filter operators a single (non-list) value of this type takes:
+    /// the scalar's row of the table ([`ScalarInfo::ops`]); equality and
+    /// sets for an enum.
+    pub fn ops(&self) -> &'static [FilterOp] {
+        const ENUM: &[FilterOp] = &[
+            FilterOp::Eq,
+            FilterOp::Not,
+            FilterOp::In,
+            FilterOp::NotIn,
+            FilterOp::IsNull,
+        ];
         match self {
-            Scalar::Date => Some((
-                "An ISO-8601 calendar date, `YYYY-MM-DD`.",
-                "https://www.rfc-editor.org/rfc/rfc3339#section-5.6",
-            )),
-            Scalar::Boolean | Scalar::Float | Scalar::Id | Scalar::Int | Scalar::String => None,
+            ValueType::Scalar(s) => s.info().ops,
+            ValueType::Enum(_) => ENUM,
         }
     }
 
-    /// Whether gatehouse declares the scalar itself (`Date`) rather than
-    /// GraphQL: its values are strings whose form
-    /// [`Scalar::check_text`] checks, in GraphQL input and output alike.
-    pub fn is_custom(self) -> bool {
-        self.custom_declaration().is_some()
-    }
-
-    /// The GraphQL name.
-    pub fn graphql_name(self) -> &'static str {
+    /// Whether rows can be ordered by a value of this type.
+    pub fn is_orderable(&self) -> bool {
         match self {
-            Scalar::Boolean => "Boolean",
-            Scalar::Date => "Date",
-            Scalar::Float => "Float",
-            Scalar::Id => "ID",
-            Scalar::Int => "Int",
-            Scalar::String => "String",
+            ValueType::Scalar(s) => s.info().orderable,
+            ValueType::Enum(_) => true,
         }
     }
-}
-
-/// The one rule for `Date` values: a strict ISO-8601 calendar date `YYYY-MM-DD` that exists (leap years included).
-pub fn valid_date(s: &str) -> bool {
-    let b = s.as_bytes();
-    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
-        return false;
-    }
-    let digits = |r: std::ops::Range<usize>| -> Option<u32> {
-        let mut n = 0u32;
-        for &c in &b[r] {
-            if !c.is_ascii_digit() {
-                return None;
-            }
-            n = n * 10 + u32::from(c - b'0');
-        }
-        Some(n)
-    };
-    let (Some(y), Some(m), Some(d)) = (digits(0..4), digits(5..7), digits(8..10)) else {
-        return false;
-    };
-    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    let days = match m {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if leap => 29,
-        2 => 28,
-        _ => return false,
-    };
-    (1..=days).contains(&d)
 }
 
 /// A GraphQL type reference, as written in the SDL (serialized as that text).
@@ -726,11 +897,23 @@ pub enum FilterOp {
     EndsWith,
     /// `_is_null` (a Boolean argument).
     IsNull,
+    /// `_ieq`: equal after Unicode case folding.
+    IEq,
+    /// `_icontains`: `_contains` after case folding.
+    IContains,
+    /// `_istarts_with`: `_starts_with` after case folding.
+    IStartsWith,
+    /// `_iends_with`: `_ends_with` after case folding.
+    IEndsWith,
 }
 
 impl FilterOp {
     /// Every suffixed operator, longest suffix first so that `_not_in` wins over `_in`.
-    pub const SUFFIXED: [(&'static str, FilterOp); 11] = [
+    pub const SUFFIXED: [(&'static str, FilterOp); 15] = [
+        ("_istarts_with", FilterOp::IStartsWith),
+        ("_iends_with", FilterOp::IEndsWith),
+        ("_icontains", FilterOp::IContains),
+        ("_ieq", FilterOp::IEq),
         ("_starts_with", FilterOp::StartsWith),
         ("_ends_with", FilterOp::EndsWith),
         ("_contains", FilterOp::Contains),
@@ -775,6 +958,15 @@ impl FilterOp {
         matches!(
             self,
             FilterOp::Contains | FilterOp::StartsWith | FilterOp::EndsWith
+        )
+    }
+
+    /// Whether the operator compares text after case folding (`_ieq`,
+    /// `_icontains`, `_istarts_with`, `_iends_with`).
+    pub fn is_case_insensitive(self) -> bool {
+        matches!(
+            self,
+            FilterOp::IEq | FilterOp::IContains | FilterOp::IStartsWith | FilterOp::IEndsWith
         )
     }
 
@@ -886,6 +1078,10 @@ pub struct RootField {
 pub enum Binding {
     /// Query returning a list of the entity.
     List(ListBinding),
+    /// `booksCount: Int!` beside the list `books`: how many rows the list
+    /// would give under its filters, whatever the page size, counting only
+    /// rows the caller may read. Only filters and `where` are bound.
+    Count(ListBinding),
     /// Query returning the one row matching every filter, or null.
     Lookup {
         /// Filter arguments (all must be given values to match).

@@ -5,16 +5,18 @@ use std::fmt::Write;
 
 use heck::ToLowerCamelCase;
 
-use crate::model::{Entity, FilterOp, Model, Scalar, ValueType};
+use crate::model::{COUNT_SUFFIX, Entity, FilterOp, Model, Scalar, ValueType};
 
 /// SDL declaring, for every entity: a list query with paging, filters,
-/// `where` and `orderBy`; a lookup by id; create/update/delete mutations with
+/// `where` and `orderBy`, and its count; a lookup by id; a count beside
+/// each to-many field (as `extend type`); create/update/delete mutations with
 /// input types; and the three change subscriptions.
 pub fn scaffold(model: &Model) -> String {
     let mut query = String::new();
     let mut mutation = String::new();
     let mut subscription = String::new();
     let mut types = String::new();
+    let mut counts = String::new();
     for e in &model.entities {
         let n = &e.name;
         let one = n.to_lower_camel_case();
@@ -26,8 +28,9 @@ pub fn scaffold(model: &Model) -> String {
         };
         let _ = writeln!(
             query,
-            "  {many}(first: Int, offset: Int, where: {n}Where, orderBy: [{n}OrderBy!]): [{n}!]!\n  {one}(id: ID!): {n}"
+            "  {many}(first: Int, offset: Int, where: {n}Where, orderBy: [{n}OrderBy!]): [{n}!]!\n  {many}Count(where: {n}Where): Int!\n  {one}(id: ID!): {n}"
         );
+        count_fields(model, e, &mut counts);
         let _ = writeln!(
             mutation,
             "  create{n}(input: {n}CreateInput!): {n}!\n  update{n}(id: ID!, input: {n}UpdateInput!): {n}!\n  delete{n}(id: ID!): {n}"
@@ -44,8 +47,31 @@ pub fn scaffold(model: &Model) -> String {
     let _ = writeln!(out, "type Query {{\n{query}}}\n");
     let _ = writeln!(out, "type Mutation {{\n{mutation}}}\n");
     let _ = writeln!(out, "type Subscription {{\n{subscription}}}\n");
+    out.push_str(&counts);
     out.push_str(&types);
     out
+}
+
+/// `booksCount` beside each to-many field `books` that has no count yet,
+/// as an extension of the entity's type.
+fn count_fields(model: &Model, e: &Entity, out: &mut String) {
+    let mut fields = String::new();
+    for f in e.to_many_fields() {
+        if e.count_field_of(&f.name).is_some() {
+            continue;
+        }
+        let Some(target) = model.target_of(f) else {
+            continue;
+        };
+        let _ = writeln!(
+            fields,
+            "  {}{COUNT_SUFFIX}(where: {}Where): Int!",
+            f.name, target.name
+        );
+    }
+    if !fields.is_empty() {
+        let _ = writeln!(out, "extend type {} {{\n{fields}}}\n", e.name);
+    }
 }
 
 fn where_input(e: &Entity, out: &mut String) {

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 
 use serde_json::Value as Json;
 
-use crate::model::{EnumDef, Field, FieldKind, Model, Scalar, ValueType, valid_date};
+use crate::model::{EnumDef, Field, FieldKind, Model, Scalar, ValueType, Wire, valid_date};
 
 /// Why a value does not fit its field or type. `Display` is the message
 /// users see after the field's name (`title: expected a String, got a number`).
@@ -48,6 +48,14 @@ pub enum ValueError {
     /// A string that is not an existing calendar date `YYYY-MM-DD`.
     #[error("`{0}` is not a valid date (expected YYYY-MM-DD)")]
     BadDate(String),
+    /// A string that is not an RFC 3339 date-time with an offset.
+    #[error(
+        "`{0}` is not a valid DateTime (expected RFC 3339 with an offset, e.g. 2026-11-27T16:00:00+01:00)"
+    )]
+    BadDateTime(String),
+    /// A JSON value holding U+0000 in a string or key.
+    #[error("JSON text cannot contain the NUL character (U+0000)")]
+    JsonNul,
     /// A string that is not a value of the enum.
     #[error("`{value}` is not a value of {name} (expected one of: {values})")]
     NotInEnum {
@@ -90,18 +98,6 @@ fn wrong_kind(expected: impl Into<String>, got: &Json) -> ValueError {
 }
 
 impl Scalar {
-    /// The type as messages name it (`an Int`, `a Date (YYYY-MM-DD)`).
-    pub fn expected(self) -> &'static str {
-        match self {
-            Scalar::Boolean => "a Boolean",
-            Scalar::Date => "a Date (YYYY-MM-DD)",
-            Scalar::Float => "a Float",
-            Scalar::Id => "an ID (string)",
-            Scalar::Int => "an Int",
-            Scalar::String => "a String",
-        }
-    }
-
     /// Checks a value of this scalar written as a string: any text but
     /// U+0000 for `String` and `ID`, an existing calendar date for `Date`;
     /// the other scalars are not strings.
@@ -111,6 +107,9 @@ impl Scalar {
             Scalar::String | Scalar::Id => Ok(()),
             Scalar::Date if valid_date(s) => Ok(()),
             Scalar::Date => Err(ValueError::BadDate(s.to_string())),
+            Scalar::DateTime => self.canonical_text(s).map(drop),
+            Scalar::Json if s.contains('\0') => Err(ValueError::JsonNul),
+            Scalar::Json => Ok(()),
             Scalar::Boolean | Scalar::Float | Scalar::Int => Err(ValueError::WrongKind {
                 expected: self.expected().into(),
                 got: "a string",
@@ -137,13 +136,59 @@ impl Scalar {
                 Some(f) => Ok(Json::Number(f)),
                 None => Err(ValueError::NotFinite),
             },
-            Scalar::Boolean | Scalar::Date | Scalar::Id | Scalar::String => {
+            Scalar::Json => Ok(Json::Number(n.clone())),
+            Scalar::Boolean | Scalar::Date | Scalar::DateTime | Scalar::Id | Scalar::String => {
                 Err(ValueError::WrongKind {
                     expected: self.expected().into(),
                     got: "a number",
                 })
             }
         }
+    }
+}
+
+impl Scalar {
+    /// Checks a non-null value of this scalar and returns it canonical, by
+    /// how the scalar is written ([`crate::ScalarInfo::wire`]).
+    pub fn check<'v>(self, v: &'v Json) -> Result<Cow<'v, Json>, ValueError> {
+        match (self.info().wire, v) {
+            (Wire::Any, v) if has_nul(v) => Err(ValueError::JsonNul),
+            (Wire::Any, v) => Ok(Cow::Borrowed(v)),
+            (_, Json::String(text)) => match self.canonical_text(text)? {
+                Some(canonical) => Ok(Cow::Owned(Json::String(canonical))),
+                None => Ok(Cow::Borrowed(v)),
+            },
+            (_, Json::Number(n)) => self.check_number(n).map(Cow::Owned),
+            (Wire::Boolean, Json::Bool(_)) => Ok(Cow::Borrowed(v)),
+            (_, other) => Err(wrong_kind(self.expected(), other)),
+        }
+    }
+}
+
+impl Scalar {
+    /// The canonical form of a value written as a string, when it differs
+    /// from the text given (`DateTime`: UTC with microseconds); `None`
+    /// for a valid value already canonical.
+    pub fn canonical_text(self, s: &str) -> Result<Option<String>, ValueError> {
+        match self {
+            Scalar::DateTime => match crate::scalar::parse_datetime(s) {
+                Some(c) if c == s => Ok(None),
+                Some(c) => Ok(Some(c)),
+                None => Err(ValueError::BadDateTime(s.to_string())),
+            },
+            _ => self.check_text(s).map(|()| None),
+        }
+    }
+}
+
+/// Whether a JSON value holds U+0000 in a string or a key (PostgreSQL's
+/// `jsonb` cannot store it, so neither backend takes it).
+fn has_nul(v: &Json) -> bool {
+    match v {
+        Json::String(s) => s.contains('\0'),
+        Json::Array(items) => items.iter().any(has_nul),
+        Json::Object(m) => m.iter().any(|(k, v)| k.contains('\0') || has_nul(v)),
+        _ => false,
     }
 }
 
@@ -177,12 +222,7 @@ impl ValueType {
                     })
                 }
             }
-            ValueType::Scalar(s) => match v {
-                Json::String(text) => s.check_text(text).map(|()| Cow::Borrowed(v)),
-                Json::Number(n) => s.check_number(n).map(Cow::Owned),
-                Json::Bool(_) if *s == Scalar::Boolean => Ok(Cow::Borrowed(v)),
-                other => Err(wrong_kind(s.expected(), other)),
-            },
+            ValueType::Scalar(s) => s.check(v),
         }
     }
 }
@@ -218,9 +258,15 @@ impl Model {
                 Json::String(s) => Scalar::Id.check_text(s).map(|()| Cow::Borrowed(v)),
                 other => Err(wrong_kind(Scalar::Id.expected(), other)),
             },
-            FieldKind::ToMany { target, via, .. } => Err(ValueError::ToMany {
-                target: target.clone(),
-                via: via.clone(),
+            FieldKind::ToMany { .. } | FieldKind::Count { .. } => Err(ValueError::ToMany {
+                target: self
+                    .target_of(field)
+                    .map(|t| t.name.clone())
+                    .unwrap_or_default(),
+                via: self
+                    .inverse_of(field)
+                    .map(|f| f.name.clone())
+                    .unwrap_or_default(),
             }),
             FieldKind::Value { ty, list: None } => self.check_value(ty, v),
             FieldKind::Value {

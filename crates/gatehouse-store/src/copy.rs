@@ -156,11 +156,9 @@ async fn tables(from: &Store, to: &Store) -> Result<Vec<Table>, StoreError> {
         let before = pending.len();
         let mut rest = Vec::new();
         for e in pending {
-            let ready = e.fields.iter().all(|f| match &f.kind {
-                gatehouse_schema::FieldKind::ToOne { target } => {
-                    *target == e.name || ordered.iter().any(|o| o.name == *target)
-                }
-                _ => true,
+            let ready = e.fields.iter().all(|f| match model.to_one_target(f) {
+                Some(t) => t.name == e.name || ordered.iter().any(|o| o.name == t.name),
+                None => true,
             });
             if ready {
                 ordered.push(e);

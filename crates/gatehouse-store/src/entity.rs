@@ -4,7 +4,9 @@
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use gatehouse_schema::{AccessContext, Action, ChangeKind, Entity, FieldKind, Model};
+use gatehouse_schema::{
+    AccessContext, Action, ChangeKind, Entity, EntityId, Field, FieldKind, Generated, Model,
+};
 use sea_query::{Expr, ExprTrait, Func, LockType, Order, Query, SelectStatement, WindowStatement};
 use serde_json::Value as Json;
 
@@ -92,6 +94,24 @@ impl Store {
             index,
         })
     }
+
+    /// The handle on the rows of the entity `id` names (an id of this
+    /// store's Model, such as a relation's target).
+    pub fn entity_at(&self, id: EntityId) -> EntityStore {
+        EntityStore {
+            store: self.clone(),
+            index: id.index(),
+        }
+    }
+
+    /// The handle on the rows a relation field reaches.
+    pub(crate) fn target_of(&self, field: &Field) -> Result<EntityStore, StoreError> {
+        let r = self
+            .model()
+            .relation_of(field)
+            .ok_or_else(|| StoreError::invalid(&field.name, "is not a relation"))?;
+        Ok(self.entity_at(r.target))
+    }
 }
 
 impl Store {
@@ -169,13 +189,13 @@ impl EntityStore {
         set: &mut RowSet,
     ) -> Result<(), StoreError> {
         for f in self.def().stored_fields() {
-            let FieldKind::ToOne { target } = &f.kind else {
+            if !matches!(f.kind, FieldKind::ToOne { .. }) {
                 continue;
-            };
+            }
             let Some(i) = set.position(&f.name) else {
                 continue;
             };
-            let t = self.store.entity(target)?;
+            let t = self.store.target_of(f)?;
             if !policy::read_filtered(t.def(), ctx) {
                 continue;
             }
@@ -214,10 +234,10 @@ impl EntityStore {
     ) -> Result<(), StoreError> {
         let model = self.store.model();
         let filtered = self.def().stored_fields().any(|f| match &f.kind {
-            FieldKind::ToOne { target } => {
+            FieldKind::ToOne { .. } => {
                 row.contains_key(&f.name)
                     && model
-                        .entity(target)
+                        .target_of(f)
                         .is_some_and(|t| policy::read_filtered(t, ctx))
             }
             _ => false,
@@ -483,6 +503,55 @@ impl EntityStore {
             .unwrap_or(0))
     }
 
+    /// How many rows of this entity each of `parent_ids` has through the
+    /// to-one field `via` (the count of a to-many relation), matching
+    /// `filter` and readable by `ctx`, in ONE statement grouped by parent
+    /// whatever the number of parents. A parent without rows is absent
+    /// (its count is 0). The same rows [`EntityStore::children`] would list
+    /// without a page: the policy and the filter are in the statement.
+    pub async fn count_children(
+        &self,
+        ctx: &AccessContext,
+        via: &str,
+        parent_ids: &[String],
+        filter: Option<&Filter>,
+    ) -> Result<std::collections::HashMap<String, u64>, StoreError> {
+        let (s, e) = (&self.store, self.def());
+        self.may_compare(ctx, filter, &[])?;
+        let via_field = stored_field(e, via)?;
+        if !matches!(via_field.kind, FieldKind::ToOne { .. }) {
+            return Err(StoreError::invalid(via, "is not a to-one relation"));
+        }
+        let mut out = std::collections::HashMap::new();
+        if parent_ids.is_empty() {
+            return Ok(out);
+        }
+        let d = s.dialect();
+        let fk = col(e, via_field);
+        let mut q = Query::select();
+        q.expr_as(fk.clone(), "_gh_parent")
+            .expr(Expr::cust("COUNT(*)"))
+            .from(e.table.clone())
+            .and_where(
+                fk.clone()
+                    .is_in(parent_ids.iter().map(|i| Expr::val(i.as_str()))),
+            )
+            .add_group_by([fk]);
+        if let Some(f) = filter {
+            q.and_where(condition(&s.inner.model, e, d, f)?);
+        }
+        s.restrict(&mut q, e, Action::Read, ctx)?;
+        let rows = s
+            .fetch_read(Built::of(d, &q), &[SqlKind::Text, SqlKind::Count])
+            .await?;
+        for r in rows {
+            if let (Some(Json::String(p)), Some(n)) = (r.first(), r.get(1).and_then(Json::as_u64)) {
+                out.insert(p.clone(), n);
+            }
+        }
+        Ok(out)
+    }
+
     /// The to-many batch of a relation: the rows whose to-one field `via`
     /// references one of `parent_ids`, in ONE statement whatever the number
     /// of parents, each parent's rows together and in order, with the
@@ -738,6 +807,12 @@ impl EntityStore {
         if values.is_empty() {
             return Ok(old);
         }
+        let mut values = values;
+        for f in e.stored_fields() {
+            if let Some(g @ Generated::UpdatedAt) = f.generated {
+                values.insert(f.name.clone(), s.generate(g));
+            }
+        }
         let mut new = old.clone();
         let mut upd = Query::update();
         upd.table(e.table.clone());
@@ -801,6 +876,13 @@ impl EntityStore {
                 )));
             }
         }
+        // `onDelete` of the rows referencing this one, in this transaction.
+        let mut events = Vec::new();
+        let me = EntityId::from_index(self.index);
+        let mut seen = crate::cascade::Seen::new();
+        seen.insert((me, id.to_string()));
+        s.apply_on_delete(&mut tx, me, id, &mut seen, &mut events)
+            .await?;
         let rows = match tx.conn().fetch(Built::of(d, &del), &kinds(&cols)).await {
             Ok(rows) => rows,
             Err(err) => {
@@ -811,14 +893,14 @@ impl EntityStore {
         let Some(old) = rows.into_iter().next().map(|r| to_row(&cols, r)) else {
             return Ok(None);
         };
-        let ev = ChangeEvent {
+        events.push(ChangeEvent {
             entity: e.name.clone(),
             kind: ChangeKind::Deleted,
             id: id.to_string(),
             new: None,
             old: Some(old.clone()),
-        };
-        s.commit(tx, ev).await?;
+        });
+        s.commit_all(tx, events).await?;
         Ok(Some(old))
     }
 
@@ -973,19 +1055,14 @@ fn join_target<'m>(
     e: &Entity,
     field: &str,
 ) -> Result<(&'m Entity, usize), StoreError> {
-    let FieldKind::ToOne { target } = &stored_field(e, field)?.kind else {
+    let f = stored_field(e, field)?;
+    let (FieldKind::ToOne { .. }, Some(r)) = (&f.kind, model.relation_of(f)) else {
         return Err(StoreError::invalid(
             field,
             format!("is not a to-one relation of {}", e.name),
         ));
     };
-    model
-        .entities
-        .iter()
-        .enumerate()
-        .find(|(_, t)| t.name == *target)
-        .map(|(i, t)| (t, i))
-        .ok_or_else(|| StoreError::internal(format!("unknown entity `{target}`")))
+    Ok((model.entity_at(r.target), r.target.index()))
 }
 
 fn forbidden_change(e: &Entity) -> StoreError {

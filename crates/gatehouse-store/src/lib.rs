@@ -30,6 +30,8 @@
 
 #![warn(missing_docs)]
 
+mod cascade;
+mod clock;
 mod code;
 mod copy;
 mod entity;
@@ -41,6 +43,7 @@ mod query;
 mod store;
 mod value;
 
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use code::Code;
 pub use copy::{CopiedTable, copy_store};
 pub use entity::{Children, EntityStore, Page, PreparedList};

@@ -59,6 +59,10 @@ pub struct ColumnLayout {
     pub unique: bool,
     /// Has a plain index (to-one references always do, unless unique).
     pub index: bool,
+    /// Set by the server (`@createdAt`, `@updatedAt`): when the column is
+    /// added, existing rows get the migration's time.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stamped: bool,
 }
 
 impl ColumnLayout {
@@ -110,6 +114,7 @@ impl Layout {
                             required: f.required || matches!(f.kind, FieldKind::Id),
                             unique: f.unique && !matches!(f.kind, FieldKind::Id),
                             index: f.index,
+                            stamped: f.is_server_set(),
                         })
                     })
                     .collect(),
@@ -144,6 +149,9 @@ pub enum MigrationStep {
         required: bool,
         /// The table has rows that need a value.
         table_has_rows: bool,
+        /// Existing rows get the migration's time (`@createdAt`,
+        /// `@updatedAt`), not a placeholder: not destructive.
+        stamped: bool,
     },
     /// Create an index.
     CreateIndex {
@@ -223,8 +231,9 @@ impl MigrationStep {
             MigrationStep::AddColumn {
                 required,
                 table_has_rows,
+                stamped,
                 ..
-            } => *required && *table_has_rows,
+            } => *required && *table_has_rows && !*stamped,
             MigrationStep::DropTable { .. }
             | MigrationStep::DropColumn { .. }
             | MigrationStep::ChangeType { .. }
@@ -270,6 +279,7 @@ impl fmt::Display for MigrationStep {
                 ty,
                 required,
                 table_has_rows,
+                stamped,
             } => {
                 write!(f, "add column {table}.{column} ({ty}")?;
                 f.write_str(if *required {
@@ -277,7 +287,9 @@ impl fmt::Display for MigrationStep {
                 } else {
                     ", nullable)"
                 })?;
-                if *required && *table_has_rows {
+                if *stamped {
+                    f.write_str(": existing rows get the migration's time")?;
+                } else if *required && *table_has_rows {
                     f.write_str(": existing rows get a placeholder value")?;
                 }
                 Ok(())
@@ -358,6 +370,7 @@ pub(crate) fn plan(
                         ty: c.ty.clone(),
                         required: c.required,
                         table_has_rows: c.required && has_rows(&t.table),
+                        stamped: c.stamped,
                     });
                     if let Some(unique) = c.index_kind() {
                         index_steps.push(MigrationStep::CreateIndex {
@@ -460,6 +473,19 @@ fn index_name(table: &str, column: &str, unique: bool) -> String {
 
 fn fk_name(table: &str, column: &str) -> String {
     format!("{table}_{column}_fkey")
+}
+
+/// What existing rows get in a new column `c`, if anything: the
+/// migration's time (`now`) for a stamped column, a placeholder for a
+/// required one, nothing (NULL) otherwise.
+fn fill_sql(model: &Model, c: &ColumnLayout, dialect: Dialect, now: &str) -> Option<String> {
+    if c.stamped {
+        Some(lit(now))
+    } else if c.required {
+        placeholder_sql(model, &c.ty, dialect)
+    } else {
+        None
+    }
 }
 
 fn placeholder_sql(model: &Model, ty: &ColType, dialect: Dialect) -> Option<String> {
@@ -634,10 +660,11 @@ pub(crate) async fn apply(
     old: &Layout,
     new: &Layout,
     steps: &[MigrationStep],
+    now: &str,
 ) -> Result<(), sqlx::Error> {
     match dialect {
-        Dialect::Sqlite => apply_sqlite(conn, model, old, new, steps).await,
-        Dialect::Postgres => apply_pg(conn, model, new, steps).await,
+        Dialect::Sqlite => apply_sqlite(conn, model, old, new, steps, now).await,
+        Dialect::Postgres => apply_pg(conn, model, new, steps, now).await,
     }
 }
 
@@ -649,6 +676,7 @@ fn needs_rebuild(step: &MigrationStep) -> bool {
             | MigrationStep::SetRequired { .. }
             | MigrationStep::SetOptional { .. }
             | MigrationStep::AddColumn { required: true, .. }
+            | MigrationStep::AddColumn { stamped: true, .. }
     )
 }
 
@@ -658,6 +686,7 @@ async fn apply_sqlite(
     old: &Layout,
     new: &Layout,
     steps: &[MigrationStep],
+    now: &str,
 ) -> Result<(), sqlx::Error> {
     let d = Dialect::Sqlite;
     // SQLite's ALTER TABLE cannot change a column's type or nullability, nor
@@ -717,10 +746,7 @@ async fn apply_sqlite(
             exprs.push(match o.column(&c.column) {
                 Some(oc) if oc.ty == c.ty => q(&c.column),
                 Some(_) => format!("CAST({} AS {})", q(&c.column), c.ty.sql_type(d)),
-                None if c.required => {
-                    placeholder_sql(model, &c.ty, d).unwrap_or_else(|| "NULL".into())
-                }
-                None => "NULL".into(),
+                None => fill_sql(model, c, d, now).unwrap_or_else(|| "NULL".into()),
             });
         }
         conn.ddl(&format!(
@@ -749,6 +775,7 @@ async fn apply_pg(
     model: &Model,
     new: &Layout,
     steps: &[MigrationStep],
+    now: &str,
 ) -> Result<(), sqlx::Error> {
     let d = Dialect::Postgres;
     // Foreign keys are added once every table exists, so that tables may
@@ -775,17 +802,13 @@ async fn apply_pg(
                 }
             }
             MigrationStep::AddColumn {
-                table,
-                column,
-                ty,
-                required,
-                ..
+                table, column, ty, ..
             } => {
                 let Some(c) = new.table(table).and_then(|t| t.column(column)) else {
                     continue;
                 };
-                match (required, placeholder_sql(model, ty, d)) {
-                    (true, Some(p)) => {
+                match fill_sql(model, c, d, now) {
+                    Some(p) => {
                         conn.ddl(&format!(
                             "ALTER TABLE {} ADD COLUMN {} DEFAULT {p}",
                             q(table),

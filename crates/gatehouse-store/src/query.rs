@@ -421,8 +421,41 @@ pub(crate) fn comparison(
                 (_, Dialect::Postgres) => f("right", vec![c, len(p())]).eq(p()),
             }
         }
+        FilterOp::IEq | FilterOp::IContains | FilterOp::IStartsWith | FilterOp::IEndsWith => {
+            // Both sides folded by the database, the same way on both
+            // backends (`gatehouse_db::fold_case`); functions, not LIKE, so
+            // `%`, `_` and `\` in the value are plain characters.
+            let v = check_scalar(model, &arg, &elem, value)?;
+            let p = || fold_case(dialect, Expr::val(to_value(dialect, &ty, &v)));
+            let c = fold_case(dialect, c);
+            let f = |name: &'static str, args: Vec<Expr>| Expr::from(Func::cust(name).args(args));
+            let len = |e: Expr| f("length", vec![e]);
+            match (op, dialect) {
+                (FilterOp::IEq, _) => c.eq(p()),
+                (FilterOp::IContains, Dialect::Sqlite) => f("instr", vec![c, p()]).gt(0),
+                (FilterOp::IContains, Dialect::Postgres) => f("strpos", vec![c, p()]).gt(0),
+                (FilterOp::IStartsWith, Dialect::Sqlite) => {
+                    f("substr", vec![c, Expr::val(1), len(p())]).eq(p())
+                }
+                (FilterOp::IStartsWith, Dialect::Postgres) => f("left", vec![c, len(p())]).eq(p()),
+                (_, Dialect::Sqlite) => {
+                    f("substr", vec![c.clone(), len(c).sub(len(p())).add(1)]).eq(p())
+                }
+                (_, Dialect::Postgres) => f("right", vec![c, len(p())]).eq(p()),
+            }
+        }
         FilterOp::IsNull => unreachable_is_null(),
     })
+}
+
+/// `e` case-folded ([`gatehouse_db::fold_case`]): the registered function
+/// on SQLite, `lower()` under the `C.utf8` collation on PostgreSQL (text
+/// columns are `COLLATE "C"`, under which `lower()` folds ASCII only).
+fn fold_case(dialect: Dialect, e: Expr) -> Expr {
+    match dialect {
+        Dialect::Sqlite => Expr::from(Func::cust(gatehouse_db::FOLD_FUNCTION).arg(e)),
+        Dialect::Postgres => Expr::cust_with_exprs("lower($1 COLLATE \"C.utf8\")", [e]),
+    }
 }
 
 #[allow(clippy::missing_const_for_fn)]

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use gatehouse_schema::{AccessContext, Action, Entity, FieldKind, Model};
+use gatehouse_schema::{AccessContext, Action, Entity, FieldKind, Generated, Model};
 use sea_query::{Expr, ExprTrait, Query, SelectStatement};
 use serde_json::Value as Json;
 use sqlx::error::ErrorKind;
@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 
 use gatehouse_db::{Built, Conn, Db, DbOptions, DbRow, PoolStats, SCHEMA_LOCK};
 
+use crate::clock::{Clock, SystemClock};
 use crate::error::from_sqlx;
 use crate::feed::{self, ChangeEvent};
 use crate::migrate::{self, Layout, MigrationStep, q};
@@ -44,6 +45,9 @@ pub struct StoreOptions {
     /// (SIGKILL, crash) and fsyncs at checkpoints: several times the write
     /// throughput on slow disks.
     pub sqlite_sync_every_commit: bool,
+    /// The server's clock: generated times (`@createdAt`, `@updatedAt`)
+    /// are read from it. Default: the system clock.
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Default for StoreOptions {
@@ -55,6 +59,7 @@ impl Default for StoreOptions {
             acquire_timeout: Duration::from_secs(5),
             event_capacity: 1024,
             sqlite_sync_every_commit: false,
+            clock: Arc::new(SystemClock),
         }
     }
 }
@@ -73,6 +78,8 @@ pub struct Store {
 pub(crate) struct Inner {
     pub(crate) db: Db,
     pub(crate) model: Arc<Model>,
+    /// See [`StoreOptions::clock`].
+    pub(crate) clock: Arc<dyn Clock>,
     events: Arc<feed::Local>,
     /// This instance's id, carried by its PostgreSQL notifications.
     origin: String,
@@ -143,6 +150,7 @@ impl Store {
             inner: Arc::new(Inner {
                 db,
                 model,
+                clock: opts.clock.clone(),
                 events,
                 origin,
                 listener,
@@ -243,14 +251,6 @@ impl Store {
         Ok(())
     }
 
-    /// The entity `name` of the Model.
-    pub(crate) fn def(&self, name: &str) -> Result<&Entity, StoreError> {
-        self.inner
-            .model
-            .entity(name)
-            .ok_or_else(|| StoreError::invalid(name, format!("unknown entity `{name}`")))
-    }
-
     // ---------------------------------------------------------------- migration
 
     /// The steps that would bring the tables to the Model (empty when they match).
@@ -344,7 +344,10 @@ impl Store {
             return Ok(steps);
         }
         let (old, _) = migrate::recorded(c).await?;
-        migrate::apply(c, d, &self.inner.model, &old, &new, &steps)
+        // Existing rows of a new `@createdAt` / `@updatedAt` column get the
+        // migration's time.
+        let now = gatehouse_schema::datetime_text(self.inner.clock.now_micros());
+        migrate::apply(c, d, &self.inner.model, &old, &new, &steps, &now)
             .await
             .map_err(migration_error)?;
         if d == Dialect::Sqlite {
@@ -423,15 +426,15 @@ impl Store {
         ctx: &AccessContext,
     ) -> Result<(), StoreError> {
         for f in e.stored_fields() {
-            let (FieldKind::ToOne { target }, Some(Json::String(id))) = (&f.kind, row.get(&f.name))
+            let (Some(t), Some(Json::String(id))) =
+                (self.inner.model.to_one_target(f), row.get(&f.name))
             else {
                 continue;
             };
-            let t = self.def(target)?;
             if !self.matches(tx, t, id, Action::Read, ctx).await? {
                 return Err(StoreError::invalid(
                     &f.name,
-                    format!("there is no {target} with id `{id}`"),
+                    format!("there is no {} with id `{id}`", t.name),
                 ));
             }
         }
@@ -468,85 +471,110 @@ impl Store {
         let mut out = Row::new();
         for f in e.stored_fields() {
             let given = row.get(&f.name).unwrap_or(&Json::Null);
-            let v = if matches!(f.kind, FieldKind::Id) {
-                match (given, fixed_id) {
-                    (Json::Null, Some(id)) => Json::String(id.to_string()),
-                    (Json::Null, None) => Json::String(uuid::Uuid::now_v7().to_string()),
-                    (v, Some(id)) if v.as_str() != Some(id) => {
-                        return Err(StoreError::invalid(
-                            "id",
-                            "the id of a row cannot be changed",
-                        ));
-                    }
-                    (v, _) => check_field(model, f, v)?,
+            let v = match (f.generated, given, fixed_id) {
+                (Some(Generated::Id), Json::Null, Some(id)) => Json::String(id.to_string()),
+                (Some(Generated::Id), v, Some(id)) if v.as_str() != Some(id) => {
+                    return Err(StoreError::invalid(
+                        "id",
+                        "the id of a row cannot be changed",
+                    ));
                 }
-            } else {
-                check_field(model, f, given)?
+                // A replacement keeps the creation time; the update stamps
+                // the rest (`EntityStore::write_existing`).
+                (Some(Generated::CreatedAt | Generated::UpdatedAt), _, Some(_)) => continue,
+                (Some(g), Json::Null, None) => self.generate(g),
+                _ => check_field(model, f, given)?,
             };
             out.insert(f.name.clone(), v);
         }
         Ok(out)
     }
 
+    /// The value the server gives a generated field of a new row. The one
+    /// place generated values are made.
+    pub(crate) fn generate(&self, g: Generated) -> Json {
+        match g {
+            Generated::Id => Json::String(uuid::Uuid::now_v7().to_string()),
+            Generated::CreatedAt | Generated::UpdatedAt => Json::String(
+                gatehouse_schema::datetime_text(self.inner.clock.now_micros()),
+            ),
+        }
+    }
+
     /// Notifies other instances (PostgreSQL, inside the transaction), commits,
     /// then publishes locally.
     pub(crate) async fn commit(
         &self,
-        mut tx: gatehouse_db::Tx,
+        tx: gatehouse_db::Tx,
         ev: ChangeEvent,
     ) -> Result<(), StoreError> {
+        self.commit_all(tx, vec![ev]).await
+    }
+
+    /// [`Store::commit`] of a transaction that made several changes (a
+    /// delete with its cascade): every event is notified in the
+    /// transaction and published after it commits, in order.
+    pub(crate) async fn commit_all(
+        &self,
+        mut tx: gatehouse_db::Tx,
+        evs: Vec<ChangeEvent>,
+    ) -> Result<(), StoreError> {
         if self.dialect() == Dialect::Postgres {
-            let origin = &self.inner.origin;
-            let mut payload = feed::payload(origin, &ev);
-            let mut c = tx.conn();
-            if payload.len() > feed::MAX_NOTIFY_BYTES {
-                let rows = c
-                    .fetch(
-                        Built::raw(
-                            format!(
-                                "INSERT INTO {} (payload) VALUES ($1) RETURNING id",
-                                q(migrate::EVENTS_TABLE)
+            for ev in &evs {
+                let origin = &self.inner.origin;
+                let mut payload = feed::payload(origin, ev);
+                let mut c = tx.conn();
+                if payload.len() > feed::MAX_NOTIFY_BYTES {
+                    let rows = c
+                        .fetch(
+                            Built::raw(
+                                format!(
+                                    "INSERT INTO {} (payload) VALUES ($1) RETURNING id",
+                                    q(migrate::EVENTS_TABLE)
+                                ),
+                                vec![sea_query::Value::String(Some(payload))],
                             ),
-                            vec![sea_query::Value::String(Some(payload))],
+                            &[SqlKind::Count],
+                        )
+                        .await
+                        .map_err(from_sqlx)?;
+                    let id = rows
+                        .first()
+                        .and_then(|r| r.first())
+                        .and_then(Json::as_i64)
+                        .unwrap_or(0);
+                    c.execute(Built::raw(
+                        format!(
+                            "DELETE FROM {} WHERE created_at < now() - interval '1 hour'",
+                            q(migrate::EVENTS_TABLE)
                         ),
-                        &[SqlKind::Count],
-                    )
+                        vec![],
+                    ))
                     .await
                     .map_err(from_sqlx)?;
-                let id = rows
-                    .first()
-                    .and_then(|r| r.first())
-                    .and_then(Json::as_i64)
-                    .unwrap_or(0);
-                c.execute(Built::raw(
-                    format!(
-                        "DELETE FROM {} WHERE created_at < now() - interval '1 hour'",
-                        q(migrate::EVENTS_TABLE)
+                    payload = feed::reference(origin, id);
+                }
+                c.fetch(
+                    Built::raw(
+                        "SELECT pg_notify($1, $2)",
+                        vec![
+                            sea_query::Value::String(Some(feed::CHANNEL.to_string())),
+                            sea_query::Value::String(Some(payload)),
+                        ],
                     ),
-                    vec![],
-                ))
+                    &[],
+                )
                 .await
                 .map_err(from_sqlx)?;
-                payload = feed::reference(origin, id);
             }
-            c.fetch(
-                Built::raw(
-                    "SELECT pg_notify($1, $2)",
-                    vec![
-                        sea_query::Value::String(Some(feed::CHANNEL.to_string())),
-                        sea_query::Value::String(Some(payload)),
-                    ],
-                ),
-                &[],
-            )
-            .await
-            .map_err(from_sqlx)?;
         }
         let committed = tx.commit().await;
         // Even after a failed commit: whether it took effect is unknown.
         self.inner.writes.fetch_add(1, Ordering::SeqCst);
         committed.map_err(from_sqlx)?;
-        self.inner.events.send(ev);
+        for ev in evs {
+            self.inner.events.send(ev);
+        }
         Ok(())
     }
 
@@ -609,17 +637,22 @@ impl Store {
                 }
                 if let Some(row) = row {
                     for f in e.stored_fields() {
-                        let (FieldKind::ToOne { target }, Some(Json::String(v))) =
+                        let (FieldKind::ToOne { .. }, Some(Json::String(v))) =
                             (&f.kind, row.get(&f.name))
                         else {
                             continue;
                         };
-                        let found = match self.entity(target) {
+                        let found = match self.target_of(f) {
                             Ok(t) => t.get(&AccessContext::system(), v).await,
                             Err(other) => Err(other),
                         };
                         match found {
                             Ok(None) => {
+                                let target = self
+                                    .inner
+                                    .model
+                                    .target_of(f)
+                                    .map_or("", |t| t.name.as_str());
                                 return StoreError::invalid(
                                     &f.name,
                                     format!("there is no {target} with id `{v}`"),
@@ -639,10 +672,12 @@ impl Store {
     async fn referenced_conflict(&self, e: &Entity, id: &str) -> StoreError {
         for child in &self.inner.model.entities {
             for f in child.stored_fields() {
-                let FieldKind::ToOne { target } = &f.kind else {
-                    continue;
-                };
-                if *target != e.name {
+                if self
+                    .inner
+                    .model
+                    .to_one_target(f)
+                    .is_none_or(|t| t.name != e.name)
+                {
                     continue;
                 }
                 let mut s = Query::select();

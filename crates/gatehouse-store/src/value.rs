@@ -1,7 +1,7 @@
 //! Values: validation of JSON input against the Model, and conversion to and
 //! from SQL parameters and columns.
 
-use gatehouse_schema::{Entity, Field, FieldKind, Model, Scalar, ValueType};
+use gatehouse_schema::{Entity, Field, FieldKind, Model, Storage, ValueType};
 use sea_query::{Expr, ExprTrait, Value};
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
@@ -57,6 +57,10 @@ pub enum ColType {
     Boolean,
     /// Calendar dates.
     Date,
+    /// Instants (canonical UTC text).
+    DateTime,
+    /// Any JSON value.
+    Json,
     /// Values of the named enum (stored as text).
     Enum(String),
     /// A reference to a row of the named table (stored as its id text).
@@ -70,28 +74,28 @@ impl ColType {
     pub(crate) fn of(model: &Model, field: &Field) -> Option<ColType> {
         Some(match &field.kind {
             FieldKind::Id => ColType::Id,
-            FieldKind::ToOne { target } => ColType::Ref(
-                model
-                    .entity(target)
-                    .map(|e| e.table.clone())
-                    .unwrap_or_else(|| target.clone()),
-            ),
-            FieldKind::ToMany { .. } => return None,
+            FieldKind::ToOne { .. } => {
+                ColType::Ref(model.target_of(field).map(|e| e.table.clone())?)
+            }
+            FieldKind::ToMany { .. } | FieldKind::Count { .. } => return None,
             FieldKind::Value { ty, list: Some(_) } => ColType::List(ty.graphql_name().to_string()),
             FieldKind::Value { ty, list: None } => ColType::of_value(ty),
         })
     }
 
-    /// The column type of one value of `ty` (a list element, a filter operand).
+    /// The column type of one value of `ty` (a list element, a filter
+    /// operand): for a scalar, from its storage in the scalar table.
     pub(crate) fn of_value(ty: &ValueType) -> ColType {
         match ty {
             ValueType::Enum(name) => ColType::Enum(name.clone()),
-            ValueType::Scalar(s) => match s {
-                Scalar::Boolean => ColType::Boolean,
-                Scalar::Date => ColType::Date,
-                Scalar::Float => ColType::Float,
-                Scalar::Id | Scalar::String => ColType::Text,
-                Scalar::Int => ColType::Int,
+            ValueType::Scalar(s) => match s.info().storage {
+                Storage::Bool => ColType::Boolean,
+                Storage::Date => ColType::Date,
+                Storage::Float => ColType::Float,
+                Storage::Text => ColType::Text,
+                Storage::Int => ColType::Int,
+                Storage::DateTime => ColType::DateTime,
+                Storage::Json => ColType::Json,
             },
         }
     }
@@ -99,12 +103,16 @@ impl ColType {
     /// How values of this type are stored and read back.
     pub(crate) fn kind(&self) -> SqlKind {
         match self {
-            ColType::Id | ColType::Text | ColType::Enum(_) | ColType::Ref(_) => SqlKind::Text,
+            ColType::Id
+            | ColType::Text
+            | ColType::DateTime
+            | ColType::Enum(_)
+            | ColType::Ref(_) => SqlKind::Text,
             ColType::Int => SqlKind::Int,
             ColType::Float => SqlKind::Float,
             ColType::Boolean => SqlKind::Bool,
             ColType::Date => SqlKind::Date,
-            ColType::List(_) => SqlKind::Json,
+            ColType::List(_) | ColType::Json => SqlKind::Json,
         }
     }
 
@@ -137,6 +145,8 @@ impl ColType {
             ColType::Float => Json::from(0.0),
             ColType::Boolean => Json::Bool(false),
             ColType::Date => Json::String("1970-01-01".into()),
+            ColType::DateTime => Json::String(gatehouse_schema::datetime_text(0)),
+            ColType::Json => Json::Object(serde_json::Map::new()),
             ColType::Enum(_) => Json::String(model_enum_first?.to_string()),
             ColType::List(_) => Json::Array(vec![]),
         })
@@ -152,6 +162,8 @@ impl std::fmt::Display for ColType {
             ColType::Float => f.write_str("Float"),
             ColType::Boolean => f.write_str("Boolean"),
             ColType::Date => f.write_str("Date"),
+            ColType::DateTime => f.write_str("DateTime"),
+            ColType::Json => f.write_str("JSON"),
             ColType::Enum(n) => write!(f, "enum {n}"),
             ColType::Ref(t) => write!(f, "reference to {t}"),
             ColType::List(n) => write!(f, "[{n}]"),
@@ -190,6 +202,12 @@ pub(crate) fn check_keys(entity: &Entity, row: &Row) -> Result<(), StoreError> {
                 return Err(StoreError::invalid(
                     key,
                     format!("{} has no field `{key}`", entity.name),
+                ));
+            }
+            Some(f) if f.is_server_set() => {
+                return Err(StoreError::invalid(
+                    key,
+                    "is set by the server and cannot be written",
                 ));
             }
             Some(f) if !f.is_stored() => {

@@ -78,7 +78,8 @@ enum Command {
     },
 }
 
-/// Each type's scopes, field scopes and effective policy, for `check --explain`.
+/// Each type's scopes, field scopes, server-set fields and effective
+/// policy, for `check --explain`.
 fn explain_access(model: &gatehouse_schema::Model) -> String {
     let mut out = String::new();
     for e in &model.entities {
@@ -89,6 +90,16 @@ fn explain_access(model: &gatehouse_schema::Model) -> String {
             e.write_scope()
         ));
         for f in &e.fields {
+            if let Some(g) = f.generated.filter(|_| f.is_server_set()) {
+                let directive = match g {
+                    gatehouse_schema::Generated::UpdatedAt => "@updatedAt",
+                    _ => "@createdAt",
+                };
+                out.push_str(&format!(
+                    "  field {}: set by the server ({directive}), read-only\n",
+                    f.name
+                ));
+            }
             if let Some(r) = model.field_read_scope(f)
                 && f.auth.read.is_some()
             {

@@ -3,10 +3,12 @@
 
 mod auth;
 mod cors;
+mod counts;
 mod graphql;
 mod http;
 mod oauth1;
 mod planned;
+mod scalars;
 mod spec;
 mod subscriptions;
 

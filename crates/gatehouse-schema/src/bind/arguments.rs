@@ -67,6 +67,31 @@ impl Binder<'_> {
         list
     }
 
+    /// The arguments of a count (`booksCount` at the root or beside a
+    /// to-many field): filters and `where`, as the list's; paging and
+    /// order mean nothing to a count and are errors.
+    pub(super) fn bind_count_args(
+        &mut self,
+        entity: &str,
+        args: &[&Node<InputValueDefinition>],
+        owner: &str,
+    ) -> ListBinding {
+        let mut kept = Vec::with_capacity(args.len());
+        for arg in args {
+            let aname = arg.name.as_str();
+            if COUNT_ARGS.contains(&aname) || OFFSET_ARGS.contains(&aname) || aname == "orderBy" {
+                self.error(
+                    arg.location(),
+                    format!("`{owner}` is a count and cannot take `{aname}`"),
+                    Some("a count takes the list's filters and `where`; it counts every matching row whatever the page size".into()),
+                );
+            } else {
+                kept.push(*arg);
+            }
+        }
+        self.bind_list_args(entity, &kept, owner)
+    }
+
     /// A count or offset argument: an `Int`, at most one of each per field.
     fn bind_paging_arg(
         &mut self,
@@ -460,7 +485,27 @@ impl Binder<'_> {
             return false;
         };
         let expect = match &f.kind {
-            FieldKind::ToMany { target, via, .. } => {
+            FieldKind::Count { .. } => {
+                self.error(
+                    vloc,
+                    format!(
+                        "`{vname}` of {where_} sets the count `{}.{vname}`",
+                        entity.name
+                    ),
+                    Some("a count is computed; it cannot be set".into()),
+                );
+                return false;
+            }
+            FieldKind::ToMany { relation, .. } => {
+                let target = self.target_of(f).map_or(String::new(), |t| t.name.clone());
+                let via = match self.relations[relation.index()].kind {
+                    RelationKind::OneToMany { inverse } => self
+                        .entities
+                        .get(inverse.entity.index())
+                        .and_then(|t| t.fields.get(inverse.index()))
+                        .map_or(String::new(), |v| v.name.clone()),
+                    _ => String::new(),
+                };
                 self.error(
                     vloc,
                     format!(
@@ -468,6 +513,19 @@ impl Binder<'_> {
                         entity.name
                     ),
                     Some(format!("set `{target}.{via}` on each `{target}` instead")),
+                );
+                return false;
+            }
+            _ if f.is_server_set() => {
+                self.error(
+                    vloc,
+                    format!(
+                        "`{vname}` of {where_} sets `{}.{vname}`, which the server sets",
+                        entity.name
+                    ),
+                    Some(format!(
+                        "remove `{vname}`: `@createdAt` and `@updatedAt` fields are read-only"
+                    )),
                 );
                 return false;
             }
@@ -603,7 +661,21 @@ fn filter_problem(
                     "operator `{}` needs an ordered field, but {fdesc} is `{tname}`",
                     op.label()
                 ),
-                "ordered types are Int, Float, String, Date and ID".into(),
+                format!("ordered types are {}", ordered_types()),
+            )),
+            Some(OpRefusal::NotTaken) => Some((
+                format!(
+                    "operator `{}` does not apply to {fdesc} (`{tname}`)",
+                    op.label()
+                ),
+                format!(
+                    "{fdesc} takes: {}",
+                    f.filter_ops()
+                        .iter()
+                        .map(|o| o.label())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
             )),
             Some(_) => Some((
                 format!(
@@ -615,6 +687,16 @@ fn filter_problem(
             None => None,
         },
     }
+}
+
+/// The scalars `_lt` applies to, for hints: from the scalar table.
+fn ordered_types() -> String {
+    Scalar::ALL
+        .iter()
+        .filter(|s| s.info().ops.contains(&FilterOp::Lt))
+        .map(|s| s.graphql_name())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `<field>` or `<field><suffix>` for a stored field of `entity`: the field

@@ -42,6 +42,7 @@ impl Binder<'_> {
             ),
         }
 
+        self.place_relations(&fields);
         let table = name.to_snake_case();
         let rest_path = self.rest_path(&name, obj);
         let auth = self.type_auth(&name, &obj.directives);
@@ -90,6 +91,7 @@ impl Binder<'_> {
             index: false,
             ty: type_ref(&field.ty),
             auth: TypeAuth::default(),
+            generated: Some(Generated::Id),
         }
     }
 
@@ -101,10 +103,11 @@ impl Binder<'_> {
         let field_auth = self.field_auth(entity, field);
         let kind = self.field_kind(entity, field)?;
         self.check_field_use(entity, field, &kind, &field_auth);
+        let generated = self.generated(entity, field, &kind);
         let fname = field.name.as_str();
         let column = match &kind {
             FieldKind::ToOne { .. } => format!("{}_id", fname.to_snake_case()),
-            FieldKind::ToMany { .. } => String::new(),
+            FieldKind::ToMany { .. } | FieldKind::Count { .. } => String::new(),
             _ => fname.to_snake_case(),
         };
         Some(Field {
@@ -117,6 +120,7 @@ impl Binder<'_> {
             index: field.directives.get("index").is_some(),
             ty: type_ref(&field.ty),
             auth: field_auth,
+            generated,
         })
     }
 
@@ -138,6 +142,9 @@ impl Binder<'_> {
             );
             return None;
         }
+        if let Some(count) = super::relations::count_placeholder(schema, entity, field) {
+            return Some(count);
+        }
         match base_def {
             // A custom scalar is reported at its definition.
             ExtendedType::Scalar(_) => Scalar::from_graphql(base).map(|s| FieldKind::Value {
@@ -156,13 +163,103 @@ impl Binder<'_> {
                 );
                 None
             }
-            ExtendedType::Object(_) if list == ListShape::Single => Some(FieldKind::ToOne {
-                target: base.to_string(),
-            }),
-            ExtendedType::Object(_) => Some(super::relations::to_many_placeholder(field, list)),
+            ExtendedType::Object(_) => {
+                let target = *self.entity_ids.get(base.as_str())?;
+                Some(if list == ListShape::Single {
+                    let on_delete = self.on_delete(entity, field);
+                    FieldKind::ToOne {
+                        relation: self.add_relation(target, RelationKind::ManyToOne { on_delete }),
+                    }
+                } else {
+                    let unresolved = RelationKind::OneToMany {
+                        inverse: FieldId::new(target, usize::MAX),
+                    };
+                    let relation = self.add_relation(target, unresolved);
+                    super::relations::to_many_placeholder(field, list, relation)
+                })
+            }
             // Interfaces, unions and inputs are reported elsewhere.
             _ => None,
         }
+    }
+
+    /// `@relation(onDelete:)` of a to-one field: `RESTRICT` unless given;
+    /// `SET_NULL` needs a nullable field.
+    fn on_delete(&mut self, entity: &str, field: &Node<FieldDefinition>) -> OnDelete {
+        let Some(v) = field
+            .directives
+            .get("relation")
+            .and_then(|d| d.specified_argument_by_name("onDelete"))
+        else {
+            return OnDelete::Restrict;
+        };
+        let on_delete = match v.as_ref() {
+            apollo_compiler::ast::Value::Enum(e) => OnDelete::from_graphql(e.as_str()),
+            _ => None,
+        };
+        let Some(on_delete) = on_delete else {
+            // Validation reports a value outside the enum.
+            return OnDelete::Restrict;
+        };
+        if on_delete == OnDelete::SetNull && field.ty.is_non_null() {
+            self.error(
+                field.location(),
+                format!(
+                    "`@relation(onDelete: SET_NULL)` on `{entity}.{}`, which cannot be null",
+                    field.name
+                ),
+                Some(format!(
+                    "declare it nullable (`{}: {}`) or use CASCADE",
+                    field.name,
+                    field.ty.inner_named_type()
+                )),
+            );
+        }
+        on_delete
+    }
+
+    /// `@createdAt` / `@updatedAt`: a single `DateTime` the server sets.
+    fn generated(
+        &mut self,
+        entity: &str,
+        field: &Node<FieldDefinition>,
+        kind: &FieldKind,
+    ) -> Option<Generated> {
+        let fname = field.name.as_str();
+        let created = field.directives.get("createdAt");
+        let updated = field.directives.get("updatedAt");
+        let (g, d) = match (created, updated) {
+            (None, None) => return None,
+            (Some(_), Some(d)) => {
+                self.error(
+                    d.location(),
+                    format!("`{entity}.{fname}` has both `@createdAt` and `@updatedAt`"),
+                    Some("use two fields: `createdAt: DateTime! @createdAt` and `updatedAt: DateTime! @updatedAt`".into()),
+                );
+                return None;
+            }
+            (Some(d), None) => (Generated::CreatedAt, d),
+            (None, Some(d)) => (Generated::UpdatedAt, d),
+        };
+        let is_datetime = matches!(
+            kind,
+            FieldKind::Value {
+                ty: ValueType::Scalar(Scalar::DateTime),
+                list: None,
+            }
+        );
+        if !is_datetime {
+            self.error(
+                d.location(),
+                format!(
+                    "`@{}` on `{entity}.{fname}`, which is `{}`, not `DateTime`",
+                    d.name, field.ty
+                ),
+                Some(format!("declare it `{fname}: DateTime! @{}`", d.name)),
+            );
+            return None;
+        }
+        Some(g)
     }
 
     /// The directives and arguments a field of this kind cannot take.
@@ -178,6 +275,7 @@ impl Binder<'_> {
         let unique = field.directives.get("unique").is_some();
         let index = field.directives.get("index").is_some();
         let is_to_many = matches!(kind, FieldKind::ToMany { .. });
+        let takes_args = is_to_many || matches!(kind, FieldKind::Count { .. });
         if !matches!(kind, FieldKind::Value { .. }) && *field_auth != TypeAuth::default() {
             self.error(
                 loc,
@@ -188,18 +286,18 @@ impl Binder<'_> {
                 )),
             );
         }
-        if !is_to_many && !field.arguments.is_empty() {
+        if !takes_args && !field.arguments.is_empty() {
             self.error(
                 field.arguments.first().and_then(|a| a.location()),
-                format!("`{entity}.{fname}` takes arguments, but only to-many relation fields do"),
+                format!("`{entity}.{fname}` takes arguments, but only to-many relation fields and their counts do"),
                 Some("remove the arguments; list fields such as `books: [Book!]!` take count/offset/filter/order arguments".into()),
             );
         }
-        if is_to_many && (unique || index) {
+        if takes_args && (unique || index) {
             self.error(
                 loc,
                 format!(
-                    "`@unique` / `@index` do not apply to the to-many field `{entity}.{fname}`"
+                    "`@unique` / `@index` do not apply to `{entity}.{fname}`, which is not stored"
                 ),
                 Some("put them on the to-one field it is the inverse of".into()),
             );
@@ -211,11 +309,28 @@ impl Binder<'_> {
                 None,
             );
         }
-        if field.directives.get("relation").is_some() && !is_to_many {
+        let relation = field.directives.get("relation");
+        let is_to_one = matches!(kind, FieldKind::ToOne { .. });
+        let names_field = relation.is_some_and(|d| d.specified_argument_by_name("field").is_some());
+        let on_delete =
+            relation.is_some_and(|d| d.specified_argument_by_name("onDelete").is_some());
+        if relation.is_some() && !is_to_many && !is_to_one {
             self.error(
                 loc,
-                format!("`@relation` on `{entity}.{fname}`, which is not a to-many relation"),
-                Some("`@relation(field:)` goes on a list field like `books: [Book!]!` and names the to-one field of Book it inverts".into()),
+                format!("`@relation` on `{entity}.{fname}`, which is not a relation"),
+                Some("`@relation(field:)` goes on a list field like `books: [Book!]!` and names the to-one field of Book it inverts; `@relation(onDelete:)` goes on a to-one field".into()),
+            );
+        } else if is_to_one && names_field {
+            self.error(
+                loc,
+                format!("`@relation(field:)` on the to-one field `{entity}.{fname}`"),
+                Some("`field:` names the inverse on a to-many field; a to-one field takes `onDelete:`".into()),
+            );
+        } else if is_to_many && on_delete {
+            self.error(
+                loc,
+                format!("`@relation(onDelete:)` on the to-many field `{entity}.{fname}`"),
+                Some("put `onDelete:` on the to-one field it is the inverse of".into()),
             );
         }
     }

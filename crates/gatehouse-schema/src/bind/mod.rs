@@ -40,6 +40,11 @@ pub(crate) struct Binder<'a> {
     schema: &'a Schema,
     diags: &'a mut Diagnostics,
     entities: Vec<Entity>,
+    /// Every relation field's relation, pushed as its field is bound.
+    relations: Vec<Relation>,
+    /// Each stored type's id, known before any is bound, so a to-one field
+    /// can name a type declared after it.
+    entity_ids: HashMap<String, EntityId>,
     where_inputs: Vec<WhereInput>,
     order_enums: Vec<OrderEnum>,
     /// The schema's enums, collected first: `@policy` literals are checked
@@ -56,17 +61,21 @@ impl<'a> Binder<'a> {
             schema,
             diags,
             entities: Vec::new(),
+            relations: Vec::new(),
+            entity_ids: HashMap::new(),
             where_inputs: Vec::new(),
             order_enums: Vec::new(),
             enums: schema
                 .types
                 .values()
                 .filter_map(|t| match t {
-                    ExtendedType::Enum(e) if !t.is_built_in() => Some(EnumDef {
-                        name: e.name.to_string(),
-                        values: e.values.keys().map(|v| v.to_string()).collect(),
-                        description: e.description.as_ref().map(|d| d.to_string()),
-                    }),
+                    ExtendedType::Enum(e) if !t.is_built_in() && e.name != ON_DELETE_ENUM => {
+                        Some(EnumDef {
+                            name: e.name.to_string(),
+                            values: e.values.keys().map(|v| v.to_string()).collect(),
+                            description: e.description.as_ref().map(|d| d.to_string()),
+                        })
+                    }
                     _ => None,
                 })
                 .collect(),
@@ -97,6 +106,11 @@ impl<'a> Binder<'a> {
             })
             .collect();
 
+        self.entity_ids = objects
+            .iter()
+            .enumerate()
+            .map(|(i, o)| (o.name.to_string(), EntityId::from_index(i)))
+            .collect();
         for obj in &objects {
             let entity = self.entity_pass1(obj);
             self.entities.push(entity);
@@ -104,6 +118,9 @@ impl<'a> Binder<'a> {
         self.check_entity_names(&objects);
         for (i, obj) in objects.iter().enumerate() {
             self.entity_pass2(i, obj);
+        }
+        for (i, obj) in objects.iter().enumerate() {
+            self.bind_counts(i, obj);
         }
         for (i, obj) in objects.iter().enumerate() {
             self.entities[i].policy = self.bind_policy(obj);
@@ -128,6 +145,7 @@ impl<'a> Binder<'a> {
 
         Model {
             entities: self.entities,
+            relations: self.relations,
             enums: self.enums,
             inputs,
             where_inputs: self.where_inputs,
@@ -143,6 +161,40 @@ impl<'a> Binder<'a> {
     /// arguments name their entity by its type name.
     fn entity_named(&self, name: &str) -> Option<&Entity> {
         self.entities.iter().find(|e| e.name == name)
+    }
+
+    /// The entity a relation field reaches, once bound.
+    fn target_of(&self, f: &Field) -> Option<&Entity> {
+        let r = self.relations.get(f.relation()?.index())?;
+        self.entities.get(r.target.index())
+    }
+
+    /// A new relation declared by a field of the entity being bound; its
+    /// field's position is set once the entity's fields are
+    /// ([`Binder::place_relations`]).
+    fn add_relation(&mut self, target: EntityId, kind: RelationKind) -> RelationId {
+        let id = RelationId::from_index(self.relations.len());
+        let entity = EntityId::from_index(self.entities.len());
+        self.relations.push(Relation {
+            field: FieldId::new(entity, usize::MAX),
+            target,
+            kind,
+        });
+        id
+    }
+
+    /// Points each relation of the entity being bound at its field.
+    fn place_relations(&mut self, fields: &[Field]) {
+        let entity = EntityId::from_index(self.entities.len());
+        for (i, f) in fields.iter().enumerate() {
+            // A count field names the relation of the field it counts.
+            if matches!(f.kind, FieldKind::Count { .. }) {
+                continue;
+            }
+            if let Some(r) = f.relation().and_then(|r| self.relations.get_mut(r.index())) {
+                r.field = FieldId::new(entity, i);
+            }
+        }
     }
 }
 

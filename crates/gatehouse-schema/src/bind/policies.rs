@@ -116,13 +116,14 @@ impl Binder<'_> {
             return None;
         };
         let f = e.field(&field)?;
-        if let (FieldKind::ToOne { target }, FilterOp::Eq, ast::Value::Object(_)) =
+        if let (FieldKind::ToOne { .. }, FilterOp::Eq, ast::Value::Object(_)) =
             (&f.kind, op, value.as_ref())
         {
-            let rule = self.policy_rule(target, value, at)?;
+            let target = self.target_of(f)?.name.clone();
+            let rule = self.policy_rule(&target, value, at)?;
             return Some(Rule::Path {
                 field,
-                target: target.clone(),
+                target,
                 rule: Box::new(rule),
             });
         }

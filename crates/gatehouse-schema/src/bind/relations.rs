@@ -2,22 +2,27 @@
 //! inverse of a to-one field of its target. The first pass leaves each
 //! to-many field a placeholder; the second, run once every entity's fields
 //! are known, finds the to-one field it inverts and binds its arguments.
+//! A count field (`booksCount: Int!` beside `books`) is bound to the
+//! relation of the field it counts, in the same pass.
 
 use apollo_compiler::Node;
 use apollo_compiler::ast::{FieldDefinition, InputValueDefinition};
 use apollo_compiler::parser::SourceSpan;
-use apollo_compiler::schema::ObjectType;
+use apollo_compiler::schema::{ExtendedType, ObjectType};
 use heck::{ToKebabCase, ToLowerCamelCase};
 
 use super::{Binder, ListShape, input_value};
 use crate::model::*;
 
-/// A to-many field before its inverse is known: `via` empty, no list
-/// binding yet.
-pub(super) fn to_many_placeholder(field: &Node<FieldDefinition>, list: ListShape) -> FieldKind {
+/// A to-many field before its inverse is known: its relation's inverse
+/// unset, no list binding yet.
+pub(super) fn to_many_placeholder(
+    field: &Node<FieldDefinition>,
+    list: ListShape,
+    relation: RelationId,
+) -> FieldKind {
     FieldKind::ToMany {
-        target: field.ty.inner_named_type().to_string(),
-        via: String::new(),
+        relation,
         rest_segment: field.name.as_str().to_kebab_case(),
         items_required: list
             == ListShape::List {
@@ -28,31 +33,113 @@ pub(super) fn to_many_placeholder(field: &Node<FieldDefinition>, list: ListShape
     }
 }
 
+/// `booksCount: Int!` (or `Int`) beside a to-many field `books` of the same
+/// type: a count, its relation and arguments bound in pass 2. `None` for
+/// every other field, which binds by its type as before.
+pub(super) fn count_placeholder(
+    schema: &apollo_compiler::Schema,
+    entity: &str,
+    field: &Node<FieldDefinition>,
+) -> Option<FieldKind> {
+    let counted = field.name.as_str().strip_suffix(COUNT_SUFFIX)?;
+    if counted.is_empty() || field.ty.is_list() || field.ty.inner_named_type() != "Int" {
+        return None;
+    }
+    let Some(ExtendedType::Object(obj)) = schema.types.get(entity) else {
+        return None;
+    };
+    let to_many = obj.fields.get(counted)?;
+    let target_is_object = matches!(
+        schema.types.get(to_many.ty.inner_named_type()),
+        Some(ExtendedType::Object(_))
+    );
+    if !to_many.ty.is_list() || !target_is_object {
+        return None;
+    }
+    Some(FieldKind::Count {
+        relation: RelationId::from_index(usize::MAX),
+        list: ListBinding::default(),
+        args: field.arguments.iter().map(|a| input_value(a)).collect(),
+    })
+}
+
 impl Binder<'_> {
+    /// Binds each count field of entity `index` to the relation of the
+    /// to-many field it counts, and its filter arguments.
+    pub(super) fn bind_counts(&mut self, index: usize, obj: &Node<ObjectType>) {
+        let name = self.entities[index].name.clone();
+        let counts: Vec<(usize, String)> = self.entities[index]
+            .fields
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| matches!(f.kind, FieldKind::Count { .. }))
+            .map(|(i, f)| (i, f.name.clone()))
+            .collect();
+        for (fi, fname) in counts {
+            let counted = fname.strip_suffix(COUNT_SUFFIX).unwrap_or_default();
+            let entity = &self.entities[index];
+            // A to-many field that failed to bind has its own diagnostic.
+            let Some(relation) = entity.field(counted).and_then(|f| match f.kind {
+                FieldKind::ToMany { relation, .. } => Some(relation),
+                _ => None,
+            }) else {
+                continue;
+            };
+            let Some(target) = self
+                .relations
+                .get(relation.index())
+                .and_then(|r| self.entities.get(r.target.index()))
+                .map(|t| t.name.clone())
+            else {
+                continue;
+            };
+            let Some(def) = obj.fields.get(fname.as_str()) else {
+                continue;
+            };
+            let args: Vec<&Node<InputValueDefinition>> = def.arguments.iter().collect();
+            let list = self.bind_count_args(&target, &args, &format!("{name}.{fname}"));
+            if let FieldKind::Count {
+                relation: r,
+                list: l,
+                ..
+            } = &mut self.entities[index].fields[fi].kind
+            {
+                *r = relation;
+                *l = list;
+            }
+        }
+    }
+
     /// Resolves to-many inverses and binds their arguments.
     pub(super) fn entity_pass2(&mut self, index: usize, obj: &Node<ObjectType>) {
         let name = self.entities[index].name.clone();
-        let to_many: Vec<(usize, String, String)> = self.entities[index]
+        let owner_id = EntityId::from_index(index);
+        let to_many: Vec<(usize, String, RelationId)> = self.entities[index]
             .fields
             .iter()
             .enumerate()
             .filter_map(|(i, f)| match &f.kind {
-                FieldKind::ToMany { target, .. } => Some((i, f.name.clone(), target.clone())),
+                FieldKind::ToMany { relation, .. } => Some((i, f.name.clone(), *relation)),
                 _ => None,
             })
             .collect();
-        for (fi, fname, target) in to_many {
+        for (fi, fname, relation_id) in to_many {
             let Some(def) = obj.fields.get(fname.as_str()) else {
                 continue;
             };
             let loc = def.location();
-            let Some(target_entity) = self.entity_named(&target) else {
+            let target_id = self.relations[relation_id.index()].target;
+            let Some(target_entity) = self.entities.get(target_id.index()) else {
                 continue;
             };
+            let target = target_entity.name.clone();
             let candidates: Vec<String> = target_entity
                 .fields
                 .iter()
-                .filter(|f| matches!(&f.kind, FieldKind::ToOne { target } if *target == name))
+                .filter(|f| {
+                    matches!(f.kind, FieldKind::ToOne { relation }
+                        if self.relations[relation.index()].target == owner_id)
+                })
                 .map(|f| f.name.clone())
                 .collect();
             let relation = (name.as_str(), fname.as_str(), target.as_str());
@@ -68,11 +155,15 @@ impl Binder<'_> {
             let args: Vec<&Node<InputValueDefinition>> = def.arguments.iter().collect();
             let owner = format!("{name}.{fname}");
             let list = self.bind_list_args(&target, &args, &owner);
-            if let FieldKind::ToMany {
-                via: v, list: l, ..
-            } = &mut self.entities[index].fields[fi].kind
-            {
-                *v = via.unwrap_or_default();
+            let inverse = via.and_then(|via| {
+                let target_entity = self.entities.get(target_id.index())?;
+                let i = target_entity.fields.iter().position(|f| f.name == via)?;
+                Some(FieldId::new(target_id, i))
+            });
+            if let Some(inverse) = inverse {
+                self.relations[relation_id.index()].kind = RelationKind::OneToMany { inverse };
+            }
+            if let FieldKind::ToMany { list: l, .. } = &mut self.entities[index].fields[fi].kind {
                 *l = list;
             }
         }

@@ -16,7 +16,7 @@ use crate::model::*;
 const CREATE_PREFIXES: [&str; 3] = ["create", "add", "insert"];
 const DELETE_PREFIXES: [&str; 2] = ["delete", "remove"];
 
-const QUERY_HINT: &str = "a query field lists a type (`books(first: Int, offset: Int): [Book!]!`) or looks one up (`book(id: ID!): Book`)";
+const QUERY_HINT: &str = "a query field lists a type (`books(first: Int, offset: Int): [Book!]!`), looks one up (`book(id: ID!): Book`) or counts a list (`booksCount(where: BookWhere): Int!` beside `books`)";
 const MUTATION_HINT: &str = "mutation names are create|add|insert<Type>, update<Type> or delete|remove<Type>, e.g. `createBook`, `updateBook`, `deleteBook`";
 const SUBSCRIPTION_HINT: &str = "subscription fields are `<type>Created`, `<type>Updated` or `<type>Deleted` returning the type, e.g. `bookCreated: Book!`";
 
@@ -102,8 +102,35 @@ impl Binder<'_> {
         self.entity_named(ty.inner_named_type().as_str())
     }
 
+    /// `booksCount: Int!` beside the list `Query.books`: `None` when the
+    /// field has not that shape (it binds as another query then).
+    fn bind_root_count(
+        &mut self,
+        field: &Node<FieldDefinition>,
+    ) -> Option<Option<(String, Binding)>> {
+        let counted = field.name.as_str().strip_suffix(COUNT_SUFFIX)?;
+        if counted.is_empty() || field.ty.is_list() || field.ty.inner_named_type() != "Int" {
+            return None;
+        }
+        let Some(ExtendedType::Object(query)) = self.schema.types.get("Query") else {
+            return None;
+        };
+        let list = query.fields.get(counted)?;
+        if !list.ty.is_list() {
+            return None;
+        }
+        let entity = self.entity_of(&list.ty)?.name.clone();
+        let fname = format!("Query.{}", field.name);
+        let args: Vec<&Node<InputValueDefinition>> = field.arguments.iter().collect();
+        let bound = self.bind_count_args(&entity, &args, &fname);
+        Some(Some((entity, Binding::Count(bound))))
+    }
+
     /// A query field: a list of an entity, or a lookup of one row.
     fn bind_query(&mut self, field: &Node<FieldDefinition>) -> Option<(String, Binding)> {
+        if let Some(count) = self.bind_root_count(field) {
+            return count;
+        }
         let fname = format!("Query.{}", field.name);
         let loc = field.location();
         let shape = list_shape(&field.ty);

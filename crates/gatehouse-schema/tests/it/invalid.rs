@@ -60,7 +60,7 @@ raw_case!(
 
 // ---- types and scalars --------------------------------------------------
 
-case!(custom_scalar, &format!("{Q}scalar DateTime\n"));
+case!(custom_scalar, &format!("{Q}scalar Money\n"));
 case!(
     interface_not_supported,
     &format!("{Q}interface Node {{ id: ID! }}\n")
@@ -375,3 +375,79 @@ fn every_problem_reported_in_one_run() {
         "{out}"
     );
 }
+
+#[test]
+fn foreign_idioms_get_the_gatehouse_equivalent() {
+    let cases = [
+        (
+            "type Post @model { id: ID! }",
+            "`@model`",
+            "schema scaffold",
+        ),
+        ("type Post { id: ID! slug: String @id }", "`@id`", "@unique"),
+        (
+            "type Post { id: ID! title: String @search }",
+            "`@search`",
+            "title_contains",
+        ),
+        (
+            "type Post { id: ID! tags: [Post!]! @hasInverse(field: tags) }",
+            "`@hasInverse`",
+            "@relation",
+        ),
+        (
+            "type Post { id: ID! n: Int @default(value: 1) }",
+            "`@default`",
+            "defaults are not stored",
+        ),
+        (
+            "type Post { id: ID! at: AWSDateTime }",
+            "`AWSDateTime`",
+            "DateTime",
+        ),
+        (
+            "scalar AWSTimestamp\ntype Post { id: ID! at: AWSTimestamp }",
+            "`AWSTimestamp`",
+            "seconds since the epoch",
+        ),
+        ("type Post { id: ID! data: AWSJSON }", "`AWSJSON`", "`JSON`"),
+        (
+            "type Post { id: ID! mail: AWSEmail }",
+            "`AWSEmail`",
+            "`String`",
+        ),
+    ];
+    for (sdl, idiom, help) in cases {
+        let text = format!("{sdl}\ntype Query {{ posts: [Post!]! }}\n");
+        let err =
+            gatehouse_schema::load_sources(&crate::sources(&[("a.graphql", &text)])).unwrap_err();
+        let d = err
+            .0
+            .iter()
+            .find(|d| d.message.contains(idiom))
+            .unwrap_or_else(|| panic!("{idiom}: {err}"));
+        let hint = d.hint.as_deref().unwrap_or("");
+        assert!(hint.contains(help), "{idiom}: {hint}");
+    }
+}
+
+case!(
+    created_at_on_a_string,
+    &format!("{Q}type Shelf {{ id: ID! made: String! @createdAt }}\n")
+);
+case!(
+    created_at_and_updated_at_on_one_field,
+    &format!("{Q}type Shelf {{ id: ID! at: DateTime! @createdAt @updatedAt }}\n")
+);
+case!(
+    server_set_field_in_an_input,
+    &format!(
+        "{Q}type Shelf {{ id: ID! name: String at: DateTime! @createdAt }}\ntype Mutation {{ createShelf(name: String, at: DateTime): Shelf! }}\n"
+    )
+);
+case!(
+    equality_on_json,
+    &format!(
+        "{Q}type Shelf {{ id: ID! meta: JSON }}\nextend type Query {{ shelves(meta: JSON): [Shelf!]! }}\n"
+    )
+);

@@ -1,7 +1,7 @@
 //! Valid schemas: the bound Model, printing and scaffolding.
 
 use gatehouse_schema::{
-    Binding, FieldKind, LoadOptions, default_rest_path, load_sources, scaffold,
+    Binding, FieldKind, LoadOptions, RelationKind, default_rest_path, load_sources, scaffold,
 };
 use gatehouse_testkit::EXAMPLE_SCHEMA;
 
@@ -64,13 +64,13 @@ fn self_relation_with_relation_directive() {
         "type Person { id: ID! manager: Person mentor: Person reports: [Person!]! @relation(field: \"manager\") }\ntype Query { people: [Person!]! }\n",
     )]);
     let p = model.entity("Person").unwrap();
-    match &p.field("reports").unwrap().kind {
-        FieldKind::ToMany { via, target, .. } => {
-            assert_eq!(via, "manager");
-            assert_eq!(target, "Person");
-        }
-        other => panic!("{other:?}"),
-    }
+    let reports = p.field("reports").unwrap();
+    assert!(matches!(reports.kind, FieldKind::ToMany { .. }));
+    assert_eq!(model.inverse_of(reports).unwrap().name, "manager");
+    assert_eq!(model.target_of(reports).unwrap().name, "Person");
+    let rel = model.relation_of(reports).unwrap();
+    assert_eq!(model.field_at(rel.field).name, "reports");
+    assert!(matches!(rel.kind, RelationKind::OneToMany { .. }));
     assert_eq!(p.rest_path, "people");
 }
 
@@ -172,5 +172,105 @@ type Task @policy(update: {org: "$org"}, delete: {createdBy: "$sub"}) {
         full.is_ok(),
         "{}",
         full.err().map(|d| d.to_string()).unwrap_or_default()
+    );
+}
+
+#[test]
+fn counts_bind_beside_their_lists() {
+    let model = load_ok(&[(
+        "a.graphql",
+        "type Author { id: ID! name: String! booksCount(year_gt: Int): Int! books(first: Int): [Book!]! }\n\
+         type Book { id: ID! year: Int author: Author! }\n\
+         input BookWhere { year_lt: Int }\n\
+         type Query { books(first: Int): [Book!]! booksCount(year_gt: Int, where: BookWhere): Int! }\n",
+    )]);
+    let root = model
+        .queries
+        .iter()
+        .find(|q| q.name == "booksCount")
+        .unwrap();
+    assert_eq!(root.entity, "Book");
+    let Binding::Count(list) = &root.binding else {
+        panic!("{:?}", root.binding)
+    };
+    assert_eq!(list.filters.len(), 1);
+    assert!(list.where_arg.is_some());
+    let author = model.entity("Author").unwrap();
+    let count = author.field("booksCount").unwrap();
+    assert!(matches!(count.kind, FieldKind::Count { .. }));
+    assert!(!count.is_stored());
+    assert_eq!(model.target_of(count).unwrap().name, "Book");
+    assert_eq!(model.inverse_of(count).unwrap().name, "author");
+    assert_eq!(author.count_field_of("books").unwrap().name, "booksCount");
+    // The relation still points at the to-many field, not at its count.
+    let rel = model.relation_of(count).unwrap();
+    assert_eq!(model.field_at(rel.field).name, "books");
+}
+
+#[test]
+fn counts_refuse_paging_and_order() {
+    let err = gatehouse_schema::load_sources(&sources(&[(
+        "a.graphql",
+        "type Book { id: ID! year: Int }\n\
+         type Query { books(first: Int): [Book!]! booksCount(first: Int): Int! }\n",
+    )]))
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("is a count and cannot take `first`"),
+        "{text}"
+    );
+}
+
+#[test]
+fn on_delete_binds_on_to_one_fields() {
+    let model = load_ok(&[(
+        "a.graphql",
+        "type Task { id: ID! project: Project! @relation(onDelete: CASCADE) }\n\
+         type Note { id: ID! project: Project @relation(onDelete: SET_NULL) }\n\
+         type Project { id: ID! tasks: [Task!]! }\n\
+         type Query { tasks: [Task!]! }\n",
+    )]);
+    let project = model.entity_id("Project").unwrap();
+    let mut got: Vec<(String, gatehouse_schema::OnDelete)> = model
+        .references_to(project)
+        .map(|(f, on)| (model.field_at(f).name.clone(), on))
+        .collect();
+    got.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].1, gatehouse_schema::OnDelete::Cascade);
+    assert_eq!(got[1].1, gatehouse_schema::OnDelete::SetNull);
+    assert!(model.enum_def("OnDelete").is_none());
+}
+
+#[test]
+fn on_delete_set_null_needs_a_nullable_field() {
+    let err = gatehouse_schema::load_sources(&sources(&[(
+        "a.graphql",
+        "type Task { id: ID! project: Project! @relation(onDelete: SET_NULL) }\n\
+         type Project { id: ID! }\n\
+         type Query { tasks: [Task!]! }\n",
+    )]))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("`@relation(onDelete: SET_NULL)` on `Task.project`, which cannot be null"),
+        "{err}"
+    );
+    let err = gatehouse_schema::load_sources(&sources(&[(
+        "a.graphql",
+        "type Task { id: ID! project: Project! @relation(field: \"x\") }\n\
+         type Project { id: ID! tasks: [Task!]! @relation(onDelete: CASCADE) }\n\
+         type Query { tasks: [Task!]! }\n",
+    )]))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("`@relation(field:)` on the to-one field `Task.project`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("`@relation(onDelete:)` on the to-many field `Project.tasks`"),
+        "{err}"
     );
 }

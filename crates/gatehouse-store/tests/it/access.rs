@@ -22,6 +22,7 @@ const NOT_ROW_ACCESS: &[&str] = &[
     "migrate",
     "entity",
     "entities",
+    "entity_at",
     "def",
 ];
 

@@ -11,10 +11,12 @@ mod durability;
 mod feed;
 mod filters;
 mod migration;
+mod on_delete;
 mod owners;
 mod pool;
 mod prepared;
 mod relations;
+mod scalars;
 mod snapshots;
 
 /// Fails when CI requires the PostgreSQL run (`GATEHOUSE_REQUIRE_POSTGRES=1`)

@@ -270,3 +270,44 @@ async fn list_joined_reads_to_one_targets_in_the_same_statement() {
         ));
     }
 }
+
+conformance!(
+    count_children_counts_each_parent_in_one_statement,
+    |db, s| {
+        let mut parents = Vec::new();
+        for i in 0..4 {
+            let a = author(&s, &format!("A{i}")).await;
+            for j in 0..(i * 3) {
+                book(&s, &a, &format!("B{i}-{j}"), json!({"year": 2000 + j})).await;
+            }
+            parents.push(a);
+        }
+        let filter = Filter::cmp("year", FilterOp::Gte, json!(2004));
+        let books = s.entity("Book").unwrap();
+        let ctx = gatehouse_store::AccessContext::system();
+        let before = s.statements();
+        let counts = books
+            .count_children(&ctx, "author", &parents, Some(&filter))
+            .await
+            .unwrap();
+        assert_eq!(s.statements() - before, 1, "one statement for all parents");
+        let q = ListQuery {
+            filter: Some(filter.clone()),
+            ..Default::default()
+        };
+        let lists = crate::common::by_parent(&s, "Book", "author", &parents, &q)
+            .await
+            .unwrap();
+        for p in &parents {
+            let n = counts.get(p).copied().unwrap_or(0);
+            assert_eq!(n as usize, lists[p].len(), "{}", db.backend());
+        }
+        assert_eq!(counts.get(&parents[3]).copied(), Some(5));
+        assert!(!counts.contains_key(&parents[0]));
+        let err = books
+            .count_children(&ctx, "title", &parents, None)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Invalid { .. }), "{err:?}");
+    }
+);

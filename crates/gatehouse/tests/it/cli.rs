@@ -88,7 +88,10 @@ fn schema_print_is_standalone_sdl() {
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let sdl = stdout(&o);
-    assert!(sdl.contains("directive @relation(field: String!) on FIELD_DEFINITION"));
+    assert!(
+        sdl.contains("directive @relation(field: String, onDelete: OnDelete) on FIELD_DEFINITION")
+    );
+    assert!(sdl.contains("enum OnDelete"));
     assert!(sdl.contains("scalar Date"));
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("printed.graphql"), &sdl).unwrap();
