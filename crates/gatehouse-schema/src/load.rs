@@ -51,6 +51,10 @@ const PRELUDE_DIRECTIVES: &[(&str, &str)] = &[
         "\"The server sets this `DateTime` whenever the row is written; it is read-only.\"\ndirective @updatedAt on FIELD_DEFINITION",
     ),
     (
+        "renamed",
+        "\"This field or type was called `from` before: the migration renames its column or table, keeping the data, instead of dropping it and adding another.\"\ndirective @renamed(from: String!) on OBJECT | FIELD_DEFINITION",
+    ),
+    (
         "auth",
         "\"Scopes required: read/write on a type, scope on a root field.\"\ndirective @auth(read: String, write: String, scope: String) on OBJECT | FIELD_DEFINITION",
     ),
@@ -62,13 +66,15 @@ const PRELUDE_DIRECTIVES: &[(&str, &str)] = &[
 
 /// The declarations of gatehouse's built-in directives (`@unique`, `@index`,
 /// `@relation`, `@rest`, `@auth`), as SDL, for the served schema document.
+/// `@renamed` is left out: it tells the migration what a column or table was
+/// called before, which is no part of the API.
 /// `@policy` is left out: its rules say which rows a caller gets, which is
 /// not part of the API's types, and its argument type (`_PolicyRule`) is no
 /// type of the API either (introspection does not list it).
 pub fn directive_declarations() -> String {
     let mut out = String::new();
     for (name, decl) in PRELUDE_DIRECTIVES {
-        if *name == "policy" {
+        if *name == "policy" || *name == "renamed" {
             continue;
         }
         out.push_str(decl);

@@ -223,6 +223,10 @@ pub struct Entity {
     /// `@policy`: which rows each action may touch, most specific argument
     /// already chosen.
     pub policy: crate::policy::Policy,
+    /// `@renamed(from:)`: the type's earlier name and the table it was
+    /// stored in, which the migration renames instead of dropping.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub renamed_from: Option<Renamed>,
 }
 
 impl Entity {
@@ -340,6 +344,20 @@ pub struct Field {
     /// write path ([`Generated`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub generated: Option<Generated>,
+    /// `@renamed(from:)`: the field's earlier name and its column, which the
+    /// migration renames instead of dropping (`None` for to-many fields,
+    /// which have no column).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub renamed_from: Option<Renamed>,
+}
+
+/// What a field or type was called before (`@renamed(from:)`).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Renamed {
+    /// The earlier GraphQL name.
+    pub name: String,
+    /// The column or table it was stored in, named as the loader names them.
+    pub sql: String,
 }
 
 /// A value the server generates for a field. The store sets each in one

@@ -42,6 +42,10 @@ pub struct TableLayout {
     pub table: String,
     /// Columns, `id` first.
     pub columns: Vec<ColumnLayout>,
+    /// `@renamed(from:)` on the type: the table it was stored in before.
+    /// Read from the Model, never recorded.
+    #[serde(skip)]
+    pub renamed_from: Option<String>,
 }
 
 /// One column.
@@ -63,6 +67,10 @@ pub struct ColumnLayout {
     /// added, existing rows get the migration's time.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stamped: bool,
+    /// `@renamed(from:)` on the field: the column it was stored in before.
+    /// Read from the Model, never recorded.
+    #[serde(skip)]
+    pub renamed_from: Option<String>,
 }
 
 impl ColumnLayout {
@@ -115,9 +123,11 @@ impl Layout {
                             unique: f.unique && !matches!(f.kind, FieldKind::Id),
                             index: f.index,
                             stamped: f.is_server_set(),
+                            renamed_from: f.renamed_from.as_ref().map(|r| r.sql.clone()),
                         })
                     })
                     .collect(),
+                renamed_from: e.renamed_from.as_ref().map(|r| r.sql.clone()),
             })
             .collect();
         Layout { tables, enums }
@@ -126,11 +136,44 @@ impl Layout {
     fn table(&self, name: &str) -> Option<&TableLayout> {
         self.tables.iter().find(|t| t.table == name)
     }
+
+    fn table_mut(&mut self, name: &str) -> Option<&mut TableLayout> {
+        self.tables.iter_mut().find(|t| t.table == name)
+    }
 }
 
 /// One step of a migration plan. `Display` prints it for `gatehouse migrate --plan`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MigrationStep {
+    /// `@renamed(from:)` on a type: rename its table, keeping the rows, the
+    /// indexes and the references from other tables.
+    RenameTable {
+        /// Table name before.
+        from: String,
+        /// Table name after.
+        to: String,
+    },
+    /// `@renamed(from:)` on a field: rename its column, keeping the values
+    /// and the index (and the foreign key of a to-one reference).
+    RenameColumn {
+        /// Table name (after any rename of the table).
+        table: String,
+        /// Column name before.
+        from: String,
+        /// Column name after.
+        to: String,
+    },
+    /// `@renamed(from:)` names neither an existing table or column nor is
+    /// the new one there yet: nothing is renamed, the new one is added by
+    /// the steps that follow (no DDL of its own).
+    NothingToRename {
+        /// Table name (the new one for a type).
+        table: String,
+        /// Column name, for a field.
+        column: Option<String>,
+        /// The table or column name `@renamed` gave.
+        from: String,
+    },
     /// Create a table for a new entity (with its indexes).
     CreateTable {
         /// Table name.
@@ -243,7 +286,10 @@ impl MigrationStep {
             | MigrationStep::CreateIndex { .. }
             | MigrationStep::DropIndex { .. }
             | MigrationStep::SetOptional { .. }
-            | MigrationStep::AddEnumValue { .. } => false,
+            | MigrationStep::AddEnumValue { .. }
+            | MigrationStep::RenameTable { .. }
+            | MigrationStep::RenameColumn { .. }
+            | MigrationStep::NothingToRename { .. } => false,
         }
     }
 
@@ -258,7 +304,12 @@ impl MigrationStep {
             | MigrationStep::DropColumn { table, .. }
             | MigrationStep::ChangeType { table, .. }
             | MigrationStep::SetRequired { table, .. } => Some(table),
-            MigrationStep::AddEnumValue { .. } | MigrationStep::RemoveEnumValue { .. } => None,
+            // Renames run before every other step, whatever the table.
+            MigrationStep::AddEnumValue { .. }
+            | MigrationStep::RemoveEnumValue { .. }
+            | MigrationStep::RenameTable { .. }
+            | MigrationStep::RenameColumn { .. }
+            | MigrationStep::NothingToRename { .. } => None,
         }
     }
 }
@@ -272,6 +323,31 @@ impl fmt::Display for MigrationStep {
         };
         f.write_str(mark)?;
         match self {
+            MigrationStep::RenameTable { from, to } => {
+                write!(f, "rename table {from} to {to} (rows kept)")
+            }
+            MigrationStep::RenameColumn { table, from, to } => {
+                write!(
+                    f,
+                    "rename column {table}.{from} to {table}.{to} (values kept)"
+                )
+            }
+            MigrationStep::NothingToRename {
+                table,
+                column: None,
+                from,
+            } => write!(
+                f,
+                "nothing to rename: no table {from}, so table {table} is created"
+            ),
+            MigrationStep::NothingToRename {
+                table,
+                column: Some(column),
+                from,
+            } => write!(
+                f,
+                "nothing to rename: no column {table}.{from}, so {table}.{column} is added"
+            ),
             MigrationStep::CreateTable { table } => write!(f, "create table {table}"),
             MigrationStep::AddColumn {
                 table,
@@ -342,6 +418,114 @@ impl fmt::Display for MigrationStep {
             }
         }
     }
+}
+
+/// The renames `new` asks for (`@renamed`) and `old` as it is once they are
+/// done: tables and columns under their new names, references to renamed
+/// tables following them. The rest of the plan runs from that layout.
+/// Refuses a rename whose old and new names both exist.
+pub(crate) fn renames(
+    old: &Layout,
+    new: &Layout,
+) -> Result<(Vec<MigrationStep>, Layout), StoreError> {
+    let mut steps = Vec::new();
+    let mut out = old.clone();
+    let mut moved: BTreeMap<String, String> = BTreeMap::new();
+    for t in &new.tables {
+        let Some(from) = &t.renamed_from else {
+            continue;
+        };
+        match (old.table(from).is_some(), old.table(&t.table).is_some()) {
+            (true, true) => {
+                return Err(StoreError::conflict(format!(
+                    "cannot rename table {from} to {to} (type {entity} is @renamed(from:)): both tables exist; drop or empty one of them by hand, or remove @renamed",
+                    to = t.table,
+                    entity = t.entity,
+                )));
+            }
+            (true, false) => {
+                steps.push(MigrationStep::RenameTable {
+                    from: from.clone(),
+                    to: t.table.clone(),
+                });
+                moved.insert(from.clone(), t.table.clone());
+            }
+            (false, false) => steps.push(MigrationStep::NothingToRename {
+                table: t.table.clone(),
+                column: None,
+                from: from.clone(),
+            }),
+            // Already applied.
+            (false, true) => {}
+        }
+    }
+    for t in &mut out.tables {
+        if let Some(to) = moved.get(&t.table) {
+            t.table = to.clone();
+            if let Some(n) = new.table(to) {
+                t.entity = n.entity.clone();
+            }
+        }
+        for c in &mut t.columns {
+            if let ColType::Ref(target) = &mut c.ty
+                && let Some(to) = moved.get(target)
+            {
+                *target = to.clone();
+            }
+        }
+    }
+    for t in &new.tables {
+        let Some(o) = out.table_mut(&t.table) else {
+            continue;
+        };
+        for c in &t.columns {
+            let Some(from) = &c.renamed_from else {
+                continue;
+            };
+            let has_old = o.column(from).is_some();
+            let has_new = o.column(&c.column).is_some();
+            match (has_old, has_new) {
+                (true, true) => {
+                    return Err(StoreError::conflict(format!(
+                        "cannot rename column {table}.{from} to {table}.{to} ({entity}.{field} is @renamed(from:)): both columns exist; drop one of them by hand, or remove @renamed",
+                        table = t.table,
+                        to = c.column,
+                        entity = t.entity,
+                        field = c.field,
+                    )));
+                }
+                (true, false) => {
+                    steps.push(MigrationStep::RenameColumn {
+                        table: t.table.clone(),
+                        from: from.clone(),
+                        to: c.column.clone(),
+                    });
+                    if let Some(oc) = o.columns.iter_mut().find(|oc| &oc.column == from) {
+                        oc.column = c.column.clone();
+                        oc.field = c.field.clone();
+                    }
+                }
+                (false, false) => steps.push(MigrationStep::NothingToRename {
+                    table: t.table.clone(),
+                    column: Some(c.column.clone()),
+                    from: from.clone(),
+                }),
+                (false, true) => {}
+            }
+        }
+    }
+    Ok((steps, out))
+}
+
+/// The table `table` (a name of the new layout) is stored in before `steps`.
+pub(crate) fn table_before<'a>(steps: &'a [MigrationStep], table: &'a str) -> &'a str {
+    steps
+        .iter()
+        .find_map(|s| match s {
+            MigrationStep::RenameTable { from, to } if to == table => Some(from.as_str()),
+            _ => None,
+        })
+        .unwrap_or(table)
 }
 
 /// The steps from `old` to `new`. `has_rows` tells whether a table has rows.
@@ -652,20 +836,112 @@ pub(crate) fn tables_needing_row_check(old: &Layout, new: &Layout) -> BTreeSet<S
     out
 }
 
-/// Applies `steps` (computed from `old` to `new`) inside the caller's transaction.
+/// Applies `steps` (computed from `old`, the `recorded` layout once
+/// [`renames`] are done, to `new`) inside the caller's transaction.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn apply(
     conn: &mut Conn<'_>,
     dialect: Dialect,
     model: &Model,
+    recorded: &Layout,
     old: &Layout,
     new: &Layout,
     steps: &[MigrationStep],
     now: &str,
 ) -> Result<(), sqlx::Error> {
+    apply_renames(conn, dialect, recorded, old, steps).await?;
     match dialect {
         Dialect::Sqlite => apply_sqlite(conn, model, old, new, steps, now).await,
         Dialect::Postgres => apply_pg(conn, model, new, steps, now).await,
     }
+}
+
+/// The rename steps, before every other one: tables, then columns, with
+/// the names of their indexes (and on PostgreSQL their primary key and
+/// foreign keys) following, so that later steps find them by the new names.
+/// Both databases keep other tables' references to a renamed table.
+async fn apply_renames(
+    conn: &mut Conn<'_>,
+    dialect: Dialect,
+    recorded: &Layout,
+    renamed: &Layout,
+    steps: &[MigrationStep],
+) -> Result<(), sqlx::Error> {
+    for step in steps {
+        let MigrationStep::RenameTable { from, to } = step else {
+            continue;
+        };
+        conn.ddl(&format!("ALTER TABLE {} RENAME TO {}", q(from), q(to)))
+            .await?;
+        if dialect == Dialect::Postgres {
+            conn.ddl(&format!(
+                "ALTER INDEX IF EXISTS {} RENAME TO {}",
+                q(&format!("{from}_pkey")),
+                q(&format!("{to}_pkey"))
+            ))
+            .await?;
+        }
+        for c in recorded.table(from).map_or(&[][..], |t| &t.columns[..]) {
+            rename_names(conn, dialect, c, (from, &c.column), (to, &c.column)).await?;
+        }
+    }
+    for step in steps {
+        let MigrationStep::RenameColumn { table, from, to } = step else {
+            continue;
+        };
+        conn.ddl(&format!(
+            "ALTER TABLE {} RENAME COLUMN {} TO {}",
+            q(table),
+            q(from),
+            q(to)
+        ))
+        .await?;
+        if let Some(c) = renamed.table(table).and_then(|t| t.column(to)) {
+            rename_names(conn, dialect, c, (table, from), (table, to)).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Moves the index (and on PostgreSQL the foreign key) of column `c` from
+/// the names derived from `before` (table, column) to those from `after`.
+async fn rename_names(
+    conn: &mut Conn<'_>,
+    dialect: Dialect,
+    c: &ColumnLayout,
+    before: (&str, &str),
+    after: (&str, &str),
+) -> Result<(), sqlx::Error> {
+    if let Some(unique) = c.index_kind() {
+        let old_name = index_name(before.0, before.1, unique);
+        match dialect {
+            Dialect::Postgres => {
+                conn.ddl(&format!(
+                    "ALTER INDEX IF EXISTS {} RENAME TO {}",
+                    q(&old_name),
+                    q(&index_name(after.0, after.1, unique))
+                ))
+                .await?;
+            }
+            // SQLite cannot rename an index: it is made again under the new name.
+            Dialect::Sqlite => {
+                conn.ddl(&format!("DROP INDEX IF EXISTS {}", q(&old_name)))
+                    .await?;
+                conn.ddl(&create_index_sql(after.0, after.1, unique))
+                    .await?;
+            }
+        }
+    }
+    if dialect == Dialect::Postgres && matches!(c.ty, ColType::Ref(_)) {
+        conn.ddl(&format!(
+            "ALTER TABLE {} RENAME CONSTRAINT {} TO {}",
+            q(after.0),
+            q(&fk_name(before.0, before.1)),
+            q(&fk_name(after.0, after.1))
+        ))
+        .await?;
+    }
+    Ok(())
 }
 
 fn needs_rebuild(step: &MigrationStep) -> bool {
@@ -897,10 +1173,14 @@ async fn apply_pg(
                     .await?;
             }
             // Index steps ran above; enum values live in the Model only.
+            // Renames ran before.
             MigrationStep::CreateIndex { .. }
             | MigrationStep::DropIndex { .. }
             | MigrationStep::AddEnumValue { .. }
-            | MigrationStep::RemoveEnumValue { .. } => {}
+            | MigrationStep::RemoveEnumValue { .. }
+            | MigrationStep::RenameTable { .. }
+            | MigrationStep::RenameColumn { .. }
+            | MigrationStep::NothingToRename { .. } => {}
         }
     }
     for (table, column, target) in fks {

@@ -260,8 +260,7 @@ impl Store {
         migrate::ensure_internal(&mut c, self.dialect())
             .await
             .map_err(from_sqlx)?;
-        let (steps, _, _) = self.compute_plan(&mut c).await?;
-        Ok(steps)
+        Ok(self.compute_plan(&mut c).await?.steps)
     }
 
     /// The applied layout version (0 before the first migration).
@@ -274,20 +273,26 @@ impl Store {
         Ok(migrate::recorded(&mut c).await?.1)
     }
 
-    async fn compute_plan(
-        &self,
-        c: &mut Conn<'_>,
-    ) -> Result<(Vec<MigrationStep>, Layout, u64), StoreError> {
-        let (old, version) = migrate::recorded(c).await?;
+    async fn compute_plan(&self, c: &mut Conn<'_>) -> Result<Plan, StoreError> {
+        let (recorded, version) = migrate::recorded(c).await?;
         let new = Layout::from_model(&self.inner.model);
+        // Renames first; the rest is planned from the tables as they are
+        // once renamed.
+        let (mut steps, renamed) = migrate::renames(&recorded, &new)?;
         let mut nonempty = std::collections::BTreeSet::new();
-        for t in migrate::tables_needing_row_check(&old, &new) {
-            if migrate::has_rows(c, &t).await? {
+        for t in migrate::tables_needing_row_check(&renamed, &new) {
+            if migrate::has_rows(c, migrate::table_before(&steps, &t)).await? {
                 nonempty.insert(t);
             }
         }
-        let steps = migrate::plan(&old, &new, &|t| nonempty.contains(t));
-        Ok((steps, new, version))
+        steps.extend(migrate::plan(&renamed, &new, &|t| nonempty.contains(t)));
+        Ok(Plan {
+            steps,
+            recorded,
+            renamed,
+            new,
+            version,
+        })
     }
 
     /// Brings the tables to the Model in one transaction and returns the
@@ -334,7 +339,13 @@ impl Store {
             Dialect::Postgres => c.ddl(SCHEMA_LOCK).await.map_err(from_sqlx)?,
         }
         migrate::ensure_internal(c, d).await.map_err(from_sqlx)?;
-        let (steps, new, version) = self.compute_plan(c).await?;
+        let Plan {
+            steps,
+            recorded,
+            renamed,
+            new,
+            version,
+        } = self.compute_plan(c).await?;
         if steps.iter().any(MigrationStep::is_destructive) && !allow_destructive {
             return Err(StoreError::DestructiveMigration {
                 steps: steps.iter().map(ToString::to_string).collect(),
@@ -343,13 +354,21 @@ impl Store {
         if steps.is_empty() && version > 0 {
             return Ok(steps);
         }
-        let (old, _) = migrate::recorded(c).await?;
         // Existing rows of a new `@createdAt` / `@updatedAt` column get the
         // migration's time.
         let now = gatehouse_schema::datetime_text(self.inner.clock.now_micros());
-        migrate::apply(c, d, &self.inner.model, &old, &new, &steps, &now)
-            .await
-            .map_err(migration_error)?;
+        migrate::apply(
+            c,
+            d,
+            &self.inner.model,
+            &recorded,
+            &renamed,
+            &new,
+            &steps,
+            &now,
+        )
+        .await
+        .map_err(migration_error)?;
         if d == Dialect::Sqlite {
             let bad = c
                 .fetch(Built::raw("PRAGMA foreign_key_check", vec![]), &[])
@@ -764,4 +783,16 @@ fn migration_error(e: sqlx::Error) -> StoreError {
 /// cannot even compare it): a lookup by it is a miss without a round trip.
 pub(crate) fn unstorable(id: &str) -> bool {
     id.contains('\0')
+}
+
+/// A migration plan and the layouts it runs between.
+struct Plan {
+    steps: Vec<MigrationStep>,
+    /// The layout recorded by the last migration.
+    recorded: Layout,
+    /// `recorded` once the plan's renames are done.
+    renamed: Layout,
+    /// The Model's layout.
+    new: Layout,
+    version: u64,
 }

@@ -43,7 +43,13 @@ impl Binder<'_> {
         }
 
         self.place_relations(&fields);
+        self.check_field_renames(&name, obj);
         let table = name.to_snake_case();
+        let renamed_from =
+            renamed_from(obj.directives.get("renamed").map(|c| &c.node)).map(|(from, _)| Renamed {
+                sql: from.to_snake_case(),
+                name: from,
+            });
         let rest_path = self.rest_path(&name, obj);
         let auth = self.type_auth(&name, &obj.directives);
         self.check_columns(&name, obj, &fields);
@@ -56,6 +62,7 @@ impl Binder<'_> {
             fields,
             auth,
             policy: Policy::default(),
+            renamed_from,
         }
     }
 
@@ -81,6 +88,13 @@ impl Binder<'_> {
                 None,
             );
         }
+        if let Some(d) = field.directives.get("renamed") {
+            self.error(
+                d.location(),
+                format!("`@renamed` on `{entity}.id`: the id column is always `id`"),
+                Some("remove `@renamed` from `id`".into()),
+            );
+        }
         Field {
             name: field.name.to_string(),
             column: "id".into(),
@@ -92,6 +106,7 @@ impl Binder<'_> {
             ty: type_ref(&field.ty),
             auth: TypeAuth::default(),
             generated: Some(Generated::Id),
+            renamed_from: None,
         }
     }
 
@@ -105,10 +120,28 @@ impl Binder<'_> {
         self.check_field_use(entity, field, &kind, &field_auth);
         let generated = self.generated(entity, field, &kind);
         let fname = field.name.as_str();
-        let column = match &kind {
-            FieldKind::ToOne { .. } => format!("{}_id", fname.to_snake_case()),
+        let column_of = |name: &str| match &kind {
+            FieldKind::ToOne { .. } => format!("{}_id", name.to_snake_case()),
             FieldKind::ToMany { .. } | FieldKind::Count { .. } => String::new(),
-            _ => fname.to_snake_case(),
+            _ => name.to_snake_case(),
+        };
+        let column = column_of(fname);
+        let renamed_from = match renamed_from(field.directives.get("renamed")) {
+            Some((from, _)) if !column.is_empty() => Some(Renamed {
+                sql: column_of(&from),
+                name: from,
+            }),
+            Some((_, loc)) => {
+                self.error(
+                    loc,
+                    format!(
+                        "`@renamed` on `{entity}.{fname}`: a to-many field has no column to rename"
+                    ),
+                    Some("remove `@renamed`; rename the to-one field it lists instead".into()),
+                );
+                None
+            }
+            None => None,
         };
         Some(Field {
             name: fname.to_string(),
@@ -121,6 +154,7 @@ impl Binder<'_> {
             ty: type_ref(&field.ty),
             auth: field_auth,
             generated,
+            renamed_from,
         })
     }
 
@@ -429,6 +463,7 @@ impl Binder<'_> {
     /// Two entities cannot share a table or a REST path; checked once every
     /// entity has its names.
     pub(super) fn check_entity_names(&mut self, objects: &[&Node<ObjectType>]) {
+        self.check_type_renames(objects);
         let mut tables: HashMap<String, String> = HashMap::new();
         let mut paths: HashMap<String, String> = HashMap::new();
         for (i, obj) in objects.iter().enumerate() {
@@ -454,6 +489,88 @@ impl Binder<'_> {
             }
         }
     }
+}
+
+impl Binder<'_> {
+    /// `@renamed(from:)` on the fields of `entity`: not the field's own
+    /// name, not a field that still exists, not claimed by two fields.
+    fn check_field_renames(&mut self, entity: &str, obj: &Node<ObjectType>) {
+        let mut claimed: HashMap<String, String> = HashMap::new();
+        for field in obj.fields.values() {
+            let Some((from, loc)) = renamed_from(field.directives.get("renamed")) else {
+                continue;
+            };
+            let fname = field.name.as_str();
+            if from == fname {
+                self.error(
+                    loc,
+                    format!("`@renamed(from: \"{from}\")` on `{entity}.{fname}` names the field itself"),
+                    Some("`from` is the field's earlier name; remove `@renamed` if it was never called anything else".into()),
+                );
+                continue;
+            }
+            if obj.fields.contains_key(from.as_str()) {
+                self.error(
+                    loc,
+                    format!("`{entity}.{fname}` is `@renamed(from: \"{from}\")`, but `{entity}.{from}` still exists"),
+                    Some(format!("remove `{entity}.{from}` to rename it, or remove `@renamed` to keep both")),
+                );
+                continue;
+            }
+            if let Some(other) = claimed.insert(from.clone(), fname.to_string()) {
+                self.error(
+                    loc,
+                    format!("`{entity}.{fname}` and `{entity}.{other}` are both `@renamed(from: \"{from}\")`"),
+                    Some(format!("only one field can take over `{from}`'s column; remove `@renamed` from the other")),
+                );
+            }
+        }
+    }
+
+    /// `@renamed(from:)` on types: not the type's own name, not a type
+    /// that still exists, not claimed by two types.
+    fn check_type_renames(&mut self, objects: &[&Node<ObjectType>]) {
+        let mut claimed: HashMap<String, String> = HashMap::new();
+        for obj in objects {
+            let Some((from, loc)) = renamed_from(obj.directives.get("renamed").map(|c| &c.node))
+            else {
+                continue;
+            };
+            let name = obj.name.as_str();
+            if from == name {
+                self.error(
+                    loc,
+                    format!("`@renamed(from: \"{from}\")` on `{name}` names the type itself"),
+                    Some("`from` is the type's earlier name; remove `@renamed` if it was never called anything else".into()),
+                );
+                continue;
+            }
+            if self.schema.types.contains_key(from.as_str()) {
+                self.error(
+                    loc,
+                    format!("type `{name}` is `@renamed(from: \"{from}\")`, but type `{from}` still exists"),
+                    Some(format!("remove type `{from}` to rename it, or remove `@renamed` to keep both")),
+                );
+                continue;
+            }
+            if let Some(other) = claimed.insert(from.clone(), name.to_string()) {
+                self.error(
+                    loc,
+                    format!("types `{name}` and `{other}` are both `@renamed(from: \"{from}\")`"),
+                    Some(format!("only one type can take over `{from}`'s table; remove `@renamed` from the other")),
+                );
+            }
+        }
+    }
+}
+
+/// The `from` of `@renamed` in `directives`, with where it was written.
+fn renamed_from(
+    directive: Option<&Node<apollo_compiler::ast::Directive>>,
+) -> Option<(String, Option<apollo_compiler::parser::SourceSpan>)> {
+    let d = directive?;
+    let from = d.specified_argument_by_name("from")?.as_str()?;
+    Some((from.to_string(), d.location()))
 }
 
 /// `BookReview` -> `book-reviews`, `Person` -> `people`.

@@ -451,3 +451,44 @@ case!(
         "{Q}type Shelf {{ id: ID! meta: JSON }}\nextend type Query {{ shelves(meta: JSON): [Shelf!]! }}\n"
     )
 );
+
+// ---- @renamed -------------------------------------------------------------
+
+case!(
+    renamed_from_the_field_itself,
+    &format!("{Q}type Shelf {{ id: ID! label: String @renamed(from: \"label\") }}\n")
+);
+case!(
+    renamed_from_a_field_that_still_exists,
+    &format!("{Q}type Shelf {{ id: ID! label: String name: String @renamed(from: \"label\") }}\n")
+);
+case!(
+    two_fields_renamed_from_one_name,
+    &format!(
+        "{Q}type Shelf {{ id: ID! label: String @renamed(from: \"tag\") name: String @renamed(from: \"tag\") }}\n"
+    )
+);
+case!(
+    renamed_on_id,
+    &format!("{Q}type Shelf {{ id: ID! @renamed(from: \"key\") label: String }}\n")
+);
+case!(
+    renamed_on_a_to_many_field,
+    &format!(
+        "{Q}type Shelf {{ id: ID! label: String }}\nextend type Author {{ works: [Book!]! @renamed(from: \"novels\") }}\n"
+    )
+);
+case!(
+    renamed_from_the_type_itself,
+    &format!("{Q}type Shelf @renamed(from: \"Shelf\") {{ id: ID! label: String }}\n")
+);
+case!(
+    renamed_from_a_type_that_still_exists,
+    &format!("{Q}type Shelf @renamed(from: \"Author\") {{ id: ID! label: String }}\n")
+);
+case!(
+    two_types_renamed_from_one_name,
+    &format!(
+        "{Q}type Shelf @renamed(from: \"Rack\") {{ id: ID! label: String }}\ntype Case @renamed(from: \"Rack\") {{ id: ID! label: String }}\n"
+    )
+);

@@ -274,3 +274,47 @@ fn on_delete_set_null_needs_a_nullable_field() {
         "{err}"
     );
 }
+
+#[test]
+fn renamed_is_recorded_on_the_model_and_kept_in_print() {
+    let model = load_ok(&[(
+        "a.graphql",
+        "type Writer @renamed(from: \"Author\") { id: ID! fullName: String @renamed(from: \"name\") books: [Book!]! }\ntype Book { id: ID! writer: Writer! @renamed(from: \"author\") }\ntype Query { books: [Book!]! }\n",
+    )]);
+    let writer = model.entity("Writer").unwrap();
+    let from = writer.renamed_from.as_ref().unwrap();
+    assert_eq!(
+        (from.name.as_str(), from.sql.as_str()),
+        ("Author", "author")
+    );
+    let from = writer
+        .field("fullName")
+        .unwrap()
+        .renamed_from
+        .as_ref()
+        .unwrap();
+    assert_eq!((from.name.as_str(), from.sql.as_str()), ("name", "name"));
+    let book = model.entity("Book").unwrap();
+    let from = book.field("writer").unwrap().renamed_from.as_ref().unwrap();
+    assert_eq!(
+        (from.name.as_str(), from.sql.as_str()),
+        ("author", "author_id")
+    );
+    assert!(book.renamed_from.is_none());
+    assert!(
+        model.sdl.contains("@renamed(from: \"Author\")"),
+        "{}",
+        model.sdl
+    );
+    assert!(
+        model.sdl.contains("@renamed(from: \"author\")"),
+        "{}",
+        model.sdl
+    );
+    // Printed and loaded again, the renames are the same.
+    let again = load_ok(&[("printed.graphql", model.sdl.as_str())]);
+    assert_eq!(
+        again.entity("Writer").unwrap().renamed_from,
+        model.entity("Writer").unwrap().renamed_from
+    );
+}

@@ -16,6 +16,7 @@ mod owners;
 mod pool;
 mod prepared;
 mod relations;
+mod renames;
 mod scalars;
 mod snapshots;
 
