@@ -99,17 +99,26 @@ def client_credentials(a, session):
 
 
 def load(name, a, work, prepare=None):
-    """Runs `work(session, item)` from a.concurrency threads for a.duration."""
+    """Runs `work(session, item)` from a.concurrency threads for a.duration;
+    with `prepare`, each thread first makes its items (not timed) and stops
+    when they run out."""
     latencies, failures, lock = [], [0], threading.Lock()
-    deadline = time.monotonic() + a.duration
+    clock = {}
+
+    def started():
+        clock["start"] = time.monotonic()
+        clock["deadline"] = clock["start"] + a.duration
+
+    barrier = threading.Barrier(a.concurrency, action=started)
 
     def worker():
         session = requests.Session()
         items = prepare(session) if prepare else None
-        while time.monotonic() < deadline:
-            item = items.pop() if items else None
-            if prepare and item is None:
+        barrier.wait()
+        while time.monotonic() < clock["deadline"]:
+            if prepare and not items:
                 break
+            item = items.pop() if prepare else None
             t = time.perf_counter()
             try:
                 work(session, item)
@@ -123,13 +132,11 @@ def load(name, a, work, prepare=None):
                         print(f"{name}: first failure: {e}")
 
     threads = [threading.Thread(target=worker) for _ in range(a.concurrency)]
-    start = time.monotonic()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    # Prepared cases stop when their codes run out: rate over the busy time.
-    elapsed = min(time.monotonic() - start, a.duration) if not prepare else time.monotonic() - start
+    elapsed = time.monotonic() - clock["start"]
     latencies.sort()
     n = len(latencies)
     p = lambda q: latencies[min(n - 1, int(q * n))] * 1000 if n else float("nan")  # noqa: E731
