@@ -101,6 +101,11 @@ def main():
             if gh == "gatehouse-sqlite":
                 checks.append(("SQLite REST >= GraphQL flat", r >= 1, f"{r:.2f}x"))
     for gh in ("gatehouse-sqlite", "gatehouse-postgres"):
+        r = ratio((gh, "count"), (gh, "flat"))
+        if r is not None:
+            print(f"- {LABELS[gh]}: root count / GraphQL flat: **{r:.1%}**")
+            checks.append((f"{LABELS[gh]} count within 15% of flat", r >= 0.85, f"{r:.1%}"))
+    for gh in ("gatehouse-sqlite", "gatehouse-postgres"):
         r = ratio((gh, "owned"), (gh, "flat"))
         if r is not None:
             print(f"- {LABELS[gh]}: owner-filtered notes / GraphQL flat: **{r:.1%}**")

@@ -16,7 +16,8 @@
 #   4. runs wrk (2 threads, 50 connections, via bench/request.lua) for a flat
 #      and a nested query against each, a lookup of one book by an id that
 #      changes on every request (a query variable), and the REST equivalent
-#      of the flat query (GET /v1/books?per_page=10): a warm-up per case, then ROUNDS
+#      of the flat query (GET /v1/books?per_page=10), and a root count
+#      (`booksCount(status: AVAILABLE)`): a warm-up per case, then ROUNDS
 #      rounds, each measuring every case once (round-robin, so drift of the
 #      host during the run weighs on every target alike);
 #   5. prints a table of req/s and p99 plus the ratios, and writes it to
@@ -325,6 +326,8 @@ Q_OWNED='{ notes(first: 10) { text } }'
 # One book by id, with a different id in the variables of every request
 # (what a client's detail page sends): %ID% is replaced by request.lua.
 Q_LOOKUP='query($id: ID!) { book(id: $id) { title year author { name } } }'
+# A root count with a filter (the store's count, cached per caller class).
+Q_COUNT='{ booksCount(status: AVAILABLE) }'
 # PostGraphile v5 (default "amber" preset) names: allBooks / nodes / authorByAuthorId.
 PGL_FLAT='{ allBooks(first: 10) { nodes { title year } } }'
 PGL_NESTED='{ allBooks(first: 10) { nodes { title year authorByAuthorId { name } } } }'
@@ -340,6 +343,7 @@ lookup_body() { python3 -c 'import json, sys; print(json.dumps({"query": sys.arg
   echo "gatehouse lookup:    $Q_LOOKUP (a different \$id per request)"
   echo "PostGraphile lookup: $PGL_LOOKUP"
   echo "gatehouse REST:      GET /v1/books?per_page=10"
+  echo "gatehouse count:     $Q_COUNT"
   echo "hello-world:         POST / with the gatehouse flat body; fixed 100-byte JSON answer"
 } | tee "$WORK/queries.txt" >&2
 
@@ -355,6 +359,7 @@ bench gatehouse-sqlite nested "$GH_SQLITE_URL" "$(body "$Q_NESTED")" "$TOKEN_SQL
 bench gatehouse-sqlite rest "http://127.0.0.1:$P_GH_SQLITE/v1/books?per_page=10" "" "$TOKEN_SQLITE" get
 ids_of "$GH_SQLITE_URL" "$TOKEN_SQLITE" "$WORK/ids-sqlite.txt"
 bench gatehouse-sqlite lookup "$GH_SQLITE_URL" "$(lookup_body "$Q_LOOKUP")" "$TOKEN_SQLITE" "ids=$WORK/ids-sqlite.txt"
+bench gatehouse-sqlite count "$GH_SQLITE_URL" "$(body "$Q_COUNT")" "$TOKEN_SQLITE" nocheck
 if [[ "$ANON" == 1 && -n "$TOKEN_SQLITE" ]]; then
   bench gatehouse-sqlite-anon flat "http://127.0.0.1:$P_GH_ANON/graphql" "$(body "$Q_FLAT")" ""
   bench gatehouse-sqlite-anon nested "http://127.0.0.1:$P_GH_ANON/graphql" "$(body "$Q_NESTED")" ""
@@ -365,6 +370,7 @@ bench gatehouse-postgres nested "$GH_PG_URL" "$(body "$Q_NESTED")" "$TOKEN_PG"
 bench gatehouse-postgres rest "http://127.0.0.1:$P_GH_PG/v1/books?per_page=10" "" "$TOKEN_PG" get
 ids_of "$GH_PG_URL" "$TOKEN_PG" "$WORK/ids-postgres.txt"
 bench gatehouse-postgres lookup "$GH_PG_URL" "$(lookup_body "$Q_LOOKUP")" "$TOKEN_PG" "ids=$WORK/ids-postgres.txt"
+bench gatehouse-postgres count "$GH_PG_URL" "$(body "$Q_COUNT")" "$TOKEN_PG" nocheck
 if [[ -n "${BASELINE_BIN:-}" ]]; then
   for q in flat nested owned; do
     case $q in flat) Q=$Q_FLAT ;; nested) Q=$Q_NESTED ;; owned) Q=$Q_OWNED ;; esac
