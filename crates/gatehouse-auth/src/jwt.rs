@@ -118,10 +118,17 @@ struct Header {
 
 /// Signs `claims` as an RFC 9068 access token with `signer`.
 pub(crate) fn encode(signer: &Signer, claims: &AccessClaims) -> Result<String> {
+    sign_compact(signer, ACCESS_TOKEN_TYP, claims)
+}
+
+/// The JWS compact serialization (RFC 7515 §7.1) of `claims` with header
+/// `typ`, signed by `signer` (its algorithm and `kid`): the one encoder of
+/// access tokens and ID tokens.
+pub(crate) fn sign_compact(signer: &Signer, typ: &str, claims: &impl Serialize) -> Result<String> {
     let header = Header {
         alg: signer.alg().as_str().into(),
         kid: Some(signer.kid().into()),
-        typ: Some(ACCESS_TOKEN_TYP.into()),
+        typ: Some(typ.into()),
         crit: None,
     };
     let header =

@@ -98,13 +98,6 @@ pub struct IdTokenInput<'a> {
 }
 
 #[derive(Serialize)]
-struct Header<'a> {
-    alg: &'a str,
-    kid: &'a str,
-    typ: &'a str,
-}
-
-#[derive(Serialize)]
 struct Claims<'a> {
     iss: &'a str,
     sub: &'a str,
@@ -126,11 +119,6 @@ struct Claims<'a> {
 /// `iat`, `auth_time`, `nonce`, `at_hash`, `preferred_username`; custom
 /// claims are read at userinfo.
 pub fn id_token(signer: &Signer, input: &IdTokenInput<'_>) -> Result<String> {
-    let header = Header {
-        alg: signer.alg().as_str(),
-        kid: signer.kid(),
-        typ: ID_TOKEN_TYP,
-    };
     let claims = Claims {
         iss: input.issuer,
         sub: input.subject,
@@ -142,17 +130,7 @@ pub fn id_token(signer: &Signer, input: &IdTokenInput<'_>) -> Result<String> {
         at_hash: input.access_token.map(|t| token_hash(signer.alg(), t)),
         preferred_username: input.username,
     };
-    let header =
-        serde_json::to_vec(&header).map_err(|e| Error::server(format!("ID token header: {e}")))?;
-    let payload =
-        serde_json::to_vec(&claims).map_err(|e| Error::server(format!("ID token claims: {e}")))?;
-    let mut token = crate::b64(&header);
-    token.push('.');
-    token.push_str(&crate::b64(&payload));
-    let sig = signer.sign(token.as_bytes())?;
-    token.push('.');
-    token.push_str(&crate::b64(&sig));
-    Ok(token)
+    crate::jwt::sign_compact(signer, ID_TOKEN_TYP, &claims)
 }
 
 impl crate::AuthServer {

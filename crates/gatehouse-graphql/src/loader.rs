@@ -35,24 +35,57 @@ pub struct ChildSpec {
     pub query: ListQuery,
 }
 
-/// A to-many load for one parent.
-#[derive(Debug, Clone)]
-pub struct ManyKey {
-    pub spec: Arc<ChildSpec>,
+/// A load for one parent: what to load (`spec`: a to-many list or a count)
+/// and whose. Keys with the same spec signature are batched into one load.
+#[derive(Debug)]
+pub struct ParentKey<S> {
+    pub spec: Arc<S>,
     pub parent: String,
 }
 
-impl PartialEq for ManyKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.spec.sig == other.spec.sig && self.parent == other.parent
+/// A to-many load for one parent.
+pub type ManyKey = ParentKey<ChildSpec>;
+/// A count load for one parent.
+pub type CountKey = ParentKey<CountSpec>;
+
+/// A spec's identity for batching: the keys of one signature load together.
+pub trait Signature {
+    /// Identity of the spec (target, via, and the query or filter).
+    fn signature(&self) -> &str;
+}
+
+impl Signature for ChildSpec {
+    fn signature(&self) -> &str {
+        &self.sig
     }
 }
 
-impl Eq for ManyKey {}
+impl Signature for CountSpec {
+    fn signature(&self) -> &str {
+        &self.sig
+    }
+}
 
-impl Hash for ManyKey {
+impl<S> Clone for ParentKey<S> {
+    fn clone(&self) -> Self {
+        ParentKey {
+            spec: self.spec.clone(),
+            parent: self.parent.clone(),
+        }
+    }
+}
+
+impl<S: Signature> PartialEq for ParentKey<S> {
+    fn eq(&self, other: &Self) -> bool {
+        self.spec.signature() == other.spec.signature() && self.parent == other.parent
+    }
+}
+
+impl<S: Signature> Eq for ParentKey<S> {}
+
+impl<S: Signature> Hash for ParentKey<S> {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        self.spec.sig.hash(state);
+        self.spec.signature().hash(state);
         self.parent.hash(state);
     }
 }
@@ -66,28 +99,6 @@ pub struct CountSpec {
     pub target: EntityId,
     pub via: String,
     pub filter: Option<Filter>,
-}
-
-/// A count load for one parent.
-#[derive(Debug, Clone)]
-pub struct CountKey {
-    pub spec: Arc<CountSpec>,
-    pub parent: String,
-}
-
-impl PartialEq for CountKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.spec.sig == other.spec.sig && self.parent == other.parent
-    }
-}
-
-impl Eq for CountKey {}
-
-impl Hash for CountKey {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.spec.sig.hash(state);
-        self.parent.hash(state);
-    }
 }
 
 impl Loader<CountKey> for StoreLoader {
