@@ -20,8 +20,21 @@ const printed = (schema) =>
     .filter((t) => !t.name.startsWith('__'))
     .map((t) => printType(t))
     .sort();
+// Types that only gatehouse's directive declarations use (`@relation`'s
+// `OnDelete`) are no types of the API: introspection does not list them.
+const directiveOnly = new Set();
+for (const d of fromSdl.getDirectives()) {
+  for (const arg of d.args) {
+    let t = arg.type;
+    while (t.ofType) t = t.ofType;
+    if (!fromIntrospection.getType(t.name)) directiveOnly.add(t.name);
+  }
+}
 const a = printed(fromIntrospection);
-const b = printed(fromSdl);
+const b = Object.values(fromSdl.getTypeMap())
+  .filter((t) => !t.name.startsWith('__') && !directiveOnly.has(t.name))
+  .map((t) => printType(t))
+  .sort();
 let failed = false;
 if (JSON.stringify(a) !== JSON.stringify(b)) {
   failed = true;

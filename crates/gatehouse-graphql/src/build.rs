@@ -91,7 +91,17 @@ pub(crate) fn schema_builder(shared: Arc<Shared>) -> SchemaBuilder {
     let subscription = (!model.subscriptions.is_empty()).then_some("Subscription");
     let mut b = Schema::build("Query", mutation, subscription);
 
-    for s in ModelScalar::ALL.into_iter().filter(|s| s.is_custom()) {
+    // Only the scalars some field uses: introspection lists no others, and
+    // the served SDL must describe the same types.
+    let used = |s: ModelScalar| {
+        model.entities.iter().flat_map(|e| &e.fields).any(|f| {
+            matches!(&f.kind, FieldKind::Value { ty: gatehouse_schema::ValueType::Scalar(t), .. } if *t == s)
+        })
+    };
+    for s in ModelScalar::ALL
+        .into_iter()
+        .filter(|s| s.is_custom() && used(*s))
+    {
         b = b.register(custom_scalar(s));
     }
     for e in &model.enums {
