@@ -718,12 +718,15 @@ impl AuthServer {
             .await?;
         if scope.contains(SCOPE_OPENID) {
             // OpenID Connect Core §3.1.3.3: the `id_token` of the code flow.
-            tokens.id_token = Some(self.code_id_token(&CodeIdToken {
+            // Signed with the access tokens' key.
+            tokens.id_token = Some(self.id_token(&crate::oidc::IdTokenInput {
+                issuer: &self.config.issuer,
                 subject: &user.username,
+                username: Some(&user.username),
                 client_id: &client.client_id,
                 auth_time: record.auth_time,
                 nonce: record.nonce.as_deref(),
-                access_token: &tokens.access_token,
+                access_token: Some(&tokens.access_token),
                 now,
             })?);
         }
@@ -742,37 +745,4 @@ impl AuthServer {
         );
         Ok(())
     }
-
-    /// The OpenID Connect `id_token` of a code grant that was granted
-    /// `openid` (Core §3.1.3.3), signed with the access tokens' key.
-    fn code_id_token(&self, t: &CodeIdToken<'_>) -> Result<String> {
-        self.id_token(&crate::oidc::IdTokenInput {
-            issuer: &self.config.issuer,
-            subject: t.subject,
-            username: Some(t.subject),
-            client_id: t.client_id,
-            auth_time: t.auth_time,
-            nonce: t.nonce,
-            access_token: Some(t.access_token),
-            now: t.now,
-        })
-    }
-}
-
-/// What the `id_token` of a code grant is built from (OpenID Connect Core
-/// §2, §3.1.3.6).
-#[derive(Debug)]
-pub(crate) struct CodeIdToken<'a> {
-    /// `sub`: the user.
-    pub(crate) subject: &'a str,
-    /// `aud`: the client.
-    pub(crate) client_id: &'a str,
-    /// When the user signed in.
-    pub(crate) auth_time: i64,
-    /// The authorization request's `nonce`.
-    pub(crate) nonce: Option<&'a str>,
-    /// The access token issued beside it (for `at_hash`).
-    pub(crate) access_token: &'a str,
-    /// Issue time.
-    pub(crate) now: i64,
 }
