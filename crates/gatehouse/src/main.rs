@@ -12,6 +12,7 @@
 //! - The only crate using `anyhow`.
 
 mod admin;
+mod allocator;
 mod auth;
 mod config;
 mod init;
@@ -231,11 +232,6 @@ static JSON_LOGS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool:
 fn json_logs() -> bool {
     JSON_LOGS.load(std::sync::atomic::Ordering::Relaxed)
 }
-
-// mimalloc: glibc's malloc/free contend across the runtime's threads and
-// cost a visible share of a GraphQL request's CPU (bench/RESULTS.md).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -126,6 +126,8 @@ async fn serve(loaded: Loaded, json_logs: bool) -> anyhow::Result<ExitCode> {
         shutdown.clone(),
     );
     tracing::info!(%issuer, "authorization server ready");
+    // Bootstrap hashing is done: return its buffers to the OS.
+    crate::allocator::release_free_memory();
 
     let rest = gatehouse_rest::router(gatehouse_rest::RestState {
         store: store.clone(),
