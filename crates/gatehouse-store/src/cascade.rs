@@ -18,13 +18,13 @@ use serde_json::Value as Json;
 
 use gatehouse_db::{Built, Tx};
 
+use crate::Store;
 use crate::error::from_sqlx;
 use crate::feed::ChangeEvent;
 use crate::query::{col, columns};
 use crate::store::{id_field, kinds, row_id, to_row};
-use crate::value::to_sql;
 use crate::txn::Failure;
-use crate::Store;
+use crate::value::to_sql;
 
 /// The rows already deleted by one delete, so a cycle of `CASCADE`
 /// relations ends.

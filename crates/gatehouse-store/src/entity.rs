@@ -22,8 +22,8 @@ use crate::query::{
     stored_field,
 };
 use crate::store::{COUNT_CACHE_TTL, id_field, kinds, names, row_id, row_set, to_row, unstorable};
-use crate::value::{Dialect, SqlKind, check_field, check_keys, to_sql};
 use crate::txn::{Failure, Unit, WriteTxn};
+use crate::value::{Dialect, SqlKind, check_field, check_keys, to_sql};
 use crate::{Row, RowSet, Store, StoreError};
 
 /// The rows of one entity of the store's Model: a handle resolved once by
@@ -822,10 +822,7 @@ impl EntityStore {
                 if r.contains_key(&via.name) {
                     return Err(StoreError::invalid(
                         format!("{}[{i}].{}", f.name, via.name),
-                        format!(
-                            "is set to the new {} by the nesting: leave it out",
-                            e.name
-                        ),
+                        format!("is set to the new {} by the nesting: leave it out", e.name),
                     ));
                 }
                 rows.push(r);

@@ -21,9 +21,11 @@ async fn count(s: &Store, entity: &str) -> u64 {
     s.entity(entity).unwrap().count(&sys(), None).await.unwrap()
 }
 
-conformance!(children_and_grandchildren_are_created_with_the_row, |db, s| {
-    let mut rx = s.subscribe();
-    let created = s
+conformance!(
+    children_and_grandchildren_are_created_with_the_row,
+    |db, s| {
+        let mut rx = s.subscribe();
+        let created = s
         .entity("Author")
         .unwrap()
         .insert(
@@ -38,38 +40,39 @@ conformance!(children_and_grandchildren_are_created_with_the_row, |db, s| {
         )
         .await
         .unwrap();
-    let id = created["id"].as_str().unwrap();
-    let books = created["books"].as_array().unwrap();
-    assert_eq!(books.len(), 2);
-    assert_eq!(books[0]["author"], json!(id));
-    assert_eq!(books[0]["title"], json!("Y"));
-    let reviews = books[0]["reviews"].as_array().unwrap();
-    assert_eq!(reviews.len(), 2);
-    assert_eq!(reviews[0]["book"], books[0]["id"]);
-    // Stored: the children reference the new row.
-    let stored = crate::common::by_parent(
-        &s,
-        "Book",
-        "author",
-        &[id.to_string()],
-        &ListQuery::default(),
-    )
-    .await
-    .unwrap();
-    assert_eq!(stored[id].len(), 2);
-    assert_eq!(count(&s, "Review").await, 2);
-    // One event per row, parent first.
-    let mut kinds = Vec::new();
-    for _ in 0..5 {
-        let ev = tokio::time::timeout(Duration::from_secs(5), rx.recv())
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(ev.kind, ChangeKind::Created);
-        kinds.push(ev.entity);
+        let id = created["id"].as_str().unwrap();
+        let books = created["books"].as_array().unwrap();
+        assert_eq!(books.len(), 2);
+        assert_eq!(books[0]["author"], json!(id));
+        assert_eq!(books[0]["title"], json!("Y"));
+        let reviews = books[0]["reviews"].as_array().unwrap();
+        assert_eq!(reviews.len(), 2);
+        assert_eq!(reviews[0]["book"], books[0]["id"]);
+        // Stored: the children reference the new row.
+        let stored = crate::common::by_parent(
+            &s,
+            "Book",
+            "author",
+            &[id.to_string()],
+            &ListQuery::default(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(stored[id].len(), 2);
+        assert_eq!(count(&s, "Review").await, 2);
+        // One event per row, parent first.
+        let mut kinds = Vec::new();
+        for _ in 0..5 {
+            let ev = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(ev.kind, ChangeKind::Created);
+            kinds.push(ev.entity);
+        }
+        assert_eq!(kinds, vec!["Author", "Book", "Review", "Review", "Book"]);
     }
-    assert_eq!(kinds, vec!["Author", "Book", "Review", "Review", "Book"]);
-});
+);
 
 conformance!(an_invalid_child_writes_nothing, |db, s| {
     let authors = s.entity("Author").unwrap();
@@ -109,7 +112,9 @@ conformance!(an_invalid_child_writes_nothing, |db, s| {
     let r = authors
         .insert(
             &sys(),
-            row(json!({"name": "X", "books": [{"title": "Y", "status": "AVAILABLE", "isbn": "1"}]})),
+            row(
+                json!({"name": "X", "books": [{"title": "Y", "status": "AVAILABLE", "isbn": "1"}]}),
+            ),
         )
         .await;
     assert!(matches!(r, Err(StoreError::Conflict { .. })), "{r:?}");

@@ -6,13 +6,13 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use std::future::Future;
-use std::pin::Pin;
 use gatehouse_store::{
     AccessContext, ChangeEvent, ChangeKind, ListQuery, Row, Store, StoreError, WriteTxn,
 };
 use gatehouse_testkit::TestDb;
 use serde_json::json;
+use std::future::Future;
+use std::pin::Pin;
 use tokio::sync::broadcast::Receiver;
 
 use crate::common::{author, row};
@@ -76,11 +76,7 @@ conformance!(writes_of_one_transaction_commit_together, |db, s| {
     let second = next(&mut rx).await;
     assert_eq!(
         (first.kind, first.id.as_str(), second.id.as_str()),
-        (
-            ChangeKind::Created,
-            id,
-            e["id"].as_str().unwrap()
-        )
+        (ChangeKind::Created, id, e["id"].as_str().unwrap())
     );
 });
 
@@ -143,59 +139,65 @@ conformance!(a_failed_write_rolls_back_the_earlier_ones, |db, s| {
     no_event(&mut rx).await;
 });
 
-conformance!(a_dropped_transaction_rolls_back_and_frees_the_writer, |db, s| {
-    {
+conformance!(
+    a_dropped_transaction_rolls_back_and_frees_the_writer,
+    |db, s| {
+        {
+            let txn = s.begin_write();
+            txn.entity("Author")
+                .unwrap()
+                .insert(&sys(), row(json!({"name": "Dropped"})))
+                .await
+                .unwrap();
+        }
+        // The next write gets the (SQLite: only) write connection at once.
+        tokio::time::timeout(Duration::from_secs(2), author(&s, "After"))
+            .await
+            .expect("the dropped transaction still holds the writer");
+        assert_eq!(names(&s).await, vec!["After"]);
         let txn = s.begin_write();
         txn.entity("Author")
             .unwrap()
-            .insert(&sys(), row(json!({"name": "Dropped"})))
+            .insert(&sys(), row(json!({"name": "RolledBack"})))
             .await
             .unwrap();
+        txn.rollback().await;
+        assert_eq!(names(&s).await, vec!["After"]);
     }
-    // The next write gets the (SQLite: only) write connection at once.
-    tokio::time::timeout(Duration::from_secs(2), author(&s, "After"))
-        .await
-        .expect("the dropped transaction still holds the writer");
-    assert_eq!(names(&s).await, vec!["After"]);
-    let txn = s.begin_write();
-    txn.entity("Author")
-        .unwrap()
-        .insert(&sys(), row(json!({"name": "RolledBack"})))
-        .await
-        .unwrap();
-    txn.rollback().await;
-    assert_eq!(names(&s).await, vec!["After"]);
-});
+);
 
-conformance!(a_cascading_delete_in_a_transaction_rolls_back_whole, |db, s| {
-    let a = author(&s, "A").await;
-    let b = crate::common::book(&s, &a, "T", json!({})).await;
-    let txn = s.begin_write();
-    let books = txn.entity("Book").unwrap();
-    books
-        .delete(&sys(), b["id"].as_str().unwrap())
-        .await
-        .unwrap()
-        .unwrap();
-    // A failing write afterwards (the author's name is taken) rolls the
-    // delete back too.
-    assert!(
-        txn.entity("Author")
-            .unwrap()
-            .insert(&sys(), row(json!({"name": "A"})))
-            .await
-            .is_err()
-    );
-    assert!(txn.commit().await.is_err());
-    assert!(
-        s.entity("Book")
-            .unwrap()
-            .get(&sys(), b["id"].as_str().unwrap())
+conformance!(
+    a_cascading_delete_in_a_transaction_rolls_back_whole,
+    |db, s| {
+        let a = author(&s, "A").await;
+        let b = crate::common::book(&s, &a, "T", json!({})).await;
+        let txn = s.begin_write();
+        let books = txn.entity("Book").unwrap();
+        books
+            .delete(&sys(), b["id"].as_str().unwrap())
             .await
             .unwrap()
-            .is_some()
-    );
-});
+            .unwrap();
+        // A failing write afterwards (the author's name is taken) rolls the
+        // delete back too.
+        assert!(
+            txn.entity("Author")
+                .unwrap()
+                .insert(&sys(), row(json!({"name": "A"})))
+                .await
+                .is_err()
+        );
+        assert!(txn.commit().await.is_err());
+        assert!(
+            s.entity("Book")
+                .unwrap()
+                .get(&sys(), b["id"].as_str().unwrap())
+                .await
+                .unwrap()
+                .is_some()
+        );
+    }
+);
 
 /// A policy refusal is a failure like any other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -248,23 +250,26 @@ type Task @policy(all: {org: "$org"}) {
 
 // A reader running while a transaction is open sees none of it, then all
 // of it once committed.
-conformance!(a_concurrent_reader_never_sees_half_a_transaction, |db, s| {
-    let txn = s.begin_write();
-    let authors = txn.entity("Author").unwrap();
-    authors
-        .insert(&sys(), row(json!({"name": "One"})))
-        .await
-        .unwrap();
-    let reader = {
-        let s = s.clone();
-        tokio::spawn(async move { names(&s).await })
-    };
-    assert!(reader.await.unwrap().is_empty());
-    authors
-        .insert(&sys(), row(json!({"name": "Two"})))
-        .await
-        .unwrap();
-    assert!(names(&s).await.is_empty());
-    txn.commit().await.unwrap();
-    assert_eq!(names(&s).await, vec!["One", "Two"]);
-});
+conformance!(
+    a_concurrent_reader_never_sees_half_a_transaction,
+    |db, s| {
+        let txn = s.begin_write();
+        let authors = txn.entity("Author").unwrap();
+        authors
+            .insert(&sys(), row(json!({"name": "One"})))
+            .await
+            .unwrap();
+        let reader = {
+            let s = s.clone();
+            tokio::spawn(async move { names(&s).await })
+        };
+        assert!(reader.await.unwrap().is_empty());
+        authors
+            .insert(&sys(), row(json!({"name": "Two"})))
+            .await
+            .unwrap();
+        assert!(names(&s).await.is_empty());
+        txn.commit().await.unwrap();
+        assert_eq!(names(&s).await, vec!["One", "Two"]);
+    }
+);
