@@ -106,6 +106,10 @@ def main():
             print(f"- {LABELS[gh]}: root count / GraphQL flat: **{r:.1%}**")
             checks.append((f"{LABELS[gh]} count within 15% of flat", r >= 0.85, f"{r:.1%}"))
     for gh in ("gatehouse-sqlite", "gatehouse-postgres"):
+        r = ratio((gh, "atomic"), (gh, "flat"))
+        if r is not None:
+            print(f"- {LABELS[gh]}: atomic mutation (two creates, one transaction) / GraphQL flat: **{r:.1%}**")
+    for gh in ("gatehouse-sqlite", "gatehouse-postgres"):
         r = ratio((gh, "owned"), (gh, "flat"))
         if r is not None:
             print(f"- {LABELS[gh]}: owner-filtered notes / GraphQL flat: **{r:.1%}**")

@@ -17,7 +17,8 @@
 #      and a nested query against each, a lookup of one book by an id that
 #      changes on every request (a query variable), and the REST equivalent
 #      of the flat query (GET /v1/books?per_page=10), and a root count
-#      (`booksCount(status: AVAILABLE)`): a warm-up per case, then ROUNDS
+#      (`booksCount(status: AVAILABLE)`), and an atomic mutation of two
+#      root fields (two `createBook`s in one transaction): a warm-up per case, then ROUNDS
 #      rounds, each measuring every case once (round-robin, so drift of the
 #      host during the run weighs on every target alike);
 #   5. prints a table of req/s and p99 plus the ratios, and writes it to
@@ -192,6 +193,16 @@ if r.get("errors") or not isinstance(book, dict) or not book.get("title"):
 print(raw[:300])'
 }
 
+# Writes the ids of 100 authors, read through gatehouse's GraphQL, one per line.
+author_ids_of() { # URL TOKEN FILE
+  local auth=()
+  [[ -n "$2" ]] && auth=(-H "Authorization: Bearer $2")
+  curl -sf "${auth[@]}" -H 'Content-Type: application/json' \
+    -d '{"query":"{ authors(limit: 100, orderBy: name_ASC) { id } }"}' "$1" |
+    python3 -c 'import json, sys; print("\n".join(a["id"] for a in json.load(sys.stdin)["data"]["authors"]))' >"$3"
+  [[ $(wc -l <"$3") -ge 10 ]] || die "could not read author ids from $1"
+}
+
 # Writes the ids of 500 books, read through gatehouse's GraphQL, one per line.
 ids_of() { # URL TOKEN FILE
   local auth=()
@@ -328,6 +339,11 @@ Q_OWNED='{ notes(first: 10) { text } }'
 Q_LOOKUP='query($id: ID!) { book(id: $id) { title year author { name } } }'
 # A root count with a filter (the store's count, cached per caller class).
 Q_COUNT='{ booksCount(status: AVAILABLE) }'
+# Two creates in one mutation request, one transaction (all or nothing).
+# %ID% is an author (a different one per request). The new books are LOST,
+# so the AVAILABLE count keeps its answer; they come after the seeded ones
+# in id order, so the lists' first pages keep theirs.
+Q_ATOMIC='mutation($id: ID!) { a: createBook(input: {title: "bench a", status: LOST, author: $id}) { title } b: createBook(input: {title: "bench b", status: LOST, author: $id}) { title } }'
 # PostGraphile v5 (default "amber" preset) names: allBooks / nodes / authorByAuthorId.
 PGL_FLAT='{ allBooks(first: 10) { nodes { title year } } }'
 PGL_NESTED='{ allBooks(first: 10) { nodes { title year authorByAuthorId { name } } } }'
@@ -344,6 +360,7 @@ lookup_body() { python3 -c 'import json, sys; print(json.dumps({"query": sys.arg
   echo "PostGraphile lookup: $PGL_LOOKUP"
   echo "gatehouse REST:      GET /v1/books?per_page=10"
   echo "gatehouse count:     $Q_COUNT"
+  echo "gatehouse atomic:    $Q_ATOMIC (a different author per request; 2 rows per request)"
   echo "hello-world:         POST / with the gatehouse flat body; fixed 100-byte JSON answer"
 } | tee "$WORK/queries.txt" >&2
 
@@ -360,6 +377,8 @@ bench gatehouse-sqlite rest "http://127.0.0.1:$P_GH_SQLITE/v1/books?per_page=10"
 ids_of "$GH_SQLITE_URL" "$TOKEN_SQLITE" "$WORK/ids-sqlite.txt"
 bench gatehouse-sqlite lookup "$GH_SQLITE_URL" "$(lookup_body "$Q_LOOKUP")" "$TOKEN_SQLITE" "ids=$WORK/ids-sqlite.txt"
 bench gatehouse-sqlite count "$GH_SQLITE_URL" "$(body "$Q_COUNT")" "$TOKEN_SQLITE" nocheck
+author_ids_of "$GH_SQLITE_URL" "$TOKEN_SQLITE" "$WORK/authors-sqlite.txt"
+bench gatehouse-sqlite atomic "$GH_SQLITE_URL" "$(lookup_body "$Q_ATOMIC")" "$TOKEN_SQLITE" "ids=$WORK/authors-sqlite.txt"
 if [[ "$ANON" == 1 && -n "$TOKEN_SQLITE" ]]; then
   bench gatehouse-sqlite-anon flat "http://127.0.0.1:$P_GH_ANON/graphql" "$(body "$Q_FLAT")" ""
   bench gatehouse-sqlite-anon nested "http://127.0.0.1:$P_GH_ANON/graphql" "$(body "$Q_NESTED")" ""
@@ -371,6 +390,8 @@ bench gatehouse-postgres rest "http://127.0.0.1:$P_GH_PG/v1/books?per_page=10" "
 ids_of "$GH_PG_URL" "$TOKEN_PG" "$WORK/ids-postgres.txt"
 bench gatehouse-postgres lookup "$GH_PG_URL" "$(lookup_body "$Q_LOOKUP")" "$TOKEN_PG" "ids=$WORK/ids-postgres.txt"
 bench gatehouse-postgres count "$GH_PG_URL" "$(body "$Q_COUNT")" "$TOKEN_PG" nocheck
+author_ids_of "$GH_PG_URL" "$TOKEN_PG" "$WORK/authors-postgres.txt"
+bench gatehouse-postgres atomic "$GH_PG_URL" "$(lookup_body "$Q_ATOMIC")" "$TOKEN_PG" "ids=$WORK/authors-postgres.txt"
 if [[ -n "${BASELINE_BIN:-}" ]]; then
   for q in flat nested owned; do
     case $q in flat) Q=$Q_FLAT ;; nested) Q=$Q_NESTED ;; owned) Q=$Q_OWNED ;; esac

@@ -14,7 +14,7 @@ use gatehouse_schema::{
     Binding, ChangeKind, ConstValue, DeleteReturn, Entity, FieldKind, Model, RootField,
     Scalar as ModelScalar, TypeRef as ModelTypeRef,
 };
-use gatehouse_store::{AccessContext, EntityStore, Filter, Row, Store};
+use gatehouse_store::{AccessContext, EntityStore, Filter, Row, Store, WriteTxn};
 use serde_json::Value as Json;
 
 use crate::args::{self, PageLimits};
@@ -211,6 +211,11 @@ fn fail<'a>(
     e: Error,
 ) -> Result<Option<FieldValue<'a>>, Error> {
     let e = ctx.set_error_path(e.into_server_error(ctx.item.pos));
+    // A mutation with a failed field applies none of its writes: the
+    // transaction is marked failed now, so no later root field writes.
+    if let Some(txn) = ctx.data_opt::<WriteTxn>() {
+        txn.fail();
+    }
     match ctx.data_opt::<Arc<crate::error::FieldErrors>>() {
         Some(sink) => sink.push(e),
         None => ctx.add_error(e),
@@ -488,6 +493,14 @@ fn root_field(shared: &Arc<Shared>, f: &RootField) -> Field {
         FieldFuture::new(async move {
             let Some(rows) = rows else {
                 return Ok(None);
+            };
+            // In a mutation request, the root fields run in its transaction,
+            // one after the other; once one failed, the rest do not run (the
+            // whole request is rolled back and answers its error).
+            let rows = match ctx.data_opt::<WriteTxn>() {
+                Some(txn) if txn.is_failed() => return Ok(None),
+                Some(txn) => rows.within(txn),
+                None => rows,
             };
             match resolve_root(&ctx, &shared, &rows, &rf).await {
                 Ok(v) => Ok(v),

@@ -35,7 +35,7 @@ use async_graphql::dynamic::Schema;
 use async_graphql::{Request, Response, ServerError};
 use futures::Stream;
 use gatehouse_schema::Model;
-use gatehouse_store::Store;
+use gatehouse_store::{Store, WriteTxn};
 
 pub use async_graphql;
 pub use cache::ParseCache;
@@ -167,6 +167,12 @@ impl Graphql {
 
     /// Adds the per-request data every execution needs.
     pub fn prepare(&self, request: Request) -> Request {
+        self.prepare_in(request, None)
+    }
+
+    /// [`Graphql::prepare`] for a request whose reads and writes run in
+    /// `txn` (a mutation's), when given.
+    fn prepare_in(&self, request: Request, txn: Option<&WriteTxn>) -> Request {
         // Introspection needs what a read needs, over POST as
         // for `/graphql/schema.json`.
         let principal = request
@@ -183,10 +189,15 @@ impl Graphql {
             loader::StoreLoader {
                 store: self.store.clone(),
                 access: access.clone(),
+                txn: txn.cloned(),
             },
             tokio::spawn,
         );
-        request.data(loaders).data(access)
+        let request = request.data(loaders).data(access);
+        match txn {
+            Some(t) => request.data(t.clone()),
+            None => request,
+        }
     }
 
     /// Whether `principal` may read the schema (introspection, the schema
@@ -243,7 +254,20 @@ impl Graphql {
         }
         let query = request.query.clone();
         let operation_name = request.operation_name.clone();
-        let mut response = self.schema.execute(self.prepare(request)).await;
+        // A mutation's root fields run in one transaction (an operation not
+        // yet known to be something else might be one: it begins only with
+        // its first write, so a query never takes it).
+        let txn = match self.cache.operation_kind(&query, operation_name.as_deref()) {
+            "query" | "subscription" => None,
+            _ => Some(self.store.begin_write()),
+        };
+        let mut response = self
+            .schema
+            .execute(self.prepare_in(request, txn.as_ref()))
+            .await;
+        if let Some(txn) = txn {
+            settle_transaction(&txn, &mut response).await;
+        }
         if query.contains('@') {
             empty::strip(&mut response.data);
         }
@@ -315,12 +339,24 @@ impl Graphql {
         let query = request.query.clone();
         let operation_name = request.operation_name.clone();
         if let Err(e) = input::check(&query, &request.variables) {
-            return futures::stream::once(std::future::ready(refused(e))).left_stream();
+            return futures::stream::once(std::future::ready(refused(e)))
+                .boxed()
+                .left_stream();
+        }
+        // A mutation over a stream transport is one response, and one
+        // transaction as over HTTP.
+        if self.cache.operation_kind(&query, operation_name.as_deref()) == "mutation" {
+            let this = self.clone();
+            return futures::stream::once(async move { this.execute(request).await })
+                .boxed()
+                .left_stream();
         }
         // async-graphql drops the errors resolvers report in a
         // subscription's events: they are collected here instead.
         if let Some(refused) = several_subscription_roots(&query, operation_name.as_deref()) {
-            return futures::stream::once(std::future::ready(refused)).left_stream();
+            return futures::stream::once(std::future::ready(refused))
+                .boxed()
+                .left_stream();
         }
         let sink = Arc::new(error::FieldErrors::default());
         let this = self.clone();
@@ -471,6 +507,39 @@ fn several_subscription_roots(query: &str, operation_name: Option<&str>) -> Opti
         response: Response::from_errors(vec![error]),
         executed: false,
     })
+}
+
+/// Ends a mutation request's transaction: commits it when every field
+/// succeeded, else rolls it back and answers `data: null`, keeping the
+/// errors that say why (the failing fields' own, which carry a code). A
+/// commit that fails is an error of the whole request. Nothing is
+/// answered before this: the caller sees the outcome of the commit.
+async fn settle_transaction(txn: &WriteTxn, response: &mut Response) {
+    if response.errors.is_empty() && !txn.is_failed() {
+        if let Err(e) = txn.commit().await {
+            response.data = async_graphql::Value::Null;
+            response
+                .errors
+                .push(error::from_store(&e).into_server_error(async_graphql::Pos::default()));
+        }
+        return;
+    }
+    txn.rollback().await;
+    response.data = async_graphql::Value::Null;
+    // The root fields after a failed one are not run; async-graphql notes
+    // their missing values without a code. Those notes are not the cause.
+    if response.errors.iter().any(has_code) {
+        response.errors.retain(has_code);
+    }
+    if response.errors.is_empty() {
+        response.errors.push(
+            error::coded(
+                error::Code::InternalServerError,
+                "the request failed, so none of its writes was applied",
+            )
+            .into_server_error(async_graphql::Pos::default()),
+        );
+    }
 }
 
 /// A request refused before anything ran.

@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use async_graphql::dataloader::Loader;
 use gatehouse_schema::EntityId;
-use gatehouse_store::{AccessContext, Filter, ListQuery, Row, Store, StoreError};
+use gatehouse_store::{
+    AccessContext, EntityStore, Filter, ListQuery, Row, Store, StoreError, WriteTxn,
+};
 
 /// Loads rows from the store in batches.
 #[derive(Debug, Clone)]
@@ -16,6 +18,18 @@ pub struct StoreLoader {
     pub(crate) store: Store,
     /// The request's caller: a loader serves one request.
     pub(crate) access: AccessContext,
+    /// A mutation request's transaction: its reads see its writes.
+    pub(crate) txn: Option<WriteTxn>,
+}
+
+impl StoreLoader {
+    /// The rows of `entity`, in the request's transaction if it has one.
+    fn entity_at(&self, entity: EntityId) -> EntityStore {
+        match &self.txn {
+            Some(t) => t.entity_at(entity),
+            None => self.store.entity_at(entity),
+        }
+    }
 }
 
 /// A to-one load: the row `id` of `entity`.
@@ -119,7 +133,6 @@ impl Loader<CountKey> for StoreLoader {
         let mut out = HashMap::new();
         for (_, (spec, parents)) in groups {
             let counts = self
-                .store
                 .entity_at(spec.target)
                 .count_children(&self.access, &spec.via, &parents, spec.filter.as_ref())
                 .await
@@ -151,7 +164,6 @@ impl Loader<OneKey> for StoreLoader {
         let mut out = HashMap::new();
         for (entity, ids) in by_entity {
             let rows = self
-                .store
                 .entity_at(entity)
                 .get_many(&self.access, &ids, None)
                 .await
@@ -184,7 +196,6 @@ impl Loader<ManyKey> for StoreLoader {
         let mut out = HashMap::new();
         for (_, (spec, parents)) in groups {
             let children = self
-                .store
                 .entity_at(spec.target)
                 .children(&self.access, &spec.via, &parents, &spec.query)
                 .await

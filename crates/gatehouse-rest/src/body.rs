@@ -133,17 +133,44 @@ async fn collect(mut body: Body, limit: usize) -> Result<Vec<u8>, ReadError> {
 /// Validates `body` for `entity` and returns the row to hand to the store.
 /// `fixed` are fields set by the path (`id` for PUT/PATCH, the parent
 /// reference of a nested POST): given in the body they must match.
+///
+/// A POST may carry new rows of a one-to-many relation (`"books": [{...}]`
+/// on an author): each is validated as a POST of its own entity, without
+/// the field that points back (the store sets it to the new row), and
+/// problems with them are named by their path (`books[0].title`).
 pub(crate) fn validate(
+    model: &Model,
+    entity: &Entity,
+    body: Row,
+    mode: Mode,
+    fixed: &[(&str, &str)],
+) -> Result<Row, Problem> {
+    let mut errors: Vec<FieldError> = Vec::new();
+    let out = validate_fields(model, entity, body, mode, fixed, None, "", &mut errors);
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(Problem::invalid_body(errors))
+    }
+}
+
+/// [`validate`] of one row, its problems added to `errors` with their
+/// fields prefixed by `at` (`books[0].` for a nested row). `nested_via`:
+/// the to-one field the row's parent sets (a nested row may not give it).
+#[allow(clippy::too_many_arguments)]
+fn validate_fields(
     model: &Model,
     entity: &Entity,
     mut body: Row,
     mode: Mode,
     fixed: &[(&str, &str)],
-) -> Result<Row, Problem> {
-    let mut errors: Vec<FieldError> = Vec::new();
+    nested_via: Option<&str>,
+    at: &str,
+    errors: &mut Vec<FieldError>,
+) -> Row {
     let err = |errors: &mut Vec<FieldError>, field: &str, message: String| {
         errors.push(FieldError {
-            field: field.to_string(),
+            field: format!("{at}{field}"),
             message,
         })
     };
@@ -151,12 +178,72 @@ pub(crate) fn validate(
     for (key, value) in std::mem::take(&mut body) {
         let Some(field) = entity.field(&key) else {
             err(
-                &mut errors,
+                errors,
                 &key,
                 format!("{} has no field `{key}`", entity.name),
             );
             continue;
         };
+        if let (FieldKind::ToMany { .. }, Mode::Create, Some(child), Some(via)) = (
+            &field.kind,
+            mode,
+            model.target_of(field),
+            model.inverse_of(field),
+        ) {
+            match value {
+                Json::Null => {}
+                Json::Array(items) => {
+                    let mut rows = Vec::with_capacity(items.len());
+                    for (i, item) in items.into_iter().enumerate() {
+                        let here = format!("{key}[{i}]");
+                        match item {
+                            Json::Object(mut row) => {
+                                if row.remove(&via.name).is_some() {
+                                    err(
+                                        errors,
+                                        &format!("{here}.{}", via.name),
+                                        format!(
+                                            "is set to the new {} by the nesting: leave it out",
+                                            entity.name
+                                        ),
+                                    );
+                                }
+                                rows.push(Json::Object(validate_fields(
+                                    model,
+                                    child,
+                                    row,
+                                    Mode::Create,
+                                    &[],
+                                    Some(&via.name),
+                                    &format!("{at}{here}."),
+                                    errors,
+                                )));
+                            }
+                            other => err(
+                                errors,
+                                &here,
+                                format!(
+                                    "must be a new {} (an object), not {}",
+                                    child.name,
+                                    json_kind(&other)
+                                ),
+                            ),
+                        }
+                    }
+                    out.insert(key, Json::Array(rows));
+                }
+                other => err(
+                    errors,
+                    &key,
+                    format!(
+                        "must be a list of new {} rows, not {}",
+                        child.name,
+                        json_kind(&other)
+                    ),
+                ),
+            }
+            continue;
+        }
         if let FieldKind::ToMany { .. } | FieldKind::Count { .. } = &field.kind {
             let why = ValueError::ToMany {
                 target: model
@@ -168,12 +255,12 @@ pub(crate) fn validate(
                     .map(|f| f.name.clone())
                     .unwrap_or_default(),
             };
-            err(&mut errors, &key, why.to_string());
+            err(errors, &key, why.to_string());
             continue;
         }
         if field.is_server_set() {
             err(
-                &mut errors,
+                errors,
                 &key,
                 "is set by the server and cannot be written".into(),
             );
@@ -186,22 +273,18 @@ pub(crate) fn validate(
                 } else {
                     format!("is set by the path to `{want}`")
                 };
-                err(&mut errors, &key, why);
+                err(errors, &key, why);
             }
             continue;
         }
         if matches!(field.kind, FieldKind::Id) && mode != Mode::Create {
             // Replace/patch without a fixed id cannot happen; keep it total.
-            err(
-                &mut errors,
-                &key,
-                "the id of a row cannot be changed".into(),
-            );
+            err(errors, &key, "the id of a row cannot be changed".into());
             continue;
         }
         if value.is_null() && matches!(field.kind, FieldKind::Id) {
             err(
-                &mut errors,
+                errors,
                 &key,
                 "must be a non-empty string when given; omit it to have one generated".into(),
             );
@@ -211,23 +294,25 @@ pub(crate) fn validate(
             Ok(()) => {
                 out.insert(key, value);
             }
-            Err(message) => err(&mut errors, &key, message),
+            Err(message) => err(errors, &key, message),
         }
     }
     if mode != Mode::Patch {
         for f in entity.stored_fields() {
-            let fixed_here = fixed.iter().any(|(n, _)| *n == f.name);
+            let fixed_here =
+                fixed.iter().any(|(n, _)| *n == f.name) || nested_via == Some(f.name.as_str());
             let required = if mode == Mode::Create {
                 entity.required_on_create(f)
             } else {
                 f.required && !matches!(f.kind, FieldKind::Id) && !f.is_server_set()
             };
+            let name = format!("{at}{}", f.name);
             if required
                 && !fixed_here
                 && !out.contains_key(&f.name)
-                && !errors.iter().any(|e| e.field == f.name)
+                && !errors.iter().any(|e| e.field == name)
             {
-                err(&mut errors, &f.name, "is required".into());
+                err(errors, &f.name, "is required".into());
             }
         }
     }
@@ -236,11 +321,7 @@ pub(crate) fn validate(
             out.insert((*name).to_string(), Json::String((*value).to_string()));
         }
     }
-    if errors.is_empty() {
-        Ok(out)
-    } else {
-        Err(Problem::invalid_body(errors))
-    }
+    out
 }
 
 /// Checks one value (null included) for a stored field: the Model's rule

@@ -668,6 +668,9 @@ async fn create(
         .insert(&caller.access, row)
         .await
         .map_err(Problem::from_write)?;
+    // The answer is the new row; nested children it created are read at
+    // their own paths (`docs/design/transactions.md`).
+    stored.retain(|k, _| entity.field(k).is_some_and(|f| f.is_stored()));
     rows.hide_unseen_references_in(&caller.access, &mut stored)
         .await
         .map_err(Problem::from_read)?;

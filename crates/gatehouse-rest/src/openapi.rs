@@ -126,6 +126,23 @@ fn entity_schema(model: &Model, entity: &Entity, kind: BodyKind, omit: Option<&s
             required.push(f.name.clone());
         }
     }
+    if matches!(kind, BodyKind::Create) {
+        // Nested create: new rows of each one-to-many relation, without the
+        // field that points back (set to the new row).
+        for f in entity.to_many_fields() {
+            if let Some(name) = nested_create_schema(model, f) {
+                let target = model.target_of(f).map_or("", |t| t.name.as_str());
+                props.insert(
+                    f.name.clone(),
+                    json!({
+                        "type": "array",
+                        "description": format!("New {target} rows created with this {} in the same transaction.", entity.name),
+                        "items": schema_ref(&name),
+                    }),
+                );
+            }
+        }
+    }
     let what = match kind {
         BodyKind::Full => format!("A {} with every stored field.", entity.name),
         BodyKind::Selection => format!(
@@ -157,6 +174,19 @@ fn entity_schema(model: &Model, entity: &Entity, kind: BodyKind, omit: Option<&s
         m.insert("required".into(), json!(required));
     }
     s
+}
+
+/// The name of the request schema of a new row of the one-to-many field
+/// `f`'s target, without the field that points back
+/// (`BookCreateViaAuthor`): a POST to the nested collection, and each
+/// element of `f` in its parent's POST. `None` for other fields.
+fn nested_create_schema(model: &Model, f: &Field) -> Option<String> {
+    let (child, via) = (model.target_of(f)?, model.inverse_of(f)?);
+    Some(format!(
+        "{}CreateVia{}",
+        child.name,
+        via.name.to_upper_camel_case()
+    ))
 }
 
 /// Schema of a filter parameter's value.
@@ -259,6 +289,18 @@ pub(crate) fn document(model: &Model, base_path: &str, paging: Paging) -> Json {
             format!("{n}Create"),
             entity_schema(model, e, BodyKind::Create, None),
         );
+        for f in e.to_many_fields() {
+            if let (Some(name), Some(child), Some(via)) = (
+                nested_create_schema(model, f),
+                model.target_of(f),
+                model.inverse_of(f),
+            ) {
+                schemas.insert(
+                    name,
+                    entity_schema(model, child, BodyKind::Create, Some(&via.name)),
+                );
+            }
+        }
         schemas.insert(
             format!("{n}Replace"),
             entity_schema(model, e, BodyKind::Replace, None),
@@ -382,7 +424,7 @@ pub(crate) fn document(model: &Model, base_path: &str, paging: Paging) -> Json {
             let (target, via) = (&child.name, &via.name);
             let parent_param = format!("{}Id", n.to_lower_camel_case());
             let fname = f.name.to_upper_camel_case();
-            let body_name = format!("{target}CreateVia{}", via.to_upper_camel_case());
+            let body_name = nested_create_schema(model, f).unwrap_or_default();
             schemas.insert(
                 body_name.clone(),
                 entity_schema(model, child, BodyKind::Create, Some(via)),

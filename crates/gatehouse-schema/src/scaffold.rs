@@ -41,7 +41,7 @@ pub fn scaffold(model: &Model) -> String {
         );
         where_input(e, &mut types);
         order_enum(e, &mut types);
-        write_inputs(e, &mut types);
+        write_inputs(model, e, &mut types);
     }
     let mut out = String::new();
     let _ = writeln!(out, "type Query {{\n{query}}}\n");
@@ -119,7 +119,7 @@ fn order_enum(e: &Entity, out: &mut String) {
     let _ = writeln!(out, "}}\n");
 }
 
-fn write_inputs(e: &Entity, out: &mut String) {
+fn write_inputs(model: &Model, e: &Entity, out: &mut String) {
     for (suffix, create) in [("CreateInput", true), ("UpdateInput", false)] {
         let _ = writeln!(out, "input {}{suffix} {{", e.name);
         for f in e.stored_fields() {
@@ -134,6 +134,19 @@ fn write_inputs(e: &Entity, out: &mut String) {
                 ""
             };
             let _ = writeln!(out, "  {}: {ty}{bang}", f.name);
+        }
+        if create {
+            // Nested create: the loader adds these to a create input.
+            for f in e.to_many_fields() {
+                if model.inverse_of(f).is_some() {
+                    let input = crate::bind::nested::input_name(&e.name, &f.name);
+                    let _ = writeln!(
+                        out,
+                        "  # {}: [{input}!] (new rows created with it; added by gatehouse)",
+                        f.name
+                    );
+                }
+            }
         }
         let _ = writeln!(out, "}}\n");
     }

@@ -18,18 +18,19 @@ use serde_json::Value as Json;
 
 use gatehouse_db::{Built, Tx};
 
+use crate::Store;
 use crate::error::from_sqlx;
 use crate::feed::ChangeEvent;
 use crate::query::{col, columns};
 use crate::store::{id_field, kinds, row_id, to_row};
+use crate::txn::Failure;
 use crate::value::to_sql;
-use crate::{Store, StoreError};
 
 /// The rows already deleted by one delete, so a cycle of `CASCADE`
 /// relations ends.
 pub(crate) type Seen = HashSet<(EntityId, String)>;
 
-type Step<'a> = Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send + 'a>>;
+type Step<'a> = Pin<Box<dyn Future<Output = Result<(), Failure>> + Send + 'a>>;
 
 impl Store {
     /// Applies `onDelete` of every to-one field that references row `id`
@@ -92,7 +93,7 @@ impl Store {
                             del.from_table(child.table.clone())
                                 .and_where(Expr::col(id_col.clone()).eq(cid.as_str()));
                             if let Err(err) = tx.conn().execute(Built::of(d, &del)).await {
-                                return Err(self.write_error(child, err, None, Some(&cid)).await);
+                                return Err(Failure::refused(child_id, err, None, Some(&cid)));
                             }
                             ChangeEvent {
                                 entity: child.name.clone(),

@@ -1,6 +1,8 @@
 //! [`EntityStore`]: the rows of one entity, every read and write GraphQL
 //! and REST make, with the caller's policies in each statement.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -10,7 +12,7 @@ use gatehouse_schema::{
 use sea_query::{Expr, ExprTrait, Func, LockType, Order, Query, SelectStatement, WindowStatement};
 use serde_json::Value as Json;
 
-use gatehouse_db::{Built, DbRow};
+use gatehouse_db::{Built, DbRow, Tx};
 
 use crate::error::from_sqlx;
 use crate::feed::ChangeEvent;
@@ -20,6 +22,7 @@ use crate::query::{
     stored_field,
 };
 use crate::store::{COUNT_CACHE_TTL, id_field, kinds, names, row_id, row_set, to_row, unstorable};
+use crate::txn::{Failure, Unit, WriteTxn};
 use crate::value::{Dialect, SqlKind, check_field, check_keys, to_sql};
 use crate::{Row, RowSet, Store, StoreError};
 
@@ -33,6 +36,9 @@ pub struct EntityStore {
     store: Store,
     /// The entity's index in the Model's entities.
     index: usize,
+    /// The transaction its reads and writes run in ([`EntityStore::within`]);
+    /// `None`: each write is a transaction of its own.
+    txn: Option<WriteTxn>,
 }
 
 /// A page of [`EntityStore::list`]: the listed rows, then one set per join
@@ -92,6 +98,7 @@ impl Store {
         Ok(EntityStore {
             store: self.clone(),
             index,
+            txn: None,
         })
     }
 
@@ -101,6 +108,7 @@ impl Store {
         EntityStore {
             store: self.clone(),
             index: id.index(),
+            txn: None,
         }
     }
 
@@ -121,6 +129,7 @@ impl Store {
         (0..self.model().entities.len()).map(|index| EntityStore {
             store: self.clone(),
             index,
+            txn: None,
         })
     }
 }
@@ -129,6 +138,53 @@ impl EntityStore {
     /// The entity, as the Model defines it.
     pub fn def(&self) -> &Entity {
         &self.store.model().entities[self.index]
+    }
+
+    /// The same rows, read and written in `txn`: its writes join the
+    /// transaction instead of committing on their own, and its reads see
+    /// the transaction's writes.
+    pub fn within(&self, txn: &WriteTxn) -> EntityStore {
+        EntityStore {
+            store: self.store.clone(),
+            index: self.index,
+            txn: Some(txn.clone()),
+        }
+    }
+
+    /// The entity's id in the Model.
+    fn id(&self) -> EntityId {
+        EntityId::from_index(self.index)
+    }
+
+    /// The transaction it is bound to, if any.
+    pub(crate) fn txn(&self) -> Option<&WriteTxn> {
+        self.txn.as_ref()
+    }
+
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The handle on the entity a relation field reaches, in the same
+    /// transaction as this one.
+    fn target(&self, field: &Field) -> Result<EntityStore, StoreError> {
+        let t = self.store.target_of(field)?;
+        Ok(EntityStore {
+            store: t.store,
+            index: t.index,
+            txn: self.txn.clone(),
+        })
+    }
+
+    /// Runs a read: in the bound transaction once it has begun (so it sees
+    /// its writes), else on a read connection.
+    async fn fetch_read(&self, q: Built, kinds: &[SqlKind]) -> Result<Vec<DbRow>, StoreError> {
+        if let Some(t) = &self.txn
+            && let Some(rows) = t.fetch_begun(&q, kinds).await
+        {
+            return rows;
+        }
+        self.store.fetch_read(q, kinds).await
     }
 
     // ---------------------------------------------------------------- reads
@@ -143,7 +199,7 @@ impl EntityStore {
         let mut q = s.select(e, &cols);
         q.and_where(col(e, id_field(e)?).eq(id));
         s.restrict(&mut q, e, Action::Read, ctx)?;
-        let rows = s
+        let rows = self
             .fetch_read(Built::of(s.dialect(), &q), &kinds(&cols))
             .await?;
         Ok(rows.into_iter().next().map(|r| to_row(&cols, r)))
@@ -171,7 +227,7 @@ impl EntityStore {
         let mut q = s.select(e, &cols);
         q.and_where(col(e, id_field(e)?).is_in(ids.iter().map(|i| Expr::val(*i))));
         s.restrict(&mut q, e, Action::Read, ctx)?;
-        let rows = s
+        let rows = self
             .fetch_read(Built::of(s.dialect(), &q), &kinds(&cols))
             .await?;
         Ok(row_set(&cols, rows))
@@ -195,7 +251,7 @@ impl EntityStore {
             let Some(i) = set.position(&f.name) else {
                 continue;
             };
-            let t = self.store.target_of(f)?;
+            let t = self.target(f)?;
             if !policy::read_filtered(t.def(), ctx) {
                 continue;
             }
@@ -461,6 +517,11 @@ impl EntityStore {
     ) -> Result<u64, StoreError> {
         let (s, e) = (&self.store, self.def());
         self.may_compare(ctx, filter, &[])?;
+        if self.txn.is_some() {
+            // A count in a transaction may see its writes, which are no
+            // one else's until it commits: never cached.
+            return self.count_rows(ctx, e, filter).await;
+        }
         let caller = self.statement_caller(ctx, &[]);
         let key = format!("{}\0{filter:?}\0{caller}", e.name);
         let generation = s.inner.writes.load(Ordering::SeqCst);
@@ -493,7 +554,7 @@ impl EntityStore {
             q.and_where(condition(&s.inner.model, e, s.dialect(), f)?);
         }
         s.restrict(&mut q, e, Action::Read, ctx)?;
-        let rows = s
+        let rows = self
             .fetch_read(Built::of(s.dialect(), &q), &[SqlKind::Count])
             .await?;
         Ok(rows
@@ -541,7 +602,7 @@ impl EntityStore {
             q.and_where(condition(&s.inner.model, e, d, f)?);
         }
         s.restrict(&mut q, e, Action::Read, ctx)?;
-        let rows = s
+        let rows = self
             .fetch_read(Built::of(d, &q), &[SqlKind::Text, SqlKind::Count])
             .await?;
         for r in rows {
@@ -633,7 +694,7 @@ impl EntityStore {
         };
         let mut ks = kinds(&cols);
         ks.push(SqlKind::Text);
-        let mut rows = s.fetch_read(Built::of(d, &stmt), &ks).await?;
+        let mut rows = self.fetch_read(Built::of(d, &stmt), &ks).await?;
         let parents = rows
             .iter_mut()
             .map(|r| match r.pop() {
@@ -656,7 +717,129 @@ impl EntityStore {
     /// With a create policy, fields it ties to a claim are filled from
     /// `ctx` when left out, and a row that would not match it is
     /// `Forbidden` and not written.
-    pub async fn insert(&self, ctx: &AccessContext, mut row: Row) -> Result<Row, StoreError> {
+    ///
+    /// Nested create: a one-to-many field of `row` (`books` of an Author)
+    /// holds new rows of its target, created in the same transaction with
+    /// their back-reference (`author`) set to the new row, each under its
+    /// own entity's write scope, field scopes and create policy, and so on
+    /// for their own children. Any failure writes none of them. The row
+    /// returned carries the created children under the same field.
+    pub async fn insert(&self, ctx: &AccessContext, row: Row) -> Result<Row, StoreError> {
+        let mut unit = Unit::of(self).await?;
+        let result = match unit.parts() {
+            Ok((tx, events)) => self.insert_in(tx, events, ctx, row).await,
+            Err(e) => Err(e.into()),
+        };
+        unit.finish(result).await
+    }
+
+    /// [`EntityStore::insert`] in `tx`, its change events (the row's, then
+    /// its nested children's, depth first) pushed to `events`.
+    fn insert_in<'a>(
+        &'a self,
+        tx: &'a mut Tx,
+        events: &'a mut Vec<ChangeEvent>,
+        ctx: &'a AccessContext,
+        row: Row,
+    ) -> Pin<Box<dyn Future<Output = Result<Row, Failure>> + Send + 'a>> {
+        Box::pin(async move {
+            let mut row = row;
+            let nested = self.take_nested(ctx, &mut row)?;
+            let mut created = self.insert_one(tx, events, ctx, row).await?;
+            let id = Json::String(row_id(&created));
+            for (field, child, via, rows) in nested {
+                let mut out = Vec::with_capacity(rows.len());
+                for (i, mut r) in rows.into_iter().enumerate() {
+                    r.insert(via.clone(), id.clone());
+                    let at = format!("{field}[{i}]");
+                    out.push(Json::Object(
+                        child
+                            .insert_in(tx, events, ctx, r)
+                            .await
+                            .map_err(|e| e.nested_in(&at))?,
+                    ));
+                }
+                created.insert(field, Json::Array(out));
+            }
+            Ok(created)
+        })
+    }
+
+    /// Takes the nested children out of a new row: for each to-many field
+    /// it gives (a list of new rows of the relation's target), the
+    /// target's handle, the to-one field of the target that points back
+    /// (set to the new row's id; a child may not give it), and the rows.
+    /// Creating the children needs the target's write scope.
+    #[allow(clippy::type_complexity)]
+    fn take_nested(
+        &self,
+        ctx: &AccessContext,
+        row: &mut Row,
+    ) -> Result<Vec<(String, EntityStore, String, Vec<Row>)>, StoreError> {
+        let (model, e) = (&self.store.inner.model, self.def());
+        let mut out = Vec::new();
+        for f in &e.fields {
+            if !matches!(f.kind, FieldKind::ToMany { .. }) {
+                continue;
+            }
+            let Some(given) = row.remove(&f.name) else {
+                continue;
+            };
+            let Some(via) = model.inverse_of(f) else {
+                return Err(StoreError::invalid(
+                    &f.name,
+                    "the rows of this relation cannot be created with the row",
+                ));
+            };
+            let child = self.target(f)?;
+            let items = match given {
+                Json::Null => continue,
+                Json::Array(items) => items,
+                _ => {
+                    return Err(StoreError::invalid(
+                        &f.name,
+                        format!("takes a list of new {} rows", child.def().name),
+                    ));
+                }
+            };
+            let scope = child.def().write_scope();
+            if !items.is_empty() && ctx.check_scope(scope, false).is_err() {
+                return Err(StoreError::forbidden(format!(
+                    "creating {} rows (`{}.{}`) needs the scope `{scope}`",
+                    child.def().name,
+                    e.name,
+                    f.name
+                )));
+            }
+            let mut rows = Vec::with_capacity(items.len());
+            for (i, item) in items.into_iter().enumerate() {
+                let Json::Object(r) = item else {
+                    return Err(StoreError::invalid(
+                        format!("{}[{i}]", f.name),
+                        format!("is not a {} row (an object)", child.def().name),
+                    ));
+                };
+                if r.contains_key(&via.name) {
+                    return Err(StoreError::invalid(
+                        format!("{}[{i}].{}", f.name, via.name),
+                        format!("is set to the new {} by the nesting: leave it out", e.name),
+                    ));
+                }
+                rows.push(r);
+            }
+            out.push((f.name.clone(), child, via.name.clone(), rows));
+        }
+        Ok(out)
+    }
+
+    /// Inserts one row (no nested children) in `tx`.
+    async fn insert_one(
+        &self,
+        tx: &mut Tx,
+        events: &mut Vec<ChangeEvent>,
+        ctx: &AccessContext,
+        mut row: Row,
+    ) -> Result<Row, Failure> {
         let (s, e) = (&self.store, self.def());
         // A null sets nothing on a new row: only values need the scope.
         let given: Row = row
@@ -678,27 +861,24 @@ impl EntityStore {
         )
         .map_err(StoreError::internal)?;
         let id = row_id(&row);
-        let ev = ChangeEvent {
+        if let Err(err) = tx.conn().execute(Built::of(d, &ins)).await {
+            return Err(Failure::refused(self.id(), err, Some(&row), None));
+        }
+        s.check_references(tx, e, &row, ctx).await?;
+        if !s.matches(tx, e, &id, Action::Create, ctx).await? {
+            return Err(StoreError::forbidden(format!(
+                "the new {} does not match its create policy",
+                e.name
+            ))
+            .into());
+        }
+        events.push(ChangeEvent {
             entity: e.name.clone(),
             kind: ChangeKind::Created,
             id,
             new: Some(row.clone()),
             old: None,
-        };
-        let mut tx = s.inner.db.begin().await?;
-        if let Err(err) = tx.conn().execute(Built::of(d, &ins)).await {
-            drop(tx);
-            return Err(s.write_error(e, err, Some(&row), None).await);
-        }
-        s.check_references(&mut tx, e, &row, ctx).await?;
-        if !s.matches(&mut tx, e, &ev.id, Action::Create, ctx).await? {
-            drop(tx);
-            return Err(StoreError::forbidden(format!(
-                "the new {} does not match its create policy",
-                e.name
-            )));
-        }
-        s.commit(tx, ev).await?;
+        });
         Ok(row)
     }
 
@@ -780,6 +960,25 @@ impl EntityStore {
         id: &str,
         values: Row,
     ) -> Result<Row, StoreError> {
+        let mut unit = Unit::of(self).await?;
+        let result = match unit.parts() {
+            Ok((tx, events)) => self.write_existing_in(tx, events, ctx, e, id, values).await,
+            Err(e) => Err(e.into()),
+        };
+        unit.finish(result).await
+    }
+
+    /// [`EntityStore::write_existing`] in `tx`, its change event pushed to
+    /// `events`.
+    async fn write_existing_in(
+        &self,
+        tx: &mut Tx,
+        events: &mut Vec<ChangeEvent>,
+        ctx: &AccessContext,
+        e: &Entity,
+        id: &str,
+        values: Row,
+    ) -> Result<Row, Failure> {
         let s = &self.store;
         let d = s.dialect();
         let cols = columns(&s.inner.model, e, None)?;
@@ -790,7 +989,6 @@ impl EntityStore {
         if d == Dialect::Postgres {
             sel.lock(LockType::Update);
         }
-        let mut tx = s.inner.db.begin().await?;
         let old = tx
             .conn()
             .fetch(Built::of(d, &sel), &kinds(&cols))
@@ -800,8 +998,8 @@ impl EntityStore {
             .next()
             .map(|r| to_row(&cols, r))
             .ok_or(StoreError::NotFound)?;
-        if !s.matches(&mut tx, e, id, Action::Update, ctx).await? {
-            return Err(forbidden_change(e));
+        if !s.matches(tx, e, id, Action::Update, ctx).await? {
+            return Err(forbidden_change(e).into());
         }
         policy::check_owners_kept(e, ctx, &old, &values)?;
         if values.is_empty() {
@@ -826,25 +1024,23 @@ impl EntityStore {
         upd.values(sets)
             .and_where(Expr::col(idf.column.clone()).eq(id));
         if let Err(err) = tx.conn().execute(Built::of(d, &upd)).await {
-            drop(tx);
-            return Err(s.write_error(e, err, Some(&values), None).await);
+            return Err(Failure::refused(self.id(), err, Some(&values), None));
         }
-        s.check_references(&mut tx, e, &values, ctx).await?;
-        if !s.matches(&mut tx, e, id, Action::Update, ctx).await? {
-            drop(tx);
+        s.check_references(tx, e, &values, ctx).await?;
+        if !s.matches(tx, e, id, Action::Update, ctx).await? {
             return Err(StoreError::forbidden(format!(
                 "the change would take the {} out of its update policy",
                 e.name
-            )));
+            ))
+            .into());
         }
-        let ev = ChangeEvent {
+        events.push(ChangeEvent {
             entity: e.name.clone(),
             kind: ChangeKind::Updated,
             id: id.to_string(),
             new: Some(new.clone()),
             old: Some(old),
-        };
-        s.commit(tx, ev).await?;
+        });
         Ok(new)
     }
 
@@ -854,45 +1050,63 @@ impl EntityStore {
     /// A row `ctx` may not read is `None` (as if missing); one it may read
     /// but not delete is `Forbidden`.
     pub async fn delete(&self, ctx: &AccessContext, id: &str) -> Result<Option<Row>, StoreError> {
-        let (s, e) = (&self.store, self.def());
         if unstorable(id) {
             return Ok(None);
         }
+        let mut unit = Unit::of(self).await?;
+        let result = match unit.parts() {
+            Ok((tx, events)) => self.delete_in(tx, events, ctx, id).await,
+            Err(e) => Err(e.into()),
+        };
+        unit.finish(result).await
+    }
+
+    /// [`EntityStore::delete`] in `tx`, the change events of the row and
+    /// its cascade pushed to `events`.
+    async fn delete_in(
+        &self,
+        tx: &mut Tx,
+        events: &mut Vec<ChangeEvent>,
+        ctx: &AccessContext,
+        id: &str,
+    ) -> Result<Option<Row>, Failure> {
+        let (s, e) = (&self.store, self.def());
         let d = s.dialect();
         let cols = columns(&s.inner.model, e, None)?;
         let mut del = Query::delete();
         del.from_table(e.table.clone())
             .and_where(Expr::col(id_field(e)?.column.clone()).eq(id))
             .returning(Query::returning().columns(cols.iter().map(|c| c.field.column.clone())));
-        let mut tx = s.inner.db.begin().await?;
         if policy::read_filtered(e, ctx) || e.policy.rule_for(Action::Delete, ctx).is_some() {
-            if !s.matches(&mut tx, e, id, Action::Read, ctx).await? {
+            if !s.matches(tx, e, id, Action::Read, ctx).await? {
                 return Ok(None);
             }
-            if !s.matches(&mut tx, e, id, Action::Delete, ctx).await? {
+            if !s.matches(tx, e, id, Action::Delete, ctx).await? {
                 return Err(StoreError::forbidden(format!(
                     "the {} may not be deleted by this caller (its delete policy)",
                     e.name
-                )));
+                ))
+                .into());
             }
         }
         // `onDelete` of the rows referencing this one, in this transaction.
-        let mut events = Vec::new();
+        // Its events go first, then the row's own; a miss adds none.
+        let mut cascaded = Vec::new();
         let me = EntityId::from_index(self.index);
         let mut seen = crate::cascade::Seen::new();
         seen.insert((me, id.to_string()));
-        s.apply_on_delete(&mut tx, me, id, &mut seen, &mut events)
+        s.apply_on_delete(tx, me, id, &mut seen, &mut cascaded)
             .await?;
         let rows = match tx.conn().fetch(Built::of(d, &del), &kinds(&cols)).await {
             Ok(rows) => rows,
             Err(err) => {
-                drop(tx);
-                return Err(s.write_error(e, err, None, Some(id)).await);
+                return Err(Failure::refused(self.id(), err, None, Some(id)));
             }
         };
         let Some(old) = rows.into_iter().next().map(|r| to_row(&cols, r)) else {
             return Ok(None);
         };
+        events.extend(cascaded);
         events.push(ChangeEvent {
             entity: e.name.clone(),
             kind: ChangeKind::Deleted,
@@ -900,7 +1114,6 @@ impl EntityStore {
             new: None,
             old: Some(old.clone()),
         });
-        s.commit_all(tx, events).await?;
         Ok(Some(old))
     }
 
@@ -924,7 +1137,7 @@ impl EntityStore {
         q.expr(Expr::cust("1"))
             .from_subquery(values, sea_query::Alias::new(e.table.clone()))
             .and_where(c);
-        Ok(!s.fetch_read(Built::of(d, &q), &[]).await?.is_empty())
+        Ok(!self.fetch_read(Built::of(d, &q), &[]).await?.is_empty())
     }
 }
 
@@ -983,7 +1196,7 @@ impl PreparedList {
                 }
             }
         }
-        let rows = s.fetch_read(built, &self.kinds).await?;
+        let rows = self.entity.fetch_read(built, &self.kinds).await?;
         if self.joined.is_empty() {
             return Ok(Page {
                 rows: set(&self.columns, rows),

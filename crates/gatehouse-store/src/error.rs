@@ -107,6 +107,19 @@ impl StoreError {
         }
     }
 
+    /// The error of a nested row at `at` (`books[0]`): an `Invalid` one
+    /// names the field by its path from the row written (`books[0].title`);
+    /// the others say nothing of a field and stay as they are.
+    pub(crate) fn nested_in(self, at: &str) -> Self {
+        match self {
+            StoreError::Invalid { field, message } => StoreError::Invalid {
+                field: format!("{at}.{field}"),
+                message,
+            },
+            other => other,
+        }
+    }
+
     /// An [`StoreError::Internal`] from any displayable cause; the cause is
     /// logged here (shortened, as the database layer logs its own).
     pub fn internal(cause: impl fmt::Display) -> Self {

@@ -20,6 +20,11 @@
 //!   (SQLite WAL with `synchronous=NORMAL`: safe against a killed process;
 //!   `FULL` on request for power-loss safety) and yields a [`ChangeEvent`] on
 //!   [`Store::subscribe`]; with PostgreSQL the events reach every instance.
+//!   An insert may carry new rows of its one-to-many relations (nested create).
+//! - Several writes in one transaction: [`Store::begin_write`] gives a
+//!   [`WriteTxn`]; handles bound to it write into it and read its writes,
+//!   and its events are published once it commits (a GraphQL mutation
+//!   request is one).
 //! - Migrations: [`Store::plan`] / [`Store::migrate`]; additive steps run on
 //!   connect, destructive ones need `allow_destructive`.
 //!
@@ -41,6 +46,7 @@ mod migrate;
 mod policy;
 mod query;
 mod store;
+mod txn;
 mod value;
 
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -52,6 +58,7 @@ pub use feed::ChangeEvent;
 pub use migrate::{ColumnLayout, Layout, MigrationStep, TableLayout};
 pub use query::{Filter, JoinOne, ListQuery, OrderBy};
 pub use store::{Store, StoreOptions};
+pub use txn::WriteTxn;
 pub use value::{ColType, Row, RowSet};
 
 pub use gatehouse_schema::{AccessContext, ChangeKind, FilterOp};

@@ -520,19 +520,10 @@ impl Store {
         }
     }
 
-    /// Notifies other instances (PostgreSQL, inside the transaction), commits,
-    /// then publishes locally.
-    pub(crate) async fn commit(
-        &self,
-        tx: gatehouse_db::Tx,
-        ev: ChangeEvent,
-    ) -> Result<(), StoreError> {
-        self.commit_all(tx, vec![ev]).await
-    }
-
-    /// [`Store::commit`] of a transaction that made several changes (a
-    /// delete with its cascade): every event is notified in the
-    /// transaction and published after it commits, in order.
+    /// Notifies other instances of `evs` (PostgreSQL, inside the
+    /// transaction), commits, then publishes them locally, in order: a
+    /// transaction's changes are announced only once it committed, and a
+    /// rolled-back one's never (`docs/design/transactions.md`).
     pub(crate) async fn commit_all(
         &self,
         mut tx: gatehouse_db::Tx,
@@ -589,7 +580,10 @@ impl Store {
         }
         let committed = tx.commit().await;
         // Even after a failed commit: whether it took effect is unknown.
-        self.inner.writes.fetch_add(1, Ordering::SeqCst);
+        // A transaction that changed nothing leaves the counts as they are.
+        if !evs.is_empty() {
+            self.inner.writes.fetch_add(1, Ordering::SeqCst);
+        }
         committed.map_err(from_sqlx)?;
         for ev in evs {
             self.inner.events.send(ev);

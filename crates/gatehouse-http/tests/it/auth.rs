@@ -627,3 +627,105 @@ async fn basic_logins_are_throttled_per_user_and_address() {
     let r = basic(&env.client, "alice-password").await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);
 }
+
+/// A root field the token lacks the scope for fails the whole mutation
+/// request: the fields before it are rolled back
+/// (`docs/design/transactions.md`).
+#[tokio::test]
+async fn a_refused_root_field_rolls_back_the_request() {
+    let env = start(false).await;
+    let all = format!(
+        "Bearer {}",
+        env.access("alice", "alice-password", None).await
+    );
+    let created: Value = env
+        .post(Some(&all), r#"mutation { createAuthor(name: "A") { id } }"#)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let aid = created["data"]["createAuthor"]["id"].as_str().unwrap();
+    // `read write` but not `review`: `addReview` is refused.
+    let writer = format!(
+        "Bearer {}",
+        env.access("alice", "alice-password", Some("read write"))
+            .await
+    );
+    let q = format!(
+        r#"mutation {{
+            b: createBook(input: {{title: "T", status: AVAILABLE, author: "{aid}"}}) {{ id }}
+            r: addReview(book: "{aid}", reviewer: "x", stars: 5, postedOn: "2024-01-01") {{ id }}
+        }}"#
+    );
+    let v: Value = env.post(Some(&writer), &q).await.json().await.unwrap();
+    assert_eq!(v["data"], Value::Null, "{v}");
+    assert_eq!(v["errors"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["errors"][0]["path"], json!(["r"]), "{v}");
+    assert_eq!(
+        v["errors"][0]["extensions"]["code"],
+        json!("FORBIDDEN"),
+        "{v}"
+    );
+    let books: Value = env
+        .post(Some(&writer), "{ books { title } }")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(books, json!({"data": {"books": []}}));
+}
+
+/// A nested child of a type the token may not write (`Review` needs
+/// `review`) fails the create: neither the book nor its reviews are written.
+#[tokio::test]
+async fn a_nested_child_needs_its_types_write_scope() {
+    let env = start(false).await;
+    let all = format!(
+        "Bearer {}",
+        env.access("alice", "alice-password", None).await
+    );
+    let created: Value = env
+        .post(Some(&all), r#"mutation { createAuthor(name: "A") { id } }"#)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let aid = created["data"]["createAuthor"]["id"].as_str().unwrap();
+    let q = format!(
+        r#"mutation {{ createBook(input: {{title: "T", status: AVAILABLE, author: "{aid}",
+            reviews: [{{reviewer: "x", stars: 5, postedOn: "2024-01-01"}}]}}) {{ id }} }}"#
+    );
+    let writer = format!(
+        "Bearer {}",
+        env.access("alice", "alice-password", Some("read write"))
+            .await
+    );
+    let v: Value = env.post(Some(&writer), &q).await.json().await.unwrap();
+    assert_eq!(v["data"], Value::Null, "{v}");
+    assert_eq!(v["errors"][0]["path"], json!(["createBook"]), "{v}");
+    assert_eq!(
+        v["errors"][0]["extensions"]["code"],
+        json!("FORBIDDEN"),
+        "{v}"
+    );
+    let books: Value = env
+        .post(Some(&all), "{ books { title } reviews { stars } }")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(books, json!({"data": {"books": [], "reviews": []}}));
+    // With the scope, both are written.
+    let v: Value = env.post(Some(&all), &q).await.json().await.unwrap();
+    assert!(v.get("errors").is_none(), "{v}");
+    let books: Value = env
+        .post(Some(&all), "{ books { title reviews { stars } } }")
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        books,
+        json!({"data": {"books": [{"title": "T", "reviews": [{"stars": 5}]}]}})
+    );
+}

@@ -1,6 +1,7 @@
 //! End-to-end tests: the real router on a real TCP port, a real HTTP client.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod atomic;
 mod auth;
 mod cors;
 mod counts;

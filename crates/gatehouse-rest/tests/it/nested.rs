@@ -118,3 +118,77 @@ async fn missing_parent_is_404() {
     assert_eq!(header(&r, "allow").unwrap(), "GET, HEAD, POST, OPTIONS");
     problem(r, 405).await;
 }
+
+/// `POST /v1/authors` with `books`: the children are created with the
+/// author in one transaction (`docs/design/transactions.md`); the answer
+/// is the author, the books are at their nested path.
+#[tokio::test]
+async fn post_creates_nested_children() {
+    let s = start().await;
+    let r = s
+        .send(
+            Method::POST,
+            "/v1/authors",
+            Some(json!({"name": "X", "books": [
+                {"title": "Y", "status": "AVAILABLE", "reviews": [{"reviewer": "r", "stars": 2, "postedOn": "2024-01-02"}]},
+                {"title": "Z", "status": "LOST"}
+            ]})),
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let author: Value = r.json().await.unwrap();
+    assert!(author.get("books").is_none(), "{author}");
+    let a = author["id"].as_str().unwrap();
+    let books = s
+        .get_ok(&format!("/v1/authors/{a}/books?sort=title&fields=title"))
+        .await;
+    assert_eq!(
+        books
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["title"].clone())
+            .collect::<Vec<_>>(),
+        vec![json!("Y"), json!("Z")]
+    );
+    let y = books[0]["id"].as_str().unwrap();
+    let reviews = s.get_ok(&format!("/v1/books/{y}/reviews")).await;
+    assert_eq!(reviews[0]["stars"], json!(2));
+
+    // A bad child: 422 naming it by its path, nothing written.
+    let r = s
+        .send(
+            Method::POST,
+            "/v1/authors",
+            Some(json!({"name": "W", "books": [
+                {"title": "ok", "status": "AVAILABLE"},
+                {"status": "AVAILABLE", "author": a}
+            ]})),
+        )
+        .await;
+    let body = problem(r, 422).await;
+    let fields: Vec<&str> = body["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["field"].as_str().unwrap())
+        .collect();
+    assert!(fields.contains(&"books[1].author"), "{body}");
+    assert!(fields.contains(&"books[1].title"), "{body}");
+    // A child the store refuses (a taken isbn): 409, nothing written.
+    s.create(
+        "/v1/books",
+        json!({"title": "I", "status": "AVAILABLE", "author": a, "isbn": "9"}),
+    )
+    .await;
+    let r = s
+        .send(
+            Method::POST,
+            "/v1/authors",
+            Some(json!({"name": "W", "books": [{"title": "ok", "status": "AVAILABLE", "isbn": "9"}]})),
+        )
+        .await;
+    problem(r, 409).await;
+    let authors = s.get_ok("/v1/authors").await;
+    assert_eq!(authors.as_array().unwrap().len(), 1, "{authors}");
+}

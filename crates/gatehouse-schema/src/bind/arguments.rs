@@ -496,6 +496,16 @@ impl Binder<'_> {
                 );
                 return false;
             }
+            FieldKind::ToMany { .. }
+                if *create
+                    && v.ty.is_list()
+                    && v.ty.inner_named_type().as_str()
+                        == super::nested::input_name(&entity.name, vname) =>
+            {
+                // Nested create, as `schema print` writes it: the binder
+                // adds it to every create (`nested.rs`).
+                return true;
+            }
             FieldKind::ToMany { relation, .. } => {
                 let target = self.target_of(f).map_or(String::new(), |t| t.name.clone());
                 let via = match self.relations[relation.index()].kind {

@@ -9,13 +9,15 @@
 //! - `policies.rs`: `@policy` rules and every form of `@auth`;
 //! - `roots.rs`: the Query, Mutation and Subscription conventions;
 //! - `arguments.rs`: list arguments, filters, `where` inputs, `orderBy` enums
-//!   and create/update inputs.
+//!   and create/update inputs;
+//! - `nested.rs`: nested create, the input types of new children.
 //!
 //! This file holds the driver, which runs the steps in the order their
 //! inputs need, and the conversions from apollo's AST every step uses.
 
 mod arguments;
 mod entities;
+pub(crate) mod nested;
 mod policies;
 mod relations;
 mod roots;
@@ -127,10 +129,10 @@ impl<'a> Binder<'a> {
         }
 
         let queries = self.root_fields("Query");
-        let mutations = self.root_fields("Mutation");
+        let mut mutations = self.root_fields("Mutation");
         let subscriptions = self.root_fields("Subscription");
 
-        let inputs = schema
+        let mut inputs: Vec<InputObject> = schema
             .types
             .values()
             .filter_map(|t| match t {
@@ -142,6 +144,7 @@ impl<'a> Binder<'a> {
                 _ => None,
             })
             .collect();
+        let added = self.nested_creates(&mut mutations, &mut inputs);
 
         Model {
             entities: self.entities,
@@ -153,7 +156,7 @@ impl<'a> Binder<'a> {
             queries,
             mutations,
             subscriptions,
-            sdl: schema.to_string(),
+            sdl: nested::printed(schema, &added),
         }
     }
 

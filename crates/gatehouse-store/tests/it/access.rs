@@ -24,6 +24,7 @@ const NOT_ROW_ACCESS: &[&str] = &[
     "entities",
     "entity_at",
     "def",
+    "within",
 ];
 
 #[test]

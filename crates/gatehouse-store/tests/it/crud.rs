@@ -197,7 +197,8 @@ conformance!(
                     .unwrap()
                     .insert(
                         &gatehouse_store::AccessContext::system(),
-                        row(json!({"title": "t", "status": "LOST", "author": a, "reviews": []}))
+                        // A to-many field takes new rows (nested create), not this.
+                        row(json!({"title": "t", "status": "LOST", "author": a, "reviews": "x"}))
                     )
                     .await
             ),

@@ -11,6 +11,7 @@ mod durability;
 mod feed;
 mod filters;
 mod migration;
+mod nested_create;
 mod on_delete;
 mod owners;
 mod pool;
@@ -19,6 +20,7 @@ mod relations;
 mod renames;
 mod scalars;
 mod snapshots;
+mod transactions;
 
 /// Fails when CI requires the PostgreSQL run (`GATEHOUSE_REQUIRE_POSTGRES=1`)
 /// but did not configure it, so a skipped PostgreSQL run cannot pass silently.
