@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod auth;
+mod connections;
 mod cors;
 mod counts;
 mod graphql;
