@@ -106,6 +106,11 @@ def main():
             print(f"- {LABELS[gh]}: root count / GraphQL flat: **{r:.1%}**")
             checks.append((f"{LABELS[gh]} count within 15% of flat", r >= 0.85, f"{r:.1%}"))
     for gh in ("gatehouse-sqlite", "gatehouse-postgres"):
+        r = ratio((gh, "connection"), (gh, "flat"))
+        if r is not None:
+            print(f"- {LABELS[gh]}: connection page / GraphQL flat: **{r:.1%}**")
+            checks.append((f"{LABELS[gh]} connection within 15% of flat", r >= 0.85, f"{r:.1%}"))
+    for gh in ("gatehouse-sqlite", "gatehouse-postgres"):
         r = ratio((gh, "owned"), (gh, "flat"))
         if r is not None:
             print(f"- {LABELS[gh]}: owner-filtered notes / GraphQL flat: **{r:.1%}**")

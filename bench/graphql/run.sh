@@ -17,7 +17,8 @@
 #      and a nested query against each, a lookup of one book by an id that
 #      changes on every request (a query variable), and the REST equivalent
 #      of the flat query (GET /v1/books?per_page=10), and a root count
-#      (`booksCount(status: AVAILABLE)`): a warm-up per case, then ROUNDS
+#      (`booksCount(status: AVAILABLE)`), and a page of 10 through the
+#      connection (`booksConnection(first: 10)`): a warm-up per case, then ROUNDS
 #      rounds, each measuring every case once (round-robin, so drift of the
 #      host during the run weighs on every target alike);
 #   5. prints a table of req/s and p99 plus the ratios, and writes it to
@@ -328,6 +329,9 @@ Q_OWNED='{ notes(first: 10) { text } }'
 Q_LOOKUP='query($id: ID!) { book(id: $id) { title year author { name } } }'
 # A root count with a filter (the store's count, cached per caller class).
 Q_COUNT='{ booksCount(status: AVAILABLE) }'
+# A page of 10 through the Relay connection, the flat query's fields
+# (keyset-paged, the resolver executor).
+Q_CONN='{ booksConnection(first: 10) { edges { node { title year } } pageInfo { hasNextPage endCursor } } }'
 # PostGraphile v5 (default "amber" preset) names: allBooks / nodes / authorByAuthorId.
 PGL_FLAT='{ allBooks(first: 10) { nodes { title year } } }'
 PGL_NESTED='{ allBooks(first: 10) { nodes { title year authorByAuthorId { name } } } }'
@@ -344,6 +348,7 @@ lookup_body() { python3 -c 'import json, sys; print(json.dumps({"query": sys.arg
   echo "PostGraphile lookup: $PGL_LOOKUP"
   echo "gatehouse REST:      GET /v1/books?per_page=10"
   echo "gatehouse count:     $Q_COUNT"
+  echo "gatehouse connection: $Q_CONN"
   echo "hello-world:         POST / with the gatehouse flat body; fixed 100-byte JSON answer"
 } | tee "$WORK/queries.txt" >&2
 
@@ -360,6 +365,7 @@ bench gatehouse-sqlite rest "http://127.0.0.1:$P_GH_SQLITE/v1/books?per_page=10"
 ids_of "$GH_SQLITE_URL" "$TOKEN_SQLITE" "$WORK/ids-sqlite.txt"
 bench gatehouse-sqlite lookup "$GH_SQLITE_URL" "$(lookup_body "$Q_LOOKUP")" "$TOKEN_SQLITE" "ids=$WORK/ids-sqlite.txt"
 bench gatehouse-sqlite count "$GH_SQLITE_URL" "$(body "$Q_COUNT")" "$TOKEN_SQLITE" nocheck
+bench gatehouse-sqlite connection "$GH_SQLITE_URL" "$(body "$Q_CONN")" "$TOKEN_SQLITE" nocheck
 if [[ "$ANON" == 1 && -n "$TOKEN_SQLITE" ]]; then
   bench gatehouse-sqlite-anon flat "http://127.0.0.1:$P_GH_ANON/graphql" "$(body "$Q_FLAT")" ""
   bench gatehouse-sqlite-anon nested "http://127.0.0.1:$P_GH_ANON/graphql" "$(body "$Q_NESTED")" ""
@@ -371,6 +377,7 @@ bench gatehouse-postgres rest "http://127.0.0.1:$P_GH_PG/v1/books?per_page=10" "
 ids_of "$GH_PG_URL" "$TOKEN_PG" "$WORK/ids-postgres.txt"
 bench gatehouse-postgres lookup "$GH_PG_URL" "$(lookup_body "$Q_LOOKUP")" "$TOKEN_PG" "ids=$WORK/ids-postgres.txt"
 bench gatehouse-postgres count "$GH_PG_URL" "$(body "$Q_COUNT")" "$TOKEN_PG" nocheck
+bench gatehouse-postgres connection "$GH_PG_URL" "$(body "$Q_CONN")" "$TOKEN_PG" nocheck
 if [[ -n "${BASELINE_BIN:-}" ]]; then
   for q in flat nested owned; do
     case $q in flat) Q=$Q_FLAT ;; nested) Q=$Q_NESTED ;; owned) Q=$Q_OWNED ;; esac

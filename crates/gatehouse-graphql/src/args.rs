@@ -236,9 +236,8 @@ pub fn list_query(
         select,
         ..ListQuery::default()
     };
-    q.limit = Some(
-        page_size(args, list.count.as_deref(), limits)?.unwrap_or(u64::from(limits.default)),
-    );
+    q.limit =
+        Some(page_size(args, list.count.as_deref(), limits)?.unwrap_or(u64::from(limits.default)));
     if let Some(name) = &list.offset
         && let Some(v) = args.arg(name)
         && let Some(n) = to_json(v).as_i64()

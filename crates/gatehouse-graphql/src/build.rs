@@ -546,7 +546,8 @@ async fn resolve_root<'a>(
         }
         Binding::Connection(c) => {
             let select = node_selection(ctx, entity);
-            let (q, page) = args::connection_query(model, &ctx.args, c, shared.limits, Some(select))?;
+            let (q, page) =
+                args::connection_query(model, &ctx.args, c, shared.limits, Some(select))?;
             let access = caller(ctx)?;
             let found = store
                 .page(access, &q, &page)
@@ -663,7 +664,12 @@ struct ConnectionValue {
 /// `edges` and `node` selected (aliases included).
 fn node_selection(ctx: &ResolverContext<'_>, entity: &Entity) -> Vec<String> {
     let mut names = Vec::new();
-    for edges in ctx.ctx.field().selection_set().filter(|f| f.name() == "edges") {
+    for edges in ctx
+        .ctx
+        .field()
+        .selection_set()
+        .filter(|f| f.name() == "edges")
+    {
         for node in edges.selection_set().filter(|f| f.name() == "node") {
             names.extend(node.selection_set().map(|f| f.name().to_string()));
         }
@@ -680,20 +686,30 @@ fn connection_value<'a>(ctx: &ResolverContext<'a>) -> Result<&'a ConnectionValue
 fn page_info_object() -> Object {
     let field = |name: &str, ty: TypeRef, read: fn(&ConnectionValue) -> Value| {
         Field::new(name, ty, move |ctx| {
-            FieldFuture::Value(connection_value(&ctx).ok().map(|c| FieldValue::value(read(c))))
+            FieldFuture::Value(
+                connection_value(&ctx)
+                    .ok()
+                    .map(|c| FieldValue::value(read(c))),
+            )
         })
     };
     fn cursor(edge: Option<&(String, Row)>) -> Value {
         edge.map_or(Value::Null, |(k, _)| Value::from(k.as_str()))
     }
     Object::new(gatehouse_schema::PAGE_INFO)
-        .description("Where a page of a connection lies in the whole list (Relay cursor connections).")
-        .field(field("hasNextPage", TypeRef::named_nn(TypeRef::BOOLEAN), |c| {
-            Value::from(c.has_next_page)
-        }))
-        .field(field("hasPreviousPage", TypeRef::named_nn(TypeRef::BOOLEAN), |c| {
-            Value::from(c.has_previous_page)
-        }))
+        .description(
+            "Where a page of a connection lies in the whole list (Relay cursor connections).",
+        )
+        .field(field(
+            "hasNextPage",
+            TypeRef::named_nn(TypeRef::BOOLEAN),
+            |c| Value::from(c.has_next_page),
+        ))
+        .field(field(
+            "hasPreviousPage",
+            TypeRef::named_nn(TypeRef::BOOLEAN),
+            |c| Value::from(c.has_previous_page),
+        ))
         .field(field("startCursor", TypeRef::named(TypeRef::STRING), |c| {
             cursor(c.edges.first())
         }))

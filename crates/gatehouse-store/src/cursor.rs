@@ -71,7 +71,10 @@ impl Cursor {
     /// The cursor of `row` (which holds every [`Cursor::fields`]; a missing
     /// one reads as null).
     pub fn encode(&self, row: &Row) -> String {
-        self.encode_values(self.fields().map(|f| row.get(f).cloned().unwrap_or(Json::Null)))
+        self.encode_values(
+            self.fields()
+                .map(|f| row.get(f).cloned().unwrap_or(Json::Null)),
+        )
     }
 
     /// The cursor of row `i` of `rows`.
@@ -234,8 +237,16 @@ impl EntityStore {
         Ok(CursorPage {
             rows,
             cursors,
-            has_next_page: if backwards { page.before.is_some() } else { more },
-            has_previous_page: if backwards { more } else { page.after.is_some() },
+            has_next_page: if backwards {
+                page.before.is_some()
+            } else {
+                more
+            },
+            has_previous_page: if backwards {
+                more
+            } else {
+                page.after.is_some()
+            },
         })
     }
 }

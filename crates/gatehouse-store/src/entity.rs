@@ -17,8 +17,7 @@ use crate::feed::ChangeEvent;
 use crate::policy;
 use crate::query::{
     Col, Filter, JoinOne, ListQuery, OrderBy, apply_order, col, columns, condition, keyset,
-    ordering,
-    stored_field,
+    ordering, stored_field,
 };
 use crate::store::{COUNT_CACHE_TTL, id_field, kinds, names, row_id, row_set, to_row, unstorable};
 use crate::value::{Dialect, SqlKind, check_field, check_keys, to_sql};
@@ -331,9 +330,20 @@ impl EntityStore {
         }
         // A cursor's bounds, in the same statement as the policy and the
         // filter: a cursor never reaches a row the caller cannot read.
-        for (bound, forward, arg) in [(&query.after, true, "after"), (&query.before, false, "before")] {
+        for (bound, forward, arg) in [
+            (&query.after, true, "after"),
+            (&query.before, false, "before"),
+        ] {
             if let Some(values) = bound {
-                q.and_where(keyset(model, e, s.dialect(), &query.order, values, forward, arg)?);
+                q.and_where(keyset(
+                    model,
+                    e,
+                    s.dialect(),
+                    &query.order,
+                    values,
+                    forward,
+                    arg,
+                )?);
             }
         }
         s.restrict(&mut q, e, Action::Read, ctx)?;

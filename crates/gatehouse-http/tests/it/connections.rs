@@ -14,7 +14,8 @@ use serde_json::{Value, json};
 
 use crate::{Server, open_options, start_in};
 
-const PAGE: &str = "query($first: Int, $after: String, $last: Int, $before: String, $order: [BookOrderBy!]) {
+const PAGE: &str =
+    "query($first: Int, $after: String, $last: Int, $before: String, $order: [BookOrderBy!]) {
   booksConnection(first: $first, after: $after, last: $last, before: $before, orderBy: $order) {
     edges { cursor node { title year } }
     pageInfo { hasNextPage hasPreviousPage startCursor endCursor }
@@ -42,7 +43,13 @@ async fn a_connection_is_walked_both_ways_while_books_are_added() {
         let backend = db.backend();
         let s = start_in(db, open_options(), 1 << 20).await;
         let a = s.author("Le Guin", None).await;
-        for (t, y) in [("a", 1990), ("b", 1990), ("c", 1990), ("d", 2000), ("e", 2010)] {
+        for (t, y) in [
+            ("a", 1990),
+            ("b", 1990),
+            ("c", 1990),
+            ("d", 2000),
+            ("e", 2010),
+        ] {
             add_book(&s, &a, t, Some(y)).await;
         }
         add_book(&s, &a, "n", None).await;
@@ -53,7 +60,10 @@ async fn a_connection_is_walked_both_ways_while_books_are_added() {
         let mut pages = 0;
         loop {
             let d = s
-                .data(PAGE, json!({"first": 2, "after": after, "order": ["year_ASC"]}))
+                .data(
+                    PAGE,
+                    json!({"first": 2, "after": after, "order": ["year_ASC"]}),
+                )
                 .await;
             let c = &d["booksConnection"];
             let edges = c["edges"].as_array().unwrap();
@@ -95,7 +105,12 @@ async fn a_connection_is_walked_both_ways_while_books_are_added() {
         assert_eq!(c["pageInfo"]["hasNextPage"], true);
 
         // No count given: the default page size, forwards.
-        let d = s.data("{ booksConnection { edges { node { title } } } }", json!({})).await;
+        let d = s
+            .data(
+                "{ booksConnection { edges { node { title } } } }",
+                json!({}),
+            )
+            .await;
         assert_eq!(titles(&d["booksConnection"]).len(), 8);
         // Filters apply to the page and to totalCount.
         let d = s
@@ -205,11 +220,18 @@ async fn a_connection_shows_and_counts_only_rows_the_caller_may_read() {
         let store = db.open(POLICY_SDL).await;
         let g = Graphql::new(store.model().clone(), store.clone(), &open_options()).unwrap();
         let notes = store.entity("Note").unwrap();
-        for (i, (owner, shared)) in [("ann", false), ("bob", false), ("bob", true), ("ann", false), ("bob", false)]
-            .iter()
-            .enumerate()
+        for (i, (owner, shared)) in [
+            ("ann", false),
+            ("bob", false),
+            ("bob", true),
+            ("ann", false),
+            ("bob", false),
+        ]
+        .iter()
+        .enumerate()
         {
-            let row = json!({"owner": owner, "shared": shared, "title": format!("n{i}"), "secret": "s"});
+            let row =
+                json!({"owner": owner, "shared": shared, "title": format!("n{i}"), "secret": "s"});
             notes
                 .insert(&AccessContext::system(), row.as_object().unwrap().clone())
                 .await
@@ -218,9 +240,7 @@ async fn a_connection_shows_and_counts_only_rows_the_caller_may_read() {
         let run = |q: String| {
             let g = g.clone();
             async move {
-                let r = g
-                    .execute(Request::new(q).data(user("ann")))
-                    .await;
+                let r = g.execute(Request::new(q).data(user("ann"))).await;
                 serde_json::to_value(&r.response).unwrap()
             }
         };
@@ -241,7 +261,8 @@ async fn a_connection_shows_and_counts_only_rows_the_caller_may_read() {
         }
         assert_eq!(seen, ["n0", "n2", "n3"], "{backend}");
         // Ordering by a field the caller may not read: refused.
-        let r = run("{ notesConnection(first: 1, orderBy: secret_ASC) { totalCount } }".into()).await;
+        let r =
+            run("{ notesConnection(first: 1, orderBy: secret_ASC) { totalCount } }".into()).await;
         assert_eq!(r["errors"][0]["extensions"]["code"], "FORBIDDEN", "{r}");
         store.close().await;
     }

@@ -66,12 +66,18 @@ impl Binder<'_> {
             match wanted {
                 None => self.error(
                     field.location(),
-                    format!("`PageInfo.{}` is not a field of the Relay `PageInfo`", field.name),
+                    format!(
+                        "`PageInfo.{}` is not a field of the Relay `PageInfo`",
+                        field.name
+                    ),
                     Some(PAGE_INFO_HINT.into()),
                 ),
                 Some((_, ty)) if field.ty.to_string() != *ty => self.error(
                     field.location(),
-                    format!("`PageInfo.{}` must be `{ty}`, found `{}`", field.name, field.ty),
+                    format!(
+                        "`PageInfo.{}` must be `{ty}`, found `{}`",
+                        field.name, field.ty
+                    ),
                     Some(PAGE_INFO_HINT.into()),
                 ),
                 Some(_) => self.no_arguments("PageInfo", field),
@@ -125,10 +131,7 @@ impl Binder<'_> {
                         Some(e) => node = Some((e.name.clone(), type_ref(&field.ty))),
                         None => self.error(
                             field.location(),
-                            format!(
-                                "`{name}.node` must be a stored type, found `{}`",
-                                field.ty
-                            ),
+                            format!("`{name}.node` must be a stored type, found `{}`", field.ty),
                             Some(EDGE_HINT.into()),
                         ),
                     }
@@ -211,7 +214,10 @@ impl Binder<'_> {
                         if single(&field.ty) != Some(PAGE_INFO) {
                             self.error(
                                 field.location(),
-                                format!("`{name}.pageInfo` must be `PageInfo!`, found `{}`", field.ty),
+                                format!(
+                                    "`{name}.pageInfo` must be `PageInfo!`, found `{}`",
+                                    field.ty
+                                ),
                                 Some(CONNECTION_HINT.into()),
                             );
                         }

@@ -182,7 +182,10 @@ impl Binder<'_> {
             self.error(
                 loc,
                 format!("`{fname}` returns a list of connections"),
-                Some(format!("declare it `{}(first: Int, after: String): {ty_name}!`", field.name)),
+                Some(format!(
+                    "declare it `{}(first: Int, after: String): {ty_name}!`",
+                    field.name
+                )),
             );
             return None;
         }
@@ -217,7 +220,10 @@ impl Binder<'_> {
             if arg.ty.is_list() || arg.ty.inner_named_type() != ty {
                 self.error(
                     arg.location(),
-                    format!("argument `{aname}` of `{fname}` must be `{ty}`, found `{}`", arg.ty),
+                    format!(
+                        "argument `{aname}` of `{fname}` must be `{ty}`, found `{}`",
+                        arg.ty
+                    ),
                     Some(format!("declare it `{aname}: {ty}`")),
                 );
                 continue;

@@ -495,7 +495,8 @@ case!(
 
 // ---- Relay connections ------------------------------------------------------
 
-const CONN_Q: &str = "type Query {\n  booksConnection(first: Int, after: String): BookConnection!\n}\n";
+const CONN_Q: &str =
+    "type Query {\n  booksConnection(first: Int, after: String): BookConnection!\n}\n";
 
 raw_case!(
     connection_without_edges,
