@@ -109,6 +109,10 @@ def main():
         r = ratio((gh, "atomic"), (gh, "flat"))
         if r is not None:
             print(f"- {LABELS[gh]}: atomic mutation (two creates, one transaction) / GraphQL flat: **{r:.1%}**")
+        r = ratio((gh, "connection"), (gh, "flat"))
+        if r is not None:
+            print(f"- {LABELS[gh]}: connection page / GraphQL flat: **{r:.1%}**")
+            checks.append((f"{LABELS[gh]} connection within 15% of flat", r >= 0.85, f"{r:.1%}"))
     for gh in ("gatehouse-sqlite", "gatehouse-postgres"):
         r = ratio((gh, "owned"), (gh, "flat"))
         if r is not None:

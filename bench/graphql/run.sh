@@ -17,8 +17,9 @@
 #      and a nested query against each, a lookup of one book by an id that
 #      changes on every request (a query variable), and the REST equivalent
 #      of the flat query (GET /v1/books?per_page=10), and a root count
-#      (`booksCount(status: AVAILABLE)`), and an atomic mutation of two
-#      root fields (two `createBook`s in one transaction): a warm-up per case, then ROUNDS
+#      (`booksCount(status: AVAILABLE)`), an atomic mutation of two
+#      root fields (two `createBook`s in one transaction), and a page of 10
+#      through the connection (`booksConnection(first: 10)`): a warm-up per case, then ROUNDS
 #      rounds, each measuring every case once (round-robin, so drift of the
 #      host during the run weighs on every target alike);
 #   5. prints a table of req/s and p99 plus the ratios, and writes it to
@@ -344,6 +345,9 @@ Q_COUNT='{ booksCount(status: AVAILABLE) }'
 # so the AVAILABLE count keeps its answer; they come after the seeded ones
 # in id order, so the lists' first pages keep theirs.
 Q_ATOMIC='mutation($id: ID!) { a: createBook(input: {title: "bench a", status: LOST, author: $id}) { title } b: createBook(input: {title: "bench b", status: LOST, author: $id}) { title } }'
+# A page of 10 through the Relay connection, the flat query's fields
+# (keyset-paged, the resolver executor).
+Q_CONN='{ booksConnection(first: 10) { edges { node { title year } } pageInfo { hasNextPage endCursor } } }'
 # PostGraphile v5 (default "amber" preset) names: allBooks / nodes / authorByAuthorId.
 PGL_FLAT='{ allBooks(first: 10) { nodes { title year } } }'
 PGL_NESTED='{ allBooks(first: 10) { nodes { title year authorByAuthorId { name } } } }'
@@ -361,6 +365,7 @@ lookup_body() { python3 -c 'import json, sys; print(json.dumps({"query": sys.arg
   echo "gatehouse REST:      GET /v1/books?per_page=10"
   echo "gatehouse count:     $Q_COUNT"
   echo "gatehouse atomic:    $Q_ATOMIC (a different author per request; 2 rows per request)"
+  echo "gatehouse connection: $Q_CONN"
   echo "hello-world:         POST / with the gatehouse flat body; fixed 100-byte JSON answer"
 } | tee "$WORK/queries.txt" >&2
 
@@ -379,6 +384,7 @@ bench gatehouse-sqlite lookup "$GH_SQLITE_URL" "$(lookup_body "$Q_LOOKUP")" "$TO
 bench gatehouse-sqlite count "$GH_SQLITE_URL" "$(body "$Q_COUNT")" "$TOKEN_SQLITE" nocheck
 author_ids_of "$GH_SQLITE_URL" "$TOKEN_SQLITE" "$WORK/authors-sqlite.txt"
 bench gatehouse-sqlite atomic "$GH_SQLITE_URL" "$(lookup_body "$Q_ATOMIC")" "$TOKEN_SQLITE" "ids=$WORK/authors-sqlite.txt"
+bench gatehouse-sqlite connection "$GH_SQLITE_URL" "$(body "$Q_CONN")" "$TOKEN_SQLITE" nocheck
 if [[ "$ANON" == 1 && -n "$TOKEN_SQLITE" ]]; then
   bench gatehouse-sqlite-anon flat "http://127.0.0.1:$P_GH_ANON/graphql" "$(body "$Q_FLAT")" ""
   bench gatehouse-sqlite-anon nested "http://127.0.0.1:$P_GH_ANON/graphql" "$(body "$Q_NESTED")" ""
@@ -392,6 +398,7 @@ bench gatehouse-postgres lookup "$GH_PG_URL" "$(lookup_body "$Q_LOOKUP")" "$TOKE
 bench gatehouse-postgres count "$GH_PG_URL" "$(body "$Q_COUNT")" "$TOKEN_PG" nocheck
 author_ids_of "$GH_PG_URL" "$TOKEN_PG" "$WORK/authors-postgres.txt"
 bench gatehouse-postgres atomic "$GH_PG_URL" "$(lookup_body "$Q_ATOMIC")" "$TOKEN_PG" "ids=$WORK/authors-postgres.txt"
+bench gatehouse-postgres connection "$GH_PG_URL" "$(body "$Q_CONN")" "$TOKEN_PG" nocheck
 if [[ -n "${BASELINE_BIN:-}" ]]; then
   for q in flat nested owned; do
     case $q in flat) Q=$Q_FLAT ;; nested) Q=$Q_NESTED ;; owned) Q=$Q_OWNED ;; esac

@@ -4,9 +4,10 @@
 use async_graphql::dynamic::ObjectAccessor;
 use async_graphql::{Error, Value};
 use gatehouse_schema::{
-    Entity, Field, FieldKind, Filter as ModelFilter, FilterOp, ListBinding, Model, ValueType,
+    ConnectionBinding, Entity, Field, FieldKind, Filter as ModelFilter, FilterOp, ListBinding,
+    Model, ValueType,
 };
-use gatehouse_store::{Filter, ListQuery, OrderBy, Row};
+use gatehouse_store::{Filter, ListQuery, OrderBy, PageRequest, Row};
 use serde_json::Value as Json;
 
 use crate::error::{Code, coded};
@@ -235,33 +236,8 @@ pub fn list_query(
         select,
         ..ListQuery::default()
     };
-    let count = list
-        .count
-        .as_ref()
-        .and_then(|c| args.arg(c).map(|v| (c, v)))
-        .and_then(|(c, v)| v.clone().into_json().ok().map(|j| (c, j)));
-    q.limit = Some(match count {
-        Some((_, Json::Null)) | None => u64::from(limits.default),
-        Some((name, j)) => {
-            let n = j.as_i64().unwrap_or(-1);
-            if n < 0 {
-                return Err(coded(
-                    Code::BadUserInput,
-                    format!("`{name}` must not be negative"),
-                ));
-            }
-            if n > i64::from(limits.max) {
-                return Err(coded(
-                    Code::PageSizeExceeded,
-                    format!(
-                        "`{name}` is {n}, above the maximum page size of {}",
-                        limits.max
-                    ),
-                ));
-            }
-            n as u64
-        }
-    });
+    q.limit =
+        Some(page_size(args, list.count.as_deref(), limits)?.unwrap_or(u64::from(limits.default)));
     if let Some(name) = &list.offset
         && let Some(v) = args.arg(name)
         && let Some(n) = to_json(v).as_i64()
@@ -284,9 +260,13 @@ pub fn list_query(
             one => vec![one.clone()],
         };
         for value in values {
-            if let Value::Enum(name) = value
-                && let Some(ov) = e.values.iter().find(|ov| ov.value == name.as_str())
-            {
+            // A variable's enum value arrives as the JSON string it was sent as.
+            let name = match &value {
+                Value::Enum(name) => name.as_str(),
+                Value::String(name) => name.as_str(),
+                _ => continue,
+            };
+            if let Some(ov) = e.values.iter().find(|ov| ov.value == name) {
                 q.order.push(if ov.desc {
                     OrderBy::desc(ov.field.clone())
                 } else {
@@ -296,6 +276,72 @@ pub fn list_query(
         }
     }
     Ok(q)
+}
+
+/// The value of the count argument `name` (`first`, `last`, ...): `None`
+/// when it is not declared, not given or null; refused when negative, and
+/// with `PAGE_SIZE_EXCEEDED` above the maximum page size.
+fn page_size(
+    args: &(impl Args + ?Sized),
+    name: Option<&str>,
+    limits: PageLimits,
+) -> Result<Option<u64>, Error> {
+    let Some((name, v)) = name.and_then(|n| args.arg(n).map(|v| (n, v))) else {
+        return Ok(None);
+    };
+    let j = to_json(v);
+    if j.is_null() {
+        return Ok(None);
+    }
+    let n = j.as_i64().unwrap_or(-1);
+    if n < 0 {
+        return Err(coded(
+            Code::BadUserInput,
+            format!("`{name}` must not be negative"),
+        ));
+    }
+    if n > i64::from(limits.max) {
+        return Err(coded(
+            Code::PageSizeExceeded,
+            format!(
+                "`{name}` is {n}, above the maximum page size of {}",
+                limits.max
+            ),
+        ));
+    }
+    Ok(Some(n as u64))
+}
+
+/// The query and the page a connection field's arguments ask for: the
+/// list's filters and order, `first`/`after` or `last`/`before` (the
+/// default page size forwards when neither count is given).
+pub fn connection_query(
+    model: &Model,
+    args: &(impl Args + ?Sized),
+    c: &ConnectionBinding,
+    limits: PageLimits,
+    select: Option<Vec<String>>,
+) -> Result<(ListQuery, PageRequest), Error> {
+    let mut q = list_query(model, args, &c.list, limits, select)?;
+    q.limit = None;
+    let text = |name: &Option<String>| -> Option<String> {
+        name.as_deref()
+            .and_then(|n| args.arg(n))
+            .and_then(|v| match v {
+                Value::String(s) => Some(s.clone()),
+                _ => None,
+            })
+    };
+    let mut page = PageRequest {
+        first: page_size(args, c.list.count.as_deref(), limits)?,
+        after: text(&c.after),
+        last: page_size(args, c.last.as_deref(), limits)?,
+        before: text(&c.before),
+    };
+    if page.first.is_none() && page.last.is_none() {
+        page.first = Some(u64::from(limits.default));
+    }
+    Ok((q, page))
 }
 
 /// The entity fields set by a create/update, from its arguments.

@@ -124,6 +124,13 @@ pub(crate) fn schema_builder(shared: Arc<Shared>) -> SchemaBuilder {
     for e in &model.entities {
         b = b.register(entity_object(&shared, e));
     }
+    if !model.connections.is_empty() {
+        b = b.register(page_info_object());
+    }
+    for c in &model.connections {
+        b = b.register(connection_object(c));
+        b = b.register(edge_object(c));
+    }
 
     let mut query = Object::new("Query");
     for f in &model.queries {
@@ -550,6 +557,29 @@ async fn resolve_root<'a>(
                 rows.into_iter().map(FieldValue::owned_any),
             )))
         }
+        Binding::Connection(c) => {
+            let select = node_selection(ctx, entity);
+            let (q, page) =
+                args::connection_query(model, &ctx.args, c, shared.limits, Some(select))?;
+            let access = caller(ctx)?;
+            let found = store
+                .page(access, &q, &page)
+                .await
+                .map_err(|e| from_store(&e))?;
+            let edges = found
+                .cursors
+                .into_iter()
+                .zip(found.rows.into_rows())
+                .collect();
+            Ok(Some(FieldValue::owned_any(ConnectionValue {
+                edges,
+                has_next_page: found.has_next_page,
+                has_previous_page: found.has_previous_page,
+                store: store.clone(),
+                access: access.clone(),
+                filter: q.filter,
+            })))
+        }
         Binding::Count(list) => {
             let filter =
                 args::filter_from_args(model, &ctx.args, &list.filters, list.where_arg.as_ref())?;
@@ -628,6 +658,131 @@ async fn resolve_root<'a>(
         }
         Binding::Subscribe { .. } => Ok(None),
     }
+}
+
+/// A page of a connection, as its fields read it.
+struct ConnectionValue {
+    /// Each row with its cursor, in the list's order.
+    edges: Vec<(String, Row)>,
+    has_next_page: bool,
+    has_previous_page: bool,
+    /// What `totalCount` counts, when selected: the list's filter under the
+    /// caller's policy (`EntityStore::count`, as `<list>Count`).
+    store: EntityStore,
+    access: AccessContext,
+    filter: Option<Filter>,
+}
+
+/// The stored fields selected under `edges { node { … } }`, for every
+/// `edges` and `node` selected (aliases included).
+fn node_selection(ctx: &ResolverContext<'_>, entity: &Entity) -> Vec<String> {
+    let mut names = Vec::new();
+    for edges in ctx
+        .ctx
+        .field()
+        .selection_set()
+        .filter(|f| f.name() == "edges")
+    {
+        for node in edges.selection_set().filter(|f| f.name() == "node") {
+            names.extend(node.selection_set().map(|f| f.name().to_string()));
+        }
+    }
+    args::selected_fields(entity, names.iter().map(String::as_str))
+}
+
+fn connection_value<'a>(ctx: &ResolverContext<'a>) -> Result<&'a ConnectionValue, Error> {
+    ctx.parent_value.try_downcast_ref::<ConnectionValue>()
+}
+
+/// The Relay `PageInfo` type (the loader supplies its declaration when the
+/// schema has none).
+fn page_info_object() -> Object {
+    let field = |name: &str, ty: TypeRef, read: fn(&ConnectionValue) -> Value| {
+        Field::new(name, ty, move |ctx| {
+            FieldFuture::Value(
+                connection_value(&ctx)
+                    .ok()
+                    .map(|c| FieldValue::value(read(c))),
+            )
+        })
+    };
+    fn cursor(edge: Option<&(String, Row)>) -> Value {
+        edge.map_or(Value::Null, |(k, _)| Value::from(k.as_str()))
+    }
+    Object::new(gatehouse_schema::PAGE_INFO)
+        .description(
+            "Where a page of a connection lies in the whole list (Relay cursor connections).",
+        )
+        .field(field(
+            "hasNextPage",
+            TypeRef::named_nn(TypeRef::BOOLEAN),
+            |c| Value::from(c.has_next_page),
+        ))
+        .field(field(
+            "hasPreviousPage",
+            TypeRef::named_nn(TypeRef::BOOLEAN),
+            |c| Value::from(c.has_previous_page),
+        ))
+        .field(field("startCursor", TypeRef::named(TypeRef::STRING), |c| {
+            cursor(c.edges.first())
+        }))
+        .field(field("endCursor", TypeRef::named(TypeRef::STRING), |c| {
+            cursor(c.edges.last())
+        }))
+}
+
+/// A connection type: its edges, its page info and the total count of
+/// the rows its filter matches.
+fn connection_object(c: &gatehouse_schema::Connection) -> Object {
+    let mut obj = Object::new(&c.name);
+    if let Some(d) = &c.description {
+        obj = obj.description(d);
+    }
+    obj = obj
+        .field(Field::new("edges", type_ref(&c.edges), |ctx| {
+            FieldFuture::Value(connection_value(&ctx).ok().map(|conn| {
+                FieldValue::list(conn.edges.iter().map(|e| FieldValue::borrowed_any(e)))
+            }))
+        }))
+        .field(Field::new("pageInfo", type_ref(&c.page_info), |ctx| {
+            FieldFuture::Value(
+                connection_value(&ctx)
+                    .ok()
+                    .map(|conn| FieldValue::borrowed_any(conn)),
+            )
+        }));
+    if let Some(ty) = &c.total_count {
+        let nullable = !ty.is_non_null();
+        obj = obj.field(Field::new("totalCount", type_ref(ty), move |ctx| {
+            FieldFuture::new(async move {
+                let conn = connection_value(&ctx)?;
+                match conn.store.count(&conn.access, conn.filter.as_ref()).await {
+                    Ok(n) => Ok(Some(FieldValue::value(count_value(n)))),
+                    Err(e) => fail(&ctx, nullable, from_store(&e)),
+                }
+            })
+        }));
+    }
+    obj
+}
+
+/// An edge type: a row and its cursor.
+fn edge_object(c: &gatehouse_schema::Connection) -> Object {
+    let mut obj = Object::new(&c.edge);
+    if let Some(d) = &c.edge_description {
+        obj = obj.description(d);
+    }
+    obj.field(Field::new("cursor", type_ref(&c.cursor), |ctx| {
+        FieldFuture::Value(edge_of(&ctx).map(|(k, _)| FieldValue::value(Value::from(k.as_str()))))
+    }))
+    .field(Field::new("node", type_ref(&c.node), |ctx| {
+        FieldFuture::Value(edge_of(&ctx).map(|(_, row)| FieldValue::borrowed_any(row)))
+    }))
+}
+
+/// The edge (cursor and row) an edge field reads.
+fn edge_of<'a>(ctx: &ResolverContext<'a>) -> Option<&'a (String, Row)> {
+    ctx.parent_value.try_downcast_ref::<(String, Row)>().ok()
 }
 
 /// What a mutation needs beyond the entity's write scope, checked before it

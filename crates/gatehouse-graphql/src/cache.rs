@@ -665,6 +665,10 @@ enum Parent<'m> {
     Mutation,
     Subscription,
     Entity(&'m Entity),
+    /// A connection of the entity whose `edges` hold a page of this size.
+    Connection(&'m Entity, u64),
+    /// An edge of a connection of the entity.
+    Edge(&'m Entity),
     /// Introspection types: every field costs 1.
     Introspection,
     /// Not in the schema (validation refuses it): every field costs 1.
@@ -691,7 +695,25 @@ impl<'a, 'd> CostWalk<'a, 'd> {
             "Mutation" => Parent::Mutation,
             "Subscription" => Parent::Subscription,
             n if n.starts_with("__") => Parent::Introspection,
-            n => self.model.entity(n).map_or(Parent::Unknown, Parent::Entity),
+            n => {
+                let model = self.model;
+                if let Some(e) = model.entity(n) {
+                    Parent::Entity(e)
+                } else if let Some(e) = model.connection(n).and_then(|c| model.entity(&c.entity)) {
+                    // A fragment on a connection type is costed once, for
+                    // any page: the largest.
+                    Parent::Connection(e, u64::from(self.pages.max))
+                } else if let Some(e) = model
+                    .connections
+                    .iter()
+                    .find(|c| c.edge == n)
+                    .and_then(|c| model.entity(&c.entity))
+                {
+                    Parent::Edge(e)
+                } else {
+                    Parent::Unknown
+                }
+            }
         }
     }
 
@@ -738,6 +760,36 @@ impl<'a, 'd> CostWalk<'a, 'd> {
             return 1u64.saturating_add(self.set(Parent::Introspection, sub));
         }
         let model = self.model;
+        match parent {
+            // `edges` is a list of the page's size.
+            Parent::Connection(e, page) if name == "edges" => {
+                let each = self.set(Parent::Edge(e), sub);
+                return 1u64.saturating_add(page.saturating_mul(each));
+            }
+            Parent::Edge(e) if name == "node" => {
+                return 1u64.saturating_add(self.set(Parent::Entity(e), sub));
+            }
+            Parent::Connection(..) | Parent::Edge(_) => {
+                return 1u64.saturating_add(self.set(Parent::Unknown, sub));
+            }
+            _ => {}
+        }
+        if let Some(fields) = matches!(parent, Parent::Query).then_some(&model.queries)
+            && let Some(r) = fields.iter().find(|r| r.name == name)
+            && let Binding::Connection(c) = &r.binding
+            && let Some(e) = model.entity(&r.entity)
+        {
+            let first = self.page(&c.list, &r.args, f);
+            let last = c.last.as_ref().map_or(0, |last| {
+                let list = ListBinding {
+                    count: Some(last.clone()),
+                    ..ListBinding::default()
+                };
+                self.page(&list, &r.args, f)
+            });
+            let each = self.set(Parent::Connection(e, first.max(last)), sub);
+            return 1u64.saturating_add(each);
+        }
         let root = match parent {
             Parent::Query => Some(&model.queries),
             Parent::Mutation => Some(&model.mutations),

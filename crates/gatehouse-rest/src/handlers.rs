@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use gatehouse_json as json;
 use gatehouse_schema::{AccessContext, Entity};
-use gatehouse_store::{EntityStore, Filter, ListQuery, Row, RowSet, StoreError};
+use gatehouse_store::{EntityStore, Filter, ListQuery, PageRequest, Row, RowSet, StoreError};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_percent_encode};
 use serde::Serialize;
 use serde_json::json;
@@ -501,8 +501,23 @@ async fn list(
         limit: Some(p.per_page),
         offset,
         select: p.select,
-        joins: Vec::new(),
+        ..ListQuery::default()
     };
+    if let Some(after) = &p.after {
+        return cursor_list(
+            api,
+            caller,
+            ei,
+            media,
+            &hidden,
+            &base_url,
+            &p.passthrough,
+            p.per_page,
+            after,
+            q,
+        )
+        .await;
+    }
     let (rows, total) = if offset > MAX_OFFSET {
         let total = api.entities[ei]
             .rows
@@ -538,6 +553,86 @@ async fn list(
     }
     h.insert("x-total-count", HeaderValue::from(total));
     Ok(resp)
+}
+
+/// A list page read by cursor (`?after=`): the rows after the cursor (the
+/// first page for an empty one) in the list's `sort` order, with a `Link`
+/// to the first page and, when more rows follow, to the next one by the
+/// last row's cursor. The cursor's bounds run in the list's statement, so
+/// rows inserted before it move nothing.
+#[allow(clippy::too_many_arguments)]
+async fn cursor_list(
+    api: &Api,
+    caller: &Caller,
+    ei: usize,
+    media: &'static str,
+    hidden: &[&str],
+    base_url: &str,
+    passthrough: &[(String, String)],
+    per_page: u64,
+    after: &str,
+    mut q: ListQuery,
+) -> Result<Response, Problem> {
+    let entity = &api.model.entities[ei];
+    let store = &api.entities[ei].rows;
+    q.limit = None;
+    let page = PageRequest {
+        first: Some(per_page),
+        after: (!after.is_empty()).then(|| after.to_string()),
+        ..PageRequest::default()
+    };
+    let (found, total) = tokio::join!(
+        store.page(&caller.access, &q, &page),
+        store.count(&caller.access, q.filter.as_ref())
+    );
+    let found = found.map_err(Problem::from_read)?;
+    let total = total.map_err(Problem::from_read)?;
+    let mut rows = found.rows;
+    store
+        .hide_unseen_references(&caller.access, &mut rows)
+        .await
+        .map_err(Problem::from_read)?;
+    let mut resp = bytes_response(
+        StatusCode::OK,
+        media,
+        Objects::new(entity, &rows, hidden).to_vec(),
+    );
+    let next = found
+        .has_next_page
+        .then(|| found.cursors.last())
+        .flatten()
+        .map(String::as_str);
+    let link = cursor_link_header(base_url, passthrough, per_page, next);
+    let h = resp.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&link) {
+        h.insert(header::LINK, v);
+    }
+    h.insert("x-total-count", HeaderValue::from(total));
+    Ok(resp)
+}
+
+/// RFC 8288 `Link` of a page read by cursor: `first` (an empty `after`)
+/// and, when more rows follow, `next` (the last row's cursor).
+fn cursor_link_header(
+    base: &str,
+    passthrough: &[(String, String)],
+    per_page: u64,
+    next: Option<&str>,
+) -> String {
+    let url = |after: &str| {
+        let mut query = form_urlencoded::Serializer::new(String::new());
+        for (k, v) in passthrough {
+            query.append_pair(k, v);
+        }
+        query.append_pair("per_page", &per_page.to_string());
+        query.append_pair("after", after);
+        format!("<{base}?{}>", query.finish())
+    };
+    let mut links = format!("{}; rel=\"first\"", url(""));
+    if let Some(next) = next {
+        links.push_str(&format!(", {}; rel=\"next\"", url(next)));
+    }
+    links
 }
 
 /// RFC 8288 `Link` with first/prev/next/last; `prev` is omitted on the first

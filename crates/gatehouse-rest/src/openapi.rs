@@ -270,6 +270,14 @@ pub(crate) fn document(model: &Model, base_path: &str, paging: Paging) -> Json {
         }),
     );
     parameters.insert(
+        "after".into(),
+        json!({
+            "name": "after", "in": "query",
+            "description": "Read the list by cursor instead of by page number: the rows after this cursor, in the list's `sort` order (empty: the first page). Cursors are opaque; take them from the `next` link. Not with `page`; a cursor of another `sort` is a 400.",
+            "schema": {"type": "string"},
+        }),
+    );
+    parameters.insert(
         "per_page".into(),
         json!({
             "name": "per_page", "in": "query",
@@ -501,7 +509,7 @@ pub(crate) fn document(model: &Model, base_path: &str, paging: Paging) -> Json {
         "info": {
             "title": "gatehouse REST API",
             "version": "v1",
-            "description": "Collections generated from the GraphQL schema. Bodies use the schema's field names; a to-one relation is read and written as the referenced id. Lists take `page`, `per_page`, `sort`, `fields` and filters named like the GraphQL arguments (`year_gt`, `status_in`, ...); they answer with `Link` and `X-Total-Count`. Errors are RFC 9457 problem details.",
+            "description": "Collections generated from the GraphQL schema. Bodies use the schema's field names; a to-one relation is read and written as the referenced id. Lists take `page`, `per_page` (or a cursor, `after`), `sort`, `fields` and filters named like the GraphQL arguments (`year_gt`, `status_in`, ...); they answer with `Link` and `X-Total-Count`. Errors are RFC 9457 problem details.",
         },
         "security": [{"bearerAuth": []}, {"basicAuth": []}],
         "tags": model.entities.iter().map(|e| {
@@ -583,6 +591,7 @@ fn list_op(entity: &Entity, op_id: &str, summary: String, nested_in: Option<&str
     let mut ps = vec![
         param_ref("page"),
         param_ref("per_page"),
+        param_ref("after"),
         param_ref(&format!("{n}.sort")),
         param_ref(&format!("{n}.fields")),
     ];
@@ -594,7 +603,7 @@ fn list_op(entity: &Entity, op_id: &str, summary: String, nested_in: Option<&str
             "description": format!("One page of {n} rows."),
             "headers": {
                 "Link": {
-                    "description": "RFC 8288 links: first, prev (not on the first page), next (not on the last), last.",
+                    "description": "RFC 8288 links: first, prev (not on the first page), next (not on the last), last. Read by cursor (`after`): first, and next (by the page's last row's cursor) when more rows follow.",
                     "schema": {"type": "string"},
                 },
                 "X-Total-Count": {

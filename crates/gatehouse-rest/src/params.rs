@@ -11,7 +11,7 @@ use crate::problem::{InvalidParam, Problem};
 
 /// Query parameters with a fixed meaning; a field of the same name can only
 /// be filtered through its suffixed forms.
-pub(crate) const RESERVED: [&str; 4] = ["page", "per_page", "sort", "fields"];
+pub(crate) const RESERVED: [&str; 5] = ["page", "per_page", "sort", "fields", "after"];
 
 /// Largest page number accepted (2^53 - 1, what JSON clients count exactly).
 pub(crate) const MAX_PAGE: u64 = 9_007_199_254_740_991;
@@ -70,8 +70,12 @@ pub(crate) struct ListParams {
     pub order: Vec<OrderBy>,
     /// `fields` (`None`: every stored field).
     pub select: Option<Vec<String>>,
-    /// The parameters as given, minus `page` and `per_page`, to build `Link` URLs.
+    /// The parameters as given, minus `page`, `per_page` and `after`, to
+    /// build `Link` URLs.
     pub passthrough: Vec<(String, String)>,
+    /// `after`: the page after this cursor (empty: the first page), read
+    /// by keyset instead of by page number.
+    pub after: Option<String>,
 }
 
 /// Page limits from the configuration.
@@ -158,6 +162,7 @@ pub(crate) fn list_params(
                 Ok(order) => out.order = order,
                 Err(reason) => reject(name, reason),
             },
+            "after" => out.after = Some(value.clone()),
             "fields" => match fields(entity, value) {
                 Ok(select) => out.select = Some(select),
                 Err(reason) => reject(name, reason),
@@ -172,7 +177,7 @@ pub(crate) fn list_params(
                     reject(
                         name,
                         format!(
-                            "is not a parameter of {} lists (page, per_page, sort, fields, or a filter like `<field>` / `<field>_gt`)",
+                            "is not a parameter of {} lists (page, per_page, after, sort, fields, or a filter like `<field>` / `<field>_gt`)",
                             entity.name
                         ),
                     );
@@ -180,9 +185,15 @@ pub(crate) fn list_params(
                 }
             }
         }
-        if name != "page" && name != "per_page" {
+        if name != "page" && name != "per_page" && name != "after" {
             out.passthrough.push((name.clone(), value.clone()));
         }
+    }
+    if out.after.is_some() && pairs.iter().any(|(n, _)| n == "page") {
+        reject(
+            "page",
+            "cannot be combined with `after`: a list is paged by number or by cursor".into(),
+        );
     }
     if bad.is_empty() {
         Ok(out)

@@ -220,6 +220,10 @@ pub(crate) fn parse_and_build(
         prelude.push_str(PRELUDE_POLICY_RULE);
         prelude.push('\n');
     }
+    if declared.page_info_used && !declared.page_info {
+        prelude.push_str(&page_info_sdl());
+        prelude.push('\n');
+    }
     for (name, decl) in PRELUDE_DIRECTIVES {
         if !declared.directives.iter().any(|d| d == name) {
             prelude.push_str(decl);
@@ -259,7 +263,25 @@ struct Declared {
     scalars: Vec<Scalar>,
     /// `scalar _PolicyRule` (a printed schema holds it).
     policy_rule: bool,
+    /// `type PageInfo` is declared.
+    page_info: bool,
+    /// Some object type's field returns `PageInfo`: a connection wants it,
+    /// and it is supplied when undeclared.
+    page_info_used: bool,
     directives: Vec<String>,
+}
+
+/// The Relay `PageInfo` type, supplied when a connection uses it and the
+/// schema does not declare it.
+fn page_info_sdl() -> String {
+    let mut sdl = String::from(
+        "\"Where a page of a connection lies in the whole list (Relay cursor connections).\"\ntype PageInfo {\n",
+    );
+    for (name, ty) in crate::model::PAGE_INFO_FIELDS {
+        sdl.push_str(&format!("  {name}: {ty}\n"));
+    }
+    sdl.push('}');
+    sdl
 }
 
 const ROOTS: [&str; 3] = ["Query", "Mutation", "Subscription"];
@@ -268,6 +290,8 @@ fn file_rules(docs: &[Document], opts: LoadOptions, diags: &mut Diagnostics) -> 
     let mut declared = Declared {
         scalars: Vec::new(),
         policy_rule: false,
+        page_info: false,
+        page_info_used: false,
         directives: Vec::new(),
     };
     // Where each root type is defined: (file, location).
@@ -286,6 +310,17 @@ fn file_rules(docs: &[Document], opts: LoadOptions, diags: &mut Diagnostics) -> 
                 d.0.push(at(&doc.sources, loc, msg, hint.map(str::to_string)));
             };
         for def in &doc.definitions {
+            let fields = match def {
+                Definition::ObjectTypeDefinition(t) => {
+                    declared.page_info |= t.name == crate::model::PAGE_INFO;
+                    t.fields.as_slice()
+                }
+                Definition::ObjectTypeExtension(t) => t.fields.as_slice(),
+                _ => &[],
+            };
+            declared.page_info_used |= fields
+                .iter()
+                .any(|f| f.ty.inner_named_type() == crate::model::PAGE_INFO);
             match def {
                 Definition::ObjectTypeDefinition(t) if ROOTS.contains(&t.name.as_str()) => {
                     let name = ROOTS.iter().copied().find(|r| *r == t.name.as_str());

@@ -22,6 +22,9 @@ pub struct Model {
     pub where_inputs: Vec<WhereInput>,
     /// `orderBy` enums with the meaning of each value.
     pub order_enums: Vec<OrderEnum>,
+    /// Relay connection types (`BookConnection`) with their edge types:
+    /// not stored, what a [`Binding::Connection`] root field returns.
+    pub connections: Vec<Connection>,
     /// Fields of `type Query`.
     pub queries: Vec<RootField>,
     /// Fields of `type Mutation` (empty when there is none).
@@ -102,6 +105,11 @@ impl Model {
             RelationKind::OneToMany { inverse } => Some(self.field_at(inverse)),
             _ => None,
         }
+    }
+
+    /// The connection type called `name`.
+    pub fn connection(&self, name: &str) -> Option<&Connection> {
+        self.connections.iter().find(|c| c.name == name)
     }
 
     /// The enum called `name`.
@@ -1090,12 +1098,71 @@ pub struct RootField {
     pub binding: Binding,
 }
 
+/// A Relay connection type and its edge type, as declared:
+/// `type BookConnection { edges: [BookEdge!]! pageInfo: PageInfo! totalCount: Int! }`
+/// and `type BookEdge { cursor: String! node: Book! }`. Their field names
+/// are fixed by the Relay specification; `PageInfo` is the one type of
+/// [`PAGE_INFO`] (declared by the schema, or supplied when undeclared).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Connection {
+    /// Type name (`BookConnection`).
+    pub name: String,
+    /// Description from the SDL.
+    pub description: Option<String>,
+    /// The entity its edges' nodes are.
+    pub entity: String,
+    /// The edge type's name (`BookEdge`).
+    pub edge: String,
+    /// The edge type's description.
+    pub edge_description: Option<String>,
+    /// The declared type of `edges` (`[BookEdge!]!`).
+    pub edges: TypeRef,
+    /// The declared type of `pageInfo` (`PageInfo!`).
+    pub page_info: TypeRef,
+    /// The declared type of `totalCount` (`Int!`), when declared.
+    pub total_count: Option<TypeRef>,
+    /// The declared type of the edge's `cursor` (`String!`).
+    pub cursor: TypeRef,
+    /// The declared type of the edge's `node` (`Book!`).
+    pub node: TypeRef,
+}
+
+/// The name of the Relay page-info type.
+pub const PAGE_INFO: &str = "PageInfo";
+
+/// The fields of `PageInfo`, as its SDL declares them (name, type).
+pub const PAGE_INFO_FIELDS: [(&str, &str); 4] = [
+    ("hasNextPage", "Boolean!"),
+    ("hasPreviousPage", "Boolean!"),
+    ("startCursor", "String"),
+    ("endCursor", "String"),
+];
+
+/// The binding of a root field returning a connection: a keyset-paged
+/// list of the connection's entity.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct ConnectionBinding {
+    /// The connection type returned.
+    pub connection: String,
+    /// `first` (as the count), filters, `where` and `orderBy`; never an offset.
+    pub list: ListBinding,
+    /// Name of the `after: String` argument, when declared.
+    pub after: Option<String>,
+    /// Name of the `last: Int` argument, when declared.
+    pub last: Option<String>,
+    /// Name of the `before: String` argument, when declared.
+    pub before: Option<String>,
+}
+
 /// What a root field does.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Binding {
     /// Query returning a list of the entity.
     List(ListBinding),
+    /// Query returning a Relay connection of the entity: pages addressed by
+    /// opaque keyset cursors (`docs/design/pagination.md`).
+    Connection(ConnectionBinding),
     /// `booksCount: Int!` beside the list `books`: how many rows the list
     /// would give under its filters, whatever the page size, counting only
     /// rows the caller may read. Only filters and `where` are bound.

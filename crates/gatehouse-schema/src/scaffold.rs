@@ -8,7 +8,8 @@ use heck::ToLowerCamelCase;
 use crate::model::{COUNT_SUFFIX, Entity, FilterOp, Model, Scalar, ValueType};
 
 /// SDL declaring, for every entity: a list query with paging, filters,
-/// `where` and `orderBy`, and its count; a lookup by id; a count beside
+/// `where` and `orderBy`, and its count; a connection (cursor pages) with
+/// its types; a lookup by id; a count beside
 /// each to-many field (as `extend type`); create/update/delete mutations with
 /// input types; and the three change subscriptions.
 pub fn scaffold(model: &Model) -> String {
@@ -30,6 +31,7 @@ pub fn scaffold(model: &Model) -> String {
             query,
             "  {many}(first: Int, offset: Int, where: {n}Where, orderBy: [{n}OrderBy!]): [{n}!]!\n  {many}Count(where: {n}Where): Int!\n  {one}(id: ID!): {n}"
         );
+        connection(model, e, &many, &mut query, &mut types);
         count_fields(model, e, &mut counts);
         let _ = writeln!(
             mutation,
@@ -50,6 +52,27 @@ pub fn scaffold(model: &Model) -> String {
     out.push_str(&counts);
     out.push_str(&types);
     out
+}
+
+/// `booksConnection`, a Relay connection of the entity, and its
+/// connection and edge types unless the schema has them (`PageInfo` is
+/// supplied when undeclared). Left out when a stored type has the name.
+fn connection(model: &Model, e: &Entity, many: &str, query: &mut String, types: &mut String) {
+    let n = &e.name;
+    let (conn, edge) = (format!("{n}Connection"), format!("{n}Edge"));
+    if model.entity(&conn).is_some() || model.entity(&edge).is_some() {
+        return;
+    }
+    let _ = writeln!(
+        query,
+        "  {many}Connection(first: Int, after: String, last: Int, before: String, where: {n}Where, orderBy: [{n}OrderBy!]): {conn}!"
+    );
+    if model.connection(&conn).is_none() {
+        let _ = writeln!(
+            types,
+            "type {conn} {{\n  edges: [{edge}!]!\n  pageInfo: PageInfo!\n  totalCount: Int!\n}}\n\ntype {edge} {{\n  cursor: String!\n  node: {n}!\n}}\n"
+        );
+    }
 }
 
 /// `booksCount` beside each to-many field `books` that has no count yet,

@@ -18,8 +18,8 @@ use crate::error::from_sqlx;
 use crate::feed::ChangeEvent;
 use crate::policy;
 use crate::query::{
-    Col, Filter, JoinOne, ListQuery, OrderBy, apply_order, col, columns, condition, ordering,
-    stored_field,
+    Col, Filter, JoinOne, ListQuery, OrderBy, apply_order, col, columns, condition, keyset,
+    ordering, stored_field,
 };
 use crate::store::{COUNT_CACHE_TTL, id_field, kinds, names, row_id, row_set, to_row, unstorable};
 use crate::txn::{Failure, Unit, WriteTxn};
@@ -384,8 +384,26 @@ impl EntityStore {
         if let Some(f) = &query.filter {
             q.and_where(condition(model, e, s.dialect(), f)?);
         }
+        // A cursor's bounds, in the same statement as the policy and the
+        // filter: a cursor never reaches a row the caller cannot read.
+        for (bound, forward, arg) in [
+            (&query.after, true, "after"),
+            (&query.before, false, "before"),
+        ] {
+            if let Some(values) = bound {
+                q.and_where(keyset(
+                    model,
+                    e,
+                    s.dialect(),
+                    &query.order,
+                    values,
+                    forward,
+                    arg,
+                )?);
+            }
+        }
         s.restrict(&mut q, e, Action::Read, ctx)?;
-        apply_order(&mut q, e, &query.order)?;
+        apply_order(&mut q, e, &query.order, query.reverse)?;
         let built = if query.limit == Some(0) {
             None
         } else {
@@ -689,7 +707,7 @@ impl EntityStore {
                 .order_by("_gh_rn", Order::Asc);
             outer
         } else {
-            apply_order(&mut inner, e, &query.order)?;
+            apply_order(&mut inner, e, &query.order, false)?;
             inner
         };
         let mut ks = kinds(&cols);

@@ -11,7 +11,8 @@
 //!   of the statement.
 //! - Reads: [`EntityStore::get`], [`EntityStore::get_many`] (to-one batch),
 //!   [`EntityStore::list`] with a [`Filter`] tree and to-one joins,
-//!   [`EntityStore::count`], and [`EntityStore::children`] (to-many batch:
+//!   [`EntityStore::count`], pages by keyset cursor ([`EntityStore::page`],
+//!   [`Cursor`]), and [`EntityStore::children`] (to-many batch:
 //!   one statement for all parents). A list statement built once runs many
 //!   times: [`EntityStore::prepare`], and [`EntityStore::prepare_template`]
 //!   for queries that differ only in texts (a lookup by id).
@@ -39,6 +40,7 @@ mod cascade;
 mod clock;
 mod code;
 mod copy;
+mod cursor;
 mod entity;
 mod error;
 mod feed;
@@ -52,6 +54,7 @@ mod value;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use code::Code;
 pub use copy::{CopiedTable, copy_store};
+pub use cursor::{Cursor, CursorPage, PageRequest};
 pub use entity::{Children, EntityStore, Page, PreparedList};
 pub use error::StoreError;
 pub use feed::ChangeEvent;

@@ -106,6 +106,15 @@ pub struct ListQuery {
     /// To-one relations read in the same statement
     /// ([`crate::EntityStore::list`]; not by `children`).
     pub joins: Vec<JoinOne>,
+    /// Keyset bound: only rows strictly after this position of `order`
+    /// (its keys' values, the `id` tie-breaker last, as a cursor holds
+    /// them: [`crate::Cursor`]). Not by `children`.
+    pub after: Option<Vec<Json>>,
+    /// Keyset bound: only rows strictly before this position of `order`.
+    pub before: Option<Vec<Json>>,
+    /// Read `order` backwards (the last rows of a list first); the bounds
+    /// keep their meaning. Not by `children`.
+    pub reverse: bool,
 }
 
 /// A to-one relation read in the same statement as the rows that refer to
@@ -468,11 +477,14 @@ fn scalar_value(dialect: Dialect, ty: &ValueType, v: &Json) -> sea_query::Value 
     to_value(dialect, &ColType::of_value(ty), v)
 }
 
-/// The ordering expressions (with the id tie-breaker) as (expr, order, nulls).
-pub(crate) fn ordering(
-    entity: &Entity,
+/// The keys a list is ordered by: each field with whether it descends,
+/// ending with the id (ascending unless `order` names it), so that every
+/// row has its own position. Keys after the id would order nothing and are
+/// left out.
+pub(crate) fn order_keys<'m>(
+    entity: &'m Entity,
     order: &[OrderBy],
-) -> Result<Vec<(Expr, Order, NullOrdering)>, StoreError> {
+) -> Result<Vec<(&'m Field, bool)>, StoreError> {
     let mut out = Vec::with_capacity(order.len() + 1);
     let mut has_id = false;
     for o in order {
@@ -484,31 +496,119 @@ pub(crate) fn ordering(
             ));
         }
         has_id |= matches!(f.kind, FieldKind::Id);
-        let (ord, nulls) = if o.desc {
-            (Order::Desc, NullOrdering::First)
-        } else {
-            (Order::Asc, NullOrdering::Last)
-        };
-        out.push((col(entity, f), ord, nulls));
+        out.push((f, o.desc));
         if has_id {
             break;
         }
     }
     if !has_id {
-        let id = stored_field(entity, "id")?;
-        out.push((col(entity, id), Order::Asc, NullOrdering::Last));
+        out.push((stored_field(entity, "id")?, false));
     }
     Ok(out)
 }
 
-/// Applies `ordering` to a select, omitting NULLS clauses for `id` (never null).
+/// The ordering expressions (with the id tie-breaker) as (expr, order,
+/// nulls). Nulls sort as the largest value, so reading the order backwards
+/// flips both.
+pub(crate) fn ordering(
+    entity: &Entity,
+    order: &[OrderBy],
+) -> Result<Vec<(Expr, Order, NullOrdering)>, StoreError> {
+    Ok(order_keys(entity, order)?
+        .into_iter()
+        .map(|(f, desc)| {
+            let (ord, nulls) = if desc {
+                (Order::Desc, NullOrdering::First)
+            } else {
+                (Order::Asc, NullOrdering::Last)
+            };
+            (col(entity, f), ord, nulls)
+        })
+        .collect())
+}
+
+/// Applies `ordering` to a select, backwards when `reverse`.
 pub(crate) fn apply_order(
     select: &mut SelectStatement,
     entity: &Entity,
     order: &[OrderBy],
+    reverse: bool,
 ) -> Result<(), StoreError> {
     for (expr, ord, nulls) in ordering(entity, order)? {
+        let (ord, nulls) = match (reverse, ord) {
+            (false, ord) => (ord, nulls),
+            (true, Order::Desc) => (Order::Asc, NullOrdering::Last),
+            (true, _) => (Order::Desc, NullOrdering::First),
+        };
         select.order_by_expr_with_nulls(expr, ord, nulls);
     }
     Ok(())
+}
+
+/// The rows strictly after (`forward`) or before the position `values`
+/// holds in `order` ([`order_keys`]): the keyset condition
+/// `(k1, k2, id) > (v1, v2, vid)`, written out as
+/// `k1 > v1 OR (k1 = v1 AND (k2 > v2 OR (k2 = v2 AND id > vid)))` so that
+/// each key may run its own direction, with nulls as the largest value (as
+/// [`ordering`] sorts them): beyond a value `v` towards larger values lie
+/// `k > v OR k IS NULL`, beyond a null nothing; towards smaller values lie
+/// `k < v`, and beyond a null every non-null. A required field's clause
+/// leaves the null test out. `arg` names the cursor in errors.
+pub(crate) fn keyset(
+    model: &Model,
+    entity: &Entity,
+    dialect: Dialect,
+    order: &[OrderBy],
+    values: &[Json],
+    forward: bool,
+    arg: &str,
+) -> Result<Expr, StoreError> {
+    let keys = order_keys(entity, order)?;
+    if keys.len() != values.len() {
+        return Err(StoreError::invalid(
+            arg,
+            "the cursor belongs to another order of this list",
+        ));
+    }
+    // (equal, beyond) conditions per key.
+    let mut parts = Vec::with_capacity(keys.len());
+    for ((f, desc), v) in keys.iter().zip(values) {
+        let c = col(entity, f);
+        let ty = ColType::of(model, f).ok_or_else(|| StoreError::invalid(arg, "not a cursor"))?;
+        let elem = f
+            .filter_type()
+            .ok_or_else(|| StoreError::invalid(arg, "not a cursor"))?;
+        // Towards larger values (nulls last) or smaller ones.
+        let larger = forward != *desc;
+        if v.is_null() {
+            if f.required {
+                return Err(StoreError::invalid(arg, "not a cursor of this list"));
+            }
+            let beyond = if larger {
+                always_false()
+            } else {
+                c.clone().is_not_null()
+            };
+            parts.push((c.is_null(), beyond));
+            continue;
+        }
+        let v = check_scalar(model, arg, &elem, v)
+            .map_err(|_| StoreError::invalid(arg, "not a cursor of this list"))?;
+        let v = to_sql(dialect, &ty, &v);
+        let beyond = match (larger, f.required) {
+            (true, true) => c.clone().gt(v.clone()),
+            (true, false) => c.clone().gt(v.clone()).or(c.clone().is_null()),
+            (false, _) => c.clone().lt(v.clone()),
+        };
+        parts.push((c.eq(v), beyond));
+    }
+    // Built from the last key outwards: beyond_i OR (equal_i AND rest).
+    let mut parts = parts.into_iter().rev();
+    let Some((_, mut out)) = parts.next() else {
+        return Ok(always_true());
+    };
+    for (equal, beyond) in parts {
+        out = beyond.or(equal.and(out));
+    }
+    Ok(out)
 }

@@ -13,6 +13,10 @@ pub const EXAMPLE_SCHEMA: &[(&str, &str)] = &[
         include_str!("../../../examples/library/schema/types.graphql"),
     ),
     (
+        "connections.graphql",
+        include_str!("../../../examples/library/schema/connections.graphql"),
+    ),
+    (
         "reviews.graphql",
         include_str!("../../../examples/library/schema/reviews.graphql"),
     ),

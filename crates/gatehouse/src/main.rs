@@ -113,6 +113,16 @@ fn explain_access(model: &gatehouse_schema::Model) -> String {
         }
         out.push_str(&e.policy.explain());
     }
+    for c in &model.connections {
+        out.push_str(&format!(
+            "\n{}: a Relay connection of {} (edges `{}`{}), not stored; its pages are read by cursor under {}'s read scope and policy\n",
+            c.name,
+            c.entity,
+            c.edge,
+            if c.total_count.is_some() { ", totalCount" } else { "" },
+            c.entity
+        ));
+    }
     out
 }
 

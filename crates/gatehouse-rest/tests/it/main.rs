@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod crud;
+mod cursors;
 mod errors;
 mod list;
 mod nested;
@@ -42,8 +43,12 @@ pub async fn start() -> Server {
 }
 
 pub async fn start_with(base_path: &str, max_body_bytes: usize) -> Server {
+    start_in(TestDb::sqlite(), base_path, max_body_bytes).await
+}
+
+/// The example served from `db` (each backend: `TestDb::each`).
+pub async fn start_in(db: TestDb, base_path: &str, max_body_bytes: usize) -> Server {
     let model = example_model();
-    let db = TestDb::sqlite();
     let store = db.open(&model).await;
     let rest = router(state(store.clone(), base_path, max_body_bytes));
     let app = if base_path.is_empty() {

@@ -198,7 +198,16 @@ impl Binder<'_> {
                 None
             }
             ExtendedType::Object(_) => {
-                let target = *self.entity_ids.get(base.as_str())?;
+                let Some(target) = self.entity_ids.get(base.as_str()).copied() else {
+                    // A connection, edge or `PageInfo`: shapes of a root
+                    // field's answer, not rows a field can reference.
+                    self.error(
+                        loc,
+                        format!("`{entity}.{fname}` returns `{base}`, which is not a stored type"),
+                        Some("connections are root fields of `Query` (`booksConnection(first: Int, after: String): BookConnection!`); a field of a stored type lists related rows as `[Book!]!`".into()),
+                    );
+                    return None;
+                };
                 Some(if list == ListShape::Single {
                     let on_delete = self.on_delete(entity, field);
                     FieldKind::ToOne {

@@ -7,6 +7,7 @@
 //! - `entities.rs`: stored types, their fields, columns, tables and REST paths;
 //! - `relations.rs`: to-many fields and the to-one field each inverts;
 //! - `policies.rs`: `@policy` rules and every form of `@auth`;
+//! - `connections.rs`: Relay connection, edge and `PageInfo` types;
 //! - `roots.rs`: the Query, Mutation and Subscription conventions;
 //! - `arguments.rs`: list arguments, filters, `where` inputs, `orderBy` enums
 //!   and create/update inputs;
@@ -16,6 +17,7 @@
 //! inputs need, and the conversions from apollo's AST every step uses.
 
 mod arguments;
+mod connections;
 mod entities;
 pub(crate) mod nested;
 mod policies;
@@ -49,6 +51,8 @@ pub(crate) struct Binder<'a> {
     entity_ids: HashMap<String, EntityId>,
     where_inputs: Vec<WhereInput>,
     order_enums: Vec<OrderEnum>,
+    /// Relay connection types, bound after the entities.
+    connections: Vec<Connection>,
     /// The schema's enums, collected first: `@policy` literals are checked
     /// against them.
     enums: Vec<EnumDef>,
@@ -67,6 +71,7 @@ impl<'a> Binder<'a> {
             entity_ids: HashMap::new(),
             where_inputs: Vec::new(),
             order_enums: Vec::new(),
+            connections: Vec::new(),
             enums: schema
                 .types
                 .values()
@@ -95,18 +100,26 @@ impl<'a> Binder<'a> {
     /// so that relations, policies and root fields can name any entity.
     pub(crate) fn bind(mut self) -> Model {
         let schema = self.schema;
-        let objects: Vec<&Node<ObjectType>> = schema
+        let shaped: Vec<(&Node<ObjectType>, connections::Shape)> = schema
             .types
             .values()
             .filter_map(|t| match t {
                 ExtendedType::Object(o)
                     if !t.is_built_in() && !ROOTS.contains(&o.name.as_str()) =>
                 {
-                    Some(o)
+                    Some((o, connections::shape_of(o)))
                 }
                 _ => None,
             })
             .collect();
+        let of_shape = |want: connections::Shape| -> Vec<&Node<ObjectType>> {
+            shaped
+                .iter()
+                .filter(|(_, s)| *s == want)
+                .map(|(o, _)| *o)
+                .collect()
+        };
+        let objects = of_shape(connections::Shape::Entity);
 
         self.entity_ids = objects
             .iter()
@@ -127,6 +140,13 @@ impl<'a> Binder<'a> {
         for (i, obj) in objects.iter().enumerate() {
             self.entities[i].policy = self.bind_policy(obj);
         }
+        for page_info in of_shape(connections::Shape::PageInfo) {
+            self.bind_page_info(page_info);
+        }
+        self.bind_connections(
+            &of_shape(connections::Shape::Connection),
+            &of_shape(connections::Shape::Edge),
+        );
 
         let queries = self.root_fields("Query");
         let mut mutations = self.root_fields("Mutation");
@@ -153,6 +173,7 @@ impl<'a> Binder<'a> {
             inputs,
             where_inputs: self.where_inputs,
             order_enums: self.order_enums,
+            connections: self.connections,
             queries,
             mutations,
             subscriptions,

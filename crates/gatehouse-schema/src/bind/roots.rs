@@ -16,7 +16,7 @@ use crate::model::*;
 const CREATE_PREFIXES: [&str; 3] = ["create", "add", "insert"];
 const DELETE_PREFIXES: [&str; 2] = ["delete", "remove"];
 
-const QUERY_HINT: &str = "a query field lists a type (`books(first: Int, offset: Int): [Book!]!`), looks one up (`book(id: ID!): Book`) or counts a list (`booksCount(where: BookWhere): Int!` beside `books`)";
+const QUERY_HINT: &str = "a query field lists a type (`books(first: Int, offset: Int): [Book!]!`), pages through a connection (`booksConnection(first: Int, after: String): BookConnection!`), looks one up (`book(id: ID!): Book`) or counts a list (`booksCount(where: BookWhere): Int!` beside `books`)";
 const MUTATION_HINT: &str = "mutation names are create|add|insert<Type>, update<Type> or delete|remove<Type>, e.g. `createBook`, `updateBook`, `deleteBook`";
 const SUBSCRIPTION_HINT: &str = "subscription fields are `<type>Created`, `<type>Updated` or `<type>Deleted` returning the type, e.g. `bookCreated: Book!`";
 
@@ -133,6 +133,9 @@ impl Binder<'_> {
         }
         let fname = format!("Query.{}", field.name);
         let loc = field.location();
+        if self.is_connection_shape(field.ty.inner_named_type()) {
+            return self.bind_connection(field, &fname);
+        }
         let shape = list_shape(&field.ty);
         let Some(entity) = self.entity_of(&field.ty).map(|e| e.name.clone()) else {
             if self.schema.types.contains_key(field.ty.inner_named_type()) {
@@ -163,6 +166,75 @@ impl Binder<'_> {
             }
             ListShape::Single => self.bind_lookup(field, &fname, entity, &args),
         }
+    }
+
+    /// A query field returning a connection: `first`/`after`,
+    /// `last`/`before`, filters, `where` and `orderBy`; never an offset
+    /// (a page is addressed by its cursor).
+    fn bind_connection(
+        &mut self,
+        field: &Node<FieldDefinition>,
+        fname: &str,
+    ) -> Option<(String, Binding)> {
+        let loc = field.location();
+        let ty_name = field.ty.inner_named_type().as_str();
+        if field.ty.is_list() {
+            self.error(
+                loc,
+                format!("`{fname}` returns a list of connections"),
+                Some(format!(
+                    "declare it `{}(first: Int, after: String): {ty_name}!`",
+                    field.name
+                )),
+            );
+            return None;
+        }
+        // A connection whose shape is wrong was reported where it is declared.
+        let connection = self.connections.iter().find(|c| c.name == ty_name)?.clone();
+        let entity = connection.entity.clone();
+        let mut binding = ConnectionBinding {
+            connection: connection.name,
+            ..ConnectionBinding::default()
+        };
+        let mut rest = Vec::new();
+        for arg in &field.arguments {
+            let aname = arg.name.as_str();
+            let (slot, ty) = match aname {
+                "first" => (None, "Int"),
+                "last" => (Some(&mut binding.last), "Int"),
+                "after" => (Some(&mut binding.after), "String"),
+                "before" => (Some(&mut binding.before), "String"),
+                _ if COUNT_ARGS.contains(&aname) || OFFSET_ARGS.contains(&aname) => {
+                    self.error(
+                        arg.location(),
+                        format!("argument `{aname}` of `{fname}`: a connection pages with `first`/`after` and `last`/`before`"),
+                        Some("a page is addressed by its cursor, not by an offset or another count".into()),
+                    );
+                    continue;
+                }
+                _ => {
+                    rest.push(arg);
+                    continue;
+                }
+            };
+            if arg.ty.is_list() || arg.ty.inner_named_type() != ty {
+                self.error(
+                    arg.location(),
+                    format!(
+                        "argument `{aname}` of `{fname}` must be `{ty}`, found `{}`",
+                        arg.ty
+                    ),
+                    Some(format!("declare it `{aname}: {ty}`")),
+                );
+                continue;
+            }
+            match slot {
+                Some(slot) => *slot = Some(aname.to_string()),
+                None => rest.push(arg),
+            }
+        }
+        binding.list = self.bind_list_args(&entity, &rest, fname);
+        Some((entity, Binding::Connection(binding)))
     }
 
     /// A query field returning one row: its arguments are equality (or

@@ -492,3 +492,39 @@ case!(
         "{Q}type Shelf @renamed(from: \"Rack\") {{ id: ID! label: String }}\ntype Case @renamed(from: \"Rack\") {{ id: ID! label: String }}\n"
     )
 );
+
+// ---- Relay connections ------------------------------------------------------
+
+const CONN_Q: &str =
+    "type Query {\n  booksConnection(first: Int, after: String): BookConnection!\n}\n";
+
+raw_case!(
+    connection_without_edges,
+    "a.graphql" => BASE_TYPES,
+    "b.graphql" => "type BookConnection {\n  pageInfo: PageInfo!\n  totalCount: Int!\n}\ntype BookEdge { cursor: String! node: Book! }\n",
+    "c.graphql" => CONN_Q,
+);
+raw_case!(
+    edge_without_node,
+    "a.graphql" => BASE_TYPES,
+    "b.graphql" => "type BookConnection {\n  edges: [BookEdge!]!\n  pageInfo: PageInfo!\n}\ntype BookEdge {\n  cursor: String!\n}\n",
+    "c.graphql" => CONN_Q,
+);
+raw_case!(
+    connection_shapes_with_wrong_fields,
+    "a.graphql" => BASE_TYPES,
+    "b.graphql" => "type BookConnection {\n  edges: [Book!]!\n  pageInfo: Boolean\n  totalCount: String\n  extra: Int\n}\ntype BookEdge {\n  cursor: Int\n  node: Status\n}\ntype PageInfo {\n  hasNextPage: Boolean\n  startCursor: String\n}\n",
+    "c.graphql" => CONN_Q,
+);
+raw_case!(
+    connection_arguments_that_do_not_page_by_cursor,
+    "a.graphql" => BASE_TYPES,
+    "b.graphql" => "type BookConnection { edges: [BookEdge!]! pageInfo: PageInfo! }\ntype BookEdge { cursor: String! node: Book! }\n",
+    "c.graphql" => "type Query {\n  booksConnection(offset: Int, limit: Int, after: Int, last: String, year_gt: String): BookConnection!\n  many: [BookConnection!]!\n}\n",
+);
+raw_case!(
+    connection_on_an_entity_field_or_an_unlisted_edge,
+    "a.graphql" => BASE_TYPES,
+    "b.graphql" => "type BookConnection { edges: [BookEdge!]! pageInfo: PageInfo! }\ntype BookEdge { cursor: String! node: Book! }\ntype AuthorEdge { cursor: String! node: Author! }\ntype Shelf {\n  id: ID!\n  books: BookConnection\n}\n",
+    "c.graphql" => CONN_Q,
+);

@@ -318,3 +318,74 @@ fn renamed_is_recorded_on_the_model_and_kept_in_print() {
         model.entity("Writer").unwrap().renamed_from
     );
 }
+
+#[test]
+fn a_connection_root_binds_and_page_info_is_supplied_when_undeclared() {
+    let conn = "type BookConnection { edges: [BookEdge!]! pageInfo: PageInfo! totalCount: Int! }\ntype BookEdge { cursor: String! node: Book! }\n";
+    let q = "type Query {\n  booksConnection(first: Int, after: String, last: Int, before: String, year_gt: Int, orderBy: [BookOrder!]): BookConnection!\n}\nenum BookOrder { title_ASC year_DESC }\n";
+    let model = load_ok(&[
+        ("a.graphql", BASE_TYPES),
+        ("b.graphql", conn),
+        ("c.graphql", q),
+    ]);
+    // Connection shapes are not stored types.
+    assert!(model.entity("BookConnection").is_none() && model.entity("BookEdge").is_none());
+    assert!(model.entity("PageInfo").is_none());
+    let c = model.connection("BookConnection").unwrap();
+    assert_eq!((c.entity.as_str(), c.edge.as_str()), ("Book", "BookEdge"));
+    assert!(c.total_count.is_some());
+    let Binding::Connection(b) = &model.queries[0].binding else {
+        panic!("a connection: {:?}", model.queries[0].binding);
+    };
+    assert_eq!(b.list.count.as_deref(), Some("first"));
+    assert_eq!(b.after.as_deref(), Some("after"));
+    assert_eq!(b.last.as_deref(), Some("last"));
+    assert_eq!(b.before.as_deref(), Some("before"));
+    assert_eq!(b.list.filters.len(), 1);
+    assert!(b.list.order_by.is_some());
+    assert!(
+        model.sdl.contains("type PageInfo"),
+        "supplied: {}",
+        model.sdl
+    );
+    // The printed schema declares it and loads to the same Model.
+    let again = load_ok(&[("printed.graphql", model.sdl.as_str())]);
+    assert_eq!(again.connections, model.connections);
+    // Declared by the schema, it is accepted as well.
+    let declared = "type PageInfo { hasNextPage: Boolean! hasPreviousPage: Boolean! startCursor: String endCursor: String }\n";
+    let model = load_ok(&[
+        ("a.graphql", BASE_TYPES),
+        ("b.graphql", conn),
+        ("c.graphql", q),
+        ("d.graphql", declared),
+    ]);
+    assert_eq!(model.connections.len(), 1);
+    // A stored type may still be called `...Connection`: it has an id.
+    let stored =
+        "type Query { x: [WireConnection!]! }\ntype WireConnection { id: ID! name: String }\n";
+    let model = load_ok(&[("a.graphql", stored)]);
+    assert!(model.entity("WireConnection").is_some());
+}
+
+#[test]
+fn scaffold_prints_connections_that_load() {
+    let types_only = load_sources_scaffold(BASE_TYPES);
+    assert!(types_only.contains("booksConnection(first: Int, after: String, last: Int, before: String, where: BookWhere, orderBy: [BookOrderBy!]): BookConnection!"), "{types_only}");
+    assert!(types_only.contains("type BookEdge {"), "{types_only}");
+    let model = load_ok(&[
+        ("a.graphql", BASE_TYPES),
+        ("b.graphql", types_only.as_str()),
+    ]);
+    assert!(model.connection("AuthorConnection").is_some());
+}
+
+fn load_sources_scaffold(types: &str) -> String {
+    let model = gatehouse_schema::load_sources_with(
+        &sources(&[("a.graphql", types)]),
+        LoadOptions {
+            require_query: false,
+        },
+    )
+    .unwrap();
+    scaffold(&model)
+}

@@ -7,6 +7,7 @@
 mod access;
 mod common;
 mod crud;
+mod cursors;
 mod durability;
 mod feed;
 mod filters;
