@@ -40,6 +40,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[unsafe(link_section = ".init_array.00200")]
 static CONFIGURE: extern "C" fn() = configure;
 
+#[cfg(all(target_os = "linux", not(test)))]
 extern "C" fn configure() {
     // SAFETY: `mi_option_set` takes any option number and value and only
     // records them (marking the option set, so the environment does not
