@@ -158,16 +158,7 @@ pub(crate) fn validate(
             continue;
         };
         if let FieldKind::ToMany { .. } | FieldKind::Count { .. } = &field.kind {
-            let why = ValueError::ToMany {
-                target: model
-                    .target_of(field)
-                    .map(|t| t.name.clone())
-                    .unwrap_or_default(),
-                via: model
-                    .inverse_of(field)
-                    .map(|f| f.name.clone())
-                    .unwrap_or_default(),
-            };
+            let why = ValueError::to_many(model, field);
             err(&mut errors, &key, why.to_string());
             continue;
         }

@@ -10,6 +10,7 @@ mod crud;
 mod durability;
 mod feed;
 mod filters;
+mod join;
 mod migration;
 mod on_delete;
 mod owners;
