@@ -347,23 +347,18 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
                 _,
             ) => {
                 let target = shared.model.relation_of(f).map(|r| r.target);
-                let via = shared
-                    .model
-                    .inverse_of(f)
-                    .map(|v| v.name.clone())
-                    .unwrap_or_default();
+                let relation = f.relation();
                 let shared = shared.clone();
                 let list = list.clone();
                 let mut field = Field::new(&f.name, type_ref(&f.ty), move |ctx| {
                     let shared = shared.clone();
-                    let via = via.clone();
                     let list = list.clone();
                     FieldFuture::new(async move {
                         let row = parent_row(&ctx)?;
                         let Some(parent) = row.get("id").and_then(Json::as_str) else {
                             return Ok(None);
                         };
-                        let Some(target) = target else {
+                        let (Some(target), Some(relation)) = (target, relation) else {
                             return Ok(None);
                         };
                         let child = shared.model.entity_at(target);
@@ -383,9 +378,13 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
                             Err(e) => return fail(&ctx, nullable, e),
                         };
                         let spec = Arc::new(ChildSpec {
-                            sig: format!("{}\u{0}{via}\u{0}{query:?}", target.index()),
+                            sig: format!(
+                                "{}\u{0}{}\u{0}{query:?}",
+                                target.index(),
+                                relation.index()
+                            ),
                             target,
-                            via,
+                            relation,
                             query,
                         });
                         let loaders = ctx.data::<Loaders>()?;
@@ -423,11 +422,7 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
 fn count_field(shared: &Arc<Shared>, f: &gatehouse_schema::Field) -> Field {
     let nullable = !f.ty.is_non_null();
     let target = shared.model.relation_of(f).map(|r| r.target);
-    let via = shared
-        .model
-        .inverse_of(f)
-        .map(|v| v.name.clone())
-        .unwrap_or_default();
+    let relation = f.relation();
     let (list, declared) = match &f.kind {
         FieldKind::Count { list, args, .. } => (list.clone(), args.clone()),
         _ => (Default::default(), Vec::new()),
@@ -435,11 +430,11 @@ fn count_field(shared: &Arc<Shared>, f: &gatehouse_schema::Field) -> Field {
     let shared = shared.clone();
     let mut field = Field::new(&f.name, type_ref(&f.ty), move |ctx| {
         let shared = shared.clone();
-        let via = via.clone();
         let list = list.clone();
         FieldFuture::new(async move {
             let row = parent_row(&ctx)?;
-            let (Some(target), Some(parent)) = (target, row.get("id").and_then(Json::as_str))
+            let (Some(target), Some(relation), Some(parent)) =
+                (target, relation, row.get("id").and_then(Json::as_str))
             else {
                 return Ok(None);
             };
@@ -458,9 +453,9 @@ fn count_field(shared: &Arc<Shared>, f: &gatehouse_schema::Field) -> Field {
                 Err(e) => return fail(&ctx, nullable, e),
             };
             let spec = Arc::new(CountSpec {
-                sig: format!("{}\u{0}{via}\u{0}{filter:?}", target.index()),
+                sig: format!("{}\u{0}{}\u{0}{filter:?}", target.index(), relation.index()),
                 target,
-                via,
+                relation,
                 filter,
             });
             let loaders = ctx.data::<Loaders>()?;

@@ -7,7 +7,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use async_graphql::dataloader::Loader;
-use gatehouse_schema::EntityId;
+use gatehouse_schema::{EntityId, RelationId};
 use gatehouse_store::{
     AccessContext, EntityStore, Filter, ListQuery, Row, Store, StoreError, WriteTxn,
 };
@@ -39,13 +39,14 @@ pub struct OneKey {
     pub id: String,
 }
 
-/// What a to-many field lists: the children of `target` whose `via` points at the parent.
+/// What a to-many field lists: the rows of `target` its `relation` gives
+/// the parent (children through the inverse, or rows linked by join rows).
 #[derive(Debug)]
 pub struct ChildSpec {
-    /// Identity of (target, via, query) used to group keys into one load.
+    /// Identity of (target, relation, query) used to group keys into one load.
     pub sig: String,
     pub target: EntityId,
-    pub via: String,
+    pub relation: RelationId,
     pub query: ListQuery,
 }
 
@@ -64,7 +65,7 @@ pub type CountKey = ParentKey<CountSpec>;
 
 /// A spec's identity for batching: the keys of one signature load together.
 pub trait Signature {
-    /// Identity of the spec (target, via, and the query or filter).
+    /// Identity of the spec (target, relation, and the query or filter).
     fn signature(&self) -> &str;
 }
 
@@ -104,14 +105,14 @@ impl<S: Signature> Hash for ParentKey<S> {
     }
 }
 
-/// What a count field counts: the rows of `target` whose `via` points at
-/// the parent and that match `filter`.
+/// What a count field counts: the rows of `target` its `relation` gives
+/// the parent that match `filter`.
 #[derive(Debug)]
 pub struct CountSpec {
-    /// Identity of (target, via, filter) used to group keys into one load.
+    /// Identity of (target, relation, filter) used to group keys into one load.
     pub sig: String,
     pub target: EntityId,
-    pub via: String,
+    pub relation: RelationId,
     pub filter: Option<Filter>,
 }
 
@@ -134,7 +135,7 @@ impl Loader<CountKey> for StoreLoader {
         for (_, (spec, parents)) in groups {
             let counts = self
                 .entity_at(spec.target)
-                .count_children(&self.access, &spec.via, &parents, spec.filter.as_ref())
+                .count_related(&self.access, spec.relation, &parents, spec.filter.as_ref())
                 .await
                 .map_err(Arc::new)?;
             for parent in parents {
@@ -197,7 +198,7 @@ impl Loader<ManyKey> for StoreLoader {
         for (_, (spec, parents)) in groups {
             let children = self
                 .entity_at(spec.target)
-                .children(&self.access, &spec.via, &parents, &spec.query)
+                .related(&self.access, spec.relation, &parents, &spec.query)
                 .await
                 .map_err(Arc::new)?;
             let mut grouped: HashMap<String, Vec<Row>> =

@@ -245,16 +245,7 @@ fn validate_fields(
             continue;
         }
         if let FieldKind::ToMany { .. } | FieldKind::Count { .. } = &field.kind {
-            let why = ValueError::ToMany {
-                target: model
-                    .target_of(field)
-                    .map(|t| t.name.clone())
-                    .unwrap_or_default(),
-                via: model
-                    .inverse_of(field)
-                    .map(|f| f.name.clone())
-                    .unwrap_or_default(),
-            };
+            let why = ValueError::to_many(model, field);
             err(errors, &key, why.to_string());
             continue;
         }

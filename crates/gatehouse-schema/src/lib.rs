@@ -27,7 +27,7 @@ use std::path::PathBuf;
 
 pub use bind::{RESERVED_TABLE_PREFIX, default_rest_path, valid_scope};
 pub use diag::{Diagnostic, Diagnostics, Severity};
-pub use load::{LoadOptions, PRELUDE_PATH, Source, directive_declarations};
+pub use load::{GENERATED_ROOTS_PATH, LoadOptions, PRELUDE_PATH, Source, directive_declarations};
 pub use model::*;
 pub use policy::{AccessContext, Action, Operand, Policy, Rule};
 pub use scaffold::scaffold;
@@ -65,7 +65,33 @@ pub fn load_sources(sources: &[Source]) -> Result<Model, Diagnostics> {
 }
 
 /// [`load_sources`] with options.
+///
+/// A schema that declares no root type at all (types only) gets the root
+/// types [`scaffold`] prints for its types, generated from them on every
+/// load (so they follow the types) and shown by `schema print` like
+/// written ones; they are one more source, [`GENERATED_ROOTS_PATH`].
 pub fn load_sources_with(sources: &[Source], opts: LoadOptions) -> Result<Model, Diagnostics> {
+    if opts.require_query && !sources.is_empty() && !load::declares_root(sources) {
+        let types = load_sources_with(
+            sources,
+            LoadOptions {
+                require_query: false,
+            },
+        )?;
+        if !types.entities.is_empty() {
+            let mut all = sources.to_vec();
+            all.push(Source {
+                path: GENERATED_ROOTS_PATH.to_string(),
+                text: scaffold(&types),
+            });
+            return load_one(&all, opts);
+        }
+    }
+    load_one(sources, opts)
+}
+
+/// Loads `sources` as they are.
+fn load_one(sources: &[Source], opts: LoadOptions) -> Result<Model, Diagnostics> {
     let mut diags = Diagnostics::default();
     let schema = load::parse_and_build(sources, opts, &mut diags);
     let model = bind::Binder::new(&schema, &mut diags).bind();

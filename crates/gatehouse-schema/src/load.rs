@@ -24,11 +24,33 @@ pub struct Source {
 /// Name under which the built-in declarations appear in diagnostics.
 pub const PRELUDE_PATH: &str = "<gatehouse built-ins>";
 
+/// Name of the source holding the root types generated for a schema that
+/// declares none (a diagnostic there is a bug of the generator).
+pub const GENERATED_ROOTS_PATH: &str = "<generated root types>";
+
+/// Whether any source defines or extends `Query`, `Mutation` or
+/// `Subscription`: a schema that does not is types only, and gets them
+/// generated. A source that does not parse counts as it parses so far.
+pub(crate) fn declares_root(sources: &[Source]) -> bool {
+    sources.iter().any(|source| {
+        let doc = match Parser::new().parse_ast(source.text.as_str(), &source.path) {
+            Ok(doc) => doc,
+            Err(with_errors) => with_errors.partial,
+        };
+        doc.definitions.iter().any(|def| match def {
+            Definition::ObjectTypeDefinition(t) => ROOTS.contains(&t.name.as_str()),
+            Definition::ObjectTypeExtension(t) => ROOTS.contains(&t.name.as_str()),
+            Definition::SchemaDefinition(_) | Definition::SchemaExtension(_) => true,
+            _ => false,
+        })
+    })
+}
+
 /// Declarations every schema gets without writing them.
 const PRELUDE_DIRECTIVES: &[(&str, &str)] = &[
     (
         "unique",
-        "\"Values of this field are unique across the collection.\"\ndirective @unique on FIELD_DEFINITION",
+        "\"On a field: its values are unique across the collection. On a type, with `fields`: the combination of those fields' values is unique (repeatable, one key each).\"\ndirective @unique(fields: [String!]) repeatable on FIELD_DEFINITION | OBJECT",
     ),
     (
         "index",
@@ -36,7 +58,7 @@ const PRELUDE_DIRECTIVES: &[(&str, &str)] = &[
     ),
     (
         "relation",
-        "\"On a to-many field, `field` names the to-one field of the listed type it is the inverse of; on a to-one field, `onDelete` says what deleting the referenced row does.\"\ndirective @relation(field: String, onDelete: OnDelete) on FIELD_DEFINITION\n\"What deleting a referenced row does to the rows that reference it.\"\nenum OnDelete { RESTRICT CASCADE SET_NULL }",
+        "\"On a to-many field, `field` names the to-one field of the listed type it is the inverse of, and `through` names the join type of a many-to-many relation (then `field` names the join type's to-one field that points back here); on a to-one field, `onDelete` says what deleting the referenced row does.\"\ndirective @relation(field: String, onDelete: OnDelete, through: String) on FIELD_DEFINITION\n\"What deleting a referenced row does to the rows that reference it.\"\nenum OnDelete { RESTRICT CASCADE SET_NULL }",
     ),
     (
         "rest",
@@ -434,6 +456,7 @@ fn file_rules(docs: &[Document], opts: LoadOptions, diags: &mut Diagnostics) -> 
         }
     }
 
+    let any_root = !root_defs.is_empty() || !root_exts.is_empty();
     for root in ROOTS {
         let defs = root_defs.get(root).map(Vec::as_slice).unwrap_or(&[]);
         if defs.is_empty() && root == "Query" && opts.require_query {
@@ -446,11 +469,17 @@ fn file_rules(docs: &[Document], opts: LoadOptions, diags: &mut Diagnostics) -> 
                 line: 0,
                 column: 0,
                 severity: Severity::Error,
-                message: "the schema has no `type Query`".to_string(),
-                hint: Some(
-                    "declare exactly one `type Query`; `gatehouse schema scaffold` prints one for your types"
-                        .to_string(),
-                ),
+                message: if any_root {
+                    "the schema declares other root types but no `type Query`".to_string()
+                } else {
+                    "the schema has no `type Query`, and no stored types to generate one for".to_string()
+                },
+                hint: Some(if any_root {
+                    "declare exactly one `type Query` (`gatehouse schema scaffold` prints one for your types), or declare no root type at all and all three are generated"
+                        .to_string()
+                } else {
+                    "declare object types with `id: ID!`: a schema of types only gets its Query, Mutation and Subscription generated".to_string()
+                }),
             });
         }
         if let Some((first_file, _)) = defs.first() {
@@ -582,19 +611,43 @@ pub(crate) fn foreign_hint(text: &str) -> Option<&'static str> {
     const HINTS: &[(&str, &str)] = &[
         (
             "`@model`",
-            "gatehouse stores every object type other than Query, Mutation and Subscription: remove `@model`; `gatehouse schema scaffold` prints the root fields that bind to it",
+            "gatehouse stores every object type other than Query, Mutation and Subscription: remove `@model`; a schema without root types gets them generated (what `gatehouse schema scaffold` prints)",
+        ),
+        (
+            "argument `rules` is not supported by `@auth`",
+            "gatehouse's `@auth` takes scopes (`@auth(read: \"blog\", write: \"blog\")`) and rows are chosen by `@policy`: for Amplify's `{ allow: owner }` add a field `owner: String` and write `@policy(write: {owner: \"$sub\"})` instead of `@auth(rules: ...)` (add `read:` when only owners may read; `{ allow: public }` reads need nothing)",
+        ),
+        (
+            "`AuthRule`",
+            "Amplify's global auth rule has no place here: remove the `AMPLIFY` input; scopes go in `@auth(read:, write:)` and row rules in `@policy`",
+        ),
+        (
+            "`@hasMany`",
+            "remove `@hasMany`: a list of a stored type (`posts: [Post]`) already lists the rows whose to-one field points back (`blog: Blog`); `@relation(field:)` names that field where several could match",
+        ),
+        (
+            "`@hasOne`",
+            "remove `@hasOne`: a field of a stored type (`profile: Profile`) is a to-one reference stored on this row",
+        ),
+        (
+            "`@belongsTo`",
+            "remove `@belongsTo`: a field of a stored type (`blog: Blog`) is already a to-one reference; `@relation(onDelete:)` says what deleting the referenced row does",
+        ),
+        (
+            "`@manyToMany`",
+            "declare the join type (`type PostTag { id: ID! post: Post! tag: Tag! }`) and list through it: `tags: [Tag!]! @relation(through: \"PostTag\")`",
         ),
         (
             "`@id`",
-            "every type is keyed by `id: ID!`; for another unique field use `@unique`",
+            "every type is keyed by `id: ID!`: replace `@id` with `@unique` for another unique field",
         ),
         (
             "`@search`",
-            "filters bind by argument name (`title_contains: String`, `where: BookWhere`); ask for an index with `@index`",
+            "remove `@search`: filters bind by argument name (`title_contains: String`, `where: BookWhere`), and a schema without root types gets them all; ask for an index with `@index`",
         ),
         (
             "`@hasInverse`",
-            "declare the to-many field (`books: [Book!]!`) beside the to-one field (`author: Author`); `@relation(field: \"author\")` names the inverse where several could match",
+            "remove `@hasInverse`: a to-many field (`posts: [Post]`) is the inverse of the listed type's one to-one field of this type (`author: Author`); `@relation(field: \"author\")` names it where several could match",
         ),
         (
             "`@default`",

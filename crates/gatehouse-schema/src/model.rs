@@ -98,6 +98,20 @@ impl Model {
         }
     }
 
+    /// The join entity of a many-to-many field with its to-one fields
+    /// pointing here (`near`) and at the target (`far`): `BookTag`,
+    /// `BookTag.book`, `BookTag.tag` for `Book.tags`. `None` for other fields.
+    pub fn through_of(&self, field: &Field) -> Option<(&Entity, &Field, &Field)> {
+        match self.relation_of(field)?.kind {
+            RelationKind::ManyToMany { through, near, far } => Some((
+                self.entity_at(through),
+                self.field_at(near),
+                self.field_at(far),
+            )),
+            _ => None,
+        }
+    }
+
     /// The to-one field of the target that a one-to-many field inverts
     /// (`Book.author` for `Author.books`); `None` for other fields.
     pub fn inverse_of(&self, field: &Field) -> Option<&Field> {
@@ -235,6 +249,28 @@ pub struct Entity {
     /// stored in, which the migration renames instead of dropping.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub renamed_from: Option<Renamed>,
+    /// `@unique(fields: [...])` on the type: combinations of stored fields
+    /// no two rows may share (a key with a null part never clashes).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unique_keys: Vec<UniqueKey>,
+}
+
+/// A composite unique key: `@unique(fields: ["user", "link"])` on a type.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct UniqueKey {
+    /// The stored fields of the key, as written (at least two; a to-one
+    /// field stands for the referenced id).
+    pub fields: Vec<String>,
+    /// Their columns, in the same order.
+    pub columns: Vec<String>,
+}
+
+impl UniqueKey {
+    /// The name of the unique index that holds the key, which the store
+    /// creates and reads back from constraint errors.
+    pub fn index_name(&self, table: &str) -> String {
+        format!("{table}_{}_ukey", self.columns.join("_"))
+    }
 }
 
 impl Entity {
@@ -642,10 +678,10 @@ pub enum RelationKind {
         /// The target's to-one field that points back.
         inverse: FieldId,
     },
-    /// The target's rows linked to this row by rows of a join entity, one
-    /// of whose to-one fields points here (`near`) and one at the target
-    /// (`far`). The Model can carry it; the loader does not bind
-    /// `@relation(through:)` yet, so no schema produces it today.
+    /// `tags: [Tag!]! @relation(through: "BookTag")`: the target's rows
+    /// linked to this row by rows of a join entity, one of whose to-one
+    /// fields points here (`near`) and one at the target (`far`). Reads
+    /// skip the join rows; they are written through the join entity.
     ManyToMany {
         /// The join entity.
         through: EntityId,

@@ -1,5 +1,7 @@
 //! `gatehouse schema scaffold`: the root fields and input types the
-//! conventions would bind for a schema's entities, as SDL to copy.
+//! conventions would bind for a schema's entities, as SDL to copy; and the
+//! root types of a schema that declares none, generated at load from the
+//! same function.
 
 use std::fmt::Write;
 
@@ -41,8 +43,14 @@ pub fn scaffold(model: &Model) -> String {
             subscription,
             "  {one}Created: {n}!\n  {one}Updated: {n}!\n  {one}Deleted: {n}!"
         );
-        where_input(e, &mut types);
-        order_enum(e, &mut types);
+        // A `where` input, `orderBy` enum or write input the schema
+        // already declares is used as it is, not declared again.
+        if model.input(&format!("{n}Where")).is_none() {
+            where_input(e, &mut types);
+        }
+        if model.enum_def(&format!("{n}OrderBy")).is_none() {
+            order_enum(e, &mut types);
+        }
         write_inputs(model, e, &mut types);
     }
     let mut out = String::new();
@@ -144,6 +152,9 @@ fn order_enum(e: &Entity, out: &mut String) {
 
 fn write_inputs(model: &Model, e: &Entity, out: &mut String) {
     for (suffix, create) in [("CreateInput", true), ("UpdateInput", false)] {
+        if model.input(&format!("{}{suffix}", e.name)).is_some() {
+            continue;
+        }
         let _ = writeln!(out, "input {}{suffix} {{", e.name);
         for f in e.stored_fields() {
             // Owner fields are write-once: an update input leaves them out.

@@ -76,6 +76,40 @@ pub enum ValueError {
         /// Its to-one field that points back.
         via: String,
     },
+    /// A many-to-many relation: its links are rows of the join type.
+    #[error(
+        "is a list of {target} rows linked through {through}; create or delete {through} rows to change it"
+    )]
+    ManyToMany {
+        /// The entity listed.
+        target: String,
+        /// The join entity.
+        through: String,
+    },
+}
+
+impl ValueError {
+    /// Why a to-many or count field of `model` cannot be written: which
+    /// rows to write instead.
+    pub fn to_many(model: &crate::Model, field: &crate::Field) -> ValueError {
+        let target = model
+            .target_of(field)
+            .map(|t| t.name.clone())
+            .unwrap_or_default();
+        match model.through_of(field) {
+            Some((through, _, _)) => ValueError::ManyToMany {
+                target,
+                through: through.name.clone(),
+            },
+            None => ValueError::ToMany {
+                target,
+                via: model
+                    .inverse_of(field)
+                    .map(|f| f.name.clone())
+                    .unwrap_or_default(),
+            },
+        }
+    }
 }
 
 /// The kind of a JSON value, as messages name it (`a number`).
@@ -258,16 +292,9 @@ impl Model {
                 Json::String(s) => Scalar::Id.check_text(s).map(|()| Cow::Borrowed(v)),
                 other => Err(wrong_kind(Scalar::Id.expected(), other)),
             },
-            FieldKind::ToMany { .. } | FieldKind::Count { .. } => Err(ValueError::ToMany {
-                target: self
-                    .target_of(field)
-                    .map(|t| t.name.clone())
-                    .unwrap_or_default(),
-                via: self
-                    .inverse_of(field)
-                    .map(|f| f.name.clone())
-                    .unwrap_or_default(),
-            }),
+            FieldKind::ToMany { .. } | FieldKind::Count { .. } => {
+                Err(ValueError::to_many(self, field))
+            }
             FieldKind::Value { ty, list: None } => self.check_value(ty, v),
             FieldKind::Value {
                 ty,

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use gatehouse_schema::{
     AccessContext, Action, ChangeKind, Entity, EntityId, Field, FieldKind, Generated, Model,
+    RelationId, RelationKind,
 };
 use sea_query::{Expr, ExprTrait, Func, LockType, Order, Query, SelectStatement, WindowStatement};
 use serde_json::Value as Json;
@@ -595,27 +596,56 @@ impl EntityStore {
         parent_ids: &[String],
         filter: Option<&Filter>,
     ) -> Result<std::collections::HashMap<String, u64>, StoreError> {
-        let (s, e) = (&self.store, self.def());
-        self.may_compare(ctx, filter, &[])?;
-        let via_field = stored_field(e, via)?;
+        let via_field = stored_field(self.def(), via)?;
         if !matches!(via_field.kind, FieldKind::ToOne { .. }) {
             return Err(StoreError::invalid(via, "is not a to-one relation"));
         }
+        self.count_linked(ctx, Link::Via(via_field), parent_ids, filter)
+            .await
+    }
+
+    /// How many rows of this entity the to-many `relation` (whose target
+    /// this entity is) gives each of `parent_ids`: [`EntityStore::count_children`]
+    /// for a one-to-many relation; for a many-to-many relation the rows
+    /// linked through join rows, where the caller must be able to read
+    /// both the row and the join row linking it.
+    pub async fn count_related(
+        &self,
+        ctx: &AccessContext,
+        relation: RelationId,
+        parent_ids: &[String],
+        filter: Option<&Filter>,
+    ) -> Result<std::collections::HashMap<String, u64>, StoreError> {
+        let model = self.store.model().clone();
+        let link = self.link(&model, ctx, relation)?;
+        self.count_linked(ctx, link, parent_ids, filter).await
+    }
+
+    async fn count_linked(
+        &self,
+        ctx: &AccessContext,
+        link: Link<'_>,
+        parent_ids: &[String],
+        filter: Option<&Filter>,
+    ) -> Result<std::collections::HashMap<String, u64>, StoreError> {
+        let (s, e) = (&self.store, self.def());
+        self.may_compare(ctx, filter, &[])?;
         let mut out = std::collections::HashMap::new();
         if parent_ids.is_empty() {
             return Ok(out);
         }
         let d = s.dialect();
-        let fk = col(e, via_field);
+        let fk = link.parent(e);
         let mut q = Query::select();
         q.expr_as(fk.clone(), "_gh_parent")
             .expr(Expr::cust("COUNT(*)"))
-            .from(e.table.clone())
-            .and_where(
-                fk.clone()
-                    .is_in(parent_ids.iter().map(|i| Expr::val(i.as_str()))),
-            )
-            .add_group_by([fk]);
+            .from(e.table.clone());
+        link.join(s, &mut q, e, ctx)?;
+        q.and_where(
+            fk.clone()
+                .is_in(parent_ids.iter().map(|i| Expr::val(i.as_str()))),
+        )
+        .add_group_by([fk]);
         if let Some(f) = filter {
             q.and_where(condition(&s.inner.model, e, d, f)?);
         }
@@ -629,6 +659,71 @@ impl EntityStore {
             }
         }
         Ok(out)
+    }
+
+    /// How the to-many `relation`, whose target this entity is, ties this
+    /// entity's rows to their parents.
+    fn link<'m>(
+        &self,
+        model: &'m Model,
+        ctx: &AccessContext,
+        relation: RelationId,
+    ) -> Result<Link<'m>, StoreError> {
+        let r = model
+            .relations
+            .get(relation.index())
+            .filter(|r| r.target.index() == self.index)
+            .ok_or_else(|| {
+                StoreError::internal(format!(
+                    "relation {relation:?} does not list {}",
+                    self.def().name
+                ))
+            })?;
+        match r.kind {
+            RelationKind::OneToMany { inverse } => Ok(Link::Via(model.field_at(inverse))),
+            RelationKind::ManyToMany { through, near, far } => {
+                let join = model.entity_at(through);
+                // The join rows are read too: without their read scope the
+                // links are not the caller's to see.
+                if !ctx.allows(join.read_scope(), true) {
+                    let field = model.field_at(r.field);
+                    return Err(StoreError::forbidden(format!(
+                        "reading `{}.{}` needs the scope `{}` of {}",
+                        model.entity_at(r.field.entity).name,
+                        field.name,
+                        join.read_scope(),
+                        join.name
+                    )));
+                }
+                Ok(Link::Through {
+                    join,
+                    near: model.field_at(near),
+                    far: model.field_at(far),
+                })
+            }
+            RelationKind::ManyToOne { .. } => Err(StoreError::internal(format!(
+                "relation {relation:?} is not a to-many relation"
+            ))),
+        }
+    }
+
+    /// The rows the to-many `relation` (whose target this entity is) gives
+    /// each of `parent_ids`, as [`EntityStore::children`] gives them: for a
+    /// one-to-many relation the children through its inverse; for a
+    /// many-to-many relation the rows linked by join rows, in one statement
+    /// that joins the join entity, with the read policies of both this
+    /// entity and the join entity in it (a join row the caller cannot read
+    /// links nothing).
+    pub async fn related(
+        &self,
+        ctx: &AccessContext,
+        relation: RelationId,
+        parent_ids: &[String],
+        query: &ListQuery,
+    ) -> Result<Children, StoreError> {
+        let model = self.store.model().clone();
+        let link = self.link(&model, ctx, relation)?;
+        self.linked(ctx, link, parent_ids, query).await
     }
 
     /// The to-many batch of a relation: the rows whose to-one field `via`
@@ -647,14 +742,28 @@ impl EntityStore {
         parent_ids: &[String],
         query: &ListQuery,
     ) -> Result<Children, StoreError> {
+        let via_field = stored_field(self.def(), via)?;
+        if !matches!(via_field.kind, FieldKind::ToOne { .. }) {
+            return Err(StoreError::invalid(via, "is not a to-one relation"));
+        }
+        self.linked(ctx, Link::Via(via_field), parent_ids, query)
+            .await
+    }
+
+    async fn linked(
+        &self,
+        ctx: &AccessContext,
+        link: Link<'_>,
+        parent_ids: &[String],
+        query: &ListQuery,
+    ) -> Result<Children, StoreError> {
         let (s, e) = (&self.store, self.def());
         self.may_compare(ctx, query.filter.as_ref(), &query.order)?;
         if !query.joins.is_empty() {
-            return Err(StoreError::invalid(via, "children are read without joins"));
-        }
-        let via_field = stored_field(e, via)?;
-        if !matches!(via_field.kind, FieldKind::ToOne { .. }) {
-            return Err(StoreError::invalid(via, "is not a to-one relation"));
+            return Err(StoreError::invalid(
+                &e.name,
+                "children are read without joins",
+            ));
         }
         let cols = columns(&s.inner.model, e, query.select.as_deref())?;
         if parent_ids.is_empty() || query.limit == Some(0) {
@@ -664,9 +773,10 @@ impl EntityStore {
             });
         }
         let d = s.dialect();
-        let fk = col(e, via_field);
+        let fk = link.parent(e);
         let mut inner = Query::select();
         inner.from(e.table.clone());
+        link.join(s, &mut inner, e, ctx)?;
         for c in &cols {
             inner.expr_as(col(e, c.field), format!("c_{}", c.field.column));
         }
@@ -681,7 +791,7 @@ impl EntityStore {
         s.restrict(&mut inner, e, Action::Read, ctx)?;
         let paged = query.limit.is_some() || query.offset > 0;
         let stmt: SelectStatement = if paged {
-            let mut w = WindowStatement::partition_by((e.table.clone(), via_field.column.clone()));
+            let mut w = WindowStatement::partition_by(link.partition(e));
             for (expr, ord, nulls) in ordering(e, &query.order)? {
                 w.order_by_expr_with_nulls(expr, ord, nulls);
             }
@@ -1301,4 +1411,54 @@ fn forbidden_change(e: &Entity) -> StoreError {
         "the {} may not be changed by this caller (its update policy)",
         e.name
     ))
+}
+
+/// How the rows of a to-many batch are tied to their parents.
+enum Link<'m> {
+    /// The listed entity's to-one field holds the parent's id.
+    Via(&'m Field),
+    /// Rows of a join entity link them: `near` holds the parent's id,
+    /// `far` the listed row's.
+    Through {
+        join: &'m Entity,
+        near: &'m Field,
+        far: &'m Field,
+    },
+}
+
+impl Link<'_> {
+    /// The column holding each listed row's parent id.
+    fn parent(&self, e: &Entity) -> Expr {
+        match self {
+            Link::Via(via) => col(e, via),
+            Link::Through { join, near, .. } => col(join, near),
+        }
+    }
+
+    /// The same column, as a window partition names it.
+    fn partition(&self, e: &Entity) -> (String, String) {
+        match self {
+            Link::Via(via) => (e.table.clone(), via.column.clone()),
+            Link::Through { join, near, .. } => (join.table.clone(), near.column.clone()),
+        }
+    }
+
+    /// Joins the join entity's rows to `e`'s, under the join entity's read
+    /// policy for `ctx`.
+    fn join(
+        &self,
+        s: &Store,
+        q: &mut SelectStatement,
+        e: &Entity,
+        ctx: &AccessContext,
+    ) -> Result<(), StoreError> {
+        let Link::Through { join, far, .. } = self else {
+            return Ok(());
+        };
+        q.inner_join(
+            join.table.clone(),
+            col(join, far).equals((e.table.clone(), id_field(e)?.column.clone())),
+        );
+        s.restrict(q, join, Action::Read, ctx)
+    }
 }

@@ -46,6 +46,9 @@ pub struct TableLayout {
     /// Read from the Model, never recorded.
     #[serde(skip)]
     pub renamed_from: Option<String>,
+    /// `@unique(fields:)` on the type: the columns of each composite key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unique_keys: Vec<Vec<String>>,
 }
 
 /// One column.
@@ -128,6 +131,7 @@ impl Layout {
                     })
                     .collect(),
                 renamed_from: e.renamed_from.as_ref().map(|r| r.sql.clone()),
+                unique_keys: e.unique_keys.iter().map(|k| k.columns.clone()).collect(),
             })
             .collect();
         Layout { tables, enums }
@@ -204,6 +208,22 @@ pub enum MigrationStep {
         column: String,
         /// A unique index.
         unique: bool,
+    },
+    /// Create the unique index of a composite key (`@unique(fields:)`).
+    /// Refused, with the first duplicate named, when existing rows already
+    /// share a combination.
+    CreateUniqueKey {
+        /// Table name.
+        table: String,
+        /// The key's columns.
+        columns: Vec<String>,
+    },
+    /// Drop the unique index of a composite key (no data is lost).
+    DropUniqueKey {
+        /// Table name.
+        table: String,
+        /// The key's columns.
+        columns: Vec<String>,
     },
     /// Drop an index (no data is lost).
     DropIndex {
@@ -285,6 +305,8 @@ impl MigrationStep {
             MigrationStep::CreateTable { .. }
             | MigrationStep::CreateIndex { .. }
             | MigrationStep::DropIndex { .. }
+            | MigrationStep::CreateUniqueKey { .. }
+            | MigrationStep::DropUniqueKey { .. }
             | MigrationStep::SetOptional { .. }
             | MigrationStep::AddEnumValue { .. }
             | MigrationStep::RenameTable { .. }
@@ -299,6 +321,8 @@ impl MigrationStep {
             | MigrationStep::AddColumn { table, .. }
             | MigrationStep::CreateIndex { table, .. }
             | MigrationStep::DropIndex { table, .. }
+            | MigrationStep::CreateUniqueKey { table, .. }
+            | MigrationStep::DropUniqueKey { table, .. }
             | MigrationStep::SetOptional { table, .. }
             | MigrationStep::DropTable { table }
             | MigrationStep::DropColumn { table, .. }
@@ -385,6 +409,12 @@ impl fmt::Display for MigrationStep {
             } => {
                 let u = if *unique { "unique " } else { "" };
                 write!(f, "drop {u}index on {table}.{column}")
+            }
+            MigrationStep::CreateUniqueKey { table, columns } => {
+                write!(f, "create unique index on {table} ({})", columns.join(", "))
+            }
+            MigrationStep::DropUniqueKey { table, columns } => {
+                write!(f, "drop unique index on {table} ({})", columns.join(", "))
             }
             MigrationStep::SetOptional { table, column } => {
                 write!(f, "make {table}.{column} nullable")
@@ -613,6 +643,18 @@ pub(crate) fn plan(
                 });
             }
         }
+        for k in o.unique_keys.iter().filter(|k| !t.unique_keys.contains(k)) {
+            index_steps.push(MigrationStep::DropUniqueKey {
+                table: t.table.clone(),
+                columns: k.clone(),
+            });
+        }
+        for k in t.unique_keys.iter().filter(|k| !o.unique_keys.contains(k)) {
+            index_steps.push(MigrationStep::CreateUniqueKey {
+                table: t.table.clone(),
+                columns: k.clone(),
+            });
+        }
     }
     steps.extend(index_steps);
     for (name, values) in &new.enums {
@@ -734,9 +776,54 @@ fn create_index_sql(table: &str, column: &str, unique: bool) -> String {
     )
 }
 
+/// The name of a composite key's unique index (as `UniqueKey::index_name`).
+fn key_name(table: &str, columns: &[String]) -> String {
+    format!("{table}_{}_ukey", columns.join("_"))
+}
+
+fn create_key_sql(table: &str, columns: &[String]) -> String {
+    let cols: Vec<String> = columns.iter().map(|c| q(c)).collect();
+    format!(
+        "CREATE UNIQUE INDEX IF NOT EXISTS {} ON {} ({})",
+        q(&key_name(table, columns)),
+        q(table),
+        cols.join(", ")
+    )
+}
+
+/// The indexes of a table made whole: its columns' and its keys'.
+fn table_index_sqls(t: &TableLayout, table: &str) -> Vec<String> {
+    let mut out: Vec<String> = t
+        .columns
+        .iter()
+        .filter_map(|c| Some(create_index_sql(table, &c.column, c.index_kind()?)))
+        .collect();
+    out.extend(t.unique_keys.iter().map(|k| create_key_sql(table, k)));
+    out
+}
+
+/// A statement finding rows that share a combination of `columns` (none
+/// of them null: a key with a null part never clashes), for refusing a
+/// composite key that existing rows would violate.
+pub(crate) fn duplicate_key_sql(table: &str, columns: &[String]) -> String {
+    let cols: Vec<String> = columns.iter().map(|c| q(c)).collect();
+    let not_null: Vec<String> = cols.iter().map(|c| format!("{c} IS NOT NULL")).collect();
+    format!(
+        "SELECT 1 FROM {} WHERE {} GROUP BY {} HAVING COUNT(*) > 1 LIMIT 1",
+        q(table),
+        not_null.join(" AND "),
+        cols.join(", ")
+    )
+}
+
 /// The statement of an index step: the same in both dialects.
 fn index_step_sql(step: &MigrationStep) -> Option<String> {
     match step {
+        MigrationStep::CreateUniqueKey { table, columns } => Some(create_key_sql(table, columns)),
+        MigrationStep::DropUniqueKey { table, columns } => Some(format!(
+            "DROP INDEX IF EXISTS {}",
+            q(&key_name(table, columns))
+        )),
         MigrationStep::CreateIndex {
             table,
             column,
@@ -819,6 +906,45 @@ pub(crate) async fn has_rows(conn: &mut Conn<'_>, table: &str) -> Result<bool, S
         .await
         .map_err(crate::error::from_sqlx)?;
     Ok(!rows.is_empty())
+}
+
+/// Refuses a plan that adds a composite unique key existing rows already
+/// violate, naming the key: checked before any step runs, so the database
+/// is left as it was. (A key over a column the same plan adds or renames is
+/// checked by the database when the index is made.)
+pub(crate) async fn check_new_keys(
+    conn: &mut Conn<'_>,
+    steps: &[MigrationStep],
+    recorded: &Layout,
+) -> Result<(), StoreError> {
+    for step in steps {
+        let MigrationStep::CreateUniqueKey { table, columns } = step else {
+            continue;
+        };
+        let before = table_before(steps, table);
+        let Some(t) = recorded.table(before) else {
+            continue;
+        };
+        if !columns.iter().all(|c| t.column(c).is_some()) {
+            continue;
+        }
+        let rows = conn
+            .fetch(Built::raw(duplicate_key_sql(before, columns), vec![]), &[])
+            .await
+            .map_err(crate::error::from_sqlx)?;
+        if !rows.is_empty() {
+            let fields: Vec<&str> = columns
+                .iter()
+                .filter_map(|c| t.column(c).map(|c| c.field.as_str()))
+                .collect();
+            return Err(StoreError::conflict(format!(
+                "cannot add the unique key ({}) to {}: existing rows already share values of it; remove or change the duplicates, then migrate again",
+                fields.join(", "),
+                t.entity
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Tables whose rows must be checked before planning (new required columns).
@@ -985,11 +1111,8 @@ async fn apply_sqlite(
             MigrationStep::CreateTable { table } => {
                 if let Some(t) = new.table(table) {
                     conn.ddl(&create_table_sql(t, table, d)).await?;
-                    for c in &t.columns {
-                        if let Some(unique) = c.index_kind() {
-                            conn.ddl(&create_index_sql(table, &c.column, unique))
-                                .await?;
-                        }
+                    for sql in table_index_sqls(t, table) {
+                        conn.ddl(&sql).await?;
                     }
                 }
             }
@@ -1036,11 +1159,8 @@ async fn apply_sqlite(
         conn.ddl(&format!("DROP TABLE {}", q(table))).await?;
         conn.ddl(&format!("ALTER TABLE {} RENAME TO {}", q(&tmp), q(table)))
             .await?;
-        for c in &n.columns {
-            if let Some(unique) = c.index_kind() {
-                conn.ddl(&create_index_sql(table, &c.column, unique))
-                    .await?;
-            }
+        for sql in table_index_sqls(n, table) {
+            conn.ddl(&sql).await?;
         }
     }
     Ok(())
@@ -1070,10 +1190,9 @@ async fn apply_pg(
                         if let ColType::Ref(target) = &c.ty {
                             fks.push((table.clone(), c.column.clone(), target.clone()));
                         }
-                        if let Some(unique) = c.index_kind() {
-                            conn.ddl(&create_index_sql(table, &c.column, unique))
-                                .await?;
-                        }
+                    }
+                    for sql in table_index_sqls(t, table) {
+                        conn.ddl(&sql).await?;
                     }
                 }
             }
@@ -1176,6 +1295,8 @@ async fn apply_pg(
             // Renames ran before.
             MigrationStep::CreateIndex { .. }
             | MigrationStep::DropIndex { .. }
+            | MigrationStep::CreateUniqueKey { .. }
+            | MigrationStep::DropUniqueKey { .. }
             | MigrationStep::AddEnumValue { .. }
             | MigrationStep::RemoveEnumValue { .. }
             | MigrationStep::RenameTable { .. }

@@ -354,6 +354,7 @@ impl Store {
         if steps.is_empty() && version > 0 {
             return Ok(steps);
         }
+        migrate::check_new_keys(c, &steps, &recorded).await?;
         // Existing rows of a new `@createdAt` / `@updatedAt` column get the
         // migration's time.
         let now = gatehouse_schema::datetime_text(self.inner.clock.now_micros());
@@ -625,6 +626,14 @@ impl Store {
                         .and_then(|s| s.rsplit('.').next())
                         .map(str::to_string),
                 };
+                if let Some(key) = composite_key(e, db.as_ref()) {
+                    return StoreError::conflict(format!(
+                        "{} ({}) must be unique together: another {} already has these values",
+                        e.name,
+                        key.fields.join(", "),
+                        e.name
+                    ));
+                }
                 let field = column.and_then(|c| e.stored_fields().find(|f| f.column == c));
                 match field {
                     Some(f) if matches!(f.kind, FieldKind::Id) => {
@@ -714,6 +723,29 @@ impl Store {
             "cannot delete {} `{id}`: other rows still reference it",
             e.name
         ))
+    }
+}
+
+/// The composite key (`@unique(fields:)`) a unique violation is about:
+/// PostgreSQL names its index, SQLite lists its columns
+/// ("UNIQUE constraint failed: vote.user_id, vote.link_id").
+fn composite_key<'e>(
+    e: &'e Entity,
+    db: &dyn sqlx::error::DatabaseError,
+) -> Option<&'e gatehouse_schema::UniqueKey> {
+    match db.constraint() {
+        Some(name) => e
+            .unique_keys
+            .iter()
+            .find(|k| k.index_name(&e.table) == name),
+        None => {
+            let listed = db.message().rsplit(": ").next()?;
+            let columns: Vec<&str> = listed
+                .split(", ")
+                .filter_map(|s| s.rsplit('.').next())
+                .collect();
+            e.unique_keys.iter().find(|k| k.columns == columns)
+        }
     }
 }
 

@@ -90,7 +90,16 @@ fn explain_access(model: &gatehouse_schema::Model) -> String {
             e.read_scope(),
             e.write_scope()
         ));
+        for k in &e.unique_keys {
+            out.push_str(&format!("  unique together: ({})\n", k.fields.join(", ")));
+        }
         for f in &e.fields {
+            if let Some((join, near, far)) = model.through_of(f) {
+                out.push_str(&format!(
+                    "  field {}: many-to-many through {} ({}.{} -> {}.{}); reads need {}'s read policy too\n",
+                    f.name, join.name, join.name, near.name, join.name, far.name, join.name
+                ));
+            }
             if let Some(g) = f.generated.filter(|_| f.is_server_set()) {
                 let directive = match g {
                     gatehouse_schema::Generated::UpdatedAt => "@updatedAt",

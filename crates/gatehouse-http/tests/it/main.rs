@@ -6,13 +6,16 @@ mod auth;
 mod connections;
 mod cors;
 mod counts;
+mod foreign;
 mod graphql;
 mod http;
+mod join;
 mod oauth1;
 mod planned;
 mod scalars;
 mod spec;
 mod subscriptions;
+mod types_only;
 
 use std::sync::Arc;
 
@@ -49,9 +52,18 @@ pub async fn start_with(opts: GraphqlOptions, max_body_bytes: usize) -> Server {
 }
 
 /// The example served from `db`, without authentication.
-pub async fn start_in(db: TestDb, mut opts: GraphqlOptions, max_body_bytes: usize) -> Server {
+pub async fn start_in(db: TestDb, opts: GraphqlOptions, max_body_bytes: usize) -> Server {
+    start_model(db, example_model(), opts, max_body_bytes).await
+}
+
+/// `model` served from `db`, without authentication.
+pub async fn start_model(
+    db: TestDb,
+    model: Arc<gatehouse_schema::Model>,
+    mut opts: GraphqlOptions,
+    max_body_bytes: usize,
+) -> Server {
     opts.auth_required = false;
-    let model = example_model();
     let store = db.open(&model).await;
     let graphql = Graphql::new(model, store.clone(), &opts).unwrap();
     let state = AppState {

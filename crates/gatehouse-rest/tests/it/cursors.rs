@@ -6,7 +6,7 @@ use gatehouse_testkit::TestDb;
 use reqwest::StatusCode;
 use serde_json::Value;
 
-use crate::{Server, header, problem, start_in};
+use crate::{Server, example_model, header, problem, start_in};
 
 /// The `next` and `first` URLs of a `Link` header, relative to the server.
 fn link(s: &Server, r: &reqwest::Response, rel: &str) -> Option<String> {
@@ -34,7 +34,7 @@ fn titles(rows: &Value) -> Vec<String> {
 async fn a_list_is_walked_by_its_next_links_while_books_are_added() {
     for db in TestDb::each().await {
         let backend = db.backend();
-        let s = start_in(db, "", 1 << 20).await;
+        let s = start_in(db, example_model(), "", 1 << 20).await;
         let a = s.author("Alpha", None).await;
         for (t, y) in [
             ("a", 1990),
@@ -86,7 +86,7 @@ async fn a_list_is_walked_by_its_next_links_while_books_are_added() {
 
 #[tokio::test]
 async fn bad_cursors_are_400_naming_after() {
-    let s = start_in(TestDb::sqlite(), "", 1 << 20).await;
+    let s = start_in(TestDb::sqlite(), example_model(), "", 1 << 20).await;
     let a = s.author("Alpha", None).await;
     s.book("a", Some(1), &a).await;
     s.book("b", Some(2), &a).await;

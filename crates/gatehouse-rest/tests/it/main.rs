@@ -5,6 +5,7 @@
 mod crud;
 mod cursors;
 mod errors;
+mod join;
 mod list;
 mod nested;
 mod openapi;
@@ -43,12 +44,16 @@ pub async fn start() -> Server {
 }
 
 pub async fn start_with(base_path: &str, max_body_bytes: usize) -> Server {
-    start_in(TestDb::sqlite(), base_path, max_body_bytes).await
+    start_in(TestDb::sqlite(), example_model(), base_path, max_body_bytes).await
 }
 
-/// The example served from `db` (each backend: `TestDb::each`).
-pub async fn start_in(db: TestDb, base_path: &str, max_body_bytes: usize) -> Server {
-    let model = example_model();
+/// `model` served from `db`.
+pub async fn start_in(
+    db: TestDb,
+    model: std::sync::Arc<gatehouse_schema::Model>,
+    base_path: &str,
+    max_body_bytes: usize,
+) -> Server {
     let store = db.open(&model).await;
     let rest = router(state(store.clone(), base_path, max_body_bytes));
     let app = if base_path.is_empty() {

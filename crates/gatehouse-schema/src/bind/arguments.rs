@@ -608,11 +608,27 @@ impl Binder<'_> {
                         "{} cannot set the required field `{}.{}`",
                         site.where_, entity.name, f.name
                     ),
-                    Some(format!("add `{}: {expect}!`", f.name)),
+                    Some(created_hint(entity, f, &expect)),
                 );
             }
         }
         ok
+    }
+}
+
+/// What to do about a required field a create cannot set: add it, or for a
+/// time the server sets, say so on the field.
+fn created_hint(entity: &Entity, f: &Field, expect: &str) -> String {
+    let add = format!("add `{}: {expect}!`", f.name);
+    match f.kind {
+        FieldKind::Value {
+            ty: ValueType::Scalar(Scalar::DateTime),
+            list: None,
+        } => format!(
+            "{add}, or if the server sets it, declare `{}.{}: DateTime! @createdAt` (or `@updatedAt`)",
+            entity.name, f.name
+        ),
+        _ => add,
     }
 }
 

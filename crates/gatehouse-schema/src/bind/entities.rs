@@ -35,6 +35,14 @@ impl Binder<'_> {
         }
         match id_field {
             Some(id) => fields.insert(0, id),
+            None if obj.fields.contains_key("token") => self.error(
+                obj.location(),
+                format!("type `{name}` has no `id: ID!` field"),
+                Some(format!(
+                    "`{name}` holds a `token`, the answer of a sign-in: {}; remove `{name}` and the fields returning it",
+                    super::roots::SIGN_IN_HINT
+                )),
+            ),
             None => self.error(
                 obj.location(),
                 format!("type `{name}` has no `id: ID!` field"),
@@ -54,6 +62,7 @@ impl Binder<'_> {
         let auth = self.type_auth(&name, &obj.directives);
         self.check_columns(&name, obj, &fields);
         self.check_table(&name, obj, &table);
+        let unique_keys = self.unique_keys(&name, &table, obj, &fields);
         Entity {
             name,
             table,
@@ -63,7 +72,125 @@ impl Binder<'_> {
             auth,
             policy: Policy::default(),
             renamed_from,
+            unique_keys,
         }
+    }
+
+    /// `@unique(fields: [...])` on the type: each key names at least two
+    /// distinct stored fields (a to-one field stands for the referenced
+    /// id), and no key is given twice.
+    fn unique_keys(
+        &mut self,
+        name: &str,
+        table: &str,
+        obj: &Node<ObjectType>,
+        fields: &[Field],
+    ) -> Vec<UniqueKey> {
+        let mut keys: Vec<UniqueKey> = Vec::new();
+        for d in obj.directives.get_all("unique") {
+            let loc = d.location();
+            let Some(list) = d
+                .specified_argument_by_name("fields")
+                .and_then(|v| v.as_list())
+            else {
+                self.error(
+                    loc,
+                    format!("`@unique` on the type `{name}` names no fields"),
+                    Some("list the fields whose values are unique together: `@unique(fields: [\"user\", \"link\"])`; for one field, put `@unique` on the field".into()),
+                );
+                continue;
+            };
+            let names: Vec<&str> = list.iter().filter_map(|v| v.as_str()).collect();
+            let stored: Vec<&str> = fields
+                .iter()
+                .filter(|f| f.is_stored() && !matches!(f.kind, FieldKind::Id) && !f.is_list())
+                .map(|f| f.name.as_str())
+                .collect();
+            let mut ok = true;
+            let mut columns = Vec::new();
+            for (i, fname) in names.iter().enumerate() {
+                if names[..i].contains(fname) {
+                    self.error(
+                        loc,
+                        format!("`@unique(fields:)` on `{name}` names `{fname}` twice"),
+                        Some("name each field of the key once".into()),
+                    );
+                    ok = false;
+                    continue;
+                }
+                let why = match fields.iter().find(|f| f.name == *fname) {
+                    None => format!("`{name}` has no field `{fname}`"),
+                    Some(f) if matches!(f.kind, FieldKind::Id) => {
+                        format!("`{name}.id` is unique by itself")
+                    }
+                    Some(f) if !f.is_stored() => {
+                        format!("`{name}.{fname}` is a to-many field, which is not stored")
+                    }
+                    Some(f) if f.is_list() => format!("`{name}.{fname}` is a list"),
+                    Some(f) => {
+                        columns.push(f.column.clone());
+                        continue;
+                    }
+                };
+                self.error(
+                    loc,
+                    format!("`@unique(fields:)` on `{name}`: {why}"),
+                    Some(format!(
+                        "a key names stored fields of `{name}` (values or to-one fields): {}",
+                        stored.join(", ")
+                    )),
+                );
+                ok = false;
+            }
+            if ok && names.len() < 2 {
+                self.error(
+                    loc,
+                    format!("`@unique(fields:)` on `{name}` names fewer than two fields"),
+                    Some(format!(
+                        "for one field, write `@unique` on the field itself{}",
+                        names.first().map_or(String::new(), |f| format!(" (`{f}`)"))
+                    )),
+                );
+                ok = false;
+            }
+            if !ok {
+                continue;
+            }
+            let key = UniqueKey {
+                fields: names.iter().map(|f| f.to_string()).collect(),
+                columns,
+            };
+            if keys.iter().any(|k| {
+                let mut a = k.fields.clone();
+                let mut b = key.fields.clone();
+                a.sort();
+                b.sort();
+                a == b
+            }) {
+                self.error(
+                    loc,
+                    format!(
+                        "`@unique(fields:)` on `{name}` repeats the key ({})",
+                        key.fields.join(", ")
+                    ),
+                    Some("remove one of them".into()),
+                );
+                continue;
+            }
+            if key.index_name(table).len() > MAX_IDENT {
+                self.error(
+                    loc,
+                    format!(
+                        "the unique key ({}) of `{name}` gives an index name longer than {MAX_IDENT} bytes",
+                        key.fields.join(", ")
+                    ),
+                    Some("use shorter field or type names".into()),
+                );
+                continue;
+            }
+            keys.push(key);
+        }
+        keys
     }
 
     /// The `id` field, which keys every stored type: `ID!`, no arguments,
@@ -316,6 +443,17 @@ impl Binder<'_> {
         let loc = field.location();
         let fname = field.name.as_str();
         let unique = field.directives.get("unique").is_some();
+        if let Some(d) = field
+            .directives
+            .get_all("unique")
+            .find(|d| d.specified_argument_by_name("fields").is_some())
+        {
+            self.error(
+                d.location(),
+                format!("`@unique(fields:)` on the field `{entity}.{fname}`"),
+                Some(format!("a key of several fields goes on the type: `type {entity} @unique(fields: [\"{fname}\", \"...\"])`; on a field, write `@unique` alone")),
+            );
+        }
         let index = field.directives.get("index").is_some();
         let is_to_many = matches!(kind, FieldKind::ToMany { .. });
         let takes_args = is_to_many || matches!(kind, FieldKind::Count { .. });
@@ -357,6 +495,14 @@ impl Binder<'_> {
         let names_field = relation.is_some_and(|d| d.specified_argument_by_name("field").is_some());
         let on_delete =
             relation.is_some_and(|d| d.specified_argument_by_name("onDelete").is_some());
+        let through = relation.is_some_and(|d| d.specified_argument_by_name("through").is_some());
+        if through && !is_to_many {
+            self.error(
+                loc,
+                format!("`@relation(through:)` on `{entity}.{fname}`, which is not a list of another type"),
+                Some(format!("a many-to-many field lists the far side: `{fname}: [{0}!]! @relation(through: \"...\")`", field.ty.inner_named_type())),
+            );
+        }
         if relation.is_some() && !is_to_many && !is_to_one {
             self.error(
                 loc,

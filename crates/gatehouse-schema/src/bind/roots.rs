@@ -18,6 +18,17 @@ const DELETE_PREFIXES: [&str; 2] = ["delete", "remove"];
 
 const QUERY_HINT: &str = "a query field lists a type (`books(first: Int, offset: Int): [Book!]!`), pages through a connection (`booksConnection(first: Int, after: String): BookConnection!`), looks one up (`book(id: ID!): Book`) or counts a list (`booksCount(where: BookWhere): Int!` beside `books`)";
 const MUTATION_HINT: &str = "mutation names are create|add|insert<Type>, update<Type> or delete|remove<Type>, e.g. `createBook`, `updateBook`, `deleteBook`";
+/// Mutation names of sign-up and sign-in, which the OAuth server owns.
+const SIGN_IN_NAMES: [&str; 7] = [
+    "signup",
+    "signin",
+    "login",
+    "logout",
+    "register",
+    "authenticate",
+    "signout",
+];
+pub(super) const SIGN_IN_HINT: &str = "signing up and signing in are the OAuth server's: users sign up on its sign-up page and get tokens from `POST /oauth/token`, so the API needs no mutation for it";
 const SUBSCRIPTION_HINT: &str = "subscription fields are `<type>Created`, `<type>Updated` or `<type>Deleted` returning the type, e.g. `bookCreated: Book!`";
 
 /// A mutation field being bound to `entity`: what its diagnostics name.
@@ -145,7 +156,7 @@ impl Binder<'_> {
                         "`{fname}` returns `{}`, which binds to no convention",
                         field.ty
                     ),
-                    Some(QUERY_HINT.into()),
+                    Some(format!("{QUERY_HINT}; there are no resolvers of your own, so remove a field that computes anything else")),
                 );
             }
             return None;
@@ -246,6 +257,17 @@ impl Binder<'_> {
         entity: String,
         args: &[&Node<InputValueDefinition>],
     ) -> Option<(String, Binding)> {
+        if let Some((list, target)) = self.page_wrapper(&entity) {
+            self.error(
+                field.location(),
+                format!("`{fname}` returns `{entity}`, a page of `{target}` rows (`{entity}.{list}`) with their count"),
+                Some(format!(
+                    "return the rows and count them beside: `{0}(...): [{target}!]!` and `{0}Count(...): Int!` (the same filters, no paging), then remove `{entity}`",
+                    field.name
+                )),
+            );
+            return None;
+        }
         if args.is_empty() {
             self.error(
                 field.location(),
@@ -283,10 +305,23 @@ impl Binder<'_> {
         let fname = format!("Mutation.{name}");
         let loc = field.location();
         let Some((kind, type_name)) = mutation_kind(name) else {
+            let returned = field.ty.inner_named_type().as_str();
+            let hint = if SIGN_IN_NAMES.contains(&name.to_ascii_lowercase().as_str()) {
+                format!(
+                    "{SIGN_IN_HINT}; remove `{name}` (and `{returned}` if nothing else returns it)"
+                )
+            } else if let Some(e) = self.entity_named(returned) {
+                format!(
+                    "{MUTATION_HINT}; for a field returning `{0}`: `create{0}` (its fields as arguments or one input object), `update{0}(id: ID!, ...)` or `delete{0}(id: ID!)`",
+                    e.name
+                )
+            } else {
+                MUTATION_HINT.into()
+            };
             self.error(
                 loc,
                 format!("`{fname}` fits no mutation convention"),
-                Some(MUTATION_HINT.into()),
+                Some(hint),
             );
             return None;
         };
@@ -446,10 +481,18 @@ impl Binder<'_> {
                 .map(|e| e.name.clone())
         });
         let (Some((event, _)), Some(entity)) = (parsed, entity) else {
+            let hint = match self.entity_named(field.ty.inner_named_type()) {
+                Some(e) => format!(
+                    "{SUBSCRIPTION_HINT}; for a field returning `{0}`: `{1}Created: {0}!`, `{1}Updated: {0}!` or `{1}Deleted: {0}!`",
+                    e.name,
+                    e.name.to_lower_camel_case()
+                ),
+                None => SUBSCRIPTION_HINT.into(),
+            };
             self.error(
                 loc,
                 format!("`{fname}` fits no subscription convention"),
-                Some(SUBSCRIPTION_HINT.into()),
+                Some(hint),
             );
             return None;
         };

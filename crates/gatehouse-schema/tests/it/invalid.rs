@@ -29,7 +29,11 @@ const Q: &str = "type Query {\n  books: [Book!]!\n}\n";
 
 // ---- root types ---------------------------------------------------------
 
-raw_case!(no_query_type, "a.graphql" => "type Book { id: ID! }\n");
+raw_case!(
+    no_query_type,
+    "a.graphql" => "type Book { id: ID! }\ntype Mutation { deleteBook(id: ID!): Book }\n",
+);
+raw_case!(no_types_to_generate_roots_for, "a.graphql" => "enum Color { RED }\n");
 raw_case!(
     query_defined_twice,
     "a.graphql" => "type Book { id: ID! }\ntype Query { books: [Book!]! }\n",

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod invalid;
+mod join;
 mod robustness;
 mod rules;
 mod valid;

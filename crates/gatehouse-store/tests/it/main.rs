@@ -11,6 +11,7 @@ mod cursors;
 mod durability;
 mod feed;
 mod filters;
+mod join;
 mod migration;
 mod nested_create;
 mod on_delete;

@@ -89,7 +89,7 @@ fn schema_print_is_standalone_sdl() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let sdl = stdout(&o);
     assert!(
-        sdl.contains("directive @relation(field: String, onDelete: OnDelete) on FIELD_DEFINITION")
+        sdl.contains("directive @relation(field: String, onDelete: OnDelete, through: String) on FIELD_DEFINITION")
     );
     assert!(sdl.contains("enum OnDelete"));
     assert!(sdl.contains("scalar Date"));
