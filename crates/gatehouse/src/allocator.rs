@@ -18,7 +18,6 @@
 //! which a binary cannot set for itself before the allocator reads them).
 #![allow(unsafe_code)]
 
-use std::os::raw::c_long;
 
 use libmimalloc_sys::mi_option_t;
 
@@ -45,7 +44,7 @@ extern "C" fn configure() {
     // SAFETY: `mi_option_set` takes any option number and value and only
     // records them (marking the option set, so the environment does not
     // override it); mimalloc reads this one when it reserves an arena.
-    unsafe { libmimalloc_sys::mi_option_set(ARENA_EAGER_COMMIT, 0 as c_long) };
+    unsafe { libmimalloc_sys::mi_option_set(ARENA_EAGER_COMMIT, 0) };
 }
 
 /// Returns freed memory to the OS now rather than on the allocator's

@@ -6,7 +6,8 @@ use gatehouse_testkit::TestDb;
 use reqwest::StatusCode;
 use serde_json::Value;
 
-use crate::{Server, example_model, header, problem, start_in};
+use crate::{Server, header, problem, start_in};
+use gatehouse_testkit::example_model;
 
 /// The `next` and `first` URLs of a `Link` header, relative to the server.
 fn link(s: &Server, r: &reqwest::Response, rel: &str) -> Option<String> {
