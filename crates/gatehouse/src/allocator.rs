@@ -18,7 +18,6 @@
 //! which a binary cannot set for itself before the allocator reads them).
 #![allow(unsafe_code)]
 
-
 use libmimalloc_sys::mi_option_t;
 
 // mimalloc v3's option numbers (`mi_option_e` in its mimalloc.h); the
