@@ -190,8 +190,9 @@ fn validate_fields(
             model.target_of(field),
             model.inverse_of(field),
         ) {
+            // `null` is refused like any other non-list: the OpenAPI
+            // document declares the member a list, not a nullable one.
             match value {
-                Json::Null => {}
                 Json::Array(items) => {
                     let mut rows = Vec::with_capacity(items.len());
                     for (i, item) in items.into_iter().enumerate() {

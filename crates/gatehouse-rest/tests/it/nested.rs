@@ -175,6 +175,17 @@ async fn post_creates_nested_children() {
         .collect();
     assert!(fields.contains(&"books[1].author"), "{body}");
     assert!(fields.contains(&"books[1].title"), "{body}");
+    // The children member is a list, as the OpenAPI document says: a null
+    // is refused, not taken for "no children".
+    let r = s
+        .send(
+            Method::POST,
+            "/v1/authors",
+            Some(json!({"name": "N", "books": null})),
+        )
+        .await;
+    let body = problem(r, 422).await;
+    assert_eq!(body["errors"][0]["field"], json!("books"), "{body}");
     // A child the store refuses (a taken isbn): 409, nothing written.
     s.create(
         "/v1/books",
