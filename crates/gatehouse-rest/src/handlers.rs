@@ -534,21 +534,39 @@ async fn list(
                 .count(&caller.access, q.filter.as_ref())
         )
     };
-    let mut rows = rows.map_err(Problem::from_read)?;
+    let rows = rows.map_err(Problem::from_read)?;
     let total = total.map_err(Problem::from_read)?;
+    let link = link_header(&base_url, &p.passthrough, p.page, p.per_page, total);
+    page_response(api, caller, ei, media, &hidden, rows, &link, total).await
+}
+
+/// The answer of a list page, by number or by cursor: the rows with their
+/// references the caller may not read hidden, the `Link` and
+/// `X-Total-Count` headers.
+#[allow(clippy::too_many_arguments)]
+async fn page_response(
+    api: &Api,
+    caller: &Caller,
+    ei: usize,
+    media: &'static str,
+    hidden: &[&str],
+    mut rows: RowSet,
+    link: &str,
+    total: u64,
+) -> Result<Response, Problem> {
     api.entities[ei]
         .rows
         .hide_unseen_references(&caller.access, &mut rows)
         .await
         .map_err(Problem::from_read)?;
+    let entity = &api.model.entities[ei];
     let mut resp = bytes_response(
         StatusCode::OK,
         media,
-        Objects::new(entity, &rows, &hidden).to_vec(),
+        Objects::new(entity, &rows, hidden).to_vec(),
     );
-    let link = link_header(&base_url, &p.passthrough, p.page, p.per_page, total);
     let h = resp.headers_mut();
-    if let Ok(v) = HeaderValue::from_str(&link) {
+    if let Ok(v) = HeaderValue::from_str(link) {
         h.insert(header::LINK, v);
     }
     h.insert("x-total-count", HeaderValue::from(total));
@@ -573,7 +591,6 @@ async fn cursor_list(
     after: &str,
     mut q: ListQuery,
 ) -> Result<Response, Problem> {
-    let entity = &api.model.entities[ei];
     let store = &api.entities[ei].rows;
     q.limit = None;
     let page = PageRequest {
@@ -587,28 +604,13 @@ async fn cursor_list(
     );
     let found = found.map_err(Problem::from_read)?;
     let total = total.map_err(Problem::from_read)?;
-    let mut rows = found.rows;
-    store
-        .hide_unseen_references(&caller.access, &mut rows)
-        .await
-        .map_err(Problem::from_read)?;
-    let mut resp = bytes_response(
-        StatusCode::OK,
-        media,
-        Objects::new(entity, &rows, hidden).to_vec(),
-    );
     let next = found
         .has_next_page
         .then(|| found.cursors.last())
         .flatten()
         .map(String::as_str);
     let link = cursor_link_header(base_url, passthrough, per_page, next);
-    let h = resp.headers_mut();
-    if let Ok(v) = HeaderValue::from_str(&link) {
-        h.insert(header::LINK, v);
-    }
-    h.insert("x-total-count", HeaderValue::from(total));
-    Ok(resp)
+    page_response(api, caller, ei, media, hidden, found.rows, &link, total).await
 }
 
 /// RFC 8288 `Link` of a page read by cursor: `first` (an empty `after`)
