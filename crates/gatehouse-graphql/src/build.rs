@@ -478,7 +478,12 @@ fn count_field(shared: &Arc<Shared>, f: &gatehouse_schema::Field) -> Field {
 /// A count as a GraphQL `Int` (32 bits): a count beyond it reads as the
 /// largest `Int` rather than failing.
 fn count_value(n: u64) -> Value {
-    Value::from(i32::try_from(n).unwrap_or(i32::MAX))
+    Value::from(count_int(n))
+}
+
+/// A count as a GraphQL `Int`: counts past its range read as its maximum.
+pub(crate) fn count_int(n: u64) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
 }
 
 fn root_field(shared: &Arc<Shared>, f: &RootField) -> Field {

@@ -43,7 +43,7 @@ use quick_cache::sync::Cache;
 use serde_json::Value as Json;
 
 use crate::args;
-use crate::build::{Shared, const_value};
+use crate::build::{self, Shared, const_value};
 
 /// Deepest fragment nesting followed while planning (validation has
 /// already refused cycles; this only bounds the walk).
@@ -231,7 +231,10 @@ struct RootPlan {
     field: RootField,
     /// Arguments as written in the query (variables unresolved).
     args: Vec<(Name, InputValue)>,
+    /// The rows' selection (of a connection: its nodes').
     sel: Sel,
+    /// For a connection root field: what it selects around its nodes.
+    connection: Option<ConnSel>,
     /// The to-one relations of `sel` its statement reads ([`to_one_joins`]).
     joins: Vec<JoinOne>,
     /// The index among `sel`'s items of each of `joins`.
@@ -265,6 +268,36 @@ enum Shape {
 
 /// Template shapes (and per-caller statements) kept per root field.
 const MAX_TEMPLATES: usize = 32;
+
+/// What a connection root field selects beside its nodes.
+struct ConnSel {
+    /// The connection type's name (`BookConnection`).
+    name: String,
+    /// The edge type's name (`BookEdge`).
+    edge: String,
+    items: Vec<(Key, ConnItem)>,
+}
+
+enum ConnItem {
+    Typename,
+    TotalCount,
+    Edges(Vec<(Key, EdgeItem)>),
+    PageInfo(Vec<(Key, PageItem)>),
+}
+
+enum EdgeItem {
+    Typename,
+    Cursor,
+    Node,
+}
+
+enum PageItem {
+    Typename,
+    HasNext,
+    HasPrevious,
+    Start,
+    End,
+}
 
 /// What is selected from one entity.
 struct Sel {
@@ -359,18 +392,33 @@ pub(crate) fn compile(
             Root::Typename
         } else {
             let rf = model.queries.iter().find(|q| q.name == name)?;
-            if !matches!(rf.binding, Binding::List(_) | Binding::Lookup { .. }) {
-                return None;
-            }
             let entity = model.entity(&rf.entity)?;
             let args = written_args(f);
-            let sel = compile_sel(store, doc, entity, &f.selection_set.node)?;
-            let (joins, join_items) = to_one_joins(&sel);
+            let (sel, connection) = match &rf.binding {
+                Binding::List(_) | Binding::Lookup { .. } => (
+                    compile_sel(store, doc, entity, &f.selection_set.node)?,
+                    None,
+                ),
+                Binding::Connection(c) => {
+                    let c = model.connection(&c.connection)?;
+                    let (conn, node) = compile_connection(doc, c, &f.selection_set.node)?;
+                    let empty = SelectionSet::default();
+                    let sel = compile_sel(store, doc, entity, node.unwrap_or(&empty))?;
+                    (sel, Some(conn))
+                }
+                _ => return None,
+            };
+            // A page read by cursor reads its to-one relations by id.
+            let (joins, join_items) = match connection {
+                None => to_one_joins(&sel),
+                Some(_) => (Vec::new(), Vec::new()),
+            };
             Root::Field(Box::new(RootPlan {
                 field: rf.clone(),
                 constant: args.iter().all(|(_, v)| v.clone().into_const().is_some()),
                 args,
                 sel,
+                connection,
                 joins,
                 join_items,
                 prepared: OnceLock::new(),
@@ -446,6 +494,93 @@ fn flatten<'d>(
         flatten(doc, &inner.node, type_name, out, nesting + 1)?;
     }
     Some(())
+}
+
+/// The selection of a connection root field around its nodes, and the
+/// selection set of its one `node`; `None` (async-graphql runs it) when
+/// `node` is selected more than once (aliases, or several `edges`), since
+/// a plan reads one selection of rows per root field.
+fn compile_connection<'d>(
+    doc: &'d ExecutableDocument,
+    c: &gatehouse_schema::Connection,
+    set: &'d SelectionSet,
+) -> Option<(ConnSel, Option<&'d SelectionSet>)> {
+    let mut node = None;
+    let mut fields = Vec::new();
+    flatten(doc, set, &c.name, &mut fields, 0)?;
+    let mut items = Vec::with_capacity(fields.len());
+    for f in fields {
+        let key = Key::new(f.response_key().node.as_str())?;
+        let item = match f.name.node.as_str() {
+            "__typename" => ConnItem::Typename,
+            "totalCount" if c.total_count.is_some() => ConnItem::TotalCount,
+            "pageInfo" => {
+                let mut inner = Vec::new();
+                flatten(
+                    doc,
+                    &f.selection_set.node,
+                    gatehouse_schema::PAGE_INFO,
+                    &mut inner,
+                    0,
+                )?;
+                let mut page = Vec::with_capacity(inner.len());
+                for p in inner {
+                    let item = match p.name.node.as_str() {
+                        "__typename" => PageItem::Typename,
+                        "hasNextPage" => PageItem::HasNext,
+                        "hasPreviousPage" => PageItem::HasPrevious,
+                        "startCursor" => PageItem::Start,
+                        "endCursor" => PageItem::End,
+                        _ => return None,
+                    };
+                    page.push((Key::new(p.response_key().node.as_str())?, item));
+                }
+                ConnItem::PageInfo(page)
+            }
+            "edges" => {
+                let mut inner = Vec::new();
+                flatten(doc, &f.selection_set.node, &c.edge, &mut inner, 0)?;
+                let mut edge = Vec::with_capacity(inner.len());
+                for e in inner {
+                    let item = match e.name.node.as_str() {
+                        "__typename" => EdgeItem::Typename,
+                        "cursor" => EdgeItem::Cursor,
+                        "node" if node.is_none() => {
+                            node = Some(&e.selection_set.node);
+                            EdgeItem::Node
+                        }
+                        _ => return None,
+                    };
+                    edge.push((Key::new(e.response_key().node.as_str())?, item));
+                }
+                ConnItem::Edges(edge)
+            }
+            _ => return None,
+        };
+        items.push((key, item));
+    }
+    // Response keys are unique at each level (a repeated key merges
+    // selections, which async-graphql does).
+    fn unique<T>(items: &[(Key, T)]) -> bool {
+        let mut seen = std::collections::HashSet::with_capacity(items.len());
+        items.iter().all(|(k, _)| seen.insert(k.0.as_slice()))
+    }
+    let nested_unique = items.iter().all(|(_, i)| match i {
+        ConnItem::Edges(e) => unique(e),
+        ConnItem::PageInfo(p) => unique(p),
+        _ => true,
+    });
+    if !unique(&items) || !nested_unique {
+        return None;
+    }
+    Some((
+        ConnSel {
+            name: c.name.clone(),
+            edge: c.edge.clone(),
+            items,
+        },
+        node,
+    ))
 }
 
 fn compile_sel(
@@ -800,6 +935,9 @@ impl Run<'_> {
         let rows = &r.sel.rows;
         self.allowed(shared.model.root_access(rf).scope)?;
         self.relations_readable(rows.def())?;
+        if let (Binding::Connection(c), Some(conn)) = (&rf.binding, &r.connection) {
+            return self.connection(r, c, conn, out).await;
+        }
         // The root field's rows, with the to-one relations its statement read.
         let Page { rows: set, joined } = if r.constant {
             let caller = rows.statement_caller(self.access, &r.joins);
@@ -846,6 +984,96 @@ impl Run<'_> {
             },
             _ => None,
         }
+    }
+
+    /// A connection root field: one page read by cursor (the same store
+    /// call and arguments as its resolver), the total count when selected.
+    async fn connection(
+        &self,
+        r: &RootPlan,
+        c: &gatehouse_schema::ConnectionBinding,
+        conn: &ConnSel,
+        out: &mut Vec<u8>,
+    ) -> Option<()> {
+        let shared = self.shared;
+        let rows = &r.sel.rows;
+        let args = self.args(&r.args, &r.field.args)?;
+        let select = Some(r.sel.columns.clone());
+        let (q, page) =
+            args::connection_query(&shared.model, &args[..], c, shared.limits, select).ok()?;
+        let found = rows.page(self.access, &q, &page).await.ok()?;
+        let total = if conn
+            .items
+            .iter()
+            .any(|(_, i)| matches!(i, ConnItem::TotalCount))
+        {
+            Some(rows.count(self.access, q.filter.as_ref()).await.ok()?)
+        } else {
+            None
+        };
+        let set = &found.rows;
+        let layout = Layout::new(&r.sel, &set.columns)?;
+        let level = self.load(&r.sel, &set.rows, &layout, Vec::new()).await?;
+        let cursor = |out: &mut Vec<u8>, c: Option<&String>| match c {
+            Some(c) => json::write_str(out, c),
+            None => out.extend_from_slice(b"null"),
+        };
+        out.push(b'{');
+        for (i, (key, item)) in conn.items.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(&key.0);
+            match item {
+                ConnItem::Typename => json::write_str(out, &conn.name),
+                ConnItem::TotalCount => {
+                    json::write_value(out, &Json::from(build::count_int(total?)));
+                }
+                ConnItem::PageInfo(items) => {
+                    out.push(b'{');
+                    for (j, (key, item)) in items.iter().enumerate() {
+                        if j > 0 {
+                            out.push(b',');
+                        }
+                        out.extend_from_slice(&key.0);
+                        match item {
+                            PageItem::Typename => json::write_str(out, gatehouse_schema::PAGE_INFO),
+                            PageItem::HasNext => write_bool(out, found.has_next_page),
+                            PageItem::HasPrevious => write_bool(out, found.has_previous_page),
+                            PageItem::Start => cursor(out, found.cursors.first()),
+                            PageItem::End => cursor(out, found.cursors.last()),
+                        }
+                    }
+                    out.push(b'}');
+                }
+                ConnItem::Edges(items) => {
+                    out.push(b'[');
+                    for (k, row) in set.rows.iter().enumerate() {
+                        if k > 0 {
+                            out.push(b',');
+                        }
+                        out.push(b'{');
+                        for (j, (key, item)) in items.iter().enumerate() {
+                            if j > 0 {
+                                out.push(b',');
+                            }
+                            out.extend_from_slice(&key.0);
+                            match item {
+                                EdgeItem::Typename => json::write_str(out, &conn.edge),
+                                EdgeItem::Cursor => json::write_str(out, found.cursors.get(k)?),
+                                EdgeItem::Node => {
+                                    write_object(out, row, k, &r.sel, &layout, &level)?;
+                                }
+                            }
+                        }
+                        out.push(b'}');
+                    }
+                    out.push(b']');
+                }
+            }
+        }
+        out.push(b'}');
+        Some(())
     }
 
     /// Loads every relation of `sel` for all of `rows`, level by level.
@@ -1074,6 +1302,10 @@ fn write_object(
     }
     out.push(b'}');
     Some(())
+}
+
+fn write_bool(out: &mut Vec<u8>, b: bool) {
+    out.extend_from_slice(if b { b"true" } else { b"false" });
 }
 
 /// A stored value, refusing what async-graphql would refuse to output.
