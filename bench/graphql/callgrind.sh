@@ -1,32 +1,46 @@
 #!/usr/bin/env bash
-# Instructions per GraphQL request (flat, nested, lookup) of one gatehouse
-# binary, under callgrind: deterministic, so two builds compare exactly
-# where wrk's req/s move by a few percent between runs.
+# Instructions per request (GraphQL flat, nested, lookup, connection; the
+# REST list) of one gatehouse binary, under callgrind: deterministic, so two
+# builds compare exactly where wrk's req/s move by a few percent between
+# runs.
 #
 #   bench/graphql/callgrind.sh BIN [PORT]
+#   DB=postgres bench/graphql/callgrind.sh BIN [PORT]
 #
 # Needs a finished bench/graphql/run.sh (its SQLite file, key and ids in
-# bench/graphql/work/, copied, never changed) and valgrind. For each query:
+# bench/graphql/work/, copied, never changed; with DB=postgres its database
+# gh_bench, BENCH_POSTGRES_URL's server) and valgrind. For each query:
 # 200 warm-up requests, then 2,000 on one keep-alive connection with
-# instrumentation on; prints total instructions (every thread) / 2,000.
+# instrumentation on; prints total instructions (every thread of gatehouse,
+# not PostgreSQL's) / 2,000. KEEP=DIR keeps the callgrind files there, for
+# callgrind_annotate.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BENCH=$ROOT/bench/graphql/work
 BIN=$1 PORT=${2:-19101}
+DB=${DB:-sqlite}
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 cp "$BENCH"/bench.db* "$W/"
 cp -r "$BENCH/data" "$BENCH/gatehouse.key" "$W/"
 cd "$W"
+case $DB in
+  sqlite) URL="sqlite://$W/bench.db" ;;
+  postgres)
+    PG_SERVER_URL="${BENCH_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
+    # Its key file is data/gatehouse.key, copied above.
+    URL="$(python3 -c 'import sys, urllib.parse as u; p = u.urlsplit(sys.argv[1]); print(u.urlunsplit(p._replace(path="/gh_bench")))' "$PG_SERVER_URL")" ;;
+  *) echo "DB is sqlite or postgres" >&2; exit 2 ;;
+esac
 valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$W/cg.out" \
   "$BIN" serve --config "$ROOT/examples/library/gatehouse.toml" \
-  --database "sqlite://$W/bench.db" --listen "127.0.0.1:$PORT" > "$W/server.log" 2>&1 &
+  --database "$URL" --listen "127.0.0.1:$PORT" > "$W/server.log" 2>&1 &
 PID=$!
 for i in $(seq 1 300); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 1; done
 TOKEN=$(curl -sf -u demo-app:demo-secret-change-me -d grant_type=password -d username=alice \
   -d password=alice-password -d 'scope=read write' "http://127.0.0.1:$PORT/oauth/token" |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
-python3 - "$PORT" "$TOKEN" "$PID" "$BENCH/ids-sqlite.txt" <<'PY'
+python3 - "$PORT" "$TOKEN" "$PID" "$BENCH/ids-$DB.txt" <<'PY'
 import http.client, json, subprocess, sys
 port, token, pid, ids_file = sys.argv[1:5]
 ids = [l.strip() for l in open(ids_file) if l.strip()]
@@ -35,9 +49,16 @@ cases = {
   'flat': lambda i: {"query": "{ books(first: 10) { title year } }"},
   'nested': lambda i: {"query": "{ books(first: 10) { title year author { name } } }"},
   'lookup': lambda i: {"query": "query($id: ID!) { book(id: $id) { title year author { name } } }", "variables": {"id": ids[i % len(ids)]}},
+  'connection': lambda i: {"query": "{ booksConnection(first: 10) { edges { node { title year } } } }"},
+  'rest': lambda i: None,
 }
 def send(body):
-    c.request('POST', '/graphql', json.dumps(body), {'Authorization': 'Bearer ' + token, 'Content-Type': 'application/json'})
+    headers = {'Authorization': 'Bearer ' + token}
+    if body is None:
+        c.request('GET', '/v1/books?per_page=10', headers=headers)
+    else:
+        headers['Content-Type'] = 'application/json'
+        c.request('POST', '/graphql', json.dumps(body), headers)
     r = c.getresponse(); data = r.read()
     assert r.status == 200 and b'"errors"' not in data, data[:300]
 for name, make in cases.items():
@@ -49,6 +70,7 @@ for name, make in cases.items():
     subprocess.run(['callgrind_control', '-d', name, pid], check=True, capture_output=True)
 PY
 kill $PID; wait $PID 2>/dev/null || true
+[[ -n "${KEEP:-}" ]] && mkdir -p "$KEEP" && cp "$W"/cg.out.* "$KEEP/"
 for f in "$W"/cg.out.*; do
   query=$(sed -n 's/^desc: Trigger: dump //p' "$f")
   echo "$query: $(awk '/^totals:/ {printf "%.1fk", $2 / 2000 / 1000}' "$f") instructions per request"

@@ -76,22 +76,74 @@ impl fmt::Debug for KeyCipher {
 const KDF_ITERATIONS: u32 = 100_000;
 const KDF_SALT: &[u8] = b"gatehouse/signing-keys/v1";
 
+/// How a generated server secret starts ([`generate_server_secret`]): the
+/// rest is 32 random bytes (base64url), which need no stretching.
+pub const GENERATED_SECRET_PREFIX: &str = "ghsk1_";
+
+/// A new random server secret for the key file or `GATEHOUSE_SECRET`:
+/// [`GENERATED_SECRET_PREFIX`] and 256 random bits. [`KeyCipher`] derives
+/// its key from such a secret with HKDF alone, where a passphrase costs
+/// 100,000 PBKDF2 rounds (a quarter of a second of start-up).
+pub fn generate_server_secret(random: &dyn Random) -> String {
+    format!(
+        "{GENERATED_SECRET_PREFIX}{}",
+        crate::random::token_string(random, 32)
+    )
+}
+
+/// The 32 random bytes of a secret made by [`generate_server_secret`];
+/// `None` for anything else (a passphrase, or a key file written before
+/// the prefix existed), which is stretched.
+fn generated_key_bytes(secret: &str) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    let rest = secret.strip_prefix(GENERATED_SECRET_PREFIX)?;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(rest)
+        .ok()
+        .filter(|b| b.len() == 32)
+}
+
+/// HKDF-SHA256 (RFC 5869) of 256 random bits into the AES-256 key.
+fn expand_random_key(ikm: &[u8]) -> Result<[u8; 32]> {
+    struct Len;
+    impl aws_lc_rs::hkdf::KeyType for Len {
+        fn len(&self) -> usize {
+            32
+        }
+    }
+    let mut key = [0u8; 32];
+    aws_lc_rs::hkdf::Salt::new(aws_lc_rs::hkdf::HKDF_SHA256, KDF_SALT)
+        .extract(ikm)
+        .expand(&[b"gatehouse/signing-keys/aes-256-gcm"], Len)
+        .and_then(|okm| okm.fill(&mut key))
+        .map_err(|_| Error::server("HKDF key derivation failed"))?;
+    Ok(key)
+}
+
 impl KeyCipher {
-    /// Derives the AES-256 key from `secret` (PBKDF2-HMAC-SHA256). The secret
-    /// must not be empty.
+    /// Derives the AES-256 key from `secret`: with HKDF from a generated
+    /// secret ([`generate_server_secret`]), with PBKDF2-HMAC-SHA256 from any
+    /// other (a passphrase may be guessable, so its derivation is slow).
+    /// The secret must not be empty.
     pub fn from_secret(secret: &str) -> Result<Self> {
         if secret.is_empty() {
             return Err(Error::InvalidInput("the server secret is empty".into()));
         }
-        let mut key = [0u8; 32];
-        let iterations = NonZeroU32::new(KDF_ITERATIONS).unwrap_or(NonZeroU32::MIN);
-        aws_lc_rs::pbkdf2::derive(
-            aws_lc_rs::pbkdf2::PBKDF2_HMAC_SHA256,
-            iterations,
-            KDF_SALT,
-            secret.as_bytes(),
-            &mut key,
-        );
+        let key = match generated_key_bytes(secret) {
+            Some(random) => expand_random_key(&random)?,
+            None => {
+                let mut key = [0u8; 32];
+                let iterations = NonZeroU32::new(KDF_ITERATIONS).unwrap_or(NonZeroU32::MIN);
+                aws_lc_rs::pbkdf2::derive(
+                    aws_lc_rs::pbkdf2::PBKDF2_HMAC_SHA256,
+                    iterations,
+                    KDF_SALT,
+                    secret.as_bytes(),
+                    &mut key,
+                );
+                key
+            }
+        };
         let unbound = UnboundKey::new(&AES_256_GCM, &key)
             .map_err(|_| Error::server("AES-256-GCM key setup failed"))?;
         // A separate key for a separate purpose: HMAC(k, label) never
@@ -627,6 +679,47 @@ mod tests {
         let rec = generate_key(SigningAlg::EdDsa, &cipher, &SeededRandom::new(1), 0).unwrap();
         let e = KeyRing::empty().load(&[rec], &other, 0).unwrap_err();
         assert!(e.internal_cause().unwrap().contains("cannot decrypt"));
+    }
+
+    /// Both derivations are pinned: a change to either would leave every
+    /// deployed instance unable to open its stored keys.
+    #[test]
+    fn generated_secrets_skip_stretching_and_both_derivations_are_stable() {
+        let generated = generate_server_secret(&SeededRandom::new(11));
+        assert!(generated.starts_with(GENERATED_SECRET_PREFIX));
+        assert_eq!(generated_key_bytes(&generated).map(|b| b.len()), Some(32));
+        let mac = |secret: &str| -> String {
+            KeyCipher::from_secret(secret)
+                .unwrap()
+                .form_mac("pin", b"message")
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect()
+        };
+        let fixed = format!("{GENERATED_SECRET_PREFIX}{}", "A".repeat(43));
+        assert_eq!(
+            mac(&fixed),
+            "4047ff55c0c11c466909a5dcc71d2a3d9d30cd09a10f0e21bc9c8a94bc86ec78"
+        );
+        assert_eq!(
+            mac("a passphrase"),
+            "682a13771b90e658693d5ee15c4b025d8ed6363beab1fe7bab8be848c0de03ac"
+        );
+        // A malformed generated secret is a passphrase like any other.
+        for s in [
+            format!("{GENERATED_SECRET_PREFIX}{}", "A".repeat(42)),
+            format!("{GENERATED_SECRET_PREFIX}{}!", "A".repeat(42)),
+        ] {
+            assert_eq!(generated_key_bytes(&s), None);
+            assert_ne!(mac(&s), mac(&fixed));
+        }
+        let cipher = KeyCipher::from_secret(&generated).unwrap();
+        let sealed = cipher
+            .seal_secret(&SeededRandom::new(1), "k", b"private")
+            .unwrap();
+        assert_eq!(cipher.open_secret("k", &sealed).unwrap(), b"private");
+        let other = KeyCipher::from_secret("a passphrase").unwrap();
+        assert!(other.open_secret("k", &sealed).is_err());
     }
 
     #[test]

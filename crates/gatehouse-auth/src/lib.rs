@@ -51,7 +51,10 @@ pub use claims::{
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Description, Error, RepoError, Result};
 pub use jwt::{ACCESS_TOKEN_TYP, AccessClaims, Audience, IDTYP_APP, IDTYP_USER};
-pub use keys::{KeyCipher, KeyRing, Signer, SigningAlg, generate_key};
+pub use keys::{
+    GENERATED_SECRET_PREFIX, KeyCipher, KeyRing, Signer, SigningAlg, generate_key,
+    generate_server_secret,
+};
 pub use login::{
     Account, FREE_FAILURES_PER_ACCOUNT, FREE_FAILURES_PER_ADDRESS, LoginThrottle,
     MAX_DELAY_PER_ACCOUNT, MAX_DELAY_PER_ADDRESS, PASSWORD_CHECK_WAIT, PASSWORD_CHECKS_PER_CPU,

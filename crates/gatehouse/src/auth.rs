@@ -41,7 +41,7 @@ pub fn load_secret(config: &Config) -> anyhow::Result<String> {
     {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let secret = gatehouse_auth::generate_client_secret(&SystemRandom);
+    let secret = gatehouse_auth::generate_server_secret(&SystemRandom);
     write_private(&path, &secret)?;
     tracing::info!(key_file = %path.display(), "created the key-encryption key file");
     Ok(secret)

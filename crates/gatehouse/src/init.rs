@@ -51,7 +51,7 @@ pub(crate) fn write(dir: &Path) -> anyhow::Result<Created> {
         username: "me",
         password: gatehouse_auth::generate_client_secret(&random),
     };
-    let key_secret = gatehouse_auth::generate_client_secret(&random);
+    let key_secret = gatehouse_auth::generate_server_secret(&random);
 
     let model = gatehouse_schema::load_sources_with(
         &[gatehouse_schema::Source {
