@@ -99,23 +99,37 @@ pub struct Db {
 /// [`WARM_FOR`], after which the pool takes it back and applies its own
 /// lifetime and idle rules.
 ///
-/// A caller waiting in the pool cannot be handed a kept connection, so
-/// nothing is kept while one of ours waits there (the pool then serves its
-/// waiters in order, as without this), at most half of what is left after
-/// the change-feed listener's connection is kept (none with a pool of 2),
-/// and a transaction that finds the pool without an idle connection hands
-/// every kept one back first.
+/// Statements that find neither a kept connection nor an idle one in the
+/// pool wait here and in the pool at once: a connection finished with is
+/// handed to the longest-waiting statement directly (first come, first
+/// served, no round trip), or the pool answers first. At most all but two
+/// of the pool's connections are kept (none with a pool of 2): one is the
+/// change-feed listener's, and one always goes back through the pool, so
+/// its other users (the listener reconnecting, a notification's payload
+/// read) are served. While a transaction of ours waits in the pool,
+/// connections go back to it instead, and a transaction that finds the
+/// pool without an idle connection hands every kept one back first.
 #[derive(Debug, Default)]
 struct Warm {
-    idle: std::sync::Mutex<Vec<(PoolConnection<Postgres>, Instant)>>,
+    state: std::sync::Mutex<WarmState>,
     max: usize,
     /// Set when the store closes: the pool's close waits for every
     /// connection, so none may be kept from then on.
     closed: std::sync::atomic::AtomicBool,
-    /// Callers of ours waiting in the pool ([`Waiting`]): while there are
-    /// any, connections go back to the pool, which serves its waiters in
-    /// order, instead of being kept for whoever comes next.
+    /// Transactions of ours waiting in the pool ([`Waiting`]): while there
+    /// are any, connections go back to the pool, which serves its waiters
+    /// in order.
     waiting: AtomicU64,
+}
+
+/// A connection out of the pool and when it was taken out.
+type Kept = (PoolConnection<Postgres>, Instant);
+
+#[derive(Debug, Default)]
+struct WarmState {
+    idle: Vec<Kept>,
+    /// Statements waiting for a connection, oldest first.
+    waiters: std::collections::VecDeque<tokio::sync::oneshot::Sender<Kept>>,
 }
 
 /// Counts a caller waiting in the pool for as long as it lives (a
@@ -141,9 +155,9 @@ impl Drop for Warm {
         // it spawns, which needs a runtime. A store dropped outside one
         // (after its runtime ended) closes its kept connections instead.
         if tokio::runtime::Handle::try_current().is_err()
-            && let Ok(idle) = self.idle.get_mut()
+            && let Ok(state) = self.state.get_mut()
         {
-            for (conn, _) in idle.drain(..) {
+            for (conn, _) in state.idle.drain(..) {
                 drop(conn.detach());
             }
         }
@@ -154,16 +168,24 @@ impl Drop for Warm {
 const WARM_FOR: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Warm {
-    /// A kept connection, taken out of the pool less than [`WARM_FOR`] ago.
-    fn take(&self) -> Option<(PoolConnection<Postgres>, Instant)> {
+    /// A kept connection, taken out of the pool less than [`WARM_FOR`]
+    /// ago; else, when `wait`, a place in the queue of waiting statements.
+    fn take(&self, wait: bool) -> Result<Kept, Option<tokio::sync::oneshot::Receiver<Kept>>> {
         let mut expired = Vec::new();
         let found = {
-            let mut idle = self.idle.lock().ok()?;
+            let Ok(mut state) = self.state.lock() else {
+                return Err(None);
+            };
             loop {
-                match idle.pop() {
-                    Some((c, since)) if since.elapsed() < WARM_FOR => break Some((c, since)),
+                match state.idle.pop() {
+                    Some((c, since)) if since.elapsed() < WARM_FOR => break Ok((c, since)),
                     Some(old) => expired.push(old),
-                    None => break None,
+                    None if wait && !self.closed.load(Ordering::Acquire) => {
+                        let (tx, rx) = tokio::sync::oneshot::channel();
+                        state.waiters.push_back(tx);
+                        break Err(Some(rx));
+                    }
+                    None => break Err(None),
                 }
             }
         };
@@ -172,42 +194,64 @@ impl Warm {
         found
     }
 
-    /// Keeps `conn` (taken out of the pool at `since`) if there is room.
+    /// Hands `conn` (taken out of the pool at `since`) to the oldest
+    /// waiting statement, or keeps it if there is room; else it goes back
+    /// to the pool.
     fn put(&self, conn: PoolConnection<Postgres>, since: Instant) {
-        let rejected = match self.idle.lock() {
-            Ok(mut idle)
-                if idle.len() < self.max
-                    && since.elapsed() < WARM_FOR
-                    && self.waiting.load(Ordering::Acquire) == 0
-                    && !self.closed.load(Ordering::Acquire) =>
-            {
-                idle.push((conn, since));
-                None
+        if self.closed.load(Ordering::Acquire)
+            || since.elapsed() >= WARM_FOR
+            || self.waiting.load(Ordering::Acquire) > 0
+        {
+            return drop(conn);
+        }
+        let rejected = match self.state.lock() {
+            Ok(mut state) => {
+                let mut kept = (conn, since);
+                loop {
+                    match state.waiters.pop_front() {
+                        // A waiter that gave up hands it back.
+                        Some(waiter) => match waiter.send(kept) {
+                            Ok(()) => break None,
+                            Err(back) => kept = back,
+                        },
+                        None if state.idle.len() < self.max => {
+                            state.idle.push(kept);
+                            break None;
+                        }
+                        None => break Some(kept),
+                    }
+                }
             }
-            _ => Some(conn),
+            Err(_) => Some((conn, since)),
         };
         drop(rejected);
     }
 
     /// Hands every kept connection back to the pool and keeps none from
-    /// now on.
+    /// now on; waiting statements turn to the pool.
     fn close(&self) {
         self.closed.store(true, Ordering::Release);
+        let waiters = self
+            .state
+            .lock()
+            .map(|mut state| std::mem::take(&mut state.waiters))
+            .unwrap_or_default();
+        drop(waiters);
         self.clear();
     }
 
     /// Hands every kept connection back to the pool.
     fn clear(&self) {
         let all = self
-            .idle
+            .state
             .lock()
-            .map(|mut idle| std::mem::take(&mut *idle))
+            .map(|mut state| std::mem::take(&mut state.idle))
             .unwrap_or_default();
         drop(all);
     }
 
     fn len(&self) -> usize {
-        self.idle.lock().map_or(0, |idle| idle.len())
+        self.state.lock().map_or(0, |state| state.idle.len())
     }
 }
 
@@ -281,8 +325,9 @@ impl Db {
         };
         let mut warm = Warm::default();
         if let Pools::Postgres(pool) = &pools {
-            // The change-feed listener holds one connection for good.
-            warm.max = (pool.options().get_max_connections().saturating_sub(1) / 2) as usize;
+            // The change-feed listener holds one connection for good, and
+            // one goes back through the pool (see `Warm`).
+            warm.max = pool.options().get_max_connections().saturating_sub(2) as usize;
         }
         Ok(Db {
             pools,
@@ -338,17 +383,26 @@ impl Db {
     }
 
     /// A PostgreSQL connection for single statements: a kept one
-    /// ([`Warm`]), else an idle one of the pool, else the pool's wait.
+    /// ([`Warm`]), else an idle one of the pool, else the first of a kept
+    /// one handed over and the pool's wait.
     async fn pg(&self, pool: &PgPool) -> Result<PooledInner, DbError> {
-        let (conn, since) = match self.warm.take() {
-            Some(kept) => kept,
-            // The pool's `acquire` future is large (copying it dominates a
-            // request's `memcpy`): only build it when it has to wait.
-            None => match pool.try_acquire() {
+        let (conn, since) = match self.warm.take(false) {
+            Ok(kept) => kept,
+            Err(_) => match pool.try_acquire() {
                 Some(c) => (c, Instant::now()),
                 None => {
-                    let _waiting = Waiting::new(&self.warm.waiting);
-                    (Box::pin(pool.acquire()).await?, Instant::now())
+                    // The pool's `acquire` future is large (copying it
+                    // dominates a request's `memcpy`): only built here.
+                    let acquire = Box::pin(pool.acquire());
+                    match self.warm.take(true) {
+                        Ok(kept) => kept,
+                        Err(None) => (acquire.await?, Instant::now()),
+                        Err(Some(handed)) => tokio::select! {
+                            biased;
+                            Ok(kept) = handed => kept,
+                            c = acquire => (c?, Instant::now()),
+                        },
+                    }
                 }
             },
         };
