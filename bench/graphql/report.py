@@ -8,7 +8,8 @@ With several rounds, each cell is the median over the rounds.
 Besides req/s and latency, each case reports CPU microseconds per request:
 "server" is what the target's own processes used (gatehouse; PostGraphile's
 Node process plus the PostgreSQL server processes; for gatehouse on
-PostgreSQL, also those), "machine" what every core of the host used (the
+PostgreSQL, also those), "own" the target's process alone (without
+PostgreSQL's), "machine" what every core of the host used (the
 load generator and the kernel's loopback network work included). On a small
 host where wrk shares the cores, req/s ratios between a fast and a slow
 server are capped by what the load generator and the kernel cost per
@@ -24,6 +25,7 @@ LABELS = {
     "gatehouse-sqlite": "gatehouse, SQLite",
     "gatehouse-sqlite-anon": "gatehouse, SQLite, anonymous_read (no token)",
     "gatehouse-postgres": "gatehouse, PostgreSQL",
+    "gatehouse-postgres-socket": "gatehouse, PostgreSQL (Unix socket)",
     "postgraphile": "PostGraphile v5, PostgreSQL",
     "baseline-sqlite": "baseline gatehouse, SQLite",
     "baseline-postgres": "baseline gatehouse, PostgreSQL",
@@ -56,14 +58,15 @@ def main():
 
     print(
         "| target | query | req/s | p50 ms | p99 ms | non-2xx / socket errors "
-        "| server CPU µs/req | machine CPU µs/req |"
+        "| server CPU µs/req | own CPU µs/req | machine CPU µs/req |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for key in order:
         print(
             f"| {LABELS.get(key[0], key[0])} | {key[1]} | {med(key, 'rps'):,.0f} "
             f"| {med(key, 'p50_ms'):.2f} | {med(key, 'p99_ms'):.2f} | {bad(key)} "
-            f"| {us(cpu(key, 'server_cpu_us'))} | {us(cpu(key, 'busy_cpu_us'))} |"
+            f"| {us(cpu(key, 'server_cpu_us'))} | {us(cpu(key, 'own_cpu_us'))} "
+            f"| {us(cpu(key, 'busy_cpu_us'))} |"
         )
     if rounds > 1:
         print(f"\n(median of {rounds} rounds)")
@@ -75,7 +78,7 @@ def main():
 
     print("\nRatios (req/s):\n")
     checks = []
-    for gh in ("gatehouse-sqlite", "gatehouse-sqlite-anon", "gatehouse-postgres"):
+    for gh in ("gatehouse-sqlite", "gatehouse-sqlite-anon", "gatehouse-postgres", "gatehouse-postgres-socket"):
         if (gh, "flat") not in cells:
             continue
         for q in ("flat", "nested", "lookup"):

@@ -40,6 +40,9 @@
 #                       database; its flat/nested/owned/rest/lookup cases are measured in the
 #                       same rounds, and the report gives this build / baseline
 #   BASELINE_DESC       what the baseline is (default: its path)
+#   PG_SOCKET=DIR       also serve the PostgreSQL database through its Unix-domain
+#                       socket in DIR (say /var/run/postgresql), measured as
+#                       "gatehouse-postgres-socket" (flat, nested, lookup) beside TCP
 #   CARGO_TARGET_DIR, GATEHOUSE_BIN, HELLO_BIN, PORT_BASE (default 18080)
 #
 # Needs: cargo, wrk, psql, python3, npm (and curl).
@@ -66,6 +69,7 @@ P_HELLO=$((PORT_BASE + 4))
 P_GH_ANON=$((PORT_BASE + 5))
 P_BASE_SQLITE=$((PORT_BASE + 6))
 P_BASE_PG=$((PORT_BASE + 7))
+P_GH_PG_SOCKET=$((PORT_BASE + 8))
 
 source "$HERE/../lib.sh"
 for tool in cargo wrk psql python3 npm curl; do
@@ -136,7 +140,7 @@ print(raw[:300])'
 }
 
 RESULTS="$WORK/results.tsv"
-printf 'target\tquery\tround\trps\tp50_ms\tp99_ms\tnon2xx\tsocket_errors\tserver_cpu_us\tbusy_cpu_us\n' >"$RESULTS"
+printf 'target\tquery\tround\trps\tp50_ms\tp99_ms\tnon2xx\tsocket_errors\tserver_cpu_us\tbusy_cpu_us\town_cpu_us\n' >"$RESULTS"
 
 # CPU time, in clock ticks, used so far by the server processes of a target:
 # its pids, and every PostgreSQL server process for the word "postgres" (the
@@ -242,20 +246,24 @@ measure_rounds() {
       out="$WORK/wrk-$target-$query-$round.txt"
       # shellcheck disable=SC2086 # a list of pids
       s0=$(server_ticks ${TARGET_PIDS[$target]}) b0=$(busy_ticks)
+      # The target's own processes, without PostgreSQL's.
+      o0=$(server_ticks ${TARGET_PIDS[$target]% postgres})
       BENCH_METHOD=${C_METHOD[$i]} BENCH_BODY="${C_BODY[$i]}" BENCH_TOKEN="${C_TOKEN[$i]}" \
         BENCH_IDS_FILE="${C_IDS[$i]}" wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s "$HERE/../request.lua" \
         "${C_URL[$i]}" >"$out"
       # shellcheck disable=SC2086
       s1=$(server_ticks ${TARGET_PIDS[$target]}) b1=$(busy_ticks)
+      # shellcheck disable=SC2086
+      o1=$(server_ticks ${TARGET_PIDS[$target]% postgres})
       line=$(grep '^BENCH_RESULT' "$out") || die "no result from wrk; see $out"
-      python3 - "$target" "$query" "$round" "$line" $((s1 - s0)) $((b1 - b0)) "$(getconf CLK_TCK)" >>"$RESULTS" <<'EOF'
+      python3 - "$target" "$query" "$round" "$line" $((s1 - s0)) $((b1 - b0)) "$(getconf CLK_TCK)" $((o1 - o0)) >>"$RESULTS" <<'EOF'
 import sys
-target, query, rnd, line, server, busy, hz = sys.argv[1:]
+target, query, rnd, line, server, busy, hz, own = sys.argv[1:]
 kv = dict(f.split("=") for f in line.split()[1:])
 # CPU microseconds per request answered: the target's server processes, and
 # the whole machine (wrk and the kernel included).
 per_req = lambda ticks: f"{int(ticks) / int(hz) * 1e6 / max(int(kv['requests']), 1):.1f}"
-print("\t".join([target, query, rnd, kv["rps"], kv["p50_ms"], kv["p99_ms"], kv["non2xx"], kv["socket_errors"], per_req(server), per_req(busy)]))
+print("\t".join([target, query, rnd, kv["rps"], kv["p50_ms"], kv["p99_ms"], kv["non2xx"], kv["socket_errors"], per_req(server), per_req(busy), per_req(own)]))
 EOF
       printf '%-22s %-7s round %s: %s\n' "$target" "$query" "$round" "$line" >&2
     done
@@ -314,6 +322,14 @@ if [[ "$ANON" == 1 && -n "$TOKEN_SQLITE" ]]; then
   start_gatehouse gatehouse-sqlite-anon "$P_GH_ANON" "sqlite://$WORK/bench.db" \
     GATEHOUSE_AUTH_ANONYMOUS_READ=true
   TARGET_PIDS[gatehouse-sqlite-anon]=${PIDS[-1]}
+fi
+
+if [[ -n "${PG_SOCKET:-}" ]]; then
+  log "gatehouse on the same PostgreSQL database through its Unix-domain socket in $PG_SOCKET"
+  PG_SOCKET_URL="$PG_URL?host=$PG_SOCKET"
+  start_gatehouse gatehouse-postgres-socket "$P_GH_PG_SOCKET" "$PG_SOCKET_URL"
+  TARGET_PIDS[gatehouse-postgres-socket]="${PIDS[-1]} postgres"
+  TOKEN_PG_SOCKET="$(token_for "$P_GH_PG_SOCKET")"
 fi
 
 if [[ -n "${BASELINE_BIN:-}" ]]; then
@@ -399,6 +415,12 @@ bench gatehouse-postgres count "$GH_PG_URL" "$(body "$Q_COUNT")" "$TOKEN_PG" noc
 author_ids_of "$GH_PG_URL" "$TOKEN_PG" "$WORK/authors-postgres.txt"
 bench gatehouse-postgres atomic "$GH_PG_URL" "$(lookup_body "$Q_ATOMIC")" "$TOKEN_PG" "ids=$WORK/authors-postgres.txt"
 bench gatehouse-postgres connection "$GH_PG_URL" "$(body "$Q_CONN")" "$TOKEN_PG" nocheck
+if [[ -n "${PG_SOCKET:-}" ]]; then
+  GH_PG_SOCKET_URL="http://127.0.0.1:$P_GH_PG_SOCKET/graphql"
+  bench gatehouse-postgres-socket flat "$GH_PG_SOCKET_URL" "$(body "$Q_FLAT")" "$TOKEN_PG_SOCKET"
+  bench gatehouse-postgres-socket nested "$GH_PG_SOCKET_URL" "$(body "$Q_NESTED")" "$TOKEN_PG_SOCKET"
+  bench gatehouse-postgres-socket lookup "$GH_PG_SOCKET_URL" "$(lookup_body "$Q_LOOKUP")" "$TOKEN_PG_SOCKET" "ids=$WORK/ids-postgres.txt"
+fi
 if [[ -n "${BASELINE_BIN:-}" ]]; then
   for q in flat nested owned; do
     case $q in flat) Q=$Q_FLAT ;; nested) Q=$Q_NESTED ;; owned) Q=$Q_OWNED ;; esac
