@@ -83,6 +83,8 @@ pub struct Db {
     statements: Arc<AtomicU64>,
     /// PostgreSQL connections kept between single statements ([`Warm`]).
     warm: Arc<Warm>,
+    /// PostgreSQL connections opened since the database was opened.
+    opened: Arc<AtomicU64>,
 }
 
 /// PostgreSQL connections kept out of the sqlx pool between single
@@ -99,10 +101,13 @@ pub struct Db {
 /// [`WARM_FOR`], after which the pool takes it back and applies its own
 /// lifetime and idle rules.
 ///
-/// Statements that find neither a kept connection nor an idle one in the
-/// pool wait here and in the pool at once: a connection finished with is
-/// handed to the longest-waiting statement directly (first come, first
-/// served, no round trip), or the pool answers first. At most all but two
+/// Statements that find neither a kept connection nor an idle one in a
+/// pool that has all its connections open wait here and in the pool at
+/// once: a connection finished with is handed to the longest-waiting
+/// statement directly (first come, first served, no round trip), or the
+/// pool answers first. (Below its size, the pool opens a connection for the
+/// caller; that is never raced, as a dropped `acquire` loses the
+/// connection it was opening.) At most all but two
 /// of the pool's connections are kept (none with a pool of 2): one is the
 /// change-feed listener's, and one always goes back through the pool, so
 /// its other users (the listener reconnecting, a notification's payload
@@ -258,6 +263,7 @@ impl Warm {
 impl Db {
     /// Opens the pools for `url` (`sqlite://PATH` or `postgres://...`).
     pub async fn open(url: &str, opts: &DbOptions) -> Result<Db, DbError> {
+        let opened = Arc::new(AtomicU64::new(0));
         let pools = if let Some(path) = url
             .strip_prefix("sqlite://")
             .or_else(|| url.strip_prefix("sqlite:"))
@@ -291,10 +297,15 @@ impl Db {
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let options = PgConnectOptions::from_str(url)
                 .map_err(|e| DbError::invalid("database", format!("bad PostgreSQL URL: {e}")))?;
+            let counted = opened.clone();
             let pool = match PgPoolOptions::new()
                 .max_connections(opts.max_connections.unwrap_or(10).max(2))
                 .acquire_timeout(opts.acquire_timeout)
                 .test_before_acquire(false)
+                .after_connect(move |_, _| {
+                    counted.fetch_add(1, Ordering::Relaxed);
+                    Box::pin(async { Ok(()) })
+                })
                 .connect_with(options.clone())
                 .await
             {
@@ -333,6 +344,7 @@ impl Db {
             pools,
             statements: Arc::new(AtomicU64::new(0)),
             warm: Arc::new(warm),
+            opened,
         })
     }
 
@@ -350,6 +362,13 @@ impl Db {
             Pools::Postgres(pool) => Some(pool),
             Pools::Sqlite(_) => None,
         }
+    }
+
+    /// How many PostgreSQL connections were opened since the database was
+    /// opened (0 on SQLite): a steady load reuses its connections, so this
+    /// stays at the pool's size.
+    pub fn connections_opened(&self) -> u64 {
+        self.opened.load(Ordering::Relaxed)
     }
 
     /// How many statements were sent since the database was opened
@@ -390,6 +409,12 @@ impl Db {
             Ok(kept) => kept,
             Err(_) => match pool.try_acquire() {
                 Some(c) => (c, Instant::now()),
+                // Not at its size yet: the pool opens a connection at once.
+                // A connection being opened is lost if its `acquire` is
+                // dropped, so it is never raced with a hand-over.
+                None if pool.size() < pool.options().get_max_connections() => {
+                    (Box::pin(pool.acquire()).await?, Instant::now())
+                }
                 None => {
                     // The pool's `acquire` future is large (copying it
                     // dominates a request's `memcpy`): only built here.

@@ -43,7 +43,7 @@ async fn pool_round(db: TestDb, size: u32) {
     }
     let stats = s.pool_stats();
     assert!(stats.iter().all(|p| p.size <= p.max), "{stats:?}");
-    let tasks: Vec<_> = (0..40)
+    let tasks: Vec<_> = (0..80)
         .map(|i| {
             let s = s.clone();
             let a = a.clone();
@@ -51,14 +51,16 @@ async fn pool_round(db: TestDb, size: u32) {
                 if i % 4 == 0 {
                     book(&s, &a, &format!("t{i:02}"), json!({})).await;
                 } else {
-                    s.entity("Book")
-                        .unwrap()
-                        .list(
-                            &gatehouse_store::AccessContext::system(),
-                            &ListQuery::default(),
-                        )
-                        .await
-                        .expect("read");
+                    for _ in 0..10 {
+                        s.entity("Book")
+                            .unwrap()
+                            .list(
+                                &gatehouse_store::AccessContext::system(),
+                                &ListQuery::default(),
+                            )
+                            .await
+                            .expect("read");
+                    }
                     s.entity("Book")
                         .unwrap()
                         .count(&gatehouse_store::AccessContext::system(), None)
@@ -69,6 +71,14 @@ async fn pool_round(db: TestDb, size: u32) {
         })
         .collect();
     let all = tokio::time::timeout(Duration::from_secs(30), futures_all(tasks)).await;
+    // Each connection is opened once: waiting statements never drop one
+    // being opened (a race that reopened connections by the thousand).
+    assert!(
+        s.db().connections_opened() <= u64::from(size),
+        "{} with {size} connections: {} opened",
+        db.backend(),
+        s.db().connections_opened()
+    );
     assert!(
         all.is_ok(),
         "{} with {size} connections: reads and writes did not finish",
@@ -80,7 +90,7 @@ async fn pool_round(db: TestDb, size: u32) {
             .count(&gatehouse_store::AccessContext::system(), None)
             .await
             .unwrap(),
-        10,
+        20,
         "{}",
         db.backend()
     );
@@ -168,4 +178,44 @@ fn a_store_outliving_its_runtime_drops_cleanly() {
         drop(s);
         drop(db);
     }
+}
+
+/// Statements that hold their connection a while, many more of them than
+/// connections, from a cold pool: every connection is opened once. (A
+/// statement waiting for a hand-over used to drop the connection its pool
+/// wait was opening, and the pool reopened connections by the thousand.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_statements_open_each_connection_once() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let opts = StoreOptions {
+        max_connections: Some(6),
+        acquire_timeout: Duration::from_secs(10),
+        ..StoreOptions::default()
+    };
+    let s = db.open_with(SDL, opts).await.expect("store opens");
+    let tasks: Vec<_> = (0..200)
+        .map(|_| {
+            let s = s.clone();
+            tokio::spawn(async move {
+                for _ in 0..20 {
+                    let mut c = s.db().read().await.expect("a connection");
+                    c.conn()
+                        .fetch(gatehouse_db::Built::raw("SELECT 1", vec![]), &[])
+                        .await
+                        .expect("statement");
+                }
+            })
+        })
+        .collect();
+    tokio::time::timeout(Duration::from_secs(60), futures_all(tasks))
+        .await
+        .expect("statements finish");
+    assert!(
+        s.db().connections_opened() <= 6,
+        "{} connections opened for a pool of 6",
+        s.db().connections_opened()
+    );
+    s.close().await;
 }
