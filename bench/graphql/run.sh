@@ -72,6 +72,12 @@ P_BASE_PG=$((PORT_BASE + 7))
 P_GH_PG_SOCKET=$((PORT_BASE + 8))
 
 source "$HERE/../lib.sh"
+if [[ -n "${BASELINE_BIN:-}" ]]; then
+  # Both builds open the same databases, so they need one server secret in
+  # a form both read: a generated key file (ghsk1_...) is unknown to builds
+  # before it.
+  export GATEHOUSE_SECRET="${GATEHOUSE_SECRET:-bench-secret-shared-by-both-builds}"
+fi
 for tool in cargo wrk psql python3 npm curl; do
   command -v "$tool" >/dev/null || die "$tool is required (wrk: apt-get install -y wrk)"
 done
