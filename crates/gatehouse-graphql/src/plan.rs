@@ -37,7 +37,7 @@ use gatehouse_schema::{
     ValueType, Wire,
 };
 use gatehouse_store::{
-    AccessContext, EntityStore, JoinOne, ListQuery, Page, PreparedList, RowSet, Store,
+    AccessContext, EntityStore, JoinOne, ListQuery, Page, PreparedList, PreparedPage, RowSet, Store,
 };
 use quick_cache::sync::Cache;
 use serde_json::Value as Json;
@@ -244,6 +244,9 @@ struct RootPlan {
     /// when the arguments are refused: async-graphql reports them).
     constant: bool,
     prepared: OnceLock<Option<PreparedList>>,
+    /// A connection's page when its arguments hold no variables and its
+    /// statement serves every caller.
+    prepared_page: OnceLock<Option<PreparedPage>>,
     /// For arguments with variables: statements by [`Run::template_key`],
     /// so a repeated shape skips building its SQL.
     templates: Cache<String, Shape>,
@@ -422,6 +425,7 @@ pub(crate) fn compile(
                 joins,
                 join_items,
                 prepared: OnceLock::new(),
+                prepared_page: OnceLock::new(),
                 templates: Cache::new(MAX_TEMPLATES),
                 per_caller: Cache::new(MAX_TEMPLATES),
             }))
@@ -1001,7 +1005,14 @@ impl Run<'_> {
         let select = Some(r.sel.columns.clone());
         let (q, page) =
             args::connection_query(&shared.model, &args[..], c, shared.limits, select).ok()?;
-        let found = rows.page(self.access, &q, &page).await.ok()?;
+        let found = if r.constant && rows.statement_caller(self.access, &[]).is_empty() {
+            let prepared = r
+                .prepared_page
+                .get_or_init(|| rows.prepare_page(self.access, &q, &page).ok());
+            prepared.as_ref()?.run(self.access).await.ok()?
+        } else {
+            rows.page(self.access, &q, &page).await.ok()?
+        };
         let total = if conn
             .items
             .iter()

@@ -18,7 +18,7 @@ use serde_json::Value as Json;
 use gatehouse_schema::{AccessContext, Entity};
 
 use crate::query::order_keys;
-use crate::{EntityStore, ListQuery, OrderBy, Row, RowSet, StoreError};
+use crate::{EntityStore, ListQuery, OrderBy, PreparedList, Row, RowSet, StoreError};
 
 /// The cursor format's version: a cursor of another is refused.
 const VERSION: u32 = 1;
@@ -174,6 +174,19 @@ impl EntityStore {
         query: &ListQuery,
         page: &PageRequest,
     ) -> Result<CursorPage, StoreError> {
+        self.prepare_page(ctx, query, page)?.run(ctx).await
+    }
+
+    /// [`EntityStore::page`]'s statement, built once to be run for every
+    /// request of the same page (a connection's first page, say): it holds
+    /// the caller's policy like [`EntityStore::prepare`]'s, and runs only
+    /// for callers with the same policy inputs.
+    pub fn prepare_page(
+        &self,
+        ctx: &AccessContext,
+        query: &ListQuery,
+        page: &PageRequest,
+    ) -> Result<PreparedPage, StoreError> {
         if query.offset > 0 {
             return Err(StoreError::invalid(
                 "offset",
@@ -204,7 +217,7 @@ impl EntityStore {
             for f in cursor.fields() {
                 if f != "id" && !select.iter().any(|s| s == f) {
                     select.push(f.to_string());
-                    extra.push(f);
+                    extra.push(f.to_string());
                 }
             }
         }
@@ -213,7 +226,39 @@ impl EntityStore {
         let size = page.last.or(page.first);
         // One row more than the page tells whether another page follows.
         q.limit = size.map(|n| n.saturating_add(1));
-        let mut rows = self.list(ctx, &q).await?.rows;
+        Ok(PreparedPage {
+            list: self.prepare(ctx, &q)?,
+            cursor,
+            extra,
+            size,
+            backwards,
+            after: page.after.is_some(),
+            before: page.before.is_some(),
+        })
+    }
+}
+
+/// A page's statement built by [`EntityStore::prepare_page`], run by
+/// [`PreparedPage::run`].
+#[derive(Debug)]
+pub struct PreparedPage {
+    list: PreparedList,
+    cursor: Cursor,
+    /// Order keys read only for the cursors.
+    extra: Vec<String>,
+    size: Option<u64>,
+    backwards: bool,
+    /// Whether the page starts after a cursor / ends before one.
+    after: bool,
+    before: bool,
+}
+
+impl PreparedPage {
+    /// Reads the page for `ctx` (see [`PreparedList::run`] for which
+    /// callers it serves).
+    pub async fn run(&self, ctx: &AccessContext) -> Result<CursorPage, StoreError> {
+        let (cursor, size, backwards) = (&self.cursor, self.size, self.backwards);
+        let mut rows = self.list.run(ctx, &[]).await?.rows;
         let more = size.is_some_and(|n| rows.rows.len() as u64 > n);
         if let Some(n) = size {
             rows.rows.truncate(usize::try_from(n).unwrap_or(usize::MAX));
@@ -224,7 +269,7 @@ impl EntityStore {
         let cursors = (0..rows.rows.len())
             .map(|i| cursor.encode_at(&rows, i))
             .collect();
-        let mut gone: Vec<usize> = extra.iter().filter_map(|f| rows.position(f)).collect();
+        let mut gone: Vec<usize> = self.extra.iter().filter_map(|f| rows.position(f)).collect();
         gone.sort_unstable_by(|a, b| b.cmp(a));
         for p in gone {
             rows.columns.remove(p);
@@ -237,16 +282,8 @@ impl EntityStore {
         Ok(CursorPage {
             rows,
             cursors,
-            has_next_page: if backwards {
-                page.before.is_some()
-            } else {
-                more
-            },
-            has_previous_page: if backwards {
-                more
-            } else {
-                page.after.is_some()
-            },
+            has_next_page: if backwards { self.before } else { more },
+            has_previous_page: if backwards { more } else { self.after },
         })
     }
 }

@@ -54,7 +54,7 @@ mod value;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use code::Code;
 pub use copy::{CopiedTable, copy_store};
-pub use cursor::{Cursor, CursorPage, PageRequest};
+pub use cursor::{Cursor, CursorPage, PageRequest, PreparedPage};
 pub use entity::{Children, EntityStore, Page, PreparedList};
 pub use error::StoreError;
 pub use feed::ChangeEvent;

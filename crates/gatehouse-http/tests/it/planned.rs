@@ -122,6 +122,17 @@ async fn planned_connection_pages_equal_async_graphql() {
         ] {
             same_answer(&s, q, json!({})).await;
         }
+        // A page built once (constant arguments) reads what the store
+        // holds when it runs.
+        let first_page = "{ booksConnection(first: 10) { edges { node { title } } totalCount } }";
+        let before = same_answer(&s, first_page, json!({})).await;
+        let lem = s.author("Later Author", None).await;
+        s.book(json!({"title": "Added later", "status": "AVAILABLE", "author": lem}))
+            .await;
+        let after = same_answer(&s, first_page, json!({})).await;
+        let count = |d: &Value| d["data"]["booksConnection"]["totalCount"].as_i64().unwrap();
+        assert_eq!(count(&after), count(&before) + 1);
+        assert!(after.to_string().contains("Added later"), "{after}");
         // `node` selected twice, and a bad cursor: async-graphql answers.
         for (q, v) in [
             (
