@@ -22,7 +22,11 @@ DB=${DB:-sqlite}
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 cp "$BENCH"/bench.db* "$W/"
-cp -r "$BENCH/data" "$BENCH/gatehouse.key" "$W/"
+# The key files, when the run made them (it sets GATEHOUSE_SECRET instead
+# when it compares with a baseline build: export the same value here).
+for f in data gatehouse.key; do
+  if [[ -e "$BENCH/$f" ]]; then cp -r "$BENCH/$f" "$W/"; fi
+done
 cd "$W"
 case $DB in
   sqlite) URL="sqlite://$W/bench.db" ;;

@@ -566,11 +566,8 @@ async fn resolve_root<'a>(
                 .page(access, &q, &page)
                 .await
                 .map_err(|e| from_store(&e))?;
-            let edges = found
-                .cursors
-                .into_iter()
-                .zip(found.rows.into_rows())
-                .collect();
+            let cursors = found.cursors();
+            let edges = cursors.into_iter().zip(found.rows.into_rows()).collect();
             Ok(Some(FieldValue::owned_any(ConnectionValue {
                 edges,
                 has_next_page: found.has_next_page,

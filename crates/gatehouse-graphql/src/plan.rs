@@ -1025,8 +1025,8 @@ impl Run<'_> {
         let set = &found.rows;
         let layout = Layout::new(&r.sel, &set.columns)?;
         let level = self.load(&r.sel, &set.rows, &layout, Vec::new()).await?;
-        let cursor = |out: &mut Vec<u8>, c: Option<&String>| match c {
-            Some(c) => json::write_str(out, c),
+        let cursor = |out: &mut Vec<u8>, c: Option<String>| match c {
+            Some(c) => json::write_str(out, &c),
             None => out.extend_from_slice(b"null"),
         };
         out.push(b'{');
@@ -1051,8 +1051,8 @@ impl Run<'_> {
                             PageItem::Typename => json::write_str(out, gatehouse_schema::PAGE_INFO),
                             PageItem::HasNext => write_bool(out, found.has_next_page),
                             PageItem::HasPrevious => write_bool(out, found.has_previous_page),
-                            PageItem::Start => cursor(out, found.cursors.first()),
-                            PageItem::End => cursor(out, found.cursors.last()),
+                            PageItem::Start => cursor(out, found.first_cursor()),
+                            PageItem::End => cursor(out, found.last_cursor()),
                         }
                     }
                     out.push(b'}');
@@ -1071,7 +1071,7 @@ impl Run<'_> {
                             out.extend_from_slice(&key.0);
                             match item {
                                 EdgeItem::Typename => json::write_str(out, &conn.edge),
-                                EdgeItem::Cursor => json::write_str(out, found.cursors.get(k)?),
+                                EdgeItem::Cursor => json::write_str(out, &found.cursor(k)?),
                                 EdgeItem::Node => {
                                     write_object(out, row, k, &r.sel, &layout, &level)?;
                                 }

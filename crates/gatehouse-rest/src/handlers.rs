@@ -604,12 +604,8 @@ async fn cursor_list(
     );
     let found = found.map_err(Problem::from_read)?;
     let total = total.map_err(Problem::from_read)?;
-    let next = found
-        .has_next_page
-        .then(|| found.cursors.last())
-        .flatten()
-        .map(String::as_str);
-    let link = cursor_link_header(base_url, passthrough, per_page, next);
+    let next = found.has_next_page.then(|| found.last_cursor()).flatten();
+    let link = cursor_link_header(base_url, passthrough, per_page, next.as_deref());
     page_response(api, caller, ei, media, hidden, found.rows, &link, total).await
 }
 

@@ -39,7 +39,7 @@ struct Doc {
 }
 
 /// Cursors of one list order: how a row's position is written and read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Cursor {
     /// The keys of the order with the id tie-breaker (`-` for descending).
     keys: Vec<String>,
@@ -145,13 +145,42 @@ pub struct PageRequest {
     pub before: Option<String>,
 }
 
+impl CursorPage {
+    /// The cursor of row `i`.
+    pub fn cursor(&self, i: usize) -> Option<String> {
+        let values = self.keys.get(i)?;
+        Some(self.cursor.encode_values(values.iter().cloned()))
+    }
+
+    /// The first row's cursor.
+    pub fn first_cursor(&self) -> Option<String> {
+        self.cursor(0)
+    }
+
+    /// The last row's cursor.
+    pub fn last_cursor(&self) -> Option<String> {
+        self.cursor(self.keys.len().checked_sub(1)?)
+    }
+
+    /// Every row's cursor, aligned with `rows`.
+    pub fn cursors(&self) -> Vec<String> {
+        (0..self.keys.len())
+            .filter_map(|i| self.cursor(i))
+            .collect()
+    }
+}
+
 /// A page of a list read by cursor ([`EntityStore::page`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CursorPage {
     /// The rows, in the list's order.
     pub rows: RowSet,
-    /// Each row's cursor, aligned with `rows`.
-    pub cursors: Vec<String>,
+    /// The order's key values of each row, aligned with `rows`: a cursor
+    /// is written only when asked for ([`CursorPage::cursor`]), as most
+    /// pages are read without their rows' cursors and writing one costs
+    /// more than reading its row.
+    keys: Vec<Vec<Json>>,
+    cursor: Cursor,
     /// Whether rows follow the page: known when reading forwards (one row
     /// more is read); when reading backwards, whether `before` was given.
     pub has_next_page: bool,
@@ -266,8 +295,15 @@ impl PreparedPage {
         if backwards {
             rows.rows.reverse();
         }
-        let cursors = (0..rows.rows.len())
-            .map(|i| cursor.encode_at(&rows, i))
+        let at: Vec<Option<usize>> = cursor.fields().map(|f| rows.position(f)).collect();
+        let keys = rows
+            .rows
+            .iter()
+            .map(|r| {
+                at.iter()
+                    .map(|p| p.and_then(|p| r.get(p)).cloned().unwrap_or(Json::Null))
+                    .collect()
+            })
             .collect();
         let mut gone: Vec<usize> = self.extra.iter().filter_map(|f| rows.position(f)).collect();
         gone.sort_unstable_by(|a, b| b.cmp(a));
@@ -281,7 +317,8 @@ impl PreparedPage {
         }
         Ok(CursorPage {
             rows,
-            cursors,
+            keys,
+            cursor: cursor.clone(),
             has_next_page: if backwards { self.before } else { more },
             has_previous_page: if backwards { more } else { self.after },
         })

@@ -31,6 +31,11 @@ const NOT_ROW_ACCESS: &[&str] = &[
     "encode",
     "encode_at",
     "decode",
+    // `CursorPage`: the cursors of rows already read under a context.
+    "cursor",
+    "first_cursor",
+    "last_cursor",
+    "cursors",
 ];
 
 #[test]
