@@ -103,6 +103,9 @@ def main():
             print(f"- {LABELS[gh]}: REST GET /v1/books?per_page=10 / GraphQL flat: **{r:.2f}x**")
             if gh == "gatehouse-sqlite":
                 checks.append(("SQLite REST >= GraphQL flat", r >= 1, f"{r:.2f}x"))
+        r = ratio((gh, "rest_fields"), (gh, "flat"))
+        if r is not None:
+            print(f"- {LABELS[gh]}: REST GET /v1/books?per_page=10&fields=title,year / GraphQL flat: **{r:.2f}x**")
     for gh in ("gatehouse-sqlite", "gatehouse-postgres"):
         r = ratio((gh, "count"), (gh, "flat"))
         if r is not None:

@@ -16,7 +16,8 @@
 #   4. runs wrk (2 threads, 50 connections, via bench/request.lua) for a flat
 #      and a nested query against each, a lookup of one book by an id that
 #      changes on every request (a query variable), and the REST equivalent
-#      of the flat query (GET /v1/books?per_page=10), and a root count
+#      of the flat query (GET /v1/books?per_page=10, all fields; and with
+#      fields=title,year, the flat query's fields), and a root count
 #      (`booksCount(status: AVAILABLE)`), an atomic mutation of two
 #      root fields (two `createBook`s in one transaction), and a page of 10
 #      through the connection (`booksConnection(first: 10)`): a warm-up per case, then ROUNDS
@@ -401,6 +402,9 @@ bench gatehouse-sqlite flat "$GH_SQLITE_URL" "$(body "$Q_FLAT")" "$TOKEN_SQLITE"
 bench gatehouse-sqlite nested "$GH_SQLITE_URL" "$(body "$Q_NESTED")" "$TOKEN_SQLITE"
 [[ -n "$TOKEN_SQLITE" ]] && bench gatehouse-sqlite owned "$GH_SQLITE_URL" "$(body "$Q_OWNED")" "$TOKEN_SQLITE"
 bench gatehouse-sqlite rest "http://127.0.0.1:$P_GH_SQLITE/v1/books?per_page=10" "" "$TOKEN_SQLITE" get
+# The same page with the flat query's two fields (a sparse fieldset): the
+# REST machinery against GraphQL's with the same rows and fields.
+bench gatehouse-sqlite rest_fields "http://127.0.0.1:$P_GH_SQLITE/v1/books?per_page=10&fields=title,year" "" "$TOKEN_SQLITE" get
 ids_of "$GH_SQLITE_URL" "$TOKEN_SQLITE" "$WORK/ids-sqlite.txt"
 bench gatehouse-sqlite lookup "$GH_SQLITE_URL" "$(lookup_body "$Q_LOOKUP")" "$TOKEN_SQLITE" "ids=$WORK/ids-sqlite.txt"
 bench gatehouse-sqlite count "$GH_SQLITE_URL" "$(body "$Q_COUNT")" "$TOKEN_SQLITE" nocheck
@@ -415,6 +419,7 @@ bench gatehouse-postgres flat "$GH_PG_URL" "$(body "$Q_FLAT")" "$TOKEN_PG"
 bench gatehouse-postgres nested "$GH_PG_URL" "$(body "$Q_NESTED")" "$TOKEN_PG"
 [[ -n "$TOKEN_PG" ]] && bench gatehouse-postgres owned "$GH_PG_URL" "$(body "$Q_OWNED")" "$TOKEN_PG"
 bench gatehouse-postgres rest "http://127.0.0.1:$P_GH_PG/v1/books?per_page=10" "" "$TOKEN_PG" get
+bench gatehouse-postgres rest_fields "http://127.0.0.1:$P_GH_PG/v1/books?per_page=10&fields=title,year" "" "$TOKEN_PG" get
 ids_of "$GH_PG_URL" "$TOKEN_PG" "$WORK/ids-postgres.txt"
 bench gatehouse-postgres lookup "$GH_PG_URL" "$(lookup_body "$Q_LOOKUP")" "$TOKEN_PG" "ids=$WORK/ids-postgres.txt"
 bench gatehouse-postgres count "$GH_PG_URL" "$(body "$Q_COUNT")" "$TOKEN_PG" nocheck
