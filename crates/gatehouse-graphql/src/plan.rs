@@ -1029,24 +1029,14 @@ impl Run<'_> {
             Some(c) => json::write_str(out, &c),
             None => out.extend_from_slice(b"null"),
         };
-        out.push(b'{');
-        for (i, (key, item)) in conn.items.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            out.extend_from_slice(&key.0);
+        write_members(out, &conn.items, |out, _, item| {
             match item {
                 ConnItem::Typename => json::write_str(out, &conn.name),
                 ConnItem::TotalCount => {
                     json::write_value(out, &Json::from(build::count_int(total?)));
                 }
                 ConnItem::PageInfo(items) => {
-                    out.push(b'{');
-                    for (j, (key, item)) in items.iter().enumerate() {
-                        if j > 0 {
-                            out.push(b',');
-                        }
-                        out.extend_from_slice(&key.0);
+                    write_members(out, items, |out, _, item| {
                         match item {
                             PageItem::Typename => json::write_str(out, gatehouse_schema::PAGE_INFO),
                             PageItem::HasNext => write_bool(out, found.has_next_page),
@@ -1054,8 +1044,8 @@ impl Run<'_> {
                             PageItem::Start => cursor(out, found.first_cursor()),
                             PageItem::End => cursor(out, found.last_cursor()),
                         }
-                    }
-                    out.push(b'}');
+                        Some(())
+                    })?;
                 }
                 ConnItem::Edges(items) => {
                     out.push(b'[');
@@ -1063,12 +1053,7 @@ impl Run<'_> {
                         if k > 0 {
                             out.push(b',');
                         }
-                        out.push(b'{');
-                        for (j, (key, item)) in items.iter().enumerate() {
-                            if j > 0 {
-                                out.push(b',');
-                            }
-                            out.extend_from_slice(&key.0);
+                        write_members(out, items, |out, _, item| {
                             match item {
                                 EdgeItem::Typename => json::write_str(out, &conn.edge),
                                 EdgeItem::Cursor => json::write_str(out, &found.cursor(k)?),
@@ -1076,15 +1061,14 @@ impl Run<'_> {
                                     write_object(out, row, k, &r.sel, &layout, &level)?;
                                 }
                             }
-                        }
-                        out.push(b'}');
+                            Some(())
+                        })?;
                     }
                     out.push(b']');
                 }
             }
-        }
-        out.push(b'}');
-        Some(())
+            Some(())
+        })
     }
 
     /// Loads every relation of `sel` for all of `rows`, level by level.
@@ -1269,12 +1253,8 @@ fn write_object(
     layout: &Layout,
     level: &Level,
 ) -> Option<()> {
-    out.push(b'{');
-    for (i, ((key, item), loaded)) in sel.items.iter().zip(&level.children).enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        out.extend_from_slice(&key.0);
+    write_members(out, &sel.items, |out, i, item| {
+        let loaded = level.children.get(i)?;
         match item {
             Item::Typename => json::write_str(out, &sel.rows.def().name),
             Item::Value(v) => write_value(out, layout.value(row, i), v)?,
@@ -1310,6 +1290,24 @@ fn write_object(
                 write_list(out, rows, range.start, &many.sel, &c.layout, &c.level)?;
             }
         }
+        Some(())
+    })
+}
+
+/// Writes an object of `items`: each one's key (`"key":`) and what `value`
+/// writes for it (given its index), comma-separated.
+fn write_members<T>(
+    out: &mut Vec<u8>,
+    items: &[(Key, T)],
+    mut value: impl FnMut(&mut Vec<u8>, usize, &T) -> Option<()>,
+) -> Option<()> {
+    out.push(b'{');
+    for (i, (key, item)) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(&key.0);
+        value(out, i, item)?;
     }
     out.push(b'}');
     Some(())

@@ -32,14 +32,7 @@ async fn pool_round(db: TestDb, size: u32) {
     let s = db.open_with(SDL, opts).await.expect("store opens");
     let a = author(&s, "A").await;
     for _ in 0..20 {
-        s.entity("Book")
-            .unwrap()
-            .list(
-                &gatehouse_store::AccessContext::system(),
-                &ListQuery::default(),
-            )
-            .await
-            .expect("read");
+        read_books(&s).await;
     }
     let stats = s.pool_stats();
     assert!(stats.iter().all(|p| p.size <= p.max), "{stats:?}");
@@ -52,14 +45,7 @@ async fn pool_round(db: TestDb, size: u32) {
                     book(&s, &a, &format!("t{i:02}"), json!({})).await;
                 } else {
                     for _ in 0..10 {
-                        s.entity("Book")
-                            .unwrap()
-                            .list(
-                                &gatehouse_store::AccessContext::system(),
-                                &ListQuery::default(),
-                            )
-                            .await
-                            .expect("read");
+                        read_books(&s).await;
                     }
                     s.entity("Book")
                         .unwrap()
@@ -97,6 +83,17 @@ async fn pool_round(db: TestDb, size: u32) {
     tokio::time::timeout(Duration::from_secs(10), s.close())
         .await
         .unwrap_or_else(|_| panic!("{}: close did not finish", db.backend()));
+}
+
+async fn read_books(s: &gatehouse_store::Store) {
+    s.entity("Book")
+        .unwrap()
+        .list(
+            &gatehouse_store::AccessContext::system(),
+            &ListQuery::default(),
+        )
+        .await
+        .expect("read");
 }
 
 async fn futures_all(tasks: Vec<tokio::task::JoinHandle<()>>) {
