@@ -157,14 +157,7 @@ fn a_store_outliving_its_runtime_drops_cleanly() {
             let a = author(&s, "A").await;
             book(&s, &a, "kept", json!({})).await;
             for _ in 0..5 {
-                s.entity("Book")
-                    .unwrap()
-                    .list(
-                        &gatehouse_store::AccessContext::system(),
-                        &ListQuery::default(),
-                    )
-                    .await
-                    .expect("read");
+                read_books(&s).await;
             }
             out.push((db, s));
         }
