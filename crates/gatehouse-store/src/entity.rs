@@ -546,16 +546,33 @@ impl EntityStore {
         let generation = s.inner.writes.load(Ordering::SeqCst);
         // Freshness is part of the value (as for every cache here): the
         // count is as old as the statement's start, which is what is checked.
-        if let Some((g, at, n)) = s.inner.counts.get(&key)
-            && g == generation
-            && at.elapsed() < COUNT_CACHE_TTL
-        {
-            return Ok(n);
+        let fresh =
+            |(g, at, _): &(u64, Instant, u64)| *g == generation && at.elapsed() < COUNT_CACHE_TTL;
+        match s.inner.counts.get(&key) {
+            Some(v) if fresh(&v) => return Ok(v.2),
+            // Expired: taken out, so that the callers that find it so wait
+            // for one new count below instead of each running their own.
+            Some(_) => {
+                s.inner.counts.remove(&key);
+            }
+            None => {}
         }
+        // One count per key at a time: when a count expires under load,
+        // every request of the moment would otherwise count the table at
+        // once (the p99 of REST lists on PostgreSQL was 66 ms).
+        let guard = match s.inner.counts.get_value_or_guard_async(&key).await {
+            // Counted by the caller that held the key; fresh for this
+            // caller unless a write came since.
+            Ok(v) if fresh(&v) => return Ok(v.2),
+            Ok(_) => None,
+            Err(guard) => Some(guard),
+        };
         let at = Instant::now();
         let n = self.count_rows(ctx, e, filter).await?;
-        if s.inner.writes.load(Ordering::SeqCst) == generation {
-            s.inner.counts.insert(key, (generation, at, n));
+        if let Some(guard) = guard
+            && s.inner.writes.load(Ordering::SeqCst) == generation
+        {
+            let _ = guard.insert((generation, at, n));
         }
         Ok(n)
     }

@@ -209,3 +209,44 @@ async fn waiting_statements_open_each_connection_once() {
     );
     s.close().await;
 }
+
+/// A count that many requests ask for at once is counted once: the others
+/// wait for it instead of each counting the table (on every backend, with
+/// the count cache cold as when it has just expired).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_counts_of_one_list_run_one_statement() {
+    for db in TestDb::each().await {
+        let s = db.open(SDL).await;
+        let a = author(&s, "A").await;
+        for i in 0..5 {
+            book(&s, &a, &format!("b{i}"), json!({})).await;
+        }
+        let before = s.statements();
+        let counts: Vec<_> = (0..20)
+            .map(|_| {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    s.entity("Book")
+                        .unwrap()
+                        .count(&gatehouse_store::AccessContext::system(), None)
+                        .await
+                        .expect("count")
+                })
+            })
+            .collect();
+        for c in counts {
+            assert_eq!(c.await.expect("task"), 5, "{}", db.backend());
+        }
+        assert_eq!(s.statements() - before, 1, "{}", db.backend());
+        // A write makes the next count a new one.
+        book(&s, &a, "b5", json!({})).await;
+        let count = s
+            .entity("Book")
+            .unwrap()
+            .count(&gatehouse_store::AccessContext::system(), None)
+            .await
+            .expect("count");
+        assert_eq!(count, 6, "{}", db.backend());
+        s.close().await;
+    }
+}
