@@ -870,12 +870,10 @@ impl EntityStore {
     /// for their own children. Any failure writes none of them. The row
     /// returned carries the created children under the same field.
     pub async fn insert(&self, ctx: &AccessContext, row: Row) -> Result<Row, StoreError> {
-        let mut unit = Unit::of(self).await?;
-        let result = match unit.parts() {
-            Ok((tx, events)) => self.insert_in(tx, events, ctx, row).await,
-            Err(e) => Err(e.into()),
-        };
-        unit.finish(result).await
+        Unit::write(self, async |tx, events| {
+            self.insert_in(tx, events, ctx, row).await
+        })
+        .await
     }
 
     /// [`EntityStore::insert`] in `tx`, its change events (the row's, then
@@ -1105,12 +1103,10 @@ impl EntityStore {
         id: &str,
         values: Row,
     ) -> Result<Row, StoreError> {
-        let mut unit = Unit::of(self).await?;
-        let result = match unit.parts() {
-            Ok((tx, events)) => self.write_existing_in(tx, events, ctx, e, id, values).await,
-            Err(e) => Err(e.into()),
-        };
-        unit.finish(result).await
+        Unit::write(self, async |tx, events| {
+            self.write_existing_in(tx, events, ctx, e, id, values).await
+        })
+        .await
     }
 
     /// [`EntityStore::write_existing`] in `tx`, its change event pushed to
@@ -1198,12 +1194,10 @@ impl EntityStore {
         if unstorable(id) {
             return Ok(None);
         }
-        let mut unit = Unit::of(self).await?;
-        let result = match unit.parts() {
-            Ok((tx, events)) => self.delete_in(tx, events, ctx, id).await,
-            Err(e) => Err(e.into()),
-        };
-        unit.finish(result).await
+        Unit::write(self, async |tx, events| {
+            self.delete_in(tx, events, ctx, id).await
+        })
+        .await
     }
 
     /// [`EntityStore::delete`] in `tx`, the change events of the row and

@@ -281,7 +281,7 @@ impl Failure {
 impl Unit {
     /// The unit of a write through `entity`: its transaction's, or a new
     /// transaction of its own.
-    pub(crate) async fn of(entity: &EntityStore) -> Result<Unit, StoreError> {
+    async fn of(entity: &EntityStore) -> Result<Unit, StoreError> {
         match entity.txn() {
             Some(t) => t.unit().await,
             None => {
@@ -296,8 +296,23 @@ impl Unit {
         }
     }
 
+    /// Runs one write through `entity`: `write` gets the unit's
+    /// transaction and its events, and the unit ends with its result
+    /// ([`Unit::finish`]).
+    pub(crate) async fn write<T>(
+        entity: &EntityStore,
+        write: impl AsyncFnOnce(&mut Tx, &mut Vec<ChangeEvent>) -> Result<T, Failure>,
+    ) -> Result<T, StoreError> {
+        let mut unit = Unit::of(entity).await?;
+        let result = match unit.parts() {
+            Ok((tx, events)) => write(tx, events).await,
+            Err(e) => Err(e.into()),
+        };
+        unit.finish(result).await
+    }
+
     /// The transaction and the events of the writes so far.
-    pub(crate) fn parts(&mut self) -> Result<(&mut Tx, &mut Vec<ChangeEvent>), StoreError> {
+    fn parts(&mut self) -> Result<(&mut Tx, &mut Vec<ChangeEvent>), StoreError> {
         match self {
             Unit::Own { tx, events, .. } => Ok((tx, events)),
             Unit::Shared { state, .. } => match state.open.as_mut() {
