@@ -5,9 +5,7 @@
 //! connection pages (`planned.rs` compares its answers with async-graphql's),
 //! and async-graphql for what it declines.
 
-use std::collections::BTreeSet;
-
-use gatehouse_auth::{AuthScheme, Principal};
+use gatehouse_auth::Principal;
 use gatehouse_graphql::Graphql;
 use gatehouse_graphql::async_graphql::Request;
 use gatehouse_store::AccessContext;
@@ -189,23 +187,7 @@ type NoteEdge { cursor: String! node: Note! }
 "#;
 
 fn user(sub: &str) -> Principal {
-    user_with(sub, &["read"])
-}
-
-fn user_with(sub: &str, scopes: &[&str]) -> Principal {
-    Principal {
-        subject: sub.into(),
-        subject_kind: Some(gatehouse_auth::IdentityKind::User),
-        client_id: None,
-        scopes: scopes
-            .iter()
-            .map(|s| s.to_string())
-            .collect::<BTreeSet<_>>(),
-        scheme: AuthScheme::Bearer,
-        expires_at: None,
-        token_id: None,
-        claims: Default::default(),
-    }
+    crate::user(sub, &["read"])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -262,7 +244,7 @@ async fn a_connection_shows_and_counts_only_rows_the_caller_may_read() {
         // The planned executor serves a caller who may read every field,
         // with the same policy in its statement and its count.
         let q = "{ notesConnection(first: 2, orderBy: secret_ASC) { edges { cursor node { title } } pageInfo { hasNextPage endCursor } totalCount } }";
-        let req = || Request::new(q).data(user_with("ann", &["read", "secret"]));
+        let req = || Request::new(q).data(crate::user("ann", &["read", "secret"]));
         let slow = serde_json::to_value(&g.execute(req()).await.response).unwrap();
         assert_eq!(
             slow["data"]["notesConnection"]["totalCount"], 3,

@@ -4,9 +4,6 @@
 //! duplicate key, `onDelete` of the join type's fields, and the planned
 //! executor declining many-to-many fields.
 
-use std::collections::BTreeSet;
-
-use gatehouse_auth::{AuthScheme, Principal};
 use gatehouse_graphql::GraphqlOptions;
 use gatehouse_graphql::async_graphql::{Request, Variables};
 use gatehouse_testkit::{TestDb, model};
@@ -61,19 +58,7 @@ async fn id(s: &Server, mutation: &str, vars: Value) -> String {
 fn as_user(sub: &str, query: &str) -> Request {
     Request::new(query)
         .variables(Variables::from_json(json!({})))
-        .data(Principal {
-            subject: sub.into(),
-            subject_kind: Some(gatehouse_auth::IdentityKind::User),
-            client_id: None,
-            scopes: ["read", "write"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect::<BTreeSet<_>>(),
-            scheme: AuthScheme::Bearer,
-            expires_at: None,
-            token_id: None,
-            claims: Default::default(),
-        })
+        .data(crate::user(sub, &["read", "write"]))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

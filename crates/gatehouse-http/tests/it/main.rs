@@ -40,6 +40,20 @@ pub async fn start() -> Server {
 }
 
 /// GraphQL options for a trusted in-process caller (no authentication layer).
+/// A user's Bearer-token caller with `scopes`.
+pub fn user(subject: &str, scopes: &[&str]) -> gatehouse_auth::Principal {
+    gatehouse_auth::Principal {
+        subject: subject.into(),
+        subject_kind: Some(gatehouse_auth::IdentityKind::User),
+        client_id: None,
+        scopes: scopes.iter().map(|s| s.to_string()).collect(),
+        scheme: gatehouse_auth::AuthScheme::Bearer,
+        expires_at: None,
+        token_id: None,
+        claims: Default::default(),
+    }
+}
+
 pub fn open_options() -> GraphqlOptions {
     GraphqlOptions {
         auth_required: false,

@@ -1,9 +1,7 @@
 //! The planned executor answers exactly what async-graphql answers, and
 //! declines whatever it does not run.
 
-use std::collections::BTreeSet;
-
-use gatehouse_auth::{AuthScheme, Principal};
+use gatehouse_auth::Principal;
 use gatehouse_graphql::async_graphql::{Request, Variables};
 use gatehouse_graphql::{Graphql, GraphqlOptions};
 use gatehouse_store::Store;
@@ -225,19 +223,7 @@ async fn planned_answers_equal_async_graphql() {
 }
 
 fn principal(scopes: &[&str]) -> Principal {
-    Principal {
-        subject: "u".into(),
-        subject_kind: Some(gatehouse_auth::IdentityKind::User),
-        client_id: None,
-        scopes: scopes
-            .iter()
-            .map(|s| s.to_string())
-            .collect::<BTreeSet<_>>(),
-        scheme: AuthScheme::Bearer,
-        expires_at: None,
-        token_id: None,
-        claims: Default::default(),
-    }
+    crate::user("u", scopes)
 }
 
 #[tokio::test]
@@ -852,8 +838,7 @@ async fn a_subscription_event_reports_a_forbidden_relation() {
 }
 
 fn caller(subject: &str, scopes: &[&str], org: Option<&str>) -> Principal {
-    let mut p = principal(scopes);
-    p.subject = subject.into();
+    let mut p = crate::user(subject, scopes);
     if let Some(org) = org {
         p.claims.insert("org".into(), json!(org));
     }
