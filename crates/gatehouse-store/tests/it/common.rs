@@ -38,6 +38,15 @@ type Review {
 }
 "#;
 
+/// A caller with `scopes` and the claims of `claims` (a JSON object).
+pub fn caller_with(scopes: &[&str], claims: Value) -> AccessContext {
+    AccessContext::caller(
+        scopes.iter().map(|s| s.to_string()).collect(),
+        claims.as_object().cloned().unwrap_or_default(),
+        false,
+    )
+}
+
 pub fn row(v: Value) -> Row {
     match v {
         Value::Object(m) => m,

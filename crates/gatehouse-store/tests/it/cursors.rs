@@ -3,8 +3,6 @@
 //! order, row policies, and cursors that are refused
 //! (`docs/design/pagination.md`).
 
-use std::collections::BTreeSet;
-
 use gatehouse_store::{
     AccessContext, CursorPage, ListQuery, OrderBy, PageRequest, Store, StoreError,
 };
@@ -349,17 +347,7 @@ type Note @policy(read: {OR: [{owner: "$sub"}, {shared: true}]}) {
 "#;
 
 fn user(sub: &str) -> AccessContext {
-    AccessContext::caller(
-        ["read", "write"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect::<BTreeSet<_>>(),
-        json!({ "sub": sub })
-            .as_object()
-            .cloned()
-            .unwrap_or_default(),
-        false,
-    )
+    crate::common::caller_with(&["read", "write"], json!({ "sub": sub }))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -39,17 +39,7 @@ type BookTag @unique(fields: ["book", "tag"]) @policy(read: {hidden: false}, byp
 "#;
 
 fn caller(sub: &str) -> AccessContext {
-    AccessContext::caller(
-        ["read", "write"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect::<BTreeSet<_>>(),
-        json!({ "sub": sub })
-            .as_object()
-            .cloned()
-            .unwrap_or_default(),
-        false,
-    )
+    crate::common::caller_with(&["read", "write"], json!({ "sub": sub }))
 }
 
 async fn insert(

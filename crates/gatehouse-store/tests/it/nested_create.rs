@@ -3,7 +3,6 @@
 //! under its own entity's write scope, field scopes and create policy; any
 //! failure writes none of them.
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use gatehouse_store::{AccessContext, ChangeKind, ListQuery, Store, StoreError};
@@ -140,18 +139,8 @@ type Task @policy(all: {org: "$org"}) @auth(write: "tasks") {
 "#;
 
 fn caller(org: &str, scopes: &[&str]) -> AccessContext {
-    AccessContext::caller(
-        ["read", "write"]
-            .iter()
-            .chain(scopes)
-            .map(|s| s.to_string())
-            .collect::<BTreeSet<_>>(),
-        json!({"sub": "u", "org": org})
-            .as_object()
-            .cloned()
-            .unwrap_or_default(),
-        false,
-    )
+    let all: Vec<&str> = ["read", "write"].iter().chain(scopes).copied().collect();
+    crate::common::caller_with(&all, json!({"sub": "u", "org": org}))
 }
 
 /// Each child is checked as its own create: its type's write scope, its

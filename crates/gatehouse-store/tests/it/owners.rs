@@ -2,8 +2,6 @@
 //! and write-once afterwards, bypass aside; a to-one reference to a row the
 //! caller may not read reads as null (`docs/design/policies.md`).
 
-use std::collections::BTreeSet;
-
 use gatehouse_store::{AccessContext, ListQuery, Row, StoreError};
 use gatehouse_testkit::TestDb;
 use serde_json::{Value, json};
@@ -33,19 +31,9 @@ type Project @policy(read: {owner: "$sub"}, bypass: "admin") {
 "#;
 
 fn caller(sub: &str, org: &str, scopes: &[&str]) -> AccessContext {
-    AccessContext::caller(
-        // Every caller may read and write; setting a reference needs `read`.
-        ["read", "write"]
-            .iter()
-            .chain(scopes)
-            .map(|s| s.to_string())
-            .collect::<BTreeSet<_>>(),
-        json!({ "sub": sub, "org": org })
-            .as_object()
-            .cloned()
-            .unwrap_or_default(),
-        false,
-    )
+    // Every caller may read and write; setting a reference needs `read`.
+    let all: Vec<&str> = ["read", "write"].iter().chain(scopes).copied().collect();
+    crate::common::caller_with(&all, json!({ "sub": sub, "org": org }))
 }
 
 fn id(r: &Row) -> String {

@@ -2,8 +2,6 @@
 //! only when that caller gets the same answers, and a template binds other
 //! texts only where the request's own texts were bound, verbatim.
 
-use std::collections::BTreeSet;
-
 use gatehouse_store::{AccessContext, Filter, FilterOp, ListQuery, StoreError};
 use gatehouse_testkit::TestDb;
 use serde_json::json;
@@ -26,15 +24,7 @@ type Note {
 "#;
 
 fn caller(sub: &str, scopes: &[&str]) -> AccessContext {
-    let claims = json!({ "sub": sub });
-    AccessContext::caller(
-        scopes
-            .iter()
-            .map(|s| s.to_string())
-            .collect::<BTreeSet<_>>(),
-        claims.as_object().cloned().unwrap_or_default(),
-        false,
-    )
+    crate::common::caller_with(scopes, json!({ "sub": sub }))
 }
 
 fn titles(page: &gatehouse_store::Page) -> Vec<String> {

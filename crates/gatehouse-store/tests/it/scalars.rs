@@ -354,16 +354,8 @@ type Note @policy(read: {owner: "$sub"}) {
   secret: String @auth(read: "secret")
 }
 "#;
-    let caller = |sub: &str, scopes: &[&str]| {
-        AccessContext::caller(
-            scopes.iter().map(|s| s.to_string()).collect(),
-            json!({ "sub": sub })
-                .as_object()
-                .cloned()
-                .unwrap_or_default(),
-            false,
-        )
-    };
+    let caller =
+        |sub: &str, scopes: &[&str]| crate::common::caller_with(scopes, json!({ "sub": sub }));
     for db in TestDb::each().await {
         let b = db.backend();
         let s = db.open(POLICY_SDL).await;

@@ -3,7 +3,6 @@
 //! through the transaction see its writes, other readers never see a part
 //! of it (`docs/design/transactions.md`).
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use gatehouse_store::{
@@ -212,17 +211,8 @@ type Task @policy(all: {org: "$org"}) {
 "#;
     for db in TestDb::each().await {
         let s = db.open(SDL).await;
-        let alice = AccessContext::caller(
-            ["read", "write"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect::<BTreeSet<_>>(),
-            json!({"sub": "alice", "org": "acme"})
-                .as_object()
-                .cloned()
-                .unwrap_or_default(),
-            false,
-        );
+        let alice =
+            crate::common::caller_with(&["read", "write"], json!({"sub": "alice", "org": "acme"}));
         let txn = s.begin_write();
         let tasks = txn.entity("Task").unwrap();
         tasks
