@@ -628,11 +628,10 @@ async fn basic_logins_are_throttled_per_user_and_address() {
     assert_eq!(r.status(), StatusCode::OK);
 }
 
-/// A root field the token lacks the scope for fails the whole mutation
-/// request: the fields before it are rolled back
-/// (`docs/design/transactions.md`).
-#[tokio::test]
-async fn a_refused_root_field_rolls_back_the_request() {
+/// A server with an author created by alice, and two of her `Authorization`
+/// headers: one with every scope she has, one with `read write` only (no
+/// `review`). Returns (server, all scopes, author id, `read write`).
+async fn author_and_writer() -> (Env, String, String, String) {
     let env = start(false).await;
     let all = format!(
         "Bearer {}",
@@ -644,13 +643,25 @@ async fn a_refused_root_field_rolls_back_the_request() {
         .json()
         .await
         .unwrap();
-    let aid = created["data"]["createAuthor"]["id"].as_str().unwrap();
-    // `read write` but not `review`: `addReview` is refused.
+    let aid = created["data"]["createAuthor"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let writer = format!(
         "Bearer {}",
         env.access("alice", "alice-password", Some("read write"))
             .await
     );
+    (env, all, aid, writer)
+}
+
+/// A root field the token lacks the scope for fails the whole mutation
+/// request: the fields before it are rolled back
+/// (`docs/design/transactions.md`).
+#[tokio::test]
+async fn a_refused_root_field_rolls_back_the_request() {
+    let (env, _, aid, writer) = author_and_writer().await;
+    // `writer` has `read write` but not `review`: `addReview` is refused.
     let q = format!(
         r#"mutation {{
             b: createBook(input: {{title: "T", status: AVAILABLE, author: "{aid}"}}) {{ id }}
@@ -679,26 +690,10 @@ async fn a_refused_root_field_rolls_back_the_request() {
 /// `review`) fails the create: neither the book nor its reviews are written.
 #[tokio::test]
 async fn a_nested_child_needs_its_types_write_scope() {
-    let env = start(false).await;
-    let all = format!(
-        "Bearer {}",
-        env.access("alice", "alice-password", None).await
-    );
-    let created: Value = env
-        .post(Some(&all), r#"mutation { createAuthor(name: "A") { id } }"#)
-        .await
-        .json()
-        .await
-        .unwrap();
-    let aid = created["data"]["createAuthor"]["id"].as_str().unwrap();
+    let (env, all, aid, writer) = author_and_writer().await;
     let q = format!(
         r#"mutation {{ createBook(input: {{title: "T", status: AVAILABLE, author: "{aid}",
             reviews: [{{reviewer: "x", stars: 5, postedOn: "2024-01-01"}}]}}) {{ id }} }}"#
-    );
-    let writer = format!(
-        "Bearer {}",
-        env.access("alice", "alice-password", Some("read write"))
-            .await
     );
     let v: Value = env.post(Some(&writer), &q).await.json().await.unwrap();
     assert_eq!(v["data"], Value::Null, "{v}");
