@@ -205,24 +205,24 @@ if r.get("errors") or not isinstance(book, dict) or not book.get("title"):
 print(raw[:300])'
 }
 
-# Writes the ids of 100 authors, read through gatehouse's GraphQL, one per line.
-author_ids_of() { # URL TOKEN FILE
+# Writes the ids a GraphQL list answers, one per line; dies with fewer than MIN.
+ids_of_list() { # URL TOKEN FILE FIELD QUERY MIN
   local auth=()
   [[ -n "$2" ]] && auth=(-H "Authorization: Bearer $2")
   curl -sf "${auth[@]}" -H 'Content-Type: application/json' \
-    -d '{"query":"{ authors(limit: 100, orderBy: name_ASC) { id } }"}' "$1" |
-    python3 -c 'import json, sys; print("\n".join(a["id"] for a in json.load(sys.stdin)["data"]["authors"]))' >"$3"
-  [[ $(wc -l <"$3") -ge 10 ]] || die "could not read author ids from $1"
+    -d "$(body "$5")" "$1" |
+    python3 -c 'import json, sys; print("\n".join(r["id"] for r in json.load(sys.stdin)["data"][sys.argv[1]]))' "$4" >"$3"
+  [[ $(wc -l <"$3") -ge "$6" ]] || die "could not read $4 ids from $1"
+}
+
+# Writes the ids of 100 authors, read through gatehouse's GraphQL, one per line.
+author_ids_of() { # URL TOKEN FILE
+  ids_of_list "$1" "$2" "$3" authors '{ authors(limit: 100, orderBy: name_ASC) { id } }' 10
 }
 
 # Writes the ids of 500 books, read through gatehouse's GraphQL, one per line.
 ids_of() { # URL TOKEN FILE
-  local auth=()
-  [[ -n "$2" ]] && auth=(-H "Authorization: Bearer $2")
-  curl -sf "${auth[@]}" -H 'Content-Type: application/json' \
-    -d '{"query":"{ books(first: 500, orderBy: [title_ASC]) { id } }"}' "$1" |
-    python3 -c 'import json, sys; print("\n".join(b["id"] for b in json.load(sys.stdin)["data"]["books"]))' >"$3"
-  [[ $(wc -l <"$3") -ge 100 ]] || die "could not read book ids from $1"
+  ids_of_list "$1" "$2" "$3" books '{ books(first: 500, orderBy: [title_ASC]) { id } }' 100
 }
 
 bench() { # TARGET QUERY URL BODY TOKEN [nocheck|get|ids=FILE]
