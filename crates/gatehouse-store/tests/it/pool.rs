@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use gatehouse_store::{ListQuery, StoreOptions};
 use gatehouse_testkit::TestDb;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::common::{SDL, author, book, titles};
 
@@ -249,4 +249,63 @@ async fn concurrent_counts_of_one_list_run_one_statement() {
         assert_eq!(count, 6, "{}", db.backend());
         s.close().await;
     }
+}
+
+/// Values decode by their column's kind. The column types are checked once
+/// per result on PostgreSQL: nulls pass in any column (a `NULL` literal has
+/// type `text`), and a column of another type is refused, not misread.
+#[tokio::test]
+async fn results_decode_by_kind_and_refuse_a_column_of_another_type() {
+    use gatehouse_db::{Built, SqlKind};
+    for db in TestDb::each().await {
+        let s = db.open(SDL).await;
+        let mut c = s.db().read().await.expect("a connection");
+        let rows = c
+            .conn()
+            .fetch(
+                Built::raw(
+                    "SELECT 1, 'a', CAST(2.5 AS DOUBLE PRECISION) UNION ALL SELECT 2, 'b', NULL",
+                    vec![],
+                ),
+                &[SqlKind::Int, SqlKind::Text, SqlKind::Float],
+            )
+            .await
+            .expect("rows decode");
+        assert_eq!(
+            rows,
+            vec![
+                vec![json!(1), json!("a"), json!(2.5)],
+                vec![json!(2), json!("b"), Value::Null],
+            ],
+            "{}",
+            db.backend()
+        );
+        let rows = c
+            .conn()
+            .fetch(
+                Built::raw("SELECT NULL, 7", vec![]),
+                &[SqlKind::Int, SqlKind::Int],
+            )
+            .await
+            .expect("a null literal decodes in an Int column");
+        assert_eq!(rows, vec![vec![Value::Null, json!(7)]], "{}", db.backend());
+        drop(c);
+        s.close().await;
+    }
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let s = db.open(SDL).await;
+    let mut c = s.db().read().await.expect("a connection");
+    let err = c
+        .conn()
+        .fetch(
+            Built::raw("SELECT 5000000000::int8", vec![]),
+            &[SqlKind::Int],
+        )
+        .await
+        .expect_err("an int8 column is not read as an Int");
+    assert!(err.to_string().contains("mismatched types"), "{err}");
+    drop(c);
+    s.close().await;
 }
