@@ -26,6 +26,7 @@ LABELS = {
     "gatehouse-sqlite-anon": "gatehouse, SQLite, anonymous_read (no token)",
     "gatehouse-postgres": "gatehouse, PostgreSQL",
     "gatehouse-postgres-socket": "gatehouse, PostgreSQL (Unix socket)",
+    "gatehouse-postgres-workers": "gatehouse, PostgreSQL (PG_WORKERS worker threads)",
     "postgraphile": "PostGraphile v5, PostgreSQL",
     "baseline-sqlite": "baseline gatehouse, SQLite",
     "baseline-postgres": "baseline gatehouse, PostgreSQL",
@@ -78,7 +79,7 @@ def main():
 
     print("\nRatios (req/s):\n")
     checks = []
-    for gh in ("gatehouse-sqlite", "gatehouse-sqlite-anon", "gatehouse-postgres", "gatehouse-postgres-socket"):
+    for gh in ("gatehouse-sqlite", "gatehouse-sqlite-anon", "gatehouse-postgres", "gatehouse-postgres-socket", "gatehouse-postgres-workers"):
         if (gh, "flat") not in cells:
             continue
         for q in ("flat", "nested", "lookup"):
@@ -97,7 +98,7 @@ def main():
                 print(f"- {LABELS[gh]} / hello-world, {q}: **{r:.1%}**")
                 if gh == "gatehouse-sqlite" and q == "flat":
                     checks.append(("SQLite flat >= 25% of hello-world", r >= 0.25, f"{r:.1%}"))
-    for gh in ("gatehouse-sqlite", "gatehouse-postgres"):
+    for gh in ("gatehouse-sqlite", "gatehouse-postgres", "gatehouse-postgres-workers"):
         r = ratio((gh, "rest"), (gh, "flat"))
         if r is not None:
             print(f"- {LABELS[gh]}: REST GET /v1/books?per_page=10 / GraphQL flat: **{r:.2f}x**")

@@ -44,6 +44,9 @@
 #   PG_SOCKET=DIR       also serve the PostgreSQL database through its Unix-domain
 #                       socket in DIR (say /var/run/postgresql), measured as
 #                       "gatehouse-postgres-socket" (flat, nested, lookup) beside TCP
+#   PG_WORKERS=N        also serve the PostgreSQL database with `workers = N`
+#                       (GATEHOUSE_WORKERS), measured as "gatehouse-postgres-workers"
+#                       (flat, nested, lookup, rest) beside the default of one per core
 #   CARGO_TARGET_DIR, GATEHOUSE_BIN, HELLO_BIN, PORT_BASE (default 18080)
 #
 # Needs: cargo, wrk, psql, python3, npm (and curl).
@@ -71,6 +74,7 @@ P_GH_ANON=$((PORT_BASE + 5))
 P_BASE_SQLITE=$((PORT_BASE + 6))
 P_BASE_PG=$((PORT_BASE + 7))
 P_GH_PG_SOCKET=$((PORT_BASE + 8))
+P_GH_PG_WORKERS=$((PORT_BASE + 9))
 
 source "$HERE/../lib.sh"
 if [[ -n "${BASELINE_BIN:-}" ]]; then
@@ -339,6 +343,13 @@ if [[ -n "${PG_SOCKET:-}" ]]; then
   TOKEN_PG_SOCKET="$(token_for "$P_GH_PG_SOCKET")"
 fi
 
+if [[ -n "${PG_WORKERS:-}" ]]; then
+  log "gatehouse on the same PostgreSQL database with $PG_WORKERS worker thread(s)"
+  start_gatehouse gatehouse-postgres-workers "$P_GH_PG_WORKERS" "$PG_URL" GATEHOUSE_WORKERS="$PG_WORKERS"
+  TARGET_PIDS[gatehouse-postgres-workers]="${PIDS[-1]} postgres"
+  TOKEN_PG_WORKERS="$(token_for "$P_GH_PG_WORKERS")"
+fi
+
 if [[ -n "${BASELINE_BIN:-}" ]]; then
   # Same data, same database files: only the binary differs. Both instances
   # serve the same PostgreSQL database, which the product supports.
@@ -431,6 +442,13 @@ if [[ -n "${PG_SOCKET:-}" ]]; then
   bench gatehouse-postgres-socket flat "$GH_PG_SOCKET_URL" "$(body "$Q_FLAT")" "$TOKEN_PG_SOCKET"
   bench gatehouse-postgres-socket nested "$GH_PG_SOCKET_URL" "$(body "$Q_NESTED")" "$TOKEN_PG_SOCKET"
   bench gatehouse-postgres-socket lookup "$GH_PG_SOCKET_URL" "$(lookup_body "$Q_LOOKUP")" "$TOKEN_PG_SOCKET" "ids=$WORK/ids-postgres.txt"
+fi
+if [[ -n "${PG_WORKERS:-}" ]]; then
+  GH_PG_WORKERS_URL="http://127.0.0.1:$P_GH_PG_WORKERS/graphql"
+  bench gatehouse-postgres-workers flat "$GH_PG_WORKERS_URL" "$(body "$Q_FLAT")" "$TOKEN_PG_WORKERS"
+  bench gatehouse-postgres-workers nested "$GH_PG_WORKERS_URL" "$(body "$Q_NESTED")" "$TOKEN_PG_WORKERS"
+  bench gatehouse-postgres-workers lookup "$GH_PG_WORKERS_URL" "$(lookup_body "$Q_LOOKUP")" "$TOKEN_PG_WORKERS" "ids=$WORK/ids-postgres.txt"
+  bench gatehouse-postgres-workers rest "http://127.0.0.1:$P_GH_PG_WORKERS/v1/books?per_page=10" "" "$TOKEN_PG_WORKERS" get
 fi
 if [[ -n "${BASELINE_BIN:-}" ]]; then
   for q in flat nested owned; do

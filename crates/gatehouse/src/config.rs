@@ -54,6 +54,9 @@ pub struct Config {
     pub store: StoreConfig,
     /// Browser apps on other origins.
     pub cors: CorsConfig,
+    /// Threads that run requests (the async runtime's workers). Default:
+    /// one per CPU core (`docs/deployment.md`, "Worker threads").
+    pub workers: Option<u16>,
 }
 
 impl Default for Config {
@@ -78,6 +81,7 @@ impl Default for Config {
             metrics: MetricsConfig::default(),
             store: StoreConfig::default(),
             cors: CorsConfig::default(),
+            workers: None,
         }
     }
 }
@@ -760,6 +764,9 @@ fn is_host_port(text: &str) -> bool {
 
 fn validate(c: &Config) -> Result<(), String> {
     let mut problems = Vec::new();
+    if c.workers == Some(0) {
+        problems.push("`workers` must be at least 1 (unset: one per CPU core)".into());
+    }
     if !is_host_port(&c.listen) {
         problems.push(format!(
             "`listen`: {:?} is not an address like 127.0.0.1:8080 or localhost:8080",
@@ -986,8 +993,12 @@ fn env_keys(defaults: &Dict) -> Vec<(String, &'static str, String)> {
             )),
         }
     }
-    if !defaults.contains_key("issuer") {
-        out.push((format!("{ENV_PREFIX}ISSUER"), "", "issuer".to_string()));
+    // Top-level keys whose default is "unset" (absent from the defaults).
+    for key in ["issuer", "workers"] {
+        if !defaults.contains_key(key) {
+            let var = format!("{ENV_PREFIX}{key}").to_ascii_uppercase();
+            out.push((var, "", key.to_string()));
+        }
     }
     out
 }
@@ -1244,8 +1255,10 @@ mod tests {
         vars.push(("GATEHOUSE_TLS_KEY", "k.pem"));
         vars.push(("GATEHOUSE_STORE_MAX_CONNECTIONS", "3"));
         vars.push(("GATEHOUSE_AUTH_INTROSPECTION_AUDIENCE", "api"));
+        vars.push(("GATEHOUSE_WORKERS", "1"));
         let l = load_with_env(None, &CliOverrides::default(), env(&vars)).unwrap();
         assert_eq!(l.config.issuer.as_deref(), Some("https://issuer.example"));
+        assert_eq!(l.config.workers, Some(1));
         assert_eq!(l.config.auth.introspection_audience.as_deref(), Some("api"));
         let defaults = Serialized::defaults(Config::default())
             .data()
@@ -1259,6 +1272,19 @@ mod tests {
                 .iter()
                 .any(|(v, ..)| v.starts_with("GATEHOUSE_BOOTSTRAP"))
         );
+    }
+
+    #[test]
+    fn workers_default_to_the_cores_and_zero_is_refused() {
+        let l = load_with_env(None, &CliOverrides::default(), env(&[])).unwrap();
+        assert_eq!(l.config.workers, None);
+        let e = load_with_env(
+            None,
+            &CliOverrides::default(),
+            env(&[("GATEHOUSE_WORKERS", "0")]),
+        )
+        .unwrap_err();
+        assert!(e.contains("`workers` must be at least 1"), "{e}");
     }
 
     #[test]

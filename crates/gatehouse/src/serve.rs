@@ -17,7 +17,11 @@ use crate::config::Loaded;
 /// Runs the service; returns when it has shut down. With `json_logs` the
 /// process writes nothing but log events (one JSON object per line).
 pub fn run(loaded: Loaded, json_logs: bool) -> anyhow::Result<ExitCode> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = loaded.config.workers {
+        builder.worker_threads(usize::from(n));
+    }
+    let runtime = builder
         .enable_all()
         .build()
         .context("starting the async runtime")?;
