@@ -11,6 +11,7 @@
 //! writes the method, header and max-age headers whatever the origin,
 //! while an origin that is not listed must get no CORS header at all.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Request, State};
@@ -82,8 +83,9 @@ pub(crate) struct CorsGate {
 }
 
 impl CorsGate {
-    /// `None` when no origin is allowed.
-    pub(crate) fn new(config: &CorsConfig) -> Option<Self> {
+    /// `None` when no origin is allowed. Shared: the middleware clones its
+    /// state for every request, and a `CorsLayer` is costly to clone.
+    pub(crate) fn new(config: &CorsConfig) -> Option<Arc<Self>> {
         if config.allowed_origins.is_empty() {
             return None;
         }
@@ -104,7 +106,7 @@ impl CorsGate {
             .allow_headers(ALLOWED_HEADERS)
             .expose_headers(EXPOSED_HEADERS)
             .max_age(config.max_age);
-        Some(Self { origins, cors })
+        Some(Arc::new(Self { origins, cors }))
     }
 }
 
@@ -112,7 +114,7 @@ impl CorsGate {
 /// answers its preflight without going further); every other request goes
 /// on untouched. An `OPTIONS` without `Access-Control-Request-Method` is
 /// not a preflight and reaches the routes like any request.
-pub(crate) async fn gate(State(gate): State<CorsGate>, req: Request, next: Next) -> Response {
+pub(crate) async fn gate(State(gate): State<Arc<CorsGate>>, req: Request, next: Next) -> Response {
     let from_allowed = req
         .headers()
         .get(header::ORIGIN)
