@@ -562,16 +562,19 @@ impl EntityStore {
         // once (the p99 of REST lists on PostgreSQL was 66 ms).
         let guard = match s.inner.counts.get_value_or_guard_async(&key).await {
             // Counted by the caller that held the key; fresh for this
-            // caller unless a write came since.
+            // caller unless a write came before it asked.
             Ok(v) if fresh(&v) => return Ok(v.2),
             Ok(_) => None,
             Err(guard) => Some(guard),
         };
         let at = Instant::now();
         let n = self.count_rows(ctx, e, filter).await?;
-        if let Some(guard) = guard
-            && s.inner.writes.load(Ordering::SeqCst) == generation
-        {
+        if let Some(guard) = guard {
+            // Stamped with the generation the count started in, even when a
+            // write came while it ran: the callers waiting since before that
+            // write take it (their question is no newer than the count), and
+            // every later caller finds it stale. Not stored, each waiter
+            // would count in turn while writes keep coming.
             let _ = guard.insert((generation, at, n));
         }
         Ok(n)
