@@ -77,15 +77,18 @@ impl Cursor {
         )
     }
 
-    /// The cursor of row `i` of `rows`.
-    pub fn encode_at(&self, rows: &RowSet, i: usize) -> String {
-        let values = self.fields().map(|f| {
-            rows.position(f)
-                .and_then(|p| rows.rows.get(i).and_then(|r| r.get(p)))
-                .cloned()
-                .unwrap_or(Json::Null)
-        });
-        self.encode_values(values)
+    /// The values each row of `rows` holds for [`Cursor::fields`] (a
+    /// missing one reads as null): what its cursor is written from.
+    fn values_of(&self, rows: &RowSet) -> Vec<Vec<Json>> {
+        let at: Vec<Option<usize>> = self.fields().map(|f| rows.position(f)).collect();
+        rows.rows
+            .iter()
+            .map(|r| {
+                at.iter()
+                    .map(|p| p.and_then(|p| r.get(p)).cloned().unwrap_or(Json::Null))
+                    .collect()
+            })
+            .collect()
     }
 
     fn encode_values(&self, values: impl Iterator<Item = Json>) -> String {
@@ -295,16 +298,7 @@ impl PreparedPage {
         if backwards {
             rows.rows.reverse();
         }
-        let at: Vec<Option<usize>> = cursor.fields().map(|f| rows.position(f)).collect();
-        let keys = rows
-            .rows
-            .iter()
-            .map(|r| {
-                at.iter()
-                    .map(|p| p.and_then(|p| r.get(p)).cloned().unwrap_or(Json::Null))
-                    .collect()
-            })
-            .collect();
+        let keys = cursor.values_of(&rows);
         let mut gone: Vec<usize> = self.extra.iter().filter_map(|f| rows.position(f)).collect();
         gone.sort_unstable_by(|a, b| b.cmp(a));
         for p in gone {

@@ -29,7 +29,6 @@ const NOT_ROW_ACCESS: &[&str] = &[
     "of",
     "fields",
     "encode",
-    "encode_at",
     "decode",
     // `CursorPage`: the cursors of rows already read under a context.
     "cursor",
