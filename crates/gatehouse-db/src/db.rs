@@ -756,9 +756,10 @@ impl Conn<'_> {
 /// and the filter: about 12k instructions of a ten-row list under a
 /// request's span. Built here, the outer stream carries no span, which
 /// saves about 3.5k of them (`bench/RESULTS.md`); the inner stream, built
-/// while the request runs, still carries it. Events still name the request: while the statement
-/// runs, the request's own span is entered around it. Nothing in building
-/// the future logs (it only takes the statement's text and arguments).
+/// while the request runs, still carries it. Events still name the
+/// request: while the statement runs, the request's own span is entered
+/// around it. Nothing in building the future logs (it only takes the
+/// statement's text and arguments).
 fn outside_span<T>(build: impl FnOnce() -> T) -> T {
     tracing::dispatcher::with_default(&tracing::Dispatch::none(), build)
 }
