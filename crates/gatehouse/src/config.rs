@@ -570,8 +570,11 @@ pub struct Loaded {
 }
 
 const ENV_PREFIX: &str = "GATEHOUSE_";
-/// Section keys whose default is "unset" (absent from the serialized defaults).
-const OPTIONAL_SECTION_KEYS: [&str; 4] = [
+/// Keys whose default is "unset" (absent from the serialized defaults):
+/// top-level (`issuer`) or in a section (`tls.cert`).
+const OPTIONAL_KEYS: [&str; 6] = [
+    "issuer",
+    "workers",
     "tls.cert",
     "tls.key",
     "metrics.listen",
@@ -972,7 +975,7 @@ fn env_keys(defaults: &Dict) -> Vec<(String, &'static str, String)> {
                     .as_dict()
                     .map(|d| d.keys().cloned().collect())
                     .unwrap_or_default();
-                for optional in OPTIONAL_SECTION_KEYS {
+                for optional in OPTIONAL_KEYS {
                     if let Some(k) = optional.strip_prefix(&format!("{section}.")) {
                         keys.push(k.to_string());
                     }
@@ -993,9 +996,8 @@ fn env_keys(defaults: &Dict) -> Vec<(String, &'static str, String)> {
             )),
         }
     }
-    // Top-level keys whose default is "unset" (absent from the defaults).
-    for key in ["issuer", "workers"] {
-        if !defaults.contains_key(key) {
+    for key in OPTIONAL_KEYS.iter().filter(|k| !k.contains('.')) {
+        if !defaults.contains_key(*key) {
             let var = format!("{ENV_PREFIX}{key}").to_ascii_uppercase();
             out.push((var, "", key.to_string()));
         }
