@@ -617,5 +617,17 @@ async fn counts_do_not_leak_rows_hidden_by_policies() {
             )
             .await;
         assert_eq!(d["memosCount"], json!(2), "{b}");
+        // The same over REST, each query string asked by alice first: a
+        // list request parsed and kept for her is checked again for bob.
+        for path in [
+            "/v1/memos?draft=secret%20draft",
+            "/v1/memos?sort=draft",
+            "/v1/memos?fields=title,draft",
+        ] {
+            let (st, body) = s.rest("GET", path, Some(&alice), None).await;
+            assert_eq!(st, 200, "{b}: {path}: {body}");
+            let (st, body) = s.rest("GET", path, Some(&bob), None).await;
+            assert_eq!(st, 403, "{b}: {path}: {body}");
+        }
     }
 }

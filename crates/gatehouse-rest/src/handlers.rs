@@ -300,22 +300,31 @@ struct Objects<'a> {
     set: &'a RowSet,
     /// Column indices in the order they are written, each with its key as
     /// JSON text followed by `:`.
-    order: Vec<(usize, Vec<u8>)>,
+    order: Vec<(usize, Cow<'a, [u8]>)>,
 }
 
 impl<'a> Objects<'a> {
-    /// `hidden` columns (fields the caller may not read) are left out.
-    fn new(entity: &Entity, set: &'a RowSet, hidden: &[&str]) -> Self {
-        let mut order: Vec<(usize, usize, Vec<u8>)> = set
+    /// `keys` are the entity's fields' keys in the schema's order
+    /// ([`crate::EntityApi::keys`]); `hidden` columns (fields the caller
+    /// may not read) are left out.
+    fn new(entity: &Entity, keys: &'a [Box<[u8]>], set: &'a RowSet, hidden: &[&str]) -> Self {
+        let mut order: Vec<(usize, usize, Cow<'a, [u8]>)> = set
             .columns
             .iter()
             .enumerate()
             .filter(|(_, name)| !hidden.contains(&name.as_str()))
             .map(|(i, name)| {
-                let mut key = Vec::with_capacity(name.len() + 3);
-                json::write_str(&mut key, name);
-                key.push(b':');
-                (rank(entity, name), i, key)
+                let rank = rank(entity, name);
+                let key = match keys.get(rank) {
+                    Some(key) => Cow::Borrowed(&key[..]),
+                    None => {
+                        let mut key = Vec::with_capacity(name.len() + 3);
+                        json::write_str(&mut key, name);
+                        key.push(b':');
+                        Cow::Owned(key)
+                    }
+                };
+                (rank, i, key)
             })
             .collect();
         order.sort_unstable_by_key(|&(rank, i, _)| (rank, i));
@@ -425,7 +434,30 @@ impl Api {
 
     /// Path-absolute URL of a collection.
     fn collection_url(&self, entity: &Entity) -> String {
-        format!("{}/v1/{}", self.base_path, entity.rest_path)
+        crate::collection_url(&self.base_path, entity)
+    }
+
+    /// The list request `query` on entity `ei`, parsed, or as parsed for an
+    /// earlier request with the same query string.
+    fn parsed_list(
+        &self,
+        ei: usize,
+        query: Option<&str>,
+    ) -> Result<Arc<params::ParsedList>, Problem> {
+        let kept = &self.entities[ei].parsed;
+        let key = query.unwrap_or("");
+        if let Some(p) = kept.get(key) {
+            return Ok(p);
+        }
+        let p = Arc::new(params::list_params(
+            &self.model,
+            &self.model.entities[ei],
+            &self.entities[ei].filters,
+            self.paging,
+            query,
+        )?);
+        kept.insert(key.into(), p.clone());
+        Ok(p)
     }
 
     /// Checks that the parent of a nested request exists (for this caller).
@@ -455,53 +487,40 @@ async fn list(
     parent: Option<Parent<'_>>,
 ) -> Result<Response, Problem> {
     let entity = &api.model.entities[ei];
-    let p = params::list_params(
-        &api.model,
-        entity,
-        &api.entities[ei].filters,
-        api.paging,
-        query,
-    )?;
+    let p = api.parsed_list(ei, query)?;
     let hidden = caller.hidden(&api.model, entity);
     if !hidden.is_empty() {
-        let mut used: Vec<&str> = Vec::new();
-        for f in &p.filters {
-            f.for_each_field(&mut |name| used.push(name));
-        }
-        used.extend(p.order.iter().map(|o| o.field.as_str()));
-        used.extend(p.select.iter().flatten().map(String::as_str));
-        for name in used {
+        for name in p.fields_used() {
             caller.use_field(&api.model, entity, &hidden, name)?;
         }
     }
     let media = negotiate(headers)?;
-    let mut filters = p.filters;
-    let base_url = match &parent {
+    // A nested collection's rows are its parent's children: the parent's
+    // id joins the filters, so its query is this request's own.
+    let nested_query;
+    let (q, base_url) = match &parent {
         Some(parent) => {
             api.require_parent(&caller.access, parent).await?;
-            filters.insert(0, Filter::eq(parent.nested.via.clone(), parent.id));
-            format!(
+            let of_parent = Filter::eq(parent.nested.via.clone(), parent.id);
+            let mut q = p.query.clone();
+            q.filter = Some(match q.filter.take() {
+                None => of_parent,
+                Some(Filter::And(mut all)) => {
+                    all.insert(0, of_parent);
+                    Filter::And(all)
+                }
+                Some(f) => Filter::And(vec![of_parent, f]),
+            });
+            nested_query = q;
+            let url = format!(
                 "{}/{}/{}",
                 api.collection_url(parent.rows.def()),
                 encode(parent.id),
                 parent.nested.segment
-            )
+            );
+            (&nested_query, Cow::Owned(url))
         }
-        None => api.collection_url(entity),
-    };
-    let filter = match filters.len() {
-        0 => None,
-        1 => filters.pop(),
-        _ => Some(Filter::And(filters)),
-    };
-    let offset = (p.page - 1).saturating_mul(p.per_page);
-    let q = ListQuery {
-        filter,
-        order: p.order,
-        limit: Some(p.per_page),
-        offset,
-        select: p.select,
-        ..ListQuery::default()
+        None => (&p.query, Cow::Borrowed(api.entities[ei].url.as_str())),
     };
     if let Some(after) = &p.after {
         return cursor_list(
@@ -514,11 +533,11 @@ async fn list(
             &p.passthrough,
             p.per_page,
             after,
-            q,
+            q.clone(),
         )
         .await;
     }
-    let (rows, total) = if offset > MAX_OFFSET {
+    let (rows, total) = if q.offset > MAX_OFFSET {
         let total = api.entities[ei]
             .rows
             .count(&caller.access, q.filter.as_ref())
@@ -528,7 +547,7 @@ async fn list(
         // A nested collection's statement holds its parent's id: not kept.
         let key = parent.is_none().then(|| query.unwrap_or(""));
         tokio::join!(
-            api.list(&caller.access, ei, key, &q),
+            api.list(&caller.access, ei, key, q),
             api.entities[ei]
                 .rows
                 .count(&caller.access, q.filter.as_ref())
@@ -536,7 +555,7 @@ async fn list(
     };
     let rows = rows.map_err(Problem::from_read)?;
     let total = total.map_err(Problem::from_read)?;
-    let link = link_header(&base_url, &p.passthrough, p.page, p.per_page, total);
+    let link = link_header(&base_url, &p.link_query, p.page, p.per_page, total);
     page_response(api, caller, ei, media, &hidden, rows, &link, total).await
 }
 
@@ -563,7 +582,7 @@ async fn page_response(
     let mut resp = bytes_response(
         StatusCode::OK,
         media,
-        Objects::new(entity, &rows, hidden).to_vec(),
+        Objects::new(entity, &api.entities[ei].keys, &rows, hidden).to_vec(),
     );
     let h = resp.headers_mut();
     if let Ok(v) = HeaderValue::from_str(link) {
@@ -635,25 +654,12 @@ fn cursor_link_header(
 
 /// RFC 8288 `Link` with first/prev/next/last; `prev` is omitted on the first
 /// page and `next` on the last. An empty collection has one (empty) page.
-fn link_header(
-    base: &str,
-    passthrough: &[(String, String)],
-    page: u64,
-    per_page: u64,
-    total: u64,
-) -> String {
+/// `query` is the other parameters, encoded, each followed by `&`
+/// ([`params::ParsedList::link_query`]); `page` and `per_page` are numbers,
+/// which encode as themselves.
+fn link_header(base: &str, query: &str, page: u64, per_page: u64, total: u64) -> String {
     use std::fmt::Write as _;
     let last = total.div_ceil(per_page).max(1);
-    // The other parameters, encoded once; `page` and `per_page` are
-    // numbers, which encode as themselves.
-    let mut query = form_urlencoded::Serializer::new(String::new());
-    for (k, v) in passthrough {
-        query.append_pair(k, v);
-    }
-    let mut query = query.finish();
-    if !query.is_empty() {
-        query.push('&');
-    }
     let mut links = String::with_capacity(4 * (base.len() + query.len() + 40));
     let mut link = |n: u64, rel: &str| {
         if !links.is_empty() {

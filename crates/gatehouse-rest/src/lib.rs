@@ -102,6 +102,19 @@ struct EntityApi {
     /// The SQL is a function of the query string alone; what it reads is
     /// read when it runs.
     lists: quick_cache::sync::Cache<Box<str>, Arc<PreparedList>>,
+    /// List requests parsed, by query string (as many as
+    /// [`LIST_STATEMENTS`]): a page asked for again is not parsed again.
+    parsed: quick_cache::sync::Cache<Box<str>, Arc<params::ParsedList>>,
+    /// The collection's path-absolute URL ([`collection_url`]).
+    url: String,
+    /// Each field's name as a JSON object key (quoted, escaped, then
+    /// `:`), in the schema's order: how list pages write their keys.
+    keys: Vec<Box<[u8]>>,
+}
+
+/// Path-absolute URL of `entity`'s collection under `base_path`.
+fn collection_url(base_path: &str, entity: &gatehouse_schema::Entity) -> String {
+    format!("{base_path}/{VERSION}/{}", entity.rest_path)
 }
 
 /// A nested collection: the children of one parent row.
@@ -183,6 +196,18 @@ impl Api {
                     item: route_label(&[&e.rest_path, "{id}"]),
                 },
                 lists: quick_cache::sync::Cache::new(LIST_STATEMENTS),
+                parsed: quick_cache::sync::Cache::new(LIST_STATEMENTS),
+                url: collection_url(&base_path, e),
+                keys: e
+                    .fields
+                    .iter()
+                    .map(|f| {
+                        let mut key = Vec::with_capacity(f.name.len() + 3);
+                        gatehouse_json::write_str(&mut key, &f.name);
+                        key.push(b':');
+                        key.into_boxed_slice()
+                    })
+                    .collect(),
             });
         }
         let doc = openapi::document(&model, &base_path, paging);

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use gatehouse_schema::{Entity, FilterOp, Model, ValueType, Wire};
-use gatehouse_store::{Filter, OrderBy};
+use gatehouse_store::{Filter, ListQuery, OrderBy};
 use serde_json::Value as Json;
 
 use crate::problem::{InvalidParam, Problem};
@@ -78,6 +78,75 @@ pub(crate) struct ListParams {
     pub after: Option<String>,
 }
 
+/// A list request's query string, parsed and checked once: what the page's
+/// statement, its count and its `Link` header are made from. Kept by query
+/// string ([`crate::EntityApi::parsed`]): nothing in it depends on the
+/// caller, whose hidden fields are checked on every request.
+#[derive(Debug)]
+pub(crate) struct ParsedList {
+    /// 1-based page number.
+    pub page: u64,
+    /// Rows per page.
+    pub per_page: u64,
+    /// `after`: the page after this cursor (empty: the first page).
+    pub after: Option<String>,
+    /// The parameters as given, minus `page`, `per_page` and `after`.
+    pub passthrough: Vec<(String, String)>,
+    /// `passthrough` form-encoded and followed by `&` (empty when there
+    /// are none): how every page-number `Link` URL's query starts.
+    pub link_query: String,
+    /// The page: the filter parameters' conjunction, `sort`, `fields`, and
+    /// the page's bounds.
+    pub query: ListQuery,
+}
+
+impl ParsedList {
+    fn new(p: ListParams) -> ParsedList {
+        let mut link_query = form_urlencoded::Serializer::new(String::new());
+        for (k, v) in &p.passthrough {
+            link_query.append_pair(k, v);
+        }
+        let mut link_query = link_query.finish();
+        if !link_query.is_empty() {
+            link_query.push('&');
+        }
+        let mut filters = p.filters;
+        let filter = match filters.len() {
+            0 => None,
+            1 => filters.pop(),
+            _ => Some(Filter::And(filters)),
+        };
+        ParsedList {
+            query: ListQuery {
+                filter,
+                order: p.order,
+                limit: Some(p.per_page),
+                offset: (p.page - 1).saturating_mul(p.per_page),
+                select: p.select,
+                ..ListQuery::default()
+            },
+            page: p.page,
+            per_page: p.per_page,
+            after: p.after,
+            passthrough: p.passthrough,
+            link_query,
+        }
+    }
+
+    /// Every field the request names (filters, `sort`, `fields`), for the
+    /// caller's hidden-field check.
+    pub fn fields_used(&self) -> Vec<&str> {
+        let q = &self.query;
+        let mut used: Vec<&str> = Vec::new();
+        if let Some(f) = &q.filter {
+            f.for_each_field(&mut |name| used.push(name));
+        }
+        used.extend(q.order.iter().map(|o| o.field.as_str()));
+        used.extend(q.select.iter().flatten().map(String::as_str));
+        used
+    }
+}
+
 /// Page limits from the configuration.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Paging {
@@ -124,7 +193,7 @@ pub(crate) fn list_params(
     filters: &HashMap<String, FilterParam>,
     paging: Paging,
     query: Option<&str>,
-) -> Result<ListParams, Problem> {
+) -> Result<ParsedList, Problem> {
     let pairs = pairs(query)?;
     let mut out = ListParams {
         page: 1,
@@ -196,7 +265,7 @@ pub(crate) fn list_params(
         );
     }
     if bad.is_empty() {
-        Ok(out)
+        Ok(ParsedList::new(out))
     } else {
         Err(Problem::bad_params(bad))
     }
