@@ -291,6 +291,9 @@ impl fmt::Debug for SignedRequest {
     }
 }
 
+/// The protocol parameter that marks a request as OAuth 1.0-signed.
+const CONSUMER_KEY: &str = "oauth_consumer_key";
+
 /// Whether a request carries OAuth 1.0 credentials at all: an
 /// `Authorization: OAuth` header, or `oauth_consumer_key` in the query or
 /// form body. Only such requests go to [`SignedRequest::parse`].
@@ -304,8 +307,16 @@ pub fn has_oauth1_params(
             .get(..6)
             .is_some_and(|s| s.eq_ignore_ascii_case("oauth "))
     });
-    let in_form =
-        |bytes: &[u8]| form_urlencoded::parse(bytes).any(|(k, _)| k == "oauth_consumer_key");
+    let in_form = |bytes: &[u8]| {
+        // Without a `%`, a name decodes to itself (`+` only to a space):
+        // the name cannot be there unless its text is. Most queries skip
+        // the decoding.
+        let maybe = bytes.contains(&b'%')
+            || bytes
+                .windows(CONSUMER_KEY.len())
+                .any(|w| w == CONSUMER_KEY.as_bytes());
+        maybe && form_urlencoded::parse(bytes).any(|(k, _)| k == CONSUMER_KEY)
+    };
     header || query.is_some_and(|q| in_form(q.as_bytes())) || form_body.is_some_and(in_form)
 }
 
@@ -1381,6 +1392,24 @@ mod tests {
             Some("Bearer x"),
             Some("x=1"),
             Some(b"grant_type=password")
+        ));
+        // A percent-encoded name is still the name; text that only
+        // contains it is not.
+        assert!(has_oauth1_params(
+            None,
+            Some("x=1&oauth%5Fconsumer%5fkey=k"),
+            None
+        ));
+        assert!(has_oauth1_params(
+            None,
+            Some("%6Fauth_consumer_key=k"),
+            None
+        ));
+        assert!(!has_oauth1_params(None, Some("q=oauth_consumer_key"), None));
+        assert!(!has_oauth1_params(
+            None,
+            Some("xoauth_consumer_key=k"),
+            None
         ));
     }
 }

@@ -79,7 +79,11 @@ fn segments(path: &str) -> Option<Vec<Cow<'_, str>>> {
     // One trailing slash is tolerated (`/v1/books/`).
     let path = path.strip_suffix('/').unwrap_or(path);
     path.split('/')
-        .map(|s| percent_decode_str(s).decode_utf8().ok())
+        .map(|s| match s.contains('%') {
+            // A `&str` is UTF-8 already, and without `%` decodes to itself.
+            false => Some(Cow::Borrowed(s)),
+            true => percent_decode_str(s).decode_utf8().ok(),
+        })
         .collect()
 }
 
@@ -658,18 +662,29 @@ fn cursor_link_header(
 /// ([`params::ParsedList::link_query`]); `page` and `per_page` are numbers,
 /// which encode as themselves.
 fn link_header(base: &str, query: &str, page: u64, per_page: u64, total: u64) -> String {
-    use std::fmt::Write as _;
     let last = total.div_ceil(per_page).max(1);
+    let mut numbers = itoa::Buffer::new();
+    let per_page = numbers.format(per_page).to_string();
     let mut links = String::with_capacity(4 * (base.len() + query.len() + 40));
     let mut link = |n: u64, rel: &str| {
         if !links.is_empty() {
             links.push_str(", ");
         }
-        // Writing to a `String` cannot fail.
-        let _ = write!(
-            links,
-            "<{base}?{query}page={n}&per_page={per_page}>; rel=\"{rel}\""
-        );
+        for part in [
+            "<",
+            base,
+            "?",
+            query,
+            "page=",
+            numbers.format(n),
+            "&per_page=",
+            &per_page,
+            ">; rel=\"",
+            rel,
+            "\"",
+        ] {
+            links.push_str(part);
+        }
     };
     link(1, "first");
     if page > 1 {
