@@ -462,11 +462,15 @@ async fn field_scopes_hide_values_filters_and_orderings() {
             .rest("GET", &format!("/v1/memos/{a_open}"), Some(&alice), None)
             .await;
         assert!(body.get("draft").is_some(), "{b}: {body}");
+        // Each query string is asked by alice first: a list request
+        // parsed and kept for her is checked again for bob.
         for path in [
             "/v1/memos?draft=x",
             "/v1/memos?sort=draft",
             "/v1/memos?fields=draft",
         ] {
+            let (st, body) = s.rest("GET", path, Some(&alice), None).await;
+            assert_eq!(st, 200, "{b}: {path}: {body}");
             let (st, _) = s.rest("GET", path, Some(&bob), None).await;
             assert_eq!(st, 403, "{b}: {path}");
         }
@@ -617,17 +621,5 @@ async fn counts_do_not_leak_rows_hidden_by_policies() {
             )
             .await;
         assert_eq!(d["memosCount"], json!(2), "{b}");
-        // The same over REST, each query string asked by alice first: a
-        // list request parsed and kept for her is checked again for bob.
-        for path in [
-            "/v1/memos?draft=secret%20draft",
-            "/v1/memos?sort=draft",
-            "/v1/memos?fields=title,draft",
-        ] {
-            let (st, body) = s.rest("GET", path, Some(&alice), None).await;
-            assert_eq!(st, 200, "{b}: {path}: {body}");
-            let (st, body) = s.rest("GET", path, Some(&bob), None).await;
-            assert_eq!(st, 403, "{b}: {path}: {body}");
-        }
     }
 }
