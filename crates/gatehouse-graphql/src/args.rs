@@ -93,11 +93,7 @@ pub fn filter_from_args(
     {
         all.push(f);
     }
-    Ok(match all.len() {
-        0 => None,
-        1 => all.pop(),
-        _ => Some(Filter::And(all)),
-    })
+    Ok(Filter::all_of(all))
 }
 
 /// One comparison; `None` when the value means "no filter".
@@ -216,11 +212,7 @@ fn where_filter_of(model: &Model, type_name: &str, v: &Value) -> Result<Option<F
             all.push(c);
         }
     }
-    Ok(match all.len() {
-        0 => None,
-        1 => all.pop(),
-        _ => Some(Filter::And(all)),
-    })
+    Ok(Filter::all_of(all))
 }
 
 /// A list query from a list binding's arguments.

@@ -321,12 +321,7 @@ impl<'a> Objects<'a> {
                 let rank = rank(entity, name);
                 let key = match keys.get(rank) {
                     Some(key) => Cow::Borrowed(&key[..]),
-                    None => {
-                        let mut key = Vec::with_capacity(name.len() + 3);
-                        json::write_str(&mut key, name);
-                        key.push(b':');
-                        Cow::Owned(key)
-                    }
+                    None => Cow::Owned(object_key(name)),
                 };
                 (rank, i, key)
             })
@@ -361,6 +356,14 @@ impl<'a> Objects<'a> {
         out.push(b']');
         out
     }
+}
+
+/// `name` as a JSON object key: quoted, escaped, then `:`.
+pub(crate) fn object_key(name: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(name.len() + 3);
+    json::write_str(&mut key, name);
+    key.push(b':');
+    key
 }
 
 /// One row serialized with its keys in the order the schema declares the
@@ -507,14 +510,7 @@ async fn list(
             api.require_parent(&caller.access, parent).await?;
             let of_parent = Filter::eq(parent.nested.via.clone(), parent.id);
             let mut q = p.query.clone();
-            q.filter = Some(match q.filter.take() {
-                None => of_parent,
-                Some(Filter::And(mut all)) => {
-                    all.insert(0, of_parent);
-                    Filter::And(all)
-                }
-                Some(f) => Filter::And(vec![of_parent, f]),
-            });
+            q.filter = Filter::all_of(std::iter::once(of_parent).chain(q.filter.take()).collect());
             nested_query = q;
             let url = format!(
                 "{}/{}/{}",

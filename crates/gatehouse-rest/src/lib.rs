@@ -201,12 +201,7 @@ impl Api {
                 keys: e
                     .fields
                     .iter()
-                    .map(|f| {
-                        let mut key = Vec::with_capacity(f.name.len() + 3);
-                        gatehouse_json::write_str(&mut key, &f.name);
-                        key.push(b':');
-                        key.into_boxed_slice()
-                    })
+                    .map(|f| handlers::object_key(&f.name).into_boxed_slice())
                     .collect(),
             });
         }

@@ -57,27 +57,6 @@ pub(crate) fn filter_params(entity: &Entity) -> Vec<(String, FilterParam)> {
     out
 }
 
-/// What a list request asks for.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct ListParams {
-    /// 1-based page number.
-    pub page: u64,
-    /// Rows per page.
-    pub per_page: u64,
-    /// Conjunction of the filter parameters.
-    pub filters: Vec<Filter>,
-    /// `sort`.
-    pub order: Vec<OrderBy>,
-    /// `fields` (`None`: every stored field).
-    pub select: Option<Vec<String>>,
-    /// The parameters as given, minus `page`, `per_page` and `after`, to
-    /// build `Link` URLs.
-    pub passthrough: Vec<(String, String)>,
-    /// `after`: the page after this cursor (empty: the first page), read
-    /// by keyset instead of by page number.
-    pub after: Option<String>,
-}
-
 /// A list request's query string, parsed and checked once: what the page's
 /// statement, its count and its `Link` header are made from. Kept by query
 /// string ([`crate::EntityApi::parsed`]): nothing in it depends on the
@@ -101,38 +80,6 @@ pub(crate) struct ParsedList {
 }
 
 impl ParsedList {
-    fn new(p: ListParams) -> ParsedList {
-        let mut link_query = form_urlencoded::Serializer::new(String::new());
-        for (k, v) in &p.passthrough {
-            link_query.append_pair(k, v);
-        }
-        let mut link_query = link_query.finish();
-        if !link_query.is_empty() {
-            link_query.push('&');
-        }
-        let mut filters = p.filters;
-        let filter = match filters.len() {
-            0 => None,
-            1 => filters.pop(),
-            _ => Some(Filter::And(filters)),
-        };
-        ParsedList {
-            query: ListQuery {
-                filter,
-                order: p.order,
-                limit: Some(p.per_page),
-                offset: (p.page - 1).saturating_mul(p.per_page),
-                select: p.select,
-                ..ListQuery::default()
-            },
-            page: p.page,
-            per_page: p.per_page,
-            after: p.after,
-            passthrough: p.passthrough,
-            link_query,
-        }
-    }
-
     /// Every field the request names (filters, `sort`, `fields`), for the
     /// caller's hidden-field check.
     pub fn fields_used(&self) -> Vec<&str> {
@@ -195,11 +142,15 @@ pub(crate) fn list_params(
     query: Option<&str>,
 ) -> Result<ParsedList, Problem> {
     let pairs = pairs(query)?;
-    let mut out = ListParams {
+    let mut out = ParsedList {
         page: 1,
         per_page: paging.default,
-        ..ListParams::default()
+        after: None,
+        passthrough: Vec::new(),
+        link_query: String::new(),
+        query: ListQuery::default(),
     };
+    let mut conditions = Vec::new();
     let mut bad = Vec::new();
     let mut reject = |name: &str, reason: String| {
         bad.push(InvalidParam {
@@ -228,18 +179,18 @@ pub(crate) fn list_params(
                 ),
             },
             "sort" => match sort(entity, value) {
-                Ok(order) => out.order = order,
+                Ok(order) => out.query.order = order,
                 Err(reason) => reject(name, reason),
             },
             "after" => out.after = Some(value.clone()),
             "fields" => match fields(entity, value) {
-                Ok(select) => out.select = Some(select),
+                Ok(select) => out.query.select = Some(select),
                 Err(reason) => reject(name, reason),
             },
             _ => {
                 if let Some(fp) = filters.get(name) {
                     match operand(model, fp, value) {
-                        Ok(v) => out.filters.push(Filter::cmp(fp.field.clone(), fp.op, v)),
+                        Ok(v) => conditions.push(Filter::cmp(fp.field.clone(), fp.op, v)),
                         Err(reason) => reject(name, reason),
                     }
                 } else if !is_auth_param(name) {
@@ -264,11 +215,21 @@ pub(crate) fn list_params(
             "cannot be combined with `after`: a list is paged by number or by cursor".into(),
         );
     }
-    if bad.is_empty() {
-        Ok(ParsedList::new(out))
-    } else {
-        Err(Problem::bad_params(bad))
+    if !bad.is_empty() {
+        return Err(Problem::bad_params(bad));
     }
+    out.query.filter = Filter::all_of(conditions);
+    out.query.limit = Some(out.per_page);
+    out.query.offset = (out.page - 1).saturating_mul(out.per_page);
+    let mut link_query = form_urlencoded::Serializer::new(String::new());
+    for (k, v) in &out.passthrough {
+        link_query.append_pair(k, v);
+    }
+    out.link_query = link_query.finish();
+    if !out.link_query.is_empty() {
+        out.link_query.push('&');
+    }
+    Ok(out)
 }
 
 /// Parses `fields=a,b` for `entity` (also used by single-row reads).

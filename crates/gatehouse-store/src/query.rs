@@ -61,6 +61,16 @@ impl Filter {
     pub fn eq(field: impl Into<String>, value: impl Into<Json>) -> Filter {
         Filter::cmp(field, FilterOp::Eq, value)
     }
+
+    /// The conjunction of `all`: none for an empty list, the filter itself
+    /// for one.
+    pub fn all_of(mut all: Vec<Filter>) -> Option<Filter> {
+        match all.len() {
+            0 => None,
+            1 => all.pop(),
+            _ => Some(Filter::And(all)),
+        }
+    }
 }
 
 /// One ordering key.
