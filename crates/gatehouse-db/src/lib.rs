@@ -13,6 +13,7 @@
 mod db;
 mod dialect;
 mod error;
+mod pg;
 mod sqlite;
 mod wal_index;
 
@@ -21,7 +22,4 @@ pub use dialect::{
     DATE_FORMAT, Dialect, FOLD_FUNCTION, SCHEMA_LOCK, SqlKind, fold_case, format_date, q,
 };
 pub use error::{DbError, with_sources};
-
-/// A PostgreSQL connection pool, for the few users that talk to sqlx
-/// directly (the change-feed listener).
-pub use sqlx::PgPool;
+pub use pg::Listener;

@@ -573,7 +573,7 @@ pub(crate) fn fetch(
     kinds: &[SqlKind],
 ) -> Result<Vec<DbRow>, sqlx::Error> {
     let mut stmt = conn.prepare_cached(&q.sql).map_err(to_sqlx)?;
-    bind(&mut stmt, &q.values.0.0)?;
+    bind(&mut stmt, &q.values.0)?;
     let mut rows = stmt.raw_query();
     let mut out = Vec::new();
     while let Some(row) = rows.next().map_err(to_sqlx)? {
@@ -589,7 +589,7 @@ pub(crate) fn fetch(
 /// Runs `q` and returns the number of rows it changed.
 pub(crate) fn execute(conn: &mut Connection, q: &Built) -> Result<u64, sqlx::Error> {
     let mut stmt = conn.prepare_cached(&q.sql).map_err(to_sqlx)?;
-    bind(&mut stmt, &q.values.0.0)?;
+    bind(&mut stmt, &q.values.0)?;
     let n = stmt.raw_execute().map_err(to_sqlx)?;
     Ok(n as u64)
 }

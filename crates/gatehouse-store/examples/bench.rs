@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 use gatehouse_schema::{Model, Source};
 use gatehouse_store::{Filter, ListQuery, Row, Store, StoreOptions};
 use serde_json::json;
-use sqlx::Connection;
 
 const SDL: &str = r#"
 type Query { books: [Book!]! }
@@ -262,19 +261,14 @@ async fn main() {
 
     if let Ok(admin) = std::env::var("GATEHOUSE_TEST_POSTGRES_URL") {
         let name = format!("gh_bench_{}", uuid::Uuid::now_v7().simple());
-        let mut c = sqlx::PgConnection::connect(&admin).await.unwrap();
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
-            .execute(&mut c)
+        gatehouse_testkit::pg_execute(&admin, &format!("CREATE DATABASE \"{name}\""))
             .await
             .unwrap();
         let base = admin.split('?').next().unwrap_or(&admin);
         let prefix = base.rsplit_once('/').map(|(p, _)| p).unwrap_or(base);
         run("PostgreSQL", &format!("{prefix}/{name}")).await;
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE \"{name}\" WITH (FORCE)"
-        )))
-        .execute(&mut c)
-        .await
-        .unwrap();
+        gatehouse_testkit::pg_execute(&admin, &format!("DROP DATABASE \"{name}\" WITH (FORCE)"))
+            .await
+            .unwrap();
     }
 }

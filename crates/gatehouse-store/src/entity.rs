@@ -1329,7 +1329,7 @@ impl PreparedList {
                     ),
                 ));
             }
-            match built.values.0.0.get_mut(at) {
+            match built.values.0.get_mut(at) {
                 Some(sea_query::Value::String(Some(v))) => text.clone_into(v),
                 _ => {
                     return Err(StoreError::internal(format!(
@@ -1378,7 +1378,7 @@ impl PreparedList {
     fn text_positions(&self, text: &str) -> (Vec<usize>, bool) {
         let mut exact = Vec::new();
         let mut inside = false;
-        let values = self.built.as_ref().map_or(&[][..], |b| &b.values.0.0[..]);
+        let values = self.built.as_ref().map_or(&[][..], |b| &b.values.0[..]);
         for (i, v) in values.iter().enumerate() {
             if let sea_query::Value::String(Some(s)) = v {
                 if s == text {

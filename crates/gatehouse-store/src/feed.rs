@@ -4,7 +4,7 @@
 //!
 //! PostgreSQL: the writing transaction also runs `pg_notify` (so the
 //! notification is delivered only if, and when, the write commits), and
-//! every instance runs a `PgListener` that re-publishes notifications from
+//! every instance runs a listener (`LISTEN`) that re-publishes notifications from
 //! *other* instances to its local subscribers. An instance publishes its own
 //! events locally right after commit (lowest latency; works while its listener
 //! is reconnecting) and skips them when they come back through LISTEN: every
@@ -21,9 +21,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use gatehouse_db::{Built, Db, Listener, SqlKind};
 use gatehouse_schema::ChangeKind;
 use serde::{Deserialize, Serialize};
-use sqlx::postgres::{PgListener, PgPool};
 use tokio::sync::broadcast;
 
 use crate::Row;
@@ -159,44 +159,34 @@ impl Local {
     }
 }
 
-/// Connects a listener and starts LISTEN; returns once notifications flow.
-pub(crate) async fn listen(pool: &PgPool) -> Result<PgListener, sqlx::Error> {
-    let mut listener = PgListener::connect_with(pool).await?;
-    listener.listen(CHANNEL).await?;
-    Ok(listener)
+/// Connects a listener and starts LISTEN; returns once notifications flow
+/// (`None` on SQLite).
+pub(crate) async fn listen(db: &Db) -> Result<Option<Listener>, sqlx::Error> {
+    db.listen(CHANNEL).await
 }
 
 /// Re-publishes other instances' notifications until the store is dropped
 /// (the task is aborted then). Reconnects by itself.
 pub(crate) async fn run_listener(
-    mut listener: PgListener,
-    pool: PgPool,
+    mut listener: Listener,
+    db: Db,
     origin: String,
     local: Arc<Local>,
     writes: Arc<AtomicU64>,
 ) {
     loop {
-        // Not `recv()`: it reconnects silently, and the notifications sent
-        // meanwhile would be skipped without anyone knowing.
-        match listener.try_recv().await {
-            Ok(Some(n)) => {
+        match listener.recv().await {
+            Some(payload) => {
                 // Any notification may mean rows changed (cached counts go stale).
                 writes.fetch_add(1, Ordering::SeqCst);
-                if let Some(ev) = decode(&pool, &origin, n.payload()).await {
+                if let Some(ev) = decode(&db, &origin, &payload).await {
                     local.send(ev);
                 }
             }
-            Ok(None) => {
-                // The connection was lost and is back, listening (sqlx's
-                // eager reconnect): the notifications in between are lost.
-                tracing::warn!("change listener reconnected; open subscriptions were ended");
+            None => {
+                tracing::warn!("change listener lost its connection; reconnecting");
                 writes.fetch_add(1, Ordering::SeqCst);
-                local.interrupt();
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "change listener lost its connection; reconnecting");
-                writes.fetch_add(1, Ordering::SeqCst);
-                listener = relisten(&pool).await;
+                listener = relisten(&db).await;
                 // Every notification from here on arrives; those sent while
                 // the listener was down are lost. End the feeds that were
                 // waiting for them rather than let them skip events.
@@ -210,17 +200,18 @@ pub(crate) async fn run_listener(
 
 /// A new listener, once LISTEN runs again; retried every 500 ms so a
 /// database that is down does not make the loop spin.
-async fn relisten(pool: &PgPool) -> PgListener {
+async fn relisten(db: &Db) -> Listener {
     loop {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        match listen(pool).await {
-            Ok(l) => return l,
+        match listen(db).await {
+            Ok(Some(l)) => return l,
+            Ok(None) => std::future::pending().await,
             Err(e) => tracing::warn!(error = %e, "change listener cannot reconnect yet"),
         }
     }
 }
 
-async fn decode(pool: &PgPool, origin: &str, payload: &str) -> Option<ChangeEvent> {
+async fn decode(db: &Db, origin: &str, payload: &str) -> Option<ChangeEvent> {
     let wire: Wire = match serde_json::from_str(payload) {
         Ok(w) => w,
         Err(e) => {
@@ -235,13 +226,17 @@ async fn decode(pool: &PgPool, origin: &str, payload: &str) -> Option<ChangeEven
         None => wire,
         Some(id) => {
             let sql = format!("SELECT payload FROM {} WHERE id = $1", q(EVENTS_TABLE));
-            let row: Result<Option<(String,)>, _> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
-                .bind(id)
-                .fetch_optional(pool)
-                .await;
-            match row {
-                Ok(Some((text,))) => serde_json::from_str(&text).ok()?,
-                Ok(None) => {
+            let read = async {
+                let mut c = db.read().await.map_err(|e| e.with_cause())?;
+                c.conn()
+                    .fetch(Built::raw(sql, vec![id.into()]), &[SqlKind::Text])
+                    .await
+                    .map_err(|e| e.to_string())
+            };
+            let rows: Result<Vec<gatehouse_db::DbRow>, String> = read.await;
+            match rows.as_deref().map(|r| r.first().and_then(|r| r.first())) {
+                Ok(Some(serde_json::Value::String(text))) => serde_json::from_str(text).ok()?,
+                Ok(_) => {
                     tracing::warn!(id, "change event row already purged");
                     return None;
                 }

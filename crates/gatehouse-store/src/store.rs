@@ -31,7 +31,8 @@ pub struct StoreOptions {
     /// Apply destructive migration steps too (default `false`: they are refused
     /// with [`StoreError::DestructiveMigration`] listing the plan).
     pub allow_destructive: bool,
-    /// Pool size (default: 4 SQLite readers, 10 PostgreSQL connections).
+    /// Pool size (default: 4 SQLite readers, 10 PostgreSQL connections, at
+    /// least 3 of them).
     pub max_connections: Option<u32>,
     /// How long an operation waits for a free connection before failing with
     /// [`StoreError::Unavailable`] (default 5 s).
@@ -133,19 +134,15 @@ impl Store {
         let events = Arc::new(feed::Local::new(opts.event_capacity));
         let origin = uuid::Uuid::now_v7().to_string();
         let writes = Arc::new(AtomicU64::new(0));
-        let listener = match db.pg_pool() {
-            Some(pool) => {
-                let l = feed::listen(pool).await.map_err(from_sqlx)?;
-                Some(tokio::spawn(feed::run_listener(
-                    l,
-                    pool.clone(),
-                    origin.clone(),
-                    events.clone(),
-                    writes.clone(),
-                )))
-            }
-            None => None,
-        };
+        let listener = feed::listen(&db).await.map_err(from_sqlx)?.map(|l| {
+            tokio::spawn(feed::run_listener(
+                l,
+                db.clone(),
+                origin.clone(),
+                events.clone(),
+                writes.clone(),
+            ))
+        });
         let store = Store {
             inner: Arc::new(Inner {
                 db,

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use gatehouse_schema::Model;
 use gatehouse_store::{Store, StoreError, StoreOptions};
-use sqlx::Connection;
 
 /// The variable naming the PostgreSQL server tests run on.
 pub const POSTGRES_URL_VAR: &str = "GATEHOUSE_TEST_POSTGRES_URL";
@@ -145,14 +144,9 @@ impl TestDb {
     pub async fn postgres() -> Option<TestDb> {
         let admin = postgres_url()?;
         let name = format!("gatehouse_test_{}", uuid::Uuid::now_v7().simple());
-        let mut c = sqlx::PgConnection::connect(&admin)
+        pg_execute(&admin, &format!("CREATE DATABASE \"{name}\""))
             .await
-            .unwrap_or_else(|e| panic!("PostgreSQL at {admin} is not reachable: {e}"));
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
-            .execute(&mut c)
-            .await
-            .unwrap();
-        let _ = c.close().await;
+            .unwrap_or_else(|e| panic!("PostgreSQL at {admin}: {e}"));
         // postgres://user@host:port/db?query: the same with the new name.
         let (base, query) = match admin.split_once('?') {
             Some((b, q)) => (b, format!("?{q}")),
@@ -227,17 +221,32 @@ impl Drop for TestDb {
                 return;
             };
             rt.block_on(async {
-                if let Ok(mut c) = sqlx::PgConnection::connect(&admin).await {
-                    let sql = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
-                    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-                        .execute(&mut c)
-                        .await;
-                    let _ = c.close().await;
-                }
+                let sql = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
+                let _ = pg_execute(&admin, &sql).await;
             });
         })
         .join();
     }
+}
+
+/// A client on the PostgreSQL database at `url`, for a test's own SQL
+/// beside the store (its connection runs in a task of its own).
+pub async fn pg_client(url: &str) -> Result<tokio_postgres::Client, String> {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .map_err(|e| format!("cannot connect: {e}"))?;
+    tokio::spawn(connection);
+    Ok(client)
+}
+
+/// Runs parameterless SQL (several statements allowed) on the PostgreSQL
+/// database at `url`, on a connection of its own.
+pub async fn pg_execute(url: &str, sql: &str) -> Result<(), String> {
+    pg_client(url)
+        .await?
+        .batch_execute(sql)
+        .await
+        .map_err(|e| format!("{sql}: {e}"))
 }
 
 #[cfg(test)]

@@ -28,8 +28,8 @@ pub use browser::{
     Browser, Page, authorize_url, pkce_challenge, pkce_verifier, sign_in_for_code, unescape,
 };
 pub use db::{
-    IntoModel, POSTGRES_URL_VAR, PostgresRun, REQUIRE_POSTGRES_VAR, TestDb, open_store,
-    postgres_url,
+    IntoModel, POSTGRES_URL_VAR, PostgresRun, REQUIRE_POSTGRES_VAR, TestDb, open_store, pg_client,
+    pg_execute, postgres_url,
 };
 pub use fixtures::{EXAMPLE_SCHEMA, example_model, example_sources, model, repo_root};
 pub use http::{graphql, header, password_token};

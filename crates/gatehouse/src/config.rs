@@ -133,7 +133,8 @@ pub struct MetricsConfig {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct StoreConfig {
-    /// Most connections (default: 10 on PostgreSQL, 4 SQLite readers).
+    /// Most connections (default: 10 on PostgreSQL, at least 3; 4 SQLite
+    /// readers).
     pub max_connections: Option<u32>,
     /// How long a request waits for a database connection before failing
     /// with 503; short, so that a database outage fails fast.

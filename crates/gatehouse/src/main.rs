@@ -638,14 +638,27 @@ fn schema_paths(args: &SchemaArgs) -> anyhow::Result<Vec<PathBuf>> {
     Ok(loaded.config.schema)
 }
 
+/// The log filter: `GATEHOUSE_LOG` when set and valid, else `info`. The
+/// PostgreSQL driver logs every statement's bound values at `debug`
+/// (passwords' hashes and tokens among them): it is held at `info`
+/// whatever the setting.
+fn log_filter(setting: Option<&str>) -> tracing_subscriber::EnvFilter {
+    use tracing_subscriber::EnvFilter;
+    let filter = setting
+        .and_then(|s| EnvFilter::try_new(s).ok())
+        .unwrap_or_else(|| EnvFilter::new("info"));
+    match "tokio_postgres=info".parse() {
+        Ok(cap) => filter.add_directive(cap),
+        Err(_) => filter,
+    }
+}
+
 /// Logs go to stderr in batches written by a background thread (`logbuf`),
 /// so a request never waits for a write. Nothing is dropped. Colours only
 /// on a terminal.
 fn init_logging(format: LogFormat) -> logbuf::FlushGuard {
     use std::io::IsTerminal;
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("GATEHOUSE_LOG")
-        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
+    let filter = log_filter(std::env::var("GATEHOUSE_LOG").ok().as_deref());
     let (writer, guard) = logbuf::stderr();
     let ansi = std::io::stderr().is_terminal();
     let builder = tracing_subscriber::fmt()
@@ -685,4 +698,53 @@ fn print_out(text: &str) -> anyhow::Result<()> {
         out.write_all(b"\n")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use tracing_subscriber::layer::SubscriberExt;
+
+    /// The targets of the events a subscriber let through.
+    struct Targets(Arc<Mutex<Vec<String>>>);
+
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Targets {
+        fn on_event(
+            &self,
+            event: &tracing::Event<'_>,
+            _: tracing_subscriber::layer::Context<'_, S>,
+        ) {
+            if let Ok(mut seen) = self.0.lock() {
+                seen.push(event.metadata().target().to_string());
+            }
+        }
+    }
+
+    /// The driver's statement lines (with their bound values) are never
+    /// logged, whatever `GATEHOUSE_LOG` asks for; its warnings are.
+    #[test]
+    fn the_postgres_drivers_bound_values_never_reach_the_logs() {
+        for setting in [
+            None,
+            Some("debug"),
+            Some("trace"),
+            Some("info,tokio_postgres=trace"),
+        ] {
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let subscriber = tracing_subscriber::registry()
+                .with(super::log_filter(setting))
+                .with(Targets(seen.clone()));
+            tracing::subscriber::with_default(subscriber, || {
+                tracing::debug!(target: "tokio_postgres::query", "executing statement s0 with parameters: [\"secret\"]");
+                tracing::warn!(target: "tokio_postgres::connection", "a warning");
+                tracing::warn!(target: "gatehouse", "ours");
+            });
+            let seen = seen.lock().expect("not poisoned").clone();
+            assert_eq!(
+                seen,
+                ["tokio_postgres::connection", "gatehouse"],
+                "{setting:?}"
+            );
+        }
+    }
 }

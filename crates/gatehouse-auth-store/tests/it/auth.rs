@@ -1045,12 +1045,7 @@ async fn users_table_from_before_claims_is_migrated() {
                     .unwrap();
             }
             None => {
-                use sqlx::Connection;
-                let mut c = sqlx::PgConnection::connect(db.url()).await.unwrap();
-                sqlx::raw_sql(sqlx::AssertSqlSafe(OLD.to_string()))
-                    .execute(&mut c)
-                    .await
-                    .unwrap();
+                gatehouse_testkit::pg_execute(db.url(), OLD).await.unwrap();
             }
         }
         for round in 0..2 {
@@ -1108,12 +1103,7 @@ async fn clients_table_from_before_client_kinds_is_migrated() {
                     .unwrap();
             }
             None => {
-                use sqlx::Connection;
-                let mut c = sqlx::PgConnection::connect(db.url()).await.unwrap();
-                sqlx::raw_sql(sqlx::AssertSqlSafe(old))
-                    .execute(&mut c)
-                    .await
-                    .unwrap();
+                gatehouse_testkit::pg_execute(db.url(), &old).await.unwrap();
             }
         }
         let s = db.open(SDL).await;

@@ -6,7 +6,6 @@ use std::time::Duration;
 use gatehouse_store::{ChangeEvent, ChangeKind, Store, StoreOptions};
 use gatehouse_testkit::TestDb;
 use serde_json::json;
-use sqlx::Connection;
 use tokio::sync::broadcast::Receiver;
 
 use crate::common::{SDL, author, book, row};
@@ -169,14 +168,15 @@ async fn postgres_listener_loss_ends_the_feeds_that_may_have_missed_events() {
     };
     let mut before = two.subscribe();
     // Cut every listener's connection to this database (both stores').
-    let mut admin = sqlx::PgConnection::connect(db.url()).await.unwrap();
-    let cut: Vec<(bool,)> = sqlx::query_as(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-         WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()",
-    )
-    .fetch_all(&mut admin)
-    .await
-    .unwrap();
+    let admin = gatehouse_testkit::pg_client(db.url()).await.unwrap();
+    let cut = admin
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap();
     assert!(!cut.is_empty(), "no listener connection found");
     // The receiver that may have missed events is closed, not left waiting.
     match tokio::time::timeout(Duration::from_secs(10), before.recv()).await {

@@ -1,0 +1,607 @@
+//! PostgreSQL through tokio-postgres: a few connections shared by every
+//! single statement, a pool of connections for transactions, and the
+//! change-feed listener's connection.
+//!
+//! Why shared connections: a tokio-postgres connection runs in a task of
+//! its own, and the statements of every caller holding its client go out
+//! in one write and come back in one read when they overlap (pipelining).
+//! Under load a request then costs a fraction of a round trip's system
+//! calls and wake-ups, in gatehouse and in PostgreSQL alike; with one
+//! connection per statement (sqlx's pool) each request paid a whole round
+//! trip, and the machine spent most of a request's CPU in the kernel
+//! (`bench/RESULTS.md`, "PostgreSQL through shared, pipelined
+//! connections"). A single statement is atomic on its own, so sharing a
+//! connection between callers is safe; a transaction takes a connection
+//! of its own from the pool.
+//!
+//! Errors are reported as `sqlx::Error`s, the layer's error type: a
+//! database error keeps PostgreSQL's SQLSTATE, message and constraint
+//! name ([`PgError`]), so callers classify both backends alike.
+
+use std::borrow::Cow;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use deadpool::managed::{self, Metrics, RecycleError, RecycleResult};
+use futures::StreamExt;
+use sea_query::Value;
+use serde_json::Value as Json;
+use sqlx::error::{DatabaseError, ErrorKind};
+use tokio_postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
+use tokio_postgres::{AsyncMessage, Client, Config, NoTls, Row, Statement};
+
+use crate::{Built, DbRow, SqlKind, format_date};
+
+/// Prepared statements kept per connection (as sqlx kept).
+const STATEMENT_CACHE: usize = 100;
+
+/// One PostgreSQL connection: its client and the statements prepared on it.
+pub(crate) struct PgConn {
+    client: Client,
+    /// By SQL text; a statement prepared with other parameter types than
+    /// a new call's is prepared again and replaces it.
+    statements: quick_cache::sync::Cache<String, Statement>,
+}
+
+impl std::fmt::Debug for PgConn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgConn")
+            .field("closed", &self.client.is_closed())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Opens a connection and starts the task that runs it.
+async fn connect(config: &Config, opened: &AtomicU64) -> Result<PgConn, tokio_postgres::Error> {
+    let (client, connection) = config.connect(NoTls).await?;
+    opened.fetch_add(1, Ordering::Relaxed);
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!(error = %e, "PostgreSQL connection ended");
+        }
+    });
+    Ok(PgConn {
+        client,
+        statements: quick_cache::sync::Cache::new(STATEMENT_CACHE),
+    })
+}
+
+impl PgConn {
+    /// The prepared statement for `sql` with these parameter types.
+    async fn statement(&self, sql: &str, types: &[Type]) -> Result<Statement, sqlx::Error> {
+        if let Some(s) = self.statements.get(sql)
+            && s.params() == types
+        {
+            return Ok(s);
+        }
+        let s = self
+            .client
+            .prepare_typed(sql, types)
+            .await
+            .map_err(to_sqlx)?;
+        self.statements.insert(sql.to_owned(), s.clone());
+        Ok(s)
+    }
+
+    /// Runs a statement and decodes the first `kinds.len()` columns of every row.
+    pub(crate) async fn fetch(
+        &self,
+        q: &Built,
+        kinds: &[SqlKind],
+    ) -> Result<Vec<DbRow>, sqlx::Error> {
+        let (types, params) = params(q)?;
+        let st = self.statement(&q.sql, &types).await?;
+        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as _).collect();
+        let rows = self.client.query(&st, &refs).await.map_err(to_sqlx)?;
+        rows.iter().map(|r| decode_row(r, kinds)).collect()
+    }
+
+    /// Runs a statement and returns the number of rows it affected.
+    pub(crate) async fn execute(&self, q: &Built) -> Result<u64, sqlx::Error> {
+        let (types, params) = params(q)?;
+        let st = self.statement(&q.sql, &types).await?;
+        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as _).collect();
+        self.client.execute(&st, &refs).await.map_err(to_sqlx)
+    }
+
+    /// Runs parameterless SQL, several statements allowed.
+    pub(crate) async fn batch(&self, sql: &str) -> Result<(), sqlx::Error> {
+        self.client.batch_execute(sql).await.map_err(to_sqlx)
+    }
+}
+
+/// The parameter types and values of a statement. The types are those
+/// sqlx sent for the same values, so the server checks and coerces them
+/// as it did.
+fn params(q: &Built) -> Result<(Vec<Type>, Vec<Param<'_>>), sqlx::Error> {
+    let values = &q.values.0;
+    let mut types = Vec::with_capacity(values.len());
+    let mut params = Vec::with_capacity(values.len());
+    for v in values {
+        types.push(type_of(v)?);
+        params.push(Param(v));
+    }
+    Ok((types, params))
+}
+
+fn type_of(v: &Value) -> Result<Type, sqlx::Error> {
+    Ok(match v {
+        Value::Bool(_) => Type::BOOL,
+        Value::TinyInt(_) | Value::SmallInt(_) | Value::TinyUnsigned(_) => Type::INT2,
+        Value::Int(_) | Value::SmallUnsigned(_) => Type::INT4,
+        Value::BigInt(_) | Value::Unsigned(_) | Value::BigUnsigned(_) => Type::INT8,
+        Value::Float(_) => Type::FLOAT4,
+        Value::Double(_) => Type::FLOAT8,
+        Value::String(_) | Value::Char(_) => Type::TEXT,
+        Value::Bytes(_) => Type::BYTEA,
+        Value::Uuid(_) => Type::UUID,
+        Value::Json(_) => Type::JSONB,
+        other => {
+            return Err(sqlx::Error::Protocol(format!(
+                "a value of this kind cannot be bound: {other:?}"
+            )));
+        }
+    })
+}
+
+/// A sea-query value bound as the type [`type_of`] gave it.
+#[derive(Debug)]
+struct Param<'a>(&'a Value);
+
+type BoxError = Box<dyn std::error::Error + Sync + Send>;
+
+impl ToSql for Param<'_> {
+    fn to_sql(&self, ty: &Type, out: &mut bytes::BytesMut) -> Result<IsNull, BoxError> {
+        match self.0 {
+            Value::Bool(Some(b)) => b.to_sql(ty, out),
+            Value::TinyInt(Some(i)) => i16::from(*i).to_sql(ty, out),
+            Value::SmallInt(Some(i)) => i.to_sql(ty, out),
+            Value::TinyUnsigned(Some(i)) => i16::from(*i).to_sql(ty, out),
+            Value::Int(Some(i)) => i.to_sql(ty, out),
+            Value::SmallUnsigned(Some(i)) => i32::from(*i).to_sql(ty, out),
+            Value::BigInt(Some(i)) => i.to_sql(ty, out),
+            Value::Unsigned(Some(i)) => i64::from(*i).to_sql(ty, out),
+            Value::BigUnsigned(Some(i)) => i64::try_from(*i)?.to_sql(ty, out),
+            Value::Float(Some(f)) => f.to_sql(ty, out),
+            Value::Double(Some(f)) => f.to_sql(ty, out),
+            Value::String(Some(s)) => s.as_str().to_sql(ty, out),
+            Value::Char(Some(c)) => c.to_string().to_sql(ty, out),
+            Value::Bytes(Some(b)) => b.as_slice().to_sql(ty, out),
+            Value::Uuid(Some(u)) => u.to_sql(ty, out),
+            Value::Json(Some(j)) => j.as_ref().to_sql(ty, out),
+            _ => Ok(IsNull::Yes),
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        // The statement was prepared with this value's own type.
+        true
+    }
+
+    to_sql_checked!();
+}
+
+/// A column's raw bytes, `None` for SQL `NULL`, whatever its type.
+struct Raw<'a>(Option<&'a [u8]>);
+
+impl<'a> FromSql<'a> for Raw<'a> {
+    fn from_sql(_: &Type, raw: &'a [u8]) -> Result<Self, BoxError> {
+        Ok(Raw(Some(raw)))
+    }
+
+    fn from_sql_null(_: &Type) -> Result<Self, BoxError> {
+        Ok(Raw(None))
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+}
+
+/// One row. A `NULL` decodes as JSON null whatever the column's type (a
+/// `NULL` literal has type `text`); any other value must have a type its
+/// kind reads.
+fn decode_row(row: &Row, kinds: &[SqlKind]) -> Result<DbRow, sqlx::Error> {
+    let columns = row.columns();
+    if columns.len() < kinds.len() {
+        return Err(sqlx::Error::ColumnIndexOutOfBounds {
+            index: kinds.len() - 1,
+            len: columns.len(),
+        });
+    }
+    let mut out = Vec::with_capacity(kinds.len());
+    for (i, kind) in kinds.iter().enumerate() {
+        let Raw(raw) = row.try_get(i).map_err(to_sqlx)?;
+        let v = match raw {
+            None => Json::Null,
+            Some(raw) => decode(*kind, columns[i].type_(), raw).map_err(|source| {
+                sqlx::Error::ColumnDecode {
+                    index: i.to_string(),
+                    source,
+                }
+            })?,
+        };
+        out.push(v);
+    }
+    Ok(out)
+}
+
+fn decode(kind: SqlKind, ty: &Type, raw: &[u8]) -> Result<Json, BoxError> {
+    fn read<'a, T: FromSql<'a>>(ty: &Type, raw: &'a [u8]) -> Result<T, BoxError> {
+        if !T::accepts(ty) {
+            return Err(format!(
+                "mismatched types: a column of type {ty} cannot be read as {}",
+                std::any::type_name::<T>()
+            )
+            .into());
+        }
+        T::from_sql(ty, raw)
+    }
+    Ok(match kind {
+        SqlKind::Text => Json::String(read::<&str>(ty, raw)?.to_owned()),
+        SqlKind::Date => Json::String(format_date(read::<time::Date>(ty, raw)?)?),
+        SqlKind::Int => Json::from(read::<i32>(ty, raw)?),
+        SqlKind::Count => Json::from(read::<i64>(ty, raw)?),
+        SqlKind::Bytes => Json::String(hex::encode(read::<&[u8]>(ty, raw)?)),
+        SqlKind::Float => {
+            serde_json::Number::from_f64(read::<f64>(ty, raw)?).map_or(Json::Null, Json::Number)
+        }
+        SqlKind::Bool => Json::Bool(read::<bool>(ty, raw)?),
+        SqlKind::Json => read::<Json>(ty, raw)?,
+    })
+}
+
+/// A PostgreSQL error as the layer reports it.
+#[derive(Debug)]
+pub(crate) struct PgError(tokio_postgres::error::DbError);
+
+impl std::fmt::Display for PgError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.message())
+    }
+}
+
+impl std::error::Error for PgError {}
+
+impl DatabaseError for PgError {
+    fn message(&self) -> &str {
+        self.0.message()
+    }
+
+    fn code(&self) -> Option<Cow<'_, str>> {
+        Some(Cow::Borrowed(self.0.code().code()))
+    }
+
+    fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        self
+    }
+
+    fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+        self
+    }
+
+    fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+        self
+    }
+
+    fn constraint(&self) -> Option<&str> {
+        self.0.constraint()
+    }
+
+    fn table(&self) -> Option<&str> {
+        self.0.table()
+    }
+
+    fn kind(&self) -> ErrorKind {
+        match self.0.code().code() {
+            "23505" => ErrorKind::UniqueViolation,
+            "23503" => ErrorKind::ForeignKeyViolation,
+            "23502" => ErrorKind::NotNullViolation,
+            "23514" => ErrorKind::CheckViolation,
+            _ => ErrorKind::Other,
+        }
+    }
+}
+
+/// A driver error as the layer's error type: a database error keeps its
+/// SQLSTATE ([`PgError`]); a lost or refused connection is I/O (the
+/// database is unavailable); the rest are protocol errors.
+pub(crate) fn to_sqlx(e: tokio_postgres::Error) -> sqlx::Error {
+    if let Some(db) = e.as_db_error() {
+        return sqlx::Error::Database(Box::new(PgError(db.clone())));
+    }
+    if e.is_closed() {
+        return sqlx::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::ConnectionAborted,
+            e.to_string(),
+        ));
+    }
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return sqlx::Error::Io(std::io::Error::new(io.kind(), crate::with_sources(&e)));
+        }
+        source = s.source();
+    }
+    sqlx::Error::Protocol(crate::with_sources(&e))
+}
+
+/// Creates and checks the pool's connections.
+#[derive(Debug)]
+struct Manager {
+    config: Arc<Config>,
+    opened: Arc<AtomicU64>,
+}
+
+impl managed::Manager for Manager {
+    type Type = PgConn;
+    type Error = tokio_postgres::Error;
+
+    async fn create(&self) -> Result<PgConn, tokio_postgres::Error> {
+        connect(&self.config, &self.opened).await
+    }
+
+    async fn recycle(
+        &self,
+        conn: &mut PgConn,
+        _: &Metrics,
+    ) -> RecycleResult<tokio_postgres::Error> {
+        if conn.client.is_closed() {
+            return Err(RecycleError::message("the connection is closed"));
+        }
+        Ok(())
+    }
+}
+
+type Pool = managed::Pool<Manager>;
+
+/// A connection of the pool, held by a transaction.
+type Pooled = managed::Object<Manager>;
+
+/// One of the shared connections, replaced when it is lost.
+#[derive(Default)]
+struct Slot {
+    conn: std::sync::RwLock<Option<Arc<PgConn>>>,
+    /// Held while a replacement is being opened, so callers wait for one
+    /// connection instead of each opening its own.
+    opening: tokio::sync::Mutex<()>,
+}
+
+impl Slot {
+    fn open(&self) -> Option<Arc<PgConn>> {
+        let conn = self.conn.read().ok()?;
+        conn.as_ref().filter(|c| !c.client.is_closed()).cloned()
+    }
+}
+
+/// The PostgreSQL side of a [`crate::Db`].
+pub(crate) struct PgDb {
+    config: Arc<Config>,
+    shared: Box<[Slot]>,
+    next: AtomicUsize,
+    pool: Pool,
+    acquire_timeout: Duration,
+    opened: Arc<AtomicU64>,
+    closed: AtomicBool,
+}
+
+impl std::fmt::Debug for PgDb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgDb")
+            .field("shared", &self.shared.len())
+            .field("pool", &self.pool.status())
+            .finish_non_exhaustive()
+    }
+}
+
+/// How the `max_connections` connections are used: one listens for other
+/// instances' changes, `shared` carry single statements, the rest are
+/// the transactions' pool.
+pub(crate) fn split(max_connections: u32) -> (usize, usize) {
+    let max = max_connections.max(3) as usize;
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let shared = cores.min((max - 1) / 2).max(1);
+    (shared, max - 1 - shared)
+}
+
+impl PgDb {
+    /// Parses `url`, opens one shared connection (so a bad URL, a missing
+    /// database or refused credentials fail here) and sets up the rest.
+    pub(crate) async fn open(
+        url: &str,
+        max_connections: u32,
+        acquire_timeout: Duration,
+        opened: Arc<AtomicU64>,
+    ) -> Result<PgDb, crate::DbError> {
+        let mut config = Config::from_str(url)
+            .map_err(|e| crate::DbError::invalid("database", format!("bad PostgreSQL URL: {e}")))?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(acquire_timeout);
+        }
+        let config = Arc::new(config);
+        let (shared, pooled) = split(max_connections);
+        let pool = Pool::builder(Manager {
+            config: config.clone(),
+            opened: opened.clone(),
+        })
+        .max_size(pooled)
+        .runtime(deadpool::Runtime::Tokio1)
+        .wait_timeout(Some(acquire_timeout))
+        .create_timeout(Some(acquire_timeout))
+        .build()
+        .map_err(|e| crate::DbError::invalid("database", e.to_string()))?;
+        let db = PgDb {
+            config,
+            shared: (0..shared).map(|_| Slot::default()).collect(),
+            next: AtomicUsize::new(0),
+            pool,
+            acquire_timeout,
+            opened,
+            closed: AtomicBool::new(false),
+        };
+        let first = connect(&db.config, &db.opened)
+            .await
+            .map_err(|e| crate::error::open_failure(crate::error::Backend::Postgres, to_sqlx(e)))?;
+        if let Ok(mut slot) = db.shared[0].conn.write() {
+            *slot = Some(Arc::new(first));
+        }
+        Ok(db)
+    }
+
+    /// A shared connection for single statements, taken in turn.
+    pub(crate) async fn shared(&self) -> Result<Arc<PgConn>, sqlx::Error> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(sqlx::Error::PoolClosed);
+        }
+        let slot = &self.shared[self.next.fetch_add(1, Ordering::Relaxed) % self.shared.len()];
+        if let Some(c) = slot.open() {
+            return Ok(c);
+        }
+        let opening = async {
+            let _one = slot.opening.lock().await;
+            if let Some(c) = slot.open() {
+                return Ok(c);
+            }
+            let c = Arc::new(connect(&self.config, &self.opened).await.map_err(to_sqlx)?);
+            if let Ok(mut s) = slot.conn.write() {
+                *s = Some(c.clone());
+            }
+            Ok(c)
+        };
+        tokio::time::timeout(self.acquire_timeout, opening)
+            .await
+            .unwrap_or(Err(sqlx::Error::PoolTimedOut))
+    }
+
+    /// A transaction, on a connection of its own.
+    pub(crate) async fn begin(&self) -> Result<PgTx, sqlx::Error> {
+        let conn = self.pool.get().await.map_err(|e| match e {
+            managed::PoolError::Timeout(_) => sqlx::Error::PoolTimedOut,
+            managed::PoolError::Backend(e) => to_sqlx(e),
+            _ => sqlx::Error::PoolClosed,
+        })?;
+        conn.batch("BEGIN").await?;
+        Ok(PgTx { conn: Some(conn) })
+    }
+
+    /// `(open, idle, maximum)` connections, the listener's aside.
+    pub(crate) fn stats(&self) -> (u32, u32, u32) {
+        let shared = self.shared.iter().filter(|s| s.open().is_some()).count();
+        let status = self.pool.status();
+        let n = |x: usize| u32::try_from(x).unwrap_or(u32::MAX);
+        (
+            n(shared + status.size),
+            // Shared connections are always free to take.
+            n(shared + status.available),
+            n(self.shared.len() + status.max_size),
+        )
+    }
+
+    /// Closes every connection; statements from now on fail.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        for slot in &self.shared {
+            if let Ok(mut s) = slot.conn.write() {
+                *s = None;
+            }
+        }
+        self.pool.close();
+    }
+
+    /// Starts listening on `channel` on a connection of its own.
+    pub(crate) async fn listen(&self, channel: &str) -> Result<Listener, sqlx::Error> {
+        let (client, mut connection) = self.config.connect(NoTls).await.map_err(to_sqlx)?;
+        self.opened.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+            while let Some(message) = messages.next().await {
+                match message {
+                    Ok(AsyncMessage::Notification(n)) => {
+                        if tx.send(n.payload().to_owned()).is_err() {
+                            break;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        tracing::debug!(error = %e, "PostgreSQL listener connection ended");
+                        break;
+                    }
+                }
+            }
+        });
+        client
+            .batch_execute(&format!("LISTEN {}", crate::q(channel)))
+            .await
+            .map_err(to_sqlx)?;
+        Ok(Listener {
+            _client: client,
+            rx,
+        })
+    }
+}
+
+/// A connection listening for notifications ([`PgDb::listen`]).
+#[derive(Debug)]
+pub struct Listener {
+    /// Keeps the connection open.
+    _client: Client,
+    rx: tokio::sync::mpsc::UnboundedReceiver<String>,
+}
+
+impl Listener {
+    /// The next notification's payload; `None` once the connection is
+    /// lost (the notifications sent from then on are not received).
+    pub async fn recv(&mut self) -> Option<String> {
+        self.rx.recv().await
+    }
+}
+
+/// A transaction's connection: `BEGIN` has run on it. Dropped before
+/// [`PgTx::commit`], it is rolled back by a task before it goes back to
+/// the pool (or closed, outside a runtime), so no lock outlives it.
+#[derive(Debug)]
+pub(crate) struct PgTx {
+    conn: Option<Pooled>,
+}
+
+impl PgTx {
+    pub(crate) fn conn(&self) -> Option<&PgConn> {
+        self.conn.as_deref()
+    }
+
+    pub(crate) async fn commit(mut self) -> Result<(), sqlx::Error> {
+        let Some(conn) = self.conn.take() else {
+            return Err(sqlx::Error::PoolClosed);
+        };
+        match conn.batch("COMMIT").await {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                // Its state is unknown: the connection is not reused.
+                drop(managed::Object::take(conn));
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Drop for PgTx {
+    fn drop(&mut self) {
+        let Some(conn) = self.conn.take() else {
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(async move {
+                    if conn.batch("ROLLBACK").await.is_err() {
+                        drop(managed::Object::take(conn));
+                    }
+                });
+            }
+            // Closing the connection rolls the transaction back.
+            Err(_) => drop(managed::Object::take(conn)),
+        }
+    }
+}
