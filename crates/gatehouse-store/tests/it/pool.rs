@@ -313,3 +313,90 @@ async fn results_decode_by_kind_and_refuse_a_column_of_another_type() {
     drop(c);
     s.close().await;
 }
+
+/// A transaction dropped before its commit (its request went away) is
+/// rolled back at once: its row locks do not wait for its connection's
+/// next use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_transaction_releases_its_locks_at_once() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let s = db.open(SDL).await;
+    let a = author(&s, "A").await;
+    let update = |name: &str| {
+        gatehouse_db::Built::raw(
+            "UPDATE author SET name = $1 WHERE id = $2",
+            vec![name.into(), a.as_str().into()],
+        )
+    };
+    let mut tx = s.db().begin().await.expect("a transaction");
+    assert_eq!(
+        tx.conn()
+            .execute(update("in the transaction"))
+            .await
+            .unwrap(),
+        1
+    );
+    drop(tx);
+    // The same row, from another connection: it would wait for the lock.
+    let mut c = s.db().write().await.expect("a connection");
+    let updated = tokio::time::timeout(Duration::from_secs(5), c.conn().execute(update("after")))
+        .await
+        .expect("the dropped transaction's lock is released")
+        .expect("update");
+    assert_eq!(updated, 1);
+    drop(c);
+    s.close().await;
+}
+
+/// Connections the server ends (a restart, an administrator) are
+/// replaced: once the statements that were running on them have failed,
+/// the next ones succeed on new connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_ended_by_the_server_are_replaced() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let s = db.open(SDL).await;
+    author(&s, "A").await;
+    for _ in 0..10 {
+        read_books(&s).await;
+    }
+    let before = s.db().connections_opened();
+    let admin = gatehouse_testkit::pg_client(db.url()).await.unwrap();
+    let cut = admin
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid() \
+             AND query NOT LIKE 'LISTEN%'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert!(!cut.is_empty(), "no connection to end");
+    // A statement may still meet a connection whose end it has not seen.
+    let mut served = 0;
+    for _ in 0..100 {
+        let read = s
+            .entity("Book")
+            .unwrap()
+            .list(
+                &gatehouse_store::AccessContext::system(),
+                &ListQuery::default(),
+            )
+            .await;
+        if read.is_ok() {
+            served += 1;
+            if served == 10 {
+                break;
+            }
+        } else {
+            served = 0;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    assert_eq!(served, 10, "reads keep failing after the connections ended");
+    assert!(s.db().connections_opened() > before);
+    s.close().await;
+}
