@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use deadpool::managed::{self, Metrics, RecycleError, RecycleResult};
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use sea_query::Value;
 use serde_json::Value as Json;
 use sqlx::error::{DatabaseError, ErrorKind};
@@ -69,41 +69,57 @@ async fn connect(config: &Config, opened: &AtomicU64) -> Result<PgConn, tokio_po
 }
 
 impl PgConn {
-    /// The prepared statement for `sql` with these parameter types.
-    async fn statement(&self, sql: &str, types: &[Type]) -> Result<Statement, sqlx::Error> {
-        if let Some(s) = self.statements.get(sql)
-            && s.params() == types
+    /// The prepared statement for `q`'s SQL with its values' types: the
+    /// one kept, unless it was prepared with other types.
+    async fn statement(&self, q: &Built) -> Result<Statement, sqlx::Error> {
+        let values = &q.values.0;
+        if let Some(s) = self.statements.get(q.sql.as_str())
+            && s.params().len() == values.len()
+            && s.params()
+                .iter()
+                .zip(values)
+                .all(|(t, v)| type_of(v).is_ok_and(|w| *t == w))
         {
             return Ok(s);
         }
+        let types = values.iter().map(type_of).collect::<Result<Vec<_>, _>>()?;
         let s = self
             .client
-            .prepare_typed(sql, types)
+            .prepare_typed(&q.sql, &types)
             .await
             .map_err(to_sqlx)?;
-        self.statements.insert(sql.to_owned(), s.clone());
+        self.statements.insert(q.sql.clone(), s.clone());
         Ok(s)
     }
 
-    /// Runs a statement and decodes the first `kinds.len()` columns of every row.
+    /// Runs a statement and decodes the first `kinds.len()` columns of
+    /// every row, as they arrive.
     pub(crate) async fn fetch(
         &self,
         q: &Built,
         kinds: &[SqlKind],
     ) -> Result<Vec<DbRow>, sqlx::Error> {
-        let (types, params) = params(q)?;
-        let st = self.statement(&q.sql, &types).await?;
-        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as _).collect();
-        let rows = self.client.query(&st, &refs).await.map_err(to_sqlx)?;
-        rows.iter().map(|r| decode_row(r, kinds)).collect()
+        let st = self.statement(q).await?;
+        let rows = self
+            .client
+            .query_raw(&st, q.values.0.iter().map(Param))
+            .await
+            .map_err(to_sqlx)?;
+        let mut rows = std::pin::pin!(rows);
+        let mut out = Vec::new();
+        while let Some(row) = rows.try_next().await.map_err(to_sqlx)? {
+            out.push(decode_row(&row, kinds)?);
+        }
+        Ok(out)
     }
 
     /// Runs a statement and returns the number of rows it affected.
     pub(crate) async fn execute(&self, q: &Built) -> Result<u64, sqlx::Error> {
-        let (types, params) = params(q)?;
-        let st = self.statement(&q.sql, &types).await?;
-        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as _).collect();
-        self.client.execute(&st, &refs).await.map_err(to_sqlx)
+        let st = self.statement(q).await?;
+        self.client
+            .execute_raw(&st, q.values.0.iter().map(Param))
+            .await
+            .map_err(to_sqlx)
     }
 
     /// Runs parameterless SQL, several statements allowed.
@@ -112,20 +128,8 @@ impl PgConn {
     }
 }
 
-/// The parameter types and values of a statement. The types are those
-/// sqlx sent for the same values, so the server checks and coerces them
-/// as it did.
-fn params(q: &Built) -> Result<(Vec<Type>, Vec<Param<'_>>), sqlx::Error> {
-    let values = &q.values.0;
-    let mut types = Vec::with_capacity(values.len());
-    let mut params = Vec::with_capacity(values.len());
-    for v in values {
-        types.push(type_of(v)?);
-        params.push(Param(v));
-    }
-    Ok((types, params))
-}
-
+/// A value's parameter type: the one sqlx sent for it, so the server
+/// checks and coerces values as it did.
 fn type_of(v: &Value) -> Result<Type, sqlx::Error> {
     Ok(match v {
         Value::Bool(_) => Type::BOOL,
@@ -138,10 +142,12 @@ fn type_of(v: &Value) -> Result<Type, sqlx::Error> {
         Value::Bytes(_) => Type::BYTEA,
         Value::Uuid(_) => Type::UUID,
         Value::Json(_) => Type::JSONB,
-        other => {
-            return Err(sqlx::Error::Protocol(format!(
-                "a value of this kind cannot be bound: {other:?}"
-            )));
+        // Never quoted: the message is logged, and values never are.
+        _ => {
+            return Err(sqlx::Error::Protocol(
+                "a value of a kind the PostgreSQL layer does not bind (dates, decimals, arrays)"
+                    .into(),
+            ));
         }
     })
 }
