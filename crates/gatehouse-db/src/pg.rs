@@ -366,6 +366,40 @@ type Pool = managed::Pool<Manager>;
 /// A connection of the pool, held by a transaction.
 type Pooled = managed::Object<Manager>;
 
+/// `url` with its host left out when its query names one (`host=`):
+/// libpq's rule, that the query's host is the one used, as in
+/// `postgres://user@localhost/db?host=/var/run/postgresql`. tokio-postgres
+/// would try both, the URL's first.
+fn query_host_wins(url: &str) -> Cow<'_, str> {
+    let names_host = url::Url::parse(url).is_ok_and(|u| {
+        u.query_pairs().any(|(k, _)| k == "host") && u.host_str().is_some_and(|h| !h.is_empty())
+    });
+    let Some((scheme, rest)) = url.split_once("://").filter(|_| names_host) else {
+        return Cow::Borrowed(url);
+    };
+    let (authority, tail) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
+    let (user, host_port) = match authority.rsplit_once('@') {
+        Some((user, host_port)) => (Some(user), host_port),
+        None => (None, authority),
+    };
+    // `[::1]:5432` has a port, `[::1]` none.
+    let port = host_port
+        .rsplit_once(':')
+        .map(|(_, p)| p)
+        .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    let mut out = format!("{scheme}://");
+    if let Some(user) = user {
+        out.push_str(user);
+        out.push('@');
+    }
+    if let Some(port) = port {
+        out.push(':');
+        out.push_str(port);
+    }
+    out.push_str(tail);
+    Cow::Owned(out)
+}
+
 /// One of the shared connections, replaced when it is lost.
 #[derive(Default)]
 struct Slot {
@@ -608,6 +642,37 @@ impl Drop for PgTx {
             }
             // Closing the connection rolls the transaction back.
             Err(_) => drop(managed::Object::take(conn)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::query_host_wins;
+
+    #[test]
+    fn a_host_in_the_query_replaces_the_urls_host() {
+        for (url, expected) in [
+            (
+                "postgres://u:p@localhost:5433/db?host=/var/run/postgresql",
+                "postgres://u:p@:5433/db?host=/var/run/postgresql",
+            ),
+            (
+                "postgresql://u@localhost/db?sslmode=disable&host=/tmp",
+                "postgresql://u@/db?sslmode=disable&host=/tmp",
+            ),
+            (
+                "postgres://[::1]:5432/db?host=/tmp",
+                "postgres://:5432/db?host=/tmp",
+            ),
+            ("postgres://u@/db?host=/tmp", "postgres://u@/db?host=/tmp"),
+            ("postgres://u@localhost/db", "postgres://u@localhost/db"),
+            (
+                "postgres://u@localhost/db?hostaddr=::1",
+                "postgres://u@localhost/db?hostaddr=::1",
+            ),
+        ] {
+            assert_eq!(query_host_wins(url), expected, "{url}");
         }
     }
 }

@@ -640,14 +640,14 @@ fn schema_paths(args: &SchemaArgs) -> anyhow::Result<Vec<PathBuf>> {
 
 /// The log filter: `GATEHOUSE_LOG` when set and valid, else `info`. The
 /// PostgreSQL driver logs every statement's bound values at `debug`
-/// (passwords' hashes and tokens among them): it is held at `info`
-/// whatever the setting.
+/// (passwords' hashes and tokens among them), and the server's notices
+/// at `info`: it is held at `warn` whatever the setting.
 fn log_filter(setting: Option<&str>) -> tracing_subscriber::EnvFilter {
     use tracing_subscriber::EnvFilter;
     let filter = setting
         .and_then(|s| EnvFilter::try_new(s).ok())
         .unwrap_or_else(|| EnvFilter::new("info"));
-    match "tokio_postgres=info".parse() {
+    match "tokio_postgres=warn".parse() {
         Ok(cap) => filter.add_directive(cap),
         Err(_) => filter,
     }
@@ -736,6 +736,7 @@ mod tests {
                 .with(Targets(seen.clone()));
             tracing::subscriber::with_default(subscriber, || {
                 tracing::debug!(target: "tokio_postgres::query", "executing statement s0 with parameters: [\"secret\"]");
+                tracing::info!(target: "tokio_postgres::connection", "NOTICE: relation already exists");
                 tracing::warn!(target: "tokio_postgres::connection", "a warning");
                 tracing::warn!(target: "gatehouse", "ours");
             });
