@@ -455,7 +455,7 @@ impl PgDb {
         acquire_timeout: Duration,
         opened: Arc<AtomicU64>,
     ) -> Result<PgDb, crate::DbError> {
-        let mut config = Config::from_str(url)
+        let mut config = Config::from_str(&query_host_wins(url))
             .map_err(|e| crate::DbError::invalid("database", format!("bad PostgreSQL URL: {e}")))?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(acquire_timeout);
