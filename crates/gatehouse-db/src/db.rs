@@ -51,8 +51,9 @@ impl Built {
 pub struct DbOptions {
     /// Pool size (default: 4 SQLite readers, 10 PostgreSQL connections).
     /// On PostgreSQL (at least 3): one listens for other instances'
-    /// changes, one per core (at most half the rest) carries single
-    /// statements for every request, the rest serve transactions.
+    /// changes, one per runtime worker thread (at most half the rest)
+    /// carries single statements for every request, the rest serve
+    /// transactions.
     pub max_connections: Option<u32>,
     /// How long to wait for a free connection before failing with
     /// [`DbError::Unavailable`] (also SQLite's busy timeout).
@@ -171,7 +172,10 @@ impl Db {
         self.statements.load(Ordering::Relaxed)
     }
 
-    /// A connection for reads outside a transaction.
+    /// A connection for reads outside a transaction. On PostgreSQL it is
+    /// shared with other callers' single statements: never run transaction
+    /// control (`BEGIN`, `SET`) on it; [`Db::begin`] gives a connection of
+    /// its own.
     pub async fn read(&self) -> Result<Pooled, DbError> {
         let inner = match &self.pools {
             Pools::Sqlite(db) => PooledInner::SqliteRead(db.read().await?),
@@ -183,7 +187,8 @@ impl Db {
         })
     }
 
-    /// A connection for one auto-committed write statement.
+    /// A connection for one auto-committed write statement (shared on
+    /// PostgreSQL, as [`Db::read`]'s).
     pub async fn write(&self) -> Result<Pooled, DbError> {
         let inner = match &self.pools {
             Pools::Sqlite(db) => PooledInner::SqliteWrite(db.write().await?),

@@ -437,12 +437,12 @@ impl std::fmt::Debug for PgDb {
 }
 
 /// How the `max_connections` connections are used: one listens for other
-/// instances' changes, `shared` carry single statements, the rest are
-/// the transactions' pool.
-pub(crate) fn split(max_connections: u32) -> (usize, usize) {
+/// instances' changes, `shared` carry single statements (one per thread
+/// of the runtime serving requests, `workers`, at most half of the rest),
+/// the rest are the transactions' pool.
+fn split(max_connections: u32, workers: usize) -> (usize, usize) {
     let max = max_connections.max(3) as usize;
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    let shared = cores.min((max - 1) / 2).max(1);
+    let shared = workers.min((max - 1) / 2).max(1);
     (shared, max - 1 - shared)
 }
 
@@ -461,7 +461,9 @@ impl PgDb {
             config.connect_timeout(acquire_timeout);
         }
         let config = Arc::new(config);
-        let (shared, pooled) = split(max_connections);
+        let workers =
+            tokio::runtime::Handle::try_current().map_or(1, |rt| rt.metrics().num_workers());
+        let (shared, pooled) = split(max_connections, workers);
         let pool = Pool::builder(Manager {
             config: config.clone(),
             opened: opened.clone(),
@@ -648,7 +650,21 @@ impl Drop for PgTx {
 
 #[cfg(test)]
 mod tests {
-    use super::query_host_wins;
+    use super::{query_host_wins, split};
+
+    #[test]
+    fn connections_are_split_between_single_statements_and_transactions() {
+        // (max_connections, workers) -> (shared, transactions)
+        for ((max, workers), expected) in [
+            ((10, 2), (2, 7)),
+            ((10, 1), (1, 8)),
+            ((10, 16), (4, 5)),
+            ((3, 8), (1, 1)),
+            ((1, 1), (1, 1)),
+        ] {
+            assert_eq!(split(max, workers), expected, "{max} {workers}");
+        }
+    }
 
     #[test]
     fn a_host_in_the_query_replaces_the_urls_host() {
