@@ -53,10 +53,26 @@ impl std::fmt::Debug for PgConn {
     }
 }
 
+/// A new connection, counted in `opened`; the caller runs its
+/// [`tokio_postgres::Connection`].
+async fn open_counted(
+    config: &Config,
+    opened: &AtomicU64,
+) -> Result<
+    (
+        Client,
+        tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>,
+    ),
+    tokio_postgres::Error,
+> {
+    let opening = config.connect(NoTls).await?;
+    opened.fetch_add(1, Ordering::Relaxed);
+    Ok(opening)
+}
+
 /// Opens a connection and starts the task that runs it.
 async fn connect(config: &Config, opened: &AtomicU64) -> Result<PgConn, tokio_postgres::Error> {
-    let (client, connection) = config.connect(NoTls).await?;
-    opened.fetch_add(1, Ordering::Relaxed);
+    let (client, connection) = open_counted(config, opened).await?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::debug!(error = %e, "PostgreSQL connection ended");
@@ -554,8 +570,9 @@ impl PgDb {
 
     /// Starts listening on `channel` on a connection of its own.
     pub(crate) async fn listen(&self, channel: &str) -> Result<Listener, sqlx::Error> {
-        let (client, mut connection) = self.config.connect(NoTls).await.map_err(to_sqlx)?;
-        self.opened.fetch_add(1, Ordering::Relaxed);
+        let (client, mut connection) = open_counted(&self.config, &self.opened)
+            .await
+            .map_err(to_sqlx)?;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(async move {
             let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
