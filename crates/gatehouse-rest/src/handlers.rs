@@ -49,7 +49,11 @@ pub(crate) async fn dispatch(State(api): State<Arc<Api>>, req: Request) -> Respo
     let principal = parts.extensions.get::<gatehouse_auth::Principal>();
     let caller = Caller::new(principal, api.auth_required);
     let mut label = None;
-    let result = route(
+    // Boxed, as is each handler's future in `route`: together they are
+    // several kilobytes, and each layer between hyper and here moves the
+    // future it wraps (a tenth of a REST list's instructions were such
+    // copies, `bench/RESULTS.md`); boxed, they move a pointer.
+    let result = Box::pin(route(
         &api,
         &caller,
         &method,
@@ -58,7 +62,7 @@ pub(crate) async fn dispatch(State(api): State<Arc<Api>>, req: Request) -> Respo
         query.as_deref(),
         body,
         &mut label,
-    )
+    ))
     .await;
     let mut resp = match result {
         Ok(resp) => resp,
@@ -158,11 +162,11 @@ async fn route(
         2 => match *method {
             Method::GET | Method::HEAD => {
                 caller.read(entity)?;
-                list(api, caller, ei, headers, query, None).await
+                Box::pin(list(api, caller, ei, headers, query, None)).await
             }
             Method::POST => {
                 caller.write(entity)?;
-                create(api, caller, ei, headers, body, None).await
+                Box::pin(create(api, caller, ei, headers, body, None)).await
             }
             Method::OPTIONS => {
                 caller.read(entity)?;
@@ -175,7 +179,7 @@ async fn route(
             match *method {
                 Method::GET | Method::HEAD => {
                     caller.read(entity)?;
-                    get_one(api, caller, rows, id, headers, query).await
+                    Box::pin(get_one(api, caller, rows, id, headers, query)).await
                 }
                 Method::PUT | Method::PATCH => {
                     caller.write(entity)?;
@@ -184,11 +188,11 @@ async fn route(
                     } else {
                         Mode::Patch
                     };
-                    write_existing(api, caller, rows, id, headers, body, mode).await
+                    Box::pin(write_existing(api, caller, rows, id, headers, body, mode)).await
                 }
                 Method::DELETE => {
                     caller.write(entity)?;
-                    delete(caller, rows, id, headers).await
+                    Box::pin(delete(caller, rows, id, headers)).await
                 }
                 Method::OPTIONS => {
                     caller.read(entity)?;
@@ -224,11 +228,27 @@ async fn route(
             match *method {
                 Method::GET | Method::HEAD => {
                     caller.read(child)?;
-                    list(api, caller, nested.child, headers, query, Some(parent)).await
+                    Box::pin(list(
+                        api,
+                        caller,
+                        nested.child,
+                        headers,
+                        query,
+                        Some(parent),
+                    ))
+                    .await
                 }
                 Method::POST => {
                     caller.write(child)?;
-                    create(api, caller, nested.child, headers, body, Some(parent)).await
+                    Box::pin(create(
+                        api,
+                        caller,
+                        nested.child,
+                        headers,
+                        body,
+                        Some(parent),
+                    ))
+                    .await
                 }
                 Method::OPTIONS => {
                     caller.read(child)?;
