@@ -294,7 +294,7 @@ impl Pooled {
         let inner = match &mut self.inner {
             PooledInner::SqliteRead(c) => ConnInner::Sqlite(c.conn()),
             PooledInner::SqliteWrite(c) => ConnInner::Sqlite(Some(c.conn())),
-            PooledInner::Pg(c) => ConnInner::Pg(Some(c)),
+            PooledInner::Pg(c) => ConnInner::Pg(Some(c), true),
         };
         Conn {
             inner,
@@ -322,7 +322,7 @@ impl Tx {
     pub fn conn(&mut self) -> Conn<'_> {
         let inner = match &mut self.inner {
             TxInner::Sqlite(t) => ConnInner::Sqlite(t.conn()),
-            TxInner::Pg(t) => ConnInner::Pg(t.conn()),
+            TxInner::Pg(t) => ConnInner::Pg(t.conn(), false),
         };
         Conn {
             inner,
@@ -351,8 +351,9 @@ pub struct Conn<'a> {
 enum ConnInner<'a> {
     /// `None` only for a connection already handed back (never, in practice).
     Sqlite(Option<&'a mut rusqlite::Connection>),
-    /// `None` only for a transaction already ended (never, in practice).
-    Pg(Option<&'a PgConn>),
+    /// `None` only for a transaction already ended (never, in practice);
+    /// with whether its statements run alone (not in a transaction).
+    Pg(Option<&'a PgConn>, bool),
 }
 
 /// Records a statement's duration (`gatehouse_store_query_duration_seconds`)
@@ -401,7 +402,7 @@ impl Conn<'_> {
     fn backend(&self) -> &'static str {
         match self.inner {
             ConnInner::Sqlite(_) => "sqlite",
-            ConnInner::Pg(_) => "postgres",
+            ConnInner::Pg(..) => "postgres",
         }
     }
 
@@ -414,7 +415,11 @@ impl Conn<'_> {
             ConnInner::Sqlite(c) => {
                 crate::sqlite::fetch(c.as_deref_mut().ok_or(sqlx::Error::PoolClosed)?, &q, kinds)
             }
-            ConnInner::Pg(c) => c.ok_or(sqlx::Error::PoolClosed)?.fetch(&q, kinds).await,
+            ConnInner::Pg(c, alone) => {
+                c.ok_or(sqlx::Error::PoolClosed)?
+                    .fetch(&q, kinds, *alone)
+                    .await
+            }
         }
     }
 
@@ -427,7 +432,7 @@ impl Conn<'_> {
             ConnInner::Sqlite(c) => {
                 crate::sqlite::execute(c.as_deref_mut().ok_or(sqlx::Error::PoolClosed)?, &q)
             }
-            ConnInner::Pg(c) => c.ok_or(sqlx::Error::PoolClosed)?.execute(&q).await,
+            ConnInner::Pg(c, alone) => c.ok_or(sqlx::Error::PoolClosed)?.execute(&q, *alone).await,
         }
     }
 
@@ -438,7 +443,7 @@ impl Conn<'_> {
             ConnInner::Sqlite(c) => {
                 crate::sqlite::batch(c.as_deref_mut().ok_or(sqlx::Error::PoolClosed)?, sql)
             }
-            ConnInner::Pg(c) => c.ok_or(sqlx::Error::PoolClosed)?.batch(sql).await,
+            ConnInner::Pg(c, _) => c.ok_or(sqlx::Error::PoolClosed)?.batch(sql).await,
         }
     }
 
@@ -448,7 +453,7 @@ impl Conn<'_> {
             ConnInner::Sqlite(c) => {
                 crate::sqlite::batch(c.as_deref_mut().ok_or(sqlx::Error::PoolClosed)?, "SELECT 1")
             }
-            ConnInner::Pg(c) => c.ok_or(sqlx::Error::PoolClosed)?.batch("SELECT 1").await,
+            ConnInner::Pg(c, _) => c.ok_or(sqlx::Error::PoolClosed)?.batch("SELECT 1").await,
         }
     }
 }

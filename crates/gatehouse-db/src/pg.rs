@@ -43,6 +43,26 @@ pub(crate) struct PgConn {
     /// By SQL text; a statement prepared with other parameter types than
     /// a new call's is prepared again and replaces it.
     statements: quick_cache::sync::Cache<String, Statement>,
+    /// Statements sent and not yet answered: a shared connection is
+    /// chosen by this ([`PgDb::shared`]).
+    in_flight: AtomicUsize,
+}
+
+/// Counts a statement in its connection's [`PgConn::in_flight`] until it
+/// is answered (or its caller gives up on it).
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn new(n: &'a AtomicUsize) -> Self {
+        n.fetch_add(1, Ordering::Relaxed);
+        InFlight(n)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl std::fmt::Debug for PgConn {
@@ -81,6 +101,7 @@ async fn connect(config: &Config, opened: &AtomicU64) -> Result<PgConn, tokio_po
     Ok(PgConn {
         client,
         statements: quick_cache::sync::Cache::new(STATEMENT_CACHE),
+        in_flight: AtomicUsize::new(0),
     })
 }
 
@@ -109,12 +130,31 @@ impl PgConn {
     }
 
     /// Runs a statement and decodes the first `kinds.len()` columns of
-    /// every row, as they arrive.
+    /// every row, as they arrive. With `again` (a single statement, not
+    /// part of a transaction), a kept statement that a migration made
+    /// stale ([`is_stale_plan`]) is prepared afresh and run once more;
+    /// in a transaction the error aborts it, so it is returned, and the
+    /// next use prepares afresh.
     pub(crate) async fn fetch(
         &self,
         q: &Built,
         kinds: &[SqlKind],
+        again: bool,
     ) -> Result<Vec<DbRow>, sqlx::Error> {
+        match self.fetch_once(q, kinds).await {
+            Err(e) if is_stale_plan(&e) => {
+                self.statements.remove(q.sql.as_str());
+                if !again {
+                    return Err(e);
+                }
+                self.fetch_once(q, kinds).await
+            }
+            result => result,
+        }
+    }
+
+    async fn fetch_once(&self, q: &Built, kinds: &[SqlKind]) -> Result<Vec<DbRow>, sqlx::Error> {
+        let _counted = InFlight::new(&self.in_flight);
         let st = self.statement(q).await?;
         let rows = self
             .client
@@ -129,8 +169,23 @@ impl PgConn {
         Ok(out)
     }
 
-    /// Runs a statement and returns the number of rows it affected.
-    pub(crate) async fn execute(&self, q: &Built) -> Result<u64, sqlx::Error> {
+    /// Runs a statement and returns the number of rows it affected
+    /// (`again` as for [`PgConn::fetch`]).
+    pub(crate) async fn execute(&self, q: &Built, again: bool) -> Result<u64, sqlx::Error> {
+        match self.execute_once(q).await {
+            Err(e) if is_stale_plan(&e) => {
+                self.statements.remove(q.sql.as_str());
+                if !again {
+                    return Err(e);
+                }
+                self.execute_once(q).await
+            }
+            result => result,
+        }
+    }
+
+    async fn execute_once(&self, q: &Built) -> Result<u64, sqlx::Error> {
+        let _counted = InFlight::new(&self.in_flight);
         let st = self.statement(q).await?;
         self.client
             .execute_raw(&st, q.values.0.iter().map(Param))
@@ -142,6 +197,17 @@ impl PgConn {
     pub(crate) async fn batch(&self, sql: &str) -> Result<(), sqlx::Error> {
         self.client.batch_execute(sql).await.map_err(to_sqlx)
     }
+}
+
+/// Whether `e` is PostgreSQL's refusal to run a kept statement whose
+/// result columns changed since it was prepared ("cached plan must not
+/// change result type", SQLSTATE 0A000): a migration by another instance
+/// altered a table under it. The statement ran nothing; prepared again,
+/// it runs.
+fn is_stale_plan(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d)
+        if d.code().as_deref() == Some("0A000")
+            && d.message().starts_with("cached plan must not change result type"))
 }
 
 /// A value's parameter type: the one sqlx sent for it, so the server
@@ -454,11 +520,12 @@ impl std::fmt::Debug for PgDb {
 
 /// How the `max_connections` connections are used: one listens for other
 /// instances' changes, `shared` carry single statements (one per thread
-/// of the runtime serving requests, `workers`, at most half of the rest),
-/// the rest are the transactions' pool.
+/// of the runtime serving requests, `workers`, and at least two, so that
+/// a slow statement leaves another connection free; at most half of the
+/// rest), the rest are the transactions' pool.
 fn split(max_connections: u32, workers: usize) -> (usize, usize) {
     let max = max_connections.max(3) as usize;
-    let shared = workers.min((max - 1) / 2).max(1);
+    let shared = workers.max(2).min((max - 1) / 2).max(1);
     (shared, max - 1 - shared)
 }
 
@@ -508,15 +575,43 @@ impl PgDb {
         Ok(db)
     }
 
-    /// A shared connection for single statements, taken in turn.
+    /// A shared connection for single statements: the one with the
+    /// fewest statements waiting for their answers, looking from the next
+    /// one in turn. PostgreSQL answers a connection's statements in
+    /// order, so a slow statement delays those queued behind it; the
+    /// count grows on its connection, and new statements go to another.
     pub(crate) async fn shared(&self) -> Result<Arc<PgConn>, sqlx::Error> {
         if self.closed.load(Ordering::Acquire) {
             return Err(sqlx::Error::PoolClosed);
         }
-        let slot = &self.shared[self.next.fetch_add(1, Ordering::Relaxed) % self.shared.len()];
-        if let Some(c) = slot.open() {
+        let n = self.shared.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut best: Option<Arc<PgConn>> = None;
+        for k in 0..n {
+            let slot = &self.shared[(start + k) % n];
+            let Some(c) = slot.open() else {
+                // A lost connection is opened again by the caller that
+                // finds it; the others keep serving.
+                if best.is_none() && k == 0 {
+                    break;
+                }
+                continue;
+            };
+            let load = c.in_flight.load(Ordering::Relaxed);
+            if load == 0 {
+                return Ok(c);
+            }
+            if best
+                .as_ref()
+                .is_none_or(|b| load < b.in_flight.load(Ordering::Relaxed))
+            {
+                best = Some(c);
+            }
+        }
+        if let Some(c) = best {
             return Ok(c);
         }
+        let slot = &self.shared[start % n];
         let opening = async {
             let _one = slot.opening.lock().await;
             if let Some(c) = slot.open() {
@@ -674,8 +769,10 @@ mod tests {
         // (max_connections, workers) -> (shared, transactions)
         for ((max, workers), expected) in [
             ((10, 2), (2, 7)),
-            ((10, 1), (1, 8)),
+            ((10, 1), (2, 7)),
             ((10, 16), (4, 5)),
+            ((5, 1), (2, 2)),
+            ((4, 1), (1, 2)),
             ((3, 8), (1, 1)),
             ((1, 1), (1, 1)),
         ] {

@@ -400,3 +400,119 @@ async fn connections_ended_by_the_server_are_replaced() {
     assert!(s.db().connections_opened() > before);
     s.close().await;
 }
+
+/// A statement kept on a connection survives a migration that changes
+/// its result's columns (another instance altering a table): PostgreSQL
+/// refuses the stale statement once ("cached plan must not change result
+/// type"), and a single statement is prepared afresh and answered. In a
+/// transaction the refusal is returned (it aborted the transaction), and
+/// the next use of that connection prepares afresh.
+#[tokio::test]
+async fn kept_statements_survive_a_column_type_change() {
+    use gatehouse_db::{Built, SqlKind};
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let s = db.open(SDL).await;
+    let admin = gatehouse_testkit::pg_client(db.url()).await.unwrap();
+    admin
+        .batch_execute("CREATE TABLE stale_plan (v INTEGER); INSERT INTO stale_plan VALUES (7)")
+        .await
+        .unwrap();
+    let read = || Built::raw("SELECT v FROM stale_plan", vec![]);
+    let mut c = s.db().read().await.expect("a connection");
+    let rows = c.conn().fetch(read(), &[SqlKind::Int]).await.unwrap();
+    assert_eq!(rows, vec![vec![json!(7)]]);
+    admin
+        .batch_execute("ALTER TABLE stale_plan ALTER COLUMN v TYPE TEXT")
+        .await
+        .unwrap();
+    let rows = c
+        .conn()
+        .fetch(read(), &[SqlKind::Text])
+        .await
+        .expect("the stale statement is prepared again");
+    assert_eq!(rows, vec![vec![json!("7")]]);
+    drop(c);
+
+    // Transactions take their connections from a pool that opens them on
+    // demand: one at a time, these three share one.
+    let mut tx = s.db().begin().await.expect("a transaction");
+    tx.conn().fetch(read(), &[SqlKind::Text]).await.unwrap();
+    tx.commit().await.unwrap();
+    admin
+        .batch_execute("ALTER TABLE stale_plan ALTER COLUMN v TYPE INTEGER USING v::integer")
+        .await
+        .unwrap();
+    let mut tx = s.db().begin().await.expect("a transaction");
+    let err = tx
+        .conn()
+        .fetch(read(), &[SqlKind::Int])
+        .await
+        .expect_err("in a transaction the stale statement's refusal is returned");
+    assert!(err.to_string().contains("cached plan"), "{err}");
+    drop(tx);
+    let mut tx = s.db().begin().await.expect("a transaction");
+    let rows = tx.conn().fetch(read(), &[SqlKind::Int]).await.unwrap();
+    assert_eq!(rows, vec![vec![json!(7)]]);
+    tx.commit().await.unwrap();
+    s.close().await;
+}
+
+/// A slow single statement holds up only itself: PostgreSQL answers a
+/// connection's statements in order, so the statements that follow go to
+/// another shared connection instead of queueing behind it.
+#[tokio::test]
+async fn a_slow_statement_does_not_hold_up_the_others() {
+    use gatehouse_db::Built;
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let s = db.open(SDL).await;
+    author(&s, "A").await;
+    // The statements' connections are opened before the slow one starts.
+    for _ in 0..4 {
+        read_books(&s).await;
+    }
+    let slow_db = s.db().clone();
+    let slow = tokio::spawn(async move {
+        let mut c = slow_db.read().await.expect("a connection");
+        c.conn()
+            .fetch(Built::raw("SELECT pg_sleep(30)", vec![]), &[])
+            .await
+            .map(|_| ())
+    });
+    // Until the slow statement is on its way.
+    let admin = gatehouse_testkit::pg_client(db.url()).await.unwrap();
+    for _ in 0..200 {
+        let sleeping = admin
+            .query(
+                "SELECT 1 FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(30)' \
+                 AND state = 'active'",
+                &[],
+            )
+            .await
+            .unwrap();
+        if !sleeping.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let reads = async {
+        for _ in 0..20 {
+            read_books(&s).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), reads)
+        .await
+        .expect("reads beside the slow statement are answered");
+    slow.abort();
+    admin
+        .batch_execute(
+            "SELECT pg_cancel_backend(pid) FROM pg_stat_activity \
+             WHERE query = 'SELECT pg_sleep(30)'",
+        )
+        .await
+        .unwrap();
+    s.close().await;
+}
