@@ -460,10 +460,24 @@ async fn kept_statements_survive_a_column_type_change() {
 }
 
 /// A slow single statement holds up only itself: PostgreSQL answers a
-/// connection's statements in order, so the statements that follow go to
-/// another shared connection instead of queueing behind it.
+/// connection's statements in order, so once its connection has answered
+/// nothing for a while, the statements that follow go to another shared
+/// connection instead of queueing behind it. With one worker thread that
+/// is the spare connection; with two, the other worker's.
 #[tokio::test]
 async fn a_slow_statement_does_not_hold_up_the_others() {
+    slow_statement_round(30).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_statement_does_not_hold_up_the_others_with_two_workers() {
+    slow_statement_round(31).await;
+}
+
+/// `seconds`: how long the slow statement sleeps, which also tells the
+/// concurrent tests' statements apart.
+async fn slow_statement_round(seconds: u32) {
+    let slow_sql = format!("SELECT pg_sleep({seconds})");
     use gatehouse_db::Built;
     let Some(db) = TestDb::postgres().await else {
         return;
@@ -475,10 +489,11 @@ async fn a_slow_statement_does_not_hold_up_the_others() {
         read_books(&s).await;
     }
     let slow_db = s.db().clone();
+    let sql = slow_sql.clone();
     let slow = tokio::spawn(async move {
         let mut c = slow_db.read().await.expect("a connection");
         c.conn()
-            .fetch(Built::raw("SELECT pg_sleep(30)", vec![]), &[])
+            .fetch(Built::raw(sql, vec![]), &[])
             .await
             .map(|_| ())
     });
@@ -487,9 +502,8 @@ async fn a_slow_statement_does_not_hold_up_the_others() {
     for _ in 0..200 {
         let sleeping = admin
             .query(
-                "SELECT 1 FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(30)' \
-                 AND state = 'active'",
-                &[],
+                "SELECT 1 FROM pg_stat_activity WHERE query = $1 AND state = 'active'",
+                &[&slow_sql],
             )
             .await
             .unwrap();
@@ -498,6 +512,8 @@ async fn a_slow_statement_does_not_hold_up_the_others() {
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
+    // Past the time a connection may go without an answer.
+    tokio::time::sleep(Duration::from_millis(200)).await;
     let reads = async {
         for _ in 0..20 {
             read_books(&s).await;
@@ -508,9 +524,9 @@ async fn a_slow_statement_does_not_hold_up_the_others() {
         .expect("reads beside the slow statement are answered");
     slow.abort();
     admin
-        .batch_execute(
-            "SELECT pg_cancel_backend(pid) FROM pg_stat_activity \
-             WHERE query = 'SELECT pg_sleep(30)'",
+        .execute(
+            "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query = $1",
+            &[&slow_sql],
         )
         .await
         .unwrap();
