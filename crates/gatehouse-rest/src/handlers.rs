@@ -49,10 +49,10 @@ pub(crate) async fn dispatch(State(api): State<Arc<Api>>, req: Request) -> Respo
     let principal = parts.extensions.get::<gatehouse_auth::Principal>();
     let caller = Caller::new(principal, api.auth_required);
     let mut label = None;
-    // Boxed, as is each handler's future in `route`: together they are
-    // several kilobytes, and each layer between hyper and here moves the
-    // future it wraps (a tenth of a REST list's instructions were such
-    // copies, `bench/RESULTS.md`); boxed, they move a pointer.
+    // Boxed, as is each handler's future in `route`: a list's is about
+    // 8 KB, and each layer between hyper and here moved the future it
+    // wraps (five copies per request, now one); boxed, they move a
+    // pointer. Too small a saving to show in req/s (`bench/RESULTS.md`).
     let result = Box::pin(route(
         &api,
         &caller,
