@@ -176,16 +176,8 @@ impl PgConn {
         kinds: &[SqlKind],
         again: bool,
     ) -> Result<Vec<DbRow>, sqlx::Error> {
-        match self.fetch_once(q, kinds).await {
-            Err(e) if is_stale_plan(&e) => {
-                self.statements.remove(q.sql.as_str());
-                if !again {
-                    return Err(e);
-                }
-                self.fetch_once(q, kinds).await
-            }
-            result => result,
-        }
+        self.again_if_stale(q, again, || self.fetch_once(q, kinds))
+            .await
     }
 
     async fn fetch_once(&self, q: &Built, kinds: &[SqlKind]) -> Result<Vec<DbRow>, sqlx::Error> {
@@ -207,13 +199,28 @@ impl PgConn {
     /// Runs a statement and returns the number of rows it affected
     /// (`again` as for [`PgConn::fetch`]).
     pub(crate) async fn execute(&self, q: &Built, again: bool) -> Result<u64, sqlx::Error> {
-        match self.execute_once(q).await {
+        self.again_if_stale(q, again, || self.execute_once(q)).await
+    }
+
+    /// Runs `run`; when PostgreSQL refuses `q`'s kept statement as stale
+    /// ([`is_stale_plan`]), forgets it, and with `again` runs once more
+    /// (preparing it afresh).
+    async fn again_if_stale<T, Fut>(
+        &self,
+        q: &Built,
+        again: bool,
+        run: impl Fn() -> Fut,
+    ) -> Result<T, sqlx::Error>
+    where
+        Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
+    {
+        match run().await {
             Err(e) if is_stale_plan(&e) => {
                 self.statements.remove(q.sql.as_str());
                 if !again {
                     return Err(e);
                 }
-                self.execute_once(q).await
+                run().await
             }
             result => result,
         }
