@@ -375,9 +375,8 @@ fn decode(kind: SqlKind, ty: &Type, raw: &[u8]) -> Result<Json, BoxError> {
         SqlKind::Int => Json::from(read::<i32>(ty, raw)?),
         SqlKind::Count => Json::from(read::<i64>(ty, raw)?),
         SqlKind::Bytes => Json::String(hex::encode(read::<&[u8]>(ty, raw)?)),
-        SqlKind::Float => {
-            serde_json::Number::from_f64(read::<f64>(ty, raw)?).map_or(Json::Null, Json::Number)
-        }
+        // Not finite: null, as `serde_json` converts it.
+        SqlKind::Float => Json::from(read::<f64>(ty, raw)?),
         SqlKind::Bool => Json::Bool(read::<bool>(ty, raw)?),
         SqlKind::Json => read::<Json>(ty, raw)?,
     })

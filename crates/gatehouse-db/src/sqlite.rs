@@ -672,13 +672,10 @@ fn decode(v: ValueRef<'_>, kind: SqlKind) -> Result<Json, sqlx::Error> {
         (SqlKind::Text | SqlKind::Date, ValueRef::Text(b)) => Json::String(text(b)?),
         (SqlKind::Text, ValueRef::Integer(i)) => Json::String(i.to_string()),
         (SqlKind::Int | SqlKind::Count, ValueRef::Integer(i)) => Json::from(i),
-        (SqlKind::Float, ValueRef::Real(f)) => {
-            serde_json::Number::from_f64(f).map_or(Json::Null, Json::Number)
-        }
+        // Not finite: null, as `serde_json` converts it.
+        (SqlKind::Float, ValueRef::Real(f)) => Json::from(f),
         #[allow(clippy::cast_precision_loss)]
-        (SqlKind::Float, ValueRef::Integer(i)) => {
-            serde_json::Number::from_f64(i as f64).map_or(Json::Null, Json::Number)
-        }
+        (SqlKind::Float, ValueRef::Integer(i)) => Json::from(i as f64),
         (SqlKind::Bool, ValueRef::Integer(i)) => Json::Bool(i != 0),
         (SqlKind::Bytes, ValueRef::Blob(b)) => Json::String(hex::encode(b)),
         (SqlKind::Json, ValueRef::Text(b)) => {
