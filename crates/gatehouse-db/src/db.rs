@@ -52,8 +52,9 @@ pub struct DbOptions {
     /// Pool size (default: 4 SQLite readers, 10 PostgreSQL connections).
     /// On PostgreSQL (at least 3): one listens for other instances'
     /// changes, one per runtime worker thread (at most half the rest)
-    /// carries single statements for every request, the rest serve
-    /// transactions.
+    /// carries single statements for every request, with a spare beside a
+    /// single one, and the rest serve transactions (`docs/deployment.md`,
+    /// "Pool sizing").
     pub max_connections: Option<u32>,
     /// How long to wait for a free connection before failing with
     /// [`DbError::Unavailable`] (also SQLite's busy timeout).
@@ -294,7 +295,10 @@ impl Pooled {
         let inner = match &mut self.inner {
             PooledInner::SqliteRead(c) => ConnInner::Sqlite(c.conn()),
             PooledInner::SqliteWrite(c) => ConnInner::Sqlite(Some(c.conn())),
-            PooledInner::Pg(c) => ConnInner::Pg(Some(c), true),
+            PooledInner::Pg(c) => ConnInner::Pg {
+                conn: Some(c),
+                alone: true,
+            },
         };
         Conn {
             inner,
@@ -322,7 +326,10 @@ impl Tx {
     pub fn conn(&mut self) -> Conn<'_> {
         let inner = match &mut self.inner {
             TxInner::Sqlite(t) => ConnInner::Sqlite(t.conn()),
-            TxInner::Pg(t) => ConnInner::Pg(t.conn(), false),
+            TxInner::Pg(t) => ConnInner::Pg {
+                conn: t.conn(),
+                alone: false,
+            },
         };
         Conn {
             inner,
@@ -351,9 +358,13 @@ pub struct Conn<'a> {
 enum ConnInner<'a> {
     /// `None` only for a connection already handed back (never, in practice).
     Sqlite(Option<&'a mut rusqlite::Connection>),
-    /// `None` only for a transaction already ended (never, in practice);
-    /// with whether its statements run alone (not in a transaction).
-    Pg(Option<&'a PgConn>, bool),
+    Pg {
+        /// `None` only for a transaction already ended (never, in practice).
+        conn: Option<&'a PgConn>,
+        /// Whether its statements run alone, not in a transaction (a
+        /// stale kept statement is then run again, [`PgConn::fetch`]).
+        alone: bool,
+    },
 }
 
 /// Records a statement's duration (`gatehouse_store_query_duration_seconds`)
@@ -402,7 +413,7 @@ impl Conn<'_> {
     fn backend(&self) -> &'static str {
         match self.inner {
             ConnInner::Sqlite(_) => "sqlite",
-            ConnInner::Pg(..) => "postgres",
+            ConnInner::Pg { .. } => "postgres",
         }
     }
 
@@ -415,8 +426,8 @@ impl Conn<'_> {
             ConnInner::Sqlite(c) => {
                 crate::sqlite::fetch(c.as_deref_mut().ok_or(sqlx::Error::PoolClosed)?, &q, kinds)
             }
-            ConnInner::Pg(c, alone) => {
-                c.ok_or(sqlx::Error::PoolClosed)?
+            ConnInner::Pg { conn, alone } => {
+                conn.ok_or(sqlx::Error::PoolClosed)?
                     .fetch(&q, kinds, *alone)
                     .await
             }
@@ -432,7 +443,11 @@ impl Conn<'_> {
             ConnInner::Sqlite(c) => {
                 crate::sqlite::execute(c.as_deref_mut().ok_or(sqlx::Error::PoolClosed)?, &q)
             }
-            ConnInner::Pg(c, alone) => c.ok_or(sqlx::Error::PoolClosed)?.execute(&q, *alone).await,
+            ConnInner::Pg { conn, alone } => {
+                conn.ok_or(sqlx::Error::PoolClosed)?
+                    .execute(&q, *alone)
+                    .await
+            }
         }
     }
 
@@ -443,7 +458,7 @@ impl Conn<'_> {
             ConnInner::Sqlite(c) => {
                 crate::sqlite::batch(c.as_deref_mut().ok_or(sqlx::Error::PoolClosed)?, sql)
             }
-            ConnInner::Pg(c, _) => c.ok_or(sqlx::Error::PoolClosed)?.batch(sql).await,
+            ConnInner::Pg { conn, .. } => conn.ok_or(sqlx::Error::PoolClosed)?.batch(sql).await,
         }
     }
 
@@ -453,7 +468,9 @@ impl Conn<'_> {
             ConnInner::Sqlite(c) => {
                 crate::sqlite::batch(c.as_deref_mut().ok_or(sqlx::Error::PoolClosed)?, "SELECT 1")
             }
-            ConnInner::Pg(c, _) => c.ok_or(sqlx::Error::PoolClosed)?.batch("SELECT 1").await,
+            ConnInner::Pg { conn, .. } => {
+                conn.ok_or(sqlx::Error::PoolClosed)?.batch("SELECT 1").await
+            }
         }
     }
 }

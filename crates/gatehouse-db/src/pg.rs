@@ -760,7 +760,7 @@ impl PgDb {
     }
 }
 
-/// A connection listening for notifications ([`PgDb::listen`]).
+/// A connection listening for notifications ([`crate::Db::listen`]).
 #[derive(Debug)]
 pub struct Listener {
     /// Keeps the connection open.
