@@ -49,11 +49,7 @@ pub(crate) async fn dispatch(State(api): State<Arc<Api>>, req: Request) -> Respo
     let principal = parts.extensions.get::<gatehouse_auth::Principal>();
     let caller = Caller::new(principal, api.auth_required);
     let mut label = None;
-    // Boxed, as is each handler's future in `route`: a list's is about
-    // 8 KB, and each layer between hyper and here moved the future it
-    // wraps (five copies per request, now one); boxed, they move a
-    // pointer. Too small a saving to show in req/s (`bench/RESULTS.md`).
-    let result = Box::pin(route(
+    let result = route(
         &api,
         &caller,
         &method,
@@ -62,7 +58,7 @@ pub(crate) async fn dispatch(State(api): State<Arc<Api>>, req: Request) -> Respo
         query.as_deref(),
         body,
         &mut label,
-    ))
+    )
     .await;
     let mut resp = match result {
         Ok(resp) => resp,
@@ -96,7 +92,11 @@ fn is_version(s: &str) -> bool {
 }
 
 /// Resolves the route (and its `label`), authorizes it (before any store
-/// access or body read), then runs its handler.
+/// access or body read), then runs its handler. Each handler's future is
+/// boxed: a list's is about 8 KB, and each layer between hyper and here
+/// moved the future it wraps (five copies per request, now one); boxed,
+/// this one stays small. Too small a saving to show in req/s
+/// (`bench/RESULTS.md`).
 #[allow(clippy::too_many_arguments)]
 async fn route(
     api: &Api,
