@@ -564,13 +564,19 @@ impl std::fmt::Debug for PgDb {
 
 /// How the `max_connections` connections are used: one listens for other
 /// instances' changes; `active` carry single statements in turn (one per
-/// thread of the runtime serving requests, `workers`, at most half of the
-/// rest); with one active, a `spare` takes the single statements while
+/// two threads of the runtime serving requests, `workers`, rounded up, at
+/// most half of the rest); with one active, a `spare` takes the single statements while
 /// that one is stalled, so a slow statement never holds up every request;
 /// the rest are the transactions' pool. Returns `(active, spare, pooled)`.
+///
+/// One per two workers: the fewer the connections, the more statements
+/// travel together on each, which saves both gatehouse and PostgreSQL CPU
+/// per statement; and a PostgreSQL backend, which runs on one core, spends
+/// about half of gatehouse's CPU on a typical statement, so it keeps up
+/// with two busy workers (`docs/design/database.md`).
 fn split(max_connections: u32, workers: usize) -> (usize, usize, usize) {
     let max = max_connections.max(3) as usize;
-    let active = workers.min((max - 1) / 2).max(1);
+    let active = workers.div_ceil(2).min((max - 1) / 2).max(1);
     let spare = usize::from(active == 1 && max - 1 - active >= 2);
     (active, spare, max - 1 - active - spare)
 }
@@ -831,9 +837,11 @@ mod tests {
     fn connections_are_split_between_single_statements_and_transactions() {
         // (max_connections, workers) -> (active, spare, transactions)
         for ((max, workers), expected) in [
-            ((10, 2), (2, 0, 7)),
+            ((10, 2), (1, 1, 7)),
             ((10, 1), (1, 1, 7)),
+            ((10, 4), (2, 0, 7)),
             ((10, 16), (4, 0, 5)),
+            ((40, 16), (8, 0, 31)),
             ((5, 1), (1, 1, 2)),
             ((4, 1), (1, 1, 1)),
             ((3, 8), (1, 0, 1)),

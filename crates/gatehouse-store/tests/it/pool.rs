@@ -462,8 +462,8 @@ async fn kept_statements_survive_a_column_type_change() {
 /// A slow single statement holds up only itself: PostgreSQL answers a
 /// connection's statements in order, so once its connection has answered
 /// nothing for a while, the statements that follow go to another shared
-/// connection instead of queueing behind it. With one worker thread that
-/// is the spare connection; with two, the other worker's.
+/// connection instead of queueing behind it. With one or two worker
+/// threads (one active shared connection) that is the spare connection.
 #[tokio::test]
 async fn a_slow_statement_does_not_hold_up_the_others() {
     slow_statement_round(30).await;
