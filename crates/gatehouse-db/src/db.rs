@@ -345,6 +345,30 @@ impl Tx {
             TxInner::Pg(t) => t.commit().await,
         }
     }
+
+    /// Runs `statements`, whose results nobody reads (a notification,
+    /// say), then commits. On PostgreSQL they travel with the `COMMIT`:
+    /// one round trip for all of them. Should one fail, nothing is
+    /// committed and its error is returned.
+    pub async fn commit_after(mut self, statements: &[Built]) -> Result<(), sqlx::Error> {
+        if statements.is_empty() {
+            return self.commit().await;
+        }
+        match self.inner {
+            TxInner::Sqlite(_) => {
+                for q in statements {
+                    self.conn().execute(q.clone()).await?;
+                }
+                self.commit().await
+            }
+            TxInner::Pg(t) => {
+                self.counter
+                    .fetch_add(statements.len() as u64, Ordering::Relaxed);
+                let _timer = QueryTimer::start("postgres", "execute");
+                t.commit_after(statements).await
+            }
+        }
+    }
 }
 
 /// A borrowed connection of either backend.

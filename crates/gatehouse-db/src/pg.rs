@@ -808,6 +808,66 @@ impl PgTx {
             }
         }
     }
+
+    /// Runs `statements`, whose results nobody reads, then commits, all
+    /// sent in one write: one round trip instead of one per statement and
+    /// one for the `COMMIT`. The statements are prepared first, so that
+    /// each one's execution is sent before the `COMMIT`, in order. Should
+    /// one fail, PostgreSQL refuses the rest of the transaction and ends
+    /// it at the `COMMIT` without committing anything; its error is
+    /// returned.
+    pub(crate) async fn commit_after(mut self, statements: &[Built]) -> Result<(), sqlx::Error> {
+        let conn = self.conn.as_deref().ok_or(sqlx::Error::PoolClosed)?;
+        let mut prepared = Vec::with_capacity(statements.len());
+        for q in statements {
+            prepared.push(conn.statement(q).await?);
+        }
+        // tokio-postgres queues a statement's messages when its future is
+        // first polled: poll each once, in order, then the `COMMIT`.
+        let mut runs: Vec<_> = prepared
+            .iter()
+            .zip(statements)
+            .map(|(st, q)| {
+                Box::pin(futures::future::maybe_done(
+                    conn.client.execute_raw(st, q.values.0.iter().map(Param)),
+                ))
+            })
+            .collect();
+        for run in &mut runs {
+            let _ = futures::poll!(run.as_mut());
+            if let Some(Err(_)) = run.as_mut().output_mut()
+                && let Some(Err(e)) = run.as_mut().take_output()
+            {
+                // Refused before it was sent (a value that cannot be
+                // encoded), and no `COMMIT` was: dropping `self` rolls the
+                // transaction back.
+                return Err(to_sqlx(e));
+            }
+        }
+        let committed = conn.batch("COMMIT");
+        let committed = futures::join!(futures::future::join_all(runs.iter_mut()), committed).1;
+        let failed = runs
+            .iter_mut()
+            .find_map(|run| run.as_mut().take_output().and_then(Result::err));
+        let result = match failed {
+            Some(e) => Err(to_sqlx(e)),
+            None => committed,
+        };
+        if result.as_ref().is_err_and(is_stale_plan) {
+            for q in statements {
+                conn.statements.remove(q.sql.as_str());
+            }
+        }
+        drop(runs);
+        let conn = self.conn.take();
+        if result.is_err()
+            && let Some(conn) = conn
+        {
+            // Its state is unknown: the connection is not reused.
+            drop(managed::Object::take(conn));
+        }
+        result
+    }
 }
 
 impl Drop for PgTx {

@@ -527,6 +527,8 @@ impl Store {
         mut tx: gatehouse_db::Tx,
         evs: Vec<ChangeEvent>,
     ) -> Result<(), StoreError> {
+        // PostgreSQL: one `pg_notify` per event, sent with the `COMMIT`.
+        let mut notify = Vec::new();
         if self.dialect() == Dialect::Postgres {
             for ev in &evs {
                 let origin = &self.inner.origin;
@@ -562,21 +564,16 @@ impl Store {
                     .map_err(from_sqlx)?;
                     payload = feed::reference(origin, id);
                 }
-                c.fetch(
-                    Built::raw(
-                        "SELECT pg_notify($1, $2)",
-                        vec![
-                            sea_query::Value::String(Some(feed::CHANNEL.to_string())),
-                            sea_query::Value::String(Some(payload)),
-                        ],
-                    ),
-                    &[],
-                )
-                .await
-                .map_err(from_sqlx)?;
+                notify.push(Built::raw(
+                    "SELECT pg_notify($1, $2)",
+                    vec![
+                        sea_query::Value::String(Some(feed::CHANNEL.to_string())),
+                        sea_query::Value::String(Some(payload)),
+                    ],
+                ));
             }
         }
-        let committed = tx.commit().await;
+        let committed = tx.commit_after(&notify).await;
         // Even after a failed commit: whether it took effect is unknown.
         // A transaction that changed nothing leaves the counts as they are.
         if !evs.is_empty() {

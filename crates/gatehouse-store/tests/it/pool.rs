@@ -532,3 +532,82 @@ async fn slow_statement_round(seconds: u32) {
         .unwrap();
     s.close().await;
 }
+
+/// `Tx::commit_after` sends statements whose results nobody reads (the
+/// change feed's notifications) together with the `COMMIT`: on
+/// PostgreSQL one round trip for all of them. They run in the
+/// transaction, before it commits; should one fail, whether PostgreSQL
+/// refuses it when it is prepared or when it runs (with the `COMMIT`
+/// already sent behind it), nothing of the transaction is committed, its
+/// error is returned, and the transactions that follow are unaffected.
+#[tokio::test]
+async fn statements_sent_with_the_commit_commit_with_it_or_not_at_all() {
+    use gatehouse_db::{Built, SqlKind};
+    for db in TestDb::each().await {
+        let s = db.open(SDL).await;
+        let insert = |v: i32| {
+            Built::raw(
+                "INSERT INTO sent_with_commit (v) VALUES ($1)",
+                vec![sea_query::Value::Int(Some(v))],
+            )
+        };
+        let values = || async {
+            let mut c = s.db().read().await.expect("a connection");
+            let rows = c
+                .conn()
+                .fetch(
+                    Built::raw("SELECT v FROM sent_with_commit ORDER BY v", vec![]),
+                    &[SqlKind::Int],
+                )
+                .await
+                .unwrap();
+            rows.into_iter().map(|r| r[0].clone()).collect::<Vec<_>>()
+        };
+        let mut tx = s.db().begin().await.unwrap();
+        tx.conn()
+            .ddl("CREATE TABLE sent_with_commit (v INTEGER CHECK (v < 100))")
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+
+        let mut tx = s.db().begin().await.unwrap();
+        tx.conn().execute(insert(1)).await.unwrap();
+        tx.commit_after(&[insert(2), insert(3)]).await.unwrap();
+        assert_eq!(values().await, vec![json!(1), json!(2), json!(3)]);
+
+        // Refused when it runs, between two that succeed.
+        let mut tx = s.db().begin().await.unwrap();
+        tx.conn().execute(insert(4)).await.unwrap();
+        let err = tx
+            .commit_after(&[insert(5), insert(500), insert(6)])
+            .await
+            .expect_err("a statement that fails fails the commit");
+        assert!(err.to_string().to_lowercase().contains("check"), "{err}");
+        assert_eq!(values().await, vec![json!(1), json!(2), json!(3)]);
+
+        // Refused when it is prepared.
+        let mut tx = s.db().begin().await.unwrap();
+        tx.conn().execute(insert(7)).await.unwrap();
+        let err = tx
+            .commit_after(&[
+                insert(8),
+                Built::raw("INSERT INTO no_such_table VALUES (1)", vec![]),
+            ])
+            .await
+            .expect_err("a statement that cannot be prepared fails the commit");
+        assert!(err.to_string().contains("no_such_table"), "{err}");
+        assert_eq!(values().await, vec![json!(1), json!(2), json!(3)]);
+
+        // The transactions that follow commit as usual.
+        for v in [10, 11, 12] {
+            let mut tx = s.db().begin().await.unwrap();
+            tx.conn().execute(insert(v)).await.unwrap();
+            tx.commit_after(&[]).await.unwrap();
+        }
+        assert_eq!(
+            values().await,
+            [1, 2, 3, 10, 11, 12].map(|v| json!(v)).to_vec()
+        );
+        s.close().await;
+    }
+}
