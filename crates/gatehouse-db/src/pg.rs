@@ -47,6 +47,9 @@ pub(crate) struct PgConn {
     /// connection has made no progress: whether it is stalled
     /// ([`PgConn::stalled`]).
     progress: Progress,
+    /// A transaction began on it ([`PgDb::begin`]) and its `BEGIN` is
+    /// still to be sent: with its first statement, in the same write.
+    begin_owed: AtomicBool,
 }
 
 /// A connection's statements in flight and the time ([`micros`]) of its
@@ -128,6 +131,7 @@ async fn connect(config: &Config, opened: &AtomicU64) -> Result<PgConn, tokio_po
         client,
         statements: quick_cache::sync::Cache::new(STATEMENT_CACHE),
         progress: Progress::default(),
+        begin_owed: AtomicBool::new(false),
     })
 }
 
@@ -176,8 +180,25 @@ impl PgConn {
         kinds: &[SqlKind],
         again: bool,
     ) -> Result<Vec<DbRow>, sqlx::Error> {
-        self.again_if_stale(q, again, || self.fetch_once(q, kinds))
+        self.begun_with(self.again_if_stale(q, again, || self.fetch_once(q, kinds)))
             .await
+    }
+
+    /// Runs `run`, preceded by the `BEGIN` this connection owes, if any:
+    /// polled in order, the `BEGIN` is queued before `run` sends anything,
+    /// and both travel in one write, so beginning a transaction costs no
+    /// round trip of its own. A `BEGIN` is refused only with a connection
+    /// that is failing, which fails `run`'s statement too.
+    async fn begun_with<T>(
+        &self,
+        run: impl std::future::Future<Output = Result<T, sqlx::Error>>,
+    ) -> Result<T, sqlx::Error> {
+        if !self.begin_owed.swap(false, Ordering::Relaxed) {
+            return run.await;
+        }
+        let (begun, ran) = futures::join!(self.client.batch_execute("BEGIN"), run);
+        begun.map_err(to_sqlx)?;
+        ran
     }
 
     async fn fetch_once(&self, q: &Built, kinds: &[SqlKind]) -> Result<Vec<DbRow>, sqlx::Error> {
@@ -199,7 +220,8 @@ impl PgConn {
     /// Runs a statement and returns the number of rows it affected
     /// (`again` as for [`PgConn::fetch`]).
     pub(crate) async fn execute(&self, q: &Built, again: bool) -> Result<u64, sqlx::Error> {
-        self.again_if_stale(q, again, || self.execute_once(q)).await
+        self.begun_with(self.again_if_stale(q, again, || self.execute_once(q)))
+            .await
     }
 
     /// Runs `run`; when PostgreSQL refuses `q`'s kept statement as stale
@@ -237,7 +259,8 @@ impl PgConn {
 
     /// Runs parameterless SQL, several statements allowed.
     pub(crate) async fn batch(&self, sql: &str) -> Result<(), sqlx::Error> {
-        self.client.batch_execute(sql).await.map_err(to_sqlx)
+        self.begun_with(async { self.client.batch_execute(sql).await.map_err(to_sqlx) })
+            .await
     }
 }
 
@@ -704,7 +727,8 @@ impl PgDb {
             managed::PoolError::Backend(e) => to_sqlx(e),
             _ => sqlx::Error::PoolClosed,
         })?;
-        conn.batch("BEGIN").await?;
+        // Sent with the transaction's first statement (`PgConn::begun_with`).
+        conn.begin_owed.store(true, Ordering::Relaxed);
         Ok(PgTx { conn: Some(conn) })
     }
 
@@ -818,6 +842,9 @@ impl PgTx {
     /// returned.
     pub(crate) async fn commit_after(mut self, statements: &[Built]) -> Result<(), sqlx::Error> {
         let conn = self.conn.as_deref().ok_or(sqlx::Error::PoolClosed)?;
+        if conn.begin_owed.swap(false, Ordering::Relaxed) {
+            conn.client.batch_execute("BEGIN").await.map_err(to_sqlx)?;
+        }
         let mut prepared = Vec::with_capacity(statements.len());
         for q in statements {
             prepared.push(conn.statement(q).await?);
