@@ -588,9 +588,10 @@ impl std::fmt::Debug for PgDb {
 /// How the `max_connections` connections are used: one listens for other
 /// instances' changes; `active` carry single statements in turn (one per
 /// two threads of the runtime serving requests, `workers`, rounded up, at
-/// most half of the rest); with one active, a `spare` takes the single statements while
-/// that one is stalled, so a slow statement never holds up every request;
-/// the rest are the transactions' pool. Returns `(active, spare, pooled)`.
+/// most half of the rest); with one active, a `spare` takes the single
+/// statements while that one is stalled, so a slow statement never holds
+/// up every request; the rest are the transactions' pool. Returns
+/// `(active, spare, pooled)`.
 ///
 /// One per two workers: the fewer the connections, the more statements
 /// travel together on each, which saves both gatehouse and PostgreSQL CPU
