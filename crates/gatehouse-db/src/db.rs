@@ -51,9 +51,9 @@ impl Built {
 pub struct DbOptions {
     /// Pool size (default: 4 SQLite readers, 10 PostgreSQL connections).
     /// On PostgreSQL (at least 3): one listens for other instances'
-    /// changes, one per runtime worker thread (at most half the rest)
-    /// carries single statements for every request, with a spare beside a
-    /// single one, and the rest serve transactions (`docs/deployment.md`,
+    /// changes, one per two runtime worker threads (rounded up, at most
+    /// half the rest) carries single statements for every request, with a
+    /// spare beside a single one, and the rest serve transactions (`docs/deployment.md`,
     /// "Pool sizing").
     pub max_connections: Option<u32>,
     /// How long to wait for a free connection before failing with

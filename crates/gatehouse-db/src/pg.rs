@@ -843,9 +843,8 @@ impl PgTx {
     /// returned.
     pub(crate) async fn commit_after(mut self, statements: &[Built]) -> Result<(), sqlx::Error> {
         let conn = self.conn.as_deref().ok_or(sqlx::Error::PoolClosed)?;
-        if conn.begin_owed.swap(false, Ordering::Relaxed) {
-            conn.client.batch_execute("BEGIN").await.map_err(to_sqlx)?;
-        }
+        // A `BEGIN` still owed (no statement ran yet) goes first.
+        conn.begun_with(async { Ok(()) }).await?;
         let mut prepared = Vec::with_capacity(statements.len());
         for q in statements {
             prepared.push(conn.statement(q).await?);

@@ -604,9 +604,16 @@ async fn statements_sent_with_the_commit_commit_with_it_or_not_at_all() {
             tx.conn().execute(insert(v)).await.unwrap();
             tx.commit_after(&[]).await.unwrap();
         }
+        // With no statement before them, in the transaction all the same.
+        let tx = s.db().begin().await.unwrap();
+        tx.commit_after(&[insert(13), insert(14)]).await.unwrap();
+        let tx = s.db().begin().await.unwrap();
+        tx.commit_after(&[insert(15), insert(600)])
+            .await
+            .expect_err("a statement that fails fails the commit");
         assert_eq!(
             values().await,
-            [1, 2, 3, 10, 11, 12].map(|v| json!(v)).to_vec()
+            [1, 2, 3, 10, 11, 12, 13, 14].map(|v| json!(v)).to_vec()
         );
         s.close().await;
     }
