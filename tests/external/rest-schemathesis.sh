@@ -22,8 +22,8 @@
 # draws such mutations at random, and how far a time-bounded run gets, so
 # whether it meets one, depends on the machine's speed, even with a fixed
 # seed and --generation-deterministic. schemathesis.toml (beside this
-# script) therefore leaves that check to the coverage and stateful phases;
-# the fuzzing phase keeps every other check. The seed and the deterministic
+# script) therefore leaves that check to the coverage phase; the fuzzing
+# and stateful phases keep every other check. The seed and the deterministic
 # generation stay, so that a failure can be replayed.
 set -euo pipefail
 
