@@ -14,21 +14,63 @@ use crate::config::{Config, SigningAlg};
 /// Environment variable holding the secret that encrypts signing keys at rest.
 pub const SECRET_ENV: &str = "GATEHOUSE_SECRET";
 
+/// Where the key-encryption secret came from, for messages that must say
+/// which secret failed to open the stored keys.
+pub enum SecretSource {
+    /// `GATEHOUSE_SECRET`.
+    Env,
+    /// The key file, read, or created by this start (`created`).
+    File { path: PathBuf, created: bool },
+}
+
+impl SecretSource {
+    /// What to check when the stored keys cannot be opened with this secret.
+    fn hint(&self) -> String {
+        match self {
+            Self::Env => format!(
+                "the key-encryption secret came from {SECRET_ENV}; set it to the value the keys were sealed with"
+            ),
+            Self::File {
+                path,
+                created: true,
+            } => format!(
+                "the key-encryption secret was generated into the new key file {}; \
+                 point `auth.key_file` at the one the keys were sealed with or set {SECRET_ENV}",
+                path.display()
+            ),
+            Self::File {
+                path,
+                created: false,
+            } => format!(
+                "the key-encryption secret came from the key file {}; point `auth.key_file` at the one \
+                 the keys were sealed with or set {SECRET_ENV}",
+                path.display()
+            ),
+        }
+    }
+}
+
 /// The secret that encrypts signing keys at rest: `GATEHOUSE_SECRET`, or the
-/// content of a key file created on first use with 0600 permissions. Every
-/// instance on one database must use the same secret.
-pub fn load_secret(config: &Config) -> anyhow::Result<String> {
+/// content of the key file (`auth.key_file`), created on first use with 0600
+/// permissions. Every instance on one database must use the same secret.
+pub fn load_secret(config: &Config) -> anyhow::Result<(String, SecretSource)> {
     if let Ok(s) = std::env::var(SECRET_ENV) {
         if s.trim().len() < 16 {
             anyhow::bail!("{SECRET_ENV} is set but shorter than 16 characters");
         }
-        return Ok(s);
+        return Ok((s, SecretSource::Env));
     }
     let path = key_file_path(config);
     if path.exists() {
         let s = std::fs::read_to_string(&path)
             .with_context(|| format!("reading the key file {}", path.display()))?;
-        return Ok(s.trim().to_string());
+        return Ok((
+            s.trim().to_string(),
+            SecretSource::File {
+                path,
+                created: false,
+            },
+        ));
     }
     if config.database.starts_with("postgres") {
         tracing::warn!(
@@ -44,18 +86,50 @@ pub fn load_secret(config: &Config) -> anyhow::Result<String> {
     let secret = gatehouse_auth::generate_server_secret(&SystemRandom);
     write_private(&path, &secret)?;
     tracing::info!(key_file = %path.display(), "created the key-encryption key file");
-    Ok(secret)
+    Ok((
+        secret,
+        SecretSource::File {
+            path,
+            created: true,
+        },
+    ))
 }
 
-/// `gatehouse.key` beside the SQLite database, or `./data/gatehouse.key`.
-fn key_file_path(config: &Config) -> PathBuf {
-    match config.database.strip_prefix("sqlite://") {
-        Some(db) if !db.is_empty() && db != ":memory:" => Path::new(db)
-            .parent()
-            .map(|p| p.join("gatehouse.key"))
-            .unwrap_or_else(|| PathBuf::from("gatehouse.key")),
-        _ => PathBuf::from("data/gatehouse.key"),
+/// The secret for a server about to open the signing keys in `repo`: as
+/// [`load_secret`], except that no key file is generated for a database
+/// that already holds sealed keys. Such a file could never open them, and
+/// left behind it would stand in for the real one at every later start.
+async fn secret_for(
+    config: &Config,
+    repo: &dyn AuthRepo,
+) -> anyhow::Result<(String, SecretSource)> {
+    let path = key_file_path(config);
+    if std::env::var_os(SECRET_ENV).is_none() && !path.exists() {
+        let keys = repo
+            .load_keys()
+            .await
+            .map_err(|e| anyhow::anyhow!("reading the signing keys: {e}"))?;
+        if !keys.is_empty() {
+            anyhow::bail!(
+                "the database holds signing keys sealed with a secret this server does not have: \
+                 {SECRET_ENV} is unset and there is no key file at {}; point `auth.key_file` \
+                 (or GATEHOUSE_AUTH_KEY_FILE) at the key file the keys were created with, \
+                 or set {SECRET_ENV} to its content",
+                path.display()
+            );
+        }
     }
+    load_secret(config)
+}
+
+/// The key file: `auth.key_file`, which loading the configuration always
+/// sets (its default is decided there, beside the config file).
+fn key_file_path(config: &Config) -> PathBuf {
+    config
+        .auth
+        .key_file
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("data/gatehouse.key"))
 }
 
 /// Creates `path` (it must not exist) holding `content`, readable and
@@ -116,7 +190,8 @@ pub async fn start(
     issuer: &str,
     graphiql_url: &str,
 ) -> anyhow::Result<Arc<AuthServer>> {
-    let secret = load_secret(config)?;
+    let repo = repo(store);
+    let (secret, source) = secret_for(config, repo.as_ref()).await?;
     let mut auth = auth_config(config, issuer);
     let scopes = store
         .model()
@@ -131,13 +206,19 @@ pub async fn start(
     auth.builtin_clients = vec![gatehouse_auth::ClientRecord::graphiql(graphiql_url, scopes)];
     AuthServer::start(
         auth,
-        repo(store),
+        repo,
         Arc::new(SystemClock),
         Arc::new(SystemRandom),
         &secret,
     )
     .await
-    .map_err(|e| anyhow::anyhow!("starting the authorization server: {}", describe(&e)))
+    .map_err(|e| {
+        anyhow::anyhow!(
+            "starting the authorization server: {} ({})",
+            describe(&e),
+            source.hint()
+        )
+    })
 }
 
 /// Admin operations without signing keys (for the CLI).
@@ -159,7 +240,7 @@ pub fn consumers(
     config: &Config,
     store: &gatehouse_store::Store,
 ) -> anyhow::Result<gatehouse_auth::oauth1::Consumers> {
-    let secret = load_secret(config)?;
+    let (secret, _) = load_secret(config)?;
     let cipher = gatehouse_auth::KeyCipher::from_secret(&secret)
         .map_err(|e| anyhow::anyhow!("the key-encryption secret: {}", describe(&e)))?;
     Ok(gatehouse_auth::oauth1::Consumers::new(

@@ -336,6 +336,13 @@ pub struct AuthConfig {
     pub sign_up: bool,
     /// Scopes a user who signed up gets.
     pub sign_up_scopes: Vec<String>,
+    /// The file holding the secret that encrypts signing keys at rest, read
+    /// (or created, mode 0600) when `GATEHOUSE_SECRET` is unset. Relative
+    /// paths are relative to the config file's directory. Default:
+    /// `gatehouse.key` beside a SQLite database file, otherwise
+    /// `data/gatehouse.key` beside the config file (in the working
+    /// directory without one).
+    pub key_file: Option<PathBuf>,
 }
 
 impl Default for AuthConfig {
@@ -349,6 +356,7 @@ impl Default for AuthConfig {
             introspection_audience: None,
             sign_up: false,
             sign_up_scopes: Vec::new(),
+            key_file: None,
         }
     }
 }
@@ -363,6 +371,7 @@ impl std::fmt::Debug for AuthConfig {
             .field("introspection_audience", &self.introspection_audience)
             .field("sign_up", &self.sign_up)
             .field("sign_up_scopes", &self.sign_up_scopes)
+            .field("key_file", &self.key_file)
             .finish_non_exhaustive()
     }
 }
@@ -573,8 +582,9 @@ pub struct Loaded {
 const ENV_PREFIX: &str = "GATEHOUSE_";
 /// Keys whose default is "unset" (absent from the serialized defaults):
 /// top-level (`issuer`) or in a section (`tls.cert`).
-const OPTIONAL_KEYS: [&str; 6] = [
+const OPTIONAL_KEYS: [&str; 7] = [
     "issuer",
+    "auth.key_file",
     "workers",
     "tls.cert",
     "tls.key",
@@ -656,8 +666,31 @@ pub fn load_with_env(
         let all: Vec<String> = e.into_iter().map(|e| describe(&e)).collect();
         format!("{prefix}{}", all.join("; "))
     })?;
+    let mut config = config;
+    if config.auth.key_file.is_none() {
+        let base = file
+            .as_deref()
+            .and_then(Path::parent)
+            .unwrap_or(Path::new(""));
+        config.auth.key_file = Some(default_key_file(&config.database, base));
+    }
     validate(&config)?;
     Ok(Loaded { config, file })
+}
+
+/// Where the key-encryption secret lives unless `auth.key_file` says:
+/// `gatehouse.key` beside a SQLite database file, otherwise
+/// `data/gatehouse.key` beside the config file (`base`), so a server started
+/// from another working directory finds the same file instead of creating
+/// a stray one.
+fn default_key_file(database: &str, base: &Path) -> PathBuf {
+    match database.strip_prefix("sqlite://") {
+        Some(db) if !db.is_empty() && db != ":memory:" => Path::new(db)
+            .parent()
+            .map(|p| p.join("gatehouse.key"))
+            .unwrap_or_else(|| PathBuf::from("gatehouse.key")),
+        _ => base.join("data").join("gatehouse.key"),
+    }
 }
 
 fn describe(e: &figment::Error) -> String {
@@ -719,12 +752,18 @@ fn resolve_relative(dict: &mut Dict, base: &Path) {
         };
         dict.insert("schema".into(), Value::from(vec![p]));
     }
-    if let Some(Value::Dict(_, tls)) = dict.get_mut("tls") {
-        for key in ["cert", "key"] {
-            if let Some(p) = tls.get(key).and_then(|v| v.as_str()).map(str::to_string)
+    for (section, keys) in [("tls", &["cert", "key"][..]), ("auth", &["key_file"][..])] {
+        let Some(Value::Dict(_, table)) = dict.get_mut(section) else {
+            continue;
+        };
+        for key in keys {
+            if let Some(p) = table.get(*key).and_then(|v| v.as_str()).map(str::to_string)
                 && Path::new(&p).is_relative()
             {
-                tls.insert(key.into(), Value::from(base.join(p).display().to_string()));
+                table.insert(
+                    (*key).into(),
+                    Value::from(base.join(p).display().to_string()),
+                );
             }
         }
     }

@@ -150,3 +150,61 @@ async fn serve_listens_on_a_host_name_and_logs_refusals_in_words() {
     assert!(line.contains("reason=no credentials"), "{line}");
     assert!(!line.contains("Discriminant"), "{line}");
 }
+
+/// On PostgreSQL the key file lives beside the config file, not in the
+/// working directory: a server started from elsewhere finds the same key.
+/// Without the key, the server refuses naming the file it looked for, and
+/// leaves no stray key behind that would stand in for the real one.
+#[tokio::test]
+async fn the_key_file_on_postgres_is_found_from_any_working_directory() {
+    let Some(db) = gatehouse_testkit::TestDb::postgres().await else {
+        return;
+    };
+    let app = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let schema = repo_root().join("examples/library/schema");
+    std::fs::write(
+        app.path().join("gatehouse.toml"),
+        format!(
+            "listen = \"127.0.0.1:0\"\ndatabase = \"{}\"\nschema = [\"{}\"]\n",
+            db.url(),
+            schema.display()
+        ),
+    )
+    .unwrap();
+    let config = app.path().join("gatehouse.toml");
+    let config = config.to_str().unwrap();
+
+    // First start, from the config's directory: the key file is made there.
+    let first = serve(app.path(), &["--config", config], &[]);
+    drop(first.stop());
+    let key = app.path().join("data/gatehouse.key");
+    assert!(key.is_file(), "the key file is beside the config file");
+
+    // From another directory, the same key file opens the stored keys.
+    let second = serve(elsewhere.path(), &["--config", config], &[]);
+    drop(second.stop());
+    assert!(!elsewhere.path().join("data").exists(), "no stray key file");
+
+    // Without it, the server refuses, naming the file and the fix.
+    std::fs::rename(&key, app.path().join("moved.key")).unwrap();
+    let o = gatehouse(elsewhere.path(), &["serve", "--config", config]);
+    let err = stderr(&o);
+    assert_ne!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains(&key.display().to_string()), "{err}");
+    assert!(err.contains("auth.key_file"), "{err}");
+    assert!(!key.exists(), "no new key file generated: {err}");
+
+    // `auth.key_file` (relative to the config file) points at the moved one.
+    std::fs::write(
+        app.path().join("gatehouse.toml"),
+        format!(
+            "listen = \"127.0.0.1:0\"\ndatabase = \"{}\"\nschema = [\"{}\"]\n[auth]\nkey_file = \"moved.key\"\n",
+            db.url(),
+            schema.display()
+        ),
+    )
+    .unwrap();
+    let third = serve(elsewhere.path(), &["--config", config], &[]);
+    drop(third.stop());
+}
