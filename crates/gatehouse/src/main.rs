@@ -399,7 +399,8 @@ fn copy(args: &CopyArgs) -> anyhow::Result<ExitCode> {
             Ok(tables) => {
                 let rows: u64 = tables.iter().map(|t| t.rows).sum();
                 println!(
-                    "copied {rows} rows in {} tables from {} to {}; row counts verified",
+                    "copied {rows} rows in {} tables from {} to {}; row counts verified\n\
+                     next: set `database` (or GATEHOUSE_DATABASE) to the target and restart the servers",
                     tables.len(),
                     redact_url(&args.from),
                     redact_url(&args.to)

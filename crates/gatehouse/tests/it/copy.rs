@@ -89,6 +89,11 @@ async fn copy_from_sqlite_to_postgres_keeps_data_and_tokens() {
     let o = copy(&source, target);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("row counts verified"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("next: set `database`"),
+        "the output says what to do next: {}",
+        stdout(&o)
+    );
 
     // After: a server on PostgreSQL accepts the token, refuses the revoked
     // one, rotates the refresh token, and has the rows.
