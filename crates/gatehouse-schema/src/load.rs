@@ -615,7 +615,7 @@ pub(crate) fn foreign_hint(text: &str) -> Option<&'static str> {
         ),
         (
             "argument `rules` is not supported by `@auth`",
-            "gatehouse's `@auth` takes scopes (`@auth(read: \"blog\", write: \"blog\")`) and rows are chosen by `@policy`: for Amplify's `{ allow: owner }` add a field `owner: String` and write `@policy(write: {owner: \"$sub\"})` instead of `@auth(rules: ...)` (add `read:` when only owners may read; `{ allow: public }` reads need nothing)",
+            "gatehouse's `@auth` takes scopes (`@auth(read: \"blog\", write: \"blog\")`) and rows are chosen by `@policy`: for Amplify's `{ allow: owner }` add a field `owner: String` and write `@policy(write: {owner: \"$sub\"})` instead of `@auth(rules: ...)` (add `read:` when only owners may read; `{ allow: public }` reads without a token need `[auth] anonymous_read = true` in the server's configuration)",
         ),
         (
             "`AuthRule`",

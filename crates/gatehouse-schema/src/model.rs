@@ -989,6 +989,14 @@ impl FilterOp {
         ("_gt", FilterOp::Gt),
     ];
 
+    /// Every suffix, for hints that list them (`_not, _in, ...`), so a hint
+    /// never lags behind the operators a field takes.
+    pub fn suffix_list() -> String {
+        let mut all: Vec<&str> = Self::SUFFIXED.iter().map(|(s, _)| *s).collect();
+        all.reverse();
+        all.join(", ")
+    }
+
     /// The argument-name suffix (`""` for equality).
     pub fn suffix(self) -> &'static str {
         match self {

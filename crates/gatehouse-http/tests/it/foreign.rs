@@ -140,6 +140,7 @@ async fn howtographql_hackernews() {
             "remove `signup`",
             "remove `login`",
             "`createVote`",
+            "store the caller as `user: String` and write `@policy(create: {user: \"$sub\"})` on `Vote`",
             "`linkCreated: Link!`",
             "`voteCreated: Vote!`",
             "remove `AuthPayload`",
@@ -153,7 +154,8 @@ async fn howtographql_hackernews() {
         &[
             "argument `filter` of `Query.feed` binds to nothing",
             "a field of `Link` (id, description, url, postedBy, createdAt) with an optional operator suffix",
-            "declare `enum LinkOrderBy { title_ASC title_DESC ... }` and `orderBy: [LinkOrderBy!]`",
+            "declare `enum LinkOrderBy { description_ASC description_DESC ... }` and `orderBy: [LinkOrderBy!]`",
+            "_icontains",
             "declare `Link.createdAt: DateTime! @createdAt`",
             "the declaration can go",
         ],

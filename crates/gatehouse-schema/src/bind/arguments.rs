@@ -153,7 +153,8 @@ impl Binder<'_> {
                 loc,
                 format!("{noun} `{name}` of `{owner}` binds to nothing"),
                 Some(format!(
-                    "{lead} a field of `{entity}` ({fields}) with an optional operator suffix (_not, _in, _not_in, _lt, _lte, _gt, _gte, _contains, _starts_with, _ends_with, _is_null)"
+                    "{lead} a field of `{entity}` ({fields}) with an optional operator suffix ({})",
+                    FilterOp::suffix_list()
                 )),
             );
             return None;
@@ -329,7 +330,13 @@ impl Binder<'_> {
             self.error(
                 arg.location(),
                 format!("argument `orderBy` of `{owner}` must be an enum or a list of one, found `{}`", arg.ty),
-                Some(format!("declare `enum {entity}OrderBy {{ title_ASC title_DESC ... }}` and `orderBy: [{entity}OrderBy!]`")),
+                Some(format!(
+                    "declare `enum {entity}OrderBy {{ {f}_ASC {f}_DESC ... }}` and `orderBy: [{entity}OrderBy!]`",
+                    f = self
+                        .entity_named(entity)
+                        .and_then(|e| e.stored_fields().find(|f| f.is_orderable() && f.name != "id"))
+                        .map_or("id", |f| f.name.as_str())
+                )),
             );
             return None;
         }

@@ -110,7 +110,8 @@ impl Binder<'_> {
                 loc,
                 format!("`{key}` in `{at}` on `{entity}` binds to nothing"),
                 Some(format!(
-                    "a policy takes `AND`, `OR`, `NOT`, or a field of `{entity}` ({fields}) with an optional operator suffix, as a `where` input does"
+                    "a policy takes `AND`, `OR`, `NOT`, or a field of `{entity}` ({fields}) with an optional operator suffix ({}), as a `where` input does",
+                    FilterOp::suffix_list()
                 )),
             );
             return None;

@@ -29,6 +29,9 @@ const SIGN_IN_NAMES: [&str; 7] = [
     "signout",
 ];
 pub(super) const SIGN_IN_HINT: &str = "signing up and signing in are the OAuth server's: users sign up on its sign-up page and get tokens from `POST /oauth/token`, so the API needs no mutation for it";
+/// Names of fields that usually record who acted (a vote's `user`, a
+/// link's `postedBy`), for the hint that says how to fill them safely.
+const ACTOR_NAMES: [&str; 6] = ["user", "owner", "postedBy", "createdBy", "voter", "userId"];
 const SUBSCRIPTION_HINT: &str = "subscription fields are `<type>Created`, `<type>Updated` or `<type>Deleted` returning the type, e.g. `bookCreated: Book!`";
 
 /// A mutation field being bound to `entity`: what its diagnostics name.
@@ -311,10 +314,24 @@ impl Binder<'_> {
                     "{SIGN_IN_HINT}; remove `{name}` (and `{returned}` if nothing else returns it)"
                 )
             } else if let Some(e) = self.entity_named(returned) {
-                format!(
+                let mut hint = format!(
                     "{MUTATION_HINT}; for a field returning `{0}`: `create{0}` (its fields as arguments or one input object), `update{0}(id: ID!, ...)` or `delete{0}(id: ID!)`",
                     e.name
-                )
+                );
+                // A create that takes the acting user as an argument lets
+                // any caller act as anyone (a vote "by" another user):
+                // point at the owner-field idiom instead.
+                if let Some(f) = e
+                    .fields
+                    .iter()
+                    .find(|f| ACTOR_NAMES.contains(&f.name.as_str()))
+                {
+                    hint.push_str(&format!(
+                        "; do not take `{0}` as an argument (any caller could act as anyone): store the caller as `{0}: String` and write `@policy(create: {{{0}: \"$sub\"}})` on `{1}`, which fills it from the token",
+                        f.name, e.name
+                    ));
+                }
+                hint
             } else {
                 MUTATION_HINT.into()
             };
