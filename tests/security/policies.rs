@@ -623,3 +623,179 @@ async fn counts_do_not_leak_rows_hidden_by_policies() {
         assert_eq!(d["memosCount"], json!(2), "{b}");
     }
 }
+
+const VENTURE: &str = "mutation($o: String, $n: String!, $c: String, $s: Int) \
+    { createVenture(org: $o, name: $n, code: $c, stage: $s) { id org } }";
+
+/// A unique key never answers for a row the caller may not see: a create
+/// outside the create policy, an update that would leave the update
+/// policy and a nested create are refused the same way whether or not
+/// another org holds the values (CONTRACT §11), on GraphQL and REST.
+#[tokio::test]
+async fn unique_keys_do_not_answer_for_other_tenants() {
+    for s in Server::each_backend("").await {
+        let b = s.backend();
+        let alice = s.token("alice").await;
+        let bob = s.token("bob").await;
+        let vars = json!({"n": "Secret Merger", "c": "SM-1", "s": 1});
+        s.data(&alice, VENTURE, vars).await;
+        // Into acme, as bob: the taken name and a free one alike.
+        for name in ["Secret Merger", "Nothing Here"] {
+            let r = s
+                .gql(Some(&bob), VENTURE, json!({"o": "acme", "n": name}))
+                .await;
+            assert_eq!(code(&r), "FORBIDDEN", "{b}: {name}: {r}");
+            let (st, body) = s
+                .rest(
+                    "POST",
+                    "/v1/ventures",
+                    Some(&bob),
+                    Some(json!({"org": "acme", "name": name})),
+                )
+                .await;
+            assert_eq!(st, 403, "{b}: {name}: {body}");
+        }
+        // Nested in a new portfolio: the same.
+        let nested = "mutation($n: String!) { createPortfolio(title: \"p\", \
+            ventures: [{org: \"acme\", name: $n}]) { id } }";
+        for name in ["Secret Merger", "Nothing Here"] {
+            let r = s.gql(Some(&bob), nested, json!({"n": name})).await;
+            assert_eq!(code(&r), "FORBIDDEN", "{b}: {name}: {r}");
+        }
+        // An update that would leave the policy (stage 5 and up), with
+        // acme's code and with a free one.
+        let d = s.data(&bob, VENTURE, json!({"n": "Own", "s": 1})).await;
+        let id = d["createVenture"]["id"].as_str().unwrap().to_string();
+        let update = "mutation($id: ID!, $c: String) \
+            { updateVenture(id: $id, patch: {code: $c, stage: 9}) { id } }";
+        for c in ["SM-1", "FREE-1"] {
+            let r = s.gql(Some(&bob), update, json!({"id": id, "c": c})).await;
+            assert_eq!(code(&r), "FORBIDDEN", "{b}: {c}: {r}");
+            let (st, body) = s
+                .rest(
+                    "PATCH",
+                    &format!("/v1/ventures/{id}"),
+                    Some(&bob),
+                    Some(json!({"code": c, "stage": 9})),
+                )
+                .await;
+            assert_eq!(st, 403, "{b}: {c}: {body}");
+        }
+        // Acme's venture is as it was, and none was added to acme.
+        let d = s
+            .data(&alice, "{ ventures { name code } }", json!({}))
+            .await;
+        assert_eq!(
+            d["ventures"],
+            json!([{"name": "Secret Merger", "code": "SM-1"}]),
+            "{b}"
+        );
+    }
+}
+
+/// A delete refused because rows still refer to it names them only when
+/// the caller may read one (CONTRACT §11): bob's folder holds alice's
+/// attachment, which bob cannot see.
+#[tokio::test]
+async fn restricted_deletes_do_not_name_hidden_rows() {
+    for s in Server::each_backend("").await {
+        let b = s.backend();
+        let alice = s.token("alice").await;
+        let bob = s.token("bob").await;
+        let folder = "mutation($n: String!) { createFolder(name: $n) { id } }";
+        let attach = "mutation($f: ID!) { createAttachment(folder: $f, name: \"plan\") { id } }";
+        let delete = "mutation($id: ID!) { deleteFolder(id: $id) { id } }";
+        let d = s.data(&bob, folder, json!({"n": "bob's"})).await;
+        let f = d["createFolder"]["id"].as_str().unwrap().to_string();
+        s.data(&alice, attach, json!({"f": f})).await;
+        let r = s.gql(Some(&bob), delete, json!({"id": f})).await;
+        assert_eq!(code(&r), "CONFLICT", "{b}: {r}");
+        let message = r["errors"][0]["message"].as_str().unwrap();
+        assert!(!message.contains("Attachment"), "{b}: {message}");
+        assert!(!message.contains("`folder`"), "{b}: {message}");
+        let (st, body) = s
+            .rest("DELETE", &format!("/v1/folders/{f}"), Some(&bob), None)
+            .await;
+        assert_eq!(st, 409, "{b}: {body}");
+        assert!(!body.to_string().contains("Attachment"), "{b}: {body}");
+        // Alice, who may read the attachment, is told what holds it.
+        let r = s.gql(Some(&alice), delete, json!({"id": f})).await;
+        assert_eq!(code(&r), "CONFLICT", "{b}: {r}");
+        let message = r["errors"][0]["message"].as_str().unwrap();
+        assert!(
+            message.contains("Attachment rows still reference it through `folder`"),
+            "{b}: {message}"
+        );
+    }
+}
+
+/// A create that fails for want of a claim names the claim.
+#[tokio::test]
+async fn a_missing_claim_is_named() {
+    for s in Server::each_backend("").await {
+        let b = s.backend();
+        // `power` may read and write but has no `org` claim.
+        let writer = s.token("power").await;
+        let r = s
+            .gql(Some(&writer), VENTURE, json!({"n": "claimless"}))
+            .await;
+        let message = r["errors"][0]["message"].as_str().unwrap_or("");
+        assert!(message.contains("`$org`"), "{b}: {r}");
+        assert!(message.contains("no `org` claim"), "{b}: {r}");
+        let (st, body) = s
+            .rest(
+                "POST",
+                "/v1/ventures",
+                Some(&writer),
+                Some(json!({"name": "claimless"})),
+            )
+            .await;
+        assert!(body.to_string().contains("`$org`"), "{b}: {st} {body}");
+    }
+}
+
+/// Nested children through a declared input bind by field name and are
+/// created under their own create policy: the tenant is filled from the
+/// claim, another tenant's is refused and nothing is written (CONTRACT
+/// §11, §13).
+#[tokio::test]
+async fn nested_children_through_a_declared_input() {
+    for s in Server::each_backend("").await {
+        let b = s.backend();
+        let alice = s.token("alice").await;
+        let add = "mutation($v: [PortfolioVentureInput!]) { addPortfolio(input: \
+            {title: \"p\", ventures: $v}) { title ventures { name org } } }";
+        let d = s
+            .data(
+                &alice,
+                add,
+                json!({"v": [{"name": "N1"}, {"name": "N2", "code": "C2"}]}),
+            )
+            .await;
+        let mut names: Vec<(String, String)> = d["addPortfolio"]["ventures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| (v["name"].to_string(), v["org"].to_string()))
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            vec![
+                ("\"N1\"".to_string(), "\"acme\"".to_string()),
+                ("\"N2\"".to_string(), "\"acme\"".to_string())
+            ],
+            "{b}: {d}"
+        );
+        let r = s
+            .gql(
+                Some(&alice),
+                add,
+                json!({"v": [{"name": "N3"}, {"name": "N4", "org": "globex"}]}),
+            )
+            .await;
+        assert_eq!(code(&r), "FORBIDDEN", "{b}: {r}");
+        let d = s.data(&alice, "{ ventures { name } }", json!({})).await;
+        assert_eq!(d["ventures"].as_array().unwrap().len(), 2, "{b}: {d}");
+    }
+}

@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
 
-use gatehouse_schema::{ChangeKind, EntityId, Generated, OnDelete};
+use gatehouse_schema::{AccessContext, ChangeKind, EntityId, Generated, OnDelete};
 use sea_query::{Expr, ExprTrait, Query};
 use serde_json::Value as Json;
 
@@ -30,16 +30,26 @@ use crate::value::to_sql;
 /// relations ends.
 pub(crate) type Seen = HashSet<(EntityId, String)>;
 
+/// Who deletes, and when (the transaction's time, `Unit::write`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct By<'a> {
+    /// The caller: a conflict names only what it may read.
+    pub(crate) ctx: &'a AccessContext,
+    /// What a cleared reference stamps `@updatedAt` with.
+    pub(crate) now: i64,
+}
+
 type Step<'a> = Pin<Box<dyn Future<Output = Result<(), Failure>> + Send + 'a>>;
 
 impl Store {
     /// Applies `onDelete` of every to-one field that references row `id`
-    /// of `target`, before that row is deleted: referencing rows are
+    /// of `target`, before that row is deleted `by` a caller: referencing rows are
     /// deleted first (recursively) or have the reference cleared, and an
     /// event for each is pushed to `events`.
     pub(crate) fn apply_on_delete<'a>(
         &'a self,
         tx: &'a mut Tx,
+        by: By<'a>,
         target: EntityId,
         id: &'a str,
         seen: &'a mut Seen,
@@ -87,13 +97,18 @@ impl Store {
                     }
                     let ev = match on_delete {
                         OnDelete::Cascade => {
-                            self.apply_on_delete(tx, child_id, &cid, seen, events)
+                            self.apply_on_delete(tx, by, child_id, &cid, seen, events)
                                 .await?;
                             let mut del = Query::delete();
                             del.from_table(child.table.clone())
                                 .and_where(Expr::col(id_col.clone()).eq(cid.as_str()));
                             if let Err(err) = tx.conn().execute(Built::of(d, &del)).await {
-                                return Err(Failure::refused(child_id, err, None, Some(&cid)));
+                                return Err(Failure::refused(
+                                    child_id,
+                                    err,
+                                    None,
+                                    Some((&cid, by.ctx)),
+                                ));
                             }
                             ChangeEvent {
                                 entity: child.name.clone(),
@@ -117,7 +132,7 @@ impl Store {
                             // `@updatedAt` is stamped as by an update.
                             for c in &cols {
                                 if c.field.generated == Some(Generated::UpdatedAt) {
-                                    let v = self.generate(Generated::UpdatedAt);
+                                    let v = self.generate(Generated::UpdatedAt, by.now);
                                     up.value(c.field.column.clone(), to_sql(d, &c.ty, &v));
                                     new.insert(c.field.name.clone(), v);
                                 }

@@ -22,7 +22,9 @@ use crate::query::{
     Col, Filter, JoinOne, ListQuery, OrderBy, apply_order, col, columns, condition, keyset,
     ordering, stored_field,
 };
-use crate::store::{COUNT_CACHE_TTL, id_field, kinds, names, row_id, row_set, to_row, unstorable};
+use crate::store::{
+    COUNT_CACHE_TTL, Whole, id_field, kinds, names, row_id, row_set, to_row, unstorable,
+};
 use crate::txn::{Failure, Unit, WriteTxn};
 use crate::value::{Dialect, SqlKind, check_field, check_keys, to_sql};
 use crate::{Row, RowSet, Store, StoreError};
@@ -873,8 +875,8 @@ impl EntityStore {
     /// for their own children. Any failure writes none of them. The row
     /// returned carries the created children under the same field.
     pub async fn insert(&self, ctx: &AccessContext, row: Row) -> Result<Row, StoreError> {
-        Unit::write(self, async |tx, events| {
-            self.insert_in(tx, events, ctx, row).await
+        Unit::write(self, async |tx, events, now| {
+            self.insert_in(tx, events, now, ctx, row).await
         })
         .await
     }
@@ -885,13 +887,14 @@ impl EntityStore {
         &'a self,
         tx: &'a mut Tx,
         events: &'a mut Vec<ChangeEvent>,
+        now: i64,
         ctx: &'a AccessContext,
         row: Row,
     ) -> Pin<Box<dyn Future<Output = Result<Row, Failure>> + Send + 'a>> {
         Box::pin(async move {
             let mut row = row;
             let nested = self.take_nested(ctx, &mut row)?;
-            let mut created = self.insert_one(tx, events, ctx, row).await?;
+            let mut created = self.insert_one(tx, events, now, ctx, row).await?;
             let id = Json::String(row_id(&created));
             for (field, child, via, rows) in nested {
                 let mut out = Vec::with_capacity(rows.len());
@@ -900,7 +903,7 @@ impl EntityStore {
                     let at = format!("{field}[{i}]");
                     out.push(Json::Object(
                         child
-                            .insert_in(tx, events, ctx, r)
+                            .insert_in(tx, events, now, ctx, r)
                             .await
                             .map_err(|e| e.nested_in(&at))?,
                     ));
@@ -983,6 +986,7 @@ impl EntityStore {
         &self,
         tx: &mut Tx,
         events: &mut Vec<ChangeEvent>,
+        now: i64,
         ctx: &AccessContext,
         mut row: Row,
     ) -> Result<Row, Failure> {
@@ -995,7 +999,8 @@ impl EntityStore {
             .collect();
         policy::check_written(&s.inner.model, e, ctx, &given)?;
         policy::inject_owner(e, ctx, &mut row);
-        let row = s.full_row(e, &row, None)?;
+        policy::check_owner_claims(e, ctx, &row)?;
+        let row = s.full_row(e, &row, Whole::New { now })?;
         let d = s.dialect();
         let cols = columns(&s.inner.model, e, None)?;
         let mut ins = Query::insert();
@@ -1007,16 +1012,19 @@ impl EntityStore {
         )
         .map_err(StoreError::internal)?;
         let id = row_id(&row);
-        if let Err(err) = tx.conn().execute(Built::of(d, &ins)).await {
-            return Err(Failure::refused(self.id(), err, Some(&row), None));
-        }
+        // References and the policy are decided before the INSERT: a row
+        // the caller may not create is refused the same way whether or not
+        // a unique key of it is taken by a row it cannot see (CONTRACT §11).
         s.check_references(tx, e, &row, ctx).await?;
-        if !s.matches(tx, e, &id, Action::Create, ctx).await? {
+        if !s.row_matches(tx, e, &row, Action::Create, ctx).await? {
             return Err(StoreError::forbidden(format!(
                 "the new {} does not match its create policy",
                 e.name
             ))
             .into());
+        }
+        if let Err(err) = tx.conn().execute(Built::of(d, &ins)).await {
+            return Err(Failure::refused(self.id(), err, Some(&row), None));
         }
         events.push(ChangeEvent {
             entity: e.name.clone(),
@@ -1062,7 +1070,7 @@ impl EntityStore {
         if unstorable(id) {
             return Err(StoreError::NotFound);
         }
-        self.write_existing(ctx, e, id, values).await
+        self.write_existing(ctx, id, values).await
     }
 
     /// Whole replacement: every field takes its value from `row` (omitted
@@ -1083,7 +1091,7 @@ impl EntityStore {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         policy::check_written(&s.inner.model, e, ctx, &given)?;
-        let full = s.full_row(e, &row, Some(id))?;
+        let full = s.full_row(e, &row, Whole::Replacing(id))?;
         let model = &s.inner.model;
         let values = full
             .into_iter()
@@ -1096,18 +1104,18 @@ impl EntityStore {
         if unstorable(id) {
             return Err(StoreError::NotFound);
         }
-        self.write_existing(ctx, e, id, values).await
+        self.write_existing(ctx, id, values).await
     }
 
     async fn write_existing(
         &self,
         ctx: &AccessContext,
-        e: &Entity,
         id: &str,
         values: Row,
     ) -> Result<Row, StoreError> {
-        Unit::write(self, async |tx, events| {
-            self.write_existing_in(tx, events, ctx, e, id, values).await
+        Unit::write(self, async |tx, events, now| {
+            self.write_existing_in(tx, events, now, ctx, id, values)
+                .await
         })
         .await
     }
@@ -1118,12 +1126,12 @@ impl EntityStore {
         &self,
         tx: &mut Tx,
         events: &mut Vec<ChangeEvent>,
+        now: i64,
         ctx: &AccessContext,
-        e: &Entity,
         id: &str,
         values: Row,
     ) -> Result<Row, Failure> {
-        let s = &self.store;
+        let (s, e) = (&self.store, self.def());
         let d = s.dialect();
         let cols = columns(&s.inner.model, e, None)?;
         let idf = id_field(e)?;
@@ -1152,7 +1160,7 @@ impl EntityStore {
         let mut values = values;
         for f in e.stored_fields() {
             if let Some(g @ Generated::UpdatedAt) = f.generated {
-                values.insert(f.name.clone(), s.generate(g));
+                values.insert(f.name.clone(), s.generate(g, now));
             }
         }
         let mut new = old.clone();
@@ -1167,16 +1175,18 @@ impl EntityStore {
         }
         upd.values(sets)
             .and_where(Expr::col(idf.column.clone()).eq(id));
-        if let Err(err) = tx.conn().execute(Built::of(d, &upd)).await {
-            return Err(Failure::refused(self.id(), err, Some(&values), None));
-        }
+        // As for a new row: the result is judged before the UPDATE, so no
+        // unique key answers for a change the caller may not make.
         s.check_references(tx, e, &values, ctx).await?;
-        if !s.matches(tx, e, id, Action::Update, ctx).await? {
+        if !s.row_matches(tx, e, &new, Action::Update, ctx).await? {
             return Err(StoreError::forbidden(format!(
                 "the change would take the {} out of its update policy",
                 e.name
             ))
             .into());
+        }
+        if let Err(err) = tx.conn().execute(Built::of(d, &upd)).await {
+            return Err(Failure::refused(self.id(), err, Some(&values), None));
         }
         events.push(ChangeEvent {
             entity: e.name.clone(),
@@ -1197,8 +1207,8 @@ impl EntityStore {
         if unstorable(id) {
             return Ok(None);
         }
-        Unit::write(self, async |tx, events| {
-            self.delete_in(tx, events, ctx, id).await
+        Unit::write(self, async |tx, events, now| {
+            self.delete_in(tx, events, now, ctx, id).await
         })
         .await
     }
@@ -1209,6 +1219,7 @@ impl EntityStore {
         &self,
         tx: &mut Tx,
         events: &mut Vec<ChangeEvent>,
+        now: i64,
         ctx: &AccessContext,
         id: &str,
     ) -> Result<Option<Row>, Failure> {
@@ -1237,12 +1248,13 @@ impl EntityStore {
         let me = EntityId::from_index(self.index);
         let mut seen = crate::cascade::Seen::new();
         seen.insert((me, id.to_string()));
-        s.apply_on_delete(tx, me, id, &mut seen, &mut cascaded)
+        let by = crate::cascade::By { ctx, now };
+        s.apply_on_delete(tx, by, me, id, &mut seen, &mut cascaded)
             .await?;
         let rows = match tx.conn().fetch(Built::of(d, &del), &kinds(&cols)).await {
             Ok(rows) => rows,
             Err(err) => {
-                return Err(Failure::refused(self.id(), err, None, Some(id)));
+                return Err(Failure::refused(self.id(), err, None, Some((id, ctx))));
             }
         };
         let Some(old) = rows.into_iter().next().map(|r| to_row(&cols, r)) else {
@@ -1263,23 +1275,29 @@ impl EntityStore {
     /// change event, which may since have changed or been deleted): the read
     /// policy is evaluated by the database over the row's values, so it means
     /// exactly what it means in every other statement.
+    ///
+    /// A rule that follows a to-one field to a row deleted with this one
+    /// (the parent whose delete cascaded to it) sees that row as it was
+    /// just before (kept for a while by the store that deleted it), so the
+    /// readers of a cascaded child get its delete event.
     pub async fn visible(&self, ctx: &AccessContext, row: &Row) -> Result<bool, StoreError> {
         let (s, e) = (&self.store, self.def());
-        let d = s.dialect();
-        let Some(c) = policy::condition(&s.inner.model, e, d, Action::Read, ctx)? else {
+        let model = &s.inner.model;
+        let mut gone = Vec::new();
+        if let Some(rule) = e.policy.rule_for(Action::Read, ctx) {
+            let lookup = |t: &Entity, id: &str| {
+                s.inner
+                    .gone
+                    .get(&(t.name.clone(), id.to_string()))
+                    .filter(|(at, _)| at.elapsed() < crate::store::GONE_TTL)
+                    .map(|(_, row)| row)
+            };
+            policy::gone_rows(model, rule, row, &lookup, &mut gone);
+        }
+        let Some(q) = s.row_test_beside(e, row, Action::Read, ctx, &gone)? else {
             return Ok(true);
         };
-        let cols = columns(&s.inner.model, e, None)?;
-        let mut values = Query::select();
-        for col in &cols {
-            let v = row.get(&col.field.name).unwrap_or(&Json::Null);
-            values.expr_as(to_sql(d, &col.ty, v), col.field.column.clone());
-        }
-        let mut q = Query::select();
-        q.expr(Expr::cust("1"))
-            .from_subquery(values, sea_query::Alias::new(e.table.clone()))
-            .and_where(c);
-        Ok(!self.fetch_read(Built::of(d, &q), &[]).await?.is_empty())
+        Ok(!self.fetch_read(q, &[]).await?.is_empty())
     }
 }
 

@@ -3,11 +3,11 @@
 //! runs. Every read and write of [`crate::Store`] goes through here.
 
 use gatehouse_schema::{AccessContext, Action, Entity, FieldKind, Model, Rule};
-use sea_query::{Expr, ExprTrait, Query};
+use sea_query::{Expr, ExprTrait, Query, SelectStatement};
 
 use crate::StoreError;
-use crate::query::{Filter, OrderBy, all_of, any_of, col, comparison, stored_field};
-use crate::value::{Dialect, Row};
+use crate::query::{Filter, OrderBy, all_of, any_of, col, columns, comparison, stored_field};
+use crate::value::{Dialect, Row, to_sql};
 
 /// The condition rows of `e` must meet for `action` by `ctx`; `None` when
 /// the action is not filtered for this caller.
@@ -18,9 +18,85 @@ pub(crate) fn condition(
     action: Action,
     ctx: &AccessContext,
 ) -> Result<Option<Expr>, StoreError> {
+    condition_beside(model, e, dialect, action, ctx, &[])
+}
+
+/// [`condition`], where a rule that follows a to-one field also finds the
+/// rows of `gone` (entity, row as it was): rows deleted since, which the
+/// rule is to see as they stood (the parent of a row deleted by its
+/// cascade, see [`crate::EntityStore::visible`]).
+pub(crate) fn condition_beside(
+    model: &Model,
+    e: &Entity,
+    dialect: Dialect,
+    action: Action,
+    ctx: &AccessContext,
+    gone: &[(&Entity, Row)],
+) -> Result<Option<Expr>, StoreError> {
     match e.policy.rule_for(action, ctx) {
         None => Ok(None),
-        Some(rule) => rule_condition(model, e, dialect, rule, ctx).map(Some),
+        Some(rule) => rule_condition(model, e, dialect, rule, ctx, gone).map(Some),
+    }
+}
+
+/// `row` of `e` as a one-row derived table, to stand in for the table
+/// under its name (`FROM (SELECT ...) AS <table>`): a rule over it means
+/// what it means over the stored row.
+pub(crate) fn values_table(
+    model: &Model,
+    e: &Entity,
+    dialect: Dialect,
+    row: &Row,
+) -> Result<SelectStatement, StoreError> {
+    let mut values = Query::select();
+    for c in columns(model, e, None)? {
+        let v = row.get(&c.field.name).unwrap_or(&serde_json::Value::Null);
+        values.expr_as(to_sql(dialect, &c.ty, v), c.field.column.clone());
+    }
+    Ok(values)
+}
+
+/// The rows `rule` over `row` follows its to-one fields
+/// to and that `gone` (entity, id) knows as deleted, as they were, with
+/// the ones their own rules reach in turn: what
+/// [`condition_beside`] needs to judge `row` once its parent is gone.
+pub(crate) fn gone_rows<'m>(
+    model: &'m Model,
+    rule: &Rule,
+    row: &Row,
+    gone: &dyn Fn(&'m Entity, &str) -> Option<Row>,
+    out: &mut Vec<(&'m Entity, Row)>,
+) {
+    match rule {
+        Rule::And(parts) | Rule::Or(parts) => {
+            for p in parts {
+                gone_rows(model, p, row, gone, out);
+            }
+        }
+        Rule::Not(inner) => gone_rows(model, inner, row, gone, out),
+        Rule::Cmp { .. } => {}
+        Rule::Path {
+            field,
+            target,
+            rule,
+        } => {
+            let (Some(t), Some(id)) = (
+                model.entity(target),
+                row.get(field).and_then(serde_json::Value::as_str),
+            ) else {
+                return;
+            };
+            // A cycle of paths through the same rows ends.
+            if out.iter().any(|(o, r)| {
+                o.name == t.name && r.get("id").and_then(serde_json::Value::as_str) == Some(id)
+            }) {
+                return;
+            }
+            if let Some(parent) = gone(t, id) {
+                out.push((t, parent.clone()));
+                gone_rows(model, rule, &parent, gone, out);
+            }
+        }
     }
 }
 
@@ -42,19 +118,20 @@ fn rule_condition(
     dialect: Dialect,
     rule: &Rule,
     ctx: &AccessContext,
+    gone: &[(&Entity, Row)],
 ) -> Result<Expr, StoreError> {
     Ok(match rule {
         Rule::And(parts) => all_of(
             parts
                 .iter()
-                .map(|p| rule_condition(model, e, dialect, p, ctx)),
+                .map(|p| rule_condition(model, e, dialect, p, ctx, gone)),
         )?,
         Rule::Or(parts) => any_of(
             parts
                 .iter()
-                .map(|p| rule_condition(model, e, dialect, p, ctx)),
+                .map(|p| rule_condition(model, e, dialect, p, ctx, gone)),
         )?,
-        Rule::Not(inner) => rule_condition(model, e, dialect, inner, ctx)?.not(),
+        Rule::Not(inner) => rule_condition(model, e, dialect, inner, ctx, gone)?.not(),
         Rule::Cmp { field, op, value } => match value.resolve(ctx) {
             None => unknown(),
             Some(v) => match comparison(model, e, dialect, field, *op, &v) {
@@ -77,11 +154,29 @@ fn rule_condition(
             let id = t
                 .field("id")
                 .ok_or_else(|| StoreError::internal(format!("{target} has no id")))?;
+            let inner = rule_condition(model, t, dialect, rule, ctx, gone)?;
             let mut sub = Query::select();
             sub.expr(col(t, id))
                 .from(t.table.clone())
-                .and_where(rule_condition(model, t, dialect, rule, ctx)?);
-            col(e, f).in_subquery(sub)
+                .and_where(inner.clone());
+            let mut found = col(e, f).in_subquery(sub);
+            // Each deleted row stands in for itself, beside the table, as
+            // long as no row of its id is there again.
+            for (_, row) in gone.iter().filter(|(g, _)| g.name == t.name) {
+                let mut sub = Query::select();
+                sub.expr(col(t, id))
+                    .from_subquery(
+                        values_table(model, t, dialect, row)?,
+                        sea_query::Alias::new(t.table.clone()),
+                    )
+                    .and_where(inner.clone());
+                let mut live = Query::select();
+                live.expr(col(t, id)).from(t.table.clone());
+                found = found.or(col(e, f)
+                    .in_subquery(sub)
+                    .and(col(e, f).not_in_subquery(live)));
+            }
+            found
         }
     })
 }
@@ -176,6 +271,31 @@ pub(crate) fn inject_owner(e: &Entity, ctx: &AccessContext, row: &mut Row) {
             row.insert(field.to_string(), v.clone());
         }
     }
+}
+
+/// Refuses a new row that leaves out a required owner field (one
+/// [`inject_owner`] fills from a claim) when `ctx` has no such claim,
+/// naming the claim: the caller cannot tell otherwise why a field it was
+/// not asked for is missing. Asked after [`inject_owner`].
+pub(crate) fn check_owner_claims(
+    e: &Entity,
+    ctx: &AccessContext,
+    row: &Row,
+) -> Result<(), StoreError> {
+    for (field, claim) in e.policy.owner_fields() {
+        let missing = row.get(field).is_none_or(serde_json::Value::is_null);
+        if missing && ctx.claim(claim).is_none() && e.field(field).is_some_and(|f| f.required) {
+            return Err(StoreError::invalid(
+                field,
+                format!(
+                    "is required; a new {} takes it from the caller's claim `${claim}`, \
+                     and the caller's token has no `{claim}` claim",
+                    e.name
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Refuses changing an owner field of `old` (write-once, see

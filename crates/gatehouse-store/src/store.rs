@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use gatehouse_schema::{AccessContext, Action, Entity, FieldKind, Generated, Model};
+use gatehouse_schema::{AccessContext, Action, ChangeKind, Entity, FieldKind, Generated, Model};
 use sea_query::{Expr, ExprTrait, Query, SelectStatement};
 use serde_json::Value as Json;
 use sqlx::error::ErrorKind;
@@ -96,6 +96,12 @@ pub(crate) struct Inner {
     /// `X-Total-Count`, so every page would also count the whole filtered
     /// table, which costs more than reading the page.
     pub(crate) counts: quick_cache::sync::Cache<String, (u64, Instant, u64)>,
+    /// `(entity, id)` -> the row as it was, of rows deleted together with
+    /// others (a cascade, or one transaction's deletes), kept for
+    /// [`GONE_TTL`]: a subscriber judges the event of a row whose read
+    /// policy goes through its deleted parent with the parent as it was
+    /// ([`crate::EntityStore::visible`]).
+    pub(crate) gone: quick_cache::sync::Cache<(String, String), (Instant, Row)>,
 }
 
 /// How long a cached count is trusted without a write being seen: bounds
@@ -104,6 +110,11 @@ pub(crate) struct Inner {
 pub(crate) const COUNT_CACHE_TTL: Duration = Duration::from_secs(1);
 /// Counts kept at most.
 const COUNT_CACHE_MAX: usize = 1024;
+/// How long a deleted row stays in [`Inner::gone`]: enough for
+/// subscribers to judge the events of its commit (they do on receipt).
+pub(crate) const GONE_TTL: Duration = Duration::from_secs(60);
+/// Deleted rows kept at most.
+const GONE_MAX: usize = 4096;
 
 impl Drop for Inner {
     fn drop(&mut self) {
@@ -154,6 +165,7 @@ impl Store {
                 internal_ready: AtomicBool::new(false),
                 writes,
                 counts: quick_cache::sync::Cache::new(COUNT_CACHE_MAX),
+                gone: quick_cache::sync::Cache::new(GONE_MAX),
             }),
         };
         if opts.migrate {
@@ -432,6 +444,67 @@ impl Store {
         Ok(!rows.is_empty())
     }
 
+    /// The statement answering whether `row`, as given rather than as
+    /// stored, meets the policy of `action` on `e` for `ctx`: one row when
+    /// it does. `None` when the action is not filtered for `ctx`.
+    ///
+    /// The row's values stand in for the table (a one-row derived table
+    /// under the table's name), so the rule means exactly what it means in
+    /// every other statement, relations it follows included.
+    pub(crate) fn row_test(
+        &self,
+        e: &Entity,
+        row: &Row,
+        action: Action,
+        ctx: &AccessContext,
+    ) -> Result<Option<Built>, StoreError> {
+        self.row_test_beside(e, row, action, ctx, &[])
+    }
+
+    /// [`Store::row_test`], where the rule also finds the deleted rows of
+    /// `gone` ([`policy::condition_beside`]).
+    pub(crate) fn row_test_beside(
+        &self,
+        e: &Entity,
+        row: &Row,
+        action: Action,
+        ctx: &AccessContext,
+        gone: &[(&Entity, Row)],
+    ) -> Result<Option<Built>, StoreError> {
+        let (model, d) = (&self.inner.model, self.dialect());
+        let Some(c) = policy::condition_beside(model, e, d, action, ctx, gone)? else {
+            return Ok(None);
+        };
+        let mut q = Query::select();
+        q.expr(Expr::cust("1"))
+            .from_subquery(
+                policy::values_table(model, e, d, row)?,
+                sea_query::Alias::new(e.table.clone()),
+            )
+            .and_where(c);
+        Ok(Some(Built::of(d, &q)))
+    }
+
+    /// Whether `row` as it would be written meets the policy of `action`
+    /// for `ctx`, as the transaction sees the rows it refers to. Asked
+    /// before the row is written: a row outside the policy is refused
+    /// before a unique key or a foreign key can answer for rows the
+    /// caller may not see (`docs/design/policies.md`).
+    pub(crate) async fn row_matches(
+        &self,
+        tx: &mut gatehouse_db::Tx,
+        e: &Entity,
+        row: &Row,
+        action: Action,
+        ctx: &AccessContext,
+    ) -> Result<bool, StoreError> {
+        let Some(q) = self.row_test(e, row, action, ctx)? else {
+            return Ok(true);
+        };
+        let rows = tx.conn().fetch(q, &[]).await.map_err(from_sqlx)?;
+        Ok(!rows.is_empty())
+    }
+
     /// Refuses a reference in `row` to a row `ctx` may not read, in the
     /// words of a reference to a missing row: a write must not tell which
     /// ids of invisible rows exist.
@@ -481,16 +554,18 @@ impl Store {
         &self,
         e: &Entity,
         row: &Row,
-        fixed_id: Option<&str>,
+        whole: Whole<'_>,
     ) -> Result<Row, StoreError> {
         check_keys(e, row)?;
         let model = &self.inner.model;
         let mut out = Row::new();
         for f in e.stored_fields() {
             let given = row.get(&f.name).unwrap_or(&Json::Null);
-            let v = match (f.generated, given, fixed_id) {
-                (Some(Generated::Id), Json::Null, Some(id)) => Json::String(id.to_string()),
-                (Some(Generated::Id), v, Some(id)) if v.as_str() != Some(id) => {
+            let v = match (f.generated, given, whole) {
+                (Some(Generated::Id), Json::Null, Whole::Replacing(id)) => {
+                    Json::String(id.to_string())
+                }
+                (Some(Generated::Id), v, Whole::Replacing(id)) if v.as_str() != Some(id) => {
                     return Err(StoreError::invalid(
                         "id",
                         "the id of a row cannot be changed",
@@ -498,8 +573,10 @@ impl Store {
                 }
                 // A replacement keeps the creation time; the update stamps
                 // the rest (`EntityStore::write_existing`).
-                (Some(Generated::CreatedAt | Generated::UpdatedAt), _, Some(_)) => continue,
-                (Some(g), Json::Null, None) => self.generate(g),
+                (Some(Generated::CreatedAt | Generated::UpdatedAt), _, Whole::Replacing(_)) => {
+                    continue;
+                }
+                (Some(g), Json::Null, Whole::New { now }) => self.generate(g, now),
                 _ => check_field(model, f, given)?,
             };
             out.insert(f.name.clone(), v);
@@ -507,14 +584,15 @@ impl Store {
         Ok(out)
     }
 
-    /// The value the server gives a generated field of a new row. The one
-    /// place generated values are made.
-    pub(crate) fn generate(&self, g: Generated) -> Json {
+    /// The value the server gives a generated field of a row written at
+    /// `now` (the transaction's time, see `Unit::write`). The one place
+    /// generated values are made.
+    pub(crate) fn generate(&self, g: Generated, now: i64) -> Json {
         match g {
             Generated::Id => Json::String(uuid::Uuid::now_v7().to_string()),
-            Generated::CreatedAt | Generated::UpdatedAt => Json::String(
-                gatehouse_schema::datetime_text(self.inner.clock.now_micros()),
-            ),
+            Generated::CreatedAt | Generated::UpdatedAt => {
+                Json::String(gatehouse_schema::datetime_text(now))
+            }
         }
     }
 
@@ -580,6 +658,23 @@ impl Store {
             self.inner.writes.fetch_add(1, Ordering::SeqCst);
         }
         committed.map_err(from_sqlx)?;
+        // Rows deleted together: a child's event may need its parent as
+        // it was (`Inner::gone`); kept before any event is published.
+        if evs
+            .iter()
+            .filter(|ev| ev.kind == ChangeKind::Deleted)
+            .nth(1)
+            .is_some()
+        {
+            let now = Instant::now();
+            for ev in &evs {
+                if let (ChangeKind::Deleted, Some(old)) = (ev.kind, &ev.old) {
+                    self.inner
+                        .gone
+                        .insert((ev.entity.clone(), ev.id.clone()), (now, old.clone()));
+                }
+            }
+        }
         for ev in evs {
             self.inner.events.send(ev);
         }
@@ -594,7 +689,7 @@ impl Store {
         e: &Entity,
         err: sqlx::Error,
         row: Option<&Row>,
-        deleting: Option<&str>,
+        deleting: Option<(&str, &AccessContext)>,
     ) -> StoreError {
         let sqlx::Error::Database(db) = &err else {
             return from_sqlx(err);
@@ -648,8 +743,8 @@ impl Store {
                 }
             }
             ErrorKind::ForeignKeyViolation => {
-                if let Some(id) = deleting {
-                    return self.referenced_conflict(e, id).await;
+                if let Some((id, ctx)) = deleting {
+                    return self.referenced_conflict(e, id, ctx).await;
                 }
                 if let Some(row) = row {
                     for f in e.stored_fields() {
@@ -685,14 +780,44 @@ impl Store {
         }
     }
 
-    async fn referenced_conflict(&self, e: &Entity, id: &str) -> StoreError {
-        for child in &self.inner.model.entities {
+    /// The conflict of deleting row `id` of `e` while rows still refer to
+    /// it under `RESTRICT`. It names what refers to it only as far as
+    /// `ctx` may see: the referencing type and field when `ctx` may read at
+    /// least one of those rows (and that field), the row itself only when
+    /// `ctx` may read it (a row reached by a cascade may be hidden). That
+    /// the delete is refused still tells that some row refers to it; which
+    /// rows is not told (`docs/design/relations.md`).
+    async fn referenced_conflict(&self, e: &Entity, id: &str, ctx: &AccessContext) -> StoreError {
+        let model = &self.inner.model;
+        let d = self.dialect();
+        let mut seen = Query::select();
+        seen.expr(Expr::cust("1")).from(e.table.clone());
+        let own = match id_field(e) {
+            Ok(f) => col(e, f).eq(id),
+            Err(other) => return other,
+        };
+        seen.and_where(own).limit(1);
+        if let Err(other) = self.restrict(&mut seen, e, Action::Read, ctx) {
+            return other;
+        }
+        let readable = match self.fetch_read(Built::of(d, &seen), &[]).await {
+            Ok(rows) => !rows.is_empty(),
+            Err(other) => return other,
+        };
+        if !readable {
+            return StoreError::conflict(
+                "cannot delete: a row the delete would cascade to is still referenced by other rows",
+            );
+        }
+        for child in &model.entities {
+            if !ctx.allows(child.read_scope(), true) {
+                continue;
+            }
             for f in child.stored_fields() {
-                if self
-                    .inner
-                    .model
-                    .to_one_target(f)
-                    .is_none_or(|t| t.name != e.name)
+                if model.to_one_target(f).is_none_or(|t| t.name != e.name)
+                    || model
+                        .field_read_scope(f)
+                        .is_some_and(|scope| !ctx.allows(scope, true))
                 {
                     continue;
                 }
@@ -701,7 +826,10 @@ impl Store {
                     .from(child.table.clone())
                     .and_where(col(child, f).eq(id))
                     .limit(1);
-                match self.fetch_read(Built::of(self.dialect(), &s), &[]).await {
+                if let Err(other) = self.restrict(&mut s, child, Action::Read, ctx) {
+                    return other;
+                }
+                match self.fetch_read(Built::of(d, &s), &[]).await {
                     Ok(rows) if !rows.is_empty() => {
                         return StoreError::conflict(format!(
                             "cannot delete {} `{id}`: {} rows still reference it through `{}`",
@@ -718,6 +846,17 @@ impl Store {
             e.name
         ))
     }
+}
+
+/// What [`Store::full_row`] makes a row for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Whole<'a> {
+    /// A new row written at `now` (microseconds): generated fields are
+    /// made when left out.
+    New { now: i64 },
+    /// The replacement of the row with this id: the id may be repeated
+    /// but not changed, and the stored times are kept.
+    Replacing(&'a str),
 }
 
 /// The composite key (`@unique(fields:)`) a unique violation is about:

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
 use gatehouse_db::{Built, DbRow, Tx};
-use gatehouse_schema::EntityId;
+use gatehouse_schema::{AccessContext, EntityId};
 
 use crate::error::from_sqlx;
 use crate::feed::ChangeEvent;
@@ -57,6 +57,8 @@ pub(crate) struct State {
 struct Open {
     tx: Tx,
     events: Vec<ChangeEvent>,
+    /// The transaction's time ([`Unit::write`]), read when it began.
+    now: i64,
 }
 
 impl Store {
@@ -111,7 +113,7 @@ impl WriteTxn {
             ));
         }
         match open {
-            Some(Open { tx, events }) => self.store.commit_all(tx, events).await,
+            Some(Open { tx, events, .. }) => self.store.commit_all(tx, events).await,
             None => Ok(()),
         }
     }
@@ -160,6 +162,7 @@ impl WriteTxn {
             state.open = Some(Open {
                 tx,
                 events: Vec::new(),
+                now: self.store.inner.clock.now_micros(),
             });
         }
         Ok(Unit::Shared {
@@ -180,6 +183,7 @@ pub(crate) enum Unit {
         store: Store,
         tx: Tx,
         events: Vec<ChangeEvent>,
+        now: i64,
     },
     Shared {
         store: Store,
@@ -201,8 +205,9 @@ pub(crate) enum Failure {
         err: sqlx::Error,
         /// The values written, to name a missing reference.
         row: Option<Row>,
-        /// The id of a row being deleted, to name what references it.
-        deleting: Option<String>,
+        /// The id of a row being deleted and who deletes it, to name what
+        /// references it as far as the caller may see.
+        deleting: Option<(String, AccessContext)>,
         /// The nested rows it is in, innermost first ([`Failure::nested_in`]).
         at: Vec<String>,
     },
@@ -220,13 +225,13 @@ impl Failure {
         entity: EntityId,
         err: sqlx::Error,
         row: Option<&Row>,
-        deleting: Option<&str>,
+        deleting: Option<(&str, &AccessContext)>,
     ) -> Self {
         Failure::Refused {
             entity,
             err,
             row: row.cloned(),
-            deleting: deleting.map(str::to_string),
+            deleting: deleting.map(|(id, ctx)| (id.to_string(), ctx.clone())),
             at: Vec::new(),
         }
     }
@@ -267,7 +272,12 @@ impl Failure {
             } => {
                 let e = store.model().entity_at(entity);
                 let mut error = store
-                    .write_error(e, err, row.as_ref(), deleting.as_deref())
+                    .write_error(
+                        e,
+                        err,
+                        row.as_ref(),
+                        deleting.as_ref().map(|(id, ctx)| (id.as_str(), ctx)),
+                    )
                     .await;
                 for place in &at {
                     error = error.nested_in(place);
@@ -287,36 +297,45 @@ impl Unit {
             None => {
                 let store = entity.store().clone();
                 let tx = store.inner.db.begin().await?;
+                let now = store.inner.clock.now_micros();
                 Ok(Unit::Own {
                     store,
                     tx,
                     events: Vec::new(),
+                    now,
                 })
             }
         }
     }
 
     /// Runs one write through `entity`: `write` gets the unit's
-    /// transaction and its events, and the unit ends with its result
-    /// ([`Unit::finish`]).
+    /// transaction, its events and its time, and the unit ends with its
+    /// result ([`Unit::finish`]).
+    ///
+    /// The time (microseconds since the epoch) is read from the store's
+    /// clock once per transaction, when it begins: every `@createdAt` and
+    /// `@updatedAt` it writes holds it, so a new row's two stamps are
+    /// equal and `updatedAt > createdAt` means a later write changed it.
     pub(crate) async fn write<T>(
         entity: &EntityStore,
-        write: impl AsyncFnOnce(&mut Tx, &mut Vec<ChangeEvent>) -> Result<T, Failure>,
+        write: impl AsyncFnOnce(&mut Tx, &mut Vec<ChangeEvent>, i64) -> Result<T, Failure>,
     ) -> Result<T, StoreError> {
         let mut unit = Unit::of(entity).await?;
         let result = match unit.parts() {
-            Ok((tx, events)) => write(tx, events).await,
+            Ok((tx, events, now)) => write(tx, events, now).await,
             Err(e) => Err(e.into()),
         };
         unit.finish(result).await
     }
 
-    /// The transaction and the events of the writes so far.
-    fn parts(&mut self) -> Result<(&mut Tx, &mut Vec<ChangeEvent>), StoreError> {
+    /// The transaction, the events of the writes so far and its time.
+    fn parts(&mut self) -> Result<(&mut Tx, &mut Vec<ChangeEvent>, i64), StoreError> {
         match self {
-            Unit::Own { tx, events, .. } => Ok((tx, events)),
+            Unit::Own {
+                tx, events, now, ..
+            } => Ok((tx, events, *now)),
             Unit::Shared { state, .. } => match state.open.as_mut() {
-                Some(Open { tx, events }) => Ok((tx, events)),
+                Some(Open { tx, events, now }) => Ok((tx, events, *now)),
                 None => Err(ended()),
             },
         }
@@ -328,7 +347,9 @@ impl Unit {
     /// then on: [`WriteTxn::commit`] refuses), then says why.
     pub(crate) async fn finish<T>(self, result: Result<T, Failure>) -> Result<T, StoreError> {
         match self {
-            Unit::Own { store, tx, events } => match result {
+            Unit::Own {
+                store, tx, events, ..
+            } => match result {
                 Ok(v) => {
                     store.commit_all(tx, events).await?;
                     Ok(v)

@@ -506,12 +506,17 @@ impl Binder<'_> {
             FieldKind::ToMany { .. }
                 if *create
                     && v.ty.is_list()
-                    && v.ty.inner_named_type().as_str()
-                        == super::nested::input_name(&entity.name, vname) =>
+                    && !v.ty.item_type().is_list()
+                    && matches!(
+                        self.schema.types.get(v.ty.inner_named_type()),
+                        Some(ExtendedType::InputObject(_))
+                    ) =>
             {
-                // Nested create, as `schema print` writes it: the binder
-                // adds it to every create (`nested.rs`).
-                return true;
+                // Nested create: new rows of the relation's target, in a
+                // declared input (or the derived one `schema print`
+                // writes). The binder adds the value to every create
+                // (`nested.rs`) and keeps the declared type.
+                return self.nested_input(entity, f, v, vloc, where_);
             }
             FieldKind::ToMany { relation, .. } => {
                 let target = self.target_of(f).map_or(String::new(), |t| t.name.clone());
@@ -523,13 +528,21 @@ impl Binder<'_> {
                         .map_or(String::new(), |v| v.name.clone()),
                     _ => String::new(),
                 };
+                let hint = if *create && !via.is_empty() {
+                    format!(
+                        "leave `{vname}` out: every create takes new `{target}` rows in it (nested create, input `{}`); or declare it as a list of an input of `{target}`'s fields without `{via}`. An existing `{target}` is attached by setting `{target}.{via}`",
+                        super::nested::input_name(&entity.name, vname)
+                    )
+                } else {
+                    format!("set `{target}.{via}` on each `{target}` instead")
+                };
                 self.error(
                     vloc,
                     format!(
                         "`{vname}` of {where_} sets the to-many field `{}.{vname}`",
                         entity.name
                     ),
-                    Some(format!("set `{target}.{via}` on each `{target}` instead")),
+                    Some(hint),
                 );
                 return false;
             }
@@ -586,6 +599,85 @@ impl Binder<'_> {
         }
         fields.push(vname.to_string());
         true
+    }
+
+    /// A declared input of new children (nested create), the value `v`
+    /// of a create of `entity` for its to-many field `f`: the input's
+    /// fields bind to the child type's fields by name as a create input's
+    /// do, and the to-one field that points back to the new row may not
+    /// appear (the store sets it). Each input is checked once per relation
+    /// (an input that nests itself ends). `false` after a diagnostic.
+    fn nested_input(
+        &mut self,
+        entity: &Entity,
+        f: &Field,
+        v: &InputValueDefinition,
+        vloc: Option<SourceSpan>,
+        where_: &str,
+    ) -> bool {
+        let vname = v.name.as_str();
+        let type_name = v.ty.inner_named_type().as_str();
+        let Some(ExtendedType::InputObject(input)) = self.schema.types.get(type_name) else {
+            return false;
+        };
+        let Some((child, via)) = self.one_to_many(f) else {
+            let target = self.target_of(f).map_or(String::new(), |t| t.name.clone());
+            self.error(
+                vloc,
+                format!(
+                    "`{vname}` of {where_} creates `{target}` rows through `{}.{vname}`, which is not a one-to-many relation",
+                    entity.name
+                ),
+                Some(format!(
+                    "nested create makes rows of one-to-many relations; write the join rows of `{}.{vname}` through their own type",
+                    entity.name
+                )),
+            );
+            return false;
+        };
+        let key = (type_name.to_string(), child.name.clone(), via.clone());
+        if let Some(ok) = self.checked_nested.get(&key) {
+            return *ok;
+        }
+        // Provisionally good: an input that nests itself (a tree) ends here.
+        self.checked_nested.insert(key.clone(), true);
+        let owner = format!("`{}.{vname}`", entity.name);
+        let site = WriteSite {
+            entity: &child,
+            owner: &owner,
+            where_: format!("input `{type_name}`"),
+            create: true,
+        };
+        let mut ok = true;
+        let mut fields = Vec::new();
+        let values: Vec<(&Node<InputValueDefinition>, Option<SourceSpan>)> = input
+            .fields
+            .values()
+            .map(|c| (&c.node, c.location()))
+            .collect();
+        for (cv, cloc) in &values {
+            if cv.name.as_str() == via {
+                ok = false;
+                self.error(
+                    *cloc,
+                    format!(
+                        "`{via}` of input `{type_name}` points back to the new `{}`: nested create sets it",
+                        entity.name
+                    ),
+                    Some(format!(
+                        "remove `{via}` from `{type_name}`: each new `{}` of `{}.{vname}` gets the new `{}`",
+                        child.name, entity.name, entity.name
+                    )),
+                );
+                continue;
+            }
+            ok &= self.write_value(&site, cv, *cloc, &mut fields);
+        }
+        let mut given: Vec<&str> = values.iter().map(|(cv, _)| cv.name.as_str()).collect();
+        given.push(via.as_str());
+        ok &= self.required_on_create(&site, &given, &fields, input.location());
+        self.checked_nested.insert(key, ok);
+        ok
     }
 
     /// A create must be able to set every field required on create; `false`

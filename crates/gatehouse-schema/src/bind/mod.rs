@@ -59,6 +59,9 @@ pub(crate) struct Binder<'a> {
     /// Inputs/enums already checked, with the entity they were bound to.
     checked_where: HashMap<String, Option<String>>,
     checked_order: HashMap<String, Option<String>>,
+    /// Declared inputs of nested children already checked, by (input,
+    /// child type, field pointing back), with the result.
+    checked_nested: HashMap<(String, String, String), bool>,
 }
 
 impl<'a> Binder<'a> {
@@ -88,6 +91,7 @@ impl<'a> Binder<'a> {
                 .collect(),
             checked_where: HashMap::new(),
             checked_order: HashMap::new(),
+            checked_nested: HashMap::new(),
         }
     }
 

@@ -203,7 +203,7 @@ impl Binder<'_> {
 
     /// The target and the name of its to-one field that points back, of a
     /// one-to-many field.
-    fn one_to_many(&self, f: &Field) -> Option<(Entity, String)> {
+    pub(super) fn one_to_many(&self, f: &Field) -> Option<(Entity, String)> {
         let r = self.relations.get(f.relation()?.index())?;
         let RelationKind::OneToMany { inverse } = r.kind else {
             return None;

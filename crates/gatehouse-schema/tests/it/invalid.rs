@@ -532,3 +532,54 @@ raw_case!(
     "b.graphql" => "type BookConnection { edges: [BookEdge!]! pageInfo: PageInfo! }\ntype BookEdge { cursor: String! node: Book! }\ntype AuthorEdge { cursor: String! node: Author! }\ntype Shelf {\n  id: ID!\n  books: BookConnection\n}\n",
     "c.graphql" => CONN_Q,
 );
+
+// ---- declared inputs of nested children -----------------------------------
+
+/// `createAuthor` taking `AuthorInput`, whose `books` are `AuthorBookInput`
+/// (declared in `inputs`).
+fn nested(inputs: &str) -> String {
+    load_err(&[
+        ("a.graphql", BASE_TYPES),
+        (
+            "b.graphql",
+            &format!(
+                "type Query {{ authors: [Author!]! }}\n\
+                 type Mutation {{ createAuthor(input: AuthorInput!): Author! }}\n\
+                 input AuthorInput {{ name: String! books: [AuthorBookInput!] }}\n{inputs}"
+            ),
+        ),
+    ])
+}
+
+#[test]
+fn nested_input_may_not_set_the_back_reference() {
+    let err = nested("input AuthorBookInput { title: String! author: ID }\n");
+    assert!(
+        err.contains("`author` of input `AuthorBookInput` points back to the new `Author`"),
+        "{err}"
+    );
+    assert!(err.contains("b.graphql:4:"), "{err}");
+}
+
+#[test]
+fn nested_input_binds_by_field_name() {
+    let err = nested("input AuthorBookInput { title: String! pages: Int }\n");
+    assert!(
+        err.contains("`pages` of input `AuthorBookInput` is not a field of `Book`"),
+        "{err}"
+    );
+    let err = nested("input AuthorBookInput { title: Int }\n");
+    assert!(
+        err.contains("`title` of input `AuthorBookInput` has type `Int`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn nested_input_must_set_what_a_create_needs() {
+    let err = nested("input AuthorBookInput { year: Int }\n");
+    assert!(
+        err.contains("input `AuthorBookInput` cannot set the required field `Book.title`"),
+        "{err}"
+    );
+}

@@ -389,3 +389,44 @@ fn load_sources_scaffold(types: &str) -> String {
     .unwrap();
     scaffold(&model)
 }
+
+/// A create input may declare the input of its nested children under any
+/// name: its fields bind to the child type's by name, as any create
+/// input's do, and the field pointing back is left to the nesting
+/// (CONTRACT §13).
+#[test]
+fn a_declared_input_of_nested_children_binds_by_field_name() {
+    let model = load_ok(&[
+        ("a.graphql", BASE_TYPES),
+        (
+            "b.graphql",
+            "type Query { authors: [Author!]! }\n\
+             type Mutation {\n\
+               createAuthor(input: AuthorInput!): Author!\n\
+               addAuthor(name: String!, books: [AuthorBookInput!]): Author!\n\
+             }\n\
+             input AuthorInput { name: String! books: [AuthorBookInput!] }\n\
+             input AuthorBookInput { title: String! year: Int }\n",
+        ),
+    ]);
+    for name in ["createAuthor", "addAuthor"] {
+        let rf = model.mutations.iter().find(|m| m.name == name).unwrap();
+        let Binding::Create(input) = &rf.binding else {
+            panic!("{name}: {:?}", rf.binding)
+        };
+        let fields = match input {
+            gatehouse_schema::WriteInput::Object { fields, .. }
+            | gatehouse_schema::WriteInput::Args { fields } => fields,
+        };
+        assert!(fields.iter().any(|f| f == "books"), "{name}: {fields:?}");
+    }
+    // The declared type stays the one the field takes.
+    let input = model.input("AuthorInput").unwrap();
+    let books = input.fields.iter().find(|f| f.name == "books").unwrap();
+    assert_eq!(books.ty.base_name(), "AuthorBookInput");
+    assert!(
+        model.sdl.contains("books: [AuthorBookInput!]"),
+        "{}",
+        model.sdl
+    );
+}

@@ -211,3 +211,71 @@ type Item {
         s.close().await;
     }
 }
+
+/// The readers of a row deleted by a cascade get its delete event, also
+/// when its read policy goes through the deleted parent (CONTRACT §13):
+/// the event is judged with the parent as it was, not as it is (gone).
+/// Others still do not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cascaded_events_reach_readers_through_the_deleted_parent() {
+    const TENANTS: &str = r#"
+type Query { projects: [Project!]! files: [File!]! pages: [Page!]! }
+type Project @policy(all: {org: "$org"}) { id: ID! org: String! files: [File!]! }
+type File @policy(read: {project: {org: "$org"}}) {
+  id: ID!
+  project: Project! @relation(onDelete: CASCADE)
+  pages: [Page!]!
+}
+type Page @policy(read: {file: {project: {org: "$org"}}}) {
+  id: ID!
+  file: File! @relation(onDelete: CASCADE)
+}
+"#;
+    for db in TestDb::each().await {
+        let b = db.backend();
+        let s = db.open(TENANTS).await;
+        let acme = crate::common::caller_with(&["read", "write"], json!({"org": "acme"}));
+        let globex = crate::common::caller_with(&["read", "write"], json!({"org": "globex"}));
+        let p = insert(&s, "Project", json!({"org": "acme"})).await;
+        let f = insert(&s, "File", json!({"project": p})).await;
+        let g = insert(&s, "Page", json!({"file": f})).await;
+        let mut feed = s.subscribe();
+        s.entity("Project")
+            .unwrap()
+            .delete(&acme, &p)
+            .await
+            .unwrap()
+            .unwrap();
+        let mut seen = Vec::new();
+        while seen.len() < 3 {
+            let ev = tokio::time::timeout(std::time::Duration::from_secs(5), feed.recv())
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(ev.kind, ChangeKind::Deleted, "{b}");
+            let rows = s.entity(&ev.entity).unwrap();
+            let old = ev.old.clone().unwrap();
+            let to_acme = rows.visible(&acme, &old).await.unwrap();
+            let to_globex = rows.visible(&globex, &old).await.unwrap();
+            seen.push((ev.entity.clone(), ev.id.clone(), to_acme, to_globex));
+        }
+        seen.sort();
+        assert_eq!(
+            seen,
+            vec![
+                ("File".to_string(), f.clone(), true, false),
+                ("Page".to_string(), g.clone(), true, false),
+                ("Project".to_string(), p.clone(), true, false),
+            ],
+            "{b}"
+        );
+        // A row of the same id made again by another tenant: its own rule
+        // decides, not the deleted row's.
+        insert(&s, "Project", json!({"id": p, "org": "globex"})).await;
+        let file = s.entity("File").unwrap();
+        let old = row(json!({"id": f, "project": p}));
+        assert!(!file.visible(&acme, &old).await.unwrap(), "{b}");
+        assert!(file.visible(&globex, &old).await.unwrap(), "{b}");
+        s.close().await;
+    }
+}

@@ -418,3 +418,82 @@ type Note @policy(read: {owner: "$sub"}) {
         s.close().await;
     }
 }
+
+/// A clock that moves a microsecond at every reading, as a real one does
+/// between two readings of one write.
+#[derive(Debug)]
+struct Ticking(std::sync::atomic::AtomicI64);
+
+impl gatehouse_store::Clock for Ticking {
+    fn now_micros(&self) -> i64 {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// One clock reading per write: a new row's `createdAt` and `updatedAt`
+/// are equal (so `updatedAt > createdAt` means a later write changed it),
+/// and so are the times of every row one transaction writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_write_has_one_time() {
+    const NESTED: &str = r#"
+type Query { events: [Event!]! }
+type Event {
+  id: ID!
+  title: String!
+  notes: [Note!]!
+  createdAt: DateTime! @createdAt
+  updatedAt: DateTime! @updatedAt
+}
+type Note {
+  id: ID!
+  event: Event!
+  createdAt: DateTime! @createdAt
+  updatedAt: DateTime! @updatedAt
+}
+"#;
+    for db in TestDb::each().await {
+        let b = db.backend();
+        let s = db
+            .open_with(
+                NESTED,
+                StoreOptions {
+                    clock: Arc::new(Ticking(std::sync::atomic::AtomicI64::new(T0))),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        let ctx = AccessContext::system();
+        let e = s.entity("Event").unwrap();
+        let r = e
+            .insert(&ctx, row(json!({"title": "a", "notes": [{}, {}]})))
+            .await
+            .unwrap();
+        assert_eq!(r["createdAt"], r["updatedAt"], "{b}: {r:?}");
+        for n in r["notes"].as_array().unwrap() {
+            assert_eq!(n["createdAt"], r["createdAt"], "{b}: {r:?}");
+            assert_eq!(n["updatedAt"], r["createdAt"], "{b}: {r:?}");
+        }
+        let id = r["id"].as_str().unwrap();
+        let stored = e.get(&ctx, id).await.unwrap().unwrap();
+        assert_eq!(stored["createdAt"], stored["updatedAt"], "{b}");
+        // One transaction of several writes: one time.
+        let txn = s.begin_write();
+        let te = txn.entity("Event").unwrap();
+        let x = te.insert(&ctx, row(json!({"title": "x"}))).await.unwrap();
+        let y = te.insert(&ctx, row(json!({"title": "y"}))).await.unwrap();
+        txn.commit().await.unwrap();
+        assert_eq!(x["createdAt"], y["createdAt"], "{b}");
+        assert_eq!(x["updatedAt"], y["updatedAt"], "{b}");
+        // A later write: later than the creation.
+        let u = e
+            .update(&ctx, id, row(json!({"title": "b"})))
+            .await
+            .unwrap();
+        assert!(
+            u["updatedAt"].as_str().unwrap() > u["createdAt"].as_str().unwrap(),
+            "{b}: {u:?}"
+        );
+        s.close().await;
+    }
+}
