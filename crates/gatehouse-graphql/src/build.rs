@@ -948,17 +948,24 @@ fn subscription_field(shared: &Arc<Shared>, f: &RootField) -> SubscriptionField 
                                 }
                             }
                             Ok(_) => {}
+                            // Events were missed either way: the subscription
+                            // ends with `FEED_INTERRUPTED` (what to do: subscribe
+                            // again), never goes on past a gap.
                             Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                                let e = Error::new(format!(
-                                    "the subscriber fell behind and missed {n} events; subscribe again"
-                                ));
-                                return Some((Err(e), Some(rx)));
+                                let e = coded(
+                                    Code::FeedInterrupted,
+                                    format!(
+                                        "the subscriber fell behind and missed {n} events; subscribe again"
+                                    ),
+                                );
+                                return Some((Err(e), None));
                             }
                             // The store ended the feed: its PostgreSQL listener
                             // lost its connection, and other instances' events
                             // of that gap are lost (or the store closed).
                             Err(tokio::sync::broadcast::error::RecvError::Closed) => {
-                                let e = Error::new(
+                                let e = coded(
+                                    Code::FeedInterrupted,
                                     "the change feed was interrupted and events may have been missed; subscribe again",
                                 );
                                 return Some((Err(e), None));
