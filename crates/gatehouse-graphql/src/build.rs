@@ -342,9 +342,16 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
             (FieldKind::Count { .. }, _) => count_field(shared, f),
             (FieldKind::ToOne { .. }, guard) => {
                 let target = shared.model.relation_of(f).map(|r| r.target);
+                let hidden: Arc<str> = Arc::from(format!(
+                    "`{}.{}` refers to a `{}` row this caller may not read",
+                    e.name,
+                    f.name,
+                    target.map_or("", |t| shared.model.entity_at(t).name.as_str())
+                ));
                 Field::new(&f.name, type_ref(&f.ty), move |ctx| {
                     let name = name.clone();
                     let guard = guard.clone();
+                    let hidden = hidden.clone();
                     FieldFuture::new(async move {
                         if let Some(Err(e)) = guard.as_ref().map(|g| g.check(&ctx)) {
                             return fail(&ctx, nullable, e);
@@ -361,7 +368,15 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
                             id: id.to_string(),
                         };
                         match loaders.load_one(key).await {
-                            Ok(found) => Ok(found.map(FieldValue::owned_any)),
+                            Ok(Some(found)) => Ok(Some(FieldValue::owned_any(found))),
+                            // A row policy hides the referenced row: a
+                            // nullable field reads as null (the row is
+                            // invisible); a non-null one has no value to
+                            // give, so it fails with `FORBIDDEN` at its path
+                            // and the null goes up to the nearest nullable
+                            // parent (GraphQL spec §6.4.4).
+                            Ok(None) if nullable => Ok(None),
+                            Ok(None) => fail(&ctx, nullable, coded(Code::Forbidden, &*hidden)),
                             Err(e) => fail(&ctx, nullable, from_store(&e)),
                         }
                     })
