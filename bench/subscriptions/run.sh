@@ -32,9 +32,10 @@
 #                   (node, default 2)
 #   GATEHOUSE_BIN, GATEHOUSE_SRC=tree, CARGO_TARGET_DIR (see ../lib.sh)
 #
-# Needs: cargo, curl, python3 (and node + npm for LOADGEN=node), and a
-# file-descriptor limit above SUBSCRIBERS (raised here with `ulimit -n` when
-# the hard limit allows). The machine should be otherwise idle: the figures
+# Needs: cargo, curl, python3 (and node + npm for LOADGEN=node), and a hard
+# file-descriptor limit (`ulimit -Hn`) of about 1.5 x SUBSCRIBERS: all the
+# subscribers come from one address, which may hold three quarters of the
+# server's default connection cap (a hard limit of 20,000 gives 13,500). The machine should be otherwise idle: the figures
 # include the load generator sharing the CPU with the server.
 set -euo pipefail
 
@@ -55,7 +56,11 @@ for tool in "${tools[@]}"; do
   command -v "$tool" >/dev/null || die "$tool is required"
 done
 rm -rf "$WORK" && mkdir -p "$WORK"
-ulimit -n "$(( SUBSCRIBERS * 2 + 1024 ))" 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+# The soft open-files limit up to the hard one, for the load generator;
+# gatehouse raises its own and derives its default connection caps from it
+# (`limits.max_connections`, three quarters of it per address:
+# docs/configuration.md).
+ulimit -Sn "$(ulimit -Hn)" 2>/dev/null || true
 
 if [[ "$LOADGEN" == node ]]; then
   (cd "$HERE" && npm ci --no-audit --no-fund --loglevel=error)

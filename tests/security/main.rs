@@ -10,6 +10,7 @@
 
 mod anonymous;
 mod cli;
+mod connections;
 mod cors;
 mod identity;
 mod input;

@@ -799,3 +799,77 @@ async fn nested_children_through_a_declared_input() {
         assert_eq!(d["ventures"].as_array().unwrap().len(), 2, "{b}: {d}");
     }
 }
+
+/// A non-null to-one whose row a policy hides from the caller has no value
+/// to give: it fails with `FORBIDDEN` at its own path and its null goes up
+/// to the nearest nullable parent (GraphQL spec §6.4.4), in lookups, lists
+/// and connections alike; never an internal error, never a node silently
+/// missing the field.
+#[tokio::test]
+async fn a_hidden_non_null_to_one_is_forbidden_at_its_path() {
+    for s in Server::each_backend("").await {
+        let b = s.backend();
+        let alice = s.token("alice").await;
+        let bob = s.token("bob").await;
+        let board = s
+            .data(
+                &alice,
+                "mutation { createBoard(name: \"alice's\") { id } }",
+                json!({}),
+            )
+            .await["createBoard"]["id"]
+            .clone();
+        let pin = s
+            .data(
+                &alice,
+                "mutation($b: ID!) { createPin(label: \"p\", board: $b) { id } }",
+                json!({"b": board}),
+            )
+            .await["createPin"]["id"]
+            .clone();
+        // The board's owner reads it whole.
+        let d = s
+            .data(&alice, "{ pins { label board { name } } }", json!({}))
+            .await;
+        assert_eq!(
+            d["pins"],
+            json!([{"label": "p", "board": {"name": "alice's"}}]),
+            "{b}"
+        );
+        let forbidden_at = |r: &Value, path: Value| {
+            let errors = r["errors"].as_array().unwrap_or_else(|| panic!("{b}: {r}"));
+            assert_eq!(errors.len(), 1, "{b}: {r}");
+            assert_eq!(code(r), "FORBIDDEN", "{b}: {r}");
+            assert_eq!(errors[0]["path"], path, "{b}: {r}");
+        };
+        // A lookup: the nullable `pin` is null.
+        let r = s
+            .gql(
+                Some(&bob),
+                "query($id: ID!) { pin(id: $id) { label board { name } } }",
+                json!({"id": pin}),
+            )
+            .await;
+        assert_eq!(r["data"], json!({"pin": null}), "{b}: {r}");
+        forbidden_at(&r, json!(["pin", "board"]));
+        // A list whose every level is non-null: the null reaches `data`.
+        let r = s
+            .gql(Some(&bob), "{ pins { label board { name } } }", json!({}))
+            .await;
+        assert_eq!(r["data"], Value::Null, "{b}: {r}");
+        forbidden_at(&r, json!(["pins", 0, "board"]));
+        // A connection: up to the nullable connection field.
+        let r = s
+            .gql(
+                Some(&bob),
+                "{ pinsConnection { edges { node { label board { name } } } } }",
+                json!({}),
+            )
+            .await;
+        assert_eq!(r["data"], json!({"pinsConnection": null}), "{b}: {r}");
+        forbidden_at(&r, json!(["pinsConnection", "edges", 0, "node", "board"]));
+        // What the reader may read, it reads.
+        let d = s.data(&bob, "{ pins { label } }", json!({})).await;
+        assert_eq!(d["pins"], json!([{"label": "p"}]), "{b}");
+    }
+}

@@ -2,7 +2,8 @@
 //! schema loader decided (nothing here looks at argument names on its own).
 
 use async_graphql::dynamic::ObjectAccessor;
-use async_graphql::{Error, Value};
+use async_graphql::{Error, Name, Value};
+use async_graphql_value::Value as InputValue;
 use gatehouse_schema::{
     ConnectionBinding, Entity, Field, FieldKind, Filter as ModelFilter, FilterOp, ListBinding,
     Model, ValueType,
@@ -31,6 +32,63 @@ impl Args for [(async_graphql::Name, Value)] {
             .find(|(n, _)| n.as_str() == name)
             .map(|(_, v)| v)
     }
+}
+
+/// A field's argument values as GraphQL's input coercion gives them
+/// (GraphQL spec §6.4.1 CoerceArgumentValues, §3.10 input objects): the
+/// arguments as `written`, each variable replaced by its value. An argument
+/// or input-object field whose value is a variable the request did not send
+/// and that declares no default is left out, not set to null: a write then
+/// leaves that field as it is, and a filter does not compare it (an explicit
+/// `null` stays null). A variable inside a list that was not sent is a null
+/// item (§3.11). Then the arguments still absent take their `declared`
+/// defaults. `variable` answers a variable's value: as sent, else its
+/// declared default, else `None`.
+///
+/// Both executors read arguments through this (async-graphql's own argument
+/// values turn an unsent nullable variable into null). The recursion follows
+/// the literal as written, whose depth the request's input limit bounds
+/// ([`crate::input::MAX_INPUT_DEPTH`]); variables' values are taken whole.
+pub fn coerce_args<'w>(
+    written: impl IntoIterator<Item = (&'w Name, &'w InputValue)>,
+    declared: &[gatehouse_schema::InputValue],
+    variable: impl Fn(&Name) -> Option<Value>,
+) -> Vec<(Name, Value)> {
+    fn coerce(v: &InputValue, variable: &dyn Fn(&Name) -> Option<Value>) -> Option<Value> {
+        Some(match v {
+            InputValue::Variable(name) => return variable(name),
+            InputValue::Null => Value::Null,
+            InputValue::Number(n) => Value::Number(n.clone()),
+            InputValue::String(s) => Value::String(s.clone()),
+            InputValue::Boolean(b) => Value::Boolean(*b),
+            InputValue::Binary(b) => Value::Binary(b.clone()),
+            InputValue::Enum(e) => Value::Enum(e.clone()),
+            InputValue::List(items) => Value::List(
+                items
+                    .iter()
+                    .map(|i| coerce(i, variable).unwrap_or(Value::Null))
+                    .collect(),
+            ),
+            InputValue::Object(fields) => Value::Object(
+                fields
+                    .iter()
+                    .filter_map(|(k, v)| coerce(v, variable).map(|v| (k.clone(), v)))
+                    .collect(),
+            ),
+        })
+    }
+    let mut out: Vec<(Name, Value)> = written
+        .into_iter()
+        .filter_map(|(name, v)| coerce(v, &variable).map(|v| (name.clone(), v)))
+        .collect();
+    for d in declared {
+        if let Some(default) = &d.default
+            && !out.iter().any(|(n, _)| n.as_str() == d.name)
+        {
+            out.push((Name::new(&d.name), crate::build::const_value(default)));
+        }
+    }
+    out
 }
 
 /// Page-size limits.

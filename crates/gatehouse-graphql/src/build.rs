@@ -230,6 +230,35 @@ fn fail<'a>(
     Ok(None)
 }
 
+/// The arguments of the field `ctx` resolves, coerced as GraphQL spec
+/// §6.4.1 says ([`args::coerce_args`]): async-graphql's own `ctx.args` give
+/// a nullable variable the request did not send the value null, which
+/// would clear the field it is written to.
+fn coerced_args(
+    ctx: &ResolverContext<'_>,
+    declared: &[gatehouse_schema::InputValue],
+) -> Vec<(async_graphql::Name, Value)> {
+    let env = ctx.ctx.query_env;
+    let written = ctx
+        .ctx
+        .item
+        .node
+        .arguments
+        .iter()
+        .map(|(name, value)| (&name.node, &value.node));
+    args::coerce_args(written, declared, |name| {
+        env.variables.get(name).cloned().or_else(|| {
+            env.operation
+                .node
+                .variable_definitions
+                .iter()
+                .find(|d| &d.node.name.node == name)
+                .and_then(|d| d.node.default_value.as_ref())
+                .map(|v| v.node.clone())
+        })
+    })
+}
+
 fn parent_row<'a>(ctx: &ResolverContext<'a>) -> Result<&'a Row, Error> {
     ctx.parent_value.try_downcast_ref::<Row>()
 }
@@ -313,9 +342,16 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
             (FieldKind::Count { .. }, _) => count_field(shared, f),
             (FieldKind::ToOne { .. }, guard) => {
                 let target = shared.model.relation_of(f).map(|r| r.target);
+                let hidden: Arc<str> = Arc::from(format!(
+                    "`{}.{}` refers to a `{}` row this caller may not read",
+                    e.name,
+                    f.name,
+                    target.map_or("", |t| shared.model.entity_at(t).name.as_str())
+                ));
                 Field::new(&f.name, type_ref(&f.ty), move |ctx| {
                     let name = name.clone();
                     let guard = guard.clone();
+                    let hidden = hidden.clone();
                     FieldFuture::new(async move {
                         if let Some(Err(e)) = guard.as_ref().map(|g| g.check(&ctx)) {
                             return fail(&ctx, nullable, e);
@@ -332,7 +368,15 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
                             id: id.to_string(),
                         };
                         match loaders.load_one(key).await {
-                            Ok(found) => Ok(found.map(FieldValue::owned_any)),
+                            Ok(Some(found)) => Ok(Some(FieldValue::owned_any(found))),
+                            // A row policy hides the referenced row: a
+                            // nullable field reads as null (the row is
+                            // invisible); a non-null one has no value to
+                            // give, so it fails with `FORBIDDEN` at its path
+                            // and the null goes up to the nearest nullable
+                            // parent (GraphQL spec §6.4.4).
+                            Ok(None) if nullable => Ok(None),
+                            Ok(None) => fail(&ctx, nullable, coded(Code::Forbidden, &*hidden)),
                             Err(e) => fail(&ctx, nullable, from_store(&e)),
                         }
                     })
@@ -350,9 +394,11 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
                 let relation = f.relation();
                 let shared = shared.clone();
                 let list = list.clone();
+                let declared_args = Arc::new(declared.clone());
                 let mut field = Field::new(&f.name, type_ref(&f.ty), move |ctx| {
                     let shared = shared.clone();
                     let list = list.clone();
+                    let declared_args = declared_args.clone();
                     FieldFuture::new(async move {
                         let row = parent_row(&ctx)?;
                         let Some(parent) = row.get("id").and_then(Json::as_str) else {
@@ -369,7 +415,7 @@ fn entity_object(shared: &Arc<Shared>, e: &Entity) -> Object {
                         let select = selection(&ctx, child);
                         let query = match args::list_query(
                             &shared.model,
-                            &ctx.args,
+                            &coerced_args(&ctx, &declared_args)[..],
                             &list,
                             shared.limits,
                             Some(select),
@@ -428,9 +474,11 @@ fn count_field(shared: &Arc<Shared>, f: &gatehouse_schema::Field) -> Field {
         _ => (Default::default(), Vec::new()),
     };
     let shared = shared.clone();
+    let declared_args = Arc::new(declared.clone());
     let mut field = Field::new(&f.name, type_ref(&f.ty), move |ctx| {
         let shared = shared.clone();
         let list = list.clone();
+        let declared_args = declared_args.clone();
         FieldFuture::new(async move {
             let row = parent_row(&ctx)?;
             let (Some(target), Some(relation), Some(parent)) =
@@ -445,7 +493,7 @@ fn count_field(shared: &Arc<Shared>, f: &gatehouse_schema::Field) -> Field {
             }
             let filter = match args::filter_from_args(
                 &shared.model,
-                &ctx.args,
+                &coerced_args(&ctx, &declared_args)[..],
                 &list.filters,
                 list.where_arg.as_ref(),
             ) {
@@ -543,10 +591,12 @@ async fn resolve_root<'a>(
     if !access.is_read {
         authorize_mutation(ctx, entity, rf, &what)?;
     }
+    let args = coerced_args(ctx, &rf.args);
+    let args = &args[..];
     match &rf.binding {
         Binding::List(list) => {
             let select = selection(ctx, entity);
-            let q = args::list_query(model, &ctx.args, list, shared.limits, Some(select))?;
+            let q = args::list_query(model, args, list, shared.limits, Some(select))?;
             let rows = store
                 .list(caller(ctx)?, &q)
                 .await
@@ -559,8 +609,7 @@ async fn resolve_root<'a>(
         }
         Binding::Connection(c) => {
             let select = node_selection(ctx, entity);
-            let (q, page) =
-                args::connection_query(model, &ctx.args, c, shared.limits, Some(select))?;
+            let (q, page) = args::connection_query(model, args, c, shared.limits, Some(select))?;
             let access = caller(ctx)?;
             let found = store
                 .page(access, &q, &page)
@@ -579,7 +628,7 @@ async fn resolve_root<'a>(
         }
         Binding::Count(list) => {
             let filter =
-                args::filter_from_args(model, &ctx.args, &list.filters, list.where_arg.as_ref())?;
+                args::filter_from_args(model, args, &list.filters, list.where_arg.as_ref())?;
             let n = store
                 .count(caller(ctx)?, filter.as_ref())
                 .await
@@ -587,8 +636,7 @@ async fn resolve_root<'a>(
             Ok(Some(FieldValue::value(count_value(n))))
         }
         Binding::Lookup { filters, where_arg } => {
-            let Some(filter) =
-                args::filter_from_args(model, &ctx.args, filters, where_arg.as_ref())?
+            let Some(filter) = args::filter_from_args(model, args, filters, where_arg.as_ref())?
             else {
                 return Err(coded(
                     Code::BadUserInput,
@@ -622,7 +670,7 @@ async fn resolve_root<'a>(
             Ok(rows.pop().map(FieldValue::owned_any))
         }
         Binding::Create(input) => {
-            let row = args::write_row(model, &ctx.args, input);
+            let row = args::write_row(model, args, input);
             let created = store
                 .insert(caller(ctx)?, row)
                 .await
@@ -631,7 +679,7 @@ async fn resolve_root<'a>(
         }
         Binding::Update { id_arg, input } => {
             let id = id_of(ctx, id_arg)?;
-            let patch = args::write_row(model, &ctx.args, input);
+            let patch = args::write_row(model, args, input);
             let updated = store
                 .update(caller(ctx)?, &id, patch)
                 .await
@@ -828,6 +876,7 @@ fn subscription_field(shared: &Arc<Shared>, f: &RootField) -> SubscriptionField 
         Binding::Subscribe { event, filters } => (*event, filters.clone()),
         _ => (ChangeKind::Created, Vec::new()),
     };
+    let declared_args = f.args.clone();
     let mut field = SubscriptionField::new(&f.name, type_ref(&f.ty), move |ctx| {
         let store = store.clone();
         let rows = rows.clone();
@@ -848,12 +897,11 @@ fn subscription_field(shared: &Arc<Shared>, f: &RootField) -> SubscriptionField 
             });
         }
         // Equality filters, applied on the server to each event's row.
+        let given = coerced_args(&ctx, &declared_args);
         let wanted: Vec<(String, Json)> = filters
             .iter()
             .filter_map(|flt| {
-                ctx.args
-                    .get(&flt.arg)
-                    .map(|v| (flt.field.clone(), args::to_json(v.as_value())))
+                args::Args::arg(&given[..], &flt.arg).map(|v| (flt.field.clone(), args::to_json(v)))
             })
             .collect();
         // Which fields the caller may compare is the store's rule, as for
@@ -915,17 +963,24 @@ fn subscription_field(shared: &Arc<Shared>, f: &RootField) -> SubscriptionField 
                                 }
                             }
                             Ok(_) => {}
+                            // Events were missed either way: the subscription
+                            // ends with `FEED_INTERRUPTED` (what to do: subscribe
+                            // again), never goes on past a gap.
                             Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                                let e = Error::new(format!(
-                                    "the subscriber fell behind and missed {n} events; subscribe again"
-                                ));
-                                return Some((Err(e), Some(rx)));
+                                let e = coded(
+                                    Code::FeedInterrupted,
+                                    format!(
+                                        "the subscriber fell behind and missed {n} events; subscribe again"
+                                    ),
+                                );
+                                return Some((Err(e), None));
                             }
                             // The store ended the feed: its PostgreSQL listener
                             // lost its connection, and other instances' events
                             // of that gap are lost (or the store closed).
                             Err(tokio::sync::broadcast::error::RecvError::Closed) => {
-                                let e = Error::new(
+                                let e = coded(
+                                    Code::FeedInterrupted,
                                     "the change feed was interrupted and events may have been missed; subscribe again",
                                 );
                                 return Some((Err(e), None));

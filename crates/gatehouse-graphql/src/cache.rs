@@ -334,10 +334,13 @@ impl RequestCache {
             };
             for def in &op.variable_definitions {
                 let name = &def.node.name.node;
-                if let Some(default) = def.node.default_value()
+                // A declared default only: a nullable variable without one
+                // stays unsent, so what it stands for is absent rather than
+                // null (`args::coerce_args`).
+                if let Some(default) = &def.node.default_value
                     && !request.variables.contains_key(name)
                 {
-                    request.variables.insert(name.clone(), default.clone());
+                    request.variables.insert(name.clone(), default.node.clone());
                 }
             }
         }

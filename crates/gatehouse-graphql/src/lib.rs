@@ -235,10 +235,9 @@ impl Graphql {
                 "introspection needs the scope `{}`",
                 self.shared.model.schema_read_scope()
             ),
-        )
-        .into_server_error(async_graphql::Pos::default());
+        );
         Some(Executed {
-            response: async_graphql::Response::from_errors(vec![error]),
+            response: async_graphql::Response::from_errors(vec![request_error(error)]),
             executed: true,
         })
     }
@@ -518,9 +517,7 @@ async fn settle_transaction(txn: &WriteTxn, response: &mut Response) {
     if response.errors.is_empty() && !txn.is_failed() {
         if let Err(e) = txn.commit().await {
             response.data = async_graphql::Value::Null;
-            response
-                .errors
-                .push(error::from_store(&e).into_server_error(async_graphql::Pos::default()));
+            response.errors.push(request_error(error::from_store(&e)));
         }
         return;
     }
@@ -532,14 +529,20 @@ async fn settle_transaction(txn: &WriteTxn, response: &mut Response) {
         response.errors.retain(has_code);
     }
     if response.errors.is_empty() {
-        response.errors.push(
-            error::coded(
-                error::Code::InternalServerError,
-                "the request failed, so none of its writes was applied",
-            )
-            .into_server_error(async_graphql::Pos::default()),
-        );
+        response.errors.push(request_error(error::coded(
+            error::Code::InternalServerError,
+            "the request failed, so none of its writes was applied",
+        )));
     }
+}
+
+/// `e` as an error of the whole request rather than of a place in its
+/// document: without `locations` (GraphQL spec §7.1.2 gives a location a
+/// line and column from 1; async-graphql would write `0:0`).
+fn request_error(e: async_graphql::Error) -> ServerError {
+    let mut error = ServerError::new(e.message, None);
+    error.extensions = e.extensions;
+    error
 }
 
 /// A request refused before anything ran.

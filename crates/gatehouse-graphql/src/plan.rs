@@ -43,7 +43,7 @@ use quick_cache::sync::Cache;
 use serde_json::Value as Json;
 
 use crate::args;
-use crate::build::{self, Shared, const_value};
+use crate::build::{self, Shared};
 
 /// Deepest fragment nesting followed while planning (validation has
 /// already refused cycles; this only bounds the walk).
@@ -61,7 +61,7 @@ struct VariableDef {
     name: Name,
     ty: TypeRef,
     /// The value used when the request has none (`None`: no default; a
-    /// nullable variable defaults to null).
+    /// nullable variable without one then leaves what it stands for absent).
     default: Option<Value>,
     /// Whether an explicit null is certainly valid: the variable's type is
     /// nullable and no argument or input field it stands for is non-null
@@ -87,7 +87,8 @@ impl Plan {
         self.variables.iter().all(|v| match variables.get(&v.name) {
             Some(Value::Null) => v.null_ok,
             Some(value) => input_value_ok(model, &v.ty, value),
-            None => v.default.is_some(),
+            // Absent: its default, or (nullable) what it stands for is left out.
+            None => v.default.is_some() || !v.ty.is_non_null(),
         })
     }
 }
@@ -375,7 +376,9 @@ pub(crate) fn compile(
         .map(|d| VariableDef {
             name: d.node.name.node.clone(),
             ty: type_ref(&d.node.var_type.node),
-            default: d.node.default_value().cloned(),
+            // Only a declared default: a nullable variable the request
+            // leaves out is absent, not null (`args::coerce_args`).
+            default: d.node.default_value.as_ref().map(|v| v.node.clone()),
             null_ok: false,
         })
         .collect();
@@ -784,7 +787,8 @@ impl Run<'_> {
         self.access.allows(scope, true).then_some(())
     }
 
-    /// A variable's value as async-graphql resolves it.
+    /// A variable's value: as sent, else its declared default; `None`
+    /// when it has neither.
     fn variable(&self, name: &Name) -> Option<Value> {
         let v = self.plan.variables.iter().find(|v| &v.name == name)?;
         self.variables
@@ -793,29 +797,17 @@ impl Run<'_> {
             .or_else(|| v.default.clone())
     }
 
-    /// Argument values as a resolver gets them: as written, variables
-    /// resolved, declared defaults added.
+    /// Argument values as a resolver gets them ([`args::coerce_args`]).
     fn args(
         &self,
         written: &[(Name, InputValue)],
         declared: &[gatehouse_schema::InputValue],
     ) -> Option<Vec<(Name, Value)>> {
-        let mut out = Vec::with_capacity(written.len() + declared.len());
-        for (name, v) in written {
-            let v = v
-                .clone()
-                .into_const_with(|var| self.variable(&var).ok_or(()))
-                .ok()?;
-            out.push((name.clone(), v));
-        }
-        for d in declared {
-            if let Some(default) = &d.default
-                && !out.iter().any(|(n, _)| n.as_str() == d.name)
-            {
-                out.push((Name::new(&d.name), const_value(default)));
-            }
-        }
-        Some(out)
+        Some(args::coerce_args(
+            written.iter().map(|(n, v)| (n, v)),
+            declared,
+            |var| self.variable(var),
+        ))
     }
 
     /// The store query of a root field, its arguments resolved.

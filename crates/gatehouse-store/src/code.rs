@@ -26,6 +26,9 @@ pub enum Code {
     Forbidden,
     /// Too many failed attempts from this caller; retry later.
     TooManyRequests,
+    /// A subscription ended because the change feed was interrupted and
+    /// events may have been missed; subscribe again.
+    FeedInterrupted,
     /// The GraphQL query text does not parse.
     GraphqlParseFailed,
     /// The GraphQL query does not validate against the schema.
@@ -52,7 +55,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, for reading one back from its string.
-    pub const ALL: [Code; 20] = [
+    pub const ALL: [Code; 21] = [
         Code::QueryTooDeep,
         Code::QueryTooComplex,
         Code::PageSizeExceeded,
@@ -62,6 +65,7 @@ impl Code {
         Code::Unauthenticated,
         Code::Forbidden,
         Code::TooManyRequests,
+        Code::FeedInterrupted,
         Code::GraphqlParseFailed,
         Code::GraphqlValidationFailed,
         Code::BadRequest,
@@ -87,6 +91,7 @@ impl Code {
             Code::Unauthenticated => "UNAUTHENTICATED",
             Code::Forbidden => "FORBIDDEN",
             Code::TooManyRequests => "TOO_MANY_REQUESTS",
+            Code::FeedInterrupted => "FEED_INTERRUPTED",
             Code::GraphqlParseFailed => "GRAPHQL_PARSE_FAILED",
             Code::GraphqlValidationFailed => "GRAPHQL_VALIDATION_FAILED",
             Code::BadRequest => "BAD_REQUEST",

@@ -242,8 +242,13 @@ pub struct LimitsConfig {
     /// closed. WebSocket and SSE streams are requests in flight, not idle.
     pub idle_timeout: Seconds,
     /// Client connections (HTTP, HTTPS, WebSocket) open at once; beyond it
-    /// a new connection is closed as soon as it is accepted.
-    pub max_connections: u32,
+    /// a new connection is closed as soon as it is accepted. Unset: derived
+    /// from the open-files limit (`serve::connection_caps`).
+    pub max_connections: Option<u32>,
+    /// Of those, the most one client address (an IPv6 /64) may hold open;
+    /// a trusted proxy's address is not limited. Unset: three quarters of
+    /// `max_connections`.
+    pub max_connections_per_address: Option<u32>,
 }
 
 impl Default for LimitsConfig {
@@ -272,10 +277,10 @@ impl Default for LimitsConfig {
             // the balancer, not gatehouse, closes a pooled connection and
             // never sends a request on one being closed.
             idle_timeout: Seconds(75),
-            // nginx's worker_connections; below the usual soft limit of 1024
-            // open files, so the cap, not running out of descriptors (for
-            // the database, the log, outgoing connections), refuses.
-            max_connections: 512,
+            // Derived at start from the open-files limit, which the server
+            // raises to its hard limit (`serve::connection_caps`).
+            max_connections: None,
+            max_connections_per_address: None,
         }
     }
 }
@@ -582,7 +587,7 @@ pub struct Loaded {
 const ENV_PREFIX: &str = "GATEHOUSE_";
 /// Keys whose default is "unset" (absent from the serialized defaults):
 /// top-level (`issuer`) or in a section (`tls.cert`).
-const OPTIONAL_KEYS: [&str; 7] = [
+const OPTIONAL_KEYS: [&str; 9] = [
     "issuer",
     "auth.key_file",
     "workers",
@@ -590,6 +595,8 @@ const OPTIONAL_KEYS: [&str; 7] = [
     "tls.key",
     "metrics.listen",
     "store.max_connections",
+    "limits.max_connections",
+    "limits.max_connections_per_address",
 ];
 const SECTIONS: [&str; 8] = [
     "tokens",
@@ -859,8 +866,13 @@ fn validate(c: &Config) -> Result<(), String> {
             problems.push(format!("`limits.{key}` must be at least 1 second"));
         }
     }
-    if l.max_connections == 0 {
-        problems.push("`limits.max_connections` must be at least 1".into());
+    for (key, value) in [
+        ("max_connections", l.max_connections),
+        ("max_connections_per_address", l.max_connections_per_address),
+    ] {
+        if value == Some(0) {
+            problems.push(format!("`limits.{key}` must be at least 1"));
+        }
     }
     if c.tls.cert.is_some() != c.tls.key.is_some() {
         problems.push("`tls`: set both `cert` and `key`, or neither".into());

@@ -163,6 +163,9 @@ async fn serve(loaded: Loaded, json_logs: bool) -> anyhow::Result<ExitCode> {
     let proxies = gatehouse_oauth::TrustedProxies::parse(&config.trusted_proxies)
         .map_err(|e| anyhow::anyhow!("`trusted_proxies`: {e}"))?
         .with_header(header);
+    // Every client behind a trusted proxy arrives from its address: the
+    // per-address share does not apply to it.
+    let proxies_for_limits = proxies.clone();
     if !proxies.is_empty() {
         tracing::info!(
             trusted_proxies = config.trusted_proxies.join(","),
@@ -212,8 +215,18 @@ async fn serve(loaded: Loaded, json_logs: bool) -> anyhow::Result<ExitCode> {
     let make_service = app.into_make_service_with_connect_info::<SocketAddr>();
     // Every accepted socket goes through the connection limits (and gets
     // TCP_NODELAY there); under TLS they run before the handshake.
+    let caps = connection_caps(limits, open_files_limit());
+    tracing::info!(
+        max_connections = caps.max,
+        max_connections_per_address = caps.per_address,
+        open_files = caps
+            .open_files
+            .map_or_else(|| "unknown".to_string(), |n| n.to_string()),
+        "connection limits"
+    );
     let conn_limits = conn::Limits::new(
-        limits.max_connections,
+        caps,
+        proxies_for_limits,
         Duration::from_secs(limits.header_read_timeout.0),
         Duration::from_secs(limits.body_read_timeout.0),
     );
@@ -553,16 +566,97 @@ fn authenticator(
     .map_err(|e| anyhow::anyhow!(e))
 }
 
+/// The connection caps in force: `limits.max_connections` and
+/// `limits.max_connections_per_address`, or what they default to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ConnectionCaps {
+    /// Client connections open at once.
+    pub max: u32,
+    /// Of those, the most one client address (an IPv6 /64) may hold.
+    pub per_address: u32,
+    /// The open-files limit they were derived from, when known.
+    pub open_files: Option<u64>,
+}
+
+/// Highest default for `limits.max_connections`, whatever the open-files
+/// limit: an idle connection costs memory too (hyper's buffers, a task),
+/// and this bounds what a flood of them can hold.
+const MAX_DEFAULT_CONNECTIONS: u64 = 65_536;
+
+/// The caps for `limits` on a process allowed `open_files` descriptors
+/// (`None`: unknown). Unset, `max_connections` is the open-files limit less
+/// a reserve for the database connections, SQLite's files, logs and
+/// outgoing connections (a tenth of it, at least 512 or half of a small
+/// limit), at most [`MAX_DEFAULT_CONNECTIONS`]; 512 when the limit is
+/// unknown. Unset, `max_connections_per_address` is three quarters of
+/// `max_connections` (rounded up): one address never holds the last
+/// quarter, so it cannot keep the others out, while a single load balancer
+/// or benchmark client still gets most of the cap.
+pub(crate) fn connection_caps(
+    limits: &crate::config::LimitsConfig,
+    open_files: Option<u64>,
+) -> ConnectionCaps {
+    let max = limits.max_connections.unwrap_or_else(|| {
+        open_files.map_or(512, |n| {
+            let reserve = (n / 10).max(512.min(n / 2));
+            let derived = n.saturating_sub(reserve).clamp(1, MAX_DEFAULT_CONNECTIONS);
+            u32::try_from(derived).unwrap_or(u32::MAX)
+        })
+    });
+    let per_address = limits
+        .max_connections_per_address
+        .unwrap_or(max - max / 4)
+        .min(max);
+    ConnectionCaps {
+        max,
+        per_address,
+        open_files,
+    }
+}
+
+/// Raises the soft open-files limit (`RLIMIT_NOFILE`) to the hard one, as
+/// a server that holds a socket per client should, and answers the soft
+/// limit in force (`u64::MAX` when unlimited); `None` where there is no
+/// such limit to read.
+fn open_files_limit() -> Option<u64> {
+    #[cfg(unix)]
+    {
+        use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+        let now = getrlimit(Resource::Nofile);
+        if now.current != now.maximum {
+            let raised = Rlimit {
+                current: now.maximum,
+                maximum: now.maximum,
+            };
+            match setrlimit(Resource::Nofile, raised) {
+                Ok(()) => {
+                    return Some(now.maximum.unwrap_or(u64::MAX));
+                }
+                // (macOS refuses an unlimited soft limit: the current one stays.)
+                Err(e) => tracing::debug!(error = %e, "the open-files limit was not raised"),
+            }
+        }
+        Some(now.current.unwrap_or(u64::MAX))
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}
+
 /// Connection-level limits against slow and idle clients (slowloris): a cap
-/// on open connections, a deadline for the first request's head, and one
-/// for every request body. HTTP/1 keep-alive idleness is hyper's header-read
-/// timer (`http_builder` in `serve`).
+/// on open connections and a share of it per client address, a deadline for
+/// the first request's head, and one for every request body. HTTP/1
+/// keep-alive idleness is hyper's header-read timer (`http_builder` in
+/// `serve`).
 mod conn {
+    use std::collections::HashMap;
     use std::future::Future;
     use std::io;
+    use std::net::{IpAddr, Ipv6Addr};
     use std::pin::Pin;
-    use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
     use std::task::{Context, Poll};
     use std::time::{Duration, Instant};
 
@@ -582,23 +676,111 @@ mod conn {
     pub(super) struct Limits {
         permits: Arc<Semaphore>,
         max: u32,
+        addresses: Arc<Addresses>,
         first_head: Duration,
         body: Duration,
         refusals: Arc<Refusals>,
+        address_refusals: Arc<Refusals>,
     }
 
     impl Limits {
-        pub(super) fn new(max_connections: u32, first_head: Duration, body: Duration) -> Self {
+        pub(super) fn new(
+            caps: super::ConnectionCaps,
+            proxies: gatehouse_oauth::TrustedProxies,
+            first_head: Duration,
+            body: Duration,
+        ) -> Self {
             Self {
-                permits: Arc::new(Semaphore::new(max_connections as usize)),
-                max: max_connections,
+                permits: Arc::new(Semaphore::new(caps.max as usize)),
+                max: caps.max,
+                addresses: Arc::new(Addresses {
+                    share: caps.per_address,
+                    proxies,
+                    held: Mutex::default(),
+                }),
                 first_head,
                 body,
-                refusals: Arc::new(Refusals {
-                    start: Instant::now(),
-                    last_warning_ms: AtomicU64::new(0),
-                    count: AtomicU64::new(0),
-                }),
+                refusals: Arc::new(Refusals::new(
+                    "connection limit reached: new connections are closed (limits.max_connections)",
+                )),
+                address_refusals: Arc::new(Refusals::new(
+                    "connection limit reached for one address: its new connections are closed \
+                     (limits.max_connections_per_address)",
+                )),
+            }
+        }
+    }
+
+    /// How many connections each client address holds, each kept within
+    /// its share of the cap. Addresses count by network: an IPv4 address
+    /// alone, an IPv6 address by its /64 (one host's usual allocation); an
+    /// IPv4-mapped IPv6 address as the IPv4 one. A trusted proxy's address
+    /// is not limited: every client behind it arrives from it.
+    #[derive(Debug)]
+    struct Addresses {
+        share: u32,
+        proxies: gatehouse_oauth::TrustedProxies,
+        held: Mutex<HashMap<IpAddr, u32>>,
+    }
+
+    /// The network `ip` counts under.
+    fn network(ip: IpAddr) -> IpAddr {
+        match ip {
+            IpAddr::V4(_) => ip,
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => IpAddr::V4(v4),
+                None => {
+                    let s = v6.segments();
+                    IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+                }
+            },
+        }
+    }
+
+    impl Addresses {
+        /// A place for one more connection from `peer`; `None` when its
+        /// network holds its share already. `Some(None)`: not counted.
+        fn take(self: &Arc<Self>, peer: Option<IpAddr>) -> Option<Option<AddressSlot>> {
+            let Some(peer) = peer.filter(|p| !self.proxies.contains(*p)) else {
+                return Some(None);
+            };
+            let key = network(peer);
+            let mut held = self
+                .held
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let n = held.entry(key).or_insert(0);
+            if *n >= self.share {
+                return None;
+            }
+            *n += 1;
+            Some(Some(AddressSlot {
+                addresses: self.clone(),
+                key,
+            }))
+        }
+    }
+
+    /// One connection's place in its address's share, given back when the
+    /// connection closes.
+    #[derive(Debug)]
+    struct AddressSlot {
+        addresses: Arc<Addresses>,
+        key: IpAddr,
+    }
+
+    impl Drop for AddressSlot {
+        fn drop(&mut self) {
+            let mut held = self
+                .addresses
+                .held
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(n) = held.get_mut(&self.key) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    held.remove(&self.key);
+                }
             }
         }
     }
@@ -613,6 +795,12 @@ mod conn {
             // kept waiting: a waiting socket still holds a descriptor, which
             // is what the cap protects, and axum-server has accepted it
             // already, so it cannot be left in the kernel's backlog.
+            let Some(slot) = self.addresses.take(stream.peer_addr().ok().map(|a| a.ip())) else {
+                self.address_refusals.note(self.addresses.share);
+                return std::future::ready(Err(io::Error::other(
+                    "connection limit reached for this address",
+                )));
+            };
             let Ok(permit) = self.permits.clone().try_acquire_owned() else {
                 self.refusals.note(self.max);
                 return std::future::ready(Err(io::Error::other("connection limit reached")));
@@ -627,6 +815,7 @@ mod conn {
                 Limited {
                     inner: stream,
                     _permit: permit,
+                    _slot: slot,
                     first_head: Some(Box::pin(tokio::time::sleep(self.first_head))),
                     served: served.clone(),
                 },
@@ -643,6 +832,8 @@ mod conn {
     /// cannot flood the log too.
     #[derive(Debug)]
     struct Refusals {
+        /// The warning.
+        what: &'static str,
         start: Instant,
         /// Milliseconds after `start` of the last warning; 0: none yet.
         last_warning_ms: AtomicU64,
@@ -650,6 +841,15 @@ mod conn {
     }
 
     impl Refusals {
+        fn new(what: &'static str) -> Self {
+            Self {
+                what,
+                start: Instant::now(),
+                last_warning_ms: AtomicU64::new(0),
+                count: AtomicU64::new(0),
+            }
+        }
+
         fn note(&self, max: u32) {
             self.count.fetch_add(1, Ordering::Relaxed);
             let now = u64::try_from(self.start.elapsed().as_millis())
@@ -663,11 +863,7 @@ mod conn {
                     .is_ok()
             {
                 let refused = self.count.swap(0, Ordering::Relaxed);
-                tracing::warn!(
-                    refused,
-                    max_connections = max,
-                    "connection limit reached: new connections are closed (limits.max_connections)"
-                );
+                tracing::warn!(refused, limit = max, "{}", self.what);
             }
         }
     }
@@ -681,6 +877,8 @@ mod conn {
     pub(super) struct Limited<S> {
         inner: S,
         _permit: OwnedSemaphorePermit,
+        /// Its place in its address's share (`None`: not counted).
+        _slot: Option<AddressSlot>,
         /// Until the first request's head is in; then dropped, and hyper's
         /// timers and the body deadline take over.
         first_head: Option<Pin<Box<Sleep>>>,
@@ -876,5 +1074,36 @@ mod conn {
         fn size_hint(&self) -> SizeHint {
             self.inner.size_hint()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps(max: Option<u32>, per_address: Option<u32>, open_files: Option<u64>) -> (u32, u32) {
+        let limits = crate::config::LimitsConfig {
+            max_connections: max,
+            max_connections_per_address: per_address,
+            ..Default::default()
+        };
+        let c = connection_caps(&limits, open_files);
+        (c.max, c.per_address)
+    }
+
+    #[test]
+    fn the_default_caps_follow_the_open_files_limit() {
+        // The usual soft limit: half of it kept for the database and files.
+        assert_eq!(caps(None, None, Some(1024)), (512, 384));
+        // A hard limit of 20,000: 10,000 subscribers from one address fit.
+        assert_eq!(caps(None, None, Some(20_000)), (18_000, 13_500));
+        assert_eq!(caps(None, None, Some(u64::MAX)), (65_536, 49_152));
+        assert_eq!(caps(None, None, None), (512, 384));
+        assert_eq!(caps(None, None, Some(10)), (5, 4));
+        // What is configured stands; a share above the cap is the cap.
+        assert_eq!(caps(Some(100), None, Some(1024)), (100, 75));
+        assert_eq!(caps(Some(2), None, None), (2, 2));
+        assert_eq!(caps(Some(100), Some(500), None), (100, 100));
+        assert_eq!(caps(Some(100), Some(10), None), (100, 10));
     }
 }

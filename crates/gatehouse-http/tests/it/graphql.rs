@@ -709,3 +709,81 @@ async fn an_oversized_in_list_is_bad_user_input() {
     let fine: Vec<i64> = (0..1000).collect();
     s.data(q, json!({"y": fine})).await;
 }
+
+/// Each location of `errors` is a line and column from 1 (GraphQL spec
+/// §7.1.2); an error of the whole request has none.
+fn assert_locations_valid(r: &Value) {
+    for e in r["errors"].as_array().unwrap() {
+        let Some(locations) = e.get("locations") else {
+            continue;
+        };
+        for at in locations.as_array().unwrap() {
+            assert!(
+                at["line"].as_u64() >= Some(1) && at["column"].as_u64() >= Some(1),
+                "{r}"
+            );
+        }
+    }
+}
+
+/// A commit that fails (a unique key PostgreSQL checks only at COMMIT,
+/// added here from outside) is an error of the whole request: `data: null`,
+/// nothing written, and no `locations` of `0:0`.
+#[tokio::test]
+async fn a_failed_commit_is_a_request_error_without_locations() {
+    let Some(db) = gatehouse_testkit::TestDb::postgres().await else {
+        return;
+    };
+    let s = crate::start_in(db, crate::open_options(), 1 << 20).await;
+    let table = s.store.model().entity("Book").unwrap().table.clone();
+    let admin = gatehouse_testkit::pg_client(s._db.url()).await.unwrap();
+    admin
+        .batch_execute(&format!(
+            "ALTER TABLE \"{table}\" ADD CONSTRAINT title_once UNIQUE (title) DEFERRABLE INITIALLY DEFERRED"
+        ))
+        .await
+        .unwrap();
+    let author = s.author("Lem", None).await;
+    let r = s
+        .gql(
+            "mutation($a: ID!) { \
+               one: createBook(input: {title: \"Solaris\", status: AVAILABLE, author: $a}) { id } \
+               two: createBook(input: {title: \"Solaris\", status: AVAILABLE, author: $a}) { id } }",
+            json!({"a": author}),
+        )
+        .await;
+    assert_eq!(r["data"], Value::Null, "{r}");
+    assert_eq!(r["errors"].as_array().unwrap().len(), 1, "{r}");
+    assert!(r["errors"][0].get("locations").is_none(), "{r}");
+    assert_eq!(
+        s.data("{ books { id } }", json!({})).await["books"],
+        json!([])
+    );
+}
+
+/// The refusal of introspection to a caller who may not read the schema
+/// is an error of the whole request too.
+#[tokio::test]
+async fn a_refused_introspection_has_no_zero_location() {
+    let s = start().await;
+    // Requests need a principal here, and this one has none.
+    let graphql = gatehouse_graphql::Graphql::new(
+        gatehouse_testkit::example_model(),
+        s.store.clone(),
+        &gatehouse_graphql::GraphqlOptions::default(),
+    )
+    .unwrap();
+    let refused = graphql
+        .execute(gatehouse_graphql::async_graphql::Request::new(
+            "{ __schema { queryType { name } } }",
+        ))
+        .await;
+    let r = serde_json::to_value(&refused.response).unwrap();
+    assert_eq!(
+        r["errors"][0]["extensions"]["code"],
+        json!("FORBIDDEN"),
+        "{r}"
+    );
+    assert!(r["errors"][0].get("locations").is_none(), "{r}");
+    assert_locations_valid(&r);
+}

@@ -16,6 +16,7 @@ mod scalars;
 mod spec;
 mod subscriptions;
 mod types_only;
+mod variables;
 
 use std::sync::Arc;
 

@@ -1145,3 +1145,133 @@ async fn sse_and_websocket_subscribers_share_a_group() {
     let body: Value = serde_json::from_str(&events[0].1).unwrap();
     assert_eq!(body["data"]["bookCreated"]["title"], json!("Solaris"));
 }
+
+/// A variable the `subscribe` message does not send leaves its argument
+/// absent (GraphQL spec §6.4.1): a subscription's filter does not apply,
+/// and a mutation over the socket leaves the field as it is.
+#[tokio::test]
+async fn an_unsent_variable_is_absent_over_websocket() {
+    let env = start().await;
+    let token = env.alice().await;
+    let lem = env.author(&token, "Lem").await;
+    let earthsea = env.book(&token, "Earthsea", &lem).await["data"]["createBook"]["id"].clone();
+    env.gql(
+        &token,
+        "mutation($id: ID!) { updateBook(id: $id, patch: {year: 1968}) { id } }",
+        json!({"id": earthsea}),
+    )
+    .await;
+    let mut s = env.ready(&token).await;
+    send(
+        &mut s,
+        subscribe(
+            "s",
+            "subscription($a: ID) { bookCreated(author: $a) { title } }",
+            json!({}),
+        ),
+    )
+    .await;
+    env.settle(1).await;
+    env.book(&token, "Solaris", &lem).await;
+    assert_eq!(
+        recv(&mut s).await,
+        json!({"type": "next", "id": "s", "payload": {"data": {"bookCreated": {"title": "Solaris"}}}})
+    );
+    send(
+        &mut s,
+        subscribe(
+            "m",
+            "mutation($id: ID!, $t: String, $y: Int) { updateBook(id: $id, patch: {title: $t, year: $y}) { title year } }",
+            json!({"id": earthsea, "t": "A Wizard of Earthsea"}),
+        ),
+    )
+    .await;
+    assert_eq!(
+        recv(&mut s).await,
+        json!({"type": "next", "id": "m", "payload": {"data": {"updateBook": {"title": "A Wizard of Earthsea", "year": 1968}}}})
+    );
+    assert_eq!(recv(&mut s).await, json!({"type": "complete", "id": "m"}));
+}
+
+/// When the PostgreSQL listener loses its connection, other instances'
+/// events of the gap are lost: every open subscription ends with the
+/// promised message and its own code, `FEED_INTERRUPTED` (never an internal
+/// error), then `complete`, over WebSocket and SSE alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_feed_ends_subscriptions_with_feed_interrupted() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let model = example_model();
+    let store = db.open(&model).await;
+    let env = start_on(store.clone(), model, options(), false).await;
+    let token = env.alice().await;
+    let mut ws = env.ready(&token).await;
+    send(
+        &mut ws,
+        subscribe("w", "subscription { bookCreated { title } }", json!({})),
+    )
+    .await;
+    let mut sse = env
+        .client
+        .post(format!("{}/graphql", env.base))
+        .bearer_auth(&token)
+        .header("accept", "text/event-stream")
+        .json(&json!({"query": "subscription { bookCreated { id } }"}))
+        .send()
+        .await
+        .unwrap();
+    env.settle(2).await;
+    let admin = gatehouse_testkit::pg_client(db.url()).await.unwrap();
+    let cut = admin
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = current_database() AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert!(!cut.is_empty(), "no listener connection found");
+    let interrupted = |payload: &Value| {
+        assert_eq!(
+            payload["errors"][0]["extensions"]["code"],
+            json!("FEED_INTERRUPTED"),
+            "{payload}"
+        );
+        assert_eq!(
+            payload["errors"][0]["message"],
+            json!(
+                "the change feed was interrupted and events may have been missed; subscribe again"
+            ),
+            "{payload}"
+        );
+    };
+    // The feed ends once the listener listens again.
+    let next = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match ws.next().await {
+                Some(Ok(Message::Text(t))) => {
+                    return serde_json::from_str::<Value>(t.as_str()).unwrap();
+                }
+                Some(Ok(_)) => continue,
+                other => panic!("socket ended: {other:?}"),
+            }
+        }
+    })
+    .await
+    .expect("the subscription ends in time");
+    assert_eq!(
+        (&next["type"], &next["id"]),
+        (&json!("next"), &json!("w")),
+        "{next}"
+    );
+    interrupted(&next["payload"]);
+    assert_eq!(recv(&mut ws).await, json!({"type": "complete", "id": "w"}));
+    let events = sse_events(&mut sse, 2).await;
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(events[0].0, "next", "{events:?}");
+    interrupted(&serde_json::from_str(&events[0].1).unwrap());
+    assert_eq!(events[1].0, "complete", "{events:?}");
+    drop(ws);
+    store.close().await;
+}
