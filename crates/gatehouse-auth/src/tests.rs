@@ -1769,6 +1769,64 @@ async fn client_and_user_administration() {
     );
 }
 
+/// OpenID Connect Core §3.1.3.3 and the contract: the password grant with
+/// `openid` granted answers an `id_token` too.
+#[tokio::test]
+async fn the_password_grant_with_openid_returns_an_id_token() {
+    let f = fixture().await;
+    let admin = f.server.admin();
+    admin
+        .bootstrap_client(
+            &NewClient {
+                client_id: "rp".into(),
+                grants: vec!["password".into()],
+                scopes: vec!["read".into(), "openid".into(), "profile".into()],
+                ..Default::default()
+            },
+            "rp-secret",
+        )
+        .await
+        .unwrap();
+    let rp = f.repo.get_client("rp").await.unwrap().unwrap();
+    let r = f
+        .server
+        .password_grant(
+            &rp,
+            Some("alice"),
+            Some("alice-pw"),
+            Some("openid read"),
+            false,
+            None,
+        )
+        .await
+        .unwrap();
+    let id = r.id_token.expect("an id_token with openid");
+    let (header, claims) = parts(&id);
+    assert_eq!(header["kid"], parts(&r.access_token).0["kid"]);
+    assert_eq!(claims["iss"], ISSUER);
+    assert_eq!(claims["sub"], "alice");
+    assert_eq!(claims["aud"], "rp");
+    assert_eq!(claims["auth_time"], f.clock.now());
+    assert_eq!(
+        claims["at_hash"],
+        crate::oidc::token_hash(SigningAlg::EdDsa, &r.access_token)
+    );
+    // Without openid: none.
+    let r = f
+        .server
+        .password_grant(
+            &rp,
+            Some("alice"),
+            Some("alice-pw"),
+            Some("read"),
+            false,
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(r.id_token.is_none());
+}
+
 #[test]
 fn error_display_is_the_wire_code() {
     let cases: Vec<(Error, &str)> = vec![
