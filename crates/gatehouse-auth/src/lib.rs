@@ -68,8 +68,8 @@ pub use model::{
     valid_scope_token,
 };
 pub use model::{
-    CodeRecord, ConsumerRecord, GRAPHIQL_CLIENT_ID, IdentityKind, NewIdentity, OAuth1TokenKind,
-    OAuth1TokenRecord,
+    CodeRecord, ConsumerRecord, GRAPHIQL_CLIENT_ID, IdentityKind, MAX_NEW_NAME, NAME_CHARACTERS,
+    NameTaken, NewIdentity, OAuth1TokenKind, OAuth1TokenRecord, name_key, valid_new_name,
 };
 pub use principal::{ANONYMOUS_SCOPE, AccessTokenFacts, AuthScheme, Principal, challenge};
 pub use random::{Random, SeededRandom, SystemRandom};

@@ -425,7 +425,8 @@ impl AuthServer {
     /// `password` and the configured `sign_up_scopes`, then signs them in
     /// for `req`. Throttled per address like failed logins (a refused
     /// attempt counts as a failure); the name must be free among users,
-    /// clients and consumers ([`crate::AuthRepo::register`]).
+    /// clients and consumers, and never used by a removed one
+    /// ([`crate::AuthRepo::register`]).
     pub async fn sign_up(
         &self,
         req: &AuthorizeRequest,
@@ -440,12 +441,18 @@ impl AuthServer {
         self.logins
             .check_address(from, now)
             .map_err(too_many_failures)?;
-        let refuse = |msg: &'static str| {
+        let refuse = |msg: crate::error::Description| {
             self.logins.failed_address(from, self.now());
-            Err(Error::InvalidInput(msg.into()))
+            Err(Error::InvalidInput(msg))
         };
         if password.chars().count() < MIN_SIGN_UP_PASSWORD {
-            return refuse("the password must have at least 12 characters");
+            return refuse("the password must have at least 12 characters".into());
+        }
+        // The cheap checks first, so that a typo costs no password hash.
+        if let Err(Error::InvalidInput(msg)) =
+            crate::admin::check_new_name(crate::IdentityKind::User, username)
+        {
+            return refuse(msg);
         }
         match self
             .admin()
@@ -453,13 +460,8 @@ impl AuthServer {
             .await
         {
             Ok(_) => {}
-            Err(Error::Conflict(_)) => return refuse("this user name is not available"),
-            Err(Error::InvalidInput(_)) => {
-                return refuse(
-                    "the user name must be 1 to 256 visible ASCII characters, \
-                     and the password at most 1024 bytes",
-                );
-            }
+            Err(Error::Conflict(_)) => return refuse("this user name is not available".into()),
+            Err(Error::InvalidInput(msg)) => return refuse(msg),
             Err(e) => return Err(e),
         }
         tracing::info!(?from, "user signed up");
