@@ -423,9 +423,11 @@ impl AuthServer {
 
     /// Self-service sign-up (`[auth] sign_up`): registers `username` with
     /// `password` and the configured `sign_up_scopes`, then signs them in
-    /// for `req`. Throttled per address like failed logins (a refused
-    /// attempt counts as a failure); the name must be free among users,
-    /// clients and consumers, and never used by a removed one
+    /// for `req`. A refused attempt counts as a failed login of the
+    /// address; an attempt with a well-formed name and password counts as
+    /// a sign-up of the address ([`crate::LoginThrottle::take_sign_up`]): past
+    /// the free ones, `TooManyRequests`. The name must be free among
+    /// users, clients and consumers, and never used by a removed one
     /// ([`crate::AuthRepo::register`]).
     pub async fn sign_up(
         &self,
@@ -448,12 +450,19 @@ impl AuthServer {
         if password.chars().count() < MIN_SIGN_UP_PASSWORD {
             return refuse("the password must have at least 12 characters".into());
         }
-        // The cheap checks first, so that a typo costs no password hash.
+        // The cheap checks first, so that a typo costs neither a sign-up
+        // of the address nor a password hash.
         if let Err(Error::InvalidInput(msg)) =
             crate::admin::check_new_name(crate::IdentityKind::User, username)
         {
             return refuse(msg);
         }
+        self.logins.take_sign_up(from, now).map_err(|wait| {
+            Error::TooManyRequests(
+                "too many accounts were created from this address; retry later".into(),
+                wait,
+            )
+        })?;
         match self
             .admin()
             .add_user(username, password, &self.config.sign_up_scopes)
