@@ -1,8 +1,11 @@
 //! Who a caller is: a client's name never passes for a user's in a row
-//! policy, names do not collide across users, clients and consumers, and
-//! behind a trusted proxy the client cannot choose its own address.
+//! policy, names do not collide across users, clients and consumers (nor
+//! with case variants, nor with the names of removed ones), and behind a
+//! trusted proxy the client cannot choose its own address.
 
-use gatehouse_testkit::{TestDb, password_token};
+use gatehouse_testkit::{
+    Browser, TestDb, authorize_url, password_token, pkce_challenge, pkce_verifier,
+};
 use serde_json::{Value, json};
 
 use crate::{APP, Server, config_text};
@@ -195,4 +198,217 @@ async fn a_client_written_forwarding_header_does_not_reset_the_login_throttle() 
             "{fixed} read, {rotated} ignored: {statuses:?}"
         );
     }
+}
+
+/// Self-service sign-up on, and a public first-party app to sign up through.
+pub(crate) const SIGN_UP: &str = r#"
+[auth]
+sign_up = true
+sign_up_scopes = ["read", "write"]
+
+[[bootstrap.clients]]
+client_id = "spa"
+public = true
+first_party = true
+grants = ["authorization_code"]
+scopes = ["read", "write"]
+redirect_uris = ["https://spa.example/cb"]
+"#;
+
+/// Signs up `name` through the sign-up page of `server`; the page after
+/// the form (302 with a code on success).
+pub(crate) async fn sign_up(
+    server: &Server,
+    name: &str,
+    verifier: &str,
+) -> gatehouse_testkit::Page {
+    let challenge = pkce_challenge(verifier);
+    let url = authorize_url(
+        &server.base,
+        &[
+            ("response_type", "code"),
+            ("client_id", "spa"),
+            ("redirect_uri", "https://spa.example/cb"),
+            ("scope", "read write"),
+            ("state", "st"),
+            ("code_challenge", &challenge),
+            ("code_challenge_method", "S256"),
+            ("screen", "sign_up"),
+        ],
+    );
+    let mut browser = Browser::new();
+    let form = browser.get(&url).await;
+    assert_eq!(form.status, 200, "{}", form.body);
+    browser
+        .submit(
+            &format!("{}/oauth/authorize", server.base),
+            &form,
+            &[
+                ("action", "sign_up"),
+                ("username", name),
+                ("password", "a long enough password"),
+            ],
+        )
+        .await
+}
+
+/// The access token of a sign-up that succeeded.
+async fn signed_up_token(
+    server: &Server,
+    page: &gatehouse_testkit::Page,
+    verifier: &str,
+) -> String {
+    assert_eq!(page.status, 302, "{}: {}", server.backend(), page.body);
+    let code = page.redirect_params()["code"].clone();
+    let r: Value = server
+        .client
+        .post(format!("{}/oauth/token", server.base))
+        .form(&[
+            ("grant_type", "authorization_code"),
+            ("client_id", "spa"),
+            ("code", code.as_str()),
+            ("redirect_uri", "https://spa.example/cb"),
+            ("code_verifier", verifier),
+        ])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    r["access_token"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_string()
+}
+
+/// `gatehouse ARGS --database URL` on the server's database, `stdin` its
+/// input (a password).
+fn cli(server: &Server, args: &[&str], stdin: &str) -> std::process::Output {
+    use std::io::Write;
+    let mut child = gatehouse_testkit::command(env!("CARGO_BIN_EXE_gatehouse"))
+        .args(args)
+        .arg("--database")
+        .arg(server.db.url())
+        .env(
+            "GATEHOUSE_SECRET",
+            "security-suite-key-encryption-secret-0123456789",
+        )
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// A removed user's name is never given to a stranger: with sign-up on,
+/// dave signs up and writes a private memo, an operator removes dave, and
+/// a stranger signing up as `dave` (or `DAVE`) is refused, as is `user
+/// add dave`: a `sub` is never reassigned (OpenID Connect Core §2), so
+/// the memo never becomes the stranger's.
+#[tokio::test]
+async fn a_removed_users_name_is_never_given_to_someone_else() {
+    for s in Server::each_backend(SIGN_UP).await {
+        let b = s.backend();
+        let verifier = pkce_verifier("dave");
+        let page = sign_up(&s, "dave", &verifier).await;
+        let dave = signed_up_token(&s, &page, &verifier).await;
+        let d = s
+            .data(
+                &dave,
+                "mutation { createMemo(title: \"dave's\", published: false) { id owner } }",
+                json!({}),
+            )
+            .await;
+        assert_eq!(d["createMemo"]["owner"], "dave", "{b}");
+
+        let o = cli(&s, &["user", "remove", "dave"], "");
+        assert!(
+            o.status.success(),
+            "{b}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+
+        for name in ["dave", "DAVE", "Dave"] {
+            let page = sign_up(&s, name, &verifier).await;
+            assert_eq!(page.status, 400, "{b}: {name}: {}", page.body);
+            assert!(
+                page.body.contains("not available"),
+                "{b}: {name}: {}",
+                page.body
+            );
+        }
+        let o = cli(&s, &["user", "add", "dave"], "another password\n");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{b}: {err}");
+        assert!(
+            err.contains("\"dave\"") && err.contains("removed"),
+            "{b}: {err}"
+        );
+        // Nor as a client.
+        let o = cli(
+            &s,
+            &["client", "add", "Dave", "--grants", "client_credentials"],
+            "",
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains("removed"), "{b}: {err}");
+    }
+}
+
+/// Names are unique without regard to case (a variant of a user's, a
+/// client's or the built-in GraphiQL client's name is refused) and drawn
+/// from a documented set: no `:` (unusable with HTTP Basic), no leading
+/// `$` (a policy variable's spelling).
+#[tokio::test]
+async fn names_are_unique_without_regard_to_case_and_from_a_set() {
+    let s = Server::start(SIGN_UP);
+    let verifier = pkce_verifier("names");
+    for (name, needle) in [
+        ("ALICE", "not available"),
+        ("Reader", "not available"),
+        ("APP", "not available"),
+        ("GraphiQL", "not available"),
+        ("eve:x", "letters, digits"),
+        ("$sub", "letters, digits"),
+        ("has space", "letters, digits"),
+    ] {
+        let page = sign_up(&s, name, &verifier).await;
+        assert_eq!(page.status, 400, "{name}: {}", page.body);
+        assert!(page.body.contains(needle), "{name}: {}", page.body);
+    }
+    for (args, needle) in [
+        (
+            vec!["user", "add", "Alice"],
+            "unique without regard to case",
+        ),
+        (vec!["user", "add", "bob:x"], "letters, digits"),
+        (vec!["user", "add", "$org"], "letters, digits"),
+        (
+            vec![
+                "client",
+                "add",
+                "GRAPHIQL",
+                "--grants",
+                "client_credentials",
+            ],
+            "GraphiQL",
+        ),
+        (vec!["consumer", "add", "Rp"], "already taken"),
+    ] {
+        let o = cli(&s, &args, "a password\n");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    // A name from the set, in any case not yet taken, signs up.
+    let page = sign_up(&s, "Eve.Smith@example.com", &verifier).await;
+    signed_up_token(&s, &page, &verifier).await;
 }

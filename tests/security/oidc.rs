@@ -132,3 +132,28 @@ async fn userinfo_from_origins_not_listed_is_refused() {
         assert_eq!(status, 200, "{origin:?}: {body}");
     }
 }
+
+/// OpenID Connect Core §3.1.3.3 and CONTRACT §12: whenever `openid` is
+/// granted the token response carries an `id_token`, the password grant
+/// included; without `openid` it carries none.
+#[tokio::test]
+async fn the_password_grant_with_openid_answers_an_id_token() {
+    for server in Server::each_backend("").await {
+        let be = server.backend();
+        let t = rp_token(&server, "alice", "openid read").await;
+        let id = t["id_token"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{be}: {t}"));
+        let c = gatehouse_testkit::jwt_payload(id);
+        assert_eq!(c["sub"], "alice", "{be}: {c}");
+        assert_eq!(c["aud"], RP.0, "{be}: {c}");
+        let at = gatehouse_testkit::jwt_payload(access(&t));
+        assert_eq!(c["iss"], at["iss"], "{be}: {c}");
+        assert!(
+            c["auth_time"].is_i64() && c["at_hash"].is_string(),
+            "{be}: {c}"
+        );
+        let t = rp_token(&server, "alice", "read").await;
+        assert!(t.get("id_token").is_none(), "{be}: {t}");
+    }
+}

@@ -283,3 +283,46 @@ fn form_pairs(pairs: &[(&str, &str)]) -> String {
         .collect::<Vec<_>>()
         .join("&")
 }
+
+/// Sign-ups from one address are throttled like failed sign-ins: past
+/// the free ones, the sign-up page answers 429 with `Retry-After` and says
+/// why, and no account is created.
+#[tokio::test]
+async fn sign_ups_from_one_address_are_throttled() {
+    let server = Server::start(crate::identity::SIGN_UP);
+    let verifier = pkce_verifier("many");
+    let free = gatehouse_auth::FREE_SIGN_UPS_PER_ADDRESS;
+    let mut last = None;
+    // Past the free ones the delays double from 1 s: on a slow machine a
+    // sign-up may outlast the first delays, never many.
+    for i in 0..free + 6 {
+        let page = crate::identity::sign_up(&server, &format!("bot{i}"), &verifier).await;
+        if page.status != 302 {
+            last = Some((i, page));
+            break;
+        }
+    }
+    let (i, page) = last.expect("a sign-up refused");
+    assert!(i > free, "refused after {i}: {}", page.body);
+    assert_eq!(page.status, 429, "{}", page.body);
+    assert!(page.header("retry-after").is_some());
+    assert!(
+        page.body.contains("Too many accounts created"),
+        "{}",
+        page.body
+    );
+    // The refused account does not exist: it cannot sign in.
+    let r = server
+        .client
+        .post(format!("{}/oauth/token", server.base))
+        .basic_auth(crate::APP.0, Some(crate::APP.1))
+        .form(&[
+            ("grant_type", "password"),
+            ("username", format!("bot{i}").as_str()),
+            ("password", "a long enough password"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+}

@@ -28,7 +28,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 use gatehouse_auth::{
     AuthRepo, ClientRecord, ClientType, CodeRecord, ConsumerRecord, Grant, IdentityKind, KeyRecord,
-    NewIdentity, OAuth1TokenKind, OAuth1TokenRecord, RepoError, TokenKind, TokenRecord, UserRecord,
+    NameTaken, NewIdentity, OAuth1TokenKind, OAuth1TokenRecord, RepoError, TokenKind, TokenRecord,
+    UserRecord, name_key,
 };
 use gatehouse_db::{Built, Conn, Db, DbError, DbRow, Dialect, SCHEMA_LOCK, SqlKind, q};
 use sea_query::Value;
@@ -48,6 +49,10 @@ const NONCES: &str = "_gatehouse_oauth1_nonces";
 /// Authorization codes: `use_code`'s conditional `UPDATE` is what makes a
 /// code single-use across instances.
 const CODES: &str = "_gatehouse_oauth_codes";
+/// Names of removed users, clients and consumers, by their case-folded
+/// key (`gatehouse_auth::name_key`): `register` refuses them, so a `sub`
+/// is never given to someone else.
+const RETIRED: &str = "_gatehouse_oauth_retired_names";
 
 /// Creates the OAuth tables and their indexes when missing (under the
 /// schema lock, [`SqlAuthRepo::ensure_tables`]).
@@ -131,6 +136,15 @@ async fn create_tables(conn: &mut Conn<'_>, d: Dialect) -> Result<(), sqlx::Erro
             q(CODES)
         ),
         index(CODES, "expires_at"),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (name_key {text} PRIMARY KEY NOT NULL, \
+             kind TEXT NOT NULL, name {text} NOT NULL)",
+            q(RETIRED)
+        ),
+        // `register` looks names up without regard to ASCII case.
+        folded_index(USERS, "username"),
+        folded_index(CLIENTS, "client_id"),
+        folded_index(CONSUMERS, "consumer_key"),
     ];
     for sql in &statements {
         conn.ddl(sql).await?;
@@ -188,6 +202,18 @@ async fn add_missing_columns(conn: &mut Conn<'_>, d: Dialect) -> Result<(), sqlx
         }
     }
     Ok(())
+}
+
+/// An index on `lower(column)`: `lower` folds ASCII only on both backends
+/// (SQLite without ICU; PostgreSQL under the `C` collation of these
+/// columns), as `gatehouse_auth::name_key` does.
+fn folded_index(table: &str, column: &str) -> String {
+    format!(
+        "CREATE INDEX IF NOT EXISTS {} ON {} (lower({}))",
+        q(&format!("{table}_{column}_folded_idx")),
+        q(table),
+        q(column)
+    )
 }
 
 fn index(table: &str, column: &str) -> String {
@@ -633,6 +659,52 @@ impl SqlAuthRepo {
             .map_err(|e| RepoError::new(format!("creating the OAuth tables: {e}")))
     }
 
+    /// Deletes the `kind` named `name` from `table` (its name in `column`)
+    /// and retires the name, with `first` (the rows that go with it) in
+    /// the same transaction. `false`: there was none (nothing retired).
+    async fn delete_retiring(
+        &self,
+        op: &'static str,
+        kind: IdentityKind,
+        table: &str,
+        column: &str,
+        name: &str,
+        first: Option<Built>,
+    ) -> Result<bool, RepoError> {
+        self.ready().await?;
+        // Retired before the row goes, from the row itself, so only a name
+        // that was held is retired; a name retired already keeps its
+        // first record.
+        let retire = self.built(
+            &format!(
+                "INSERT INTO {} (name_key, kind, name) SELECT ?, ?, {col} FROM {} \
+                 WHERE {col} = ? ON CONFLICT (name_key) DO NOTHING",
+                q(RETIRED),
+                q(table),
+                col = q(column)
+            ),
+            vec![text(name_key(name)), text(kind.as_str()), text(name)],
+        );
+        let delete = self.built(
+            &format!("DELETE FROM {} WHERE {} = ?", q(table), q(column)),
+            vec![text(name)],
+        );
+        let mut tx = self.db().begin().await.map_err(|e| store_err(op, e))?;
+        for statement in first.into_iter().chain([retire]) {
+            tx.conn()
+                .execute(statement)
+                .await
+                .map_err(|e| sqlx_err(op, e))?;
+        }
+        let n = tx
+            .conn()
+            .execute(delete)
+            .await
+            .map_err(|e| sqlx_err(op, e))?;
+        tx.commit().await.map_err(|e| sqlx_err(op, e))?;
+        Ok(n > 0)
+    }
+
     /// `sql` written with `?` placeholders, for this backend.
     fn built(&self, sql: &str, values: Vec<Value>) -> Built {
         Built::raw(self.dialect().placeholders(sql), values)
@@ -763,6 +835,16 @@ fn consumer_values(c: &ConsumerRecord) -> Result<Vec<Value>, RepoError> {
 }
 
 /// `INSERT INTO table (cols) VALUES (?, ...)` for `n` columns.
+/// The kind stored for a retired name (`IdentityKind::as_str`).
+fn identity_kind(s: &str) -> Result<IdentityKind, RepoError> {
+    match s {
+        "user" => Ok(IdentityKind::User),
+        "client" => Ok(IdentityKind::Client),
+        "consumer" => Ok(IdentityKind::Consumer),
+        other => Err(RepoError::new(format!("unknown identity kind {other:?}"))),
+    }
+}
+
 fn insert_sql(table: &str, cols: &str, n: usize) -> String {
     format!(
         "INSERT INTO {} ({cols}) VALUES ({})",
@@ -950,22 +1032,33 @@ fn oauth1_token(row: DbRow) -> Result<OAuth1TokenRecord, RepoError> {
 
 #[async_trait]
 impl AuthRepo for SqlAuthRepo {
-    async fn register(&self, identity: NewIdentity<'_>) -> Result<Option<IdentityKind>, RepoError> {
+    async fn register(&self, identity: NewIdentity<'_>) -> Result<Option<NameTaken>, RepoError> {
         const OP: &str = "register";
         self.ready().await?;
         let name = identity.name();
-        // Which kind holds the name, if any: one statement over the three
-        // tables, run inside the transaction that inserts.
+        let key = name_key(name);
+        // Who holds the name without regard to case, if anyone: one
+        // statement over the three tables and the retired names, run inside
+        // the transaction that inserts; the order is `NameTaken`'s.
         let holder = self.built(
             &format!(
-                "SELECT 'user' FROM {} WHERE username = ? UNION ALL \
-                 SELECT 'client' FROM {} WHERE client_id = ? UNION ALL \
-                 SELECT 'consumer' FROM {} WHERE consumer_key = ?",
+                "SELECT 0 AS r, 'user' AS k, username AS n FROM {} WHERE lower(username) = ? \
+                 UNION ALL SELECT 1, 'client', client_id FROM {} WHERE lower(client_id) = ? \
+                 UNION ALL SELECT 2, 'consumer', consumer_key FROM {} \
+                 WHERE lower(consumer_key) = ? \
+                 UNION ALL SELECT 3, kind, name FROM {} WHERE name_key = ? \
+                 ORDER BY r, n LIMIT 1",
                 q(USERS),
                 q(CLIENTS),
-                q(CONSUMERS)
+                q(CONSUMERS),
+                q(RETIRED)
             ),
-            vec![text(name), text(name), text(name)],
+            vec![
+                text(key.as_str()),
+                text(key.as_str()),
+                text(key.as_str()),
+                text(key.as_str()),
+            ],
         );
         let insert = match identity {
             NewIdentity::User(u) => self.built(
@@ -990,17 +1083,20 @@ impl AuthRepo for SqlAuthRepo {
         }
         let rows = tx
             .conn()
-            .fetch(holder, &[SqlKind::Text])
+            .fetch(holder, &[SqlKind::Int, SqlKind::Text, SqlKind::Text])
             .await
             .map_err(|e| sqlx_err(OP, e))?;
-        if let Some(kind) = rows.first().and_then(|r| r.first()).and_then(Json::as_str) {
-            let kind = match kind {
-                "user" => IdentityKind::User,
-                "client" => IdentityKind::Client,
-                _ => IdentityKind::Consumer,
-            };
+        if let Some(row) = rows.into_iter().next() {
+            let mut c = Cols::new(row, "name holder");
+            let rank = c.int()?;
+            let kind = identity_kind(&c.string()?)?;
+            let held = c.string()?;
             // Nothing written: the transaction rolls back when dropped.
-            return Ok(Some(kind));
+            return Ok(Some(if rank == 3 {
+                NameTaken::Retired(kind, held)
+            } else {
+                NameTaken::Live(kind, held)
+            }));
         }
         tx.conn()
             .execute(insert)
@@ -1048,11 +1144,15 @@ impl AuthRepo for SqlAuthRepo {
     }
 
     async fn delete_client(&self, client_id: &str) -> Result<bool, RepoError> {
-        let sql = format!("DELETE FROM {} WHERE client_id = ?", q(CLIENTS));
-        Ok(self
-            .execute("delete_client", &sql, vec![text(client_id)])
-            .await?
-            > 0)
+        self.delete_retiring(
+            "delete_client",
+            IdentityKind::Client,
+            CLIENTS,
+            "client_id",
+            client_id,
+            None,
+        )
+        .await
     }
 
     async fn find_user(&self, username: &str) -> Result<Option<UserRecord>, RepoError> {
@@ -1082,11 +1182,15 @@ impl AuthRepo for SqlAuthRepo {
     }
 
     async fn delete_user(&self, username: &str) -> Result<bool, RepoError> {
-        let sql = format!("DELETE FROM {} WHERE username = ?", q(USERS));
-        Ok(self
-            .execute("delete_user", &sql, vec![text(username)])
-            .await?
-            > 0)
+        self.delete_retiring(
+            "delete_user",
+            IdentityKind::User,
+            USERS,
+            "username",
+            username,
+            None,
+        )
+        .await
     }
 
     async fn load_keys(&self) -> Result<Vec<KeyRecord>, RepoError> {
@@ -1304,28 +1408,20 @@ impl AuthRepo for SqlAuthRepo {
     }
 
     async fn delete_consumer(&self, key: &str) -> Result<bool, RepoError> {
-        const OP: &str = "delete_consumer";
-        self.ready().await?;
+        // Its tokens go with it, in the same transaction.
         let tokens = self.built(
             &format!("DELETE FROM {} WHERE consumer_key = ?", q(OAUTH1_TOKENS)),
             vec![text(key)],
         );
-        let consumer = self.built(
-            &format!("DELETE FROM {} WHERE consumer_key = ?", q(CONSUMERS)),
-            vec![text(key)],
-        );
-        let mut tx = self.db().begin().await.map_err(|e| store_err(OP, e))?;
-        tx.conn()
-            .execute(tokens)
-            .await
-            .map_err(|e| sqlx_err(OP, e))?;
-        let n = tx
-            .conn()
-            .execute(consumer)
-            .await
-            .map_err(|e| sqlx_err(OP, e))?;
-        tx.commit().await.map_err(|e| sqlx_err(OP, e))?;
-        Ok(n > 0)
+        self.delete_retiring(
+            "delete_consumer",
+            IdentityKind::Consumer,
+            CONSUMERS,
+            "consumer_key",
+            key,
+            Some(tokens),
+        )
+        .await
     }
 
     async fn insert_oauth1_token(&self, t: &OAuth1TokenRecord) -> Result<(), RepoError> {

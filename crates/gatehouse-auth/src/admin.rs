@@ -8,7 +8,8 @@ use crate::claims::{Claims, check_claims};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::model::{
-    ClientRecord, ClientType, Grant, IdentityKind, NewIdentity, UserRecord, valid_scope_token,
+    ClientRecord, ClientType, Grant, IdentityKind, MAX_NEW_NAME, NAME_CHARACTERS, NameTaken,
+    NewIdentity, UserRecord, valid_new_name, valid_scope_token,
 };
 use crate::random::Random;
 use crate::redirect::check_redirect_uri;
@@ -119,46 +120,80 @@ pub(crate) fn check_name(what: &str, v: &str) -> Result<()> {
     }
 }
 
+/// What the name of `kind` is called in messages.
+fn name_of(kind: IdentityKind) -> &'static str {
+    match kind {
+        IdentityKind::User => "a user name",
+        IdentityKind::Client => "a client id",
+        IdentityKind::Consumer => "a consumer key",
+    }
+}
+
+/// The rule for a name registered anew ([`valid_new_name`]), checked by
+/// [`register`]; also asked before any costly work (hashing a password)
+/// so that a refused name costs nothing.
+pub(crate) fn check_new_name(kind: IdentityKind, name: &str) -> Result<()> {
+    if valid_new_name(name) {
+        Ok(())
+    } else {
+        Err(Error::InvalidInput(
+            format!(
+                "{} must be 1 to {MAX_NEW_NAME} characters among {NAME_CHARACTERS}",
+                name_of(kind)
+            )
+            .into(),
+        ))
+    }
+}
+
 /// Registers a new user, client or consumer through
 /// [`AuthRepo::register`], the one place that keeps their names apart: a
-/// name already held by any of the three is a `Conflict` naming the holder.
-/// `Ok(Some(kind))` is never returned; `Ok(None)`: registered. For
-/// bootstrap, a name taken meanwhile by the same kind (another instance
-/// applying the same configuration) is `Ok(Some(kind))` instead.
+/// name must follow [`check_new_name`], and one held by any of the three,
+/// or retired by the removal of one, without regard to ASCII case, is a
+/// `Conflict` naming the holder. `Ok(None)`: registered. For bootstrap
+/// (`same_kind_ok`), the very name taken meanwhile by the same kind
+/// (another instance applying the same configuration) is
+/// `Ok(Some(kind))` instead.
 pub(crate) async fn register(
     repo: &dyn AuthRepo,
     identity: NewIdentity<'_>,
     same_kind_ok: bool,
 ) -> Result<Option<IdentityKind>> {
-    if identity.name() == crate::GRAPHIQL_CLIENT_ID {
+    let (name, kind) = (identity.name(), identity.kind());
+    check_new_name(kind, name)?;
+    if name.eq_ignore_ascii_case(crate::GRAPHIQL_CLIENT_ID) {
         return Err(Error::Conflict(
             format!(
-                "the name {:?} is reserved for the server's built-in GraphiQL client",
-                identity.name()
+                "the name {name:?} is reserved for the server's built-in GraphiQL client \
+                 (names are compared without regard to case)"
             )
             .into(),
         ));
     }
-    let Some(holder) = repo.register(identity).await? else {
-        return Ok(None);
-    };
-    let (name, kind) = (identity.name(), identity.kind());
-    if holder == kind {
-        if same_kind_ok {
-            return Ok(Some(holder));
+    let message = match repo.register(identity).await? {
+        None => return Ok(None),
+        Some(NameTaken::Live(holder, held)) if holder == kind && held == name => {
+            if same_kind_ok {
+                return Ok(Some(holder));
+            }
+            format!("a {kind} named {name:?} already exists")
         }
-        return Err(Error::Conflict(
-            format!("a {kind} named {name:?} already exists").into(),
-        ));
-    }
-    Err(Error::Conflict(
-        format!(
-            "the name {name:?} is already taken by a {holder}: users, clients and OAuth 1.0 \
-             consumers share one namespace of names (each can be the subject of a token), \
-             so choose another name for the {kind}"
-        )
-        .into(),
-    ))
+        Some(NameTaken::Live(holder, held)) if holder == kind => format!(
+            "a {kind} named {held:?} already exists, and names are unique without regard \
+             to case: choose another name"
+        ),
+        Some(NameTaken::Live(holder, held)) => format!(
+            "the name {name:?} is already taken by a {holder} ({held:?}): users, clients and \
+             OAuth 1.0 consumers share one namespace of names, compared without regard to \
+             case (each can be the subject of a token), so choose another name for the {kind}"
+        ),
+        Some(NameTaken::Retired(holder, held)) => format!(
+            "the name {name:?} belonged to a {holder} ({held:?}) that was removed: a removed \
+             identity's name is never given to another, because tokens, logs and rows \
+             (owner fields hold the `sub`) still name it; choose another name for the {kind}"
+        ),
+    };
+    Err(Error::Conflict(message.into()))
 }
 
 fn normalize_grants(grants: &[String]) -> Result<Vec<Grant>> {
@@ -333,7 +368,8 @@ impl Admin {
     }
 
     /// `client remove`: the client and every token issued to it stop
-    /// working. `NotFound` if there is no such client.
+    /// working; its id stays reserved, like a removed user's name.
+    /// `NotFound` if there is no such client.
     pub async fn remove_client(&self, client_id: &str) -> Result<()> {
         if self.repo.delete_client(client_id).await? {
             self.client_changed(client_id);
@@ -453,7 +489,7 @@ impl Admin {
         scopes: &[String],
         claims: &Claims,
     ) -> Result<UserInfo> {
-        check_name("a user name", username)?;
+        check_new_name(IdentityKind::User, username)?;
         check_password(password)?;
         let scopes = normalize_scopes(scopes)?;
         check_claims(claims)?;
@@ -509,6 +545,9 @@ impl Admin {
     }
 
     /// `user remove`: the user and every token issued for them stop working.
+    /// The name stays reserved ([`AuthRepo::delete_user`]): no later
+    /// registration (sign-up, `user add`, a client, a consumer) gets it, so
+    /// the rows and logs that name it never point at a stranger.
     pub async fn remove_user(&self, username: &str) -> Result<()> {
         if self.repo.delete_user(username).await? {
             self.repo.revoke_user_tokens(username).await?;

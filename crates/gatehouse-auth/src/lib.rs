@@ -56,9 +56,10 @@ pub use keys::{
     generate_server_secret,
 };
 pub use login::{
-    Account, FREE_FAILURES_PER_ACCOUNT, FREE_FAILURES_PER_ADDRESS, LoginThrottle,
-    MAX_DELAY_PER_ACCOUNT, MAX_DELAY_PER_ADDRESS, PASSWORD_CHECK_WAIT, PASSWORD_CHECKS_PER_CPU,
-    QUIET_RESET_PER_ACCOUNT, QUIET_RESET_PER_ADDRESS,
+    Account, FREE_FAILURES_PER_ACCOUNT, FREE_FAILURES_PER_ADDRESS, FREE_SIGN_UPS_PER_ADDRESS,
+    LoginThrottle, MAX_DELAY_PER_ACCOUNT, MAX_DELAY_PER_ADDRESS, MAX_DELAY_PER_SIGN_UP_ADDRESS,
+    PASSWORD_CHECK_WAIT, PASSWORD_CHECKS_PER_CPU, QUIET_RESET_PER_ACCOUNT, QUIET_RESET_PER_ADDRESS,
+    QUIET_RESET_PER_SIGN_UP_ADDRESS,
 };
 pub use model::{
     CLIENT_AUTH_METHODS, ClientRecord, ClientType, GRANT_AUTHORIZATION_CODE,
@@ -68,8 +69,8 @@ pub use model::{
     valid_scope_token,
 };
 pub use model::{
-    CodeRecord, ConsumerRecord, GRAPHIQL_CLIENT_ID, IdentityKind, NewIdentity, OAuth1TokenKind,
-    OAuth1TokenRecord,
+    CodeRecord, ConsumerRecord, GRAPHIQL_CLIENT_ID, IdentityKind, MAX_NEW_NAME, NAME_CHARACTERS,
+    NameTaken, NewIdentity, OAuth1TokenKind, OAuth1TokenRecord, name_key, valid_new_name,
 };
 pub use principal::{ANONYMOUS_SCOPE, AccessTokenFacts, AuthScheme, Principal, challenge};
 pub use random::{Random, SeededRandom, SystemRandom};

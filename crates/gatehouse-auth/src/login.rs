@@ -16,6 +16,12 @@
 //! |---|---|---|---|---|
 //! | (account, address) | [`FREE_FAILURES_PER_ACCOUNT`] | 1 s | [`MAX_DELAY_PER_ACCOUNT`] | [`QUIET_RESET_PER_ACCOUNT`] |
 //! | address (any account) | [`FREE_FAILURES_PER_ADDRESS`] | 1 s | [`MAX_DELAY_PER_ADDRESS`] | [`QUIET_RESET_PER_ADDRESS`] |
+//! | sign-ups from an address | [`FREE_SIGN_UPS_PER_ADDRESS`] | 1 s | [`MAX_DELAY_PER_SIGN_UP_ADDRESS`] | [`QUIET_RESET_PER_SIGN_UP_ADDRESS`] |
+//!
+//! Self-service sign-ups are counted by the same rule, on a key of their
+//! own: every account created is one more "failure" of its address, so a
+//! script creating accounts from one address is slowed like one guessing
+//! passwords ([`LoginThrottle::take_sign_up`]).
 //!
 //! IPv6 addresses are counted per /64 (what one host usually gets).
 
@@ -38,6 +44,13 @@ pub const FREE_FAILURES_PER_ADDRESS: u32 = 40;
 pub const MAX_DELAY_PER_ADDRESS: i64 = 60;
 /// Seconds without failures after which an address key is forgotten.
 pub const QUIET_RESET_PER_ADDRESS: i64 = 300;
+/// Sign-ups from one address before any delay: a family or a classroom
+/// behind one address signs up at once; a script is slowed after these.
+pub const FREE_SIGN_UPS_PER_ADDRESS: u32 = 10;
+/// Longest delay (seconds) between sign-ups from one address.
+pub const MAX_DELAY_PER_SIGN_UP_ADDRESS: i64 = 300;
+/// Seconds without sign-ups after which an address's count is forgotten.
+pub const QUIET_RESET_PER_SIGN_UP_ADDRESS: i64 = 3600;
 /// Concurrent argon2 verifications per available CPU; more wait (see
 /// [`PASSWORD_CHECK_WAIT`]) instead of piling up on the blocking pool.
 pub const PASSWORD_CHECKS_PER_CPU: usize = 2;
@@ -79,6 +92,12 @@ const PER_ADDRESS: Policy = Policy {
     free: FREE_FAILURES_PER_ADDRESS,
     max_delay: MAX_DELAY_PER_ADDRESS,
     quiet_reset: QUIET_RESET_PER_ADDRESS,
+};
+
+const PER_SIGN_UP_ADDRESS: Policy = Policy {
+    free: FREE_SIGN_UPS_PER_ADDRESS,
+    max_delay: MAX_DELAY_PER_SIGN_UP_ADDRESS,
+    quiet_reset: QUIET_RESET_PER_SIGN_UP_ADDRESS,
 };
 
 impl Policy {
@@ -163,6 +182,13 @@ fn address_key(addr: Option<IpAddr>) -> [u8; 32] {
     h.finalize().into()
 }
 
+fn sign_up_key(addr: Option<IpAddr>) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update([b's']);
+    addr_bytes(&mut h, addr);
+    h.finalize().into()
+}
+
 impl LoginThrottle {
     /// An empty throttle.
     pub fn new() -> Self {
@@ -218,6 +244,37 @@ impl LoginThrottle {
     /// address's own count stays (other accounts may be under attack).
     pub fn succeeded(&self, account: Account<'_>, addr: Option<IpAddr>) {
         self.entries.remove(&account_key(account, addr));
+    }
+
+    /// A sign-up from `addr` at `now`: `Err(seconds to wait)` while the
+    /// address is blocked (nothing counted), else counted and `Ok`. Check
+    /// and count are one step under the cache's lock for the key, so
+    /// concurrent sign-ups cannot all pass one check.
+    pub fn take_sign_up(&self, addr: Option<IpAddr>, now: i64) -> Result<(), u64> {
+        let policy = PER_SIGN_UP_ADDRESS;
+        let result = self.entries.entry(&sign_up_key(addr), None, |_, b| {
+            if policy.forgotten(b, now) {
+                b.failures = 0;
+            }
+            if let Some(until) = policy.blocked_until(b).filter(|until| now < *until) {
+                return EntryAction::Retain(Err(u64::try_from(until - now).unwrap_or(1).max(1)));
+            }
+            b.failures = b.failures.saturating_add(1);
+            b.last = now;
+            EntryAction::Retain(Ok(()))
+        });
+        match result {
+            EntryResult::Retained(r) => r,
+            EntryResult::Vacant(guard) => {
+                let _ = guard.insert(Backoff {
+                    failures: 1,
+                    last: now,
+                });
+                Ok(())
+            }
+            // Neither is asked for by the closure; counted as allowed.
+            _ => Ok(()),
+        }
     }
 
     /// Counts one more failure of `key`, under the cache's lock for that
@@ -305,6 +362,37 @@ mod tests {
         // A success clears the pair; quiet time forgets it too.
         t.succeeded(alice, here);
         assert_eq!(t.check(alice, here, 219), Ok(()));
+    }
+
+    #[test]
+    fn sign_ups_from_one_address_are_slowed_like_failures() {
+        let t = LoginThrottle::new();
+        let here: Option<IpAddr> = Some([10, 0, 0, 1].into());
+        let there: Option<IpAddr> = Some([10, 0, 0, 2].into());
+        for _ in 0..FREE_SIGN_UPS_PER_ADDRESS {
+            assert_eq!(t.take_sign_up(here, 100), Ok(()));
+        }
+        assert_eq!(
+            t.take_sign_up(here, 100),
+            Ok(()),
+            "the first one past the free ones"
+        );
+        assert_eq!(t.take_sign_up(here, 100), Err(1));
+        assert_eq!(
+            t.take_sign_up(here, 100),
+            Err(1),
+            "a refused one is not counted"
+        );
+        assert_eq!(t.take_sign_up(there, 100), Ok(()), "another address");
+        assert_eq!(t.take_sign_up(here, 101), Ok(()));
+        assert_eq!(t.take_sign_up(here, 101), Err(2));
+        // Failed logins and sign-ups are counted apart.
+        assert_eq!(t.check_address(here, 101), Ok(()));
+        assert_eq!(
+            t.take_sign_up(here, 101 + QUIET_RESET_PER_SIGN_UP_ADDRESS),
+            Ok(()),
+            "forgotten after the quiet period"
+        );
     }
 
     #[test]

@@ -79,6 +79,50 @@ impl fmt::Display for IdentityKind {
     }
 }
 
+/// Longest user name, client id or consumer key a registration accepts.
+pub const MAX_NEW_NAME: usize = 256;
+
+/// The characters a new user name, client id or consumer key may hold:
+/// ASCII letters and digits, `.`, `_`, `-`, `~` (RFC 3986's unreserved
+/// characters, which pass unchanged through URLs, form encoding and the
+/// `Basic` credentials of RFC 6749 §2.3.1) and `@` (e-mail addresses as
+/// names). So no `:` (HTTP Basic splits on it, RFC 7617 §2), no space, and
+/// no leading `$` (a policy variable). Names stored before this rule keep
+/// working: it applies when a name is registered, never when it is used.
+pub const NAME_CHARACTERS: &str = "ASCII letters, digits, '.', '_', '-', '~' and '@'";
+
+/// Whether `name` may be registered as a new user, client or consumer
+/// ([`NAME_CHARACTERS`], 1 to [`MAX_NEW_NAME`] of them).
+pub fn valid_new_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NEW_NAME
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'~' | b'@'))
+}
+
+/// The form under which names are compared for uniqueness: ASCII case
+/// folded, so `ALICE` is refused while `alice` exists (or once existed).
+/// ASCII only, like the database's `lower()` on both backends; new names
+/// are ASCII ([`valid_new_name`]).
+pub fn name_key(name: &str) -> String {
+    name.to_ascii_lowercase()
+}
+
+/// Why a registration was refused ([`crate::AuthRepo::register`]): who
+/// holds the name, compared without regard to ASCII case ([`name_key`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NameTaken {
+    /// A live identity of this kind holds it, spelled as given. Of several
+    /// (case variants stored before names were folded), the first by kind
+    /// (user, client, consumer) then by byte order.
+    Live(IdentityKind, String),
+    /// An identity that held it (spelled as given) was removed: a `sub` is
+    /// never given to someone else (OpenID Connect Core §2), so the name
+    /// stays reserved for good.
+    Retired(IdentityKind, String),
+}
+
 /// A user, client or consumer to register under a new name
 /// ([`crate::AuthRepo::register`]).
 #[derive(Debug, Clone, Copy)]

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 
 use crate::error::RepoError;
 use crate::model::{
-    ClientRecord, CodeRecord, ConsumerRecord, IdentityKind, KeyRecord, NewIdentity,
+    ClientRecord, CodeRecord, ConsumerRecord, IdentityKind, KeyRecord, NameTaken, NewIdentity,
     OAuth1TokenKind, OAuth1TokenRecord, TokenKind, TokenRecord, UserRecord,
 };
 
@@ -27,10 +27,12 @@ use crate::model::{
 pub trait AuthRepo: Send + Sync + fmt::Debug {
     /// Registers a new user, client or consumer, unless its name is
     /// already taken by a user, a client or a consumer (they share one
-    /// namespace: see [`IdentityKind`]). Atomic, across instances too: of
-    /// two registrations of one name racing, one wins. `Ok(Some(kind))`:
-    /// the name belongs to `kind` and nothing was written.
-    async fn register(&self, identity: NewIdentity<'_>) -> Result<Option<IdentityKind>, RepoError>;
+    /// namespace: see [`IdentityKind`]), or was retired by the removal of
+    /// one, compared without regard to ASCII case ([`crate::name_key`]).
+    /// Atomic, across instances too: of two registrations of one name
+    /// racing, one wins. `Ok(Some(taken))`: who holds the name; nothing
+    /// was written.
+    async fn register(&self, identity: NewIdentity<'_>) -> Result<Option<NameTaken>, RepoError>;
 
     /// The client with this id.
     async fn get_client(&self, client_id: &str) -> Result<Option<ClientRecord>, RepoError>;
@@ -38,7 +40,9 @@ pub trait AuthRepo: Send + Sync + fmt::Debug {
     async fn upsert_client(&self, client: &ClientRecord) -> Result<(), RepoError>;
     /// Every client, ordered by id.
     async fn list_clients(&self) -> Result<Vec<ClientRecord>, RepoError>;
-    /// Deletes a client; `false` if there was none.
+    /// Deletes a client and retires its name (a later
+    /// [`AuthRepo::register`] of it is refused), in one transaction;
+    /// `false` if there was none.
     async fn delete_client(&self, client_id: &str) -> Result<bool, RepoError>;
 
     /// The user with this name.
@@ -47,7 +51,8 @@ pub trait AuthRepo: Send + Sync + fmt::Debug {
     async fn upsert_user(&self, user: &UserRecord) -> Result<(), RepoError>;
     /// Every user, ordered by name.
     async fn list_users(&self) -> Result<Vec<UserRecord>, RepoError>;
-    /// Deletes a user; `false` if there was none.
+    /// Deletes a user and retires its name (a later [`AuthRepo::register`]
+    /// of it is refused), in one transaction; `false` if there was none.
     async fn delete_user(&self, username: &str) -> Result<bool, RepoError>;
 
     /// Every stored signing key (current and retired-but-published).
@@ -130,8 +135,9 @@ pub trait AuthRepo: Send + Sync + fmt::Debug {
     async fn upsert_consumer(&self, consumer: &ConsumerRecord) -> Result<(), RepoError>;
     /// Every consumer, ordered by key.
     async fn list_consumers(&self) -> Result<Vec<ConsumerRecord>, RepoError>;
-    /// Deletes a consumer and every OAuth 1.0 token issued to it; `false` if
-    /// there was no such consumer.
+    /// Deletes a consumer and every OAuth 1.0 token issued to it and
+    /// retires its key (a later [`AuthRepo::register`] of it is refused);
+    /// `false` if there was no such consumer.
     async fn delete_consumer(&self, key: &str) -> Result<bool, RepoError>;
     /// Stores a new OAuth 1.0 token. Ids are unique.
     async fn insert_oauth1_token(&self, token: &OAuth1TokenRecord) -> Result<(), RepoError>;
@@ -179,6 +185,35 @@ struct Inner {
     /// (consumer key, nonce) -> expiry.
     nonces: HashMap<(String, String), i64>,
     codes: HashMap<String, CodeRecord>,
+    /// Names of removed identities, by [`crate::name_key`]: (kind, name).
+    retired: HashMap<String, (IdentityKind, String)>,
+}
+
+impl Inner {
+    /// Who holds `name` without regard to ASCII case: [`NameTaken`]'s order.
+    fn holder(&self, name: &str) -> Option<NameTaken> {
+        let key = crate::name_key(name);
+        let first = |kind, names: &mut dyn Iterator<Item = &String>| {
+            names
+                .filter(|n| crate::name_key(n) == key)
+                .min()
+                .map(|n| NameTaken::Live(kind, n.clone()))
+        };
+        first(IdentityKind::User, &mut self.users.keys())
+            .or_else(|| first(IdentityKind::Client, &mut self.clients.keys()))
+            .or_else(|| first(IdentityKind::Consumer, &mut self.consumers.keys()))
+            .or_else(|| {
+                self.retired
+                    .get(&key)
+                    .map(|(kind, n)| NameTaken::Retired(*kind, n.clone()))
+            })
+    }
+
+    fn retire(&mut self, kind: IdentityKind, name: &str) {
+        self.retired
+            .entry(crate::name_key(name))
+            .or_insert_with(|| (kind, name.to_string()));
+    }
 }
 
 /// An [`AuthRepo`] in memory: for tests and one-process demos. Nothing survives
@@ -208,20 +243,10 @@ impl MemoryRepo {
 
 #[async_trait]
 impl AuthRepo for MemoryRepo {
-    async fn register(&self, identity: NewIdentity<'_>) -> Result<Option<IdentityKind>, RepoError> {
+    async fn register(&self, identity: NewIdentity<'_>) -> Result<Option<NameTaken>, RepoError> {
         let mut inner = self.lock();
-        let name = identity.name();
-        let holder = if inner.users.contains_key(name) {
-            Some(IdentityKind::User)
-        } else if inner.clients.contains_key(name) {
-            Some(IdentityKind::Client)
-        } else if inner.consumers.contains_key(name) {
-            Some(IdentityKind::Consumer)
-        } else {
-            None
-        };
-        if holder.is_some() {
-            return Ok(holder);
+        if let Some(taken) = inner.holder(identity.name()) {
+            return Ok(Some(taken));
         }
         match identity {
             NewIdentity::User(u) => {
@@ -255,7 +280,12 @@ impl AuthRepo for MemoryRepo {
     }
 
     async fn delete_client(&self, client_id: &str) -> Result<bool, RepoError> {
-        Ok(self.lock().clients.remove(client_id).is_some())
+        let mut inner = self.lock();
+        let found = inner.clients.remove(client_id).is_some();
+        if found {
+            inner.retire(IdentityKind::Client, client_id);
+        }
+        Ok(found)
     }
 
     async fn find_user(&self, username: &str) -> Result<Option<UserRecord>, RepoError> {
@@ -276,7 +306,12 @@ impl AuthRepo for MemoryRepo {
     }
 
     async fn delete_user(&self, username: &str) -> Result<bool, RepoError> {
-        Ok(self.lock().users.remove(username).is_some())
+        let mut inner = self.lock();
+        let found = inner.users.remove(username).is_some();
+        if found {
+            inner.retire(IdentityKind::User, username);
+        }
+        Ok(found)
     }
 
     async fn load_keys(&self) -> Result<Vec<KeyRecord>, RepoError> {
@@ -469,7 +504,11 @@ impl AuthRepo for MemoryRepo {
     async fn delete_consumer(&self, key: &str) -> Result<bool, RepoError> {
         let mut inner = self.lock();
         inner.oauth1_tokens.retain(|_, t| t.consumer_key != key);
-        Ok(inner.consumers.remove(key).is_some())
+        let found = inner.consumers.remove(key).is_some();
+        if found {
+            inner.retire(IdentityKind::Consumer, key);
+        }
+        Ok(found)
     }
 
     async fn insert_oauth1_token(&self, token: &OAuth1TokenRecord) -> Result<(), RepoError> {

@@ -1769,6 +1769,173 @@ async fn client_and_user_administration() {
     );
 }
 
+/// A removed user's, client's or consumer's name is never registered
+/// again, by any kind (a `sub` is never reassigned), and names are
+/// unique without regard to ASCII case and limited to a character set.
+#[tokio::test]
+async fn removed_names_stay_reserved_and_names_are_unique_without_case() {
+    let f = fixture().await;
+    let admin = f.server.admin();
+    let conflict = |e: Error| match e {
+        Error::Conflict(d) => d.to_string(),
+        other => panic!("not a conflict: {other:?}"),
+    };
+    admin.add_user("dave", "pw", &[]).await.unwrap();
+    admin.remove_user("dave").await.unwrap();
+    let e = conflict(admin.add_user("dave", "pw", &[]).await.unwrap_err());
+    assert!(e.contains("removed"), "{e}");
+    let e = conflict(admin.add_user("DAVE", "pw", &[]).await.unwrap_err());
+    assert!(e.contains("\"dave\"") && e.contains("removed"), "{e}");
+    let as_client = NewClient {
+        client_id: "dave".into(),
+        grants: vec!["client_credentials".into()],
+        ..Default::default()
+    };
+    conflict(admin.add_client(&as_client).await.unwrap_err());
+    conflict(admin.bootstrap_user("dave", "pw", &[]).await.unwrap_err());
+    // A removed client's id too.
+    admin.remove_client("plain").await.unwrap();
+    let e = conflict(admin.add_user("Plain", "pw", &[]).await.unwrap_err());
+    assert!(e.contains("client") && e.contains("removed"), "{e}");
+
+    // Case variants of live names, of either kind, and of the built-in
+    // GraphiQL client.
+    let e = conflict(admin.add_user("ALICE", "pw", &[]).await.unwrap_err());
+    assert!(e.contains("\"alice\"") && e.contains("case"), "{e}");
+    let e = conflict(admin.add_user("App", "pw", &[]).await.unwrap_err());
+    assert!(e.contains("client") && e.contains("\"app\""), "{e}");
+    let e = conflict(admin.add_user("GraphiQL", "pw", &[]).await.unwrap_err());
+    assert!(e.contains("GraphiQL"), "{e}");
+    let graphiql = NewClient {
+        client_id: "GRAPHIQL".into(),
+        grants: vec!["client_credentials".into()],
+        ..Default::default()
+    };
+    conflict(admin.add_client(&graphiql).await.unwrap_err());
+    // Bootstrap of a case variant is a conflict too, not "unchanged".
+    conflict(
+        admin
+            .bootstrap_user("Bob", "bob-pw", &[])
+            .await
+            .unwrap_err(),
+    );
+
+    // The character set: no `:` (HTTP Basic), no leading `$`, no space,
+    // nothing beyond ASCII.
+    for bad in [
+        "a:b",
+        "$sub",
+        "$x",
+        "has space",
+        "émile",
+        "a/b",
+        "a%2Fb",
+        "",
+    ] {
+        let e = admin.add_user(bad, "pw", &[]).await.unwrap_err();
+        match e {
+            Error::InvalidInput(d) => assert!(d.contains("letters, digits"), "{bad}: {d}"),
+            other => panic!("{bad}: {other:?}"),
+        }
+        let c = NewClient {
+            client_id: bad.into(),
+            grants: vec!["client_credentials".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            admin.add_client(&c).await.unwrap_err().to_string(),
+            "invalid_input",
+            "{bad}"
+        );
+    }
+    for good in ["erin", "Frank.Miller", "g_h-i~j", "kim@example.com", "0"] {
+        admin.add_user(good, "pw", &[]).await.unwrap();
+    }
+
+    // Names stored before the rule keep working.
+    let now = f.clock.now();
+    f.repo
+        .upsert_user(&UserRecord {
+            username: "old:name".into(),
+            password_hash: hash_password("old-pw", &SeededRandom::new(1)).unwrap(),
+            scopes: vec!["read".into()],
+            claims: Claims::new(),
+            created_at: now,
+            updated_at: now,
+        })
+        .await
+        .unwrap();
+    f.server
+        .password_grant(&f.app, Some("old:name"), Some("old-pw"), None, false, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        admin
+            .bootstrap_user("old:name", "old-pw", &["read".into()])
+            .await
+            .unwrap(),
+        BootstrapOutcome::Unchanged
+    );
+}
+
+/// OpenID Connect Core §3.1.3.3 and the contract: the password grant with
+/// `openid` granted answers an `id_token` too.
+#[tokio::test]
+async fn the_password_grant_with_openid_returns_an_id_token() {
+    let f = fixture().await;
+    let admin = f.server.admin();
+    admin
+        .bootstrap_client(
+            &NewClient {
+                client_id: "rp".into(),
+                grants: vec!["password".into()],
+                scopes: vec!["read".into(), "openid".into(), "profile".into()],
+                ..Default::default()
+            },
+            "rp-secret",
+        )
+        .await
+        .unwrap();
+    let rp = f.repo.get_client("rp").await.unwrap().unwrap();
+    let r = f
+        .server
+        .password_grant(
+            &rp,
+            Some("alice"),
+            Some("alice-pw"),
+            Some("openid read"),
+            false,
+            None,
+        )
+        .await
+        .unwrap();
+    let id = r.id_token.expect("an id_token with openid");
+    let (header, claims) = parts(&id);
+    assert_eq!(header["kid"], parts(&r.access_token).0["kid"]);
+    assert_eq!(claims["iss"], ISSUER);
+    assert_eq!(claims["sub"], "alice");
+    assert_eq!(claims["aud"], "rp");
+    assert_eq!(claims["auth_time"], f.clock.now());
+    assert_eq!(
+        claims["at_hash"],
+        crate::oidc::token_hash(SigningAlg::EdDsa, &r.access_token)
+    );
+    // Without openid: none.
+    let r = f
+        .server
+        .password_grant(
+            &rp,
+            Some("alice"),
+            Some("alice-pw"),
+            Some("read"),
+            false,
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(r.id_token.is_none());
+}
+
 #[test]
 fn error_display_is_the_wire_code() {
     let cases: Vec<(Error, &str)> = vec![

@@ -376,10 +376,13 @@ fn sign_in_failed(
     };
     match e {
         Error::TooManyRequests(_, wait) => {
-            let mut resp = page(
-                "Too many failed attempts. Wait a moment and try again.",
-                StatusCode::TOO_MANY_REQUESTS,
-            );
+            let message = if sign_up {
+                "Too many accounts created or attempts failed from your network. \
+                 Wait a moment and try again."
+            } else {
+                "Too many failed attempts. Wait a moment and try again."
+            };
+            let mut resp = page(message, StatusCode::TOO_MANY_REQUESTS);
             if let Ok(v) = HeaderValue::from_str(&wait.max(1).to_string()) {
                 resp.headers_mut().insert(header::RETRY_AFTER, v);
             }

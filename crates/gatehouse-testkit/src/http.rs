@@ -60,3 +60,14 @@ pub fn header(r: &reqwest::Response, name: &str) -> Option<String> {
         .get(name)
         .map(|v| v.to_str().unwrap().to_string())
 }
+
+/// The payload of a compact JWS (an access or ID token), decoded without
+/// checking its signature: for asserting what a token states.
+pub fn jwt_payload(jwt: &str) -> Value {
+    use base64::Engine;
+    let payload = jwt.split('.').nth(1).expect("a compact JWS has a payload");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .expect("the payload is base64url");
+    serde_json::from_slice(&bytes).expect("the payload is JSON")
+}

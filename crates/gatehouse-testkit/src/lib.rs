@@ -32,7 +32,7 @@ pub use db::{
     pg_execute, postgres_url,
 };
 pub use fixtures::{EXAMPLE_SCHEMA, example_model, example_sources, model, repo_root};
-pub use http::{graphql, header, password_token};
+pub use http::{graphql, header, jwt_payload, password_token};
 #[cfg(feature = "oauth1")]
 pub use oauth1::{OAuth1Sig, nonce};
 pub use process::{ServerProcess, command};

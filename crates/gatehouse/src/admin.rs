@@ -74,7 +74,8 @@ pub enum ClientCommand {
 pub enum UserCommand {
     /// Register a resource owner; the password is read from stdin or a prompt.
     Add {
-        /// The user name.
+        /// The user name: 1 to 256 ASCII letters, digits, '.', '_', '-', '~' and '@',
+        /// unique among users, clients and consumers without regard to case.
         name: String,
         /// Scopes the user may grant, space-separated.
         #[arg(long, default_value = "read")]
@@ -118,7 +119,8 @@ pub enum UserCommand {
         #[command(flatten)]
         store: StoreArgs,
     },
-    /// Remove a user and revoke every token issued for them.
+    /// Remove a user and revoke every token issued for them. The name stays
+    /// reserved: no later user, client or consumer gets it.
     Remove {
         /// The user name.
         name: String,
@@ -232,7 +234,7 @@ pub fn client(cmd: ClientCommand) -> anyhow::Result<ExitCode> {
                 let Some((admin, store)) = open(&store).await? else { return Ok(ExitCode::FAILURE) };
                 admin.remove_client(&name).await.map_err(|e| failed(&e))?;
                 store.close().await;
-                println!("removed client {name} and revoked its tokens");
+                println!("removed client {name} and revoked its tokens; the id stays reserved");
                 Ok(ExitCode::SUCCESS)
             }
             ClientCommand::RotateSecret { name, out, store } => {
@@ -382,7 +384,7 @@ pub fn user(cmd: UserCommand) -> anyhow::Result<ExitCode> {
                 };
                 admin.remove_user(&name).await.map_err(|e| failed(&e))?;
                 store.close().await;
-                println!("removed user {name} and revoked their tokens");
+                println!("removed user {name} and revoked their tokens; the name stays reserved");
                 Ok(ExitCode::SUCCESS)
             }
             UserCommand::List { out, store } => {
@@ -496,7 +498,7 @@ pub fn consumer(cmd: ConsumerCommand) -> anyhow::Result<ExitCode> {
                 };
                 consumers.remove(&name).await.map_err(|e| failed(&e))?;
                 store.close().await;
-                println!("removed consumer {name} and its tokens");
+                println!("removed consumer {name} and its tokens; the key stays reserved");
                 Ok(ExitCode::SUCCESS)
             }
         }

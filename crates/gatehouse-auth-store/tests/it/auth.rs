@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use gatehouse_auth::{
     AuthConfig, AuthRepo, AuthServer, ClientRecord, ClientType, Clock, CodeRecord, ConsumerRecord,
-    Error, Grant, IdentityKind, KeyRecord, MemoryRepo, NewClient, NewIdentity, OAuth1TokenKind,
-    OAuth1TokenRecord, SystemClock, SystemRandom, TokenKind, TokenRecord, UserRecord,
+    Error, Grant, IdentityKind, KeyRecord, MemoryRepo, NameTaken, NewClient, NewIdentity,
+    OAuth1TokenKind, OAuth1TokenRecord, SystemClock, SystemRandom, TokenKind, TokenRecord,
+    UserRecord,
 };
 use gatehouse_auth_store::SqlAuthRepo;
 use gatehouse_store::{Store, StoreOptions};
@@ -153,9 +154,32 @@ same_as_memory!(register, |r| {
     assert!(r.find_user("app").await.unwrap().is_none());
     assert!(r.get_client("bob").await.unwrap().is_none());
     assert!(r.get_consumer("bob").await.unwrap().is_none());
-    // Names compare byte for byte.
+    // Names compare without regard to ASCII case: the holder is named
+    // as spelled.
     out.push(
         r.register(NewIdentity::Client(&client("BOB", 4)))
+            .await
+            .unwrap(),
+    );
+    out.push(
+        r.register(NewIdentity::User(&user("Printer", 4)))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        out.last(),
+        Some(&Some(NameTaken::Live(
+            IdentityKind::Consumer,
+            "printer".into()
+        )))
+    );
+    // Case variants stored before names were folded: the first by kind,
+    // then by byte order, is named.
+    r.upsert_client(&client("Zed", 5)).await.unwrap();
+    r.upsert_user(&user("zED", 5)).await.unwrap();
+    r.upsert_user(&user("ZEd", 5)).await.unwrap();
+    out.push(
+        r.register(NewIdentity::User(&user("zed", 6)))
             .await
             .unwrap(),
     );
@@ -164,6 +188,67 @@ same_as_memory!(register, |r| {
         r.list_users().await.unwrap().len(),
         r.list_clients().await.unwrap().len(),
     )
+});
+
+// A removed user's, client's or consumer's name is retired: no later
+// registration of any kind, in any case, gets it (a `sub` is never
+// reassigned); removing it again retires nothing more.
+same_as_memory!(removed_names_stay_retired, |r| {
+    r.register(NewIdentity::User(&user("dave", 1)))
+        .await
+        .unwrap();
+    r.register(NewIdentity::Client(&client("Cli", 2)))
+        .await
+        .unwrap();
+    r.register(NewIdentity::Consumer(&consumer("printer", 3)))
+        .await
+        .unwrap();
+    let removed = (
+        r.delete_user("dave").await.unwrap(),
+        r.delete_client("Cli").await.unwrap(),
+        r.delete_consumer("printer").await.unwrap(),
+        r.delete_user("dave").await.unwrap(),
+        r.delete_user("nobody").await.unwrap(),
+    );
+    assert_eq!(removed, (true, true, true, false, false));
+    let mut out = vec![];
+    for name in ["dave", "DAVE", "cli", "PRINTER", "nobody"] {
+        out.push(r.register(NewIdentity::User(&user(name, 9))).await.unwrap());
+        out.push(
+            r.register(NewIdentity::Client(&client(name, 9)))
+                .await
+                .unwrap(),
+        );
+    }
+    assert_eq!(
+        out[0],
+        Some(NameTaken::Retired(IdentityKind::User, "dave".into()))
+    );
+    assert_eq!(
+        out[4],
+        Some(NameTaken::Retired(IdentityKind::Client, "Cli".into()))
+    );
+    // "nobody" was never held: registered as a user, then held by it.
+    assert_eq!(out[8], None);
+    // Nothing of the refused registrations was written.
+    let users: Vec<_> = r
+        .list_users()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|u| u.username)
+        .collect();
+    assert_eq!(users, ["nobody"]);
+    // A name held again through `upsert_user` (bootstrap of a stored
+    // record) and removed again keeps its first record.
+    r.upsert_user(&user("dave", 10)).await.unwrap();
+    let again = r.delete_user("dave").await.unwrap();
+    out.push(
+        r.register(NewIdentity::Consumer(&consumer("Dave", 11)))
+            .await
+            .unwrap(),
+    );
+    (removed, again, out, users)
 });
 
 /// Two instances register one name at once, as a user and as a client:
@@ -185,8 +270,9 @@ async fn register_race_has_one_winner() {
             let (a, b) = (a.unwrap(), b.unwrap());
             assert!(
                 matches!(
-                    (a, b),
-                    (None, Some(IdentityKind::User)) | (Some(IdentityKind::Client), None)
+                    (&a, &b),
+                    (None, Some(NameTaken::Live(IdentityKind::User, _)))
+                        | (Some(NameTaken::Live(IdentityKind::Client, _)), None)
                 ),
                 "{}: {name}: exactly one wins ({a:?}, {b:?})",
                 db.backend()

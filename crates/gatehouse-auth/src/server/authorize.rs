@@ -423,9 +423,12 @@ impl AuthServer {
 
     /// Self-service sign-up (`[auth] sign_up`): registers `username` with
     /// `password` and the configured `sign_up_scopes`, then signs them in
-    /// for `req`. Throttled per address like failed logins (a refused
-    /// attempt counts as a failure); the name must be free among users,
-    /// clients and consumers ([`crate::AuthRepo::register`]).
+    /// for `req`. A refused attempt counts as a failed login of the
+    /// address; an attempt with a well-formed name and password counts as
+    /// a sign-up of the address ([`crate::LoginThrottle::take_sign_up`]): past
+    /// the free ones, `TooManyRequests`. The name must be free among
+    /// users, clients and consumers, and never used by a removed one
+    /// ([`crate::AuthRepo::register`]).
     pub async fn sign_up(
         &self,
         req: &AuthorizeRequest,
@@ -440,26 +443,34 @@ impl AuthServer {
         self.logins
             .check_address(from, now)
             .map_err(too_many_failures)?;
-        let refuse = |msg: &'static str| {
+        let refuse = |msg: crate::error::Description| {
             self.logins.failed_address(from, self.now());
-            Err(Error::InvalidInput(msg.into()))
+            Err(Error::InvalidInput(msg))
         };
         if password.chars().count() < MIN_SIGN_UP_PASSWORD {
-            return refuse("the password must have at least 12 characters");
+            return refuse("the password must have at least 12 characters".into());
         }
+        // The cheap checks first, so that a typo costs neither a sign-up
+        // of the address nor a password hash.
+        if let Err(Error::InvalidInput(msg)) =
+            crate::admin::check_new_name(crate::IdentityKind::User, username)
+        {
+            return refuse(msg);
+        }
+        self.logins.take_sign_up(from, now).map_err(|wait| {
+            Error::TooManyRequests(
+                "too many accounts were created from this address; retry later".into(),
+                wait,
+            )
+        })?;
         match self
             .admin()
             .add_user(username, password, &self.config.sign_up_scopes)
             .await
         {
             Ok(_) => {}
-            Err(Error::Conflict(_)) => return refuse("this user name is not available"),
-            Err(Error::InvalidInput(_)) => {
-                return refuse(
-                    "the user name must be 1 to 256 visible ASCII characters, \
-                     and the password at most 1024 bytes",
-                );
-            }
+            Err(Error::Conflict(_)) => return refuse("this user name is not available".into()),
+            Err(Error::InvalidInput(msg)) => return refuse(msg),
             Err(e) => return Err(e),
         }
         tracing::info!(?from, "user signed up");

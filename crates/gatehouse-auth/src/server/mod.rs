@@ -156,7 +156,8 @@ pub struct TokenResponse {
     /// For token exchange: the RFC 8693 §3 type URI of `access_token`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub issued_token_type: Option<&'static str>,
-    /// OpenID Connect: the `id_token` of a code grant with `openid`.
+    /// OpenID Connect: the `id_token` of a code or password grant with
+    /// `openid`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub id_token: Option<String>,
 }

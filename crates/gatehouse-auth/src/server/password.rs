@@ -7,6 +7,9 @@ impl AuthServer {
     /// issued when `allow_refresh` is set (false on `/oauth/access_token`)
     /// and the client may use the refresh grant.
     ///
+    /// With `openid` in the granted scope the response carries an
+    /// `id_token`, as the code grant's does.
+    ///
     /// A wrong user name and a wrong password are the same `invalid_grant`
     /// and cost the same argon2 verification; failures are throttled per
     /// (user, address `from`) and per address ([`AuthServer::check_user_password`]).
@@ -36,14 +39,32 @@ impl AuthServer {
         let allowed = crate::oidc::user_scope_ceiling(&client.scopes, &user.scopes);
         let granted = Self::narrow_scope(scope, &allowed)?;
         let with_refresh = allow_refresh && client.allows_grant(Grant::RefreshToken);
-        self.issue_pair(
-            &user.username,
-            Some(&user.username),
-            client,
-            &granted,
-            with_refresh,
-            &user.claims,
-        )
-        .await
+        let mut tokens = self
+            .issue_pair(
+                &user.username,
+                Some(&user.username),
+                client,
+                &granted,
+                with_refresh,
+                &user.claims,
+            )
+            .await?;
+        if crate::oidc::grants_openid(&tokens.scope) {
+            // OpenID Connect Core §3.1.3.3 (and the contract): an ID token
+            // whenever `openid` is granted, whatever the grant. The user
+            // entered their credentials just now: `auth_time` is now.
+            let now = self.now();
+            tokens.id_token = Some(self.id_token(&crate::oidc::IdTokenInput {
+                issuer: &self.config.issuer,
+                subject: &user.username,
+                username: Some(&user.username),
+                client_id: &client.client_id,
+                auth_time: now,
+                nonce: None,
+                access_token: Some(&tokens.access_token),
+                now,
+            })?);
+        }
+        Ok(tokens)
     }
 }

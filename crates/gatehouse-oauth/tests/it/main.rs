@@ -549,7 +549,7 @@ async fn form_encoded_basic_credentials_per_rfc6749() {
         .admin()
         .bootstrap_client(
             &NewClient {
-                client_id: "odd:id".into(),
+                client_id: "odd@id".into(),
                 grants: strings(&["client_credentials"]),
                 scopes: strings(&["read"]),
                 audiences: vec![],
@@ -563,7 +563,7 @@ async fn form_encoded_basic_credentials_per_rfc6749() {
     let r = s
         .post(
             "/oauth/token",
-            Some(("odd%3Aid", "p%40ss+word%3A%2B")),
+            Some(("odd%40id", "p%40ss+word%3A%2B")),
             &[("grant_type", "client_credentials")],
         )
         .await;
