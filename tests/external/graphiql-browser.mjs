@@ -39,6 +39,10 @@ try {
   });
   const errors = [];
   page.on('pageerror', (e) => errors.push(String(e)));
+  // The page's own policy must not block what the page loads (its fonts).
+  page.on('console', (msg) => {
+    if (msg.type() === 'error' && /Content Security Policy/i.test(msg.text())) errors.push(msg.text());
+  });
   const query = `{ authors(name_starts_with: "${marker}") { name } }`;
   await page.goto(`${base}/graphql?query=${encodeURIComponent(query)}`, { waitUntil: 'load' });
   await page.waitForSelector('.graphiql-execute-button', { timeout: 20000 });

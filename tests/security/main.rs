@@ -18,6 +18,7 @@ mod oidc;
 mod owners;
 mod paths;
 mod policies;
+mod requests;
 mod scopes;
 mod signin;
 

@@ -326,3 +326,220 @@ async fn sign_ups_from_one_address_are_throttled() {
         .unwrap();
     assert_eq!(r.status(), 400);
 }
+
+/// `http://127.0.0.1:PORT` → PORT.
+fn port_of(base: &str) -> u16 {
+    base.rsplit(':').next().unwrap().parse().unwrap()
+}
+
+fn graphiql_url(base: &str, redirect: &str, verifier: &str) -> String {
+    let challenge = pkce_challenge(verifier);
+    authorize_url(
+        base,
+        &[
+            ("response_type", "code"),
+            ("client_id", "graphiql"),
+            ("redirect_uri", redirect),
+            ("state", "st"),
+            ("code_challenge", challenge.as_str()),
+            ("code_challenge_method", "S256"),
+        ],
+    )
+}
+
+#[tokio::test]
+async fn graphiql_signs_in_only_on_its_own_page() {
+    let server = Server::start("");
+    let port = port_of(&server.base);
+    let page = format!("{}/graphql", server.base);
+    let other = if port == u16::MAX { port - 1 } else { port + 1 };
+    let mut browser = Browser::new();
+    // Another listener on this machine (another port, port 80, no port)
+    // would receive the user's code and redeem it with its own PKCE: the
+    // any-port rule of native apps is not the server's own page's.
+    for stranger in [
+        format!("http://127.0.0.1:{other}/graphql"),
+        "http://127.0.0.1:80/graphql".to_string(),
+        "http://127.0.0.1/graphql".to_string(),
+        format!("http://[::1]:{other}/graphql"),
+        format!("http://localhost:{other}/graphql"),
+        format!("{page}/"),
+    ] {
+        let r = browser
+            .get(&graphiql_url(&server.base, &stranger, &pkce_verifier("g")))
+            .await;
+        assert_eq!(r.status, 400, "{stranger}: {}", r.body);
+        assert!(r.location().is_none(), "{stranger}");
+        // The page says where GraphiQL signs in.
+        assert!(r.body.contains(&page), "{stranger}: {}", r.body);
+    }
+    // The same page under the other loopback names, same port: signs in,
+    // and the token endpoint serves that origin.
+    for alias in [
+        format!("http://localhost:{port}"),
+        format!("http://[::1]:{port}"),
+        server.base.clone(),
+    ] {
+        let verifier = pkce_verifier("alias");
+        let redirect = format!("{alias}/graphql");
+        let back = sign_in_for_code(
+            &server.base,
+            "graphiql",
+            &redirect,
+            "",
+            &verifier,
+            ("reader", "reader-password"),
+        )
+        .await;
+        let r = server
+            .client
+            .post(format!("{}/oauth/token", server.base))
+            .header("origin", &alias)
+            .form(&[
+                ("grant_type", "authorization_code"),
+                ("client_id", "graphiql"),
+                ("code", back["code"].as_str()),
+                ("redirect_uri", redirect.as_str()),
+                ("code_verifier", verifier.as_str()),
+            ])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{alias}: {}", r.text().await.unwrap());
+    }
+}
+
+/// A third-party public app: its users see the consent page.
+const THIRD_PARTY: &str = r#"
+[[bootstrap.clients]]
+client_id = "tp"
+public = true
+grants = ["authorization_code"]
+scopes = ["read"]
+redirect_uris = ["https://tp.example/cb"]
+"#;
+
+const READER: [(&str, &str); 3] = [
+    ("action", "sign_in"),
+    ("username", "reader"),
+    ("password", "reader-password"),
+];
+
+#[tokio::test]
+async fn a_planted_csrf_cookie_is_replaced_and_refused() {
+    let server = Server::start(CLIENTS);
+    let action = format!("{}/oauth/authorize", server.base);
+    let url = code_url(&server.base, SPA_CB, &[]);
+    // On a plain-http issuer the cookie has no `__Host-` prefix: whoever
+    // can plant cookies for the host plants a value of its own, and asks
+    // the page for the field that goes with it.
+    let planted = "planted-by-the-attacker";
+    let mut attacker = Browser::new();
+    attacker.set_cookie("gatehouse-csrf", planted);
+    let own = attacker.get(&url).await;
+    assert_eq!(own.status, 200);
+    assert_ne!(
+        attacker.cookie("gatehouse-csrf"),
+        Some(planted),
+        "the page replaces a value it did not mint"
+    );
+    // The victim's browser holds the planted value; the attacker's page
+    // posts its form (the field the page gave the attacker): refused.
+    let mut victim = Browser::new();
+    victim.set_cookie("gatehouse-csrf", planted);
+    let r = victim.submit(&action, &own, &READER).await;
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert!(r.location().is_none());
+    // Nor does a value shaped like a minted one pass.
+    victim.set_cookie("gatehouse-csrf", "AAAA.AAAA");
+    let r = victim.submit(&action, &own, &READER).await;
+    assert_eq!(r.status, 403, "{}", r.body);
+    // The victim's own page sets a cookie the server minted, and works.
+    let page = victim.get(&url).await;
+    assert_ne!(victim.cookie("gatehouse-csrf"), Some("AAAA.AAAA"));
+    let r = victim.submit(&action, &page, &READER).await;
+    assert_eq!(r.status, 302, "{}", r.body);
+    assert!(r.redirect_params().contains_key("code"));
+}
+
+#[tokio::test]
+async fn a_consent_ticket_is_spent_once_and_only_in_its_browser() {
+    for server in Server::each_backend(&format!("{CLIENTS}{THIRD_PARTY}")).await {
+        let backend = server.backend();
+        let action = format!("{}/oauth/authorize", server.base);
+        let challenge = pkce_challenge(&pkce_verifier("consent"));
+        let url = authorize_url(
+            &server.base,
+            &[
+                ("response_type", "code"),
+                ("client_id", "tp"),
+                ("redirect_uri", "https://tp.example/cb"),
+                ("scope", "read"),
+                ("state", "st"),
+                ("code_challenge", challenge.as_str()),
+                ("code_challenge_method", "S256"),
+            ],
+        );
+        let mut user = Browser::new();
+        let page = user.get(&url).await;
+        let consent = user.submit(&action, &page, &READER).await;
+        assert_eq!(consent.status, 200, "{backend}: {}", consent.body);
+        let ticket = consent.hidden("ticket").unwrap();
+        // Another browser (its own cookie and field) posts the ticket it
+        // read off the user's page: refused, nothing redirected.
+        let mut other = Browser::new();
+        let other_page = other.get(&url).await;
+        let r = other
+            .submit(
+                &action,
+                &other_page,
+                &[("action", "consent"), ("ticket", ticket.as_str())],
+            )
+            .await;
+        assert_eq!(r.status, 400, "{backend}: {}", r.body);
+        assert!(r.location().is_none(), "{backend}");
+        // The user approves once: one code.
+        let r = user
+            .submit(&action, &consent, &[("action", "consent")])
+            .await;
+        assert_eq!(r.status, 302, "{backend}: {}", r.body);
+        assert!(r.redirect_params().contains_key("code"), "{backend}");
+        // The same ticket again: refused.
+        for _ in 0..2 {
+            let r = user
+                .submit(&action, &consent, &[("action", "consent")])
+                .await;
+            assert_eq!(r.status, 400, "{backend}: {}", r.body);
+            assert!(r.location().is_none(), "{backend}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_form_that_cannot_be_read_is_answered_with_a_page() {
+    let server = Server::start(CLIENTS);
+    let action = format!("{}/oauth/authorize", server.base);
+    for (content_type, body) in [
+        ("application/json", "{\"action\":\"sign_in\"}"),
+        ("application/x-www-form-urlencoded", "csrf=a&csrf=b"),
+        ("text/plain", "action=sign_in"),
+    ] {
+        let r = server
+            .client
+            .post(&action)
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{content_type} {body}");
+        assert_eq!(
+            r.headers()["content-type"],
+            "text/html; charset=utf-8",
+            "{content_type} {body}"
+        );
+        assert!(r.headers().get("content-security-policy").is_some());
+        let text = r.text().await.unwrap();
+        assert!(text.contains("Invalid form"), "{text}");
+    }
+}

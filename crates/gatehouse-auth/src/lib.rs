@@ -74,7 +74,7 @@ pub use model::{
 };
 pub use principal::{ANONYMOUS_SCOPE, AccessTokenFacts, AuthScheme, Principal, challenge};
 pub use random::{Random, SeededRandom, SystemRandom};
-pub use redirect::{MAX_REDIRECT_URI, check_redirect_uri, redirect_uri_matches};
+pub use redirect::{MAX_REDIRECT_URI, check_redirect_uri, loopback_aliases, redirect_uri_matches};
 pub use repo::{AuthRepo, MemoryRepo};
 pub use secrets::{
     DUMMY_PASSWORD_HASH, generate_client_secret, hash_password, hash_secret, token_id,

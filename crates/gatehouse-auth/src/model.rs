@@ -253,7 +253,9 @@ impl ClientRecord {
     /// GraphiQL's built-in client for the server whose GraphiQL page is
     /// `graphiql_url` (`{issuer}/graphql`): public, first-party, the code
     /// flow only (no refresh token: the page keeps its token in memory),
-    /// its only redirect URI that page, and `scopes` (every scope the
+    /// its only redirect URI that page (for a loopback issuer also under
+    /// the other loopback host names, same port and path:
+    /// [`crate::loopback_aliases`]), and `scopes` (every scope the
     /// schema names, plus `openid` and `profile`): what a user's token
     /// carries is still bounded by the user's own scopes.
     pub fn graphiql(graphiql_url: &str, scopes: Vec<String>) -> Self {
@@ -262,7 +264,9 @@ impl ClientRecord {
             secret_hash: Vec::new(),
             client_type: ClientType::Public,
             first_party: true,
-            redirect_uris: vec![graphiql_url.to_string()],
+            redirect_uris: std::iter::once(graphiql_url.to_string())
+                .chain(crate::redirect::loopback_aliases(graphiql_url))
+                .collect(),
             grants: vec![Grant::AuthorizationCode],
             scopes,
             audiences: Vec::new(),

@@ -17,6 +17,7 @@ use gatehouse_auth::{
     MIN_SIGN_UP_PASSWORD, SignedIn,
 };
 
+use crate::error::OAuthError;
 use crate::extract::{Form, Peer};
 use crate::form::{self, Params};
 use crate::pages::{self, Hidden};
@@ -46,15 +47,16 @@ fn cookie_name(state: &OAuthState) -> &'static str {
 }
 
 /// The CSRF field for a page, and the cookie to set when the browser has
-/// none (a browser that has one keeps it, so two tabs both work).
-fn csrf_for(state: &OAuthState, headers: &HeaderMap) -> (String, Option<HeaderValue>) {
+/// none this server minted (a browser that has one keeps it, so two tabs
+/// both work; a value planted by someone else is replaced).
+pub(crate) fn csrf_for(state: &OAuthState, headers: &HeaderMap) -> (String, Option<HeaderValue>) {
     let server = &state.inner.server;
     let jar = CookieJar::from_headers(headers);
-    if let Some(c) = jar.get(cookie_name(state))
-        && !c.value().is_empty()
-        && c.value().len() <= 128
+    if let Some(field) = jar
+        .get(cookie_name(state))
+        .and_then(|c| server.csrf_field(c.value()))
     {
-        return (server.csrf_field(c.value()), None);
+        return (field, None);
     }
     let pair = server.csrf_pair();
     let cookie = Cookie::build((cookie_name(state), pair.cookie))
@@ -66,6 +68,43 @@ fn csrf_for(state: &OAuthState, headers: &HeaderMap) -> (String, Option<HeaderVa
         .same_site(SameSite::Lax)
         .build();
     (pair.field, HeaderValue::from_str(&cookie.to_string()).ok())
+}
+
+/// The browser's CSRF cookie, when the form's field goes with it (and the
+/// server minted it); `None` otherwise, and the form is then answered
+/// with [`csrf_refused`]. Asked before anything acts on a form.
+pub(crate) fn csrf_checked(
+    state: &OAuthState,
+    headers: &HeaderMap,
+    params: &Params,
+) -> Option<String> {
+    let jar = CookieJar::from_headers(headers);
+    let cookie = jar.get(cookie_name(state)).map(|c| c.value().to_string());
+    state
+        .inner
+        .server
+        .csrf_ok(cookie.as_deref(), params.get(CSRF_FIELD))
+        .then_some(cookie)
+        .flatten()
+}
+
+/// A form whose CSRF token is missing or wrong: 403, never redirected, so
+/// a forged POST learns nothing and goes nowhere.
+fn csrf_refused() -> Response {
+    pages::error(
+        StatusCode::FORBIDDEN,
+        "This form has expired",
+        "The form did not come from this site or its security token is missing. \
+         Go back to the application and sign in again.",
+    )
+}
+
+/// Sets `cookie` (a new CSRF cookie) on `resp`, when there is one.
+pub(crate) fn with_cookie(mut resp: Response, cookie: Option<HeaderValue>) -> Response {
+    if let Some(c) = cookie {
+        resp.headers_mut().append(header::SET_COOKIE, c);
+    }
+    resp
 }
 
 /// The parameters of an authorization request out of a query or form.
@@ -130,13 +169,6 @@ fn redirect(location: &str) -> Response {
     response::no_store(resp)
 }
 
-fn with_cookie(mut resp: Response, cookie: Option<HeaderValue>) -> Response {
-    if let Some(c) = cookie {
-        resp.headers_mut().append(header::SET_COOKIE, c);
-    }
-    resp
-}
-
 /// A server fault: logged, never described.
 fn server_error(cause: &str) -> Response {
     tracing::error!(cause = %cause, "authorization server error");
@@ -190,7 +222,7 @@ pub(crate) async fn get(State(state): State<OAuthState>, req: Request) -> Respon
         }
     };
     if params.get("oauth_token").is_some() {
-        return oauth1::authorize_page(&state, params.get("oauth_token")).await;
+        return oauth1::authorize_page(&state, req.headers(), params.get("oauth_token")).await;
     }
     let p = authorize_params(&params);
     let areq = match state.inner.server.authorize_request(&p).await {
@@ -271,9 +303,22 @@ pub(crate) async fn post(
     req: Request,
 ) -> Response {
     let (parts, body) = req.into_parts();
+    // A browser posted this: a body that cannot be read is told on a page.
     let params = match Form::read(&state, &parts.headers, body).await {
         Ok(Form(p)) => p,
-        Err(e) => return e.into_response(),
+        Err(OAuthError::OAuth2(e)) => {
+            return pages::error(StatusCode::BAD_REQUEST, "Invalid form", e.description());
+        }
+        Err(_) => {
+            return pages::error(
+                StatusCode::BAD_REQUEST,
+                "Invalid form",
+                "The form could not be read.",
+            );
+        }
+    };
+    let Some(browser) = csrf_checked(&state, &parts.headers, &params) else {
+        return csrf_refused();
     };
     if params.get("oauth_token").is_some() {
         return match oauth1::authorize(&state, addr, &params).await {
@@ -282,18 +327,6 @@ pub(crate) async fn post(
         };
     }
     let server = &state.inner.server;
-    let jar = CookieJar::from_headers(&parts.headers);
-    let cookie = jar.get(cookie_name(&state)).map(|c| c.value().to_string());
-    // Before anything acts on the form, and never redirected: a forged POST
-    // learns nothing and goes nowhere.
-    if !server.csrf_ok(cookie.as_deref(), params.get(CSRF_FIELD)) {
-        return pages::error(
-            StatusCode::FORBIDDEN,
-            "This form has expired",
-            "The form did not come from this site or its security token is missing. \
-             Go back to the application and sign in again.",
-        );
-    }
     let csrf = params.get(CSRF_FIELD).unwrap_or("").to_string();
     let p = authorize_params(&params);
     let areq = match server.authorize_request(&p).await {
@@ -316,19 +349,19 @@ pub(crate) async fn post(
                 );
             }
             match server.sign_in(&areq, username, password, Some(addr)).await {
-                Ok(signed) => signed_in(&state, &areq, &p, &csrf, &signed).await,
+                Ok(signed) => signed_in(&state, &areq, &p, &csrf, &browser, &signed).await,
                 Err(e) => sign_in_failed(&state, &areq, &p, &csrf, username, e, false),
             }
         }
         Some("sign_up") if state.sign_up_enabled() => {
             match server.sign_up(&areq, username, password, Some(addr)).await {
-                Ok(signed) => signed_in(&state, &areq, &p, &csrf, &signed).await,
+                Ok(signed) => signed_in(&state, &areq, &p, &csrf, &browser, &signed).await,
                 Err(e) => sign_in_failed(&state, &areq, &p, &csrf, username, e, true),
             }
         }
         Some("consent") => {
             let ticket = params.get("ticket").unwrap_or("");
-            match server.open_consent_ticket(&areq, ticket).await {
+            match server.open_consent_ticket(&areq, ticket, &browser).await {
                 Ok(signed) => code_redirect(&state, &areq, &signed).await,
                 Err(Error::Server(cause)) => server_error(&cause),
                 Err(e) => sign_in_page(
@@ -413,12 +446,13 @@ async fn signed_in(
     areq: &AuthorizeRequest,
     p: &AuthorizeParams,
     csrf: &str,
+    browser: &str,
     signed: &SignedIn,
 ) -> Response {
     if !areq.needs_consent() {
         return code_redirect(state, areq, signed).await;
     }
-    let ticket = state.inner.server.consent_ticket(areq, signed);
+    let ticket = state.inner.server.consent_ticket(areq, signed, browser);
     pages::html(
         StatusCode::OK,
         &pages::ConsentPage {

@@ -103,9 +103,11 @@ struct Inner {
     server: Arc<AuthServer>,
     config: OAuthConfig,
     rates: RateLimits,
-    /// The issuer's origin: its own pages (GraphiQL, the sign-in pages)
-    /// may call the token endpoints whatever `allowed_origins` says.
-    own_origin: Option<String>,
+    /// The issuer's origin (for a loopback issuer also its other loopback
+    /// host names, same port: GraphiQL signs in there too): its own pages
+    /// (GraphiQL, the sign-in pages) may call the token endpoints whatever
+    /// `allowed_origins` says.
+    own_origin: Vec<String>,
 }
 
 /// Shared state of the OAuth routes: the authorization server (which holds
@@ -128,7 +130,11 @@ impl OAuthState {
     /// State for [`router`].
     pub fn new(server: Arc<AuthServer>, config: OAuthConfig) -> Self {
         let rates = RateLimits::new(config.rate_per_second, config.rate_burst);
-        let own_origin = origin_of(&server.config().issuer);
+        let issuer = &server.config().issuer;
+        let own_origin = std::iter::once(issuer.clone())
+            .chain(gatehouse_auth::loopback_aliases(issuer))
+            .filter_map(|uri| origin_of(&uri))
+            .collect();
         Self {
             inner: Arc::new(Inner {
                 server,

@@ -1,6 +1,7 @@
 //! Rate limits (governor GCRA): per authenticated client on the endpoints
-//! that authenticate clients, and per consumer on the OAuth 1.0 endpoints,
-//! each charged only once the caller proved who it is. Failures (client
+//! that authenticate clients, per consumer on the OAuth 1.0 endpoints, and
+//! per token subject on userinfo, each charged only once the caller proved
+//! who it is. Failures (client
 //! authentication, OAuth 1.0 signatures, logins) are throttled per address
 //! by `gatehouse_auth::LoginThrottle`, never by a bucket every caller
 //! behind one address shares.
@@ -17,6 +18,7 @@ const HOUSEKEEPING_EVERY: u64 = 4096;
 pub(crate) struct RateLimits {
     per_client: DefaultKeyedRateLimiter<String>,
     per_consumer: DefaultKeyedRateLimiter<String>,
+    per_subject: DefaultKeyedRateLimiter<String>,
     clock: DefaultClock,
     checks: AtomicU64,
 }
@@ -35,6 +37,7 @@ impl RateLimits {
         Self {
             per_client: RateLimiter::keyed(quota),
             per_consumer: RateLimiter::keyed(quota),
+            per_subject: RateLimiter::keyed(quota),
             clock: DefaultClock::default(),
             checks: AtomicU64::new(0),
         }
@@ -46,6 +49,7 @@ impl RateLimits {
         {
             self.per_client.retain_recent();
             self.per_consumer.retain_recent();
+            self.per_subject.retain_recent();
         }
     }
 
@@ -57,6 +61,12 @@ impl RateLimits {
     /// `Err(seconds to wait)` when the OAuth 1.0 consumer is over its rate.
     pub(crate) fn check_consumer(&self, key: &str) -> Result<(), u64> {
         self.check(&self.per_consumer, key)
+    }
+
+    /// `Err(seconds to wait)` when userinfo was asked about the subject
+    /// `sub` (by a verified token) over its rate.
+    pub(crate) fn check_userinfo(&self, sub: &str) -> Result<(), u64> {
+        self.check(&self.per_subject, sub)
     }
 
     fn check(&self, limiter: &DefaultKeyedRateLimiter<String>, key: &str) -> Result<(), u64> {
@@ -89,5 +99,6 @@ mod tests {
         // Clients and consumers have buckets of their own.
         assert!(r.check_client("c").is_ok());
         assert!(r.check_consumer("d").is_ok());
+        assert!(r.check_userinfo("c").is_ok());
     }
 }

@@ -149,8 +149,13 @@ pub(crate) async fn access_token(
     ]))
 }
 
-/// `GET /oauth/authorize?oauth_token=…`: the approval form (RFC 5849 §2.2).
-pub(crate) async fn authorize_page(state: &OAuthState, token: Option<&str>) -> Response {
+/// `GET /oauth/authorize?oauth_token=…`: the approval form (RFC 5849 §2.2),
+/// with the sign-in pages' CSRF field (`crate::authorize::csrf_for`).
+pub(crate) async fn authorize_page(
+    state: &OAuthState,
+    headers: &HeaderMap,
+    token: Option<&str>,
+) -> Response {
     let Some(token) = token.filter(|t| !t.is_empty()) else {
         return pages::error(
             StatusCode::BAD_REQUEST,
@@ -176,14 +181,17 @@ pub(crate) async fn authorize_page(state: &OAuthState, token: Option<&str>) -> R
             );
         }
     };
-    pages::html(
+    let (csrf, cookie) = crate::authorize::csrf_for(state, headers);
+    let page = pages::html(
         StatusCode::OK,
         &pages::OAuth1ApprovePage {
             consumer: &pending.consumer_key,
             scopes: &pending.scopes,
             token,
+            csrf: &csrf,
         },
-    )
+    );
+    crate::authorize::with_cookie(page, cookie)
 }
 
 /// `callback` with `oauth_token` and `oauth_verifier` added to its query
@@ -212,8 +220,8 @@ fn callback_with(callback: &str, token: &str, verifier: &str) -> String {
     }
 }
 
-/// `POST /oauth/authorize` (form: `oauth_token`, `username`, `password`):
-/// the owner approves. `oob`: the verifier as a form-encoded body; else a
+/// `POST /oauth/authorize` (form: `oauth_token`, `username`, `password`,
+/// and the CSRF field its caller checked): the owner approves. `oob`: the verifier as a form-encoded body; else a
 /// 302 to the callback. Failed logins are throttled like the password grant.
 pub(crate) async fn authorize(
     state: &OAuthState,

@@ -17,15 +17,18 @@
 //!
 //! [`layer`] resolves this once per request and stores a [`ClientOrigin`]
 //! in the request's extensions; [`client_addr`] is the one function every
-//! consumer of the caller's address calls.
+//! consumer of the caller's address calls. It is also where a request that
+//! names its host twice is refused (RFC 9112 §3.2: 400), before any route
+//! reads either.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, Request, State};
+use axum::http::StatusCode;
 use axum::http::{Extensions, HeaderMap, header};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use ipnet::IpNet;
 
 /// Which forwarding headers the trusted proxies write. Only that family
@@ -293,14 +296,25 @@ fn host(value: &str) -> Option<String> {
     ok.then(|| value.to_ascii_lowercase())
 }
 
-/// Middleware (outermost): resolves the request's [`ClientOrigin`] from its
-/// peer (`ConnectInfo`) and the forwarding headers, and stores it in the
-/// request's extensions for [`client_addr`] and [`client_origin`].
+/// Middleware (outermost): refuses a request with more than one `Host`
+/// header (RFC 9112 §3.2: 400; the routes that read the host, OAuth 1.0
+/// base strings and WebSocket origins, would otherwise each pick one), then
+/// resolves the request's [`ClientOrigin`] from its peer (`ConnectInfo`)
+/// and the forwarding headers, and stores it in the request's extensions
+/// for [`client_addr`] and [`client_origin`].
 pub async fn layer(
     State(trusted): State<Arc<TrustedProxies>>,
     mut req: Request,
     next: Next,
 ) -> Response {
+    if req.headers().get_all(header::HOST).iter().nth(1).is_some() {
+        return (
+            StatusCode::BAD_REQUEST,
+            [(header::CACHE_CONTROL, "no-store")],
+            "send one Host header (RFC 9112 §3.2)\n",
+        )
+            .into_response();
+    }
     if let Some(peer) = req
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()

@@ -78,6 +78,7 @@ pub(crate) struct OAuth1ApprovePage<'a> {
     pub(crate) consumer: &'a str,
     pub(crate) scopes: &'a [String],
     pub(crate) token: &'a str,
+    pub(crate) csrf: &'a str,
 }
 
 /// `page` rendered with `status` and the pages' headers. A template that

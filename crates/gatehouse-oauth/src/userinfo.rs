@@ -30,6 +30,8 @@ enum Refusal {
     /// An error of the authorization server: `invalid_token`,
     /// `insufficient_scope`, or a server fault.
     Auth(Error),
+    /// The token's subject is over its rate: wait this many seconds.
+    TooMany(u64),
 }
 
 impl IntoResponse for Refusal {
@@ -59,6 +61,10 @@ impl IntoResponse for Refusal {
                 d.as_ref(),
                 challenge::insufficient_scope(SCOPE_OPENID),
             ),
+            // The endpoints' one 429 (with `Retry-After`).
+            Refusal::TooMany(wait) => {
+                return crate::error::OAuthError::TooManyRequests(*wait).into_response();
+            }
             Refusal::Auth(e) => {
                 tracing::error!(
                     cause = e.internal_cause().unwrap_or(e.description()),
@@ -122,6 +128,11 @@ async fn answer(state: &OAuthState, req: Request) -> Result<serde_json::Value, R
         .access_principal(token, server.now())
         .await
         .map_err(Refusal::Auth)?;
+    state
+        .inner
+        .rates
+        .check_userinfo(&principal.subject)
+        .map_err(Refusal::TooMany)?;
     oidc::userinfo(&principal).map_err(Refusal::Auth)
 }
 

@@ -139,6 +139,20 @@ impl Browser {
         self.cookies.clear();
     }
 
+    /// Sets the cookie `name=value` as if a response had set it (a cookie
+    /// planted by someone else).
+    pub fn set_cookie(&mut self, name: &str, value: &str) {
+        self.cookies.retain(|p| !p.starts_with(&format!("{name}=")));
+        self.cookies.push(format!("{name}={value}"));
+    }
+
+    /// The value of the cookie `name`, if one was set.
+    pub fn cookie(&self, name: &str) -> Option<&str> {
+        self.cookies
+            .iter()
+            .find_map(|p| p.strip_prefix(name)?.strip_prefix('='))
+    }
+
     fn keep_cookies(&mut self, headers: &reqwest::header::HeaderMap) {
         for c in headers.get_all("set-cookie") {
             let Ok(c) = c.to_str() else { continue };

@@ -9,15 +9,16 @@
 //! Each POST carries the request's parameters again and they are validated
 //! again ([`AuthServer::authorize_request`]); what the sign-in step
 //! established (who signed in, when, with which scope) travels to the
-//! consent step in a ticket MACed with the server's forms key and bound to
-//! the request ([`AuthServer::consent_ticket`]).
+//! consent step in a ticket MACed with the server's forms key, bound to
+//! the request and to the browser's CSRF cookie, and spent on its first
+//! use ([`AuthServer::consent_ticket`]).
 
 use std::fmt;
 
 use subtle::ConstantTimeEq;
 
 use super::*;
-use crate::model::CodeRecord;
+use crate::model::{CodeRecord, GRAPHIQL_CLIENT_ID};
 use crate::oidc::SCOPE_OPENID;
 use crate::redirect::redirect_uri_matches;
 
@@ -29,6 +30,11 @@ pub const CODE_TTL: i64 = 60;
 pub const CODE_REPLAY_MEMORY: i64 = 3600;
 /// How long a consent ticket stays valid after the user signed in.
 pub const CONSENT_TTL: i64 = 600;
+/// Under which key a spent consent ticket is recorded in the replay table
+/// of OAuth 1.0 nonces ([`crate::AuthRepo::insert_nonce`]: a unique key,
+/// so every instance on one database refuses the second use). The space
+/// keeps it apart from every consumer's key (names are visible ASCII).
+const SPENT_CONSENT: &str = "consent ticket";
 /// Longest `state` or `nonce` accepted: they come back in a URL or a token.
 pub const MAX_STATE: usize = 1024;
 /// Shortest password self-service sign-up accepts (NIST SP 800-63B asks
@@ -249,8 +255,9 @@ pub struct SignedIn {
     pub scope: Scopes,
 }
 
-/// The CSRF token pair of the sign-in pages: a random value for the
-/// cookie, and its MAC for the form's hidden field.
+/// The CSRF token pair of the sign-in pages: for the cookie, a random
+/// value with the server's MAC of it (so a value the server did not mint
+/// is never taken), and for the form's hidden field the MAC of that cookie.
 #[derive(Clone)]
 pub struct CsrfPair {
     /// The cookie value.
@@ -287,11 +294,16 @@ impl AuthServer {
         let Some(redirect_uri) = opt(p.redirect_uri.as_deref()) else {
             return Err(page("the `redirect_uri` parameter is required"));
         };
-        if !client
-            .redirect_uris
-            .iter()
-            .any(|r| redirect_uri_matches(r, redirect_uri))
-        {
+        if !redirect_uri_matches(&client, redirect_uri) {
+            // GraphiQL sends its own address: opened anywhere but this
+            // server's page, say where the page is.
+            if client.client_id == GRAPHIQL_CLIENT_ID
+                && let Some(home) = client.redirect_uris.first()
+            {
+                return Err(AuthorizeError::Page(Error::invalid_request(format!(
+                    "GraphiQL signs in only on this server's own page: open it at {home}"
+                ))));
+            }
             return Err(page("the `redirect_uri` is not registered for this client"));
         }
         // CONTRACT §12: another response mode is an error on the page.
@@ -491,28 +503,41 @@ impl AuthServer {
     }
 
     /// A ticket carrying `signed` from the sign-in page to the consent
-    /// page, bound to `req` and valid [`CONSENT_TTL`] seconds:
+    /// page, bound to `req` and to the browser (`browser`: its CSRF
+    /// cookie, checked by the POST that signed in), valid [`CONSENT_TTL`]
+    /// seconds and once ([`AuthServer::open_consent_ticket`]):
     /// `payload.mac`, both base64url, the MAC made with the forms key.
-    pub fn consent_ticket(&self, req: &AuthorizeRequest, signed: &SignedIn) -> String {
+    pub fn consent_ticket(
+        &self,
+        req: &AuthorizeRequest,
+        signed: &SignedIn,
+        browser: &str,
+    ) -> String {
         let payload = json!({
             "u": signed.username,
             "t": signed.auth_time,
             "s": signed.scope.to_string(),
             "e": self.now().saturating_add(CONSENT_TTL),
             "r": crate::b64(&req.digest()),
+            "b": crate::b64(&sha2::Sha256::digest(browser.as_bytes())),
+            "n": token_string(self.random.as_ref(), 16),
         })
         .to_string();
         let mac = self.cipher.form_mac("consent", payload.as_bytes());
         format!("{}.{}", crate::b64(payload.as_bytes()), crate::b64(&mac))
     }
 
-    /// Opens a ticket of [`AuthServer::consent_ticket`] for `req`: its
-    /// MAC, its expiry, that it was made for this very request, and that
-    /// the user still exists. Anything else is `invalid_request`.
+    /// Opens a ticket of [`AuthServer::consent_ticket`] for `req`, posted
+    /// by the browser whose CSRF cookie is `browser`: its MAC, its expiry,
+    /// that it was made for this very request and this browser, that the
+    /// user still exists, and that it was not used before (it is spent
+    /// here, in the database, so a second post gets nothing on any
+    /// instance). Anything else is `invalid_request`.
     pub async fn open_consent_ticket(
         &self,
         req: &AuthorizeRequest,
         ticket: &str,
+        browser: &str,
     ) -> Result<SignedIn> {
         use base64::Engine;
         let bad = || Error::invalid_request("the sign-in has expired; sign in again");
@@ -525,54 +550,105 @@ impl AuthServer {
             return Err(bad());
         }
         let v: Value = serde_json::from_slice(&payload).map_err(|_| bad())?;
-        let (Some(username), Some(auth_time), Some(scope), Some(exp), Some(digest)) = (
+        let (
+            Some(username),
+            Some(auth_time),
+            Some(scope),
+            Some(exp),
+            Some(digest),
+            Some(bound),
+            Some(id),
+        ) = (
             v["u"].as_str(),
             v["t"].as_i64(),
             v["s"].as_str(),
             v["e"].as_i64(),
             v["r"].as_str(),
-        ) else {
+            v["b"].as_str(),
+            v["n"].as_str(),
+        )
+        else {
             return Err(bad());
         };
-        if exp <= self.now() || digest != crate::b64(&req.digest()) {
+        let now = self.now();
+        if exp <= now || digest != crate::b64(&req.digest()) {
+            return Err(bad());
+        }
+        // Another browser's ticket (copied out of its page) approves nothing.
+        let this_browser = crate::b64(&sha2::Sha256::digest(browser.as_bytes()));
+        if !bool::from(bound.as_bytes().ct_eq(this_browser.as_bytes())) {
             return Err(bad());
         }
         // A user removed meanwhile gets nothing.
         if self.repo.find_user(username).await?.is_none() {
             return Err(bad());
         }
+        let scope = Scopes::parse(scope).map_err(|_| bad())?;
+        // Last, so only a ticket that would be honoured is spent.
+        if !self.repo.insert_nonce(SPENT_CONSENT, id, exp, now).await? {
+            return Err(Error::invalid_request(
+                "this sign-in was already used; sign in again",
+            ));
+        }
         Ok(SignedIn {
             username: username.to_string(),
             auth_time,
-            scope: Scopes::parse(scope).map_err(|_| bad())?,
+            scope,
         })
     }
 
-    /// A new CSRF pair for the sign-in pages: a random cookie value and
-    /// its MAC for the hidden field. A page served to a browser that
-    /// already holds a valid cookie reuses it ([`AuthServer::csrf_field`]).
+    /// A new CSRF pair for the sign-in pages: a cookie value the server
+    /// mints (random, with its MAC) and the hidden field that goes with it.
+    /// A page served to a browser that already holds a cookie this server
+    /// minted reuses it ([`AuthServer::csrf_field`]).
     pub fn csrf_pair(&self) -> CsrfPair {
-        let cookie = token_string(self.random.as_ref(), 32);
-        let field = self.csrf_field(&cookie);
+        let random = token_string(self.random.as_ref(), 32);
+        let mac = crate::b64(&self.cipher.form_mac("csrf-cookie", random.as_bytes()));
+        let cookie = format!("{random}.{mac}");
+        let field = self.field_of(&cookie);
         CsrfPair { cookie, field }
     }
 
-    /// The hidden field value that goes with the cookie value `cookie`.
-    pub fn csrf_field(&self, cookie: &str) -> String {
+    /// The hidden field value that goes with the cookie value `cookie`;
+    /// `None` when the server did not mint that cookie (a value planted in
+    /// the browser by someone else gets no field, and the page sets a new
+    /// cookie instead).
+    pub fn csrf_field(&self, cookie: &str) -> Option<String> {
+        self.csrf_cookie_minted(cookie)
+            .then(|| self.field_of(cookie))
+    }
+
+    fn field_of(&self, cookie: &str) -> String {
         crate::b64(&self.cipher.form_mac("csrf", cookie.as_bytes()))
     }
 
-    /// Whether a POST of the sign-in pages carries a CSRF field matching
-    /// its cookie (signed double submit: another site can neither read the
-    /// cookie nor make a field for a cookie it planted).
+    /// Whether `cookie` is a value of [`AuthServer::csrf_pair`]: the MAC
+    /// of its random part under the forms key.
+    fn csrf_cookie_minted(&self, cookie: &str) -> bool {
+        if cookie.len() > 128 {
+            return false;
+        }
+        let Some((random, mac)) = cookie.split_once('.') else {
+            return false;
+        };
+        if random.is_empty() {
+            return false;
+        }
+        let expected = crate::b64(&self.cipher.form_mac("csrf-cookie", random.as_bytes()));
+        bool::from(expected.as_bytes().ct_eq(mac.as_bytes()))
+    }
+
+    /// Whether a POST of the sign-in pages carries a cookie this server
+    /// minted and a CSRF field matching it (signed double submit: another
+    /// site can neither read the cookie nor make a field for one it
+    /// planted, and a planted value the server did not mint is refused).
     pub fn csrf_ok(&self, cookie: Option<&str>, field: Option<&str>) -> bool {
         let (Some(cookie), Some(field)) = (cookie, field) else {
             return false;
         };
-        if cookie.is_empty() || cookie.len() > 128 {
+        let Some(expected) = self.csrf_field(cookie) else {
             return false;
-        }
-        let expected = self.csrf_field(cookie);
+        };
         bool::from(expected.as_bytes().ct_eq(field.as_bytes()))
     }
 

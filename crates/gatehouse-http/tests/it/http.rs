@@ -235,6 +235,23 @@ async fn graphiql_page_and_assets_are_local() {
     let csp = header("content-security-policy");
     assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
     assert!(csp.contains("script-src 'self';"), "{csp}");
+    // The bundled stylesheet's fonts and icons are `data:` URLs: exactly
+    // those are allowed beside the server's own files, nothing else.
+    let directives: Vec<&str> = csp.split(';').map(str::trim).collect();
+    assert_eq!(
+        directives,
+        [
+            "default-src 'self'",
+            "img-src 'self' data:",
+            "font-src 'self' data:",
+            "style-src 'self' 'unsafe-inline'",
+            "script-src 'self'",
+            "frame-ancestors 'none'",
+            "base-uri 'none'",
+            "form-action 'self'",
+        ],
+        "{csp}"
+    );
     let html = r.text().await.unwrap();
     assert!(!html.contains("https://"), "no CDN: {html}");
     assert!(!html.contains("<script>"), "no inline script: {html}");
@@ -256,7 +273,22 @@ async fn graphiql_page_and_assets_are_local() {
             .await
             .unwrap();
         assert_eq!(r.status(), StatusCode::OK, "{asset}");
-        assert!(r.bytes().await.unwrap().len() > 300, "{asset}");
+        let bytes = r.bytes().await.unwrap();
+        assert!(bytes.len() > 300, "{asset}");
+        if asset.ends_with(".css") {
+            // What the policy allows from `data:` is what the styles use.
+            let css = String::from_utf8_lossy(&bytes);
+            for (i, _) in css.match_indices("url(") {
+                let target = css[i + 4..].trim_start_matches(['"', '\'']);
+                if let Some(kind) = target.strip_prefix("data:") {
+                    assert!(
+                        kind.starts_with("image/") || kind.starts_with("font/"),
+                        "{asset}: {}",
+                        &kind[..kind.len().min(40)]
+                    );
+                }
+            }
+        }
     }
     let r = s
         .client

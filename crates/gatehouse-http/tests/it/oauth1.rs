@@ -12,7 +12,7 @@ use gatehouse_auth::{AuthServer, Clock, ManualClock, Principal};
 use gatehouse_graphql::{Graphql, GraphqlOptions};
 use gatehouse_http::authn::{Authenticator, RestGuard, rest_layer};
 use gatehouse_http::{AppState, app};
-use gatehouse_testkit::{OAuth1Sig, Port, TestDb, example_model, nonce};
+use gatehouse_testkit::{Browser, OAuth1Sig, Port, TestDb, example_model, nonce};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -124,19 +124,22 @@ impl Env {
             form["oauth_token"].clone(),
             form["oauth_token_secret"].clone(),
         );
-        let r = self
-            .client
-            .post(format!("{}/oauth/authorize", self.base))
-            .form(&[
-                ("oauth_token", rt.as_str()),
-                ("username", "alice"),
-                ("password", "alice-password"),
-            ])
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), StatusCode::OK);
-        let verifier = form_of(r).await["oauth_verifier"].clone();
+        // The owner approves on the approval page (its CSRF cookie and
+        // field come with the form).
+        let mut browser = Browser::new();
+        let page = browser
+            .get(&format!("{}/oauth/authorize?oauth_token={rt}", self.base))
+            .await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        let r = browser
+            .submit(
+                &format!("{}/oauth/authorize", self.base),
+                &page,
+                &[("username", "alice"), ("password", "alice-password")],
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        let verifier = self::form(&r.body)["oauth_verifier"].clone();
         let url = format!("{}/oauth/access_token", self.base);
         let body = [("oauth_verifier", verifier.as_str())];
         let r = self

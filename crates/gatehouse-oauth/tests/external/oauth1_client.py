@@ -16,6 +16,7 @@ parameter. Exits 0 when every check passes, 1 on the first failure.
 """
 
 import argparse
+import re
 import sys
 import time
 from urllib.parse import parse_qs, urlparse
@@ -100,12 +101,21 @@ class Flow:
         return t["oauth_token"], t["oauth_token_secret"]
 
     def approve(self, token, password=None):
-        return requests.post(
+        # As a browser does: the approval page sets the CSRF cookie and
+        # carries the field that goes with it.
+        browser = requests.Session()
+        page = browser.get(
+            f"{self.base}/oauth/authorize", params={"oauth_token": token}, timeout=TIMEOUT
+        )
+        found = re.search(r'name="csrf" value="([^"]*)"', page.text)
+        check(found is not None, f"approval page without a CSRF field: {page.status_code}")
+        return browser.post(
             f"{self.base}/oauth/authorize",
             data={
                 "oauth_token": token,
                 "username": self.username,
                 "password": password or self.password,
+                "csrf": found.group(1),
             },
             allow_redirects=False,
             timeout=TIMEOUT,

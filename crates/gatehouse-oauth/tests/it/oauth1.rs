@@ -5,7 +5,7 @@
 //! `oauthlib` script in `tests/external/` checks interoperability).
 
 use gatehouse_auth::oauth1::SignatureMethod;
-use gatehouse_testkit::OAuth1Sig;
+use gatehouse_testkit::{Browser, OAuth1Sig, Page, authorize_url, pkce_challenge, pkce_verifier};
 use reqwest::StatusCode;
 
 use crate::{Server, start, start_with};
@@ -301,24 +301,92 @@ async fn request_token(
     (r.get("oauth_token"), r.get("oauth_token_secret"))
 }
 
+/// A browser holding a CSRF cookie of the sign-in pages, and the form
+/// field that goes with it (the cookie is the browser's, not a request
+/// token's: any page of the server hands one out).
+async fn csrf_browser(s: &Server) -> (Browser, String) {
+    let mut b = Browser::new();
+    let challenge = pkce_challenge(&pkce_verifier("oauth1"));
+    let url = authorize_url(
+        &s.base,
+        &[
+            ("response_type", "code"),
+            ("client_id", "web"),
+            ("redirect_uri", "https://web.example/cb"),
+            ("code_challenge", challenge.as_str()),
+            ("code_challenge_method", "S256"),
+        ],
+    );
+    let page = b.get(&url).await;
+    let csrf = page.hidden("csrf").unwrap();
+    (b, csrf)
+}
+
+fn raw(page: Page) -> Raw {
+    Raw {
+        status: StatusCode::from_u16(page.status).unwrap(),
+        headers: page.headers,
+        text: page.body,
+    }
+}
+
+/// The owner's approval of `token`, posted by a browser as the approval
+/// form does (CSRF cookie and field included).
 async fn approve(s: &Server, token: &str, password: &str) -> Raw {
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
-    Raw::from(
-        client
-            .post(s.url("/oauth/authorize"))
-            .form(&[
-                ("oauth_token", token),
-                ("username", "alice"),
-                ("password", password),
-            ])
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await
+    let (mut b, csrf) = csrf_browser(s).await;
+    let form = [
+        ("oauth_token", token),
+        ("username", "alice"),
+        ("password", password),
+        ("csrf", csrf.as_str()),
+    ]
+    .map(|(k, v)| (k.to_string(), v.to_string()));
+    raw(b.post(&s.url("/oauth/authorize"), &form).await)
+}
+
+/// The approval form carries the CSRF field of the sign-in pages: posted
+/// from its page it approves; without the field, with another browser's
+/// field, or without the cookie, it is refused before the password is
+/// looked at (403, the HTML page, nothing redirected).
+#[tokio::test]
+async fn the_approval_form_is_protected_against_forgery() {
+    let s = start().await;
+    with_consumer(&s).await;
+    let (rt, _) = request_token(&s, SignatureMethod::HmacSha1, None).await;
+    let url = s.url(&format!("/oauth/authorize?oauth_token={rt}"));
+    let mut owner = Browser::new();
+    let page = owner.get(&url).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.header("set-cookie").is_some());
+    let field = page.hidden("csrf").unwrap();
+    let creds = [("username", "alice"), ("password", "alice-pw")];
+    let (_, other_field) = csrf_browser(&s).await;
+    for (who, fields) in [
+        ("no field", vec![("csrf", "")]),
+        (
+            "another browser's field",
+            vec![("csrf", other_field.as_str())],
+        ),
+    ] {
+        let mut f = creds.to_vec();
+        f.extend(fields);
+        let r = owner.submit(&s.url("/oauth/authorize"), &page, &f).await;
+        assert_eq!(r.status, 403, "{who}: {}", r.body);
+        assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
+        assert!(r.location().is_none(), "{who}");
+    }
+    let mut stranger = Browser::new();
+    let r = stranger
+        .submit(&s.url("/oauth/authorize"), &page, &creds)
+        .await;
+    assert_eq!(r.status, 403, "no cookie: {}", r.body);
+    assert_eq!(page.hidden("csrf").as_deref(), Some(field.as_str()));
+    // The owner's own form approves (out of band: the verifier).
+    let r = raw(owner
+        .submit(&s.url("/oauth/authorize"), &page, &creds)
+        .await);
+    r.assert_form_ok();
+    assert_eq!(r.get("oauth_token"), rt);
 }
 
 #[tokio::test]
@@ -475,16 +543,10 @@ async fn access_token_without_oauth1_parameters_stays_oauth2() {
 async fn authorize_needs_its_fields_and_is_throttled() {
     let s = start().await;
     with_consumer(&s).await;
-    let r = Raw::from(
-        s.http
-            .post(s.url("/oauth/authorize"))
-            .form(&[("oauth_token", "x")])
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    r.assert_refused(400);
+    let (mut b, csrf) = csrf_browser(&s).await;
+    let form = [("oauth_token", "x"), ("csrf", csrf.as_str())]
+        .map(|(k, v)| (k.to_string(), v.to_string()));
+    raw(b.post(&s.url("/oauth/authorize"), &form).await).assert_refused(400);
     let (rt, _) = request_token(&s, SignatureMethod::HmacSha1, None).await;
     // Free failures, then a delay (per user and address, not global).
     for _ in 0..=gatehouse_auth::FREE_FAILURES_PER_ACCOUNT {

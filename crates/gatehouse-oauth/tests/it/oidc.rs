@@ -445,3 +445,30 @@ async fn relying_party_accepts_the_id_token(alg: SigningAlg) {
     let for_other: CoreIdToken = id_token("someone-else", nonce.secret()).parse().unwrap();
     assert!(for_other.claims(&verifier, &nonce).is_err());
 }
+
+/// Userinfo has a bucket per token subject: one user's flood answers 429
+/// with `Retry-After`, and another user is still served.
+#[tokio::test]
+async fn userinfo_is_rate_limited_per_subject() {
+    let s = start_with("", |c| {
+        c.rate_per_second = 1;
+        c.rate_burst = 3;
+    })
+    .await;
+    s.add_carol().await;
+    let carol = s.rp_token("carol", "carol-pw", "openid read").await;
+    let alice = s.rp_token("alice", "alice-pw", "openid read").await;
+    for _ in 0..3 {
+        let r = s.userinfo_get(Some(access(&carol))).await;
+        assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    }
+    let r = s.userinfo_get(Some(access(&carol))).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS, "{:?}", r.body);
+    assert!(r.header("retry-after").is_some());
+    assert_eq!(r.body["error"], "too_many_requests");
+    let r = s.userinfo_get(Some(access(&alice))).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    // An invalid token is refused before any bucket is charged.
+    let r = s.userinfo_get(Some("not-a-token")).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+}
