@@ -257,7 +257,8 @@ fn nullable_along<'d>(
                     entity => model
                         .entity(entity)
                         .and_then(|e| e.field(name))
-                        .map(|f| f.ty.clone()),
+                        .map(|f| f.ty.clone())
+                        .or_else(|| connection_field(model, entity, name)),
                 };
                 out.push(ty.as_ref().is_none_or(|t| !t.is_non_null()));
                 node = child.node(doc);
@@ -277,6 +278,30 @@ fn nullable_along<'d>(
         }
     }
     out
+}
+
+/// The type of field `name` of the connection or edge type `type_name`
+/// (`BookConnection.edges`, `BookEdge.node`): a failed field below a node
+/// nulls its nearest nullable parent through them too.
+fn connection_field(
+    model: &gatehouse_schema::Model,
+    type_name: &str,
+    name: &str,
+) -> Option<gatehouse_schema::TypeRef> {
+    if let Some(c) = model.connection(type_name) {
+        return match name {
+            "edges" => Some(c.edges.clone()),
+            "pageInfo" => Some(c.page_info.clone()),
+            "totalCount" => c.total_count.clone(),
+            _ => None,
+        };
+    }
+    let c = model.connections.iter().find(|c| c.edge == type_name)?;
+    match name {
+        "cursor" => Some(c.cursor.clone()),
+        "node" => Some(c.node.clone()),
+        _ => None,
+    }
 }
 
 /// The innermost named type of `t`.
