@@ -1148,7 +1148,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cwd_file = dir.path().join("none.toml");
         let l = load_with_env(None, &CliOverrides::default(), env(&[])).unwrap();
-        assert_eq!(l.config, Config::default());
+        // The key file's place is decided at load (beside the database or
+        // the config file); everything else is the default.
+        let mut config = l.config.clone();
+        assert_eq!(
+            config.auth.key_file.take(),
+            Some(PathBuf::from("data/gatehouse.key"))
+        );
+        assert_eq!(config, Config::default());
         assert_eq!(l.config.database, "sqlite://data/gatehouse.db");
         assert_eq!(l.config.listen, "127.0.0.1:8080");
         assert!(!cwd_file.exists());
