@@ -46,13 +46,15 @@ pub enum Code {
     UnsupportedMediaType,
     /// The store cannot be reached right now; retry later.
     ServiceUnavailable,
+    /// A statement did not end within the statement timeout; retry later.
+    Timeout,
     /// A bug; details are in the server log only.
     InternalServerError,
 }
 
 impl Code {
     /// Every code, for reading one back from its string.
-    pub const ALL: [Code; 20] = [
+    pub const ALL: [Code; 21] = [
         Code::QueryTooDeep,
         Code::QueryTooComplex,
         Code::PageSizeExceeded,
@@ -72,6 +74,7 @@ impl Code {
         Code::PayloadTooLarge,
         Code::UnsupportedMediaType,
         Code::ServiceUnavailable,
+        Code::Timeout,
         Code::InternalServerError,
     ];
 
@@ -97,6 +100,7 @@ impl Code {
             Code::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             Code::UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
             Code::ServiceUnavailable => "SERVICE_UNAVAILABLE",
+            Code::Timeout => "TIMEOUT",
             Code::InternalServerError => "INTERNAL_SERVER_ERROR",
         }
     }

@@ -30,7 +30,7 @@ pub fn load_secret(config: &Config) -> anyhow::Result<String> {
             .with_context(|| format!("reading the key file {}", path.display()))?;
         return Ok(s.trim().to_string());
     }
-    if config.database.starts_with("postgres") {
+    if config.database.url.starts_with("postgres") {
         tracing::warn!(
             key_file = %path.display(),
             "no {SECRET_ENV} set: generating a key file; every instance on this database must share it (or set {SECRET_ENV})"
@@ -49,7 +49,7 @@ pub fn load_secret(config: &Config) -> anyhow::Result<String> {
 
 /// `gatehouse.key` beside the SQLite database, or `./data/gatehouse.key`.
 fn key_file_path(config: &Config) -> PathBuf {
-    match config.database.strip_prefix("sqlite://") {
+    match config.database.url.strip_prefix("sqlite://") {
         Some(db) if !db.is_empty() && db != ":memory:" => Path::new(db)
             .parent()
             .map(|p| p.join("gatehouse.key"))
