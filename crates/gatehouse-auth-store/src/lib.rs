@@ -743,7 +743,11 @@ impl SqlAuthRepo {
 /// A database error as a [`RepoError`]: an internal cause, logged and
 /// shown by the CLI, never to API users, so it keeps what the driver said.
 fn store_err(op: &str, e: DbError) -> RepoError {
-    RepoError::new(format!("{op}: {}", e.with_cause()))
+    let message = format!("{op}: {}", e.with_cause());
+    match e {
+        DbError::Unavailable(_) | DbError::Timeout(_) => RepoError::unavailable(message),
+        _ => RepoError::new(message),
+    }
 }
 
 /// Driver errors as [`RepoError`]s. A duplicate key gets its own message;

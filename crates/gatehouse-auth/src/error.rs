@@ -72,6 +72,13 @@ pub enum Error {
     /// cause: log it, never send it.
     #[error("server_error")]
     Server(String),
+    /// The store is unreachable or did not answer within the statement
+    /// timeout: the request may succeed later. The token endpoint answers
+    /// 503 `temporarily_unavailable` (the RFC 6749 §4.1.2.1 code, used for
+    /// the token endpoint as common practice) with `Retry-After`. The
+    /// string is the internal cause: log it, never send it.
+    #[error("temporarily_unavailable")]
+    Unavailable(String),
 }
 
 impl Error {
@@ -93,6 +100,7 @@ impl Error {
             Error::InvalidInput(_) => "invalid_input",
             Error::TooManyRequests(..) => "too_many_requests",
             Error::Server(_) => "server_error",
+            Error::Unavailable(_) => "temporarily_unavailable",
         }
     }
 
@@ -115,6 +123,9 @@ impl Error {
             | Error::InvalidInput(d)
             | Error::TooManyRequests(d, _) => d,
             Error::Server(_) => "the server could not complete the request",
+            Error::Unavailable(_) => {
+                "the server cannot complete the request right now; retry later"
+            }
         }
     }
 
@@ -129,7 +140,7 @@ impl Error {
     /// The internal cause of a [`Error::Server`], for logs.
     pub fn internal_cause(&self) -> Option<&str> {
         match self {
-            Error::Server(cause) => Some(cause),
+            Error::Server(cause) | Error::Unavailable(cause) => Some(cause),
             _ => None,
         }
     }
@@ -159,6 +170,9 @@ impl Error {
 pub struct RepoError {
     /// What went wrong, for logs.
     pub message: String,
+    /// The store is unreachable or timed out: retrying later may succeed
+    /// ([`Error::Unavailable`]).
+    pub unavailable: bool,
 }
 
 impl RepoError {
@@ -166,13 +180,26 @@ impl RepoError {
     pub fn new(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
+            unavailable: false,
+        }
+    }
+
+    /// The store is unreachable or did not answer in time.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            unavailable: true,
         }
     }
 }
 
 impl From<RepoError> for Error {
     fn from(e: RepoError) -> Self {
-        Error::Server(e.to_string())
+        if e.unavailable {
+            Error::Unavailable(e.to_string())
+        } else {
+            Error::Server(e.to_string())
+        }
     }
 }
 

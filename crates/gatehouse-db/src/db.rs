@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use sea_query::{PostgresQueryBuilder, QueryStatementWriter, SqliteQueryBuilder, Values};
 
@@ -62,6 +62,17 @@ pub struct DbOptions {
     /// SQLite only: fsync every commit (`synchronous=FULL`) instead of at
     /// checkpoints (`NORMAL`).
     pub sqlite_sync_every_commit: bool,
+    /// How long a statement (a transaction's `COMMIT` included) may take
+    /// before it is cancelled and fails with [`DbError::Timeout`]: every
+    /// wait of a request on the database is bounded by it
+    /// (`docs/design/database.md`, "Deadlines and cancellation"). DDL
+    /// (migrations) is not bounded.
+    pub statement_timeout: std::time::Duration,
+}
+
+impl DbOptions {
+    /// The default statement timeout (the `[database]` section's).
+    pub const DEFAULT_STATEMENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 }
 
 /// The connection pools of one backend.
@@ -81,6 +92,8 @@ enum Pools {
 #[derive(Debug, Clone)]
 pub struct Db {
     pools: Pools,
+    /// [`DbOptions::statement_timeout`].
+    timeout: Duration,
     statements: Arc<AtomicU64>,
     /// PostgreSQL connections opened since the database was opened.
     opened: Arc<AtomicU64>,
@@ -138,6 +151,7 @@ impl Db {
         };
         Ok(Db {
             pools,
+            timeout: opts.statement_timeout,
             statements: Arc::new(AtomicU64::new(0)),
             opened,
         })
@@ -180,10 +194,11 @@ impl Db {
     pub async fn read(&self) -> Result<Pooled, DbError> {
         let inner = match &self.pools {
             Pools::Sqlite(db) => PooledInner::SqliteRead(db.read().await?),
-            Pools::Postgres(pg) => PooledInner::Pg(pg.shared().await?),
+            Pools::Postgres(pg) => PooledInner::Pg(pg.shared().await?, pg.clone()),
         };
         Ok(Pooled {
             inner,
+            timeout: self.timeout,
             counter: self.statements.clone(),
         })
     }
@@ -193,10 +208,11 @@ impl Db {
     pub async fn write(&self) -> Result<Pooled, DbError> {
         let inner = match &self.pools {
             Pools::Sqlite(db) => PooledInner::SqliteWrite(db.write().await?),
-            Pools::Postgres(pg) => PooledInner::Pg(pg.shared().await?),
+            Pools::Postgres(pg) => PooledInner::Pg(pg.shared().await?, pg.clone()),
         };
         Ok(Pooled {
             inner,
+            timeout: self.timeout,
             counter: self.statements.clone(),
         })
     }
@@ -210,6 +226,7 @@ impl Db {
         };
         Ok(Tx {
             inner,
+            timeout: self.timeout,
             counter: self.statements.clone(),
         })
     }
@@ -274,6 +291,7 @@ pub struct PoolStats {
 #[derive(Debug)]
 pub struct Pooled {
     inner: PooledInner,
+    timeout: Duration,
     counter: Arc<AtomicU64>,
 }
 
@@ -285,8 +303,9 @@ pub struct Pooled {
 enum PooledInner {
     SqliteRead(ReadConn),
     SqliteWrite(WriteConn),
-    /// A shared connection ([`crate::pg`]).
-    Pg(Arc<PgConn>),
+    /// A shared connection ([`crate::pg`]), and the database it is of
+    /// (a statement stopped on it moves to a connection of its own).
+    Pg(Arc<PgConn>, Arc<PgDb>),
 }
 
 impl Pooled {
@@ -295,13 +314,14 @@ impl Pooled {
         let inner = match &mut self.inner {
             PooledInner::SqliteRead(c) => ConnInner::Sqlite(c.conn()),
             PooledInner::SqliteWrite(c) => ConnInner::Sqlite(Some(c.conn())),
-            PooledInner::Pg(c) => ConnInner::Pg {
+            PooledInner::Pg(c, db) => ConnInner::Pg {
                 conn: Some(c),
-                alone: true,
+                shared: Some(db),
             },
         };
         Conn {
             inner,
+            timeout: self.timeout,
             counter: &self.counter,
         }
     }
@@ -311,6 +331,7 @@ impl Pooled {
 #[derive(Debug)]
 pub struct Tx {
     inner: TxInner,
+    timeout: Duration,
     counter: Arc<AtomicU64>,
 }
 
@@ -328,11 +349,12 @@ impl Tx {
             TxInner::Sqlite(t) => ConnInner::Sqlite(t.conn()),
             TxInner::Pg(t) => ConnInner::Pg {
                 conn: t.conn(),
-                alone: false,
+                shared: None,
             },
         };
         Conn {
             inner,
+            timeout: self.timeout,
             counter: &self.counter,
         }
     }
@@ -342,7 +364,7 @@ impl Tx {
     pub async fn commit(self) -> Result<(), sqlx::Error> {
         match self.inner {
             TxInner::Sqlite(t) => t.commit(),
-            TxInner::Pg(t) => t.commit().await,
+            TxInner::Pg(t) => t.commit(self.timeout).await,
         }
     }
 
@@ -365,7 +387,7 @@ impl Tx {
                 self.counter
                     .fetch_add(statements.len() as u64, Ordering::Relaxed);
                 let _timer = QueryTimer::start("postgres", "execute");
-                t.commit_after(statements).await
+                t.commit_after(statements, self.timeout).await
             }
         }
     }
@@ -375,6 +397,8 @@ impl Tx {
 #[derive(Debug)]
 pub struct Conn<'a> {
     inner: ConnInner<'a>,
+    /// [`DbOptions::statement_timeout`].
+    timeout: Duration,
     counter: &'a AtomicU64,
 }
 
@@ -385,11 +409,17 @@ enum ConnInner<'a> {
     Pg {
         /// `None` only for a transaction already ended (never, in practice).
         conn: Option<&'a PgConn>,
-        /// Whether its statements run alone, not in a transaction (a
-        /// stale kept statement is then run again, [`PgConn::fetch`]).
-        alone: bool,
+        /// For single statements on a shared connection (not in a
+        /// transaction), its database: a statement stopped there runs on
+        /// a connection of its own ([`PgDb::single`]), and a stale kept
+        /// statement is run again ([`PgConn::fetch`]).
+        shared: Option<&'a PgDb>,
     },
 }
+
+/// A PostgreSQL statement's run, boxed ([`Conn::fetch`]).
+type BoxedRun<'a, T> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, sqlx::Error>> + Send + 'a>>;
 
 /// Records a statement's duration (`gatehouse_store_query_duration_seconds`)
 /// when dropped, so failed and cancelled statements count too.
@@ -446,14 +476,35 @@ impl Conn<'_> {
         self.counter.fetch_add(1, Ordering::Relaxed);
         tracing::trace!(sql = %q.sql, "fetch");
         let _timer = QueryTimer::start(self.backend(), "fetch");
+        let timeout = self.timeout;
         match &mut self.inner {
             ConnInner::Sqlite(c) => {
+                let _deadline = crate::sqlite::Deadline::after(timeout);
                 crate::sqlite::fetch(c.as_deref_mut().ok_or(sqlx::Error::PoolClosed)?, &q, kinds)
             }
-            ConnInner::Pg { conn, alone } => {
-                conn.ok_or(sqlx::Error::PoolClosed)?
-                    .fetch(&q, kinds, *alone)
-                    .await
+            ConnInner::Pg { conn, shared } => {
+                let conn = conn.ok_or(sqlx::Error::PoolClosed)?;
+                let shared = *shared;
+                // Boxed: the deadline, the cancel and the move to a
+                // connection of its own nest futures deep enough that
+                // callers' futures would exceed the compiler's layout depth.
+                let run: BoxedRun<'_, Vec<DbRow>> = Box::pin(async move {
+                    match shared {
+                        Some(db) => {
+                            let run = conn.fetch(&q, kinds, true);
+                            db.single(conn, &q.sql, timeout, run, async |own| {
+                                own.fetch(&q, kinds, true).await
+                            })
+                            .await
+                        }
+                        None => {
+                            let deadline = Instant::now() + timeout;
+                            conn.bounded(deadline, timeout, conn.fetch(&q, kinds, false))
+                                .await
+                        }
+                    }
+                });
+                run.await
             }
         }
     }
@@ -463,14 +514,33 @@ impl Conn<'_> {
         self.counter.fetch_add(1, Ordering::Relaxed);
         tracing::trace!(sql = %q.sql, "execute");
         let _timer = QueryTimer::start(self.backend(), "execute");
+        let timeout = self.timeout;
         match &mut self.inner {
             ConnInner::Sqlite(c) => {
+                let _deadline = crate::sqlite::Deadline::after(timeout);
                 crate::sqlite::execute(c.as_deref_mut().ok_or(sqlx::Error::PoolClosed)?, &q)
             }
-            ConnInner::Pg { conn, alone } => {
-                conn.ok_or(sqlx::Error::PoolClosed)?
-                    .execute(&q, *alone)
-                    .await
+            ConnInner::Pg { conn, shared } => {
+                let conn = conn.ok_or(sqlx::Error::PoolClosed)?;
+                let shared = *shared;
+                // Boxed, as in `fetch`.
+                let run: BoxedRun<'_, u64> = Box::pin(async move {
+                    match shared {
+                        Some(db) => {
+                            let run = conn.execute(&q, true);
+                            db.single(conn, &q.sql, timeout, run, async |own| {
+                                own.execute(&q, true).await
+                            })
+                            .await
+                        }
+                        None => {
+                            let deadline = Instant::now() + timeout;
+                            conn.bounded(deadline, timeout, conn.execute(&q, false))
+                                .await
+                        }
+                    }
+                });
+                run.await
             }
         }
     }
@@ -486,14 +556,18 @@ impl Conn<'_> {
         }
     }
 
-    /// Checks that the connection answers.
+    /// Checks that the connection answers (within the statement timeout).
     pub async fn ping(&mut self) -> Result<(), sqlx::Error> {
+        let timeout = self.timeout;
         match &mut self.inner {
             ConnInner::Sqlite(c) => {
                 crate::sqlite::batch(c.as_deref_mut().ok_or(sqlx::Error::PoolClosed)?, "SELECT 1")
             }
             ConnInner::Pg { conn, .. } => {
-                conn.ok_or(sqlx::Error::PoolClosed)?.batch("SELECT 1").await
+                let conn = conn.ok_or(sqlx::Error::PoolClosed)?;
+                tokio::time::timeout(timeout, conn.batch("SELECT 1"))
+                    .await
+                    .unwrap_or_else(|_| Err(crate::pg::timed_out(timeout)))
             }
         }
     }

@@ -36,6 +36,21 @@ pub enum DbError {
         /// What is wrong with it.
         message: String,
     },
+    /// A statement did not end within its deadline: gatehouse's own
+    /// (`statement_timeout`, [`crate::DbOptions::statement_timeout`]), or
+    /// the database's (PostgreSQL SQLSTATE 57014 `query_canceled`, 55P03
+    /// `lock_not_available`; SQLite interrupted). The statement was
+    /// cancelled and changed nothing; retrying later may succeed. The
+    /// cause is logged and is the source, never in the message.
+    #[error("the database did not answer in time")]
+    Timeout(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The database refused a write because of other data, at a point where
+    /// the caller could not name the field concerned: a deferred
+    /// constraint checked at `COMMIT` (class 23), or a transaction that
+    /// clashed with a concurrent one (class 40: serialization failure,
+    /// deadlock). Nothing was written.
+    #[error("{0}")]
+    Conflict(String),
     /// A bug or an unexpected database state. The cause is logged when the
     /// error is created and never shown to users.
     #[error("internal storage error")]
@@ -94,9 +109,33 @@ impl From<sqlx::Error> for DbError {
                 tracing::warn!(error = %e, "storage unavailable");
                 DbError::Unavailable(Box::new(e))
             }
+            sqlx::Error::Database(ref db) if is_timeout_code(db.code().as_deref()) => {
+                tracing::warn!(error = %e, "statement timed out");
+                DbError::Timeout(Box::new(e))
+            }
             sqlx::Error::Database(ref db) if is_unavailable_code(db.code().as_deref()) => {
                 tracing::warn!(error = %e, "storage unavailable");
                 DbError::Unavailable(Box::new(e))
+            }
+            // Integrity (class 23) left for this classification: callers
+            // name the field of the constraints they know (unique, foreign
+            // key); what reaches here was refused where no field can be
+            // named, a deferred constraint at `COMMIT` above all. Class
+            // 40 (serialization failure, deadlock): a clash with a
+            // concurrent transaction. Both are about the data, not faults.
+            sqlx::Error::Database(ref db) if is_conflict_code(db.code().as_deref()) => {
+                tracing::info!(error = %db, "write refused by a constraint");
+                DbError::Conflict("the write conflicts with data stored meanwhile".into())
+            }
+            sqlx::Error::Database(ref db)
+                if db
+                    .code()
+                    .is_some_and(|c| c.starts_with("40") && c.len() == 5) =>
+            {
+                tracing::info!(error = %db, "transaction clashed with a concurrent one");
+                DbError::Conflict(
+                    "the write clashed with a concurrent one and was not applied; retry it".into(),
+                )
             }
             // PostgreSQL class 22 (data exception): a value the database
             // refuses, such as NUL in a lookup key, is the client's
@@ -181,6 +220,28 @@ pub(crate) enum Backend {
     Postgres,
 }
 
+/// PostgreSQL `query_canceled` (57014: a statement timeout or a cancel
+/// request) and `lock_not_available` (55P03: `lock_timeout`, `NOWAIT`);
+/// SQLite `SQLITE_INTERRUPT` (9: the deadline's progress handler).
+fn is_timeout_code(code: Option<&str>) -> bool {
+    match code {
+        Some("57014" | "55P03") => true,
+        Some(c) => c.parse::<i32>().is_ok_and(|n| n & 0xff == 9),
+        None => false,
+    }
+}
+
+/// Constraints about other rows: unique, foreign key, exclusion and check
+/// (PostgreSQL 23505, 23503, 23P01, 23514; SQLite's extended codes for
+/// unique, primary key, foreign key and check). A `NOT NULL` refused by
+/// the database is a bug (values are checked before), not a conflict.
+fn is_conflict_code(code: Option<&str>) -> bool {
+    matches!(
+        code,
+        Some("23505" | "23503" | "23P01" | "23514" | "2067" | "1555" | "787" | "275")
+    )
+}
+
 /// SQLite BUSY/LOCKED (5, 6 and their extended codes) and PostgreSQL
 /// connection / shutdown classes (08xxx, 57Pxx, 53xxx) mean "try again later".
 fn is_unavailable_code(code: Option<&str>) -> bool {
@@ -189,4 +250,25 @@ fn is_unavailable_code(code: Option<&str>) -> bool {
         return matches!(n & 0xff, 5 | 6);
     }
     code.starts_with("08") || code.starts_with("57P") || code.starts_with("53")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DbError;
+
+    #[test]
+    fn a_deadline_is_a_timeout_and_an_integrity_error_a_conflict() {
+        let deadline = crate::pg::timed_out(std::time::Duration::from_millis(5));
+        assert!(matches!(DbError::from(deadline), DbError::Timeout(_)));
+        for code in ["57014", "55P03", "9"] {
+            assert!(super::is_timeout_code(Some(code)), "{code}");
+        }
+        for code in ["23505", "23503", "2067", "787"] {
+            assert!(super::is_conflict_code(Some(code)), "{code}");
+        }
+        for code in ["23502", "1299", "42P01", "5"] {
+            assert!(!super::is_conflict_code(Some(code)), "{code}");
+            assert!(!super::is_timeout_code(Some(code)), "{code}");
+        }
+    }
 }

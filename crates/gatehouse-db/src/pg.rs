@@ -22,7 +22,7 @@ use std::borrow::Cow;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use deadpool::managed::{self, Metrics, RecycleError, RecycleResult};
 use futures::{StreamExt, TryStreamExt};
@@ -50,6 +50,10 @@ pub(crate) struct PgConn {
     /// A transaction began on it ([`PgDb::begin`]) and its `BEGIN` is
     /// still to be sent: with its first statement, in the same write.
     begin_owed: AtomicBool,
+    /// A cancel request was sent for one of its statements
+    /// ([`PgConn::bounded`]): it may still arrive and cancel whatever the
+    /// connection runs next, so the connection is not used again.
+    cancelled: AtomicBool,
 }
 
 /// A connection's statements in flight and the time ([`micros`]) of its
@@ -132,6 +136,7 @@ async fn connect(config: &Config, opened: &AtomicU64) -> Result<PgConn, tokio_po
         statements: quick_cache::sync::Cache::new(STATEMENT_CACHE),
         progress: Progress::default(),
         begin_owed: AtomicBool::new(false),
+        cancelled: AtomicBool::new(false),
     })
 }
 
@@ -262,6 +267,121 @@ impl PgConn {
         self.begun_with(async { self.client.batch_execute(sql).await.map_err(to_sqlx) })
             .await
     }
+
+    /// Runs `run`, a statement of this connection's only user (a
+    /// transaction's, or a single statement moved off the shared
+    /// connections), until `deadline`. Past it, or when the caller gives
+    /// up (the future is dropped) before the answer came, a cancel
+    /// request stops the statement in PostgreSQL, and the connection is
+    /// not used again: the request may arrive after the statement ended
+    /// and would cancel the next one. Exact, since nothing else runs on
+    /// the connection.
+    pub(crate) async fn bounded<T>(
+        &self,
+        deadline: Instant,
+        timeout: Duration,
+        run: impl std::future::Future<Output = Result<T, sqlx::Error>>,
+    ) -> Result<T, sqlx::Error> {
+        let mut armed = CancelOnDrop(Some(self));
+        match tokio::time::timeout_at(deadline.into(), run).await {
+            Ok(result) => {
+                armed.0 = None;
+                result
+            }
+            // `armed` is dropped on the way out: the cancel goes.
+            Err(_) => Err(timed_out(timeout)),
+        }
+    }
+
+    /// Whether a cancel request was sent for one of its statements.
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Relaxed)
+    }
+}
+
+/// Sends a cancel request for its connection's running statement when
+/// dropped armed ([`PgConn::bounded`]).
+struct CancelOnDrop<'a>(Option<&'a PgConn>);
+
+/// How long a cancel request may take to be delivered (it opens a
+/// connection of its own to the server).
+const CANCEL_WAIT: Duration = Duration::from_secs(5);
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        let Some(conn) = self.0.take() else {
+            return;
+        };
+        conn.cancelled.store(true, Ordering::Relaxed);
+        let token = conn.client.cancel_token();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                match tokio::time::timeout(CANCEL_WAIT, token.cancel_query(NoTls)).await {
+                    Ok(Ok(())) => tracing::debug!("statement cancelled"),
+                    Ok(Err(e)) => tracing::warn!(error = %e, "cannot cancel a statement"),
+                    Err(_) => tracing::warn!("cannot cancel a statement: no answer"),
+                }
+            });
+        }
+    }
+}
+
+/// The error of a statement that did not answer within `timeout`:
+/// SQLSTATE 57014 (`query_canceled`), as PostgreSQL's own
+/// `statement_timeout` reports it, so both are classified alike
+/// ([`crate::DbError::Timeout`]).
+pub(crate) fn timed_out(timeout: Duration) -> sqlx::Error {
+    sqlx::Error::Database(Box::new(Deadline(timeout)))
+}
+
+/// gatehouse's own statement deadline passed ([`timed_out`]).
+#[derive(Debug)]
+pub(crate) struct Deadline(Duration);
+
+impl std::fmt::Display for Deadline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "no answer from the database within the statement timeout ({} ms)",
+            self.0.as_millis()
+        )
+    }
+}
+
+impl std::error::Error for Deadline {}
+
+impl DatabaseError for Deadline {
+    fn message(&self) -> &str {
+        "no answer from the database within the statement timeout"
+    }
+
+    fn code(&self) -> Option<Cow<'_, str>> {
+        Some(Cow::Borrowed("57014"))
+    }
+
+    fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        self
+    }
+
+    fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+        self
+    }
+
+    fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+        self
+    }
+
+    fn kind(&self) -> ErrorKind {
+        ErrorKind::Other
+    }
+}
+
+/// Whether PostgreSQL stopped the statement before it ended: a statement
+/// timeout or a cancel request (57014), a lock it could not take in time
+/// (55P03). Such a statement changed nothing.
+fn is_cut_short(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if matches!(d.code().as_deref(), Some("57014" | "55P03")))
+        && !matches!(e, sqlx::Error::Database(d) if d.as_error().is::<Deadline>())
 }
 
 /// Whether `e` is PostgreSQL's refusal to run a kept statement whose
@@ -503,6 +623,9 @@ impl managed::Manager for Manager {
         if conn.client.is_closed() {
             return Err(RecycleError::message("the connection is closed"));
         }
+        if conn.is_cancelled() {
+            return Err(RecycleError::message("a cancel request may still arrive"));
+        }
         Ok(())
     }
 }
@@ -565,6 +688,9 @@ impl Slot {
 /// The PostgreSQL side of a [`crate::Db`].
 pub(crate) struct PgDb {
     config: Arc<Config>,
+    /// `config` with PostgreSQL's `statement_timeout` set to
+    /// [`SHARED_LIMIT`]: the shared connections' ([`PgDb::single`]).
+    shared_config: Arc<Config>,
     /// The shared connections: the first `active` taken in turn, the rest
     /// spares for when those are stalled ([`split`]).
     shared: Box<[Slot]>,
@@ -574,7 +700,31 @@ pub(crate) struct PgDb {
     acquire_timeout: Duration,
     opened: Arc<AtomicU64>,
     closed: AtomicBool,
+    /// The SQL of single statements that were stopped on a shared
+    /// connection ([`SHARED_LIMIT`]): they go straight to a connection of
+    /// their own from then on.
+    slow: quick_cache::sync::Cache<String, ()>,
+    /// Whether `slow` has any entry (most databases never see one: no
+    /// lookup then).
+    any_slow: AtomicBool,
+    /// Single statements on connections of their own at once: at most
+    /// half the transactions' pool, so slow statements never take every
+    /// connection writes need.
+    own: Arc<tokio::sync::Semaphore>,
 }
+
+/// How long a single statement may run on a shared connection
+/// (PostgreSQL's `statement_timeout` of those sessions; it counts the
+/// statement's own time in the server, lock waits included, not the time
+/// it waited in the pipeline). Statements queued behind a slow or
+/// blocked one wait at most this long; the stopped one changed nothing
+/// and runs again on a connection of its own, with the rest of its
+/// deadline (`docs/design/database.md`, "Slow statements"). Far above an
+/// indexed statement's time, even under load.
+const SHARED_LIMIT: Duration = Duration::from_millis(50);
+
+/// Single statements remembered as slow ([`PgDb::single`]).
+const SLOW_STATEMENTS: usize = 1024;
 
 impl std::fmt::Debug for PgDb {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -619,7 +769,15 @@ impl PgDb {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(acquire_timeout);
         }
+        let mut shared_config = config.clone();
+        let options = format!(
+            "{} -c statement_timeout={}",
+            config.get_options().unwrap_or(""),
+            SHARED_LIMIT.as_millis()
+        );
+        shared_config.options(options.trim_start());
         let config = Arc::new(config);
+        let shared_config = Arc::new(shared_config);
         let workers =
             tokio::runtime::Handle::try_current().map_or(1, |rt| rt.metrics().num_workers());
         let (active, spare, pooled) = split(max_connections, workers);
@@ -635,6 +793,10 @@ impl PgDb {
         .map_err(|e| crate::DbError::invalid("database", e.to_string()))?;
         let db = PgDb {
             config,
+            shared_config,
+            slow: quick_cache::sync::Cache::new(SLOW_STATEMENTS),
+            any_slow: AtomicBool::new(false),
+            own: Arc::new(tokio::sync::Semaphore::new((pooled / 2).max(1))),
             shared: (0..active + spare).map(|_| Slot::default()).collect(),
             active,
             next: AtomicUsize::new(0),
@@ -643,7 +805,7 @@ impl PgDb {
             opened,
             closed: AtomicBool::new(false),
         };
-        let first = connect(&db.config, &db.opened)
+        let first = connect(&db.shared_config, &db.opened)
             .await
             .map_err(|e| crate::error::open_failure(crate::error::Backend::Postgres, to_sqlx(e)))?;
         if let Ok(mut slot) = db.shared[0].conn.write() {
@@ -710,7 +872,11 @@ impl PgDb {
             if let Some(c) = slot.open() {
                 return Ok(c);
             }
-            let c = Arc::new(connect(&self.config, &self.opened).await.map_err(to_sqlx)?);
+            let c = Arc::new(
+                connect(&self.shared_config, &self.opened)
+                    .await
+                    .map_err(to_sqlx)?,
+            );
             if let Ok(mut s) = slot.conn.write() {
                 *s = Some(c.clone());
             }
@@ -721,13 +887,86 @@ impl PgDb {
             .unwrap_or(Err(sqlx::Error::PoolTimedOut))
     }
 
-    /// A transaction, on a connection of its own.
-    pub(crate) async fn begin(&self) -> Result<PgTx, sqlx::Error> {
-        let conn = self.pool.get().await.map_err(|e| match e {
+    /// Runs a single statement (`run` on `shared`, or `alone` on a
+    /// connection of its own) within `timeout`.
+    ///
+    /// On the shared connection PostgreSQL stops it after [`SHARED_LIMIT`]
+    /// (a slow scan, a lock wait), so it holds up the statements queued
+    /// behind it that long at most; it changed nothing, and runs again on
+    /// a connection of its own (its SQL is remembered: it goes there
+    /// first from then on), bounded by the rest of the deadline and
+    /// cancelled if its caller gives up ([`PgConn::bounded`]). A shared
+    /// connection that does not answer within the whole deadline is
+    /// taken out of service (a lost network: the server would have ended
+    /// the statement long before), and the statement fails as timed out.
+    pub(crate) async fn single<T, F, G>(
+        &self,
+        shared: &PgConn,
+        sql: &str,
+        timeout: Duration,
+        run: F,
+        alone: G,
+    ) -> Result<T, sqlx::Error>
+    where
+        F: std::future::Future<Output = Result<T, sqlx::Error>>,
+        G: AsyncFnOnce(&PgConn) -> Result<T, sqlx::Error>,
+    {
+        let deadline = Instant::now() + timeout;
+        let known_slow = self.any_slow.load(Ordering::Relaxed) && self.slow.get(sql).is_some();
+        if !known_slow {
+            match tokio::time::timeout_at(deadline.into(), run).await {
+                Ok(Err(e)) if is_cut_short(&e) => {
+                    tracing::debug!(error = %e, "a statement moves off the shared connection");
+                    self.slow.insert(sql.to_string(), ());
+                    self.any_slow.store(true, Ordering::Relaxed);
+                }
+                Ok(result) => return result,
+                Err(_) => {
+                    tracing::warn!(
+                        "a shared PostgreSQL connection did not answer within the statement \
+                         timeout; it is replaced"
+                    );
+                    self.retire(shared);
+                    return Err(timed_out(timeout));
+                }
+            }
+        }
+        let permit = tokio::time::timeout_at(deadline.into(), self.own.clone().acquire_owned())
+            .await
+            .map_err(|_| timed_out(timeout))?
+            .map_err(|_| sqlx::Error::PoolClosed)?;
+        let conn = tokio::time::timeout_at(deadline.into(), self.pooled())
+            .await
+            .map_err(|_| timed_out(timeout))??;
+        let result = conn.bounded(deadline, timeout, alone(&conn)).await;
+        drop(permit);
+        result
+    }
+
+    /// Takes `conn` out of the shared connections: the statements that
+    /// follow open a new one. Those in flight on it keep it until they end.
+    fn retire(&self, conn: &PgConn) {
+        for slot in &self.shared {
+            if let Ok(mut s) = slot.conn.write()
+                && s.as_deref().is_some_and(|c| std::ptr::eq(c, conn))
+            {
+                *s = None;
+            }
+        }
+    }
+
+    /// A connection of the pool.
+    async fn pooled(&self) -> Result<Pooled, sqlx::Error> {
+        self.pool.get().await.map_err(|e| match e {
             managed::PoolError::Timeout(_) => sqlx::Error::PoolTimedOut,
             managed::PoolError::Backend(e) => to_sqlx(e),
             _ => sqlx::Error::PoolClosed,
-        })?;
+        })
+    }
+
+    /// A transaction, on a connection of its own.
+    pub(crate) async fn begin(&self) -> Result<PgTx, sqlx::Error> {
+        let conn = self.pooled().await?;
         // Sent with the transaction's first statement (`PgConn::begun_with`).
         conn.begin_owed.store(true, Ordering::Relaxed);
         Ok(PgTx { conn: Some(conn) })
@@ -780,30 +1019,70 @@ impl PgDb {
                 }
             }
         });
-        client
-            .batch_execute(&format!("LISTEN {}", crate::q(channel)))
-            .await
-            .map_err(to_sqlx)?;
+        // An idle listener is the normal case, not a forgotten session:
+        // `idle_session_timeout` (PostgreSQL 14 on) would end it whenever
+        // the instance has nothing to do, and every subscription with it.
+        // Older servers do not know the setting, and need nothing.
+        if let Err(e) = client.batch_execute("SET idle_session_timeout = 0").await {
+            tracing::debug!(error = %e, "the server has no idle_session_timeout");
+        }
+        let listen = format!("LISTEN {}", crate::q(channel));
+        client.batch_execute(&listen).await.map_err(to_sqlx)?;
+        let mut heartbeat = tokio::time::interval(LISTENER_HEARTBEAT);
+        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        heartbeat.reset();
         Ok(Listener {
-            _client: client,
+            client,
+            listen,
             rx,
+            heartbeat,
         })
     }
 }
 
+/// How often an idle listener checks that its connection still answers:
+/// a connection lost without a word (a network partition) delivers no
+/// notification and reports no error, and would keep subscriptions open
+/// that miss every event.
+const LISTENER_HEARTBEAT: Duration = Duration::from_secs(10);
+
 /// A connection listening for notifications ([`crate::Db::listen`]).
 #[derive(Debug)]
 pub struct Listener {
-    /// Keeps the connection open.
-    _client: Client,
+    /// Keeps the connection open; pings it ([`LISTENER_HEARTBEAT`]).
+    client: Client,
+    /// The `LISTEN` statement: the ping (a no-op on a channel listened
+    /// to, and the session still shows as the listener's).
+    listen: String,
     rx: tokio::sync::mpsc::UnboundedReceiver<String>,
+    heartbeat: tokio::time::Interval,
 }
 
 impl Listener {
     /// The next notification's payload; `None` once the connection is
-    /// lost (the notifications sent from then on are not received).
+    /// lost, or does not answer a ping within [`LISTENER_HEARTBEAT`]
+    /// (the notifications sent from then on are not received).
     pub async fn recv(&mut self) -> Option<String> {
-        self.rx.recv().await
+        loop {
+            tokio::select! {
+                biased;
+                payload = self.rx.recv() => return payload,
+                _ = self.heartbeat.tick() => {
+                    let ping = self.client.batch_execute(&self.listen);
+                    match tokio::time::timeout(LISTENER_HEARTBEAT, ping).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => {
+                            tracing::debug!(error = %e, "the listener's connection failed");
+                            return None;
+                        }
+                        Err(_) => {
+                            tracing::warn!("the listener's connection does not answer");
+                            return None;
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -820,11 +1099,12 @@ impl PgTx {
         self.conn.as_deref()
     }
 
-    pub(crate) async fn commit(mut self) -> Result<(), sqlx::Error> {
+    pub(crate) async fn commit(mut self, timeout: Duration) -> Result<(), sqlx::Error> {
         let Some(conn) = self.conn.take() else {
             return Err(sqlx::Error::PoolClosed);
         };
-        match conn.batch("COMMIT").await {
+        let deadline = Instant::now() + timeout;
+        match conn.bounded(deadline, timeout, conn.batch("COMMIT")).await {
             Ok(()) => Ok(()),
             Err(e) => {
                 // Its state is unknown: the connection is not reused.
@@ -841,8 +1121,28 @@ impl PgTx {
     /// one fail, PostgreSQL refuses the rest of the transaction and ends
     /// it at the `COMMIT` without committing anything; its error is
     /// returned.
-    pub(crate) async fn commit_after(mut self, statements: &[Built]) -> Result<(), sqlx::Error> {
+    pub(crate) async fn commit_after(
+        mut self,
+        statements: &[Built],
+        timeout: Duration,
+    ) -> Result<(), sqlx::Error> {
         let conn = self.conn.as_deref().ok_or(sqlx::Error::PoolClosed)?;
+        let deadline = Instant::now() + timeout;
+        let result = conn
+            .bounded(deadline, timeout, Self::send_with_commit(conn, statements))
+            .await;
+        let conn = self.conn.take();
+        if result.is_err()
+            && let Some(conn) = conn
+        {
+            // Its state is unknown: the connection is not reused.
+            drop(managed::Object::take(conn));
+        }
+        result
+    }
+
+    /// [`PgTx::commit_after`]'s statements and `COMMIT`, in one write.
+    async fn send_with_commit(conn: &PgConn, statements: &[Built]) -> Result<(), sqlx::Error> {
         // A `BEGIN` still owed (no statement ran yet) goes first.
         conn.begun_with(async { Ok(()) }).await?;
         let mut prepared = Vec::with_capacity(statements.len());
@@ -885,14 +1185,6 @@ impl PgTx {
                 conn.statements.remove(q.sql.as_str());
             }
         }
-        drop(runs);
-        let conn = self.conn.take();
-        if result.is_err()
-            && let Some(conn) = conn
-        {
-            // Its state is unknown: the connection is not reused.
-            drop(managed::Object::take(conn));
-        }
         result
     }
 }
@@ -902,6 +1194,12 @@ impl Drop for PgTx {
         let Some(conn) = self.conn.take() else {
             return;
         };
+        if conn.is_cancelled() {
+            // Closing the connection rolls the transaction back; a
+            // `ROLLBACK` could meet the cancel request still on its way.
+            drop(managed::Object::take(conn));
+            return;
+        }
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
                 rt.spawn(async move {

@@ -39,6 +39,43 @@ use crate::wal_index::{Index, WalState};
 /// Prepared statements kept per connection (sqlx's default is 100).
 const STATEMENT_CACHE: usize = 256;
 
+/// Virtual machine instructions between two checks of the statement's
+/// deadline (a few tens of microseconds of work).
+const DEADLINE_CHECK_OPS: std::ffi::c_int = 1000;
+
+thread_local! {
+    /// The deadline of the statement running on this thread, if any
+    /// ([`Deadline`]). Statements run on the calling task's thread and
+    /// never yield, so the thread is the statement's while it runs.
+    static DEADLINE: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+}
+
+/// Bounds the statements run on this thread until dropped: SQLite
+/// interrupts one that runs past the deadline (`SQLITE_INTERRUPT`,
+/// [`crate::DbError::Timeout`]) through every connection's progress
+/// handler. A statement runs on the calling task's thread without an
+/// await, so its future cannot be dropped half way: a client that gives
+/// up is noticed between statements, and the deadline bounds the one
+/// running.
+pub(crate) struct Deadline(Option<Instant>);
+
+impl Deadline {
+    pub(crate) fn after(timeout: Duration) -> Deadline {
+        Deadline(DEADLINE.replace(Instant::now().checked_add(timeout)))
+    }
+}
+
+impl Drop for Deadline {
+    fn drop(&mut self) {
+        DEADLINE.set(self.0);
+    }
+}
+
+/// The progress handler: whether the running statement is past its deadline.
+fn past_deadline() -> bool {
+    DEADLINE.get().is_some_and(|t| Instant::now() >= t)
+}
+
 /// How connections are opened.
 #[derive(Debug, Clone)]
 pub(crate) struct SqliteOptions {
@@ -458,6 +495,8 @@ fn open_connection(opts: &SqliteOptions, read_only: bool) -> Result<Connection, 
         | OpenFlags::SQLITE_OPEN_URI;
     let conn = Connection::open_with_flags(&opts.path, flags).map_err(to_sqlx)?;
     conn.busy_timeout(opts.acquire_timeout).map_err(to_sqlx)?;
+    conn.progress_handler(DEADLINE_CHECK_OPS, Some(past_deadline))
+        .map_err(to_sqlx)?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     // WAL + NORMAL: a commit is in the WAL (the OS's page cache) before it is
     // acknowledged, so a killed process loses nothing; FULL also fsyncs every

@@ -51,6 +51,10 @@ pub fn from_store(e: &StoreError) -> Error {
     match code {
         Code::NotFound => coded(code, "no row with this id"),
         Code::ServiceUnavailable => coded(code, "storage is unavailable; retry later"),
+        Code::Timeout => coded(
+            code,
+            "the database did not answer in time (statement timeout); retry later",
+        ),
         Code::InternalServerError => {
             tracing::error!(error = ?e, "store error during GraphQL execution");
             coded(code, "internal error")

@@ -376,7 +376,7 @@ fn oauth1_failure(e: gatehouse_auth::Error) -> AuthFailure {
         Error::InvalidClient(d) | Error::InvalidToken(d) | Error::InvalidGrant(d) => {
             AuthFailure::OAuth1Rejected(d.to_string())
         }
-        Error::Server(cause) => {
+        Error::Server(cause) | Error::Unavailable(cause) => {
             tracing::error!(%cause, "OAuth 1.0 verification failed");
             AuthFailure::Unavailable
         }

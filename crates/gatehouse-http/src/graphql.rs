@@ -236,7 +236,8 @@ async fn run(
     resp
 }
 
-/// Whether a response has no data at all and only "store unavailable" errors.
+/// Whether a response has no data at all and only "store unavailable" or
+/// "timed out" errors.
 fn store_unavailable(response: &async_graphql::Response) -> bool {
     use async_graphql::Value;
     let no_data = match &response.data {
@@ -246,10 +247,12 @@ fn store_unavailable(response: &async_graphql::Response) -> bool {
     };
     no_data
         && !response.errors.is_empty()
-        && response
-            .errors
-            .iter()
-            .all(|e| gatehouse_graphql::error::code_of(e) == Some(Code::ServiceUnavailable))
+        && response.errors.iter().all(|e| {
+            matches!(
+                gatehouse_graphql::error::code_of(e),
+                Some(Code::ServiceUnavailable | Code::Timeout)
+            )
+        })
 }
 
 /// `POST {base}/graphql`.

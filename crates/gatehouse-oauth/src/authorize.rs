@@ -183,7 +183,9 @@ fn server_error(cause: &str) -> Response {
 /// else back to the client (RFC 6749 §4.1.2.1).
 fn refused(state: &OAuthState, e: AuthorizeError) -> Response {
     match e {
-        AuthorizeError::Page(Error::Server(cause)) => server_error(&cause),
+        AuthorizeError::Page(Error::Server(cause) | Error::Unavailable(cause)) => {
+            server_error(&cause)
+        }
         AuthorizeError::Page(e) => pages::error(
             StatusCode::BAD_REQUEST,
             "Invalid authorization request",
@@ -363,7 +365,7 @@ pub(crate) async fn post(
             let ticket = params.get("ticket").unwrap_or("");
             match server.open_consent_ticket(&areq, ticket, &browser).await {
                 Ok(signed) => code_redirect(&state, &areq, &signed).await,
-                Err(Error::Server(cause)) => server_error(&cause),
+                Err(Error::Server(cause) | Error::Unavailable(cause)) => server_error(&cause),
                 Err(e) => sign_in_page(
                     &state,
                     &areq,
@@ -433,7 +435,7 @@ fn sign_in_failed(
                 "none of the requested scopes may be granted to this user",
             ),
         ),
-        Error::Server(cause) => server_error(&cause),
+        Error::Server(cause) | Error::Unavailable(cause) => server_error(&cause),
         // Sign-up: a name taken, a password too short (the message says which).
         e => page(e.description(), StatusCode::BAD_REQUEST),
     }
@@ -470,7 +472,7 @@ async fn signed_in(
 async fn code_redirect(state: &OAuthState, areq: &AuthorizeRequest, signed: &SignedIn) -> Response {
     match state.inner.server.issue_code(areq, signed).await {
         Ok(location) => redirect(&location),
-        Err(Error::Server(cause)) => {
+        Err(Error::Server(cause) | Error::Unavailable(cause)) => {
             tracing::error!(cause = %cause, "issuing an authorization code failed");
             back_with(
                 state,

@@ -99,9 +99,17 @@ fn oauth2(e: &Error) -> Response {
             tracing::error!(cause = %cause, "authorization server error");
             StatusCode::INTERNAL_SERVER_ERROR
         }
+        Error::Unavailable(cause) => {
+            tracing::warn!(cause = %cause, "authorization server temporarily unavailable");
+            StatusCode::SERVICE_UNAVAILABLE
+        }
         _ => StatusCode::BAD_REQUEST,
     };
     let mut resp = (status, described(e.code(), e.description())).into_response();
+    if matches!(e, Error::Unavailable(_)) {
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
     if matches!(e, Error::InvalidClient(_)) {
         resp.headers_mut().insert(
             header::WWW_AUTHENTICATE,
@@ -137,6 +145,14 @@ fn oauth1(e: &Error) -> Response {
             tracing::error!(cause = %cause, "authorization server error");
             (
                 StatusCode::INTERNAL_SERVER_ERROR,
+                described(e.code(), e.description()),
+            )
+                .into_response()
+        }
+        Error::Unavailable(cause) => {
+            tracing::warn!(cause = %cause, "authorization server temporarily unavailable");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
                 described(e.code(), e.description()),
             )
                 .into_response()
@@ -180,4 +196,26 @@ fn method_not_allowed(allow: &'static str) -> Response {
 /// The RFC 6749 §5.2 body: `{"error": …, "error_description": …}`.
 fn described(error: &str, description: &str) -> Json<serde_json::Value> {
     Json(json!({ "error": error, "error_description": description }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unavailable_store_is_temporarily_unavailable_with_503() {
+        let resp = oauth2(&Error::Unavailable("statement timed out".into()));
+        assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(resp.headers()[header::RETRY_AFTER], "1");
+        let resp = oauth2(&Error::Server("a bug".into()));
+        assert_eq!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(
+            Error::Unavailable("x".into()).code(),
+            "temporarily_unavailable"
+        );
+        assert_eq!(
+            Error::from(gatehouse_auth::RepoError::unavailable("timed out")).code(),
+            "temporarily_unavailable"
+        );
+    }
 }

@@ -165,7 +165,7 @@ pub(crate) async fn authorize_page(
     };
     let pending = match state.inner.server.oauth1_pending(token).await {
         Ok(p) => p,
-        Err(Error::Server(cause)) => {
+        Err(Error::Server(cause) | Error::Unavailable(cause)) => {
             tracing::error!(cause = %cause, "authorization server error");
             return pages::error(
                 StatusCode::INTERNAL_SERVER_ERROR,

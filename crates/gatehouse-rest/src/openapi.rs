@@ -542,7 +542,7 @@ pub(crate) fn document(model: &Model, base_path: &str, paging: Paging) -> Json {
                     "headers": {"Retry-After": {"schema": {"type": "integer"}}},
                     "content": { PROBLEM_JSON: { "schema": schema_ref("Problem") } },
                 },
-                "ServiceUnavailable": problem("Storage is unavailable right now; retry later."),
+                "ServiceUnavailable": problem("Storage is unavailable right now, or did not answer within the statement timeout (code `TIMEOUT`); retry later."),
             },
             "securitySchemes": {
                 "bearerAuth": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"},

@@ -171,6 +171,12 @@ impl Problem {
                 "storage is unavailable right now; retry later",
             )
             .with_header(header::RETRY_AFTER, HeaderValue::from_static("1")),
+            (code @ Code::Timeout, _) => Problem::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                code,
+                "the database did not answer in time (statement timeout); retry later",
+            )
+            .with_header(header::RETRY_AFTER, HeaderValue::from_static("1")),
             // The store logged the cause when it created the error.
             (_, other) => Problem::internal(other),
         }

@@ -49,13 +49,15 @@ pub enum Code {
     UnsupportedMediaType,
     /// The store cannot be reached right now; retry later.
     ServiceUnavailable,
+    /// A statement did not end within the statement timeout; retry later.
+    Timeout,
     /// A bug; details are in the server log only.
     InternalServerError,
 }
 
 impl Code {
     /// Every code, for reading one back from its string.
-    pub const ALL: [Code; 21] = [
+    pub const ALL: [Code; 22] = [
         Code::QueryTooDeep,
         Code::QueryTooComplex,
         Code::PageSizeExceeded,
@@ -76,6 +78,7 @@ impl Code {
         Code::PayloadTooLarge,
         Code::UnsupportedMediaType,
         Code::ServiceUnavailable,
+        Code::Timeout,
         Code::InternalServerError,
     ];
 
@@ -102,6 +105,7 @@ impl Code {
             Code::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             Code::UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
             Code::ServiceUnavailable => "SERVICE_UNAVAILABLE",
+            Code::Timeout => "TIMEOUT",
             Code::InternalServerError => "INTERNAL_SERVER_ERROR",
         }
     }

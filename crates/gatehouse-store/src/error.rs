@@ -48,6 +48,11 @@ pub enum StoreError {
     /// timeout, I/O error); retrying later may succeed.
     #[error("storage unavailable")]
     Unavailable,
+    /// A statement did not end within the statement timeout (gatehouse's
+    /// or the database's own, a lock wait included); it was cancelled and
+    /// changed nothing. Retrying later may succeed.
+    #[error("the database did not answer in time")]
+    Timeout,
     /// The database the URL names cannot be opened (it does not exist,
     /// refuses the credentials, cannot be reached or created): the driver's
     /// cause and what to do. Only opening a store fails this way, before any
@@ -140,6 +145,7 @@ impl StoreError {
             StoreError::Invalid { .. } => Code::BadUserInput,
             StoreError::Forbidden { .. } => Code::Forbidden,
             StoreError::Unavailable | StoreError::Open { .. } => Code::ServiceUnavailable,
+            StoreError::Timeout => Code::Timeout,
             // Refused at start-up or by `migrate`, never during a request.
             StoreError::DestructiveMigration { .. } | StoreError::Internal(_) => {
                 Code::InternalServerError
@@ -153,6 +159,8 @@ impl From<DbError> for StoreError {
         match e {
             // The cause was logged when the error was classified.
             DbError::Unavailable(_) => StoreError::Unavailable,
+            DbError::Timeout(_) => StoreError::Timeout,
+            DbError::Conflict(message) => StoreError::Conflict { message },
             DbError::Open { cause, remedy } => StoreError::Open { cause, remedy },
             DbError::Invalid { field, message } => StoreError::Invalid { field, message },
             DbError::Internal(cause) => StoreError::Internal(cause),

@@ -15,7 +15,12 @@
 //! again, the local channel is replaced ([`Local::interrupt`]), so every
 //! subscriber that was waiting sees its feed end (and its subscription ends
 //! with an error telling the client to subscribe again) rather than silently
-//! missing the events of the gap.
+//! missing the events of the gap. A stored payload that cannot be read back
+//! (after a few tries) ends the feeds the same way: an event is delivered,
+//! or the subscriptions that could have missed it end; it is never skipped.
+//! The listener's connection is kept while the instance is idle (no
+//! `idle_session_timeout`; pinged, so a silently lost one is noticed), so
+//! feeds end only when an event may really have been missed.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -179,8 +184,16 @@ pub(crate) async fn run_listener(
             Some(payload) => {
                 // Any notification may mean rows changed (cached counts go stale).
                 writes.fetch_add(1, Ordering::SeqCst);
-                if let Some(ev) = decode(&db, &origin, &payload).await {
-                    local.send(ev);
+                match decode(&db, &origin, &payload).await {
+                    Ok(Some(ev)) => local.send(ev),
+                    Ok(None) => {}
+                    Err(e) => {
+                        // The event is lost to this instance: the feeds
+                        // that were waiting for it end instead of going on
+                        // without it.
+                        tracing::warn!(error = %e, "a change event cannot be read; open subscriptions are ended");
+                        local.interrupt();
+                    }
                 }
             }
             None => {
@@ -211,43 +224,68 @@ async fn relisten(db: &Db) -> Listener {
     }
 }
 
-async fn decode(db: &Db, origin: &str, payload: &str) -> Option<ChangeEvent> {
+/// How many times a stored event is read before it is given up for lost.
+const EVENT_READS: u32 = 3;
+
+/// The event a notification announces: `Ok(None)` for one this instance
+/// sent (published locally already) or one that is not a change event
+/// (a malformed payload: no gatehouse instance sends one); `Err` when a
+/// change event was announced and cannot be had (its stored payload
+/// cannot be read, is gone, or does not decode).
+pub(crate) async fn decode(
+    db: &Db,
+    origin: &str,
+    payload: &str,
+) -> Result<Option<ChangeEvent>, String> {
     let wire: Wire = match serde_json::from_str(payload) {
         Ok(w) => w,
         Err(e) => {
             tracing::warn!(error = %e, "ignoring a malformed change notification");
-            return None;
+            return Ok(None);
         }
     };
     if wire.o == origin {
-        return None;
+        return Ok(None);
     }
     let wire = match wire.r {
         None => wire,
         Some(id) => {
-            let sql = format!("SELECT payload FROM {} WHERE id = $1", q(EVENTS_TABLE));
-            let read = async {
-                let mut c = db.read().await.map_err(|e| e.with_cause())?;
-                c.conn()
-                    .fetch(Built::raw(sql, vec![id.into()]), &[SqlKind::Text])
-                    .await
-                    .map_err(|e| e.to_string())
-            };
-            let rows: Result<Vec<gatehouse_db::DbRow>, String> = read.await;
-            match rows.as_deref().map(|r| r.first().and_then(|r| r.first())) {
-                Ok(Some(serde_json::Value::String(text))) => serde_json::from_str(text).ok()?,
-                Ok(_) => {
-                    tracing::warn!(id, "change event row already purged");
-                    return None;
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot read a large change event");
-                    return None;
-                }
-            }
+            let text = read_stored(db, id).await?;
+            serde_json::from_str(&text)
+                .map_err(|e| format!("stored change event {id} does not decode: {e}"))?
         }
     };
     wire.into_event()
+        .map(Some)
+        .ok_or_else(|| "a change notification without entity, kind or id".to_string())
+}
+
+/// The stored payload of event `id`, read up to [`EVENT_READS`] times.
+async fn read_stored(db: &Db, id: i64) -> Result<String, String> {
+    let sql = format!("SELECT payload FROM {} WHERE id = $1", q(EVENTS_TABLE));
+    let mut last = String::new();
+    for attempt in 0..EVENT_READS {
+        if attempt > 0 {
+            tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
+        }
+        let read = async {
+            let mut c = db.read().await.map_err(|e| e.with_cause())?;
+            c.conn()
+                .fetch(Built::raw(sql.clone(), vec![id.into()]), &[SqlKind::Text])
+                .await
+                .map_err(|e| gatehouse_db::with_sources(&e))
+        };
+        match read.await {
+            Ok(rows) => {
+                return match rows.first().and_then(|r| r.first()) {
+                    Some(serde_json::Value::String(text)) => Ok(text.clone()),
+                    _ => Err(format!("stored change event {id} is gone")),
+                };
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(format!("cannot read stored change event {id}: {last}"))
 }
 
 /// The JSON text of an event for NOTIFY or the events table.

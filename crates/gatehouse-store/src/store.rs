@@ -37,6 +37,9 @@ pub struct StoreOptions {
     /// How long an operation waits for a free connection before failing with
     /// [`StoreError::Unavailable`] (default 5 s).
     pub acquire_timeout: Duration,
+    /// How long one statement may take before it is cancelled and fails
+    /// with [`StoreError::Timeout`] (default 30 s; `gatehouse_db::DbOptions`).
+    pub statement_timeout: Duration,
     /// Events buffered per subscriber before a slow one starts missing them
     /// (it then gets `RecvError::Lagged`). Default 1024.
     pub event_capacity: usize,
@@ -58,6 +61,7 @@ impl Default for StoreOptions {
             allow_destructive: false,
             max_connections: None,
             acquire_timeout: Duration::from_secs(5),
+            statement_timeout: DbOptions::DEFAULT_STATEMENT_TIMEOUT,
             event_capacity: 1024,
             sqlite_sync_every_commit: false,
             clock: Arc::new(SystemClock),
@@ -139,6 +143,7 @@ impl Store {
                 max_connections: opts.max_connections,
                 acquire_timeout: opts.acquire_timeout,
                 sqlite_sync_every_commit: opts.sqlite_sync_every_commit,
+                statement_timeout: opts.statement_timeout,
             },
         )
         .await?;

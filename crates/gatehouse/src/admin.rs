@@ -173,11 +173,12 @@ async fn open_auth_store(config: &crate::config::Config) -> anyhow::Result<gateh
         max_connections: config.store.max_connections,
         acquire_timeout: std::time::Duration::from_secs(config.store.acquire_timeout.0),
         sqlite_sync_every_commit: config.store.sqlite_sync_every_commit,
+        statement_timeout: std::time::Duration::from_secs(config.database.statement_timeout.0),
         ..Default::default()
     };
-    gatehouse_store::Store::connect(&config.database, std::sync::Arc::new(model), opts)
+    gatehouse_store::Store::connect(&config.database.url, std::sync::Arc::new(model), opts)
         .await
-        .map_err(|e| crate::open_failed("the store", &config.database, e))
+        .map_err(|e| crate::open_failed("the store", &config.database.url, e))
 }
 
 fn scopes(s: &str) -> Vec<String> {

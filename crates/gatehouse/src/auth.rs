@@ -72,7 +72,7 @@ pub fn load_secret(config: &Config) -> anyhow::Result<(String, SecretSource)> {
             },
         ));
     }
-    if config.database.starts_with("postgres") {
+    if config.database.url.starts_with("postgres") {
         tracing::warn!(
             key_file = %path.display(),
             "no {SECRET_ENV} set: generating a key file; every instance on this database must share it (or set {SECRET_ENV})"

@@ -16,8 +16,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub struct Config {
     /// Address to listen on.
     pub listen: String,
-    /// `sqlite://PATH` or `postgres://...`.
-    pub database: String,
+    /// The database: `database = "sqlite://PATH"` (or `postgres://...`),
+    /// or a `[database]` section with `url` and `statement_timeout`.
+    pub database: DatabaseConfig,
     /// Schema files or directories.
     pub schema: Vec<PathBuf>,
     /// Issuer of tokens and the API's own audience. Default: `http://<listen>`.
@@ -63,7 +64,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             listen: "127.0.0.1:8080".into(),
-            database: "sqlite://data/gatehouse.db".into(),
+            database: DatabaseConfig::default(),
             schema: vec![PathBuf::from("schema")],
             issuer: None,
             base_path: String::new(),
@@ -82,6 +83,30 @@ impl Default for Config {
             store: StoreConfig::default(),
             cors: CorsConfig::default(),
             workers: None,
+        }
+    }
+}
+
+/// `[database]`: which database, and how long a statement may take. The
+/// file may also give the URL alone, `database = "URL"` (as
+/// `GATEHOUSE_DATABASE` and `--database` do): it is `database.url`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct DatabaseConfig {
+    /// `sqlite://PATH` or `postgres://...`.
+    pub url: String,
+    /// How long one statement may take (a lock wait included) before it
+    /// is cancelled and the request fails with 503 (`TIMEOUT`): every
+    /// request's wait on the database is bounded by it
+    /// (`docs/design/database.md`, "Deadlines and cancellation").
+    pub statement_timeout: Seconds,
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        Self {
+            url: "sqlite://data/gatehouse.db".into(),
+            statement_timeout: Seconds(30),
         }
     }
 }
@@ -598,7 +623,8 @@ const OPTIONAL_KEYS: [&str; 9] = [
     "limits.max_connections",
     "limits.max_connections_per_address",
 ];
-const SECTIONS: [&str; 8] = [
+const SECTIONS: [&str; 9] = [
+    "database",
     "tokens",
     "limits",
     "auth",
@@ -648,6 +674,11 @@ pub fn load_with_env(
             .data()
             .map_err(|e| format!("{}: {e}", f.display()))?;
         let mut file_dict = data.get(&Profile::Default).cloned().unwrap_or_default();
+        // `database = "URL"` is the `[database]` section's `url`.
+        if let Some(url) = file_dict.get("database").and_then(|v| v.as_str()) {
+            let section = Dict::from([("url".to_string(), Value::from(url.to_string()))]);
+            file_dict.insert("database".into(), Value::from(section));
+        }
         let base = f.parent().unwrap_or(Path::new(""));
         resolve_relative(&mut file_dict, base);
         figment = figment.merge(Serialized::defaults(file_dict));
@@ -659,7 +690,7 @@ pub fn load_with_env(
         figment = figment.merge(Serialized::default("listen", l));
     }
     if let Some(d) = &cli.database {
-        figment = figment.merge(Serialized::default("database", d));
+        figment = figment.merge(Serialized::default("database.url", d));
     }
     if !cli.schema.is_empty() {
         figment = figment.merge(Serialized::default("schema", &cli.schema));
@@ -679,7 +710,7 @@ pub fn load_with_env(
             .as_deref()
             .and_then(Path::parent)
             .unwrap_or(Path::new(""));
-        config.auth.key_file = Some(default_key_file(&config.database, base));
+        config.auth.key_file = Some(default_key_file(&config.database.url, base));
     }
     validate(&config)?;
     Ok(Loaded { config, file })
@@ -774,19 +805,21 @@ fn resolve_relative(dict: &mut Dict, base: &Path) {
             }
         }
     }
-    let db = dict
-        .get("database")
-        .and_then(|v| v.as_str())
-        .map(str::to_string);
-    if let Some(path) = db.as_deref().and_then(|d| d.strip_prefix("sqlite://"))
-        && !path.is_empty()
-        && Path::new(path).is_relative()
-        && path != ":memory:"
-    {
-        dict.insert(
-            "database".into(),
-            Value::from(format!("sqlite://{}", base.join(path).display())),
-        );
+    if let Some(Value::Dict(_, database)) = dict.get_mut("database") {
+        let db = database
+            .get("url")
+            .and_then(|v| v.as_str())
+            .map(str::to_string);
+        if let Some(path) = db.as_deref().and_then(|d| d.strip_prefix("sqlite://"))
+            && !path.is_empty()
+            && Path::new(path).is_relative()
+            && path != ":memory:"
+        {
+            database.insert(
+                "url".into(),
+                Value::from(format!("sqlite://{}", base.join(path).display())),
+            );
+        }
     }
 }
 
@@ -823,14 +856,17 @@ fn validate(c: &Config) -> Result<(), String> {
             c.listen
         ));
     }
-    if !(c.database.starts_with("sqlite:")
-        || c.database.starts_with("postgres://")
-        || c.database.starts_with("postgresql://"))
+    if !(c.database.url.starts_with("sqlite:")
+        || c.database.url.starts_with("postgres://")
+        || c.database.url.starts_with("postgresql://"))
     {
         problems.push(format!(
             "`database`: {:?} must start with sqlite:// or postgres://",
-            c.database
+            c.database.url
         ));
+    }
+    if c.database.statement_timeout.0 == 0 {
+        problems.push("`database.statement_timeout` must be at least 1 second".into());
     }
     if c.schema.is_empty() {
         problems.push("`schema`: name at least one file or directory".into());
@@ -1048,6 +1084,8 @@ fn env_keys(defaults: &Dict) -> Vec<(String, &'static str, String)> {
             )),
         }
     }
+    // `GATEHOUSE_DATABASE`, as `database = "URL"` in the file.
+    out.push((format!("{ENV_PREFIX}DATABASE"), "database", "url".into()));
     for key in OPTIONAL_KEYS.iter().filter(|k| !k.contains('.')) {
         if !defaults.contains_key(*key) {
             let var = format!("{ENV_PREFIX}{key}").to_ascii_uppercase();
@@ -1156,7 +1194,7 @@ mod tests {
             Some(PathBuf::from("data/gatehouse.key"))
         );
         assert_eq!(config, Config::default());
-        assert_eq!(l.config.database, "sqlite://data/gatehouse.db");
+        assert_eq!(l.config.database.url, "sqlite://data/gatehouse.db");
         assert_eq!(l.config.listen, "127.0.0.1:8080");
         assert!(!cwd_file.exists());
     }
@@ -1169,7 +1207,7 @@ mod tests {
         let base = file.parent().unwrap();
         assert_eq!(l.config.schema, vec![base.join("schema")]);
         assert_eq!(
-            l.config.database,
+            l.config.database.url,
             format!("sqlite://{}", base.join("data/library.db").display())
         );
         assert_eq!(l.config.bootstrap.clients[0].client_id, "demo-app");
@@ -1435,7 +1473,7 @@ mod tests {
         let vars = env(&[("GATEHOUSE_LISTEN", "127.0.0.1:2000")]);
         let l = load_with_env(Some(&f), &cli, vars).unwrap();
         assert_eq!(l.config.listen, "127.0.0.1:3000");
-        assert_eq!(l.config.database, "postgres://db/x");
+        assert_eq!(l.config.database.url, "postgres://db/x");
         assert_eq!(
             l.config.schema,
             vec![PathBuf::from("s1"), PathBuf::from("s2")]
@@ -1585,6 +1623,42 @@ mod tests {
             "docs/configuration.md is out of date: missing {missing:?}, no longer keys {stale:?}"
         );
         assert!(keys.len() > 30, "{keys:?}");
+    }
+
+    #[test]
+    fn the_database_section_and_its_url_shorthand() {
+        let dir = tempfile::tempdir().unwrap();
+        // The section: url and statement timeout.
+        let f = write(
+            dir.path(),
+            "[database]\nurl = \"postgres://db/x\"\nstatement_timeout = \"5s\"\n",
+        );
+        let l = load_with_env(Some(&f), &CliOverrides::default(), env(&[])).unwrap();
+        assert_eq!(l.config.database.url, "postgres://db/x");
+        assert_eq!(l.config.database.statement_timeout, Seconds(5));
+        // `--database` and `GATEHOUSE_DATABASE` replace the URL, not the section.
+        let cli = CliOverrides {
+            database: Some("postgres://db/y".into()),
+            ..CliOverrides::default()
+        };
+        let l = load_with_env(Some(&f), &cli, env(&[])).unwrap();
+        assert_eq!(l.config.database.url, "postgres://db/y");
+        assert_eq!(l.config.database.statement_timeout, Seconds(5));
+        let vars = env(&[
+            ("GATEHOUSE_DATABASE", "postgres://db/z"),
+            ("GATEHOUSE_DATABASE_STATEMENT_TIMEOUT", "1m"),
+        ]);
+        let l = load_with_env(Some(&f), &CliOverrides::default(), vars).unwrap();
+        assert_eq!(l.config.database.url, "postgres://db/z");
+        assert_eq!(l.config.database.statement_timeout, Seconds(60));
+        // The shorthand, with the default timeout.
+        let f = write(dir.path(), "database = \"postgres://db/w\"\n");
+        let l = load_with_env(Some(&f), &CliOverrides::default(), env(&[])).unwrap();
+        assert_eq!(l.config.database.url, "postgres://db/w");
+        assert_eq!(l.config.database.statement_timeout, Seconds(30));
+        let f = write(dir.path(), "[database]\nstatement_timeout = 0\n");
+        let e = load_with_env(Some(&f), &CliOverrides::default(), env(&[])).unwrap_err();
+        assert!(e.contains("`database.statement_timeout`"), "{e}");
     }
 
     #[test]

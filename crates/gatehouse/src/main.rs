@@ -537,9 +537,10 @@ pub(crate) async fn open_store(
         max_connections: config.store.max_connections,
         acquire_timeout: std::time::Duration::from_secs(config.store.acquire_timeout.0),
         sqlite_sync_every_commit: config.store.sqlite_sync_every_commit,
+        statement_timeout: std::time::Duration::from_secs(config.database.statement_timeout.0),
         ..Default::default()
     };
-    match gatehouse_store::Store::connect(&config.database, model, opts).await {
+    match gatehouse_store::Store::connect(&config.database.url, model, opts).await {
         Ok(store) => Ok(Some(store)),
         Err(e @ gatehouse_store::StoreError::DestructiveMigration { .. }) => {
             if json_logs() {
@@ -549,7 +550,7 @@ pub(crate) async fn open_store(
             }
             Ok(None)
         }
-        Err(e) => Err(open_failed("the store", &config.database, e)),
+        Err(e) => Err(open_failed("the store", &config.database.url, e)),
     }
 }
 
@@ -587,15 +588,15 @@ async fn migrate(
         migrate: false,
         ..Default::default()
     };
-    let store = gatehouse_store::Store::connect(&config.database, model.clone(), opts)
+    let store = gatehouse_store::Store::connect(&config.database.url, model.clone(), opts)
         .await
-        .map_err(|e| open_failed("the store", &config.database, e))?;
+        .map_err(|e| open_failed("the store", &config.database.url, e))?;
     let steps = store.plan().await?;
     if !plan_only {
         // The OAuth tables live in the same database: a migration run
         // before the servers start (with a role that may create tables)
         // creates them too.
-        ensure_oauth_tables(&store, &config.database).await?;
+        ensure_oauth_tables(&store, &config.database.url).await?;
     }
     if steps.is_empty() {
         println!("the store matches the schema; nothing to do");

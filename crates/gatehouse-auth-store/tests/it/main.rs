@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod auth;
+mod timeouts;
 
 /// The schema of the entity store the repository shares a database with:
 /// any schema does, the OAuth tables are the repository's own.

@@ -107,7 +107,7 @@ impl AuthServer {
             .token_facts(subject_token, subject_type, client, now, true)
             .await
             .map_err(|e| match e {
-                Error::Server(_) => e,
+                Error::Server(_) | Error::Unavailable(_) => e,
                 _ => Error::invalid_request(format!("subject_token: {}", e.description())),
             })?;
 
@@ -122,7 +122,7 @@ impl AuthServer {
                 self.token_facts(actor, actor_type, client, now, false)
                     .await
                     .map_err(|e| match e {
-                        Error::Server(_) => e,
+                        Error::Server(_) | Error::Unavailable(_) => e,
                         _ => Error::invalid_request(format!("actor_token: {}", e.description())),
                     })?;
             }

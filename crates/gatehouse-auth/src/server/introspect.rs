@@ -43,7 +43,7 @@ impl AuthServer {
                     }
                     Ok(out)
                 }
-                Err(Error::Server(cause)) => Err(Error::Server(cause)),
+                Err(e @ (Error::Server(_) | Error::Unavailable(_))) => Err(e),
                 Err(_) => Ok(inactive),
             };
         }

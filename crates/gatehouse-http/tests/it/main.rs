@@ -15,6 +15,7 @@ mod planned;
 mod scalars;
 mod spec;
 mod subscriptions;
+mod timeouts;
 mod types_only;
 mod variables;
 

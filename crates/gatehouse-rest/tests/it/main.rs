@@ -9,6 +9,7 @@ mod join;
 mod list;
 mod nested;
 mod openapi;
+mod timeouts;
 
 use gatehouse_rest::{RestState, router};
 use gatehouse_store::Store;
