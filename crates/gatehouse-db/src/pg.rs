@@ -283,13 +283,30 @@ impl PgConn {
         run: impl std::future::Future<Output = Result<T, sqlx::Error>>,
     ) -> Result<T, sqlx::Error> {
         let mut armed = CancelOnDrop(Some(self));
-        match tokio::time::timeout_at(deadline.into(), run).await {
-            Ok(result) => {
-                armed.0 = None;
-                result
-            }
-            // `armed` is dropped on the way out: the cancel goes.
-            Err(_) => Err(timed_out(timeout)),
+        let run = std::pin::pin!(run);
+        let mut run = run;
+        if let Ok(result) = tokio::time::timeout_at(deadline.into(), run.as_mut()).await {
+            armed.0 = None;
+            return result;
+        }
+        // Past the deadline: the statement is cancelled, and its own answer
+        // awaited a moment, so that the caller is told what happened. A
+        // statement left to run on (a dropped connection does not stop a
+        // backend waiting on a lock) would take effect after its caller was
+        // told it timed out: a refresh token marked used by a request
+        // answered `temporarily_unavailable` is then refused as reused.
+        armed.0 = None;
+        self.cancelled.store(true, Ordering::Relaxed);
+        let token = self.client.cancel_token();
+        match tokio::time::timeout(CANCEL_WAIT, token.cancel_query(NoTls)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "cannot cancel a statement"),
+            Err(_) => tracing::warn!("cannot cancel a statement: no answer"),
+        }
+        match tokio::time::timeout(CANCEL_WAIT, run).await {
+            // It finished before the cancel reached it: its answer stands.
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(_)) | Err(_) => Err(timed_out(timeout)),
         }
     }
 
