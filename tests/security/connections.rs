@@ -55,15 +55,19 @@ async fn one_address_holding_its_share_cannot_keep_another_out() {
     for _ in 0..8 {
         held.push(connect_from("127.0.0.1", &addr).await);
     }
-    // Those past its share are closed at once; the first six stay open.
-    let mut closed = 0;
-    for conn in held.iter_mut().rev().take(2) {
-        closed += usize::from(closed_within(conn, Duration::from_secs(5)).await);
-    }
-    assert_eq!(closed, 2, "the sockets past the share stay open");
-    for conn in held.iter_mut().take(6) {
-        assert!(!closed_within(conn, Duration::from_millis(50)).await);
-    }
+    // Those past its share are closed at once; six stay open. Which two
+    // is the server's order of taking them, not necessarily the order
+    // they were opened in, so all are watched together.
+    let closed = futures::future::join_all(
+        held.iter_mut()
+            .map(|conn| closed_within(conn, Duration::from_secs(3))),
+    )
+    .await;
+    assert_eq!(
+        closed.iter().filter(|c| **c).count(),
+        2,
+        "two sockets past the share are closed, six stay open: {closed:?}"
+    );
     // Another address is still served.
     let mut other = connect_from("127.0.0.2", &addr).await;
     assert_eq!(healthz(&mut other, &addr).await, "HTTP/1.1 200 OK");

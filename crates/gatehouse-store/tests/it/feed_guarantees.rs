@@ -33,8 +33,9 @@ async fn postgres_a_large_event_that_cannot_be_read_ends_the_subscriptions() {
     };
     let one = db.open(SDL).await;
     let two = db.open_with(SDL, StoreOptions::default()).await.unwrap();
-    let a = author(&one, "A").await;
+    // Subscribed before the first write, so its event cannot pass by first.
     let mut rx = two.subscribe();
+    let a = author(&one, "A").await;
     // The author's event, small, comes through.
     assert_eq!(recv(&mut rx, Duration::from_secs(5)).await.unwrap().id, a);
     let admin = gatehouse_testkit::pg_client(db.url()).await.unwrap();
