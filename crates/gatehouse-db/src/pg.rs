@@ -283,8 +283,7 @@ impl PgConn {
         run: impl std::future::Future<Output = Result<T, sqlx::Error>>,
     ) -> Result<T, sqlx::Error> {
         let mut armed = CancelOnDrop(Some(self));
-        let run = std::pin::pin!(run);
-        let mut run = run;
+        let mut run = std::pin::pin!(run);
         if let Ok(result) = tokio::time::timeout_at(deadline.into(), run.as_mut()).await {
             armed.0 = None;
             return result;

@@ -203,6 +203,25 @@ impl TestDb {
     ) -> Result<Store, StoreError> {
         open_store(&self.url, schema.into_model(), opts).await
     }
+
+    /// A store whose statements give up after `timeout`, for the tests of
+    /// what each entry point answers when the database does not answer in
+    /// time.
+    pub async fn open_with_statement_timeout(
+        &self,
+        schema: impl IntoModel,
+        timeout: std::time::Duration,
+    ) -> Store {
+        self.open_with(
+            schema,
+            StoreOptions {
+                statement_timeout: timeout,
+                ..StoreOptions::default()
+            },
+        )
+        .await
+        .expect("the test database opens")
+    }
 }
 
 impl Drop for TestDb {

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use gatehouse_auth::{AuthConfig, AuthServer, Error, NewClient, SystemClock, SystemRandom};
 use gatehouse_auth_store::SqlAuthRepo;
-use gatehouse_store::StoreOptions;
 use gatehouse_testkit::TestDb;
 
 use crate::SDL;
@@ -19,15 +18,8 @@ async fn postgres_a_refresh_waiting_past_the_statement_timeout_is_temporarily_un
         return;
     };
     let store = db
-        .open_with(
-            SDL,
-            StoreOptions {
-                statement_timeout: Duration::from_millis(500),
-                ..StoreOptions::default()
-            },
-        )
-        .await
-        .unwrap();
+        .open_with_statement_timeout(SDL, Duration::from_millis(500))
+        .await;
     let auth = AuthServer::start(
         AuthConfig::new("https://issuer.example"),
         Arc::new(SqlAuthRepo::new(store.db().clone())),

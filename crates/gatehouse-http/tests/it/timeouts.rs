@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use gatehouse_graphql::Graphql;
 use gatehouse_http::{AppState, app};
-use gatehouse_store::StoreOptions;
 use gatehouse_testkit::{TestDb, TestServer, example_model};
 use reqwest::StatusCode;
 use serde_json::json;
@@ -21,15 +20,8 @@ async fn postgres_a_mutation_past_the_statement_timeout_is_a_503_timeout() {
     };
     let model = example_model();
     let store = db
-        .open_with(
-            &model,
-            StoreOptions {
-                statement_timeout: Duration::from_millis(500),
-                ..StoreOptions::default()
-            },
-        )
-        .await
-        .unwrap();
+        .open_with_statement_timeout(&model, Duration::from_millis(500))
+        .await;
     let graphql = Graphql::new(model, store.clone(), &open_options()).unwrap();
     let state = AppState {
         graphql,

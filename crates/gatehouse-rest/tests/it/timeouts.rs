@@ -6,7 +6,6 @@
 use std::time::{Duration, Instant};
 
 use gatehouse_rest::router;
-use gatehouse_store::StoreOptions;
 use gatehouse_testkit::{TestDb, TestServer, example_model};
 use reqwest::Method;
 use serde_json::json;
@@ -20,15 +19,8 @@ async fn postgres_a_write_past_the_statement_timeout_is_a_503_problem() {
     };
     let model = example_model();
     let store = db
-        .open_with(
-            &model,
-            StoreOptions {
-                statement_timeout: Duration::from_millis(500),
-                ..StoreOptions::default()
-            },
-        )
-        .await
-        .unwrap();
+        .open_with_statement_timeout(&model, Duration::from_millis(500))
+        .await;
     let served = TestServer::start(router(state(store.clone(), "", 1024 * 1024))).await;
     let s = Server {
         base: served.url(""),
