@@ -35,6 +35,8 @@ use gatehouse_schema::{Binding, Entity, FieldKind, ListBinding, Model};
 use quick_cache::Weighter;
 use quick_cache::sync::Cache;
 
+use gatehouse_store::Store;
+
 use crate::args::PageLimits;
 use crate::error::Code;
 use crate::plan::Plan;
@@ -66,6 +68,9 @@ struct Entry {
     /// Whether its complexity depends on variables (a page size given by a
     /// variable): then each new set of variables is checked again.
     cost_uses_variables: bool,
+    /// Whether its complexity depends on the tables' sizes (it filters):
+    /// then every request is checked again.
+    cost_uses_rows: bool,
     /// What later requests learn about the document.
     seen: Mutex<Seen>,
 }
@@ -95,6 +100,8 @@ pub(crate) fn variant_key(request: &Request) -> Option<String> {
 #[derive(Clone)]
 pub(crate) struct Limits {
     pub model: Arc<Model>,
+    /// The tables' sizes filters are weighed by ([`Store::row_estimate`]).
+    pub store: Store,
     pub pages: PageLimits,
     /// Deepest selection accepted (`QUERY_TOO_DEEP`).
     pub max_depth: usize,
@@ -161,12 +168,12 @@ impl ParseCache {
     }
 
     /// The limit error for `doc` with `variables`, if it exceeds one; and
-    /// whether its complexity depends on the variables.
+    /// what its complexity depends on.
     fn check(
         &self,
         doc: &ExecutableDocument,
         variables: &Variables,
-    ) -> (Option<ServerError>, bool) {
+    ) -> (Option<ServerError>, Cost) {
         let limits = &self.limits;
         let depth = document_depth(doc);
         if depth > limits.max_depth {
@@ -174,21 +181,29 @@ impl ParseCache {
                 "the query is {depth} levels deep; the limit is {}",
                 limits.max_depth
             );
-            return (Some(limit_error(Code::QueryTooDeep, message)), false);
+            return (
+                Some(limit_error(Code::QueryTooDeep, message)),
+                Cost::default(),
+            );
         }
-        let cost = complexity(&limits.model, limits.pages, doc, variables);
+        let rows = |entity: &str| limits.store.row_estimate(entity);
+        let cost = complexity(&limits.model, limits.pages, &rows, doc, variables);
         let error = (cost.value > limits.max_complexity as u64).then(|| {
             limit_error(
                 Code::QueryTooComplex,
                 format!(
                     "the query is too complex: its complexity is {}, the limit is {} \
-                     (each field costs 1, and a list field 1 plus its page size times \
-                     the cost of its selection)",
-                    cost.value, limits.max_complexity
+                     (each field costs 1, a list field 1 plus its page size times \
+                     the cost of its selection, and a filter its terms times the rows \
+                     of the table it reads, per {} (case-insensitive terms weigh 10, \
+                     _contains, _starts_with and _ends_with 2))",
+                    cost.value,
+                    limits.max_complexity,
+                    gatehouse_schema::TERM_ROWS_PER_POINT,
                 ),
             )
         });
-        (error, cost.uses_variables)
+        (error, cost)
     }
 
     /// The kind of operation `query` runs (`"query"`, `"mutation"`,
@@ -263,15 +278,14 @@ impl ParseCache {
                 plan
             }
         }?;
-        if validated {
-            return Some(plan);
-        }
-        // Variables async-graphql has not seen: their values must fit the
-        // plan, and the page sizes they give must keep the complexity within
-        // the limit (else async-graphql runs the request, and refuses it).
-        let within_limits =
-            !entry.cost_uses_variables || self.check(&entry.doc, variables).0.is_none();
-        (within_limits && accepts(&plan)).then_some(plan)
+        // A filtering document's cost follows the tables' sizes: checked
+        // on every request. Variables async-graphql has not seen: their
+        // values must fit the plan, and the page sizes they give must keep
+        // the complexity within the limit (else async-graphql runs the
+        // request, and refuses it).
+        let recheck = entry.cost_uses_rows || (!validated && entry.cost_uses_variables);
+        let within_limits = !recheck || self.check(&entry.doc, variables).0.is_none();
+        (within_limits && (validated || accepts(&plan))).then_some(plan)
     }
 
     /// The parsed document of `query`: the cached one when there is one
@@ -419,7 +433,7 @@ impl Extension for RequestCache {
     ) -> ServerResult<ExecutableDocument> {
         let marked = self.marked.lock().ok().and_then(|mut m| m.take());
         if let Some(entry) = self.shared.entries.get(query) {
-            if entry.cost_uses_variables && !self.validated(&entry) {
+            if entry.cost_uses_rows || (entry.cost_uses_variables && !self.validated(&entry)) {
                 let doc = entry.doc.clone();
                 if let (Some(e), _) = self.shared.check(&doc, variables) {
                     return Err(e);
@@ -441,7 +455,7 @@ impl Extension for RequestCache {
                 ),
             ));
         }
-        let (error, cost_uses_variables) = self.shared.check(&doc, variables);
+        let (error, cost) = self.shared.check(&doc, variables);
         if let Some(e) = error {
             return Err(e);
         }
@@ -453,7 +467,8 @@ impl Extension for RequestCache {
                     weight: query
                         .len()
                         .saturating_add(fields.saturating_mul(BYTES_PER_FIELD)),
-                    cost_uses_variables,
+                    cost_uses_variables: cost.uses_variables,
+                    cost_uses_rows: cost.uses_rows,
                     seen: Mutex::default(),
                 },
             ));
@@ -606,11 +621,14 @@ pub(crate) fn written_fields(doc: &ExecutableDocument) -> usize {
     ops + frags
 }
 
-/// A document's complexity, and whether it depends on the variables.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A document's complexity, and what it depends on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Cost {
     pub value: u64,
+    /// A page size or a filter comes from a variable.
     pub uses_variables: bool,
+    /// It filters: its cost follows the tables' sizes.
+    pub uses_rows: bool,
 }
 
 /// The complexity of `doc` (its most complex operation) with `variables`:
@@ -629,22 +647,31 @@ pub(crate) struct Cost {
 /// a response can hold. Introspection (`__schema`, `__type`) costs 1 per
 /// field, with no page sizes. Fragments are expanded where they are spread
 /// (each fragment's cost is worked out once); the arithmetic saturates.
+///
+/// A list, count or connection field that filters (filter arguments,
+/// `where`) adds [`gatehouse_schema::filter_cost`] of its terms and the
+/// rows of the table it reads (`rows`, by entity name), once whatever its
+/// parents' page sizes: a batched relation is one statement.
 pub(crate) fn complexity(
     model: &Model,
     pages: PageLimits,
+    rows: &dyn Fn(&str) -> u64,
     doc: &ExecutableDocument,
     variables: &Variables,
 ) -> Cost {
     let mut max = 0;
     let mut uses_variables = false;
+    let mut uses_rows = false;
     for (_, op) in doc.operations.iter() {
         let mut walk = CostWalk {
             model,
             pages,
+            rows,
             doc,
             variables,
             definitions: &op.node.variable_definitions,
             uses_variables: false,
+            uses_rows: false,
             memo: HashMap::new(),
         };
         let root = match op.node.ty {
@@ -654,10 +681,12 @@ pub(crate) fn complexity(
         };
         max = max.max(walk.set(root, &op.node.selection_set.node));
         uses_variables |= walk.uses_variables;
+        uses_rows |= walk.uses_rows;
     }
     Cost {
         value: max,
         uses_variables,
+        uses_rows,
     }
 }
 
@@ -681,11 +710,13 @@ enum Parent<'m> {
 struct CostWalk<'a, 'd> {
     model: &'a Model,
     pages: PageLimits,
+    rows: &'a dyn Fn(&str) -> u64,
     doc: &'d ExecutableDocument,
     variables: &'a Variables,
     definitions:
         &'d [async_graphql::Positioned<async_graphql::parser::types::VariableDefinition>],
     uses_variables: bool,
+    uses_rows: bool,
     /// Fragment name -> its cost (0 while it is being walked: a cycle is a
     /// validation error).
     memo: HashMap<&'d str, u64>,
@@ -791,7 +822,8 @@ impl<'a, 'd> CostWalk<'a, 'd> {
                 self.page(&list, &r.args, f)
             });
             let each = self.set(Parent::Connection(e, first.max(last)), sub);
-            return 1u64.saturating_add(each);
+            let filters = self.filters(&c.list, &e.name, f);
+            return 1u64.saturating_add(each).saturating_add(filters);
         }
         let root = match parent {
             Parent::Query => Some(&model.queries),
@@ -799,10 +831,12 @@ impl<'a, 'd> CostWalk<'a, 'd> {
             Parent::Subscription => Some(&model.subscriptions),
             _ => None,
         };
-        // (the entity its values are, a list binding and its declared arguments)
-        let (target, list): (
+        // (the entity its values are, a list binding and its declared
+        // arguments, the filters of a count)
+        let (target, list, counted): (
             Option<&str>,
             Option<(&ListBinding, &[gatehouse_schema::InputValue])>,
+            Option<&ListBinding>,
         ) = match (parent, root) {
             (_, Some(fields)) => match fields.iter().find(|r| r.name == name) {
                 Some(r) => (
@@ -811,33 +845,82 @@ impl<'a, 'd> CostWalk<'a, 'd> {
                         Binding::List(l) => Some((l, r.args.as_slice())),
                         _ => None,
                     },
+                    match &r.binding {
+                        Binding::Count(l) => Some(l),
+                        _ => None,
+                    },
                 ),
-                None => (None, None),
+                None => (None, None, None),
             },
             (Parent::Entity(e), None) => match e.field(name) {
                 Some(mf) => {
                     let target = self.model.target_of(mf).map(|t| t.name.as_str());
                     match &mf.kind {
-                        FieldKind::ToOne { .. } => (target, None),
+                        FieldKind::ToOne { .. } => (target, None, None),
                         FieldKind::ToMany { list, args, .. } => {
-                            (target, Some((list, args.as_slice())))
+                            (target, Some((list, args.as_slice())), None)
                         }
-                        _ => (None, None),
+                        FieldKind::Count { list, .. } => (target, None, Some(list)),
+                        _ => (None, None, None),
                     }
                 }
-                None => (None, None),
+                None => (None, None, None),
             },
-            _ => (None, None),
+            _ => (None, None, None),
         };
-        let child = target.map_or(Parent::Unknown, |t| self.parent_named(t));
+        let filters = match (target, list.map(|(l, _)| l).or(counted)) {
+            (Some(t), Some(l)) => self.filters(l, t, f),
+            _ => 0,
+        };
+        let child = match counted {
+            // A count selects nothing.
+            Some(_) => Parent::Unknown,
+            None => target.map_or(Parent::Unknown, |t| self.parent_named(t)),
+        };
         let each = self.set(child, sub);
-        match list {
+        let own = match list {
             Some((list, declared)) => {
                 let page = self.page(list, declared, f);
                 1u64.saturating_add(page.saturating_mul(each))
             }
             None => 1u64.saturating_add(each),
+        };
+        own.saturating_add(filters)
+    }
+
+    /// What the filters `f` gives a field bound by `list` over `entity`
+    /// cost ([`gatehouse_schema::filter_cost`]): each filter argument is a
+    /// term, and so is each comparison in its `where` value, at any depth
+    /// (`AND`, `OR`, `NOT`, relations), weighed by its operator.
+    fn filters(
+        &mut self,
+        list: &ListBinding,
+        entity: &str,
+        f: &'d async_graphql::parser::types::Field,
+    ) -> u64 {
+        let mut weight: u64 = 0;
+        for (name, value) in &f.arguments {
+            let name = name.node.as_str();
+            if let Some(filter) = list.filters.iter().find(|x| x.arg == name) {
+                weight = weight.saturating_add(filter.op.weight());
+            } else if list.where_arg.as_ref().is_some_and(|w| w.arg == name) {
+                let mut used = false;
+                let value = value.node.clone().into_const_with(|var| {
+                    used = true;
+                    Ok::<_, std::convert::Infallible>(
+                        self.variables.get(&var).cloned().unwrap_or_default(),
+                    )
+                });
+                self.uses_variables |= used;
+                let Ok(v) = value;
+                weight = weight.saturating_add(where_weight(&v));
+            }
         }
+        if weight == 0 {
+            return 0;
+        }
+        self.uses_rows = true;
+        gatehouse_schema::filter_cost(weight, (self.rows)(entity))
     }
 
     /// The page size a list field with `list` reads (see [`complexity`]).
@@ -886,4 +969,26 @@ impl<'a, 'd> CostWalk<'a, 'd> {
             Some(_) => max,
         }
     }
+}
+
+/// The summed [`gatehouse_schema::FilterOp::weight`] of the comparisons in
+/// a `where` value: a key whose value is an object (`NOT`, a relation) or a
+/// list of objects (`AND`, `OR`) holds comparisons; any other key is one,
+/// its operator read from its name's suffix.
+fn where_weight(v: &async_graphql::Value) -> u64 {
+    use async_graphql::Value;
+    let Value::Object(map) = v else {
+        return 0;
+    };
+    map.iter().fold(0u64, |sum, (key, v)| {
+        let w = match v {
+            // A relation filter is a statement of its own (`EXISTS`).
+            Value::Object(_) => where_weight(v).max(1),
+            Value::List(items) if items.iter().any(|i| matches!(i, Value::Object(_))) => items
+                .iter()
+                .fold(0u64, |s, i| s.saturating_add(where_weight(i))),
+            _ => gatehouse_schema::FilterOp::of_name(key.as_str()).weight(),
+        };
+        sum.saturating_add(w)
+    })
 }

@@ -127,6 +127,7 @@ impl Graphql {
             opts.parse_cache_capacity,
             cache::Limits {
                 model: shared.model.clone(),
+                store: store.clone(),
                 pages: shared.limits,
                 max_depth: opts.max_depth,
                 max_complexity: opts.max_complexity,

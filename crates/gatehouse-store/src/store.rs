@@ -1,5 +1,6 @@
 //! The [`Store`]: every operation GraphQL and REST need, over either backend.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -106,6 +107,11 @@ pub(crate) struct Inner {
     /// policy goes through its deleted parent with the parent as it was
     /// ([`crate::EntityStore::visible`]).
     pub(crate) gone: quick_cache::sync::Cache<(String, String), (Instant, Row)>,
+    /// Entity -> about how many rows its table holds, and when that was
+    /// read ([`Store::row_estimate`]).
+    row_estimates: std::sync::RwLock<(HashMap<String, u64>, Option<Instant>)>,
+    /// A refresh of [`Inner::row_estimates`] is running.
+    estimating: Arc<AtomicBool>,
 }
 
 /// How long a cached count is trusted without a write being seen: bounds
@@ -119,6 +125,9 @@ const COUNT_CACHE_MAX: usize = 1024;
 pub(crate) const GONE_TTL: Duration = Duration::from_secs(60);
 /// Deleted rows kept at most.
 const GONE_MAX: usize = 4096;
+/// How old [`Store::row_estimate`]'s figures may get before a request that
+/// reads them starts a new reading.
+const ROW_ESTIMATE_TTL: Duration = Duration::from_secs(10);
 
 impl Drop for Inner {
     fn drop(&mut self) {
@@ -171,12 +180,114 @@ impl Store {
                 writes,
                 counts: quick_cache::sync::Cache::new(COUNT_CACHE_MAX),
                 gone: quick_cache::sync::Cache::new(GONE_MAX),
+                row_estimates: Default::default(),
+                estimating: Arc::new(AtomicBool::new(false)),
             }),
         };
         if opts.migrate {
             store.migrate(opts.allow_destructive).await?;
         }
+        // Tables not migrated may not exist yet; a database that cannot
+        // answer yet has no estimates (every table counts as empty) until
+        // the next reading.
+        if opts.migrate
+            && let Err(e) = store.refresh_row_estimates().await
+        {
+            tracing::warn!(error = %e, "could not read the tables' sizes");
+        }
         Ok(store)
+    }
+
+    /// About how many rows the table of `entity` holds: what the cost of a
+    /// filter is weighed by ([`gatehouse_schema::filter_cost`]). Read from
+    /// the database's own bookkeeping (SQLite: the largest rowid;
+    /// PostgreSQL: the planner's and the statistics' row counts), never by
+    /// counting: at most [`ROW_ESTIMATE_TTL`] old, refreshed in the
+    /// background by the first call that finds it older. 0 for an entity
+    /// not known yet.
+    pub fn row_estimate(&self, entity: &str) -> u64 {
+        let (n, stale) = match self.inner.row_estimates.read() {
+            Ok(g) => (
+                g.0.get(entity).copied().unwrap_or(0),
+                g.1.is_none_or(|at| at.elapsed() >= ROW_ESTIMATE_TTL),
+            ),
+            Err(_) => (0, false),
+        };
+        if stale
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+            && !self.inner.estimating.swap(true, Ordering::SeqCst)
+        {
+            let store = self.clone();
+            rt.spawn(async move {
+                if let Err(e) = store.refresh_row_estimates().await {
+                    tracing::warn!(error = %e, "could not read the tables' sizes");
+                }
+            });
+        }
+        n
+    }
+
+    /// Reads every table's size now (see [`Store::row_estimate`]), in one
+    /// statement.
+    pub async fn refresh_row_estimates(&self) -> Result<(), StoreError> {
+        struct Done(Arc<AtomicBool>);
+        impl Drop for Done {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::SeqCst);
+            }
+        }
+        let _done = Done(self.inner.estimating.clone());
+        let entities = &self.inner.model.entities;
+        if entities.is_empty() {
+            return Ok(());
+        }
+        let quoted = |t: &str| format!("\"{}\"", t.replace('"', "\"\""));
+        let mut map = HashMap::with_capacity(entities.len());
+        // SQLite takes at most 500 parts in one compound SELECT.
+        for chunk in entities.chunks(250) {
+            let mut values = Vec::new();
+            let parts: Vec<String> = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, e)| match self.dialect() {
+                    // Rowids are given in increasing order: the largest is
+                    // at least the row count (more after deletions), read
+                    // from the b-tree's end.
+                    Dialect::Sqlite => format!(
+                        "SELECT {i}, COALESCE(MAX(rowid), 0) FROM {}",
+                        quoted(&e.table)
+                    ),
+                    // `reltuples` is the planner's figure (-1 before the
+                    // first ANALYZE); the statistics' live rows follow
+                    // writes within seconds.
+                    Dialect::Postgres => {
+                        values.push(sea_query::Value::from(quoted(&e.table)));
+                        let n = values.len();
+                        format!(
+                            "SELECT {i}::bigint, COALESCE((SELECT GREATEST(c.reltuples::bigint, \
+                             COALESCE(s.n_live_tup, 0), 0) FROM pg_class c \
+                             LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid \
+                             WHERE c.oid = to_regclass(${n})), 0)::bigint"
+                        )
+                    }
+                })
+                .collect();
+            let q = Built::raw(parts.join(" UNION ALL "), values);
+            let rows = self
+                .fetch_read(q, &[SqlKind::Count, SqlKind::Count])
+                .await?;
+            for row in rows {
+                let at = row.first().and_then(Json::as_u64);
+                let n = row.get(1).and_then(Json::as_u64).unwrap_or(0);
+                if let Some(e) = at.and_then(|i| chunk.get(i as usize)) {
+                    map.insert(e.name.clone(), n);
+                }
+            }
+        }
+        if let Ok(mut g) = self.inner.row_estimates.write() {
+            *g = (map, Some(Instant::now()));
+        }
+        Ok(())
     }
 
     /// The Model the store serves.

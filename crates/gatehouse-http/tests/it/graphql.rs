@@ -630,6 +630,88 @@ async fn complexity_counts_page_sizes_and_every_field() {
     );
 }
 
+/// B4: a filter costs its terms times the rows of the table it reads,
+/// within the complexity limit and before anything runs: an `OR` of 3,000
+/// `_contains` terms passes on an empty table and is refused once the table
+/// holds 200 rows, in lists, counts and through variables, by both
+/// executors (the same document is checked again on every request, since
+/// its cost follows the table), while everyday filters pass.
+#[tokio::test]
+async fn filters_cost_their_terms_times_the_rows_they_read() {
+    let s = start_with(
+        gatehouse_graphql::GraphqlOptions {
+            max_complexity: 1_000,
+            ..Default::default()
+        },
+        1 << 20,
+    )
+    .await;
+    let terms: Vec<String> = (0..3000)
+        .map(|i| format!("{{title_contains: \"x{i}\"}}"))
+        .collect();
+    let wide = format!(
+        "{{ books(first: 10, where: {{OR: [{}]}}) {{ id }} }}",
+        terms.join(", ")
+    );
+    let count = format!("{{ booksCount(where: {{OR: [{}]}}) }}", terms.join(", "));
+    s.store.refresh_row_estimates().await.unwrap();
+    for _ in 0..3 {
+        s.data(&wide, json!({})).await;
+    }
+    s.data(&count, json!({})).await;
+
+    let a = s.author("Lem", None).await;
+    for i in 0..200 {
+        s.store
+            .entity("Book")
+            .unwrap()
+            .insert(
+                &gatehouse_store::AccessContext::system(),
+                serde_json::from_value(json!({"title": format!("Book {i}"), "status": "AVAILABLE", "author": a, "year": 1900 + i})).unwrap(),
+            )
+            .await
+            .unwrap();
+    }
+    s.store.refresh_row_estimates().await.unwrap();
+    for q in [&wide, &count] {
+        for _ in 0..3 {
+            let r = s.gql(q, json!({})).await;
+            assert_eq!(
+                r["errors"][0]["extensions"]["code"], "QUERY_TOO_COMPLEX",
+                "{r}"
+            );
+            assert!(r.get("data").is_none(), "refused before execution: {r}");
+            let message = r["errors"][0]["message"].as_str().unwrap();
+            assert!(
+                message.contains("a filter its terms times the rows"),
+                "{message}"
+            );
+        }
+    }
+    let or: Vec<Value> = (0..3000)
+        .map(|i| json!({"title_contains": format!("x{i}")}))
+        .collect();
+    let by_variable = "query($w: BookWhere) { booksCount(where: $w) }";
+    assert_eq!(
+        s.error_code(by_variable, json!({"w": {"OR": or}})).await,
+        "QUERY_TOO_COMPLEX"
+    );
+    assert_eq!(
+        s.data(by_variable, json!({"w": {"year_gt": 1950}})).await["booksCount"],
+        149
+    );
+    // Everyday filters: a few terms on a list, its count and a nested count.
+    let d = s
+        .data(
+            "{ books(first: 5, where: {OR: [{title_contains: \"1\"}, {year_lt: 1910}]}, status: AVAILABLE) { id } \
+               authors { booksCount(year_gt: 1990) } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(d["books"].as_array().unwrap().len(), 5);
+    assert_eq!(d["authors"][0]["booksCount"], 109);
+}
+
 /// The default limits answer three levels of lists at the default page
 /// size (complexity 130,101), while a document with more field selections
 /// than `max_selections` is refused whatever its cost.

@@ -758,3 +758,29 @@ conformance!(filter_wide_or_and_fit_the_documented_limits, |db, s| {
         .unwrap();
     assert_eq!(n, 4);
 });
+
+// The sizes filters are weighed by (`Store::row_estimate`) follow the
+// tables without counting them: 0 for an empty table, at least the rows
+// written once read again, per entity.
+conformance!(row_estimates_follow_the_tables, |db, s| {
+    s.refresh_row_estimates().await.unwrap();
+    assert_eq!((s.row_estimate("Book"), s.row_estimate("Author")), (0, 0));
+    let a = author(&s, "Alice").await;
+    for i in 0..40 {
+        book(&s, &a, &format!("Book {i}"), json!({})).await;
+    }
+    // PostgreSQL's statistics reach other sessions within seconds: wait
+    // for them, not for a fixed time.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        s.refresh_row_estimates().await.unwrap();
+        if s.row_estimate("Book") >= 40 || std::time::Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert!(s.row_estimate("Book") >= 40, "{}", s.row_estimate("Book"));
+    assert!(s.row_estimate("Book") < 400, "{}", s.row_estimate("Book"));
+    assert!(s.row_estimate("Author") >= 1);
+    assert_eq!(s.row_estimate("NoSuchEntity"), 0);
+});
