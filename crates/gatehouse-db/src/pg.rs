@@ -692,6 +692,8 @@ struct Slot {
     /// Held while a replacement is being opened, so callers wait for one
     /// connection instead of each opening its own.
     opening: tokio::sync::Mutex<()>,
+    /// A replacement is being opened in the background ([`PgDb::shared`]).
+    reopening: AtomicBool,
 }
 
 impl Slot {
@@ -699,6 +701,35 @@ impl Slot {
         let conn = self.conn.read().ok()?;
         conn.as_ref().filter(|c| !c.client.is_closed()).cloned()
     }
+}
+
+/// Opens `slot`'s connection unless it is open, within `timeout`; callers
+/// finding it closed together wait for one connection.
+async fn open_slot(
+    slot: &Slot,
+    config: &Config,
+    opened: &AtomicU64,
+    timeout: Duration,
+) -> Result<Arc<PgConn>, sqlx::Error> {
+    let opening = async {
+        let _one = slot.opening.lock().await;
+        if let Some(c) = slot.open() {
+            return Ok(c);
+        }
+        let c = Arc::new(connect(config, opened).await.map_err(to_sqlx)?);
+        if let Ok(mut s) = slot.conn.write() {
+            *s = Some(c.clone());
+        }
+        Ok(c)
+    };
+    tokio::time::timeout(timeout, opening)
+        .await
+        .unwrap_or(Err(sqlx::Error::PoolTimedOut))
+}
+
+/// Closes the connections of `pool` unused for `idle` or longer.
+fn shrink(pool: &Pool, idle: Duration) -> usize {
+    pool.retain(|_, m| m.last_used() < idle).removed.len()
 }
 
 /// The PostgreSQL side of a [`crate::Db`].
@@ -709,7 +740,7 @@ pub(crate) struct PgDb {
     shared_config: Arc<Config>,
     /// The shared connections: the first `active` taken in turn, the rest
     /// spares for when those are stalled ([`split`]).
-    shared: Box<[Slot]>,
+    shared: Box<[Arc<Slot>]>,
     active: usize,
     next: AtomicUsize,
     pool: Pool,
@@ -738,6 +769,14 @@ pub(crate) struct PgDb {
 /// deadline (`docs/design/database.md`, "Slow statements"). Far above an
 /// indexed statement's time, even under load.
 const SHARED_LIMIT: Duration = Duration::from_millis(50);
+
+/// How long a connection of the transactions' pool may stay unused before
+/// it is closed: the pool grows under load and shrinks back when the load
+/// is gone, so an idle instance holds few of PostgreSQL's connections
+/// (its `max_connections` is shared by every instance). Checked every
+/// [`POOL_IDLE_CHECK`].
+const POOL_IDLE: Duration = Duration::from_secs(300);
+const POOL_IDLE_CHECK: Duration = Duration::from_secs(30);
 
 /// Single statements remembered as slow ([`PgDb::single`]).
 const SLOW_STATEMENTS: usize = 1024;
@@ -813,7 +852,7 @@ impl PgDb {
             slow: quick_cache::sync::Cache::new(SLOW_STATEMENTS),
             any_slow: AtomicBool::new(false),
             own: Arc::new(tokio::sync::Semaphore::new((pooled / 2).max(1))),
-            shared: (0..active + spare).map(|_| Slot::default()).collect(),
+            shared: (0..active + spare).map(|_| Arc::default()).collect(),
             active,
             next: AtomicUsize::new(0),
             pool,
@@ -821,6 +860,19 @@ impl PgDb {
             opened,
             closed: AtomicBool::new(false),
         };
+        // Ends with the pool (a weak reference: it never keeps it open).
+        let weak = db.pool.weak();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(POOL_IDLE_CHECK);
+            loop {
+                tick.tick().await;
+                let Some(pool) = weak.upgrade() else { return };
+                if pool.is_closed() {
+                    return;
+                }
+                shrink(&pool, POOL_IDLE);
+            }
+        });
         let first = connect(&db.shared_config, &db.opened)
             .await
             .map_err(|e| crate::error::open_failure(crate::error::Backend::Postgres, to_sqlx(e)))?;
@@ -840,67 +892,78 @@ impl PgDb {
     /// usually an idle one, which costs a wake-up and a write of its own
     /// per statement (measured: more CPU per request, up to twice as much
     /// for a list with a joined relation).
+    ///
+    /// A lost connection is reopened in the background while the
+    /// statement takes the next open one: no request waits for a
+    /// connection to open (seconds when the server is struggling) while
+    /// another is at hand. Only when none is open does it wait.
     pub(crate) async fn shared(&self) -> Result<Arc<PgConn>, sqlx::Error> {
         if self.closed.load(Ordering::Acquire) {
             return Err(sqlx::Error::PoolClosed);
         }
         let first = self.next.fetch_add(1, Ordering::Relaxed) % self.active;
-        let c = match self.shared[first].open() {
-            Some(c) => c,
-            None => self.reopen(&self.shared[first]).await?,
-        };
-        if c.progress.in_flight.load(Ordering::Relaxed) == 0 || self.shared.len() == 1 {
-            return Ok(c);
-        }
+        let n = self.shared.len();
         let now = micros();
-        if !c.stalled(now) {
-            return Ok(c);
-        }
-        // The next connection that is not stalled (opened if need be),
-        // else the stalled one with the fewest statements waiting.
-        let mut best = c;
-        for k in 1..self.shared.len() {
-            let slot = &self.shared[(first + k) % self.shared.len()];
-            let other = match slot.open() {
-                Some(other) => other,
-                None => match self.reopen(slot).await {
-                    Ok(other) => other,
-                    Err(_) => continue,
-                },
+        // The first connection from `first` on that is open and not
+        // stalled, else the open stalled one with the fewest statements
+        // waiting.
+        let mut best: Option<Arc<PgConn>> = None;
+        for k in 0..n {
+            let slot = &self.shared[(first + k) % n];
+            let Some(c) = slot.open() else {
+                self.reopen_in_background(slot);
+                continue;
             };
-            if !other.stalled(now) {
-                return Ok(other);
+            if n == 1 || c.progress.in_flight.load(Ordering::Relaxed) == 0 || !c.stalled(now) {
+                return Ok(c);
             }
-            if other.progress.in_flight.load(Ordering::Relaxed)
-                < best.progress.in_flight.load(Ordering::Relaxed)
-            {
-                best = other;
+            let fewer = |b: &Arc<PgConn>| {
+                c.progress.in_flight.load(Ordering::Relaxed)
+                    < b.progress.in_flight.load(Ordering::Relaxed)
+            };
+            if best.as_ref().is_none_or(fewer) {
+                best = Some(c);
             }
         }
-        Ok(best)
+        match best {
+            Some(c) => Ok(c),
+            None => self.reopen(&self.shared[first]).await,
+        }
+    }
+
+    /// Starts reopening `slot` unless that is under way already.
+    fn reopen_in_background(&self, slot: &Arc<Slot>) {
+        if slot.reopening.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            slot.reopening.store(false, Ordering::Release);
+            return;
+        };
+        let (slot, config, opened) = (
+            slot.clone(),
+            self.shared_config.clone(),
+            self.opened.clone(),
+        );
+        let timeout = self.acquire_timeout;
+        rt.spawn(async move {
+            if let Err(e) = open_slot(&slot, &config, &opened, timeout).await {
+                tracing::debug!(error = %e, "a shared PostgreSQL connection could not be reopened yet");
+            }
+            slot.reopening.store(false, Ordering::Release);
+        });
     }
 
     /// Opens `slot`'s connection, lost or never opened; callers finding it
     /// so together wait for one connection.
     async fn reopen(&self, slot: &Slot) -> Result<Arc<PgConn>, sqlx::Error> {
-        let opening = async {
-            let _one = slot.opening.lock().await;
-            if let Some(c) = slot.open() {
-                return Ok(c);
-            }
-            let c = Arc::new(
-                connect(&self.shared_config, &self.opened)
-                    .await
-                    .map_err(to_sqlx)?,
-            );
-            if let Ok(mut s) = slot.conn.write() {
-                *s = Some(c.clone());
-            }
-            Ok(c)
-        };
-        tokio::time::timeout(self.acquire_timeout, opening)
-            .await
-            .unwrap_or(Err(sqlx::Error::PoolTimedOut))
+        open_slot(
+            slot,
+            &self.shared_config,
+            &self.opened,
+            self.acquire_timeout,
+        )
+        .await
     }
 
     /// Runs a single statement (`run` on `shared`, or `alone` on a
@@ -986,6 +1049,11 @@ impl PgDb {
         // Sent with the transaction's first statement (`PgConn::begun_with`).
         conn.begin_owed.store(true, Ordering::Relaxed);
         Ok(PgTx { conn: Some(conn) })
+    }
+
+    /// Closes the pool's connections unused for `idle` (see [`shrink`]).
+    pub(crate) fn close_idle(&self, idle: Duration) -> usize {
+        shrink(&self.pool, idle)
     }
 
     /// `(open, idle, maximum)` connections, the listener's aside.

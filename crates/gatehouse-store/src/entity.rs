@@ -554,8 +554,11 @@ impl EntityStore {
             Some(v) if fresh(&v) => return Ok(v.2),
             // Expired: taken out, so that the callers that find it so wait
             // for one new count below instead of each running their own.
+            // Only a stale value goes: `remove` would also take out the
+            // placeholder of a caller already counting (or the fresh count
+            // it just stored), and start a second count beside it.
             Some(_) => {
-                s.inner.counts.remove(&key);
+                s.inner.counts.remove_if(&key, |v| !fresh(v));
             }
             None => {}
         }

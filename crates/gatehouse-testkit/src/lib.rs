@@ -21,6 +21,7 @@ mod http;
 #[cfg(feature = "oauth1")]
 mod oauth1;
 mod process;
+mod proxy;
 mod server;
 mod wait;
 
@@ -36,5 +37,6 @@ pub use http::{graphql, header, jwt_payload, password_token};
 #[cfg(feature = "oauth1")]
 pub use oauth1::{OAuth1Sig, nonce};
 pub use process::{ServerProcess, command};
+pub use proxy::Proxy;
 pub use server::{Port, TestServer};
 pub use wait::{eventually, listening};

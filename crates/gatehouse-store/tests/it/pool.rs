@@ -618,3 +618,102 @@ async fn statements_sent_with_the_commit_commit_with_it_or_not_at_all() {
         s.close().await;
     }
 }
+
+/// A shared connection the server ended is reopened in the background
+/// while statements take the other one: with new connections held
+/// unanswered (a server too busy to accept), every read is still served,
+/// where each read sent to the lost connection used to wait for its
+/// reopening (up to the acquire timeout, here a minute), and with it every
+/// caller waiting on the same count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reads_do_not_wait_for_a_lost_shared_connection_to_reopen() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    db.open(SDL).await.close().await;
+    let (proxy, url) = gatehouse_testkit::Proxy::postgres(db.url()).await;
+    let opts = StoreOptions {
+        // Four workers: two shared connections, taken in turn.
+        max_connections: Some(10),
+        acquire_timeout: Duration::from_secs(60),
+        ..StoreOptions::default()
+    };
+    let model = gatehouse_testkit::model(SDL);
+    let s = gatehouse_testkit::open_store(&url, model, opts)
+        .await
+        .unwrap();
+    author(&s, "A").await;
+    let open = |s: &gatehouse_store::Store| s.pool_stats()[0].size;
+    // Both shared connections serve (the second opens on first use).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while open(&s) < 3 && std::time::Instant::now() < deadline {
+        read_books(&s).await;
+    }
+    let before = open(&s);
+    assert!(before >= 3, "{:?}", s.pool_stats());
+    proxy.hold();
+    let admin = gatehouse_testkit::pg_client(db.url()).await.unwrap();
+    let ended = admin
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM (SELECT pid FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid() \
+             AND query ILIKE 'SELECT%book%' LIMIT 1) one",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(ended.len(), 1, "no shared connection to end");
+    // Until the store has seen the connection end, a read may still be
+    // sent on it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while open(&s) >= before && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(open(&s) < before, "{:?}", s.pool_stats());
+    let reads = async {
+        for _ in 0..20 {
+            read_books(&s).await;
+        }
+        for _ in 0..5 {
+            s.entity("Book")
+                .unwrap()
+                .count(&gatehouse_store::AccessContext::system(), None)
+                .await
+                .unwrap();
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), reads)
+        .await
+        .expect("reads waited for a connection to open");
+    proxy.restore();
+    s.close().await;
+}
+
+/// The transactions' pool grows under load and shrinks back: connections
+/// left unused are closed (every 30 s, those unused for 5 minutes; here at
+/// once), the shared ones stay, and the next transaction opens one again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pool_closes_connections_left_unused() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let s = db.open(SDL).await;
+    let writes: Vec<_> = (0..12)
+        .map(|i| {
+            let s = s.clone();
+            tokio::spawn(async move {
+                author(&s, &format!("A{i}")).await;
+            })
+        })
+        .collect();
+    futures_all(writes).await;
+    let grown = s.pool_stats()[0].size;
+    assert!(grown >= 3, "{:?}", s.pool_stats());
+    assert_eq!(s.db().close_idle_connections(Duration::from_secs(3600)), 0);
+    let closed = s.db().close_idle_connections(Duration::ZERO);
+    assert!(closed >= 1, "{:?}", s.pool_stats());
+    assert_eq!(s.pool_stats()[0].size, grown - closed as u32);
+    author(&s, "after").await;
+    read_books(&s).await;
+    s.close().await;
+}

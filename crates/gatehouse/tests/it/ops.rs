@@ -463,62 +463,6 @@ async fn https_with_a_self_signed_certificate_and_reload_on_sighup() {
     assert!(logs.iter().any(|l| l.contains("TLS certificate reloaded")));
 }
 
-/// A TCP proxy that can drop every connection and refuse new ones, standing
-/// in for a PostgreSQL restart without touching the shared server.
-struct Proxy {
-    addr: std::net::SocketAddr,
-    up: Arc<std::sync::atomic::AtomicBool>,
-    /// Bumped on every cut; connections of an older generation close.
-    generation: tokio::sync::watch::Sender<u64>,
-}
-
-impl Proxy {
-    async fn start(target: String) -> Proxy {
-        use std::sync::atomic::Ordering;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let up = Arc::new(std::sync::atomic::AtomicBool::new(true));
-        let (generation, _) = tokio::sync::watch::channel(0u64);
-        let (flag, gen_tx) = (up.clone(), generation.clone());
-        tokio::spawn(async move {
-            loop {
-                let Ok((mut inbound, _)) = listener.accept().await else {
-                    return;
-                };
-                if !flag.load(Ordering::SeqCst) {
-                    drop(inbound);
-                    continue;
-                }
-                let target = target.clone();
-                let mut gen_rx = gen_tx.subscribe();
-                tokio::spawn(async move {
-                    let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await else {
-                        return;
-                    };
-                    tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
-                        _ = gen_rx.changed() => {}
-                    }
-                });
-            }
-        });
-        Proxy {
-            addr,
-            up,
-            generation,
-        }
-    }
-
-    fn cut(&self) {
-        self.up.store(false, std::sync::atomic::Ordering::SeqCst);
-        self.generation.send_modify(|g| *g += 1);
-    }
-
-    fn restore(&self) {
-        self.up.store(true, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
 async fn status_of(c: &reqwest::Client, url: &str, token: Option<&str>) -> (u16, Duration) {
     let start = Instant::now();
     let mut req = c.get(url);
@@ -549,15 +493,7 @@ async fn postgres_outage_fails_fast_with_503_and_recovers() {
     let Some(db) = TestDb::postgres().await else {
         return;
     };
-    // postgres://user@host:port/db?query -> the host:port and the rest.
-    let (scheme, after_scheme) = db.url().split_once("://").unwrap();
-    let (authority, path) = after_scheme.split_once('/').unwrap();
-    let (userinfo, hostport) = match authority.rsplit_once('@') {
-        Some((u, h)) => (format!("{u}@"), h.to_string()),
-        None => (String::new(), authority.to_string()),
-    };
-    let proxy = Proxy::start(hostport).await;
-    let url = format!("{scheme}://{userinfo}{}/{path}", proxy.addr);
+    let (proxy, url) = gatehouse_testkit::Proxy::postgres(db.url()).await;
 
     let dir = tempfile::tempdir().unwrap();
     let config = config_text(&url, "[store]\nacquire_timeout = \"2s\"\n");
