@@ -330,7 +330,8 @@ async fn subscription_filters_on_a_field_the_caller_may_not_read_are_forbidden()
             json!({"id": "c", "type": "subscribe", "payload": {"query": hit}}),
         )
         .await;
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // bob's subscriptions are refused: alice's is the one listening.
+        s.wait_for_feed_receivers(1).await;
         s.data(
             &alice,
             "mutation { createMemo(title: \"open\", published: true, draft: \"HIT-7731\") { id } }",

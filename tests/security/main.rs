@@ -153,6 +153,37 @@ impl Server {
         }
     }
 
+    /// Waits until at least `n` subscriptions listen to the change feed
+    /// (`gatehouse_change_feed_receivers`): a change committed from then on
+    /// reaches them.
+    pub async fn wait_for_feed_receivers(&self, n: u64) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let text = self
+                .client
+                .get(format!("{}/metrics", self.base))
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            let now = text
+                .lines()
+                .find_map(|l| l.strip_prefix("gatehouse_change_feed_receivers "))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .unwrap_or(0.0);
+            if now >= n as f64 {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{now} feed receivers after 10 s, wanted {n}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
     /// Every log line so far.
     pub fn logs(&self) -> Vec<String> {
         self.process.logs()

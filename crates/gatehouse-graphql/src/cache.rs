@@ -690,6 +690,9 @@ pub(crate) fn complexity(
     }
 }
 
+/// A list field's binding and its declared arguments.
+type ListArgs<'m> = (&'m ListBinding, &'m [gatehouse_schema::InputValue]);
+
 /// The type whose fields a selection set selects.
 #[derive(Clone, Copy)]
 enum Parent<'m> {
@@ -833,41 +836,38 @@ impl<'a, 'd> CostWalk<'a, 'd> {
         };
         // (the entity its values are, a list binding and its declared
         // arguments, the filters of a count)
-        let (target, list, counted): (
-            Option<&str>,
-            Option<(&ListBinding, &[gatehouse_schema::InputValue])>,
-            Option<&ListBinding>,
-        ) = match (parent, root) {
-            (_, Some(fields)) => match fields.iter().find(|r| r.name == name) {
-                Some(r) => (
-                    Some(r.entity.as_str()),
-                    match &r.binding {
-                        Binding::List(l) => Some((l, r.args.as_slice())),
-                        _ => None,
-                    },
-                    match &r.binding {
-                        Binding::Count(l) => Some(l),
-                        _ => None,
-                    },
-                ),
-                None => (None, None, None),
-            },
-            (Parent::Entity(e), None) => match e.field(name) {
-                Some(mf) => {
-                    let target = self.model.target_of(mf).map(|t| t.name.as_str());
-                    match &mf.kind {
-                        FieldKind::ToOne { .. } => (target, None, None),
-                        FieldKind::ToMany { list, args, .. } => {
-                            (target, Some((list, args.as_slice())), None)
+        let (target, list, counted): (Option<&str>, Option<ListArgs<'_>>, Option<&ListBinding>) =
+            match (parent, root) {
+                (_, Some(fields)) => match fields.iter().find(|r| r.name == name) {
+                    Some(r) => (
+                        Some(r.entity.as_str()),
+                        match &r.binding {
+                            Binding::List(l) => Some((l, r.args.as_slice())),
+                            _ => None,
+                        },
+                        match &r.binding {
+                            Binding::Count(l) => Some(l),
+                            _ => None,
+                        },
+                    ),
+                    None => (None, None, None),
+                },
+                (Parent::Entity(e), None) => match e.field(name) {
+                    Some(mf) => {
+                        let target = self.model.target_of(mf).map(|t| t.name.as_str());
+                        match &mf.kind {
+                            FieldKind::ToOne { .. } => (target, None, None),
+                            FieldKind::ToMany { list, args, .. } => {
+                                (target, Some((list, args.as_slice())), None)
+                            }
+                            FieldKind::Count { list, .. } => (target, None, Some(list)),
+                            _ => (None, None, None),
                         }
-                        FieldKind::Count { list, .. } => (target, None, Some(list)),
-                        _ => (None, None, None),
                     }
-                }
-                None => (None, None, None),
-            },
-            _ => (None, None, None),
-        };
+                    None => (None, None, None),
+                },
+                _ => (None, None, None),
+            };
         let filters = match (target, list.map(|(l, _)| l).or(counted)) {
             (Some(t), Some(l)) => self.filters(l, t, f),
             _ => 0,

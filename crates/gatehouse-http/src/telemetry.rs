@@ -52,6 +52,10 @@ pub const STORE_POOL_SIZE: &str = "gatehouse_store_pool_connections";
 pub const STORE_POOL_IDLE: &str = "gatehouse_store_pool_idle_connections";
 /// Gauge: largest size of a store pool, by `pool`.
 pub const STORE_POOL_MAX: &str = "gatehouse_store_pool_max_connections";
+/// Gauge: receivers of the change feed (one per subscription or group
+/// of subscriptions sharing one query): a subscription gets every change
+/// committed once it holds one.
+pub const FEED_RECEIVERS: &str = "gatehouse_change_feed_receivers";
 
 /// Latency buckets (seconds) for every `*_seconds` histogram.
 const BUCKETS: [f64; 14] = [

@@ -30,7 +30,7 @@ pub use diag::{Diagnostic, Diagnostics, Severity};
 pub use load::{GENERATED_ROOTS_PATH, LoadOptions, PRELUDE_PATH, Source, directive_declarations};
 pub use model::*;
 pub use policy::{AccessContext, Action, Operand, Policy, Rule};
-pub use scaffold::scaffold;
+pub use scaffold::{is_unedited_scaffold, scaffold, scaffold_file};
 pub use value::{ValueError, json_kind};
 
 /// Reads and loads the schema files and directories at `paths`.
@@ -94,11 +94,12 @@ pub fn load_sources_with(sources: &[Source], opts: LoadOptions) -> Result<Model,
 fn load_one(sources: &[Source], opts: LoadOptions) -> Result<Model, Diagnostics> {
     let mut diags = Diagnostics::default();
     let schema = load::parse_and_build(sources, opts, &mut diags);
-    let model = bind::Binder::new(&schema, &mut diags).bind();
+    let mut model = bind::Binder::new(&schema, &mut diags).bind();
     diags.sort();
     if diags.has_errors() {
         Err(diags)
     } else {
+        model.warnings = diags.0;
         Ok(model)
     }
 }

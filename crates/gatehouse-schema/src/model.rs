@@ -33,6 +33,10 @@ pub struct Model {
     pub subscriptions: Vec<RootField>,
     /// Standalone SDL of the effective schema, built-in declarations included.
     pub sdl: String,
+    /// What loading found worth saying that does not stop the schema from
+    /// serving (`gatehouse check` prints them).
+    #[serde(skip)]
+    pub warnings: Vec<crate::Diagnostic>,
 }
 
 impl Model {

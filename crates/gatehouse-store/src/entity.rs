@@ -1281,20 +1281,15 @@ impl EntityStore {
     ///
     /// A rule that follows a to-one field to a row deleted with this one
     /// (the parent whose delete cascaded to it) sees that row as it was
-    /// just before (kept for a while by the store that deleted it), so the
+    /// just before (kept for a while by every instance that published the
+    /// commit: the one that deleted it and those listening), so the
     /// readers of a cascaded child get its delete event.
     pub async fn visible(&self, ctx: &AccessContext, row: &Row) -> Result<bool, StoreError> {
         let (s, e) = (&self.store, self.def());
         let model = &s.inner.model;
         let mut gone = Vec::new();
         if let Some(rule) = e.policy.rule_for(Action::Read, ctx) {
-            let lookup = |t: &Entity, id: &str| {
-                s.inner
-                    .gone
-                    .get(&(t.name.clone(), id.to_string()))
-                    .filter(|(at, _)| at.elapsed() < crate::store::GONE_TTL)
-                    .map(|(_, row)| row)
-            };
+            let lookup = |t: &Entity, id: &str| s.inner.events.gone_row(&t.name, id);
             policy::gone_rows(model, rule, row, &lookup, &mut gone);
         }
         let Some(q) = s.row_test_beside(e, row, Action::Read, ctx, &gone)? else {

@@ -24,7 +24,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use gatehouse_db::{Built, Db, Listener, SqlKind};
 use gatehouse_schema::ChangeKind;
@@ -71,6 +71,12 @@ pub(crate) struct Wire {
     /// Reference to a `_gatehouse_events` row holding the full payload.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub r: Option<i64>,
+    /// More events of the same commit follow this one: a listening
+    /// instance publishes a commit's events together, once it has them all
+    /// ([`Local::publish_commit`]). Absent from the last one (and from
+    /// instances before it was added: each event is then its own commit).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub m: bool,
 }
 
 fn kind_str(k: ChangeKind) -> &'static str {
@@ -100,6 +106,7 @@ impl Wire {
             new: ev.new.clone(),
             old: ev.old.clone(),
             r: None,
+            m: false,
         }
     }
 
@@ -120,7 +127,19 @@ impl Wire {
 pub(crate) struct Local {
     tx: RwLock<broadcast::Sender<ChangeEvent>>,
     capacity: usize,
+    /// `(entity, id)` -> the row as it was, of rows deleted together with
+    /// others (a cascade, or one transaction's deletes), by this instance
+    /// or another one, kept for [`GONE_TTL`]: a subscriber judges the
+    /// event of a row whose read policy goes through its deleted parent
+    /// with the parent as it was ([`crate::EntityStore::visible`]).
+    gone: quick_cache::sync::Cache<(String, String), (Instant, Row)>,
 }
+
+/// How long a deleted row stays in [`Local::gone_row`]: enough for
+/// subscribers to judge the events of its commit (they do on receipt).
+const GONE_TTL: Duration = Duration::from_secs(60);
+/// Deleted rows kept at most.
+const GONE_MAX: usize = 4096;
 
 impl Local {
     pub(crate) fn new(capacity: usize) -> Local {
@@ -128,7 +147,38 @@ impl Local {
         Local {
             tx: RwLock::new(broadcast::channel(capacity).0),
             capacity,
+            gone: quick_cache::sync::Cache::new(GONE_MAX),
         }
+    }
+
+    /// Publishes the events of one commit, in order. When it deleted
+    /// several rows, each is kept as it was first ([`Local::gone_row`]),
+    /// so that no subscriber judges a child's delete event before its
+    /// deleted parent is known. The one way a commit's events are
+    /// published, for this instance's commits and other instances' alike.
+    pub(crate) fn publish_commit(&self, evs: Vec<ChangeEvent>) {
+        let deleted = evs.iter().filter(|ev| ev.kind == ChangeKind::Deleted);
+        if deleted.clone().nth(1).is_some() {
+            let now = Instant::now();
+            for ev in deleted {
+                if let Some(old) = &ev.old {
+                    self.gone
+                        .insert((ev.entity.clone(), ev.id.clone()), (now, old.clone()));
+                }
+            }
+        }
+        for ev in evs {
+            self.send(ev);
+        }
+    }
+
+    /// The row `id` of `entity` as it was, when it was deleted together
+    /// with others in the last [`GONE_TTL`].
+    pub(crate) fn gone_row(&self, entity: &str, id: &str) -> Option<Row> {
+        self.gone
+            .get(&(entity.to_string(), id.to_string()))
+            .filter(|(at, _)| at.elapsed() < GONE_TTL)
+            .map(|(_, row)| row)
     }
 
     fn sender(&self) -> std::sync::RwLockReadGuard<'_, broadcast::Sender<ChangeEvent>> {
@@ -179,25 +229,35 @@ pub(crate) async fn run_listener(
     local: Arc<Local>,
     writes: Arc<AtomicU64>,
 ) {
+    // The events of the commit being received (a commit's notifications
+    // arrive together and in order).
+    let mut commit = Vec::new();
     loop {
         match listener.recv().await {
             Some(payload) => {
                 // Any notification may mean rows changed (cached counts go stale).
                 writes.fetch_add(1, Ordering::SeqCst);
                 match decode(&db, &origin, &payload).await {
-                    Ok(Some(ev)) => local.send(ev),
+                    Ok(Some((ev, more))) => {
+                        commit.push(ev);
+                        if !more {
+                            local.publish_commit(std::mem::take(&mut commit));
+                        }
+                    }
                     Ok(None) => {}
                     Err(e) => {
                         // The event is lost to this instance: the feeds
                         // that were waiting for it end instead of going on
                         // without it.
                         tracing::warn!(error = %e, "a change event cannot be read; open subscriptions are ended");
+                        commit.clear();
                         local.interrupt();
                     }
                 }
             }
             None => {
                 tracing::warn!("change listener lost its connection; reconnecting");
+                commit.clear();
                 writes.fetch_add(1, Ordering::SeqCst);
                 listener = relisten(&db).await;
                 // Every notification from here on arrives; those sent while
@@ -227,16 +287,17 @@ async fn relisten(db: &Db) -> Listener {
 /// How many times a stored event is read before it is given up for lost.
 const EVENT_READS: u32 = 3;
 
-/// The event a notification announces: `Ok(None)` for one this instance
-/// sent (published locally already) or one that is not a change event
-/// (a malformed payload: no gatehouse instance sends one); `Err` when a
-/// change event was announced and cannot be had (its stored payload
-/// cannot be read, is gone, or does not decode).
+/// The event a notification announces, and whether more events of its
+/// commit follow: `Ok(None)` for one this instance sent (published
+/// locally already) or one that is not a change event (a malformed
+/// payload: no gatehouse instance sends one); `Err` when a change event
+/// was announced and cannot be had (its stored payload cannot be read, is
+/// gone, or does not decode).
 pub(crate) async fn decode(
     db: &Db,
     origin: &str,
     payload: &str,
-) -> Result<Option<ChangeEvent>, String> {
+) -> Result<Option<(ChangeEvent, bool)>, String> {
     let wire: Wire = match serde_json::from_str(payload) {
         Ok(w) => w,
         Err(e) => {
@@ -247,6 +308,7 @@ pub(crate) async fn decode(
     if wire.o == origin {
         return Ok(None);
     }
+    let more = wire.m;
     let wire = match wire.r {
         None => wire,
         Some(id) => {
@@ -256,7 +318,7 @@ pub(crate) async fn decode(
         }
     };
     wire.into_event()
-        .map(Some)
+        .map(|ev| Some((ev, more)))
         .ok_or_else(|| "a change notification without entity, kind or id".to_string())
 }
 
@@ -288,13 +350,17 @@ async fn read_stored(db: &Db, id: i64) -> Result<String, String> {
     Err(format!("cannot read stored change event {id}: {last}"))
 }
 
-/// The JSON text of an event for NOTIFY or the events table.
-pub(crate) fn payload(origin: &str, ev: &ChangeEvent) -> String {
-    serde_json::to_string(&Wire::from_event(origin, ev)).unwrap_or_default()
+/// The JSON text of an event for NOTIFY or the events table; `more`:
+/// more events of its commit follow.
+pub(crate) fn payload(origin: &str, ev: &ChangeEvent, more: bool) -> String {
+    let mut wire = Wire::from_event(origin, ev);
+    wire.m = more;
+    serde_json::to_string(&wire).unwrap_or_default()
 }
 
-/// The small notification that points at a stored payload.
-pub(crate) fn reference(origin: &str, id: i64) -> String {
+/// The small notification that points at a stored payload; `more` as
+/// for [`payload`].
+pub(crate) fn reference(origin: &str, id: i64, more: bool) -> String {
     let w = Wire {
         o: origin.to_string(),
         e: None,
@@ -303,6 +369,7 @@ pub(crate) fn reference(origin: &str, id: i64) -> String {
         new: None,
         old: None,
         r: Some(id),
+        m: more,
     };
     serde_json::to_string(&w).unwrap_or_default()
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use gatehouse_schema::{AccessContext, Action, ChangeKind, Entity, FieldKind, Generated, Model};
+use gatehouse_schema::{AccessContext, Action, Entity, FieldKind, Generated, Model};
 use sea_query::{Expr, ExprTrait, Query, SelectStatement};
 use serde_json::Value as Json;
 use sqlx::error::ErrorKind;
@@ -86,7 +86,7 @@ pub(crate) struct Inner {
     pub(crate) model: Arc<Model>,
     /// See [`StoreOptions::clock`].
     pub(crate) clock: Arc<dyn Clock>,
-    events: Arc<feed::Local>,
+    pub(crate) events: Arc<feed::Local>,
     /// This instance's id, carried by its PostgreSQL notifications.
     origin: String,
     listener: Option<JoinHandle<()>>,
@@ -101,12 +101,6 @@ pub(crate) struct Inner {
     /// `X-Total-Count`, so every page would also count the whole filtered
     /// table, which costs more than reading the page.
     pub(crate) counts: quick_cache::sync::Cache<String, (u64, Instant, u64)>,
-    /// `(entity, id)` -> the row as it was, of rows deleted together with
-    /// others (a cascade, or one transaction's deletes), kept for
-    /// [`GONE_TTL`]: a subscriber judges the event of a row whose read
-    /// policy goes through its deleted parent with the parent as it was
-    /// ([`crate::EntityStore::visible`]).
-    pub(crate) gone: quick_cache::sync::Cache<(String, String), (Instant, Row)>,
     /// Entity -> about how many rows its table holds, and when that was
     /// read ([`Store::row_estimate`]).
     row_estimates: std::sync::RwLock<(HashMap<String, u64>, Option<Instant>)>,
@@ -120,11 +114,6 @@ pub(crate) struct Inner {
 pub(crate) const COUNT_CACHE_TTL: Duration = Duration::from_secs(1);
 /// Counts kept at most.
 const COUNT_CACHE_MAX: usize = 1024;
-/// How long a deleted row stays in [`Inner::gone`]: enough for
-/// subscribers to judge the events of its commit (they do on receipt).
-pub(crate) const GONE_TTL: Duration = Duration::from_secs(60);
-/// Deleted rows kept at most.
-const GONE_MAX: usize = 4096;
 /// How old [`Store::row_estimate`]'s figures may get before a request that
 /// reads them starts a new reading.
 const ROW_ESTIMATE_TTL: Duration = Duration::from_secs(10);
@@ -179,7 +168,6 @@ impl Store {
                 internal_ready: AtomicBool::new(false),
                 writes,
                 counts: quick_cache::sync::Cache::new(COUNT_CACHE_MAX),
-                gone: quick_cache::sync::Cache::new(GONE_MAX),
                 row_estimates: Default::default(),
                 estimating: Arc::new(AtomicBool::new(false)),
             }),
@@ -724,9 +712,10 @@ impl Store {
         // PostgreSQL: one `pg_notify` per event, sent with the `COMMIT`.
         let mut notify = Vec::new();
         if self.dialect() == Dialect::Postgres {
-            for ev in &evs {
+            for (i, ev) in evs.iter().enumerate() {
                 let origin = &self.inner.origin;
-                let mut payload = feed::payload(origin, ev);
+                let more = i + 1 < evs.len();
+                let mut payload = feed::payload(origin, ev, more);
                 let mut c = tx.conn();
                 if payload.len() > feed::MAX_NOTIFY_BYTES {
                     let rows = c
@@ -756,7 +745,7 @@ impl Store {
                     ))
                     .await
                     .map_err(from_sqlx)?;
-                    payload = feed::reference(origin, id);
+                    payload = feed::reference(origin, id, more);
                 }
                 notify.push(Built::raw(
                     "SELECT pg_notify($1, $2)",
@@ -774,26 +763,7 @@ impl Store {
             self.inner.writes.fetch_add(1, Ordering::SeqCst);
         }
         committed.map_err(from_sqlx)?;
-        // Rows deleted together: a child's event may need its parent as
-        // it was (`Inner::gone`); kept before any event is published.
-        if evs
-            .iter()
-            .filter(|ev| ev.kind == ChangeKind::Deleted)
-            .nth(1)
-            .is_some()
-        {
-            let now = Instant::now();
-            for ev in &evs {
-                if let (ChangeKind::Deleted, Some(old)) = (ev.kind, &ev.old) {
-                    self.inner
-                        .gone
-                        .insert((ev.entity.clone(), ev.id.clone()), (now, old.clone()));
-                }
-            }
-        }
-        for ev in evs {
-            self.inner.events.send(ev);
-        }
+        self.inner.events.publish_commit(evs);
         Ok(())
     }
 

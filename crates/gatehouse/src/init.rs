@@ -63,10 +63,7 @@ pub(crate) fn write(dir: &Path) -> anyhow::Result<Created> {
         },
     )
     .map_err(|d| anyhow::anyhow!("the starter schema does not load:\n{d}"))?;
-    let root = format!(
-        "# The root fields the conventions bind for the types (from `gatehouse schema scaffold`).\n\n{}",
-        gatehouse_schema::scaffold(&model)
-    );
+    let root = gatehouse_schema::scaffold_file(&model);
 
     std::fs::create_dir_all(&schema).with_context(|| format!("creating {}", schema.display()))?;
     let files = [

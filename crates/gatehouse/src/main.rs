@@ -151,9 +151,13 @@ struct ScaffoldArgs {
     #[command(flatten)]
     schema: SchemaArgs,
     /// Write to FILE instead of stdout (replacing it; when FILE is inside
-    /// the schema, its old content is not read as part of the schema).
+    /// the schema, its old content is not read as part of the schema). A
+    /// FILE edited since scaffold wrote it is kept unless --force.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
+    /// Replace the --out FILE even when it was edited by hand.
+    #[arg(long, requires = "out")]
+    force: bool,
 }
 
 /// Options shared by every command that touches the store.
@@ -302,6 +306,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let paths = schema_paths(&args)?;
             match gatehouse_schema::load_paths(&paths) {
                 Ok(model) => {
+                    for w in &model.warnings {
+                        eprint!("{w}");
+                    }
                     println!(
                         "ok: {} types, {} queries, {} mutations, {} subscriptions",
                         model.entities.len(),
@@ -417,18 +424,53 @@ fn copy(args: &CopyArgs) -> anyhow::Result<ExitCode> {
 
 /// `schema scaffold`. Empty files are skipped (the one a shell redirect
 /// creates before the command runs, `> schema/root.graphql`), and so is
-/// the `--out` file, which is about to be replaced.
+/// the `--out` file, which is about to be replaced: unless a person edited
+/// it since scaffold wrote it (kept, unless `--force`), or the other
+/// files name what it declares (refused: it cannot be regenerated from
+/// them; the message says how to split it).
 fn scaffold(args: &ScaffoldArgs) -> anyhow::Result<ExitCode> {
     let paths = schema_paths(&args.schema)?;
+    if let Some(out) = &args.out
+        && !args.force
+        && let Ok(old) = std::fs::read_to_string(out)
+        && !old.trim().is_empty()
+        && !gatehouse_schema::is_unedited_scaffold(&old)
+    {
+        eprintln!(
+            "error: {} was edited since `gatehouse schema scaffold` wrote it (or it did not \
+             write it), so it is kept. Move what you wrote into a file of its own (scaffold \
+             keeps and reuses the inputs and enums the schema declares), or write the new \
+             root fields elsewhere and merge them by hand (`--out /tmp/root.graphql`), or \
+             replace it with `--force`.",
+            out.display()
+        );
+        return Ok(ExitCode::FAILURE);
+    }
     let files = schema_files(&paths, args.out.as_deref());
     let opts = gatehouse_schema::LoadOptions {
         require_query: false,
     };
     let model = match gatehouse_schema::load_paths_with(&files, opts) {
         Ok(model) => model,
-        Err(diags) => return Ok(report(&diags)),
+        Err(diags) => {
+            let code = report(&diags);
+            // Loading with the file to be replaced succeeds: the other files
+            // name what it declares.
+            if let Some(out) = &args.out
+                && gatehouse_schema::load_paths_with(&schema_files(&paths, None), opts).is_ok()
+            {
+                eprintln!(
+                    "error: the schema names types that {} declares (above), and that file is \
+                     about to be replaced. Move those declarations (the where inputs, order \
+                     enums or inputs your types name) into a file of their own, which scaffold \
+                     keeps and reuses, then run it again.",
+                    out.display()
+                );
+            }
+            return Ok(code);
+        }
     };
-    let text = gatehouse_schema::scaffold(&model);
+    let text = gatehouse_schema::scaffold_file(&model);
     match &args.out {
         Some(out) => {
             std::fs::write(out, &text)

@@ -401,7 +401,9 @@ const STORE_CLOSE_RESERVE: Duration = Duration::from_millis(500);
 
 /// Installs the Prometheus recorder; every scrape samples the store's pools.
 fn install_metrics(store: &gatehouse_store::Store) -> anyhow::Result<Metrics> {
-    use gatehouse_http::telemetry::{STORE_POOL_IDLE, STORE_POOL_MAX, STORE_POOL_SIZE};
+    use gatehouse_http::telemetry::{
+        FEED_RECEIVERS, STORE_POOL_IDLE, STORE_POOL_MAX, STORE_POOL_SIZE,
+    };
     let metrics = Metrics::install().map_err(|e| anyhow::anyhow!("installing metrics: {e}"))?;
     let store = store.clone();
     Ok(metrics.with_collect(Arc::new(move || {
@@ -410,6 +412,7 @@ fn install_metrics(store: &gatehouse_store::Store) -> anyhow::Result<Metrics> {
             metrics::gauge!(STORE_POOL_IDLE, "pool" => p.pool).set(f64::from(p.idle));
             metrics::gauge!(STORE_POOL_MAX, "pool" => p.pool).set(f64::from(p.max));
         }
+        metrics::gauge!(FEED_RECEIVERS).set(store.feed_receivers() as f64);
     })))
 }
 

@@ -169,6 +169,10 @@ impl<'a> Binder<'a> {
             })
             .collect();
         let added = self.nested_creates(&mut mutations, &mut inputs);
+        // With errors, root fields may have failed to bind: no guess then.
+        if !self.diags.has_errors() {
+            self.warn_unreached(&objects, [&queries, &mutations, &subscriptions]);
+        }
 
         Model {
             entities: self.entities,
@@ -182,6 +186,56 @@ impl<'a> Binder<'a> {
             mutations,
             subscriptions,
             sdl: nested::printed(schema, &added),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Warns about each entity that no root field returns and no relation
+    /// leads to from one: GraphQL cannot read it (REST still serves it), a
+    /// root field the author likely forgot when writing the roots by hand.
+    fn warn_unreached(&mut self, objects: &[&Node<ObjectType>], roots: [&Vec<RootField>; 3]) {
+        let mut reached = vec![false; self.entities.len()];
+        let mut queue: Vec<usize> = roots
+            .iter()
+            .flat_map(|fields| fields.iter())
+            .filter_map(|r| self.entities.iter().position(|e| e.name == r.entity))
+            .collect();
+        while let Some(i) = queue.pop() {
+            if std::mem::replace(&mut reached[i], true) {
+                continue;
+            }
+            for f in &self.entities[i].fields {
+                if let Some(t) = f
+                    .relation()
+                    .and_then(|r| self.relations.get(r.index()))
+                    .map(|r| r.target.index())
+                    .filter(|t| !reached[*t])
+                {
+                    queue.push(t);
+                }
+            }
+        }
+        for (i, obj) in objects.iter().enumerate() {
+            if reached.get(i).copied().unwrap_or(true) {
+                continue;
+            }
+            let e = &self.entities[i];
+            let mut d = at(
+                &self.schema.sources,
+                obj.location(),
+                format!(
+                    "type `{}` is returned by no root field and reached by no relation \
+                     from one: GraphQL cannot read it (REST serves it at /v1/{})",
+                    e.name, e.rest_path
+                ),
+                Some(
+                    "add its root fields (`gatehouse schema scaffold` prints them), or a \
+                     relation to it from a type that has them"
+                        .into(),
+                ),
+            );
+            d.severity = crate::Severity::Warning;
+            self.diags.0.push(d);
         }
     }
 

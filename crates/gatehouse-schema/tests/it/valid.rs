@@ -430,3 +430,26 @@ fn a_declared_input_of_nested_children_binds_by_field_name() {
         model.sdl
     );
 }
+
+/// A type no root field returns and no relation reaches from one loads
+/// (REST serves it), with a warning at its declaration saying GraphQL
+/// cannot read it; a type reached through a relation gets none, and the
+/// example, which reaches all of its types, none at all.
+#[test]
+fn a_type_no_root_field_reaches_is_warned_about() {
+    let model = load_ok(&[(
+        "s.graphql",
+        "type Query { authors: [Author!]! }\n\
+         type Author { id: ID! name: String! books: [Book!]! }\n\
+         type Book { id: ID! title: String! author: Author! }\n\
+         type Tag { id: ID! label: String! }\n",
+    )]);
+    let warned: Vec<String> = model.warnings.iter().map(|w| w.to_string()).collect();
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    assert!(
+        warned[0].starts_with("s.graphql:4:1: warning: type `Tag` is returned by no root field"),
+        "{warned:?}"
+    );
+    assert!(warned[0].contains("/v1/tags"), "{warned:?}");
+    assert!(load_ok(EXAMPLE_SCHEMA).warnings.is_empty());
+}

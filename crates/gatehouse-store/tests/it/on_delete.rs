@@ -212,13 +212,7 @@ type Item {
     }
 }
 
-/// The readers of a row deleted by a cascade get its delete event, also
-/// when its read policy goes through the deleted parent (CONTRACT §13):
-/// the event is judged with the parent as it was, not as it is (gone).
-/// Others still do not.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cascaded_events_reach_readers_through_the_deleted_parent() {
-    const TENANTS: &str = r#"
+const TENANTS: &str = r#"
 type Query { projects: [Project!]! files: [File!]! pages: [Page!]! }
 type Project @policy(all: {org: "$org"}) { id: ID! org: String! files: [File!]! }
 type File @policy(read: {project: {org: "$org"}}) {
@@ -231,6 +225,13 @@ type Page @policy(read: {file: {project: {org: "$org"}}}) {
   file: File! @relation(onDelete: CASCADE)
 }
 "#;
+
+/// The readers of a row deleted by a cascade get its delete event, also
+/// when its read policy goes through the deleted parent (CONTRACT §13):
+/// the event is judged with the parent as it was, not as it is (gone).
+/// Others still do not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cascaded_events_reach_readers_through_the_deleted_parent() {
     for db in TestDb::each().await {
         let b = db.backend();
         let s = db.open(TENANTS).await;
@@ -278,4 +279,55 @@ type Page @policy(read: {file: {project: {org: "$org"}}}) {
         assert!(file.visible(&globex, &old).await.unwrap(), "{b}");
         s.close().await;
     }
+}
+
+/// B7: the readers of a cascaded row get its delete event on every
+/// instance: another instance listening on the same PostgreSQL database
+/// publishes a commit's events together, with its deleted rows kept as
+/// they were, so it judges the children with their deleted parent too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cascaded_events_reach_readers_on_another_instance() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let s = db.open(TENANTS).await;
+    let other = db.open(TENANTS).await;
+    let acme = crate::common::caller_with(&["read", "write"], json!({"org": "acme"}));
+    let globex = crate::common::caller_with(&["read", "write"], json!({"org": "globex"}));
+    let p = insert(&s, "Project", json!({"org": "acme"})).await;
+    let f = insert(&s, "File", json!({"project": p})).await;
+    let g = insert(&s, "Page", json!({"file": f})).await;
+    let mut feed = other.subscribe();
+    s.entity("Project")
+        .unwrap()
+        .delete(&acme, &p)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        let ev = tokio::time::timeout(std::time::Duration::from_secs(5), feed.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        if ev.kind != ChangeKind::Deleted {
+            continue;
+        }
+        let rows = other.entity(&ev.entity).unwrap();
+        let old = ev.old.clone().unwrap();
+        let to_acme = rows.visible(&acme, &old).await.unwrap();
+        let to_globex = rows.visible(&globex, &old).await.unwrap();
+        seen.push((ev.entity.clone(), ev.id.clone(), to_acme, to_globex));
+    }
+    seen.sort();
+    assert_eq!(
+        seen,
+        vec![
+            ("File".to_string(), f, true, false),
+            ("Page".to_string(), g, true, false),
+            ("Project".to_string(), p, true, false),
+        ]
+    );
+    s.close().await;
+    other.close().await;
 }

@@ -82,11 +82,18 @@ async fn kept_snapshots_let_the_wal_start_over() {
     for i in 0..1500 {
         author(&s, &format!("a{i}")).await;
     }
-    // The checkpointer copies it all; the next commit starts the WAL over,
-    // unless a reader still reads from it.
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    author(&s, "after").await;
-    let frames = wal_frames(&file(&db));
+    // The checkpointer copies it all; a commit after that starts the WAL
+    // over, unless a reader still reads from it. Commits until one does.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut frames = i64::MAX;
+    for k in 0.. {
+        author(&s, &format!("after {k}")).await;
+        frames = wal_frames(&file(&db));
+        if frames < 100 || std::time::Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     stop.store(true, Ordering::Relaxed);
     for r in readers {
         r.await.unwrap();

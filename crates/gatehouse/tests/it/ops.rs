@@ -4,7 +4,6 @@
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gatehouse_testkit::{ServerProcess, TestDb, password_token, repo_root};
@@ -301,23 +300,32 @@ async fn sigterm_lets_an_in_flight_request_finish_and_exits_0() {
     let body = serde_json::json!({"query": "{ books { id } }"}).to_string();
     let (head, tail) = body.split_at(body.len() / 2);
     let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+    // `Expect: 100-continue`: the server says `100 Continue` once the
+    // handler reads the body, which is when the request is in flight.
     write!(
         conn,
         "POST /graphql HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {access}\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{head}",
+         Content-Type: application/json\r\nContent-Length: {}\r\n\
+         Expect: 100-continue\r\n\r\n",
         body.len()
     )
     .unwrap();
     conn.flush().unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    let interim = read_head(&mut conn);
+    assert!(interim.starts_with("HTTP/1.1 100"), "{interim:?}");
+    conn.write_all(head.as_bytes()).unwrap();
+    conn.flush().unwrap();
 
     let signalled = Instant::now();
     server.signal("TERM");
-    std::thread::sleep(Duration::from_millis(700));
-    assert!(
-        std::net::TcpStream::connect(&addr).is_err(),
-        "new connections are refused while draining"
-    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::net::TcpStream::connect(&addr).is_ok() {
+        assert!(
+            Instant::now() < deadline,
+            "new connections are still accepted 5 s into draining"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     conn.write_all(tail.as_bytes()).unwrap();
     conn.flush().unwrap();
     conn.set_read_timeout(Some(Duration::from_secs(10)))
@@ -562,6 +570,21 @@ fn unreadable_tls_files_stop_the_start_with_exit_1() {
 /// Reads from `conn` until the server closes it (EOF or reset) or `limit`
 /// passes; returns what was read and how long the server took to close,
 /// `None` when it was still open at `limit`.
+/// Reads one response head (to the blank line) from `conn`, within 10 s.
+fn read_head(conn: &mut std::net::TcpStream) -> String {
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut got = Vec::new();
+    let mut byte = [0u8; 1];
+    while !got.ends_with(b"\r\n\r\n") {
+        match conn.read(&mut byte) {
+            Ok(1) => got.push(byte[0]),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
 fn read_until_closed(
     conn: &mut std::net::TcpStream,
     limit: Duration,
@@ -733,9 +756,14 @@ async fn connections_beyond_max_connections_are_closed_at_once() {
         &[],
     );
     let addr = server.addr();
-    let first = std::net::TcpStream::connect(&addr).unwrap();
-    let _second = std::net::TcpStream::connect(&addr).unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    // Both held open by the server once each has been answered (kept alive).
+    let mut first = std::net::TcpStream::connect(&addr).unwrap();
+    let mut second = std::net::TcpStream::connect(&addr).unwrap();
+    for conn in [&mut first, &mut second] {
+        write!(conn, "GET /healthz HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+        let head = read_head(conn);
+        assert!(head.starts_with("HTTP/1.1 200"), "{head:?}");
+    }
     let mut third = std::net::TcpStream::connect(&addr).unwrap();
     let _ = write!(third, "GET /healthz HTTP/1.1\r\nHost: {addr}\r\n\r\n");
     let (got, closed) = read_until_closed(&mut third, Duration::from_secs(15));
