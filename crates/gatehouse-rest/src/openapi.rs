@@ -114,6 +114,22 @@ fn entity_schema(model: &Model, entity: &Entity, kind: BodyKind, omit: Option<&s
         {
             m.insert("readOnly".into(), json!(true));
         }
+        // A stored default: what a create that leaves the field out gets.
+        if let (Some(d), Json::Object(m)) = (&f.default, &mut schema) {
+            match d {
+                gatehouse_schema::FieldDefault::Value(v) => {
+                    m.insert("default".into(), v.clone());
+                }
+                gatehouse_schema::FieldDefault::Now => {
+                    let text = "Defaults to the time of the create.";
+                    let d = m
+                        .get("description")
+                        .and_then(Json::as_str)
+                        .map_or_else(|| text.to_string(), |d| format!("{d} {text}"));
+                    m.insert("description".into(), json!(d));
+                }
+            }
+        }
         props.insert(f.name.clone(), schema);
         let req = match kind {
             BodyKind::Full => true,

@@ -73,6 +73,10 @@ const PRELUDE_DIRECTIVES: &[(&str, &str)] = &[
         "\"The server sets this `DateTime` whenever the row is written; it is read-only.\"\ndirective @updatedAt on FIELD_DEFINITION",
     ),
     (
+        "default",
+        "\"What a create that leaves this field out stores: a literal of its type, or `\\\"now\\\"` on a `DateTime`.\"\ndirective @default(value: _DefaultValue!) on FIELD_DEFINITION",
+    ),
+    (
         "renamed",
         "\"This field or type was called `from` before: the migration renames its column or table, keeping the data, instead of dropping it and adding another.\"\ndirective @renamed(from: String!) on OBJECT | FIELD_DEFINITION",
     ),
@@ -96,7 +100,7 @@ const PRELUDE_DIRECTIVES: &[(&str, &str)] = &[
 pub fn directive_declarations() -> String {
     let mut out = String::new();
     for (name, decl) in PRELUDE_DIRECTIVES {
-        if *name == "policy" || *name == "renamed" {
+        if *name == "policy" || *name == "renamed" || *name == "default" {
             continue;
         }
         out.push_str(decl);
@@ -108,6 +112,11 @@ pub fn directive_declarations() -> String {
 /// The type of `@policy`'s rules: an object literal in the language of
 /// `where` inputs, checked by the binder, not by GraphQL validation.
 const PRELUDE_POLICY_RULE: &str = "\"A row filter of `@policy`.\"\nscalar _PolicyRule";
+
+/// The type of `@default`'s value: a literal of the field's type, checked
+/// by the binder.
+const PRELUDE_DEFAULT_VALUE: &str =
+    "\"The literal of `@default`: a value of the field's type.\"\nscalar _DefaultValue";
 
 /// The built-in declaration of a scalar gatehouse declares itself.
 fn custom_scalar_sdl(s: Scalar) -> Option<String> {
@@ -242,6 +251,10 @@ pub(crate) fn parse_and_build(
         prelude.push_str(PRELUDE_POLICY_RULE);
         prelude.push('\n');
     }
+    if !declared.default_value {
+        prelude.push_str(PRELUDE_DEFAULT_VALUE);
+        prelude.push('\n');
+    }
     if declared.page_info_used && !declared.page_info {
         prelude.push_str(&page_info_sdl());
         prelude.push('\n');
@@ -285,6 +298,8 @@ struct Declared {
     scalars: Vec<Scalar>,
     /// `scalar _PolicyRule` (a printed schema holds it).
     policy_rule: bool,
+    /// `scalar _DefaultValue` (likewise).
+    default_value: bool,
     /// `type PageInfo` is declared.
     page_info: bool,
     /// Some object type's field returns `PageInfo`: a connection wants it,
@@ -312,6 +327,7 @@ fn file_rules(docs: &[Document], opts: LoadOptions, diags: &mut Diagnostics) -> 
     let mut declared = Declared {
         scalars: Vec::new(),
         policy_rule: false,
+        default_value: false,
         page_info: false,
         page_info_used: false,
         directives: Vec::new(),
@@ -378,6 +394,8 @@ fn file_rules(docs: &[Document], opts: LoadOptions, diags: &mut Diagnostics) -> 
                         }
                     } else if s.name == "_PolicyRule" {
                         declared.policy_rule = true;
+                    } else if s.name == "_DefaultValue" {
+                        declared.default_value = true;
                     } else {
                         here(
                             diags,
@@ -648,10 +666,6 @@ pub(crate) fn foreign_hint(text: &str) -> Option<&'static str> {
         (
             "`@hasInverse`",
             "remove `@hasInverse`: a to-many field (`posts: [Post]`) is the inverse of the listed type's one to-one field of this type (`author: Author`); `@relation(field: \"author\")` names it where several could match",
-        ),
-        (
-            "`@default`",
-            "defaults are not stored: give the value on create, or an argument default (`status: Status = OPEN`) on the create mutation",
         ),
         (
             "`AWSDateTime`",

@@ -306,6 +306,7 @@ impl Entity {
         f.required
             && !matches!(f.kind, FieldKind::Id)
             && !f.is_server_set()
+            && f.default.is_none()
             && !self.policy.is_owner_field(&f.name)
     }
 
@@ -397,6 +398,22 @@ pub struct Field {
     /// which have no column).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub renamed_from: Option<Renamed>,
+    /// `@default(value:)`: what a create that leaves the field out stores.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default: Option<FieldDefault>,
+}
+
+/// A stored default (`@default(value:)`), applied by the store to every
+/// create that leaves the field out (GraphQL root and nested, REST,
+/// bootstrap rows alike).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum FieldDefault {
+    /// A literal of the field's type, checked at load, canonical.
+    Value(serde_json::Value),
+    /// `"now"` on a `DateTime`: the write's time (one clock reading per
+    /// write, as for `@createdAt`).
+    Now,
 }
 
 /// What a field or type was called before (`@renamed(from:)`).

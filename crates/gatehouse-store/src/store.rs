@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use gatehouse_schema::{AccessContext, Action, Entity, FieldKind, Generated, Model};
+use gatehouse_schema::{AccessContext, Action, Entity, FieldDefault, FieldKind, Generated, Model};
 use sea_query::{Expr, ExprTrait, Query, SelectStatement};
 use serde_json::Value as Json;
 use sqlx::error::ErrorKind;
@@ -664,6 +664,15 @@ impl Store {
         let model = &self.inner.model;
         let mut out = Row::new();
         for f in e.stored_fields() {
+            // Left out of a new row: its stored default, if it has one.
+            if let (None, Some(d), Whole::New { now }) = (row.get(&f.name), &f.default, whole) {
+                let v = match d {
+                    FieldDefault::Value(v) => v.clone(),
+                    FieldDefault::Now => Json::String(gatehouse_schema::datetime_text(now)),
+                };
+                out.insert(f.name.clone(), v);
+                continue;
+            }
             let given = row.get(&f.name).unwrap_or(&Json::Null);
             let v = match (f.generated, given, whole) {
                 (Some(Generated::Id), Json::Null, Whole::Replacing(id)) => {

@@ -6,6 +6,7 @@ mod auth;
 mod connections;
 mod cors;
 mod counts;
+mod defaults;
 mod foreign;
 mod graphql;
 mod http;

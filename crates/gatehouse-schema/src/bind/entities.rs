@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use apollo_compiler::Node;
-use apollo_compiler::ast::FieldDefinition;
+use apollo_compiler::ast::{self, FieldDefinition};
 use apollo_compiler::schema::{ExtendedType, ObjectType};
 use heck::{ToKebabCase, ToSnakeCase};
 
@@ -234,6 +234,7 @@ impl Binder<'_> {
             auth: TypeAuth::default(),
             generated: Some(Generated::Id),
             renamed_from: None,
+            default: None,
         }
     }
 
@@ -270,6 +271,7 @@ impl Binder<'_> {
             }
             None => None,
         };
+        let default = self.field_default(entity, field, &kind, generated);
         Some(Field {
             name: fname.to_string(),
             column,
@@ -282,7 +284,59 @@ impl Binder<'_> {
             auth: field_auth,
             generated,
             renamed_from,
+            default,
         })
+    }
+
+    /// `@default(value:)`: a literal of the field's type (a scalar or enum
+    /// field, not a list), or `"now"` on a `DateTime`; never on a field the
+    /// server sets, and never null (a nullable field left out is null
+    /// already).
+    fn field_default(
+        &mut self,
+        entity: &str,
+        field: &Node<FieldDefinition>,
+        kind: &FieldKind,
+        generated: Option<Generated>,
+    ) -> Option<FieldDefault> {
+        let d = field.directives.get("default")?;
+        let fname = field.name.as_str();
+        let at = format!("`@default` on `{entity}.{fname}`");
+        let ty = match kind {
+            FieldKind::Value { ty, list: None } if generated.is_none() => ty,
+            _ => {
+                self.error(
+                    d.location(),
+                    format!("{at}: only a scalar or enum field the writes set takes a default"),
+                    Some("remove it; `@createdAt` and `@updatedAt` fields are set by the server, and a list or relation has no default".into()),
+                );
+                return None;
+            }
+        };
+        let v = d.specified_argument_by_name("value")?;
+        if matches!(ty, ValueType::Scalar(Scalar::DateTime))
+            && matches!(v.as_ref(), ast::Value::String(s) if s.as_str() == "now")
+        {
+            return Some(FieldDefault::Now);
+        }
+        let value = super::policies::literal_json(v, ty)
+            .filter(|l| !l.is_null())
+            .and_then(|l| ty.check(&l, &self.enums).ok().map(|c| c.into_owned()));
+        if value.is_none() {
+            let now = if matches!(ty, ValueType::Scalar(Scalar::DateTime)) {
+                " (or `\"now\"`)"
+            } else {
+                ""
+            };
+            self.error(
+                v.location(),
+                format!("{at}: `{}` is not a `{}` value", v.as_ref(), ty.graphql_name()),
+                Some(format!(
+                    "give a literal of the field's type{now}; a nullable field left out is null without a default"
+                )),
+            );
+        }
+        value.map(FieldDefault::Value)
     }
 
     /// What a field holds, from its declared type: a scalar or enum value

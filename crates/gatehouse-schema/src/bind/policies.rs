@@ -310,7 +310,7 @@ impl Binder<'_> {
 /// A policy literal as JSON, by its GraphQL kind first (an enum type takes
 /// enum literals, not strings); the value checker every layer uses runs on
 /// the result.
-fn literal_json(v: &ast::Value, ty: &ValueType) -> Option<serde_json::Value> {
+pub(super) fn literal_json(v: &ast::Value, ty: &ValueType) -> Option<serde_json::Value> {
     match (v, ty) {
         (ast::Value::Null, _) => Some(serde_json::Value::Null),
         (ast::Value::Enum(n), ValueType::Enum(_)) => Some(n.as_str().into()),

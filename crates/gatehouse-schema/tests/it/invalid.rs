@@ -400,11 +400,6 @@ fn foreign_idioms_get_the_gatehouse_equivalent() {
             "@relation",
         ),
         (
-            "type Post { id: ID! n: Int @default(value: 1) }",
-            "`@default`",
-            "defaults are not stored",
-        ),
-        (
             "type Post { id: ID! at: AWSDateTime }",
             "`AWSDateTime`",
             "DateTime",
@@ -582,4 +577,33 @@ fn nested_input_must_set_what_a_create_needs() {
         err.contains("input `AuthorBookInput` cannot set the required field `Book.title`"),
         "{err}"
     );
+}
+
+/// A default that is no value of its field's type, null, on a field the
+/// server sets or on a relation is refused at its position.
+#[test]
+fn stored_defaults_that_do_not_fit_their_field() {
+    let text = load_err(&[(
+        "s.graphql",
+        "type Query { tasks: [Task!]! }\n\
+         enum Status { OPEN DONE }\n\
+         type Task { id: ID!\n\
+           status: Status! @default(value: CLOSED)\n\
+           rank: Int! @default(value: \"high\")\n\
+           note: String @default(value: null)\n\
+           at: DateTime! @createdAt @default(value: \"now\")\n\
+           tags: [String!] @default(value: \"x\")\n\
+           day: Date @default(value: \"now\")\n\
+         }\n",
+    )]);
+    for wanted in [
+        "s.graphql:4:33: error: `@default` on `Task.status`: `CLOSED` is not a `Status` value",
+        "s.graphql:5:28: error: `@default` on `Task.rank`: `\"high\"` is not a `Int` value",
+        "`@default` on `Task.note`: `null` is not a `String` value",
+        "`@default` on `Task.at`: only a scalar or enum field the writes set takes a default",
+        "`@default` on `Task.tags`: only a scalar or enum field the writes set takes a default",
+        "`@default` on `Task.day`: `\"now\"` is not a `Date` value",
+    ] {
+        assert!(text.contains(wanted), "missing {wanted:?} in:\n{text}");
+    }
 }

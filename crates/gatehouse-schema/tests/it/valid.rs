@@ -453,3 +453,42 @@ fn a_type_no_root_field_reaches_is_warned_about() {
     assert!(warned[0].contains("/v1/tags"), "{warned:?}");
     assert!(load_ok(EXAMPLE_SCHEMA).warnings.is_empty());
 }
+
+/// `@default(value:)`: a literal of the field's type, or `"now"` on a
+/// `DateTime`, makes the field optional on create; the printed schema
+/// loads again to the same Model.
+#[test]
+fn stored_defaults_bind_and_make_fields_optional_on_create() {
+    let model = load_ok(&[(
+        "s.graphql",
+        "type Query { tasks: [Task!]! }\n\
+         enum Status { OPEN DONE }\n\
+         type Task { id: ID! title: String! status: Status! @default(value: OPEN)\n\
+           rank: Float! @default(value: 1) due: DateTime @default(value: \"now\") }\n",
+    )]);
+    let task = model.entity("Task").unwrap();
+    let f = |n: &str| task.field(n).unwrap();
+    assert_eq!(
+        f("status").default,
+        Some(gatehouse_schema::FieldDefault::Value("OPEN".into()))
+    );
+    assert_eq!(
+        f("rank").default,
+        Some(gatehouse_schema::FieldDefault::Value(serde_json::json!(
+            1.0
+        )))
+    );
+    assert_eq!(f("due").default, Some(gatehouse_schema::FieldDefault::Now));
+    assert!(task.required_on_create(f("title")));
+    assert!(!task.required_on_create(f("status")));
+    let again = load_ok(&[("printed.graphql", model.sdl.as_str())]);
+    assert_eq!(
+        again
+            .entity("Task")
+            .unwrap()
+            .field("status")
+            .unwrap()
+            .default,
+        f("status").default
+    );
+}
