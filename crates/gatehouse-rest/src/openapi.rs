@@ -114,6 +114,29 @@ fn entity_schema(model: &Model, entity: &Entity, kind: BodyKind, omit: Option<&s
         {
             m.insert("readOnly".into(), json!(true));
         }
+        // `@constraint`: the same rules as JSON Schema keywords (a pattern
+        // anchored, since it matches the whole value).
+        if let (Some(c), Json::Object(m)) = (&f.constraint, &mut schema) {
+            let number = |n: f64| json!(n);
+            if let Some(n) = c.min {
+                m.insert("minimum".into(), number(n));
+            }
+            if let Some(n) = c.max {
+                m.insert("maximum".into(), number(n));
+            }
+            if let Some(n) = c.min_length {
+                m.insert("minLength".into(), json!(n));
+            }
+            if let Some(n) = c.max_length {
+                m.insert("maxLength".into(), json!(n));
+            }
+            if let Some(p) = &c.pattern {
+                m.insert("pattern".into(), json!(format!("^(?:{})$", p.source)));
+            }
+            if let Some(f) = c.format {
+                m.insert("format".into(), json!(f.name()));
+            }
+        }
         // A stored default: what a create that leaves the field out gets.
         if let (Some(d), Json::Object(m)) = (&f.default, &mut schema) {
             match d {

@@ -73,6 +73,10 @@ const PRELUDE_DIRECTIVES: &[(&str, &str)] = &[
         "\"The server sets this `DateTime` whenever the row is written; it is read-only.\"\ndirective @updatedAt on FIELD_DEFINITION",
     ),
     (
+        "constraint",
+        "\"What a value written to this field must also be: numbers within `min`..`max`, text of `minLength`..`maxLength` characters matching `pattern` (the whole value) and of a `format` (`email`, `uri`). Checked on every create and update.\"\ndirective @constraint(min: Float, max: Float, minLength: Int, maxLength: Int, pattern: String, format: String) on FIELD_DEFINITION",
+    ),
+    (
         "default",
         "\"What a create that leaves this field out stores: a literal of its type, or `\\\"now\\\"` on a `DateTime`.\"\ndirective @default(value: _DefaultValue!) on FIELD_DEFINITION",
     ),

@@ -401,6 +401,129 @@ pub struct Field {
     /// `@default(value:)`: what a create that leaves the field out stores.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub default: Option<FieldDefault>,
+    /// `@constraint(...)`: rules every value written is checked against
+    /// ([`Model::check_field_value`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub constraint: Option<Constraint>,
+}
+
+/// `@constraint(...)` on a scalar field: what a value written to it must
+/// also be, beyond its type. Bounds are inclusive; lengths count
+/// characters; a pattern matches the whole value.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Constraint {
+    /// Least number (`Int`, `Float`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    /// Greatest number.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+    /// Fewest characters (`String`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_length: Option<u64>,
+    /// Most characters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_length: Option<u64>,
+    /// A regular expression the whole value matches.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<Pattern>,
+    /// A form the value has.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub format: Option<Format>,
+}
+
+/// A `@constraint(pattern:)`: as written, and compiled to match whole values.
+#[derive(Debug, Clone)]
+pub struct Pattern {
+    /// The expression as written.
+    pub source: String,
+    whole: regex::Regex,
+}
+
+impl Serialize for Pattern {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.source)
+    }
+}
+
+impl Pattern {
+    /// Compiles `source` (Rust `regex` syntax, which has no look-around or
+    /// back-references, so matching takes time linear in the value).
+    pub fn new(source: &str) -> Result<Pattern, String> {
+        let whole = regex::Regex::new(&format!("^(?:{source})$")).map_err(|e| e.to_string())?;
+        Ok(Pattern {
+            source: source.to_string(),
+            whole,
+        })
+    }
+
+    /// Whether `text` matches, as a whole.
+    pub fn matches(&self, text: &str) -> bool {
+        self.whole.is_match(text)
+    }
+}
+
+/// `@constraint(format:)`.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// An e-mail address (RFC 5321/5322 `addr-spec`).
+    Email,
+    /// An absolute URI, with a scheme (RFC 3986).
+    Uri,
+}
+
+impl Format {
+    /// The name written in the directive and in OpenAPI.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Email => "email",
+            Format::Uri => "uri",
+        }
+    }
+
+    /// Whether `text` has this form.
+    pub fn holds(self, text: &str) -> bool {
+        match self {
+            Format::Email => email_address::EmailAddress::is_valid(text),
+            Format::Uri => url::Url::parse(text).is_ok(),
+        }
+    }
+}
+
+impl Constraint {
+    /// The rules a non-null value of the field breaks, in words
+    /// (`must be at least 3 characters long`); empty when it keeps them.
+    pub fn broken(&self, v: &serde_json::Value) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(n) = v.as_f64() {
+            if let Some(min) = self.min.filter(|m| n < *m) {
+                out.push(format!("must be at least {min}"));
+            }
+            if let Some(max) = self.max.filter(|m| n > *m) {
+                out.push(format!("must be at most {max}"));
+            }
+        }
+        if let Some(text) = v.as_str() {
+            let chars = text.chars().count() as u64;
+            if let Some(min) = self.min_length.filter(|m| chars < *m) {
+                out.push(format!("must be at least {min} characters long"));
+            }
+            if let Some(max) = self.max_length.filter(|m| chars > *m) {
+                out.push(format!("must be at most {max} characters long"));
+            }
+            if let Some(p) = self.pattern.as_ref().filter(|p| !p.matches(text)) {
+                out.push(format!("must match the pattern `{}`", p.source));
+            }
+            if let Some(f) = self.format.filter(|f| !f.holds(text)) {
+                out.push(match f {
+                    Format::Email => "must be an e-mail address".to_string(),
+                    Format::Uri => "must be an absolute URI (with a scheme)".to_string(),
+                });
+            }
+        }
+        out
+    }
 }
 
 /// A stored default (`@default(value:)`), applied by the store to every

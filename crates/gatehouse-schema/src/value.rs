@@ -76,6 +76,9 @@ pub enum ValueError {
         /// Its to-one field that points back.
         via: String,
     },
+    /// A value that breaks its field's `@constraint` rules (each named).
+    #[error("{}", .0.join(" and "))]
+    Constraint(Vec<String>),
     /// A many-to-many relation: its links are rows of the join type.
     #[error(
         "is a list of {target} rows linked through {through}; create or delete {through} rows to change it"
@@ -273,8 +276,29 @@ impl Model {
 
     /// Checks a value (null included) for the stored field `field` and
     /// returns it canonical: ids and references are non-empty strings,
-    /// lists hold values of their element type (nulls only in `[T]`).
+    /// lists hold values of their element type (nulls only in `[T]`), and
+    /// a value keeps the field's `@constraint` rules. The one check of a
+    /// written value: REST bodies and the store (every create and update,
+    /// whatever the entry point) ask here.
     pub fn check_field_value<'v>(
+        &self,
+        field: &Field,
+        v: &'v Json,
+    ) -> Result<Cow<'v, Json>, ValueError> {
+        let checked = self.check_field_type(field, v)?;
+        if let Some(c) = &field.constraint
+            && !checked.is_null()
+        {
+            let broken = c.broken(&checked);
+            if !broken.is_empty() {
+                return Err(ValueError::Constraint(broken));
+            }
+        }
+        Ok(checked)
+    }
+
+    /// [`Model::check_field_value`] without the constraint rules.
+    fn check_field_type<'v>(
         &self,
         field: &Field,
         v: &'v Json,

@@ -1,8 +1,6 @@
-//! Stored defaults (`@default(value:)`): every create that leaves the field
-//! out gets it, through GraphQL (root and nested) and REST alike; the
-//! field is optional in the generated create input and in the OpenAPI
-//! document, which gives the default; an explicit null is stored where the
-//! field is nullable and refused where it is required.
+//! Data rules every entry point applies: stored defaults (`@default`) and
+//! validation (`@constraint`), through GraphQL (root and nested) and REST
+//! alike, described in the generated inputs and the OpenAPI document.
 
 use gatehouse_graphql::{Graphql, GraphqlOptions};
 use gatehouse_http::{AppState, app};
@@ -30,35 +28,40 @@ async fn gql(c: &reqwest::Client, base: &str, q: &str, v: Value) -> Value {
     gatehouse_testkit::graphql(c, &format!("{base}/graphql"), None, q, v).await
 }
 
+/// `sdl` served from `db` over GraphQL and REST, without authentication.
+async fn serve(db: &TestDb, sdl: &str) -> (TestServer, gatehouse_store::Store) {
+    let m = model(sdl);
+    let store = db.open(&m).await;
+    let opts = GraphqlOptions {
+        auth_required: false,
+        ..GraphqlOptions::default()
+    };
+    let graphql = Graphql::new(m, store.clone(), &opts).unwrap();
+    let rest = gatehouse_rest::router(gatehouse_rest::RestState {
+        store: store.clone(),
+        default_page_size: 50,
+        max_page_size: 500,
+        max_body_bytes: 1 << 20,
+        base_path: String::new(),
+        auth_required: false,
+    });
+    let state = AppState {
+        graphql,
+        ready: ready(&store),
+        base_path: String::new(),
+        max_body_bytes: 1 << 20,
+        authn: None,
+        subscriptions: Default::default(),
+        cors: Default::default(),
+    };
+    (TestServer::start(app(state, vec![rest])).await, store)
+}
+
 #[tokio::test]
 async fn a_create_that_leaves_a_field_out_gets_its_default_everywhere() {
     for db in TestDb::each().await {
         let b = db.backend();
-        let m = model(SDL);
-        let store = db.open(&m).await;
-        let opts = GraphqlOptions {
-            auth_required: false,
-            ..GraphqlOptions::default()
-        };
-        let graphql = Graphql::new(m, store.clone(), &opts).unwrap();
-        let rest = gatehouse_rest::router(gatehouse_rest::RestState {
-            store: store.clone(),
-            default_page_size: 50,
-            max_page_size: 500,
-            max_body_bytes: 1 << 20,
-            base_path: String::new(),
-            auth_required: false,
-        });
-        let state = AppState {
-            graphql,
-            ready: ready(&store),
-            base_path: String::new(),
-            max_body_bytes: 1 << 20,
-            authn: None,
-            subscriptions: Default::default(),
-            cors: Default::default(),
-        };
-        let served = TestServer::start(app(state, vec![rest])).await;
+        let (served, store) = serve(&db, SDL).await;
         let (c, base) = (&served.client, served.base.as_str());
         let fields = "title status priority note due createdAt";
 
@@ -182,6 +185,176 @@ async fn a_create_that_leaves_a_field_out_gets_its_default_everywhere() {
             "{b}: {create}"
         );
         assert_eq!(create["required"], json!(["title"]), "{b}: {create}");
+        store.close().await;
+    }
+}
+
+const RULES: &str = r#"
+type Person {
+  id: ID!
+  handle: String! @constraint(minLength: 3, maxLength: 12, pattern: "[a-z][a-z0-9_]*")
+  email: String @constraint(format: "email")
+  site: String @constraint(format: "uri")
+  age: Int @constraint(min: 0, max: 150)
+  score: Float @constraint(min: 0.5)
+  pets: [Pet!]!
+}
+type Pet { id: ID! name: String! @constraint(maxLength: 5) owner: Person }
+"#;
+
+/// `@constraint` is checked by the store on every create and update,
+/// whatever the entry point: GraphQL names the field and the rule
+/// (`BAD_USER_INPUT`), REST lists every problem (422), nested creates are
+/// refused whole, nothing is written; OpenAPI carries the keywords.
+#[tokio::test]
+async fn constraints_hold_on_every_create_and_update() {
+    for db in TestDb::each().await {
+        let b = db.backend();
+        let (served, store) = serve(&db, RULES).await;
+        let (c, base) = (&served.client, served.base.as_str());
+        let create = "mutation($i: PersonCreateInput!) { createPerson(input: $i) { id handle } }";
+        let ok = gql(c, base, create, json!({"i": {"handle": "ada_1", "email": "ada@example.org", "site": "https://example.org/", "age": 36, "score": 0.5}})).await;
+        let id = ok["data"]["createPerson"]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{b}: {ok}"))
+            .to_string();
+        for (input, field, rule) in [
+            (json!({"handle": "ab"}), "handle", "at least 3 characters"),
+            (
+                json!({"handle": "abcdefghijklm"}),
+                "handle",
+                "at most 12 characters",
+            ),
+            (
+                json!({"handle": "Ada"}),
+                "handle",
+                "match the pattern `[a-z][a-z0-9_]*`",
+            ),
+            (
+                json!({"handle": "ada", "email": "not-an-address"}),
+                "email",
+                "e-mail address",
+            ),
+            (
+                json!({"handle": "ada", "site": "example.org"}),
+                "site",
+                "absolute URI",
+            ),
+            (json!({"handle": "ada", "age": 151}), "age", "at most 150"),
+            (
+                json!({"handle": "ada", "score": 0.25}),
+                "score",
+                "at least 0.5",
+            ),
+        ] {
+            let r = gql(c, base, create, json!({"i": input})).await;
+            assert_eq!(
+                r["errors"][0]["extensions"]["code"], "BAD_USER_INPUT",
+                "{b}: {r}"
+            );
+            let message = r["errors"][0]["message"].as_str().unwrap();
+            assert!(
+                message.contains(field) && message.contains(rule),
+                "{b}: {message}"
+            );
+        }
+        // Lengths count characters, not bytes (10 bytes, 5 characters).
+        let r = gql(
+            c,
+            base,
+            "mutation { createPet(input: {name: \"ééééé\"}) { name } }",
+            json!({}),
+        )
+        .await;
+        assert!(r.get("errors").is_none(), "{b}: {r}");
+        // Updates too, and a refused update changes nothing.
+        let r = gql(
+            c,
+            base,
+            "mutation($id: ID!) { updatePerson(id: $id, input: {age: -1}) { age } }",
+            json!({"id": id}),
+        )
+        .await;
+        assert_eq!(
+            r["errors"][0]["extensions"]["code"], "BAD_USER_INPUT",
+            "{b}: {r}"
+        );
+        let r = gql(
+            c,
+            base,
+            "query($id: ID!) { person(id: $id) { age } }",
+            json!({"id": id}),
+        )
+        .await;
+        assert_eq!(r["data"]["person"]["age"], 36, "{b}: {r}");
+        // A nested child that breaks a rule refuses the whole create.
+        let r = gql(c, base, "mutation { createPerson(input: {handle: \"bob\", pets: [{name: \"Rex\"}, {name: \"Bartholomew\"}]}) { id } }", json!({})).await;
+        assert_eq!(
+            r["errors"][0]["extensions"]["code"], "BAD_USER_INPUT",
+            "{b}: {r}"
+        );
+        let r = gql(c, base, "{ peopleCount petsCount }", json!({})).await;
+        assert_eq!(
+            r["data"],
+            json!({"peopleCount": 1, "petsCount": 1}),
+            "{b}: {r}"
+        );
+
+        // REST: every problem listed.
+        let r = c
+            .post(format!("{base}/v1/people"))
+            .json(&json!({"handle": "X", "age": 200, "email": "nope"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 422, "{b}");
+        let problem: Value = r.json().await.unwrap();
+        let text = problem.to_string();
+        for (field, rule) in [
+            ("handle", "at least 3"),
+            ("handle", "pattern"),
+            ("age", "at most 150"),
+            ("email", "e-mail"),
+        ] {
+            assert!(
+                text.contains(field) && text.contains(rule),
+                "{b}: {problem}"
+            );
+        }
+        let r = c
+            .patch(format!("{base}/v1/people/{id}"))
+            .json(&json!({"site": "nope"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 422, "{b}");
+
+        // OpenAPI keywords.
+        let doc: Value = c
+            .get(format!("{base}/v1/openapi.json"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let p = &doc["components"]["schemas"]["PersonCreate"]["properties"];
+        assert_eq!(
+            (&p["handle"]["minLength"], &p["handle"]["maxLength"]),
+            (&json!(3), &json!(12)),
+            "{b}: {p}"
+        );
+        assert_eq!(p["handle"]["pattern"], "^(?:[a-z][a-z0-9_]*)$", "{b}: {p}");
+        assert_eq!(
+            (&p["email"]["format"], &p["site"]["format"]),
+            (&json!("email"), &json!("uri")),
+            "{b}: {p}"
+        );
+        assert_eq!(
+            (&p["age"]["minimum"], &p["age"]["maximum"]),
+            (&json!(0.0), &json!(150.0)),
+            "{b}: {p}"
+        );
         store.close().await;
     }
 }

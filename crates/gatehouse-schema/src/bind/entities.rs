@@ -235,6 +235,7 @@ impl Binder<'_> {
             generated: Some(Generated::Id),
             renamed_from: None,
             default: None,
+            constraint: None,
         }
     }
 
@@ -272,6 +273,7 @@ impl Binder<'_> {
             None => None,
         };
         let default = self.field_default(entity, field, &kind, generated);
+        let constraint = self.field_constraint(entity, field, &kind);
         Some(Field {
             name: fname.to_string(),
             column,
@@ -285,7 +287,123 @@ impl Binder<'_> {
             generated,
             renamed_from,
             default,
+            constraint,
         })
+    }
+
+    /// `@constraint(...)`: bounds on an `Int` or `Float` field; lengths, a
+    /// pattern (compiled here) and a format on a `String` field; each at
+    /// most once, and a range that admits some value.
+    fn field_constraint(
+        &mut self,
+        entity: &str,
+        field: &Node<FieldDefinition>,
+        kind: &FieldKind,
+    ) -> Option<Constraint> {
+        let d = field.directives.get("constraint")?;
+        let fname = field.name.as_str();
+        let at = format!("`@constraint` on `{entity}.{fname}`");
+        let scalar = match kind {
+            FieldKind::Value {
+                ty: ValueType::Scalar(s),
+                list: None,
+            } => Some(*s),
+            _ => None,
+        };
+        let numeric = matches!(scalar, Some(Scalar::Int | Scalar::Float));
+        let text = matches!(scalar, Some(Scalar::String));
+        let mut c = Constraint::default();
+        let mut ok = true;
+        for arg in &d.arguments {
+            let name = arg.name.as_str();
+            let v = arg.value.as_ref();
+            let fits = match name {
+                "min" | "max" => numeric,
+                _ => text,
+            };
+            if !fits {
+                let takes = if matches!(name, "min" | "max") {
+                    "an `Int` or `Float` field"
+                } else {
+                    "a `String` field"
+                };
+                self.error(
+                    arg.location(),
+                    format!("{at}: `{name}` applies to {takes}"),
+                    Some("`min`/`max` bound numbers; `minLength`, `maxLength`, `pattern` and `format` apply to text".into()),
+                );
+                ok = false;
+                continue;
+            }
+            let number = match v {
+                ast::Value::Int(i) => i.try_to_f64().ok(),
+                ast::Value::Float(x) => x.try_to_f64().ok(),
+                _ => None,
+            };
+            let count = match v {
+                ast::Value::Int(i) => i.as_str().parse::<u64>().ok(),
+                _ => None,
+            };
+            let string = match v {
+                ast::Value::String(s) => Some(s.as_str()),
+                _ => None,
+            };
+            let bad = |why: &str| format!("{at}: `{name}: {v}` {why}");
+            match name {
+                "min" | "max" if number.is_none() => {
+                    self.error(arg.location(), bad("is not a number"), None);
+                    ok = false;
+                }
+                "min" => c.min = number,
+                "max" => c.max = number,
+                "minLength" | "maxLength" if count.is_none() => {
+                    self.error(
+                        arg.location(),
+                        bad("is not a count of characters (0 or more)"),
+                        None,
+                    );
+                    ok = false;
+                }
+                "minLength" => c.min_length = count,
+                "maxLength" => c.max_length = count,
+                "pattern" => match string.map(Pattern::new) {
+                    Some(Ok(p)) => c.pattern = Some(p),
+                    Some(Err(e)) => {
+                        self.error(arg.location(), bad("is not a regular expression"), Some(e));
+                        ok = false;
+                    }
+                    None => {
+                        self.error(arg.location(), bad("is not a string"), None);
+                        ok = false;
+                    }
+                },
+                "format" => match string {
+                    Some("email") => c.format = Some(Format::Email),
+                    Some("uri") => c.format = Some(Format::Uri),
+                    _ => {
+                        self.error(
+                            arg.location(),
+                            bad("is not a known format"),
+                            Some("`format` is \"email\" or \"uri\"".into()),
+                        );
+                        ok = false;
+                    }
+                },
+                // An unknown argument is reported by validation.
+                _ => {}
+            }
+        }
+        let empty_range = c.min.zip(c.max).is_some_and(|(a, b)| a > b)
+            || c.min_length.zip(c.max_length).is_some_and(|(a, b)| a > b);
+        if empty_range {
+            self.error(
+                d.location(),
+                format!("{at}: no value is at once above the least and below the greatest"),
+                Some("the bounds are inclusive: `min` at most `max`, `minLength` at most `maxLength`".into()),
+            );
+            ok = false;
+        }
+        ok.then_some(c)
     }
 
     /// `@default(value:)`: a literal of the field's type (a scalar or enum

@@ -607,3 +607,31 @@ fn stored_defaults_that_do_not_fit_their_field() {
         assert!(text.contains(wanted), "missing {wanted:?} in:\n{text}");
     }
 }
+
+/// `@constraint` rules that do not fit their field, a pattern that does not
+/// compile, an unknown format and an empty range are refused at load.
+#[test]
+fn constraints_that_do_not_fit_their_field() {
+    let text = load_err(&[(
+        "s.graphql",
+        "type Query { tasks: [Task!]! }\n\
+         type Task { id: ID!\n\
+           a: String @constraint(min: 1)\n\
+           b: Int @constraint(maxLength: 3)\n\
+           c: String @constraint(pattern: \"(unclosed\")\n\
+           d: String @constraint(format: \"phone\")\n\
+           e: Int @constraint(min: 5, max: 1)\n\
+           f: [String!] @constraint(maxLength: 3)\n\
+         }\n",
+    )]);
+    for wanted in [
+        "`@constraint` on `Task.a`: `min` applies to an `Int` or `Float` field",
+        "`@constraint` on `Task.b`: `maxLength` applies to a `String` field",
+        "`@constraint` on `Task.c`: `pattern: \"(unclosed\"` is not a regular expression",
+        "`@constraint` on `Task.d`: `format: \"phone\"` is not a known format",
+        "`@constraint` on `Task.e`: no value is at once above the least and below the greatest",
+        "`@constraint` on `Task.f`: `maxLength` applies to a `String` field",
+    ] {
+        assert!(text.contains(wanted), "missing {wanted:?} in:\n{text}");
+    }
+}
