@@ -860,6 +860,15 @@ impl OnDelete {
             _ => None,
         }
     }
+
+    /// The value as the SDL writes it (`CASCADE`).
+    pub fn sdl(self) -> &'static str {
+        match self {
+            OnDelete::Restrict => "RESTRICT",
+            OnDelete::Cascade => "CASCADE",
+            OnDelete::SetNull => "SET_NULL",
+        }
+    }
 }
 
 /// The name of the built-in enum `@relation(onDelete:)` takes.

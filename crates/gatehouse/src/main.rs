@@ -122,6 +122,7 @@ fn explain_access(model: &gatehouse_schema::Model) -> String {
         }
         out.push_str(&e.policy.explain());
     }
+    out.push_str(&cascade_warnings(model));
     for c in &model.connections {
         out.push_str(&format!(
             "\n{}: a Relay connection of {} (edges `{}`{}), not stored; its pages are read by cursor under {}'s read scope and policy\n",
@@ -131,6 +132,48 @@ fn explain_access(model: &gatehouse_schema::Model) -> String {
             if c.total_count.is_some() { ", totalCount" } else { "" },
             c.entity
         ));
+    }
+    out
+}
+
+/// Where deleting a row of one type deletes or changes rows of another
+/// that its own rules would not let the caller touch: `CASCADE` and
+/// `SET_NULL` act on every referencing row (schema integrity, not a
+/// caller's right), so a type reached by them under a delete (or update)
+/// rule of its own, or a write scope other than its parent's, is named.
+fn cascade_warnings(model: &gatehouse_schema::Model) -> String {
+    use gatehouse_schema::{OnDelete, RelationKind};
+    let mut out = String::new();
+    for r in &model.relations {
+        let RelationKind::ManyToOne { on_delete } = r.kind else {
+            continue;
+        };
+        let (child, field) = (model.entity_at(r.field.entity), model.field_at(r.field));
+        let parent = model.entity_at(r.target);
+        let (does, rule, what) = match on_delete {
+            OnDelete::Restrict => continue,
+            OnDelete::Cascade => ("deletes", &child.policy.delete, "delete"),
+            OnDelete::SetNull => ("clears `{field}` on", &child.policy.update, "update"),
+        };
+        let does = does.replace("{field}", &field.name);
+        let mut why = Vec::new();
+        if rule.is_some() {
+            why.push(format!("{}'s {what} rule", child.name));
+        }
+        if child.write_scope() != parent.write_scope() {
+            why.push(format!("its write scope `{}`", child.write_scope()));
+        }
+        if !why.is_empty() {
+            out.push_str(&format!(
+                "\nwarning: deleting a {} {does} the {} rows that reference it ({}.{}, onDelete: {}) whatever {} would allow the caller\n",
+                parent.name,
+                child.name,
+                child.name,
+                field.name,
+                on_delete.sdl(),
+                why.join(" or "),
+            ));
+        }
     }
     out
 }

@@ -247,3 +247,27 @@ fn serve_in_an_empty_directory_points_at_init() {
     assert!(err.contains("gatehouse init"), "{err}");
     assert!(!dir.path().join("data").exists(), "nothing is created");
 }
+
+/// `check --explain` names each cascade that reaches a type whose own
+/// rules would not let the caller touch its rows, and only those.
+#[test]
+fn check_explain_warns_where_a_cascade_passes_a_stricter_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("s.graphql"),
+        "type Query { projects: [Project!]! }\n\
+         type Project @policy(all: {owner: \"$sub\"}) { id: ID! owner: String! files: [File!]! notes: [Note!]! }\n\
+         type File @policy(read: {project: {owner: \"$sub\"}}, delete: {uploader: \"$sub\"}) {\n\
+           id: ID! uploader: String! project: Project! @relation(onDelete: CASCADE) }\n\
+         type Note { id: ID! project: Project! @relation(onDelete: CASCADE) }\n",
+    )
+    .unwrap();
+    let o = gatehouse(dir.path(), &["check", "--schema", "s.graphql", "--explain"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("warning: deleting a Project deletes the File rows that reference it (File.project, onDelete: CASCADE) whatever File's delete rule would allow the caller"),
+        "{out}"
+    );
+    assert!(!out.contains("deletes the Note rows"), "{out}");
+}
