@@ -34,7 +34,6 @@ use gatehouse_auth::{
 use gatehouse_db::{Built, Conn, Db, DbError, DbRow, Dialect, SCHEMA_LOCK, SqlKind, q};
 use sea_query::Value;
 use serde_json::Value as Json;
-use sqlx::error::ErrorKind;
 use tokio::sync::{OnceCell, oneshot};
 
 const CLIENTS: &str = "_gatehouse_oauth_clients";
@@ -56,7 +55,7 @@ const RETIRED: &str = "_gatehouse_oauth_retired_names";
 
 /// Creates the OAuth tables and their indexes when missing (under the
 /// schema lock, [`SqlAuthRepo::ensure_tables`]).
-async fn create_tables(conn: &mut Conn<'_>, d: Dialect) -> Result<(), sqlx::Error> {
+async fn create_tables(conn: &mut Conn<'_>, d: Dialect) -> Result<(), gatehouse_db::Error> {
     // Byte-wise collation on PostgreSQL so "ordered by id" means the same
     // thing as on SQLite and in `MemoryRepo`.
     let text = match d {
@@ -169,7 +168,7 @@ const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     (CLIENTS, "redirect_uris", "TEXT NOT NULL DEFAULT '[]'"),
 ];
 
-async fn add_missing_columns(conn: &mut Conn<'_>, d: Dialect) -> Result<(), sqlx::Error> {
+async fn add_missing_columns(conn: &mut Conn<'_>, d: Dialect) -> Result<(), gatehouse_db::Error> {
     for (table, column, decl) in ADDED_COLUMNS {
         // Looked up first rather than `ADD COLUMN IF NOT EXISTS` (SQLite
         // has no such clause; on PostgreSQL it would take the table's
@@ -534,11 +533,7 @@ impl SqlAuthRepo {
             // instead of BEGIN, the INSERTs and COMMIT as three or more.
             let q = self.insert_tokens_pg(records)?;
             let mut pooled = self.db().write().await.map_err(|e| store_err(OP, e))?;
-            pooled
-                .conn()
-                .execute(q)
-                .await
-                .map_err(|e| sqlx_err(OP, e))?;
+            pooled.conn().execute(q).await.map_err(|e| db_err(OP, e))?;
             return Ok(());
         }
         let mut tx = self.db().begin().await.map_err(|e| store_err(OP, e))?;
@@ -551,10 +546,10 @@ impl SqlAuthRepo {
             }
             let (chunk, tail) = rest.split_at(n);
             let q = self.insert_tokens_stmt(chunk)?;
-            tx.conn().execute(q).await.map_err(|e| sqlx_err(OP, e))?;
+            tx.conn().execute(q).await.map_err(|e| db_err(OP, e))?;
             rest = tail;
         }
-        tx.commit().await.map_err(|e| sqlx_err(OP, e))
+        tx.commit().await.map_err(|e| db_err(OP, e))
     }
 
     /// PostgreSQL: one `INSERT` of any number of `records`, passed as one
@@ -694,14 +689,10 @@ impl SqlAuthRepo {
             tx.conn()
                 .execute(statement)
                 .await
-                .map_err(|e| sqlx_err(op, e))?;
+                .map_err(|e| db_err(op, e))?;
         }
-        let n = tx
-            .conn()
-            .execute(delete)
-            .await
-            .map_err(|e| sqlx_err(op, e))?;
-        tx.commit().await.map_err(|e| sqlx_err(op, e))?;
+        let n = tx.conn().execute(delete).await.map_err(|e| db_err(op, e))?;
+        tx.commit().await.map_err(|e| db_err(op, e))?;
         Ok(n > 0)
     }
 
@@ -724,7 +715,7 @@ impl SqlAuthRepo {
             .conn()
             .fetch(q, kinds)
             .await
-            .map_err(|e| sqlx_err(op, e))
+            .map_err(|e| db_err(op, e))
     }
 
     async fn execute(
@@ -736,7 +727,7 @@ impl SqlAuthRepo {
         self.ready().await?;
         let q = self.built(sql, values);
         let mut pooled = self.db().write().await.map_err(|e| store_err(op, e))?;
-        pooled.conn().execute(q).await.map_err(|e| sqlx_err(op, e))
+        pooled.conn().execute(q).await.map_err(|e| db_err(op, e))
     }
 }
 
@@ -753,9 +744,9 @@ fn store_err(op: &str, e: DbError) -> RepoError {
 /// Driver errors as [`RepoError`]s. A duplicate key gets its own message;
 /// anything else goes through the store's classification (which logs
 /// internal causes). Bound values, hashes included, are never part of it.
-fn sqlx_err(op: &str, e: sqlx::Error) -> RepoError {
-    if let sqlx::Error::Database(db) = &e
-        && matches!(db.kind(), ErrorKind::UniqueViolation)
+fn db_err(op: &str, e: gatehouse_db::Error) -> RepoError {
+    if e.violation()
+        .is_some_and(|v| v.kind == gatehouse_db::ViolationKind::Unique)
     {
         return RepoError::new(format!("{op}: duplicate id"));
     }
@@ -1083,13 +1074,13 @@ impl AuthRepo for SqlAuthRepo {
             tx.conn()
                 .ddl(REGISTER_LOCK)
                 .await
-                .map_err(|e| sqlx_err(OP, e))?;
+                .map_err(|e| db_err(OP, e))?;
         }
         let rows = tx
             .conn()
             .fetch(holder, &[SqlKind::Int, SqlKind::Text, SqlKind::Text])
             .await
-            .map_err(|e| sqlx_err(OP, e))?;
+            .map_err(|e| db_err(OP, e))?;
         if let Some(row) = rows.into_iter().next() {
             let mut c = Cols::new(row, "name holder");
             let rank = c.int()?;
@@ -1102,11 +1093,8 @@ impl AuthRepo for SqlAuthRepo {
                 NameTaken::Live(kind, held)
             }));
         }
-        tx.conn()
-            .execute(insert)
-            .await
-            .map_err(|e| sqlx_err(OP, e))?;
-        tx.commit().await.map_err(|e| sqlx_err(OP, e))?;
+        tx.conn().execute(insert).await.map_err(|e| db_err(OP, e))?;
+        tx.commit().await.map_err(|e| db_err(OP, e))?;
         Ok(None)
     }
 
@@ -1366,13 +1354,9 @@ impl AuthRepo for SqlAuthRepo {
             vec![int(now)],
         );
         let mut tx = self.db().begin().await.map_err(|e| store_err(OP, e))?;
-        let mut n = tx
-            .conn()
-            .execute(tokens)
-            .await
-            .map_err(|e| sqlx_err(OP, e))?;
-        n += tx.conn().execute(keys).await.map_err(|e| sqlx_err(OP, e))?;
-        tx.commit().await.map_err(|e| sqlx_err(OP, e))?;
+        let mut n = tx.conn().execute(tokens).await.map_err(|e| db_err(OP, e))?;
+        n += tx.conn().execute(keys).await.map_err(|e| db_err(OP, e))?;
+        tx.commit().await.map_err(|e| db_err(OP, e))?;
         Ok(n)
     }
 
@@ -1530,17 +1514,9 @@ impl AuthRepo for SqlAuthRepo {
             vec![int(now)],
         );
         let mut tx = self.db().begin().await.map_err(|e| store_err(OP, e))?;
-        let mut n = tx
-            .conn()
-            .execute(tokens)
-            .await
-            .map_err(|e| sqlx_err(OP, e))?;
-        n += tx
-            .conn()
-            .execute(nonces)
-            .await
-            .map_err(|e| sqlx_err(OP, e))?;
-        tx.commit().await.map_err(|e| sqlx_err(OP, e))?;
+        let mut n = tx.conn().execute(tokens).await.map_err(|e| db_err(OP, e))?;
+        n += tx.conn().execute(nonces).await.map_err(|e| db_err(OP, e))?;
+        tx.commit().await.map_err(|e| db_err(OP, e))?;
         Ok(n)
     }
 

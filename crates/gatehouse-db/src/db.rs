@@ -1,6 +1,7 @@
 //! The two backends behind one small surface: run a built statement, decode
 //! its rows by the column kinds the caller expects.
 
+use crate::error::Error;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -167,9 +168,9 @@ impl Db {
 
     /// On PostgreSQL, a connection of its own listening on `channel`
     /// (`LISTEN`), for the change feed; `None` on SQLite.
-    pub async fn listen(&self, channel: &str) -> Result<Option<Listener>, sqlx::Error> {
+    pub async fn listen(&self, channel: &str) -> Result<Option<Listener>, Error> {
         match &self.pools {
-            Pools::Postgres(pg) => pg.listen(channel).await.map(Some),
+            Pools::Postgres(pg) => Ok(Some(pg.listen(channel).await?)),
             Pools::Sqlite(_) => Ok(None),
         }
     }
@@ -372,18 +373,18 @@ impl Tx {
 
     /// Commits; on SQLite this returns once the commit is in the WAL (and,
     /// with `sqlite_sync_every_commit`, synced to disk).
-    pub async fn commit(self) -> Result<(), sqlx::Error> {
-        match self.inner {
-            TxInner::Sqlite(t) => t.commit(),
-            TxInner::Pg(t) => t.commit(self.timeout).await,
-        }
+    pub async fn commit(self) -> Result<(), Error> {
+        Ok(match self.inner {
+            TxInner::Sqlite(t) => t.commit()?,
+            TxInner::Pg(t) => t.commit(self.timeout).await?,
+        })
     }
 
     /// Runs `statements`, whose results nobody reads (a notification,
     /// say), then commits. On PostgreSQL they travel with the `COMMIT`:
     /// one round trip for all of them. Should one fail, nothing is
     /// committed and its error is returned.
-    pub async fn commit_after(mut self, statements: &[Built]) -> Result<(), sqlx::Error> {
+    pub async fn commit_after(mut self, statements: &[Built]) -> Result<(), Error> {
         if statements.is_empty() {
             return self.commit().await;
         }
@@ -398,7 +399,7 @@ impl Tx {
                 self.counter
                     .fetch_add(statements.len() as u64, Ordering::Relaxed);
                 let _timer = QueryTimer::start("postgres", "execute");
-                t.commit_after(statements, self.timeout).await
+                Ok(t.commit_after(statements, self.timeout).await?)
             }
         }
     }
@@ -483,7 +484,12 @@ impl Conn<'_> {
     }
 
     /// Runs a statement and decodes the first `kinds.len()` columns of every row.
-    pub async fn fetch(&mut self, q: Built, kinds: &[SqlKind]) -> Result<Vec<DbRow>, sqlx::Error> {
+    pub async fn fetch(&mut self, q: Built, kinds: &[SqlKind]) -> Result<Vec<DbRow>, Error> {
+        Ok(self.fetch_raw(q, kinds).await?)
+    }
+
+    /// [Conn::fetch], with the driver's error.
+    async fn fetch_raw(&mut self, q: Built, kinds: &[SqlKind]) -> Result<Vec<DbRow>, sqlx::Error> {
         self.counter.fetch_add(1, Ordering::Relaxed);
         tracing::trace!(sql = %q.sql, "fetch");
         let _timer = QueryTimer::start(self.backend(), "fetch");
@@ -521,7 +527,12 @@ impl Conn<'_> {
     }
 
     /// Runs a statement and returns the number of rows it affected.
-    pub async fn execute(&mut self, q: Built) -> Result<u64, sqlx::Error> {
+    pub async fn execute(&mut self, q: Built) -> Result<u64, Error> {
+        Ok(self.execute_raw(q).await?)
+    }
+
+    /// [Conn::execute], with the driver's error.
+    async fn execute_raw(&mut self, q: Built) -> Result<u64, sqlx::Error> {
         self.counter.fetch_add(1, Ordering::Relaxed);
         tracing::trace!(sql = %q.sql, "execute");
         let _timer = QueryTimer::start(self.backend(), "execute");
@@ -557,7 +568,12 @@ impl Conn<'_> {
     }
 
     /// Runs DDL or other parameterless SQL (not counted: it is not part of serving requests).
-    pub async fn ddl(&mut self, sql: &str) -> Result<(), sqlx::Error> {
+    pub async fn ddl(&mut self, sql: &str) -> Result<(), Error> {
+        Ok(self.ddl_raw(sql).await?)
+    }
+
+    /// [Conn::ddl], with the driver's error.
+    async fn ddl_raw(&mut self, sql: &str) -> Result<(), sqlx::Error> {
         tracing::debug!(sql = %sql, "ddl");
         match &mut self.inner {
             ConnInner::Sqlite(c) => {
@@ -568,7 +584,12 @@ impl Conn<'_> {
     }
 
     /// Checks that the connection answers (within the statement timeout).
-    pub async fn ping(&mut self) -> Result<(), sqlx::Error> {
+    pub async fn ping(&mut self) -> Result<(), Error> {
+        Ok(self.ping_raw().await?)
+    }
+
+    /// [Conn::ping], with the driver's error.
+    async fn ping_raw(&mut self) -> Result<(), sqlx::Error> {
         let timeout = self.timeout;
         match &mut self.inner {
             ConnInner::Sqlite(c) => {

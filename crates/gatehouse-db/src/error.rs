@@ -57,6 +57,75 @@ pub enum DbError {
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
+/// A statement's failure as the driver reported it, before it is
+/// classified: what [`crate::Conn`], [`crate::Tx`] and [`crate::Db::listen`]
+/// return. [`DbError::from`] classifies it; a write that broke a rule of the
+/// data is read with [`Error::violation`]. Callers never see the driver's
+/// own types: this crate owns the one database error type.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct Error(#[from] pub(crate) sqlx::Error);
+
+/// Which rule of the data a refused statement broke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ViolationKind {
+    /// A unique key (a primary key included).
+    Unique,
+    /// A foreign key: a reference to a missing row, or a delete of a row
+    /// still referenced.
+    ForeignKey,
+    /// A `NOT NULL` column.
+    NotNull,
+    /// A `CHECK` constraint.
+    Check,
+    /// Another error the database reported (a syntax error, a timeout...).
+    Other,
+}
+
+/// What the database said about a statement it refused.
+#[derive(Debug, Clone, Copy)]
+pub struct Violation<'a> {
+    /// The rule broken.
+    pub kind: ViolationKind,
+    /// The constraint's name, when the database gives it (PostgreSQL).
+    pub constraint: Option<&'a str>,
+    /// The database's message (never holding bound values on PostgreSQL;
+    /// on SQLite the names of the columns concerned).
+    pub message: &'a str,
+}
+
+impl Error {
+    /// What the database itself reported, when the failure is the
+    /// database's answer rather than the connection's.
+    pub fn violation(&self) -> Option<Violation<'_>> {
+        let sqlx::Error::Database(db) = &self.0 else {
+            return None;
+        };
+        let kind = match db.kind() {
+            sqlx::error::ErrorKind::UniqueViolation => ViolationKind::Unique,
+            sqlx::error::ErrorKind::ForeignKeyViolation => ViolationKind::ForeignKey,
+            sqlx::error::ErrorKind::NotNullViolation => ViolationKind::NotNull,
+            sqlx::error::ErrorKind::CheckViolation => ViolationKind::Check,
+            // SQLite reports `ON DELETE RESTRICT` as
+            // `SQLITE_CONSTRAINT_TRIGGER` (1811); gatehouse creates no
+            // triggers, so that code is always a restricted delete.
+            _ if db.code().as_deref() == Some("1811") => ViolationKind::ForeignKey,
+            _ => ViolationKind::Other,
+        };
+        Some(Violation {
+            kind,
+            constraint: db.constraint(),
+            message: db.message(),
+        })
+    }
+}
+
+impl From<Error> for DbError {
+    fn from(e: Error) -> Self {
+        DbError::from(e.0)
+    }
+}
+
 /// Longest cause text [`DbError::internal`] logs and keeps.
 const MAX_LOGGED_CAUSE: usize = 1024;
 

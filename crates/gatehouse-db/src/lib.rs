@@ -21,5 +21,5 @@ pub use db::{Built, Conn, Db, DbOptions, DbRow, PoolStats, Pooled, Tx};
 pub use dialect::{
     DATE_FORMAT, Dialect, FOLD_FUNCTION, SCHEMA_LOCK, SqlKind, fold_case, format_date, q,
 };
-pub use error::{DbError, with_sources};
+pub use error::{DbError, Error, Violation, ViolationKind, with_sources};
 pub use pg::Listener;

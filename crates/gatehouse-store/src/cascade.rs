@@ -19,7 +19,7 @@ use serde_json::Value as Json;
 use gatehouse_db::{Built, Tx};
 
 use crate::Store;
-use crate::error::from_sqlx;
+use crate::error::from_db;
 use crate::feed::ChangeEvent;
 use crate::query::{col, columns};
 use crate::store::{id_field, kinds, row_id, to_row};
@@ -73,7 +73,7 @@ impl Store {
                     .conn()
                     .fetch(Built::of(d, &q), &kinds(&cols))
                     .await
-                    .map_err(from_sqlx)?;
+                    .map_err(from_db)?;
                 let id_col = id_field(child)?.column.clone();
                 for old in rows.into_iter().map(|r| to_row(&cols, r)) {
                     let cid = row_id(&old);
@@ -91,7 +91,7 @@ impl Store {
                             tx.conn()
                                 .execute(Built::of(d, &up))
                                 .await
-                                .map_err(from_sqlx)?;
+                                .map_err(from_db)?;
                         }
                         continue;
                     }
@@ -140,7 +140,7 @@ impl Store {
                             tx.conn()
                                 .execute(Built::of(d, &up))
                                 .await
-                                .map_err(from_sqlx)?;
+                                .map_err(from_db)?;
                             ChangeEvent {
                                 entity: child.name.clone(),
                                 kind: ChangeKind::Updated,

@@ -16,7 +16,7 @@ use serde_json::Value as Json;
 
 use gatehouse_db::{Built, Tx};
 
-use crate::error::from_sqlx;
+use crate::error::from_db;
 use crate::migrate::{EVENTS_TABLE, SCHEMA_TABLE, q};
 use crate::value::{Dialect, SqlKind};
 use crate::{Store, StoreError};
@@ -84,10 +84,10 @@ pub async fn copy_store(
             tx.conn()
                 .execute(Built::raw(format!("DELETE FROM {}", q(&t.name)), vec![]))
                 .await
-                .map_err(from_sqlx)?;
+                .map_err(from_db)?;
         }
     }
-    tx.commit().await.map_err(from_sqlx)?;
+    tx.commit().await.map_err(from_db)?;
 
     let mut report = Vec::new();
     for t in &tables {
@@ -139,7 +139,7 @@ async fn count(tx: &mut Tx, table: &str) -> Result<u64, StoreError> {
             &[SqlKind::Count],
         )
         .await
-        .map_err(from_sqlx)?;
+        .map_err(from_db)?;
     Ok(rows
         .first()
         .and_then(|r| r.first())
@@ -229,7 +229,7 @@ async fn catalog_tables(store: &Store) -> Result<Vec<String>, StoreError> {
         .conn()
         .fetch(Built::raw(sql, vec![]), &[SqlKind::Text])
         .await
-        .map_err(from_sqlx)?;
+        .map_err(from_db)?;
     Ok(rows
         .into_iter()
         .filter_map(|r| r.first().and_then(Json::as_str).map(str::to_string))
@@ -254,7 +254,7 @@ async fn catalog_columns(store: &Store, table: &str) -> Result<Vec<(String, Stri
             &[SqlKind::Text, SqlKind::Text],
         )
         .await
-        .map_err(from_sqlx)?;
+        .map_err(from_db)?;
     Ok(rows
         .into_iter()
         .filter_map(|r| {
@@ -300,7 +300,7 @@ async fn read_batch(from: &Store, t: &Table, offset: u64) -> Result<Vec<Vec<Json
     tx.conn()
         .fetch(Built::raw(sql, vec![]), &kinds)
         .await
-        .map_err(from_sqlx)
+        .map_err(from_db)
 }
 
 async fn write_batch(to: &Store, t: &Table, rows: Vec<Vec<Json>>) -> Result<(), StoreError> {
@@ -331,9 +331,9 @@ async fn write_batch(to: &Store, t: &Table, rows: Vec<Vec<Json>>) -> Result<(), 
         tx.conn()
             .execute(Built::raw(sql, values))
             .await
-            .map_err(from_sqlx)?;
+            .map_err(from_db)?;
     }
-    tx.commit().await.map_err(from_sqlx)
+    tx.commit().await.map_err(from_db)
 }
 
 /// A value read as `read` as a parameter of a `write` column.

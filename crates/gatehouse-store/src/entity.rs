@@ -15,7 +15,7 @@ use serde_json::Value as Json;
 
 use gatehouse_db::{Built, DbRow, Tx};
 
-use crate::error::from_sqlx;
+use crate::error::from_db;
 use crate::feed::ChangeEvent;
 use crate::policy;
 use crate::query::{
@@ -1148,7 +1148,7 @@ impl EntityStore {
             .conn()
             .fetch(Built::of(d, &sel), &kinds(&cols))
             .await
-            .map_err(from_sqlx)?
+            .map_err(from_db)?
             .into_iter()
             .next()
             .map(|r| to_row(&cols, r))

@@ -170,7 +170,7 @@ impl From<DbError> for StoreError {
 
 /// Maps driver errors that are not about the data (constraint violations are
 /// classified by the caller, which knows the entity and the operation); the
-/// classification is the database layer's ([`DbError`]'s `From<sqlx::Error>`).
-pub(crate) fn from_sqlx(e: sqlx::Error) -> StoreError {
+/// classification is the database layer's ([`DbError`]'s `From<gatehouse_db::Error>`).
+pub(crate) fn from_db(e: gatehouse_db::Error) -> StoreError {
     StoreError::from(DbError::from(e))
 }

@@ -216,7 +216,7 @@ impl Local {
 
 /// Connects a listener and starts LISTEN; returns once notifications flow
 /// (`None` on SQLite).
-pub(crate) async fn listen(db: &Db) -> Result<Option<Listener>, sqlx::Error> {
+pub(crate) async fn listen(db: &Db) -> Result<Option<Listener>, gatehouse_db::Error> {
     db.listen(CHANNEL).await
 }
 

@@ -856,7 +856,7 @@ fn add_fk_sql(table: &str, column: &str, target: &str) -> String {
 pub(crate) async fn ensure_internal(
     conn: &mut Conn<'_>,
     dialect: Dialect,
-) -> Result<(), sqlx::Error> {
+) -> Result<(), gatehouse_db::Error> {
     conn.ddl(&format!(
         "CREATE TABLE IF NOT EXISTS {} (version BIGINT PRIMARY KEY NOT NULL, layout TEXT NOT NULL, applied_at TEXT NOT NULL)",
         q(SCHEMA_TABLE)
@@ -886,7 +886,7 @@ pub(crate) async fn recorded(conn: &mut Conn<'_>) -> Result<(Layout, u64), Store
             &[SqlKind::Count, SqlKind::Text],
         )
         .await
-        .map_err(crate::error::from_sqlx)?;
+        .map_err(crate::error::from_db)?;
     let Some(row) = rows.into_iter().next() else {
         return Ok((Layout::default(), 0));
     };
@@ -904,7 +904,7 @@ pub(crate) async fn has_rows(conn: &mut Conn<'_>, table: &str) -> Result<bool, S
             &[],
         )
         .await
-        .map_err(crate::error::from_sqlx)?;
+        .map_err(crate::error::from_db)?;
     Ok(!rows.is_empty())
 }
 
@@ -931,7 +931,7 @@ pub(crate) async fn check_new_keys(
         let rows = conn
             .fetch(Built::raw(duplicate_key_sql(before, columns), vec![]), &[])
             .await
-            .map_err(crate::error::from_sqlx)?;
+            .map_err(crate::error::from_db)?;
         if !rows.is_empty() {
             let fields: Vec<&str> = columns
                 .iter()
@@ -974,7 +974,7 @@ pub(crate) async fn apply(
     new: &Layout,
     steps: &[MigrationStep],
     now: &str,
-) -> Result<(), sqlx::Error> {
+) -> Result<(), gatehouse_db::Error> {
     apply_renames(conn, dialect, recorded, old, steps).await?;
     match dialect {
         Dialect::Sqlite => apply_sqlite(conn, model, old, new, steps, now).await,
@@ -992,7 +992,7 @@ async fn apply_renames(
     recorded: &Layout,
     renamed: &Layout,
     steps: &[MigrationStep],
-) -> Result<(), sqlx::Error> {
+) -> Result<(), gatehouse_db::Error> {
     for step in steps {
         let MigrationStep::RenameTable { from, to } = step else {
             continue;
@@ -1037,7 +1037,7 @@ async fn rename_names(
     c: &ColumnLayout,
     before: (&str, &str),
     after: (&str, &str),
-) -> Result<(), sqlx::Error> {
+) -> Result<(), gatehouse_db::Error> {
     if let Some(unique) = c.index_kind() {
         let old_name = index_name(before.0, before.1, unique);
         match dialect {
@@ -1089,7 +1089,7 @@ async fn apply_sqlite(
     new: &Layout,
     steps: &[MigrationStep],
     now: &str,
-) -> Result<(), sqlx::Error> {
+) -> Result<(), gatehouse_db::Error> {
     let d = Dialect::Sqlite;
     // SQLite's ALTER TABLE cannot change a column's type or nullability, nor
     // add a NOT NULL column without a default: such tables are rebuilt
@@ -1172,7 +1172,7 @@ async fn apply_pg(
     new: &Layout,
     steps: &[MigrationStep],
     now: &str,
-) -> Result<(), sqlx::Error> {
+) -> Result<(), gatehouse_db::Error> {
     let d = Dialect::Postgres;
     // Foreign keys are added once every table exists, so that tables may
     // reference each other in any order.

@@ -8,14 +8,15 @@ use std::time::{Duration, Instant};
 use gatehouse_schema::{AccessContext, Action, Entity, FieldDefault, FieldKind, Generated, Model};
 use sea_query::{Expr, ExprTrait, Query, SelectStatement};
 use serde_json::Value as Json;
-use sqlx::error::ErrorKind;
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
-use gatehouse_db::{Built, Conn, Db, DbOptions, DbRow, PoolStats, SCHEMA_LOCK};
+use gatehouse_db::{
+    Built, Conn, Db, DbOptions, DbRow, PoolStats, SCHEMA_LOCK, Violation, ViolationKind,
+};
 
 use crate::clock::{Clock, SystemClock};
-use crate::error::from_sqlx;
+use crate::error::from_db;
 use crate::feed::{self, ChangeEvent};
 use crate::migrate::{self, Layout, MigrationStep, q};
 use crate::policy;
@@ -148,7 +149,7 @@ impl Store {
         let events = Arc::new(feed::Local::new(opts.event_capacity));
         let origin = uuid::Uuid::now_v7().to_string();
         let writes = Arc::new(AtomicU64::new(0));
-        let listener = feed::listen(&db).await.map_err(from_sqlx)?.map(|l| {
+        let listener = feed::listen(&db).await.map_err(from_db)?.map(|l| {
             tokio::spawn(feed::run_listener(
                 l,
                 db.clone(),
@@ -315,7 +316,7 @@ impl Store {
     /// Checks that the database answers (for `/readyz`).
     pub async fn ping(&self) -> Result<(), StoreError> {
         let mut c = self.inner.db.read().await?;
-        c.conn().ping().await.map_err(from_sqlx)
+        c.conn().ping().await.map_err(from_db)
     }
 
     /// The state of the connection pools, for metrics.
@@ -354,12 +355,10 @@ impl Store {
         let mut tx = self.inner.db.begin().await?;
         let mut c = tx.conn();
         if d == Dialect::Postgres {
-            c.ddl(SCHEMA_LOCK).await.map_err(from_sqlx)?;
+            c.ddl(SCHEMA_LOCK).await.map_err(from_db)?;
         }
-        migrate::ensure_internal(&mut c, d)
-            .await
-            .map_err(from_sqlx)?;
-        tx.commit().await.map_err(from_sqlx)?;
+        migrate::ensure_internal(&mut c, d).await.map_err(from_db)?;
+        tx.commit().await.map_err(from_db)?;
         self.inner.internal_ready.store(true, Ordering::Release);
         Ok(())
     }
@@ -372,7 +371,7 @@ impl Store {
         let mut c = pooled.conn();
         migrate::ensure_internal(&mut c, self.dialect())
             .await
-            .map_err(from_sqlx)?;
+            .map_err(from_db)?;
         Ok(self.compute_plan(&mut c).await?.steps)
     }
 
@@ -382,7 +381,7 @@ impl Store {
         let mut c = pooled.conn();
         migrate::ensure_internal(&mut c, self.dialect())
             .await
-            .map_err(from_sqlx)?;
+            .map_err(from_db)?;
         Ok(migrate::recorded(&mut c).await?.1)
     }
 
@@ -418,22 +417,20 @@ impl Store {
                 // Table rebuilds drop and rename tables that others reference:
                 // foreign keys are switched off around the transaction (the
                 // pragma is a no-op inside one) and checked before commit.
-                c.ddl("PRAGMA foreign_keys = OFF")
-                    .await
-                    .map_err(from_sqlx)?;
+                c.ddl("PRAGMA foreign_keys = OFF").await.map_err(from_db)?;
                 let result = self.migrate_in(&mut c, allow_destructive).await;
                 let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
                 let ended = c.ddl(end).await;
-                c.ddl("PRAGMA foreign_keys = ON").await.map_err(from_sqlx)?;
+                c.ddl("PRAGMA foreign_keys = ON").await.map_err(from_db)?;
                 let steps = result?;
-                ended.map_err(from_sqlx)?;
+                ended.map_err(from_db)?;
                 self.inner.internal_ready.store(true, Ordering::Release);
                 Ok(steps)
             }
             Dialect::Postgres => {
                 let mut tx = self.inner.db.begin().await?;
                 let steps = self.migrate_in(&mut tx.conn(), allow_destructive).await?;
-                tx.commit().await.map_err(from_sqlx)?;
+                tx.commit().await.map_err(from_db)?;
                 self.inner.internal_ready.store(true, Ordering::Release);
                 Ok(steps)
             }
@@ -447,11 +444,11 @@ impl Store {
     ) -> Result<Vec<MigrationStep>, StoreError> {
         let d = self.dialect();
         match d {
-            Dialect::Sqlite => c.ddl("BEGIN IMMEDIATE").await.map_err(from_sqlx)?,
+            Dialect::Sqlite => c.ddl("BEGIN IMMEDIATE").await.map_err(from_db)?,
             // Instances starting together on one database migrate one at a time.
-            Dialect::Postgres => c.ddl(SCHEMA_LOCK).await.map_err(from_sqlx)?,
+            Dialect::Postgres => c.ddl(SCHEMA_LOCK).await.map_err(from_db)?,
         }
-        migrate::ensure_internal(c, d).await.map_err(from_sqlx)?;
+        migrate::ensure_internal(c, d).await.map_err(from_db)?;
         let Plan {
             steps,
             recorded,
@@ -487,7 +484,7 @@ impl Store {
             let bad = c
                 .fetch(Built::raw("PRAGMA foreign_key_check", vec![]), &[])
                 .await
-                .map_err(from_sqlx)?;
+                .map_err(from_db)?;
             if !bad.is_empty() {
                 return Err(StoreError::conflict(
                     "migration failed: rows would reference missing rows after it",
@@ -496,7 +493,7 @@ impl Store {
         }
         c.execute(migrate::record_sql(d, &new, version + 1)?)
             .await
-            .map_err(from_sqlx)?;
+            .map_err(from_db)?;
         tracing::info!(
             version = version + 1,
             steps = steps.len(),
@@ -544,7 +541,7 @@ impl Store {
             .conn()
             .fetch(Built::of(d, &s), &[])
             .await
-            .map_err(from_sqlx)?;
+            .map_err(from_db)?;
         Ok(!rows.is_empty())
     }
 
@@ -605,7 +602,7 @@ impl Store {
         let Some(q) = self.row_test(e, row, action, ctx)? else {
             return Ok(true);
         };
-        let rows = tx.conn().fetch(q, &[]).await.map_err(from_sqlx)?;
+        let rows = tx.conn().fetch(q, &[]).await.map_err(from_db)?;
         Ok(!rows.is_empty())
     }
 
@@ -650,7 +647,7 @@ impl Store {
         ks: &[SqlKind],
     ) -> Result<Vec<DbRow>, StoreError> {
         let mut c = self.inner.db.read().await?;
-        c.conn().fetch(q, ks).await.map_err(from_sqlx)
+        c.conn().fetch(q, ks).await.map_err(from_db)
     }
 
     /// Validates a whole row (insert, replace) and returns it canonical, with an id.
@@ -739,7 +736,7 @@ impl Store {
                             &[SqlKind::Count],
                         )
                         .await
-                        .map_err(from_sqlx)?;
+                        .map_err(from_db)?;
                     let id = rows
                         .first()
                         .and_then(|r| r.first())
@@ -753,7 +750,7 @@ impl Store {
                         vec![],
                     ))
                     .await
-                    .map_err(from_sqlx)?;
+                    .map_err(from_db)?;
                     payload = feed::reference(origin, id, more);
                 }
                 notify.push(Built::raw(
@@ -771,27 +768,27 @@ impl Store {
         if !evs.is_empty() {
             self.inner.writes.fetch_add(1, Ordering::SeqCst);
         }
-        committed.map_err(from_sqlx)?;
+        committed.map_err(from_db)?;
         self.inner.events.publish_commit(evs);
         Ok(())
     }
 
-    /// Classifies a failed write by the database's error code (sqlx maps
-    /// SQLite extended codes and PostgreSQL SQLSTATEs to the same kinds), then
-    /// finds the field concerned to name it in the error.
+    /// Classifies a failed write by the rule it broke (`gatehouse-db` maps
+    /// SQLite extended codes and PostgreSQL SQLSTATEs to the same kinds),
+    /// then finds the field concerned to name it in the error.
     pub(crate) async fn write_error(
         &self,
         e: &Entity,
-        err: sqlx::Error,
+        err: gatehouse_db::Error,
         row: Option<&Row>,
         deleting: Option<(&str, &AccessContext)>,
     ) -> StoreError {
-        let sqlx::Error::Database(db) = &err else {
-            return from_sqlx(err);
+        let Some(db) = err.violation() else {
+            return from_db(err);
         };
-        match kind_of(db.as_ref()) {
-            ErrorKind::UniqueViolation => {
-                let column = match db.constraint() {
+        match db.kind {
+            ViolationKind::Unique => {
+                let column = match db.constraint {
                     // PostgreSQL names the constraint: `<table>_<column>_key` / `<table>_pkey`.
                     Some(name) => e
                         .stored_fields()
@@ -803,14 +800,14 @@ impl Store {
                         .map(|f| f.column.clone()),
                     // SQLite only says it in the message: "UNIQUE constraint failed: table.column".
                     None => db
-                        .message()
+                        .message
                         .rsplit(": ")
                         .next()
                         .and_then(|s| s.split(", ").next())
                         .and_then(|s| s.rsplit('.').next())
                         .map(str::to_string),
                 };
-                if let Some(key) = composite_key(e, db.as_ref()) {
+                if let Some(key) = composite_key(e, &db) {
                     return StoreError::conflict(format!(
                         "{} ({}) must be unique together: another {} already has these values",
                         e.name,
@@ -837,7 +834,7 @@ impl Store {
                     )),
                 }
             }
-            ErrorKind::ForeignKeyViolation => {
+            ViolationKind::ForeignKey => {
                 if let Some((id, ctx)) = deleting {
                     return self.referenced_conflict(e, id, ctx).await;
                 }
@@ -871,7 +868,7 @@ impl Store {
                 }
                 StoreError::invalid(&e.name, "a referenced row does not exist")
             }
-            _ => from_sqlx(err),
+            _ => from_db(err),
         }
     }
 
@@ -957,17 +954,14 @@ pub(crate) enum Whole<'a> {
 /// The composite key (`@unique(fields:)`) a unique violation is about:
 /// PostgreSQL names its index, SQLite lists its columns
 /// ("UNIQUE constraint failed: vote.user_id, vote.link_id").
-fn composite_key<'e>(
-    e: &'e Entity,
-    db: &dyn sqlx::error::DatabaseError,
-) -> Option<&'e gatehouse_schema::UniqueKey> {
-    match db.constraint() {
+fn composite_key<'e>(e: &'e Entity, db: &Violation<'_>) -> Option<&'e gatehouse_schema::UniqueKey> {
+    match db.constraint {
         Some(name) => e
             .unique_keys
             .iter()
             .find(|k| k.index_name(&e.table) == name),
         None => {
-            let listed = db.message().rsplit(": ").next()?;
+            let listed = db.message.rsplit(": ").next()?;
             let columns: Vec<&str> = listed
                 .split(", ")
                 .filter_map(|s| s.rsplit('.').next())
@@ -1013,23 +1007,13 @@ pub(crate) fn row_set(cols: &[Col<'_>], rows: Vec<DbRow>) -> RowSet {
     }
 }
 
-/// The kind of a constraint violation, by error code. Beyond what sqlx maps,
-/// SQLite reports `ON DELETE RESTRICT` as SQLITE_CONSTRAINT_TRIGGER (1811):
-/// the store creates no triggers, so that code is always a restricted delete.
-fn kind_of(db: &dyn sqlx::error::DatabaseError) -> ErrorKind {
-    match db.kind() {
-        ErrorKind::Other if db.code().as_deref() == Some("1811") => ErrorKind::ForeignKeyViolation,
-        k => k,
-    }
-}
-
-fn migration_error(e: sqlx::Error) -> StoreError {
-    match &e {
-        sqlx::Error::Database(db) => {
-            tracing::warn!(error = %db, "migration step failed");
-            StoreError::conflict(format!("migration failed: {}", db.message()))
+fn migration_error(e: gatehouse_db::Error) -> StoreError {
+    match e.violation() {
+        Some(db) => {
+            tracing::warn!(error = %e, "migration step failed");
+            StoreError::conflict(format!("migration failed: {}", db.message))
         }
-        _ => from_sqlx(e),
+        None => from_db(e),
     }
 }
 

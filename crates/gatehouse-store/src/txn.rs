@@ -16,7 +16,7 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 use gatehouse_db::{Built, DbRow, Tx};
 use gatehouse_schema::{AccessContext, EntityId};
 
-use crate::error::from_sqlx;
+use crate::error::from_db;
 use crate::feed::ChangeEvent;
 use crate::value::SqlKind;
 use crate::{EntityStore, Row, Store, StoreError};
@@ -142,7 +142,7 @@ impl WriteTxn {
         if result.is_err() {
             self.fail();
         }
-        Some(result.map_err(from_sqlx))
+        Some(result.map_err(from_db))
     }
 
     /// The unit of work of one write in this transaction, begun when it is
@@ -202,7 +202,7 @@ pub(crate) enum Failure {
     Store(StoreError),
     Refused {
         entity: EntityId,
-        err: sqlx::Error,
+        err: gatehouse_db::Error,
         /// The values written, to name a missing reference.
         row: Option<Row>,
         /// The id of a row being deleted and who deletes it, to name what
@@ -223,7 +223,7 @@ impl Failure {
     /// A statement on a row of `entity` the database refused.
     pub(crate) fn refused(
         entity: EntityId,
-        err: sqlx::Error,
+        err: gatehouse_db::Error,
         row: Option<&Row>,
         deleting: Option<(&str, &AccessContext)>,
     ) -> Self {

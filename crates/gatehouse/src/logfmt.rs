@@ -397,13 +397,14 @@ mod tests {
             "message with \x1b[31m escape"
         );
         tracing::error!("only a message");
-        // A `log` record (sqlx logs through `log`): its target and level are fields.
+        // A `log` record (tokio-postgres logs through `log`): its target
+        // and level are fields.
         tracing_log::format_trace(
             &log::Record::builder()
                 .args(format_args!("slow statement"))
                 .level(log::Level::Warn)
-                .target("sqlx::query")
-                .module_path(Some("sqlx_core::logger"))
+                .target("tokio_postgres::query")
+                .module_path(Some("tokio_postgres::query"))
                 .file(Some("logger.rs"))
                 .line(Some(7))
                 .build(),
@@ -434,7 +435,7 @@ mod tests {
             "{}",
             stock.text()
         );
-        assert!(stock.text().contains(" WARN request{request_id=0193-abc}:inner{n=3 empty=\"filled\"}: sqlx::query: slow statement\n"), "{}", stock.text());
+        assert!(stock.text().contains(" WARN request{request_id=0193-abc}:inner{n=3 empty=\"filled\"}: tokio_postgres::query: slow statement\n"), "{}", stock.text());
         assert_eq!(ours.text(), stock.text());
     }
 
