@@ -69,8 +69,9 @@ pub use model::{
     valid_scope_token,
 };
 pub use model::{
-    CodeRecord, ConsumerRecord, GRAPHIQL_CLIENT_ID, IdentityKind, MAX_NEW_NAME, NAME_CHARACTERS,
-    NameTaken, NewIdentity, OAuth1TokenKind, OAuth1TokenRecord, name_key, valid_new_name,
+    CodeRecord, ConsumerRecord, DEFAULT_ID_TOKEN_ALG, GRAPHIQL_CLIENT_ID, IdentityKind,
+    MAX_NEW_NAME, NAME_CHARACTERS, NameTaken, NewIdentity, OAuth1TokenKind, OAuth1TokenRecord,
+    name_key, valid_new_name,
 };
 pub use principal::{ANONYMOUS_SCOPE, AccessTokenFacts, AuthScheme, Principal, challenge};
 pub use random::{Random, SeededRandom, SystemRandom};

@@ -62,7 +62,8 @@ pub struct AuthConfig {
     /// How long after its rotation the immediate predecessor of a refresh
     /// token may still be presented without revoking the family.
     pub refresh_reuse_grace: u64,
-    /// Algorithm of new signing keys.
+    /// Algorithm of access tokens (the server keeps a key of every
+    /// algorithm; ID tokens follow their client's registration).
     pub signing_alg: SigningAlg,
     /// At start, a current key older than this is rotated. `None`: never.
     pub signing_key_max_age: Option<u64>,
@@ -350,10 +351,11 @@ fn opt(s: Option<&str>) -> Option<&str> {
 }
 
 impl AuthServer {
-    /// Loads the signing keys from `repo` (decrypting the current one with
+    /// Loads the signing keys from `repo` (decrypting the current ones with
     /// a key derived from `secret`), creating or rotating the current key
-    /// when there is none, its algorithm differs from the configured one, or
-    /// it is older than `signing_key_max_age`.
+    /// of each algorithm ([`SigningAlg::ALL`]) when there is none or it is
+    /// older than `signing_key_max_age`. A database made before the server
+    /// kept a key per algorithm gains the missing ones here; its keys stay.
     pub async fn start(
         config: AuthConfig,
         repo: Arc<dyn AuthRepo>,
@@ -382,18 +384,17 @@ impl AuthServer {
         });
         server.reload_keys().await?;
         let now = server.now();
-        let needs_key = match server.ring.current_info() {
-            None => true,
-            Some((alg, created)) => {
-                alg != server.config.signing_alg
-                    || server
-                        .config
-                        .signing_key_max_age
-                        .is_some_and(|max| now - created >= AuthConfig::secs(max))
+        for alg in SigningAlg::ALL {
+            let needs_key = match server.ring.current_created_at(alg) {
+                None => true,
+                Some(created) => server
+                    .config
+                    .signing_key_max_age
+                    .is_some_and(|max| now - created >= AuthConfig::secs(max)),
+            };
+            if needs_key {
+                server.rotate_signing_key(alg).await?;
             }
-        };
-        if needs_key {
-            server.rotate_signing_key().await?;
         }
         Ok(server)
     }
@@ -460,12 +461,12 @@ impl AuthServer {
         Ok(())
     }
 
-    /// Makes a new current signing key with the configured algorithm. The
-    /// previous one stops signing now and stays published until every token
-    /// it signed has expired. Returns the new `kid`.
-    pub async fn rotate_signing_key(&self) -> Result<String> {
+    /// Makes a new current signing key of `alg`. The previous one of `alg`
+    /// stops signing now and stays published until every token it signed
+    /// has expired; the keys of the other algorithms are left alone.
+    /// Returns the new `kid`.
+    pub async fn rotate_signing_key(&self, alg: SigningAlg) -> Result<String> {
         let now = self.now();
-        let alg = self.config.signing_alg;
         // RSA generation takes a noticeable moment; it happens at start or on
         // an explicit rotation only.
         let record = generate_key(alg, &self.cipher, self.random.as_ref(), now)?;
@@ -474,7 +475,7 @@ impl AuthServer {
             .load_keys()
             .await?
             .into_iter()
-            .filter(|k| k.retired_at.is_none())
+            .filter(|k| k.retired_at.is_none() && k.alg == alg.as_str())
             .map(|k| k.kid)
             .collect();
         self.repo.insert_key(&record).await?;
@@ -492,11 +493,12 @@ impl AuthServer {
         self.ring.jwks(self.now())
     }
 
-    /// The key that signs new tokens, access and ID tokens alike.
-    pub(crate) fn signer(&self) -> Result<Arc<crate::keys::Signer>> {
+    /// The current key of `alg`: of `signing_alg` for access tokens, of
+    /// the client's [`ClientRecord::id_token_alg`] for ID tokens.
+    pub(crate) fn signer(&self, alg: SigningAlg) -> Result<Arc<crate::keys::Signer>> {
         self.ring
-            .current()
-            .ok_or_else(|| Error::server("no signing key loaded"))
+            .current(alg)
+            .ok_or_else(|| Error::server(format!("no {} signing key loaded", alg.as_str())))
     }
 
     /// Deletes expired token records and keys no longer published, then
@@ -690,10 +692,7 @@ impl AuthServer {
     }
 
     async fn issue_access(&self, a: NewAccess<'_>) -> Result<String> {
-        let signer = self
-            .ring
-            .current()
-            .ok_or_else(|| Error::server("no signing key loaded"))?;
+        let signer = self.signer(self.config.signing_alg)?;
         let now = self.now();
         let claims = AccessClaims {
             iss: self.config.issuer.clone(),
