@@ -83,7 +83,7 @@ pub use secrets::{
 };
 pub use server::{
     AuthConfig, AuthServer, AuthorizeError, AuthorizeErrorCode, AuthorizeParams, AuthorizeRequest,
-    CODE_REPLAY_MEMORY, CODE_TTL, CONSENT_TTL, CsrfPair, ExchangeRequest, MAX_STATE,
+    CODE_REPLAY_MEMORY, CODE_TTL, CONSENT_TTL, ClientProof, CsrfPair, ExchangeRequest, MAX_STATE,
     MIN_SIGN_UP_PASSWORD, SignedIn, TokenResponse,
 };
 

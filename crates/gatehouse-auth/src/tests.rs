@@ -1114,6 +1114,56 @@ async fn failed_logins_are_throttled_per_user_and_address() {
     grant("alice-pw", attacker).await.unwrap();
 }
 
+/// Client authentication has one throttle whichever way the client
+/// authenticates: failures of a confidential client's id named as a public
+/// client (no secret) count with wrong secrets against the same (client,
+/// address) pair, and once it is throttled the right secret is refused
+/// too. Naming a public client proves nothing, so it never clears the pair.
+#[tokio::test]
+async fn client_authentication_has_one_throttle_for_every_method() {
+    let f = fixture().await;
+    let from: Option<std::net::IpAddr> = Some([203, 0, 113, 10].into());
+    let secret = |s: &'static str| ClientProof::Secret {
+        secret: s,
+        as_sent: s,
+    };
+    for i in 0..FREE_FAILURES_PER_ACCOUNT {
+        let proof = if i % 2 == 0 {
+            ClientProof::Public
+        } else {
+            secret("wrong")
+        };
+        let e = f
+            .server
+            .authenticate_client_from("app", proof, from)
+            .await
+            .unwrap_err();
+        assert_eq!(e.to_string(), "invalid_client", "{i}");
+    }
+    let e = f
+        .server
+        .authenticate_client_from("app", ClientProof::Public, from)
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "invalid_client");
+    let e = f
+        .server
+        .authenticate_client_from("app", secret("app-secret"), from)
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "too_many_requests");
+    f.clock.advance(60);
+    // A secret sent raw (not form-encoded) is tried as sent.
+    let raw = ClientProof::Secret {
+        secret: "app secret",
+        as_sent: "app-secret",
+    };
+    f.server
+        .authenticate_client_from("app", raw, from)
+        .await
+        .unwrap();
+}
+
 /// Each refusal, and — when several faults are present at once — that the
 /// earliest check in the documented order is the one reported.
 #[tokio::test]

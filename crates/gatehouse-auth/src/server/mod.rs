@@ -179,6 +179,32 @@ impl fmt::Debug for TokenResponse {
     }
 }
 
+/// How a client proves who it is ([`AuthServer::authenticate_client_from`]).
+#[derive(Clone, Copy)]
+pub enum ClientProof<'a> {
+    /// RFC 6749 §2.3.1 `client_secret_basic` or `client_secret_post`: the
+    /// secret, form-decoded, and as it was sent (HTTP Basic credentials
+    /// are form-encoded by the RFC, but many clients send them raw).
+    Secret {
+        /// The secret after form-decoding.
+        secret: &'a str,
+        /// The secret as sent; tried when `secret` fails and differs.
+        as_sent: &'a str,
+    },
+    /// RFC 6749 §2.1 (`none`): a public client names itself with
+    /// `client_id` alone.
+    Public,
+}
+
+impl fmt::Debug for ClientProof<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClientProof::Secret { .. } => f.write_str("Secret(<redacted>)"),
+            ClientProof::Public => f.write_str("Public"),
+        }
+    }
+}
+
 /// An access token to sign and record ([`AuthServer::issue_access`]).
 struct NewAccess<'a> {
     /// Its `jti` and record id ([`AuthServer::new_id`]).
@@ -599,6 +625,55 @@ impl AuthServer {
             Some(c) if c.is_public() => Ok(c),
             _ => Err(Error::InvalidClient("client authentication failed".into())),
         }
+    }
+
+    /// A token, introspection or revocation request's client
+    /// authentication from address `from`, throttled like every secret
+    /// check: refused at once with [`Error::TooManyRequests`] while the
+    /// (client, address) pair or the address is throttled; a failure
+    /// (`invalid_client`: unknown client, wrong secret, a confidential
+    /// client naming itself without one) is counted against both, whichever
+    /// way the client authenticated. Only a proven secret clears the pair:
+    /// naming a public client proves nothing.
+    pub async fn authenticate_client_from(
+        &self,
+        client_id: &str,
+        proof: ClientProof<'_>,
+        from: Option<IpAddr>,
+    ) -> Result<ClientRecord> {
+        let account = Account::Client(client_id);
+        self.logins
+            .check(account, from, self.now())
+            .map_err(too_many_failures)?;
+        let result = match proof {
+            ClientProof::Secret { secret, as_sent } => {
+                match self.authenticate_client(client_id, secret).await {
+                    // Clients that do not form-encode (curl -u, many
+                    // libraries): the secret exactly as sent.
+                    Err(Error::InvalidClient(_)) if as_sent != secret => {
+                        self.authenticate_client(client_id, as_sent).await
+                    }
+                    other => other,
+                }
+            }
+            ClientProof::Public => self.authenticate_public_client(client_id).await,
+        };
+        match &result {
+            Ok(_) if matches!(proof, ClientProof::Secret { .. }) => {
+                self.logins.succeeded(account, from);
+            }
+            Ok(_) => {}
+            Err(Error::InvalidClient(_)) => {
+                tracing::info!(
+                    ?from,
+                    public = matches!(proof, ClientProof::Public),
+                    "failed client authentication"
+                );
+                self.logins.failed(account, from, self.now());
+            }
+            Err(_) => {}
+        }
+        result
     }
 
     /// The client `client_id`, through the client cache
