@@ -19,15 +19,6 @@ pub const GRANT_CLIENT_CREDENTIALS: &str = "client_credentials";
 pub const GRANT_REFRESH_TOKEN: &str = "refresh_token";
 /// The token exchange grant type (RFC 8693 §2.1).
 pub const GRANT_TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
-/// Every grant type a client may be registered for.
-pub const KNOWN_GRANTS: [&str; 5] = [
-    GRANT_AUTHORIZATION_CODE,
-    GRANT_PASSWORD,
-    GRANT_CLIENT_CREDENTIALS,
-    GRANT_REFRESH_TOKEN,
-    GRANT_TOKEN_EXCHANGE,
-];
-
 /// How clients authenticate at the token and revocation endpoints (RFC
 /// 8414 §2 `token_endpoint_auth_methods_supported`): the one list the
 /// metadata documents advertise. `none`: a public client names itself
@@ -174,7 +165,8 @@ pub enum Grant {
 }
 
 impl Grant {
-    /// Every grant, in the order metadata lists them.
+    /// Every grant type, in the order metadata lists them
+    /// (`grant_types_supported`): the one list of grants.
     pub const ALL: [Grant; 5] = [
         Grant::AuthorizationCode,
         Grant::Password,

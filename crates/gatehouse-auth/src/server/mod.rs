@@ -40,6 +40,7 @@ mod introspect;
 mod password;
 mod refresh;
 mod revoke;
+mod token;
 mod validate;
 
 pub use authorize::{
@@ -47,6 +48,7 @@ pub use authorize::{
     CODE_TTL, CONSENT_TTL, CsrfPair, MAX_STATE, MIN_SIGN_UP_PASSWORD, SignedIn,
 };
 pub use exchange::ExchangeRequest;
+pub use token::TokenRequest;
 
 /// Settings of the authorization server (from `[tokens]` and `issuer`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -125,7 +125,7 @@ async fn discovery_has_every_required_field_and_matches_rfc8414() {
         }
         assert_eq!(
             b["grant_types_supported"],
-            json!(gatehouse_auth::KNOWN_GRANTS)
+            json!(gatehouse_auth::Grant::ALL.map(gatehouse_auth::Grant::as_str))
         );
         assert_eq!(
             b["token_endpoint_auth_methods_supported"],
