@@ -140,6 +140,34 @@ impl crate::AuthServer {
     pub fn id_token(&self, alg: SigningAlg, input: &IdTokenInput<'_>) -> Result<String> {
         id_token(self.signer(alg)?.as_ref(), input)
     }
+
+    /// The ID token of a grant that signed `username` in for `client` at
+    /// `auth_time`, beside `access_token`: issued now, for the client
+    /// alone, signed with the client's algorithm
+    /// ([`crate::ClientRecord::id_token_alg`], not the access tokens').
+    /// What every grant that answers `openid` issues.
+    pub(crate) fn user_id_token(
+        &self,
+        client: &crate::ClientRecord,
+        username: &str,
+        auth_time: i64,
+        nonce: Option<&str>,
+        access_token: &str,
+    ) -> Result<String> {
+        self.id_token(
+            client.id_token_alg(),
+            &IdTokenInput {
+                issuer: &self.config().issuer,
+                subject: username,
+                username: Some(username),
+                client_id: &client.client_id,
+                auth_time,
+                nonce,
+                access_token: Some(access_token),
+                now: self.now(),
+            },
+        )
+    }
 }
 
 /// `at_hash` (and `c_hash`) of Core §3.1.3.6: base64url of the left half of

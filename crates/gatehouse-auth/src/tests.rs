@@ -121,10 +121,42 @@ impl Fixture {
             .unwrap()
     }
 
+    /// Alice's password grant through `client` (no refresh token).
+    async fn alice_via(&self, client: &ClientRecord, scope: &str) -> Result<TokenResponse> {
+        self.server
+            .password_grant(
+                client,
+                Some("alice"),
+                Some("alice-pw"),
+                Some(scope),
+                false,
+                None,
+            )
+            .await
+    }
+
     async fn validate(&self, token: &str) -> Result<AccessClaims> {
         self.server
             .validate_access_token(token, self.clock.now())
             .await
+    }
+
+    /// Another server over the fixture's store and clock (a restart, or a
+    /// second instance), with `config`, randomness `seed` and `secret`.
+    async fn restart(
+        &self,
+        config: AuthConfig,
+        seed: u64,
+        secret: &str,
+    ) -> Result<Arc<AuthServer>> {
+        AuthServer::start(
+            config,
+            self.repo.clone(),
+            self.clock.clone(),
+            Arc::new(SeededRandom::new(seed)),
+            secret,
+        )
+        .await
     }
 
     async fn exchange(&self, client: &ClientRecord, req: ExchangeRequest) -> Result<TokenResponse> {
@@ -1525,16 +1557,7 @@ async fn the_rsa_key_rotates_like_the_others() {
         .await
         .unwrap();
     let rp = f.repo.get_client("rp").await.unwrap().unwrap();
-    let sign_in = || {
-        f.server.password_grant(
-            &rp,
-            Some("alice"),
-            Some("alice-pw"),
-            Some("openid read"),
-            false,
-            None,
-        )
-    };
+    let sign_in = || f.alice_via(&rp, "openid read");
     let ed_kid = current_kid(&f.server, SigningAlg::EdDsa);
     let old_rs = current_kid(&f.server, SigningAlg::Rs256);
     let before = sign_in().await.unwrap();
@@ -1558,15 +1581,7 @@ async fn the_rsa_key_rotates_like_the_others() {
     assert!(f.validate(&before.access_token).await.is_ok());
     // A restart past the maximum age rotates every algorithm's key.
     f.clock.advance(90 * 86400);
-    let restarted = AuthServer::start(
-        config(),
-        f.repo.clone(),
-        f.clock.clone(),
-        Arc::new(SeededRandom::new(9)),
-        "s3cret",
-    )
-    .await
-    .unwrap();
+    let restarted = f.restart(config(), 9, "s3cret").await.unwrap();
     for (alg, was) in [(SigningAlg::Rs256, &new_rs), (SigningAlg::EdDsa, &ed_kid)] {
         assert_ne!(&current_kid(&restarted, alg), was, "{alg:?}");
     }
@@ -1576,15 +1591,7 @@ async fn the_rsa_key_rotates_like_the_others() {
 async fn restart_keeps_tokens_valid_and_alg_change_switches_keys() {
     let f = fixture().await;
     let r = f.alice(None).await;
-    let restarted = AuthServer::start(
-        config(),
-        f.repo.clone(),
-        f.clock.clone(),
-        Arc::new(SeededRandom::new(7)),
-        "s3cret",
-    )
-    .await
-    .unwrap();
+    let restarted = f.restart(config(), 7, "s3cret").await.unwrap();
     assert!(
         restarted
             .validate_access_token(&r.access_token, f.clock.now())
@@ -1597,29 +1604,13 @@ async fn restart_keeps_tokens_valid_and_alg_change_switches_keys() {
         "one key per algorithm, no new one"
     );
     // Wrong secret: refuses to start rather than sign with a new key.
-    let e = AuthServer::start(
-        config(),
-        f.repo.clone(),
-        f.clock.clone(),
-        Arc::new(SeededRandom::new(7)),
-        "other",
-    )
-    .await
-    .unwrap_err();
+    let e = f.restart(config(), 7, "other").await.unwrap_err();
     assert_eq!(e.to_string(), "server_error");
     // Algorithm change: access tokens are signed by the ES256 key the
     // server already keeps; the EdDSA one still verifies.
     let mut cfg = config();
     cfg.signing_alg = SigningAlg::Es256;
-    let es = AuthServer::start(
-        cfg,
-        f.repo.clone(),
-        f.clock.clone(),
-        Arc::new(SeededRandom::new(8)),
-        "s3cret",
-    )
-    .await
-    .unwrap();
+    let es = f.restart(cfg, 8, "s3cret").await.unwrap();
     assert!(
         es.validate_access_token(&r.access_token, f.clock.now())
             .await
@@ -1707,18 +1698,7 @@ async fn id_tokens_are_rs256_unless_the_client_registered_another_alg() {
                 .unwrap();
             let client = f.repo.get_client(&id).await.unwrap().unwrap();
             assert_eq!(client.id_token_signed_response_alg, asked);
-            let t = f
-                .server
-                .password_grant(
-                    &client,
-                    Some("alice"),
-                    Some("alice-pw"),
-                    Some("openid read"),
-                    false,
-                    None,
-                )
-                .await
-                .unwrap();
+            let t = f.alice_via(&client, "openid read").await.unwrap();
             let want = asked.unwrap_or(SigningAlg::Rs256);
             assert_eq!(parts(&t.access_token).0["alg"], access_alg.as_str());
             let id_token = t.id_token.unwrap();
@@ -2154,18 +2134,7 @@ async fn the_password_grant_with_openid_returns_an_id_token() {
         .await
         .unwrap();
     let rp = f.repo.get_client("rp").await.unwrap().unwrap();
-    let r = f
-        .server
-        .password_grant(
-            &rp,
-            Some("alice"),
-            Some("alice-pw"),
-            Some("openid read"),
-            false,
-            None,
-        )
-        .await
-        .unwrap();
+    let r = f.alice_via(&rp, "openid read").await.unwrap();
     let id = r.id_token.expect("an id_token with openid");
     let (header, claims) = parts(&id);
     // RS256 (the client registered no algorithm), though access tokens are

@@ -1085,6 +1085,23 @@ async fn kids(repo: &dyn AuthRepo) -> Vec<String> {
     kids
 }
 
+/// A first server on `db`: the bootstrap registrations and a password
+/// grant; the tokens and the keys it stored, with the store closed.
+async fn first_start(db: &TestDb) -> (gatehouse_auth::TokenResponse, Vec<KeyRecord>) {
+    let s = db.open(SDL).await;
+    let auth = auth_server(&s).await;
+    bootstrap(&auth).await;
+    let c = auth.authenticate_client("app", "app-secret").await.unwrap();
+    let t = auth
+        .password_grant(&c, Some("alice"), Some("correct horse"), None, true, None)
+        .await
+        .unwrap();
+    let keys = auth.repo().load_keys().await.unwrap();
+    drop(auth);
+    s.close().await;
+    (t, keys)
+}
+
 /// A database from when the server kept one signing key (the access
 /// tokens', EdDSA) gains an RS256 key (and an ES256 one) at the next
 /// start: the old key stays current for access tokens and the tokens it
@@ -1095,28 +1112,8 @@ async fn a_database_with_one_key_gains_the_rsa_key() {
     for db in TestDb::each().await {
         let be = db.backend();
         eprintln!("backend: {be}");
-        let (token, old_kid) = {
-            let s = db.open(SDL).await;
-            let auth = auth_server(&s).await;
-            bootstrap(&auth).await;
-            let c = auth.authenticate_client("app", "app-secret").await.unwrap();
-            let t = auth
-                .password_grant(&c, Some("alice"), Some("correct horse"), None, true, None)
-                .await
-                .unwrap();
-            let kid = auth
-                .repo()
-                .load_keys()
-                .await
-                .unwrap()
-                .into_iter()
-                .find(|k| k.alg == "EdDSA")
-                .unwrap()
-                .kid;
-            drop(auth);
-            s.close().await;
-            (t, kid)
-        };
+        let (token, keys) = first_start(&db).await;
+        let old_kid = keys.into_iter().find(|k| k.alg == "EdDSA").unwrap().kid;
         // What the keys table held before: the EdDSA key alone.
         let only_eddsa = "DELETE FROM \"_gatehouse_oauth_keys\" WHERE alg <> 'EdDSA'";
         match db.sqlite_path() {
@@ -1206,20 +1203,9 @@ async fn restart_keeps_issued_tokens_valid() {
     for db in TestDb::each().await {
         let be = db.backend();
         eprintln!("backend: {be}");
-        let (token, before) = {
-            let s = db.open(SDL).await;
-            let auth = auth_server(&s).await;
-            bootstrap(&auth).await;
-            let c = auth.authenticate_client("app", "app-secret").await.unwrap();
-            let t = auth
-                .password_grant(&c, Some("alice"), Some("correct horse"), None, true, None)
-                .await
-                .unwrap();
-            let kids = kids(auth.repo().as_ref()).await;
-            drop(auth);
-            s.close().await;
-            (t, kids)
-        };
+        let (token, keys) = first_start(&db).await;
+        let mut before: Vec<String> = keys.into_iter().map(|k| k.kid).collect();
+        before.sort();
         let s = db.open(SDL).await;
         let auth = auth_server(&s).await;
         let claims = auth
