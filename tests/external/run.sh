@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs third-party clients against a real gatehouse: an OAuth 2.0 client
-# library (authlib + pyjwt; also the authorization code flow with PKCE), an OAuth 1.0 signer (oauthlib +
-# requests-oauthlib), the graphql-http audit, the graphql-ws
-# subscription client, graphql-js on the
-# introspection result, GraphiQL (with its sign-in) and the example SPA
+# library (authlib + pyjwt; also the authorization code flow with PKCE and
+# its RS256 ID token), an OAuth 1.0 signer (oauthlib + requests-oauthlib),
+# the graphql-http audit, the graphql-ws subscription client, graphql-js
+# on the introspection result, GraphiQL (with its sign-in) and the example SPA
 # (oidc-client-ts) in headless Chromium, and schemathesis on the
 # REST API. Installs what it needs (npm and PyPI packages, Debian's chromium)
 # when missing.
@@ -64,7 +64,7 @@ fi
   --client-id demo-app --client-secret demo-secret-change-me \
   --username alice --password alice-password --audience https://reports.example
 
-log "Authorization code flow with PKCE (authlib)"
+log "Authorization code flow with PKCE and OpenID Connect (authlib, pyjwt)"
 "$venv/bin/python" crates/gatehouse-oauth/tests/external/code_flow_client.py --base-url "$base" \
   --client-id demo-spa --redirect-uri http://127.0.0.1/callback \
   --username bob --password bob-password

@@ -28,8 +28,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 use gatehouse_auth::{
     AuthRepo, ClientRecord, ClientType, CodeRecord, ConsumerRecord, Grant, IdentityKind, KeyRecord,
-    NameTaken, NewIdentity, OAuth1TokenKind, OAuth1TokenRecord, RepoError, TokenKind, TokenRecord,
-    UserRecord, name_key,
+    NameTaken, NewIdentity, OAuth1TokenKind, OAuth1TokenRecord, RepoError, SigningAlg, TokenKind,
+    TokenRecord, UserRecord, name_key,
 };
 use gatehouse_db::{Built, Conn, Db, DbError, DbRow, Dialect, SCHEMA_LOCK, SqlKind, q};
 use sea_query::Value;
@@ -166,6 +166,9 @@ const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     ),
     (CLIENTS, "first_party", "BOOLEAN NOT NULL DEFAULT FALSE"),
     (CLIENTS, "redirect_uris", "TEXT NOT NULL DEFAULT '[]'"),
+    // OpenID Connect: how the client's ID tokens are signed; NULL is the
+    // registration default (RS256).
+    (CLIENTS, "id_token_signed_response_alg", "TEXT"),
 ];
 
 async fn add_missing_columns(conn: &mut Conn<'_>, d: Dialect) -> Result<(), gatehouse_db::Error> {
@@ -315,7 +318,8 @@ impl Drop for FlusherGuard {
 }
 
 const CLIENT_COLS: &str = "client_id, secret_hash, grants, scopes, audiences, created_at, \
-                           updated_at, client_type, first_party, redirect_uris";
+                           updated_at, client_type, first_party, redirect_uris, \
+                           id_token_signed_response_alg";
 const CLIENT_KINDS: &[SqlKind] = &[
     SqlKind::Text,
     SqlKind::Bytes,
@@ -326,6 +330,7 @@ const CLIENT_KINDS: &[SqlKind] = &[
     SqlKind::Count,
     SqlKind::Text,
     SqlKind::Bool,
+    SqlKind::Text,
     SqlKind::Text,
 ];
 const USER_COLS: &str = "username, password_hash, scopes, created_at, updated_at, claims";
@@ -798,6 +803,7 @@ fn client_values(c: &ClientRecord) -> Result<Vec<Value>, RepoError> {
         text(client_type_name(c.client_type)),
         Value::Bool(Some(c.first_party)),
         list(&c.redirect_uris)?,
+        opt_text(c.id_token_signed_response_alg.map(SigningAlg::as_str)),
     ])
 }
 
@@ -943,6 +949,10 @@ fn client(row: DbRow) -> Result<ClientRecord, RepoError> {
         },
         first_party: c.boolean()?,
         redirect_uris: c.list()?,
+        id_token_signed_response_alg: match c.opt_string()? {
+            None => None,
+            Some(alg) => Some(SigningAlg::parse(&alg).ok_or_else(|| c.bad("a JWS algorithm"))?),
+        },
     })
 }
 
@@ -1111,12 +1121,13 @@ impl AuthRepo for SqlAuthRepo {
 
     async fn upsert_client(&self, c: &ClientRecord) -> Result<(), RepoError> {
         let sql = format!(
-            "INSERT INTO {} ({CLIENT_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
+            "INSERT INTO {} ({CLIENT_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) \
              ON CONFLICT (client_id) DO UPDATE SET secret_hash = excluded.secret_hash, \
              grants = excluded.grants, scopes = excluded.scopes, \
              audiences = excluded.audiences, created_at = excluded.created_at, \
              updated_at = excluded.updated_at, client_type = excluded.client_type, \
-             first_party = excluded.first_party, redirect_uris = excluded.redirect_uris",
+             first_party = excluded.first_party, redirect_uris = excluded.redirect_uris, \
+             id_token_signed_response_alg = excluded.id_token_signed_response_alg",
             q(CLIENTS)
         );
         self.execute("upsert_client", &sql, client_values(c)?)

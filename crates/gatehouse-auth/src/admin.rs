@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::claims::{Claims, check_claims};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
+use crate::keys::SigningAlg;
 use crate::model::{
     ClientRecord, ClientType, Grant, IdentityKind, MAX_NEW_NAME, NAME_CHARACTERS, NameTaken,
     NewIdentity, UserRecord, valid_new_name, valid_scope_token,
@@ -42,6 +43,9 @@ pub struct NewClient {
     pub public: bool,
     /// A first-party client: no consent page.
     pub first_party: bool,
+    /// `id_token_signed_response_alg`: how the client's ID tokens are
+    /// signed. `None`: RS256 ([`crate::DEFAULT_ID_TOKEN_ALG`]).
+    pub id_token_signed_response_alg: Option<SigningAlg>,
 }
 
 /// A client as listed: everything but the secret hash.
@@ -61,6 +65,8 @@ pub struct ClientInfo {
     pub public: bool,
     /// Whether the client skips the consent page.
     pub first_party: bool,
+    /// The algorithm of its ID tokens ([`ClientRecord::id_token_alg`]).
+    pub id_token_signed_response_alg: &'static str,
     /// Creation time, seconds since the epoch.
     pub created_at: i64,
 }
@@ -346,6 +352,7 @@ impl Admin {
             grants,
             scopes: normalize_scopes(&c.scopes)?,
             audiences: normalize_audiences(&c.audiences)?,
+            id_token_signed_response_alg: c.id_token_signed_response_alg,
             created_at,
             updated_at: self.clock.now(),
         })
@@ -454,7 +461,8 @@ impl Admin {
                     && e.redirect_uris == record.redirect_uris
                     && e.grants == record.grants
                     && e.scopes == record.scopes
-                    && e.audiences == record.audiences;
+                    && e.audiences == record.audiences
+                    && e.id_token_signed_response_alg == record.id_token_signed_response_alg;
                 if same {
                     Ok(BootstrapOutcome::Unchanged)
                 } else {
@@ -638,6 +646,7 @@ fn info(c: &ClientRecord) -> ClientInfo {
         redirect_uris: c.redirect_uris.clone(),
         public: c.is_public(),
         first_party: c.first_party,
+        id_token_signed_response_alg: c.id_token_alg().as_str(),
         created_at: c.created_at,
     }
 }

@@ -21,8 +21,11 @@ use crate::error::{Error, Result};
 use crate::model::KeyRecord;
 use crate::random::Random;
 
-/// JWS algorithm of access tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+/// A JWS algorithm the server signs with. The server keeps a current key
+/// of each ([`SigningAlg::ALL`]): access tokens use the configured one
+/// (`tokens.signing_alg`), ID tokens the one their client registered
+/// ([`crate::ClientRecord::id_token_alg`], RS256 by default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
 pub enum SigningAlg {
     /// Ed25519 (RFC 8037). The default: fastest to sign and smallest.
     #[default]
@@ -34,6 +37,13 @@ pub enum SigningAlg {
 }
 
 impl SigningAlg {
+    /// Every algorithm, in the order discovery lists them
+    /// (`id_token_signing_alg_values_supported`): RS256 first, the one
+    /// OpenID Connect Discovery §3 requires and the default of
+    /// `id_token_signed_response_alg` (OpenID Connect Dynamic Client
+    /// Registration §2).
+    pub const ALL: [SigningAlg; 3] = [SigningAlg::Rs256, SigningAlg::EdDsa, SigningAlg::Es256];
+
     /// The JWS `alg` name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -538,16 +548,17 @@ pub fn generate_key(
 
 #[derive(Default)]
 struct RingState {
-    current: Option<Arc<Signer>>,
-    current_created_at: i64,
+    /// The signer of each algorithm, with its key's creation time.
+    current: HashMap<SigningAlg, (Arc<Signer>, i64)>,
     verifiers: HashMap<String, Arc<Verifier>>,
 }
 
-/// The keys in use: the current signer and every published verifier.
+/// The keys in use: the current signer of each algorithm and every
+/// published verifier.
 ///
-/// Rotation with overlap: a retired key stops signing at once but keeps
-/// verifying (and stays in the JWKS) until `publish_until`, when the last
-/// token it signed has expired.
+/// Rotation with overlap, per algorithm: a retired key stops signing at
+/// once but keeps verifying (and stays in the JWKS) until `publish_until`,
+/// when the last token it signed has expired.
 pub struct KeyRing {
     state: RwLock<RingState>,
 }
@@ -555,8 +566,14 @@ pub struct KeyRing {
 impl fmt::Debug for KeyRing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = self.read();
+        let mut current: Vec<(&SigningAlg, &str)> = s
+            .current
+            .iter()
+            .map(|(alg, (c, _))| (alg, c.kid.as_str()))
+            .collect();
+        current.sort();
         f.debug_struct("KeyRing")
-            .field("current", &s.current.as_ref().map(|c| c.kid.clone()))
+            .field("current", &current)
             .field("verifiers", &s.verifiers.keys().collect::<Vec<_>>())
             .finish()
     }
@@ -574,41 +591,44 @@ impl KeyRing {
         self.state.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Replaces the ring's contents with `records`. The newest un-retired
-    /// record becomes the signer (its private key is decrypted with
-    /// `cipher`); records past `publish_until` at `now` are skipped.
+    /// Replaces the ring's contents with `records`. Of each algorithm, the
+    /// newest un-retired record becomes its signer (its private key is
+    /// decrypted with `cipher`); records past `publish_until` at `now` are
+    /// skipped.
     pub fn load(&self, records: &[KeyRecord], cipher: &KeyCipher, now: i64) -> Result<()> {
         let mut next = RingState::default();
-        let mut newest: Option<&KeyRecord> = None;
+        let mut newest: HashMap<SigningAlg, &KeyRecord> = HashMap::new();
         for r in records {
             if r.publish_until.is_some_and(|until| until <= now) {
                 continue;
             }
             let v = verifier_from_record(r)?;
+            let alg = v.alg;
             next.verifiers.insert(r.kid.clone(), Arc::new(v));
             if r.retired_at.is_none()
-                && newest.is_none_or(|n| (r.created_at, &r.kid) > (n.created_at, &n.kid))
+                && newest
+                    .get(&alg)
+                    .is_none_or(|n| (r.created_at, &r.kid) > (n.created_at, &n.kid))
             {
-                newest = Some(r);
+                newest.insert(alg, r);
             }
         }
-        if let Some(r) = newest {
-            next.current = Some(Arc::new(signer_from_record(r, cipher)?));
-            next.current_created_at = r.created_at;
+        for (alg, r) in newest {
+            let signer = Arc::new(signer_from_record(r, cipher)?);
+            next.current.insert(alg, (signer, r.created_at));
         }
         *self.state.write().unwrap_or_else(|e| e.into_inner()) = next;
         Ok(())
     }
 
-    /// The key that signs new tokens.
-    pub fn current(&self) -> Option<Arc<Signer>> {
-        self.read().current.clone()
+    /// The key of `alg` that signs new tokens.
+    pub fn current(&self, alg: SigningAlg) -> Option<Arc<Signer>> {
+        self.read().current.get(&alg).map(|(s, _)| s.clone())
     }
 
-    /// Algorithm and creation time of the current key.
-    pub fn current_info(&self) -> Option<(SigningAlg, i64)> {
-        let s = self.read();
-        s.current.as_ref().map(|c| (c.alg, s.current_created_at))
+    /// When the current key of `alg` was created.
+    pub fn current_created_at(&self, alg: SigningAlg) -> Option<i64> {
+        self.read().current.get(&alg).map(|(_, at)| *at)
     }
 
     /// The verifier for `kid`, if it is still published at `now`.
@@ -626,9 +646,15 @@ impl KeyRing {
         let s = self.read();
         let mut keys: Vec<(&String, &Arc<Verifier>)> =
             s.verifiers.iter().filter(|(_, v)| v.live_at(now)).collect();
-        // Current key first, then by kid, so the document is stable.
-        let current = s.current.as_ref().map(|c| c.kid.as_str());
-        keys.sort_by_key(|(kid, _)| (Some(kid.as_str()) != current, kid.as_str()));
+        // Current keys first (in the order of `SigningAlg::ALL`), then the
+        // retired ones by kid, so the document is stable.
+        let rank = |kid: &str| {
+            SigningAlg::ALL
+                .iter()
+                .position(|alg| s.current.get(alg).is_some_and(|(c, _)| c.kid == kid))
+                .unwrap_or(SigningAlg::ALL.len())
+        };
+        keys.sort_by_key(|(kid, _)| (rank(kid), kid.as_str()));
         let keys: Vec<Value> = keys
             .into_iter()
             .map(|(kid, v)| {
@@ -659,7 +685,7 @@ mod tests {
             assert_eq!(rec.alg, alg.as_str());
             let ring = KeyRing::empty();
             ring.load(std::slice::from_ref(&rec), &cipher, 100).unwrap();
-            let signer = ring.current().unwrap();
+            let signer = ring.current(alg).unwrap();
             assert_eq!(signer.kid(), rec.kid);
             let sig = signer.sign(b"hello").unwrap();
             let v = ring.verifier(&rec.kid, 100).unwrap();
@@ -670,6 +696,39 @@ mod tests {
                 assert!(!jwks.contains(private), "{alg:?} leaks {private}: {jwks}");
             }
         }
+    }
+
+    /// One signer per algorithm, the newest un-retired key of each; a
+    /// retired key only verifies.
+    #[test]
+    fn the_ring_has_a_signer_per_algorithm() {
+        let cipher = KeyCipher::from_secret("test secret").unwrap();
+        let random = SeededRandom::new(5);
+        let old_ed = generate_key(SigningAlg::EdDsa, &cipher, &random, 10).unwrap();
+        let mut retired_ed = generate_key(SigningAlg::EdDsa, &cipher, &random, 30).unwrap();
+        retired_ed.retired_at = Some(40);
+        retired_ed.publish_until = Some(1_000);
+        let es = generate_key(SigningAlg::Es256, &cipher, &random, 20).unwrap();
+        let ring = KeyRing::empty();
+        ring.load(
+            &[old_ed.clone(), retired_ed.clone(), es.clone()],
+            &cipher,
+            50,
+        )
+        .unwrap();
+        assert_eq!(ring.current(SigningAlg::EdDsa).unwrap().kid(), old_ed.kid);
+        assert_eq!(ring.current(SigningAlg::Es256).unwrap().kid(), es.kid);
+        assert!(ring.current(SigningAlg::Rs256).is_none());
+        assert_eq!(ring.current_created_at(SigningAlg::Es256), Some(20));
+        assert!(ring.verifier(&retired_ed.kid, 50).is_some());
+        // Current keys first, in the order of `SigningAlg::ALL`.
+        let kids: Vec<String> = ring.jwks(50)["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k["kid"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(kids, [old_ed.kid, es.kid, retired_ed.kid]);
     }
 
     #[test]

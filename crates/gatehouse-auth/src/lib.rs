@@ -64,13 +64,13 @@ pub use login::{
 pub use model::{
     CLIENT_AUTH_METHODS, ClientRecord, ClientType, GRANT_AUTHORIZATION_CODE,
     GRANT_CLIENT_CREDENTIALS, GRANT_PASSWORD, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE, Grant,
-    INTROSPECTION_AUTH_METHODS, KNOWN_GRANTS, KeyRecord, SCOPE_OFFLINE_ACCESS, Scopes,
-    TOKEN_TYPE_ACCESS, TOKEN_TYPE_JWT, TOKEN_TYPE_REFRESH, TokenKind, TokenRecord, UserRecord,
-    valid_scope_token,
+    INTROSPECTION_AUTH_METHODS, KeyRecord, SCOPE_OFFLINE_ACCESS, Scopes, TOKEN_TYPE_ACCESS,
+    TOKEN_TYPE_JWT, TOKEN_TYPE_REFRESH, TokenKind, TokenRecord, UserRecord, valid_scope_token,
 };
 pub use model::{
-    CodeRecord, ConsumerRecord, GRAPHIQL_CLIENT_ID, IdentityKind, MAX_NEW_NAME, NAME_CHARACTERS,
-    NameTaken, NewIdentity, OAuth1TokenKind, OAuth1TokenRecord, name_key, valid_new_name,
+    CodeRecord, ConsumerRecord, DEFAULT_ID_TOKEN_ALG, GRAPHIQL_CLIENT_ID, IdentityKind,
+    MAX_NEW_NAME, NAME_CHARACTERS, NameTaken, NewIdentity, OAuth1TokenKind, OAuth1TokenRecord,
+    name_key, valid_new_name,
 };
 pub use principal::{ANONYMOUS_SCOPE, AccessTokenFacts, AuthScheme, Principal, challenge};
 pub use random::{Random, SeededRandom, SystemRandom};
@@ -82,8 +82,8 @@ pub use secrets::{
 };
 pub use server::{
     AuthConfig, AuthServer, AuthorizeError, AuthorizeErrorCode, AuthorizeParams, AuthorizeRequest,
-    CODE_REPLAY_MEMORY, CODE_TTL, CONSENT_TTL, CsrfPair, ExchangeRequest, MAX_STATE,
-    MIN_SIGN_UP_PASSWORD, SignedIn, TokenResponse,
+    CODE_REPLAY_MEMORY, CODE_TTL, CONSENT_TTL, ClientProof, CsrfPair, ExchangeRequest, MAX_STATE,
+    MIN_SIGN_UP_PASSWORD, SignedIn, TokenRequest, TokenResponse,
 };
 
 /// base64url without padding (RFC 7515 §2), the encoding of every token part.

@@ -7,6 +7,8 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
+use crate::keys::SigningAlg;
+
 /// `grant_type=authorization_code` (RFC 6749 §4.1).
 pub const GRANT_AUTHORIZATION_CODE: &str = "authorization_code";
 /// `grant_type=password` (RFC 6749 §4.3).
@@ -17,15 +19,6 @@ pub const GRANT_CLIENT_CREDENTIALS: &str = "client_credentials";
 pub const GRANT_REFRESH_TOKEN: &str = "refresh_token";
 /// The token exchange grant type (RFC 8693 §2.1).
 pub const GRANT_TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
-/// Every grant type a client may be registered for.
-pub const KNOWN_GRANTS: [&str; 5] = [
-    GRANT_AUTHORIZATION_CODE,
-    GRANT_PASSWORD,
-    GRANT_CLIENT_CREDENTIALS,
-    GRANT_REFRESH_TOKEN,
-    GRANT_TOKEN_EXCHANGE,
-];
-
 /// How clients authenticate at the token and revocation endpoints (RFC
 /// 8414 §2 `token_endpoint_auth_methods_supported`): the one list the
 /// metadata documents advertise. `none`: a public client names itself
@@ -172,7 +165,8 @@ pub enum Grant {
 }
 
 impl Grant {
-    /// Every grant, in the order metadata lists them.
+    /// Every grant type, in the order metadata lists them
+    /// (`grant_types_supported`): the one list of grants.
     pub const ALL: [Grant; 5] = [
         Grant::AuthorizationCode,
         Grant::Password,
@@ -238,11 +232,19 @@ pub struct ClientRecord {
     pub scopes: Vec<String>,
     /// Audiences/resources the client may ask for in a token exchange.
     pub audiences: Vec<String>,
+    /// `id_token_signed_response_alg` (OpenID Connect Dynamic Client
+    /// Registration §2): how its ID tokens are signed. `None`: the
+    /// registration's default, RS256 ([`ClientRecord::id_token_alg`]).
+    pub id_token_signed_response_alg: Option<SigningAlg>,
     /// Creation time, seconds since the epoch.
     pub created_at: i64,
     /// Last change (secret rotation, update), seconds since the epoch.
     pub updated_at: i64,
 }
+
+/// The algorithm of ID tokens for a client that registered none
+/// ([`ClientRecord::id_token_alg`]).
+pub const DEFAULT_ID_TOKEN_ALG: SigningAlg = SigningAlg::Rs256;
 
 /// The client id of GraphiQL's sign-in: a public, first-party client the
 /// server registers itself ([`ClientRecord::graphiql`]); no user, client
@@ -270,9 +272,19 @@ impl ClientRecord {
             grants: vec![Grant::AuthorizationCode],
             scopes,
             audiences: Vec::new(),
+            id_token_signed_response_alg: None,
             created_at: 0,
             updated_at: 0,
         }
+    }
+
+    /// The algorithm of the client's ID tokens: the one it registered, else
+    /// RS256, the default OpenID Connect Dynamic Client Registration §2
+    /// gives `id_token_signed_response_alg` (relying parties that say
+    /// nothing expect it), whatever algorithm signs access tokens.
+    pub fn id_token_alg(&self) -> SigningAlg {
+        self.id_token_signed_response_alg
+            .unwrap_or(DEFAULT_ID_TOKEN_ALG)
     }
 
     /// Whether the client may use `grant`.
@@ -297,6 +309,10 @@ impl fmt::Debug for ClientRecord {
             .field("grants", &self.grants)
             .field("scopes", &self.scopes)
             .field("audiences", &self.audiences)
+            .field(
+                "id_token_signed_response_alg",
+                &self.id_token_signed_response_alg,
+            )
             .field("created_at", &self.created_at)
             .field("updated_at", &self.updated_at)
             .finish()

@@ -23,10 +23,8 @@ use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::keys::KeyCipher;
 use crate::login::Account;
-use crate::model::{
-    ConsumerRecord, IdentityKind, NewIdentity, OAuth1TokenKind, OAuth1TokenRecord, Scopes,
-};
-use crate::principal::{AuthScheme, Principal};
+use crate::model::{ConsumerRecord, NewIdentity, OAuth1TokenKind, OAuth1TokenRecord, Scopes};
+use crate::principal::Principal;
 use crate::random::{Random, token_string};
 use crate::repo::AuthRepo;
 use crate::secrets;
@@ -904,16 +902,10 @@ impl AuthServer {
         let v = self.verify_oauth1(req, TokenUse::OptionalAccess).await?;
         let consumer_scopes = Scopes::from_list(&v.consumer.scopes);
         let Some((token, _)) = v.token else {
-            return Ok(Principal {
-                subject: v.consumer.key.clone(),
-                subject_kind: Some(IdentityKind::Consumer),
-                client_id: Some(v.consumer.key),
-                scopes: consumer_scopes.to_vec().into_iter().collect(),
-                scheme: AuthScheme::OAuth1,
-                expires_at: None,
-                token_id: None,
-                claims: crate::Claims::new(),
-            });
+            return Ok(Principal::of_oauth1_consumer(
+                v.consumer.key,
+                consumer_scopes,
+            ));
         };
         let username = token
             .username
@@ -927,16 +919,12 @@ impl AuthServer {
         let scopes = Scopes::from_list(&token.scopes)
             .intersection(&consumer_scopes)
             .intersection(&Scopes::from_list(&user.scopes));
-        Ok(Principal {
-            subject: username,
-            subject_kind: Some(IdentityKind::User),
-            client_id: Some(v.consumer.key),
-            scopes: scopes.to_vec().into_iter().collect(),
-            scheme: AuthScheme::OAuth1,
-            expires_at: Some(token.expires_at),
-            token_id: None,
-            claims: user.claims,
-        })
+        Ok(Principal::of_oauth1_user(
+            user,
+            v.consumer.key,
+            scopes,
+            token.expires_at,
+        ))
     }
 }
 

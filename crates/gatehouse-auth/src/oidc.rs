@@ -113,8 +113,9 @@ struct Claims<'a> {
     preferred_username: Option<&'a str>,
 }
 
-/// The ID token for `input`, signed by `signer` (the key and algorithm of
-/// the access tokens, published in the same JWKS), in JWS compact form.
+/// The ID token for `input`, signed by `signer` (the current key of the
+/// client's algorithm, published in the JWKS beside the access tokens'
+/// keys), in JWS compact form.
 /// It carries identity only: `iss`, `sub`, `aud` (the client), `exp`,
 /// `iat`, `auth_time`, `nonce`, `at_hash`, `preferred_username`; custom
 /// claims are read at userinfo.
@@ -134,10 +135,38 @@ pub fn id_token(signer: &Signer, input: &IdTokenInput<'_>) -> Result<String> {
 }
 
 impl crate::AuthServer {
-    /// [`id_token`] signed with this server's current key, the one that
-    /// signs its access tokens.
-    pub fn id_token(&self, input: &IdTokenInput<'_>) -> Result<String> {
-        id_token(self.signer()?.as_ref(), input)
+    /// [`id_token`] signed with this server's current key of `alg`: the
+    /// client's [`crate::ClientRecord::id_token_alg`].
+    pub fn id_token(&self, alg: SigningAlg, input: &IdTokenInput<'_>) -> Result<String> {
+        id_token(self.signer(alg)?.as_ref(), input)
+    }
+
+    /// The ID token of a grant that signed `username` in for `client` at
+    /// `auth_time`, beside `access_token`: issued now, for the client
+    /// alone, signed with the client's algorithm
+    /// ([`crate::ClientRecord::id_token_alg`], not the access tokens').
+    /// What every grant that answers `openid` issues.
+    pub(crate) fn user_id_token(
+        &self,
+        client: &crate::ClientRecord,
+        username: &str,
+        auth_time: i64,
+        nonce: Option<&str>,
+        access_token: &str,
+    ) -> Result<String> {
+        self.id_token(
+            client.id_token_alg(),
+            &IdTokenInput {
+                issuer: &self.config().issuer,
+                subject: username,
+                username: Some(username),
+                client_id: &client.client_id,
+                auth_time,
+                nonce,
+                access_token: Some(access_token),
+                now: self.now(),
+            },
+        )
     }
 }
 
@@ -251,7 +280,7 @@ mod tests {
     fn the_id_token_states_who_signed_in_for_whom() {
         for alg in [SigningAlg::EdDsa, SigningAlg::Es256, SigningAlg::Rs256] {
             let ring = ring(alg);
-            let signer = ring.current().unwrap();
+            let signer = ring.current(alg).unwrap();
             let token = id_token(&signer, &input()).unwrap();
             let parts: Vec<&str> = token.split('.').collect();
             assert_eq!(parts.len(), 3);
@@ -289,7 +318,7 @@ mod tests {
     fn nonce_at_hash_and_username_are_left_out_when_absent() {
         let ring = ring(SigningAlg::EdDsa);
         let token = id_token(
-            &ring.current().unwrap(),
+            &ring.current(SigningAlg::EdDsa).unwrap(),
             &IdTokenInput {
                 nonce: None,
                 access_token: None,
@@ -307,7 +336,7 @@ mod tests {
     #[test]
     fn an_id_token_is_no_access_token() {
         let ring = ring(SigningAlg::EdDsa);
-        let token = id_token(&ring.current().unwrap(), &input()).unwrap();
+        let token = id_token(&ring.current(SigningAlg::EdDsa).unwrap(), &input()).unwrap();
         assert!(matches!(
             crate::jwt::verify_signature(&ring, &token, 2_000),
             Err(Error::InvalidToken(_))

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::claims::Claims;
 use crate::jwt::{IDTYP_APP, IDTYP_USER};
-use crate::model::IdentityKind;
+use crate::model::{IdentityKind, Scopes, UserRecord};
 
 /// What an anonymous caller holds when `auth.anonymous_read` is on: the
 /// default read scope and nothing more.
@@ -172,6 +172,61 @@ impl Principal {
         }))
     }
 
+    /// A user who signed the request with their own name and password
+    /// (HTTP Basic, checked on every request): the record's scopes and,
+    /// read on every request like the password, its custom claims. No
+    /// client, no expiry.
+    pub fn of_basic_user(user: UserRecord) -> Self {
+        Self {
+            subject: user.username,
+            subject_kind: Some(IdentityKind::User),
+            client_id: None,
+            scopes: user.scopes.into_iter().collect(),
+            scheme: AuthScheme::Basic,
+            expires_at: None,
+            token_id: None,
+            claims: user.claims,
+        }
+    }
+
+    /// An OAuth 1.0 request signed by the consumer alone (RFC 5849 §3): it
+    /// acts as itself, its key both subject and client, with its own
+    /// `scopes` and no custom claims (they describe users).
+    pub fn of_oauth1_consumer(consumer_key: String, scopes: Scopes) -> Self {
+        Self {
+            subject: consumer_key.clone(),
+            subject_kind: Some(IdentityKind::Consumer),
+            client_id: Some(consumer_key),
+            scopes: scopes.0,
+            scheme: AuthScheme::OAuth1,
+            expires_at: None,
+            token_id: None,
+            claims: Claims::new(),
+        }
+    }
+
+    /// An OAuth 1.0 request signed with the access token `user` approved
+    /// for `consumer_key`: the user, with `scopes` (what the token, the
+    /// consumer and the user all still allow), the user record's custom
+    /// claims as they are now, until the token's `expires_at`.
+    pub fn of_oauth1_user(
+        user: UserRecord,
+        consumer_key: String,
+        scopes: Scopes,
+        expires_at: i64,
+    ) -> Self {
+        Self {
+            subject: user.username,
+            subject_kind: Some(IdentityKind::User),
+            client_id: Some(consumer_key),
+            scopes: scopes.0,
+            scheme: AuthScheme::OAuth1,
+            expires_at: Some(expires_at),
+            token_id: None,
+            claims: user.claims,
+        }
+    }
+
     /// Whether this is an anonymous caller.
     pub fn is_anonymous(&self) -> bool {
         self.scheme == AuthScheme::Anonymous
@@ -307,5 +362,54 @@ mod tests {
             with(&active()),
             Err(crate::Error::InvalidToken(_))
         ));
+    }
+
+    fn alice() -> UserRecord {
+        let mut claims = Claims::new();
+        claims.insert("org".into(), json!("acme"));
+        UserRecord {
+            username: "alice".into(),
+            password_hash: "h".into(),
+            scopes: vec!["read".into(), "write".into()],
+            claims,
+            created_at: 0,
+            updated_at: 0,
+        }
+    }
+
+    /// The callers HTTP Basic and OAuth 1.0 make: who `$sub`, `$client_id`
+    /// and the custom claims are for row policies.
+    #[test]
+    fn basic_and_oauth1_callers() {
+        let basic = Principal::of_basic_user(alice());
+        assert_eq!(basic.scheme, AuthScheme::Basic);
+        assert_eq!(basic.claim("sub"), Some(json!("alice")));
+        assert_eq!(basic.claim("client_id"), None);
+        assert_eq!(basic.claim("org"), Some(json!("acme")));
+        assert_eq!(basic.expires_at, None);
+        assert!(basic.scopes.contains("write"));
+
+        let consumer = Principal::of_oauth1_consumer(
+            "printer".into(),
+            Scopes::from_list(&["read".to_string()]),
+        );
+        assert_eq!(consumer.scheme, AuthScheme::OAuth1);
+        assert_eq!(consumer.subject_kind, Some(IdentityKind::Consumer));
+        // A consumer acting for itself has no `$sub`.
+        assert_eq!(consumer.claim("sub"), None);
+        assert_eq!(consumer.claim("client_id"), Some(json!("printer")));
+        assert!(consumer.claims.is_empty());
+
+        let user = Principal::of_oauth1_user(
+            alice(),
+            "printer".into(),
+            Scopes::from_list(&["read".to_string()]),
+            99,
+        );
+        assert_eq!(user.claim("sub"), Some(json!("alice")));
+        assert_eq!(user.claim("client_id"), Some(json!("printer")));
+        assert_eq!(user.claim("org"), Some(json!("acme")));
+        assert_eq!(user.expires_at, Some(99));
+        assert_eq!(user.scopes.len(), 1);
     }
 }

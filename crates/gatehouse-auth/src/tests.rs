@@ -121,10 +121,42 @@ impl Fixture {
             .unwrap()
     }
 
+    /// Alice's password grant through `client` (no refresh token).
+    async fn alice_via(&self, client: &ClientRecord, scope: &str) -> Result<TokenResponse> {
+        self.server
+            .password_grant(
+                client,
+                Some("alice"),
+                Some("alice-pw"),
+                Some(scope),
+                false,
+                None,
+            )
+            .await
+    }
+
     async fn validate(&self, token: &str) -> Result<AccessClaims> {
         self.server
             .validate_access_token(token, self.clock.now())
             .await
+    }
+
+    /// Another server over the fixture's store and clock (a restart, or a
+    /// second instance), with `config`, randomness `seed` and `secret`.
+    async fn restart(
+        &self,
+        config: AuthConfig,
+        seed: u64,
+        secret: &str,
+    ) -> Result<Arc<AuthServer>> {
+        AuthServer::start(
+            config,
+            self.repo.clone(),
+            self.clock.clone(),
+            Arc::new(SeededRandom::new(seed)),
+            secret,
+        )
+        .await
     }
 
     async fn exchange(&self, client: &ClientRecord, req: ExchangeRequest) -> Result<TokenResponse> {
@@ -1114,6 +1146,56 @@ async fn failed_logins_are_throttled_per_user_and_address() {
     grant("alice-pw", attacker).await.unwrap();
 }
 
+/// Client authentication has one throttle whichever way the client
+/// authenticates: failures of a confidential client's id named as a public
+/// client (no secret) count with wrong secrets against the same (client,
+/// address) pair, and once it is throttled the right secret is refused
+/// too. Naming a public client proves nothing, so it never clears the pair.
+#[tokio::test]
+async fn client_authentication_has_one_throttle_for_every_method() {
+    let f = fixture().await;
+    let from: Option<std::net::IpAddr> = Some([203, 0, 113, 10].into());
+    let secret = |s: &'static str| ClientProof::Secret {
+        secret: s,
+        as_sent: s,
+    };
+    for i in 0..FREE_FAILURES_PER_ACCOUNT {
+        let proof = if i % 2 == 0 {
+            ClientProof::Public
+        } else {
+            secret("wrong")
+        };
+        let e = f
+            .server
+            .authenticate_client_from("app", proof, from)
+            .await
+            .unwrap_err();
+        assert_eq!(e.to_string(), "invalid_client", "{i}");
+    }
+    let e = f
+        .server
+        .authenticate_client_from("app", ClientProof::Public, from)
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "invalid_client");
+    let e = f
+        .server
+        .authenticate_client_from("app", secret("app-secret"), from)
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_string(), "too_many_requests");
+    f.clock.advance(60);
+    // A secret sent raw (not form-encoded) is tried as sent.
+    let raw = ClientProof::Secret {
+        secret: "app secret",
+        as_sent: "app-secret",
+    };
+    f.server
+        .authenticate_client_from("app", raw, from)
+        .await
+        .unwrap();
+}
+
 /// Each refusal, and — when several faults are present at once — that the
 /// earliest check in the documented order is the one reported.
 #[tokio::test]
@@ -1399,6 +1481,21 @@ async fn revocation() {
 
 // ----- keys -----
 
+/// The kids of the JWKS, in its order.
+fn jwks_kids(server: &AuthServer) -> Vec<String> {
+    server.jwks()["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kid"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The current key of `alg`, as the JWKS publishes it.
+fn current_kid(server: &AuthServer, alg: SigningAlg) -> String {
+    server.signer(alg).unwrap().kid().to_string()
+}
+
 #[tokio::test]
 async fn key_rotation_keeps_old_tokens_valid_until_they_expire() {
     let f = fixture().await;
@@ -1407,20 +1504,28 @@ async fn key_rotation_keeps_old_tokens_valid_until_they_expire() {
         .as_str()
         .unwrap()
         .to_string();
+    let rs_kid = current_kid(&f.server, SigningAlg::Rs256);
+    let es_kid = current_kid(&f.server, SigningAlg::Es256);
     f.clock.advance(60);
-    let new_kid = f.server.rotate_signing_key().await.unwrap();
+    let new_kid = f
+        .server
+        .rotate_signing_key(SigningAlg::EdDsa)
+        .await
+        .unwrap();
     assert_ne!(old_kid, new_kid);
     let fresh = f.alice(None).await;
     assert_eq!(parts(&fresh.access_token).0["kid"], new_kid.as_str());
-    // Both published, current first; the old token still validates.
-    let jwks = f.server.jwks();
-    let kids: Vec<&str> = jwks["keys"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|k| k["kid"].as_str().unwrap())
-        .collect();
-    assert_eq!(kids, vec![new_kid.as_str(), old_kid.as_str()]);
+    // Both published, the current keys first (RS256, EdDSA, ES256), the
+    // retired one last; the keys of the other algorithms did not move.
+    assert_eq!(
+        jwks_kids(&f.server),
+        vec![
+            rs_kid.clone(),
+            new_kid.clone(),
+            es_kid.clone(),
+            old_kid.clone()
+        ]
+    );
     assert!(f.validate(&old.access_token).await.is_ok());
     // The old token lives its whole life (issued at T0, 30 days).
     f.clock.set(T0 + 30 * 86400 - 1);
@@ -1428,56 +1533,84 @@ async fn key_rotation_keeps_old_tokens_valid_until_they_expire() {
     // The old key stays published for the longest lifetime after the
     // rotation (T0 + 60), then disappears.
     f.clock.set(T0 + 60 + 30 * 86400 - 1);
-    assert_eq!(f.server.jwks()["keys"].as_array().unwrap().len(), 2);
+    assert_eq!(jwks_kids(&f.server).len(), 4);
     f.clock.set(T0 + 60 + 30 * 86400);
-    assert_eq!(f.server.jwks()["keys"].as_array().unwrap().len(), 1);
+    assert_eq!(jwks_kids(&f.server), vec![rs_kid, new_kid, es_kid]);
     f.server.purge_expired().await.unwrap();
-    assert_eq!(f.repo.load_keys().await.unwrap().len(), 1);
+    assert_eq!(f.repo.load_keys().await.unwrap().len(), 3);
 }
 
 #[tokio::test]
-async fn restart_keeps_tokens_valid_and_alg_change_rotates() {
+async fn the_rsa_key_rotates_like_the_others() {
+    let f = fixture().await;
+    f.server
+        .admin()
+        .bootstrap_client(
+            &NewClient {
+                client_id: "rp".into(),
+                grants: vec!["password".into()],
+                scopes: vec!["read".into(), "openid".into()],
+                ..Default::default()
+            },
+            "rp-secret",
+        )
+        .await
+        .unwrap();
+    let rp = f.repo.get_client("rp").await.unwrap().unwrap();
+    let sign_in = || f.alice_via(&rp, "openid read");
+    let ed_kid = current_kid(&f.server, SigningAlg::EdDsa);
+    let old_rs = current_kid(&f.server, SigningAlg::Rs256);
+    let before = sign_in().await.unwrap();
+    let id_token = before.id_token.unwrap();
+    assert_eq!(parts(&id_token).0["kid"], old_rs.as_str());
+    f.clock.advance(60);
+    let new_rs = f
+        .server
+        .rotate_signing_key(SigningAlg::Rs256)
+        .await
+        .unwrap();
+    assert_ne!(old_rs, new_rs);
+    // Access tokens keep their key; new ID tokens take the new RSA key,
+    // and the old one stays published for the tokens it signed.
+    let after = sign_in().await.unwrap();
+    assert_eq!(parts(&after.access_token).0["kid"], ed_kid.as_str());
+    assert_eq!(parts(&after.id_token.unwrap()).0["kid"], new_rs.as_str());
+    let kids = jwks_kids(&f.server);
+    assert_eq!(kids.first(), Some(&new_rs));
+    assert!(kids.contains(&old_rs), "{kids:?}");
+    assert!(f.validate(&before.access_token).await.is_ok());
+    // A restart past the maximum age rotates every algorithm's key.
+    f.clock.advance(90 * 86400);
+    let restarted = f.restart(config(), 9, "s3cret").await.unwrap();
+    for (alg, was) in [(SigningAlg::Rs256, &new_rs), (SigningAlg::EdDsa, &ed_kid)] {
+        assert_ne!(&current_kid(&restarted, alg), was, "{alg:?}");
+    }
+}
+
+#[tokio::test]
+async fn restart_keeps_tokens_valid_and_alg_change_switches_keys() {
     let f = fixture().await;
     let r = f.alice(None).await;
-    let restarted = AuthServer::start(
-        config(),
-        f.repo.clone(),
-        f.clock.clone(),
-        Arc::new(SeededRandom::new(7)),
-        "s3cret",
-    )
-    .await
-    .unwrap();
+    let restarted = f.restart(config(), 7, "s3cret").await.unwrap();
     assert!(
         restarted
             .validate_access_token(&r.access_token, f.clock.now())
             .await
             .is_ok()
     );
-    assert_eq!(f.repo.load_keys().await.unwrap().len(), 1, "no new key");
+    assert_eq!(
+        f.repo.load_keys().await.unwrap().len(),
+        SigningAlg::ALL.len(),
+        "one key per algorithm, no new one"
+    );
     // Wrong secret: refuses to start rather than sign with a new key.
-    let e = AuthServer::start(
-        config(),
-        f.repo.clone(),
-        f.clock.clone(),
-        Arc::new(SeededRandom::new(7)),
-        "other",
-    )
-    .await
-    .unwrap_err();
+    let e = f.restart(config(), 7, "other").await.unwrap_err();
     assert_eq!(e.to_string(), "server_error");
-    // Algorithm change: a new ES256 key, the EdDSA one still verifies.
+    // Algorithm change: access tokens are signed by the ES256 key the
+    // server already keeps; the EdDSA one still verifies.
     let mut cfg = config();
     cfg.signing_alg = SigningAlg::Es256;
-    let es = AuthServer::start(
-        cfg,
-        f.repo.clone(),
-        f.clock.clone(),
-        Arc::new(SeededRandom::new(8)),
-        "s3cret",
-    )
-    .await
-    .unwrap();
+    let es = f.restart(cfg, 8, "s3cret").await.unwrap();
     assert!(
         es.validate_access_token(&r.access_token, f.clock.now())
             .await
@@ -1485,9 +1618,113 @@ async fn restart_keeps_tokens_valid_and_alg_change_rotates() {
     );
     let t = es.client_credentials_grant(&f.app, None).await.unwrap();
     assert_eq!(parts(&t.access_token).0["alg"], "ES256");
-    // The first instance learns about the new key when it sees its kid.
-    f.clock.advance(11);
+    assert_eq!(
+        parts(&t.access_token).0["kid"],
+        current_kid(&f.server, SigningAlg::Es256).as_str()
+    );
     assert!(f.validate(&t.access_token).await.is_ok());
+    assert_eq!(
+        f.repo.load_keys().await.unwrap().len(),
+        SigningAlg::ALL.len()
+    );
+}
+
+/// A database whose only key is the EdDSA one of a server that kept a key
+/// for access tokens alone gains the others at the next start, and keeps
+/// its key (the tokens it signed stay valid).
+#[tokio::test]
+async fn a_database_with_one_key_gains_one_per_algorithm() {
+    let clock = Arc::new(ManualClock::new(T0));
+    let repo = Arc::new(MemoryRepo::new());
+    let cipher = KeyCipher::from_secret("s3cret").unwrap();
+    let old = generate_key(SigningAlg::EdDsa, &cipher, &SeededRandom::new(3), T0 - 10).unwrap();
+    repo.insert_key(&old).await.unwrap();
+    let server = AuthServer::start(
+        config(),
+        repo.clone(),
+        clock.clone(),
+        Arc::new(SeededRandom::new(4)),
+        "s3cret",
+    )
+    .await
+    .unwrap();
+    let keys = repo.load_keys().await.unwrap();
+    assert_eq!(keys.len(), 3);
+    assert!(keys.iter().all(|k| k.retired_at.is_none()));
+    assert_eq!(current_kid(&server, SigningAlg::EdDsa), old.kid);
+    let jwks = server.jwks();
+    let rsa: Vec<&Value> = jwks["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|k| k["kty"] == "RSA")
+        .collect();
+    assert_eq!(rsa.len(), 1);
+    assert_eq!(rsa[0]["alg"], "RS256");
+    assert_eq!(rsa[0]["use"], "sig");
+    assert_eq!(rsa[0]["e"], "AQAB");
+    // 2048 bits: 256 bytes of modulus, 342 base64url characters.
+    assert_eq!(rsa[0]["n"].as_str().unwrap().len(), 342);
+    assert!(rsa[0].get("d").is_none());
+}
+
+#[tokio::test]
+async fn id_tokens_are_rs256_unless_the_client_registered_another_alg() {
+    for access_alg in SigningAlg::ALL {
+        let mut cfg = config();
+        cfg.signing_alg = access_alg;
+        let f = fixture_with(cfg).await;
+        let admin = f.server.admin();
+        let all = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        for asked in [
+            None,
+            Some(SigningAlg::Rs256),
+            Some(SigningAlg::EdDsa),
+            Some(SigningAlg::Es256),
+        ] {
+            let id = format!("rp-{}", asked.map_or("default", SigningAlg::as_str));
+            admin
+                .bootstrap_client(
+                    &NewClient {
+                        client_id: id.clone(),
+                        grants: all(&["password"]),
+                        scopes: all(&["openid", "read"]),
+                        id_token_signed_response_alg: asked,
+                        ..Default::default()
+                    },
+                    "rp-secret",
+                )
+                .await
+                .unwrap();
+            let client = f.repo.get_client(&id).await.unwrap().unwrap();
+            assert_eq!(client.id_token_signed_response_alg, asked);
+            let t = f.alice_via(&client, "openid read").await.unwrap();
+            let want = asked.unwrap_or(SigningAlg::Rs256);
+            assert_eq!(parts(&t.access_token).0["alg"], access_alg.as_str());
+            let id_token = t.id_token.unwrap();
+            let (header, claims) = parts(&id_token);
+            assert_eq!(header["alg"], want.as_str(), "{access_alg:?} {asked:?}");
+            assert_eq!(header["typ"], "JWT");
+            assert_eq!(claims["aud"], id.as_str());
+            // at_hash follows the ID token's algorithm, not the access token's.
+            assert_eq!(
+                claims["at_hash"],
+                crate::oidc::token_hash(want, &t.access_token).as_str()
+            );
+            // Verified by an independent implementation through the JWKS.
+            let jwks: jsonwebtoken::jwk::JwkSet = serde_json::from_value(f.server.jwks()).unwrap();
+            let h = jsonwebtoken::decode_header(&id_token).unwrap();
+            let key =
+                jsonwebtoken::DecodingKey::from_jwk(jwks.find(h.kid.as_deref().unwrap()).unwrap())
+                    .unwrap();
+            let mut v = jsonwebtoken::Validation::new(h.alg);
+            v.set_audience(&[id.as_str()]);
+            v.set_issuer(&[ISSUER]);
+            v.validate_exp = false;
+            jsonwebtoken::decode::<Value>(&id_token, &key, &v)
+                .unwrap_or_else(|e| panic!("{access_alg:?} {asked:?}: {e}"));
+        }
+    }
 }
 
 #[tokio::test]
@@ -1897,28 +2134,24 @@ async fn the_password_grant_with_openid_returns_an_id_token() {
         .await
         .unwrap();
     let rp = f.repo.get_client("rp").await.unwrap().unwrap();
-    let r = f
-        .server
-        .password_grant(
-            &rp,
-            Some("alice"),
-            Some("alice-pw"),
-            Some("openid read"),
-            false,
-            None,
-        )
-        .await
-        .unwrap();
+    let r = f.alice_via(&rp, "openid read").await.unwrap();
     let id = r.id_token.expect("an id_token with openid");
     let (header, claims) = parts(&id);
-    assert_eq!(header["kid"], parts(&r.access_token).0["kid"]);
+    // RS256 (the client registered no algorithm), though access tokens are
+    // EdDSA.
+    assert_eq!(header["alg"], "RS256");
+    assert_eq!(
+        header["kid"],
+        current_kid(&f.server, SigningAlg::Rs256).as_str()
+    );
+    assert_eq!(parts(&r.access_token).0["alg"], "EdDSA");
     assert_eq!(claims["iss"], ISSUER);
     assert_eq!(claims["sub"], "alice");
     assert_eq!(claims["aud"], "rp");
     assert_eq!(claims["auth_time"], f.clock.now());
     assert_eq!(
         claims["at_hash"],
-        crate::oidc::token_hash(SigningAlg::EdDsa, &r.access_token)
+        crate::oidc::token_hash(SigningAlg::Rs256, &r.access_token)
     );
     // Without openid: none.
     let r = f

@@ -14,7 +14,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use gatehouse_auth::oauth1::{SignedRequest, has_oauth1_params};
-use gatehouse_auth::{AuthScheme, AuthServer, Principal};
+use gatehouse_auth::{AuthServer, Principal};
 use gatehouse_graphql::error::Code;
 use quick_cache::sync::Cache;
 use serde_json::json;
@@ -356,17 +356,9 @@ impl Authenticator {
                 (Arc::from(user.password_hash.as_str()), Instant::now()),
             );
         }
-        Ok(Principal {
-            subject: user.username.clone(),
-            subject_kind: Some(gatehouse_auth::IdentityKind::User),
-            client_id: None,
-            scopes: user.scopes.iter().cloned().collect(),
-            scheme: AuthScheme::Basic,
-            expires_at: None,
-            token_id: None,
-            // Read from the record on every request, like the password.
-            claims: user.claims,
-        })
+        // Scopes and claims read from the record on every request, like
+        // the password.
+        Ok(Principal::of_basic_user(user))
     }
 }
 

@@ -10,7 +10,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::HeaderMap;
 use axum::http::request::Parts;
 
-use gatehouse_auth::{Account, ClientRecord, Error};
+use gatehouse_auth::{ClientProof, ClientRecord, Error};
 
 use crate::form::{self, Basic, Params};
 use crate::{OAuthError, OAuthState, client_addr};
@@ -102,9 +102,10 @@ impl FromRequest<OAuthState> for Authenticated {
 /// (RFC 6749 §2.1, `none`).
 ///
 /// Failed authentications are throttled per address and per (client,
-/// address) before the secret is looked at; the client's rate bucket is
-/// charged only after it authenticated, so strangers cannot
-/// use it up.
+/// address) before the secret is looked at
+/// ([`gatehouse_auth::AuthServer::authenticate_client_from`], the one
+/// rule for every method); the client's rate bucket is charged only after
+/// it authenticated, so strangers cannot use it up.
 async fn authenticate(
     state: &OAuthState,
     headers: &HeaderMap,
@@ -112,31 +113,49 @@ async fn authenticate(
     addr: IpAddr,
 ) -> Result<ClientRecord, OAuthError> {
     let server = &state.inner.server;
-    let throttle = server.login_throttle();
-    let now = server.now();
     let from = Some(addr);
+    // No client to charge: the address alone.
     let refuse = |what: &'static str| -> Result<ClientRecord, OAuthError> {
+        let throttle = server.login_throttle();
+        let now = server.now();
         throttle
             .check_address(from, now)
             .map_err(OAuthError::TooManyRequests)?;
         throttle.failed_address(from, now);
         Err(Error::InvalidClient(what.into()).into())
     };
-    let creds = match (form::basic_credentials(headers), params.get("client_id")) {
+    let basic;
+    let (client_id, proof) = match (form::basic_credentials(headers), params.get("client_id")) {
         (Basic::Present(_), _) if params.get("client_secret").is_some() => {
             return Err(OAuthError::invalid_request(
                 "send client credentials either with HTTP Basic or in the body, not both",
             ));
         }
-        (Basic::Present(c), _) => c,
+        (Basic::Present(c), body_id) => {
+            if body_id.is_some_and(|id| id != c.client_id) {
+                return Err(OAuthError::invalid_request(
+                    "`client_id` differs from the authenticated client",
+                ));
+            }
+            basic = c;
+            (
+                basic.client_id.as_str(),
+                ClientProof::Secret {
+                    secret: &basic.secret,
+                    as_sent: &basic.raw_secret,
+                },
+            )
+        }
         (Basic::Malformed, _) => return refuse("malformed HTTP Basic credentials"),
         (Basic::Missing, Some(id)) => match params.get("client_secret") {
-            Some(secret) => form::BasicCredentials {
-                client_id: id.to_string(),
-                secret: secret.to_string(),
-                raw_secret: secret.to_string(),
-            },
-            None => return authenticate_public(state, id, addr).await,
+            Some(secret) => (
+                id,
+                ClientProof::Secret {
+                    secret,
+                    as_sent: secret,
+                },
+            ),
+            None => (id, ClientProof::Public),
         },
         (Basic::Missing, None) => {
             return refuse(
@@ -144,81 +163,13 @@ async fn authenticate(
             );
         }
     };
-    if let Some(id) = params.get("client_id")
-        && id != creds.client_id
-    {
-        return Err(OAuthError::invalid_request(
-            "`client_id` differs from the authenticated client",
-        ));
-    }
-    let account = Account::Client(&creds.client_id);
-    throttle
-        .check(account, from, now)
+    let client = server
+        .authenticate_client_from(client_id, proof, from)
+        .await?;
+    state
+        .inner
+        .rates
+        .check_client(&client.client_id)
         .map_err(OAuthError::TooManyRequests)?;
-    let result = match server
-        .authenticate_client(&creds.client_id, &creds.secret)
-        .await
-    {
-        // Clients that do not form-encode (curl -u, many libraries): try the
-        // secret exactly as sent.
-        Err(Error::InvalidClient(_)) if creds.raw_secret != creds.secret => {
-            server
-                .authenticate_client(&creds.client_id, &creds.raw_secret)
-                .await
-        }
-        other => other,
-    };
-    match result {
-        Ok(c) => {
-            throttle.succeeded(account, from);
-            state
-                .inner
-                .rates
-                .check_client(&c.client_id)
-                .map_err(OAuthError::TooManyRequests)?;
-            Ok(c)
-        }
-        Err(e) => {
-            if matches!(e, Error::InvalidClient(_)) {
-                tracing::info!(%addr, "failed client authentication");
-                throttle.failed(account, from, now);
-            }
-            Err(e.into())
-        }
-    }
-}
-
-/// A public client naming itself with `client_id` (no secret to check):
-/// only a client registered as public is accepted so. Unknown ids and
-/// confidential clients are failures like a wrong secret.
-async fn authenticate_public(
-    state: &OAuthState,
-    client_id: &str,
-    addr: IpAddr,
-) -> Result<ClientRecord, OAuthError> {
-    let server = &state.inner.server;
-    let throttle = server.login_throttle();
-    let now = server.now();
-    let from = Some(addr);
-    let account = Account::Client(client_id);
-    throttle
-        .check(account, from, now)
-        .map_err(OAuthError::TooManyRequests)?;
-    match server.authenticate_public_client(client_id).await {
-        Ok(c) => {
-            state
-                .inner
-                .rates
-                .check_client(&c.client_id)
-                .map_err(OAuthError::TooManyRequests)?;
-            Ok(c)
-        }
-        Err(e) => {
-            if matches!(e, Error::InvalidClient(_)) {
-                tracing::info!(%addr, "failed public client authentication");
-                throttle.failed(account, from, now);
-            }
-            Err(e.into())
-        }
-    }
+    Ok(client)
 }

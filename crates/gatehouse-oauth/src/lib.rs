@@ -53,10 +53,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 
-use gatehouse_auth::{
-    AuthServer, Error, ExchangeRequest, GRANT_AUTHORIZATION_CODE, GRANT_CLIENT_CREDENTIALS,
-    GRANT_PASSWORD, GRANT_REFRESH_TOKEN, GRANT_TOKEN_EXCHANGE, KNOWN_GRANTS, TokenResponse,
-};
+use gatehouse_auth::{AuthServer, Error, ExchangeRequest, Grant, TokenRequest, TokenResponse};
 
 use crate::error::OAuthError;
 use crate::extract::Authenticated;
@@ -165,6 +162,17 @@ enum Endpoint {
     AccessToken,
     /// `/oauth/refresh_token`: refresh only; `grant_type` may be omitted.
     RefreshToken,
+}
+
+impl Endpoint {
+    /// Whether a request for `grant` is answered here.
+    fn serves(self, grant: Grant) -> bool {
+        match self {
+            Endpoint::Token => true,
+            Endpoint::AccessToken => matches!(grant, Grant::Password | Grant::ClientCredentials),
+            Endpoint::RefreshToken => grant == Grant::RefreshToken,
+        }
+    }
 }
 
 /// The OAuth routes: `POST /oauth/token`, `/oauth2/token`,
@@ -281,8 +289,8 @@ async fn token_endpoint(
     }
 }
 
-/// A token request: the tokens and the grant that issued them (one of
-/// [`KNOWN_GRANTS`], never caller text, so it can label a metric).
+/// A token request: the tokens and the grant that issued them (its
+/// `grant_type`, never caller text, so it can label a metric).
 async fn token(
     state: &OAuthState,
     req: Request,
@@ -294,80 +302,32 @@ async fn token(
         peer,
     } = Authenticated::from_request(req, state).await?;
     let grant = match (params.get("grant_type"), endpoint) {
-        (Some(g), _) => g,
+        (Some(g), _) => Grant::parse(g),
         // grant_type may be omitted on /oauth/refresh_token only.
-        (None, Endpoint::RefreshToken) => GRANT_REFRESH_TOKEN,
+        (None, Endpoint::RefreshToken) => Some(Grant::RefreshToken),
         (None, _) => {
             return Err(OAuthError::invalid_request(
                 "the `grant_type` parameter is required",
             ));
         }
     };
-    let served = match endpoint {
-        Endpoint::Token => KNOWN_GRANTS.contains(&grant),
-        Endpoint::AccessToken => grant == GRANT_PASSWORD || grant == GRANT_CLIENT_CREDENTIALS,
-        Endpoint::RefreshToken => grant == GRANT_REFRESH_TOKEN,
-    };
-    let Some(grant) = KNOWN_GRANTS.iter().copied().find(|g| served && *g == grant) else {
+    let Some(grant) = grant.filter(|g| endpoint.serves(*g)) else {
         return Err(Error::UnsupportedGrantType(
             "this grant type is not supported at this endpoint".into(),
         )
         .into());
     };
-    let server = &state.inner.server;
-    let result = match grant {
-        GRANT_AUTHORIZATION_CODE => {
-            server
-                .authorization_code_grant(
-                    &client,
-                    params.get("code"),
-                    params.get("redirect_uri"),
-                    params.get("code_verifier"),
-                )
-                .await
-        }
-        // Failed logins are throttled per (user, address) and per address
-        // inside the grant (`AuthServer::check_user_password`).
-        GRANT_PASSWORD => {
-            server
-                .password_grant(
-                    &client,
-                    params.get("username"),
-                    params.get("password"),
-                    params.get("scope"),
-                    endpoint != Endpoint::AccessToken,
-                    Some(peer),
-                )
-                .await
-        }
-        GRANT_CLIENT_CREDENTIALS => {
-            server
-                .client_credentials_grant(&client, params.get("scope"))
-                .await
-        }
-        GRANT_REFRESH_TOKEN => {
-            server
-                .refresh_grant(&client, params.get("refresh_token"), params.get("scope"))
-                .await
-        }
-        GRANT_TOKEN_EXCHANGE => {
-            let req = ExchangeRequest {
-                subject_token: params.owned("subject_token"),
-                subject_token_type: params.owned("subject_token_type"),
-                actor_token: params.owned("actor_token"),
-                actor_token_type: params.owned("actor_token_type"),
-                scope: params.owned("scope"),
-                audience: params.all("audience"),
-                resource: params.all("resource"),
-                requested_token_type: params.owned("requested_token_type"),
-            };
-            server.token_exchange(&client, &req).await
-        }
-        _ => Err(Error::UnsupportedGrantType(
-            "this grant type is not supported at this endpoint".into(),
-        )),
-    };
-    match result {
+    let request = token_request(grant, &params);
+    let allow_refresh = endpoint != Endpoint::AccessToken;
+    let grant = grant.as_str();
+    // Failed logins are throttled per (user, address) and per address
+    // inside the password grant (`AuthServer::check_user_password`).
+    match state
+        .inner
+        .server
+        .token(&client, &request, allow_refresh, Some(peer))
+        .await
+    {
         Ok(tokens) => {
             tracing::debug!(client_id = %client.client_id, grant_type = grant, "token issued");
             Ok((grant, tokens))
@@ -376,6 +336,40 @@ async fn token(
             tracing::debug!(client_id = %client.client_id, grant_type = grant, error = e.code(), "token request refused");
             Err(e.into())
         }
+    }
+}
+
+/// The parameters `grant` reads from a token request's form, parsed once
+/// here.
+fn token_request(grant: Grant, params: &Params) -> TokenRequest<'_> {
+    match grant {
+        Grant::AuthorizationCode => TokenRequest::AuthorizationCode {
+            code: params.get("code"),
+            redirect_uri: params.get("redirect_uri"),
+            code_verifier: params.get("code_verifier"),
+        },
+        Grant::Password => TokenRequest::Password {
+            username: params.get("username"),
+            password: params.get("password"),
+            scope: params.get("scope"),
+        },
+        Grant::ClientCredentials => TokenRequest::ClientCredentials {
+            scope: params.get("scope"),
+        },
+        Grant::RefreshToken => TokenRequest::RefreshToken {
+            refresh_token: params.get("refresh_token"),
+            scope: params.get("scope"),
+        },
+        Grant::TokenExchange => TokenRequest::TokenExchange(ExchangeRequest {
+            subject_token: params.owned("subject_token"),
+            subject_token_type: params.owned("subject_token_type"),
+            actor_token: params.owned("actor_token"),
+            actor_token_type: params.owned("actor_token_type"),
+            scope: params.owned("scope"),
+            audience: params.all("audience"),
+            resource: params.all("resource"),
+            requested_token_type: params.owned("requested_token_type"),
+        }),
     }
 }
 
@@ -426,4 +420,60 @@ async fn jwks(State(state): State<OAuthState>) -> Response {
         HeaderValue::from_static("public, max-age=300"),
     );
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Which grants each token path answers: every grant on `/oauth/token`,
+    /// never a refresh token from `/oauth/access_token`, refresh only on
+    /// `/oauth/refresh_token`.
+    #[test]
+    fn each_token_path_serves_its_grants() {
+        let served = |e: Endpoint| -> Vec<&str> {
+            Grant::ALL
+                .into_iter()
+                .filter(|g| e.serves(*g))
+                .map(Grant::as_str)
+                .collect()
+        };
+        assert_eq!(
+            served(Endpoint::Token),
+            Grant::ALL.map(Grant::as_str).to_vec()
+        );
+        assert_eq!(
+            served(Endpoint::AccessToken),
+            ["password", "client_credentials"]
+        );
+        assert_eq!(served(Endpoint::RefreshToken), ["refresh_token"]);
+    }
+
+    /// The grant's own parameters, and nothing of its secrets in `Debug`.
+    #[test]
+    fn a_token_request_reads_its_grants_parameters() {
+        let params = form::parse_form(
+            b"grant_type=password&username=alice&password=hunter2&scope=read&code=c",
+        )
+        .unwrap_or_else(|_| panic!("a valid form"));
+        let req = token_request(Grant::Password, &params);
+        assert!(matches!(
+            req,
+            TokenRequest::Password {
+                username: Some("alice"),
+                password: Some("hunter2"),
+                scope: Some("read"),
+            }
+        ));
+        assert_eq!(format!("{req:?}"), "TokenRequest(password)");
+        let req = token_request(Grant::AuthorizationCode, &params);
+        assert!(matches!(
+            req,
+            TokenRequest::AuthorizationCode {
+                code: Some("c"),
+                redirect_uri: None,
+                code_verifier: None,
+            }
+        ));
+    }
 }

@@ -3,9 +3,9 @@
 //! Connect Discovery 1.0 §3 provider configuration
 //! (`/.well-known/openid-configuration`): one builder, so the two never
 //! disagree. What it lists comes from the places that decide it: grants
-//! from [`KNOWN_GRANTS`], client authentication from
-//! [`CLIENT_AUTH_METHODS`], the signing algorithm from the server's
-//! configuration.
+//! from [`Grant::ALL`], client authentication from
+//! [`CLIENT_AUTH_METHODS`], the ID token algorithms from [`SigningAlg::ALL`]
+//! (the server keeps a key of each).
 
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use gatehouse_auth::oidc::{IDENTITY_SCOPES, STANDARD_CLAIMS};
 use gatehouse_auth::{
-    CLIENT_AUTH_METHODS, INTROSPECTION_AUTH_METHODS, KNOWN_GRANTS, SCOPE_OFFLINE_ACCESS,
+    CLIENT_AUTH_METHODS, Grant, INTROSPECTION_AUTH_METHODS, SCOPE_OFFLINE_ACCESS, SigningAlg,
 };
 
 use crate::OAuthState;
@@ -40,7 +40,7 @@ pub(crate) fn document(state: &OAuthState) -> Value {
         "jwks_uri": format!("{base}/.well-known/jwks.json"),
         "introspection_endpoint": format!("{base}/oauth/introspect"),
         "revocation_endpoint": format!("{base}/oauth/revoke"),
-        "grant_types_supported": KNOWN_GRANTS,
+        "grant_types_supported": Grant::ALL.map(Grant::as_str),
         // The code flow: PKCE with S256 only, the answer in the query, with
         // `iss` (RFC 9207).
         "response_types_supported": ["code"],
@@ -52,7 +52,10 @@ pub(crate) fn document(state: &OAuthState) -> Value {
         "revocation_endpoint_auth_methods_supported": CLIENT_AUTH_METHODS,
         "scopes_supported": scopes,
         "subject_types_supported": ["public"],
-        "id_token_signing_alg_values_supported": [server.config().signing_alg.as_str()],
+        // RS256 first: OpenID Connect Discovery §3 requires it, and it signs
+        // the ID tokens of a client that registered no algorithm.
+        "id_token_signing_alg_values_supported":
+            SigningAlg::ALL.map(SigningAlg::as_str),
         "claims_supported": claims,
         "claim_types_supported": ["normal"],
         // Discovery §3: these default to true when absent.

@@ -30,6 +30,10 @@ pub enum ClientCommand {
         /// A first-party client: the sign-in flow shows no consent page.
         #[arg(long)]
         first_party: bool,
+        /// OpenID Connect `id_token_signed_response_alg`: how the client's ID tokens are
+        /// signed (RS256, EdDSA or ES256). Default: RS256.
+        #[arg(long = "id-token-alg", value_parser = parse_signing_alg)]
+        id_token_alg: Option<gatehouse_auth::SigningAlg>,
         /// Scopes the client may obtain, space-separated (e.g. "read write").
         #[arg(long, default_value = "")]
         scopes: String,
@@ -189,11 +193,17 @@ fn failed(e: &gatehouse_auth::Error) -> anyhow::Error {
     anyhow::anyhow!("{}", crate::auth::describe(e))
 }
 
+/// A JWS algorithm named on the command line.
+fn parse_signing_alg(s: &str) -> Result<gatehouse_auth::SigningAlg, String> {
+    gatehouse_auth::SigningAlg::parse(s)
+        .ok_or_else(|| format!("{s:?} is not a signing algorithm: RS256, EdDSA or ES256"))
+}
+
 /// Runs a `client` subcommand.
 pub fn client(cmd: ClientCommand) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(async move {
         match cmd {
-            ClientCommand::Add { name, mut grants, redirect_uris, public, first_party, scopes: sc, audiences, may_exchange, out, store } => {
+            ClientCommand::Add { name, mut grants, redirect_uris, public, first_party, id_token_alg, scopes: sc, audiences, may_exchange, out, store } => {
                 let Some((admin, store)) = open(&store).await? else { return Ok(ExitCode::FAILURE) };
                 if grants.is_empty() {
                     grants = vec![gatehouse_auth::GRANT_AUTHORIZATION_CODE.into(), gatehouse_auth::GRANT_REFRESH_TOKEN.into()];
@@ -201,7 +211,7 @@ pub fn client(cmd: ClientCommand) -> anyhow::Result<ExitCode> {
                 if may_exchange && !grants.iter().any(|g| g == "token-exchange" || g == gatehouse_auth::GRANT_TOKEN_EXCHANGE) {
                     grants.push("token-exchange".into());
                 }
-                let new = NewClient { client_id: name, grants, scopes: scopes(&sc), audiences, redirect_uris, public, first_party };
+                let new = NewClient { client_id: name, grants, scopes: scopes(&sc), audiences, redirect_uris, public, first_party, id_token_signed_response_alg: id_token_alg };
                 let (info, secret) = admin.add_client(&new).await.map_err(|e| failed(&e))?;
                 store.close().await;
                 match (out.json, secret) {
@@ -226,7 +236,7 @@ pub fn client(cmd: ClientCommand) -> anyhow::Result<ExitCode> {
                             (false, true) => "confidential,first-party",
                             (false, false) => "confidential",
                         };
-                        println!("{}\t{kind}\tgrants={}\tscopes={}\taudiences={}\tredirect_uris={}", c.client_id, c.grants.join(","), c.scopes.join(" "), c.audiences.join(","), c.redirect_uris.join(" "));
+                        println!("{}\t{kind}\tgrants={}\tscopes={}\taudiences={}\tredirect_uris={}\tid_token_alg={}", c.client_id, c.grants.join(","), c.scopes.join(" "), c.audiences.join(","), c.redirect_uris.join(" "), c.id_token_signed_response_alg);
                     }
                 }
                 Ok(ExitCode::SUCCESS)

@@ -9,7 +9,7 @@ use gatehouse_auth::{
     Admin, AuthConfig, AuthRepo, AuthServer, NewClient, SystemClock, SystemRandom,
 };
 
-use crate::config::{Config, SigningAlg};
+use crate::config::Config;
 
 /// Environment variable holding the secret that encrypts signing keys at rest.
 pub const SECRET_ENV: &str = "GATEHOUSE_SECRET";
@@ -169,11 +169,7 @@ pub fn auth_config(config: &Config, issuer: &str) -> AuthConfig {
     c.oauth1_timestamp_window = config.limits.oauth1_timestamp_window.0;
     c.sign_up = config.auth.sign_up;
     c.sign_up_scopes = config.auth.sign_up_scopes.clone();
-    c.signing_alg = match t.signing_alg {
-        SigningAlg::EdDsa => gatehouse_auth::SigningAlg::EdDsa,
-        SigningAlg::Es256 => gatehouse_auth::SigningAlg::Es256,
-        SigningAlg::Rs256 => gatehouse_auth::SigningAlg::Rs256,
-    };
+    c.signing_alg = t.signing_alg.into();
     c
 }
 
@@ -277,6 +273,7 @@ pub async fn bootstrap(admin: &Admin, config: &Config) -> anyhow::Result<()> {
             redirect_uris: c.redirect_uris.clone(),
             public: c.public,
             first_party: c.first_party,
+            id_token_signed_response_alg: c.id_token_signed_response_alg.map(Into::into),
         };
         let outcome = match (&c.client_secret, c.public) {
             (Some(secret), false) => admin.bootstrap_client(&new, secret).await,

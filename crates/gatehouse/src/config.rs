@@ -232,6 +232,16 @@ pub enum SigningAlg {
     Rs256,
 }
 
+impl From<SigningAlg> for gatehouse_auth::SigningAlg {
+    fn from(alg: SigningAlg) -> Self {
+        match alg {
+            SigningAlg::EdDsa => gatehouse_auth::SigningAlg::EdDsa,
+            SigningAlg::Es256 => gatehouse_auth::SigningAlg::Es256,
+            SigningAlg::Rs256 => gatehouse_auth::SigningAlg::Rs256,
+        }
+    }
+}
+
 /// `[limits]`: request limits.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -465,6 +475,10 @@ pub struct BootstrapClient {
     /// A first-party client: the sign-in flow shows no consent page.
     #[serde(default)]
     pub first_party: bool,
+    /// OpenID Connect `id_token_signed_response_alg`: the algorithm of the
+    /// client's ID tokens (`RS256`, `EdDSA` or `ES256`). Unset: RS256.
+    #[serde(default)]
+    pub id_token_signed_response_alg: Option<SigningAlg>,
 }
 
 impl fmt::Debug for BootstrapClient {
@@ -481,6 +495,10 @@ impl fmt::Debug for BootstrapClient {
             .field("redirect_uris", &self.redirect_uris)
             .field("public", &self.public)
             .field("first_party", &self.first_party)
+            .field(
+                "id_token_signed_response_alg",
+                &self.id_token_signed_response_alg,
+            )
             .finish()
     }
 }
@@ -1572,6 +1590,7 @@ mod tests {
             redirect_uris: vec!["https://app.example/cb".into()],
             public: false,
             first_party: false,
+            id_token_signed_response_alg: None,
         });
         c.bootstrap.users.push(BootstrapUser {
             username: "u".into(),
@@ -1792,6 +1811,7 @@ mod tests {
             redirect_uris: vec![],
             public: false,
             first_party: false,
+            id_token_signed_response_alg: Some(SigningAlg::Es256),
         };
         let u = BootstrapUser {
             username: "u".into(),

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use gatehouse_auth::{
     AuthConfig, AuthRepo, AuthServer, ClientRecord, ClientType, Clock, CodeRecord, ConsumerRecord,
     Error, Grant, IdentityKind, KeyRecord, MemoryRepo, NameTaken, NewClient, NewIdentity,
-    OAuth1TokenKind, OAuth1TokenRecord, SystemClock, SystemRandom, TokenKind, TokenRecord,
-    UserRecord,
+    OAuth1TokenKind, OAuth1TokenRecord, SigningAlg, SystemClock, SystemRandom, TokenKind,
+    TokenRecord, UserRecord,
 };
 use gatehouse_auth_store::SqlAuthRepo;
 use gatehouse_store::{Store, StoreOptions};
@@ -45,6 +45,9 @@ fn client(id: &str, t: i64) -> ClientRecord {
         } else {
             vec![]
         },
+        // Every third registered an ID token algorithm; the others take
+        // the default.
+        id_token_signed_response_alg: (t % 3 == 0).then_some(SigningAlg::Es256),
     }
 }
 
@@ -995,8 +998,8 @@ async fn two_instances_share_tokens_and_revocations() {
         let two = auth_server(&s2).await;
         assert_eq!(
             two.repo().load_keys().await.unwrap().len(),
-            1,
-            "{be}: the second instance uses the first one's key"
+            SigningAlg::ALL.len(),
+            "{be}: the second instance uses the first one's keys"
         );
 
         let c1 = one.authenticate_client("app", "app-secret").await.unwrap();
@@ -1069,6 +1072,130 @@ async fn two_instances_share_tokens_and_revocations() {
     }
 }
 
+/// The kids of the stored keys, sorted.
+async fn kids(repo: &dyn AuthRepo) -> Vec<String> {
+    let mut kids: Vec<String> = repo
+        .load_keys()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|k| k.kid)
+        .collect();
+    kids.sort();
+    kids
+}
+
+/// A first server on `db`: the bootstrap registrations and a password
+/// grant; the tokens and the keys it stored, with the store closed.
+async fn first_start(db: &TestDb) -> (gatehouse_auth::TokenResponse, Vec<KeyRecord>) {
+    let s = db.open(SDL).await;
+    let auth = auth_server(&s).await;
+    bootstrap(&auth).await;
+    let c = auth.authenticate_client("app", "app-secret").await.unwrap();
+    let t = auth
+        .password_grant(&c, Some("alice"), Some("correct horse"), None, true, None)
+        .await
+        .unwrap();
+    let keys = auth.repo().load_keys().await.unwrap();
+    drop(auth);
+    s.close().await;
+    (t, keys)
+}
+
+/// A database from when the server kept one signing key (the access
+/// tokens', EdDSA) gains an RS256 key (and an ES256 one) at the next
+/// start: the old key stays current for access tokens and the tokens it
+/// signed stay valid; ID tokens are RS256, verified through the JWKS by
+/// an independent implementation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_with_one_key_gains_the_rsa_key() {
+    for db in TestDb::each().await {
+        let be = db.backend();
+        eprintln!("backend: {be}");
+        let (token, keys) = first_start(&db).await;
+        let old_kid = keys.into_iter().find(|k| k.alg == "EdDSA").unwrap().kid;
+        // What the keys table held before: the EdDSA key alone.
+        let only_eddsa = "DELETE FROM \"_gatehouse_oauth_keys\" WHERE alg <> 'EdDSA'";
+        match db.sqlite_path() {
+            Some(path) => {
+                rusqlite::Connection::open(path)
+                    .unwrap()
+                    .execute_batch(only_eddsa)
+                    .unwrap();
+            }
+            None => gatehouse_testkit::pg_execute(db.url(), only_eddsa)
+                .await
+                .unwrap(),
+        }
+        let s = db.open(SDL).await;
+        assert_eq!(
+            kids(&SqlAuthRepo::new(s.db().clone())).await,
+            vec![old_kid.clone()],
+            "{be}"
+        );
+        let auth = auth_server(&s).await;
+        let keys = auth.repo().load_keys().await.unwrap();
+        let mut algs: Vec<&str> = keys.iter().map(|k| k.alg.as_str()).collect();
+        algs.sort();
+        assert_eq!(algs, ["ES256", "EdDSA", "RS256"], "{be}");
+        assert!(keys.iter().all(|k| k.retired_at.is_none()), "{be}");
+        assert!(keys.iter().any(|k| k.kid == old_kid), "{be}");
+        // The old token still validates; new access tokens use the old key.
+        auth.validate_access_token(&token.access_token, now())
+            .await
+            .unwrap();
+        let c = auth.authenticate_client("app", "app-secret").await.unwrap();
+        let fresh = auth
+            .refresh_grant(&c, token.refresh_token.as_deref(), None)
+            .await
+            .unwrap();
+        let header = jsonwebtoken::decode_header(&fresh.access_token).unwrap();
+        assert_eq!(header.kid.as_deref(), Some(old_kid.as_str()), "{be}");
+        // The JWKS publishes the RSA key; an ID token is RS256.
+        let jwks: jsonwebtoken::jwk::JwkSet = serde_json::from_value(auth.jwks()).unwrap();
+        assert_eq!(jwks.keys.len(), 3, "{be}");
+        auth.admin()
+            .bootstrap_client(
+                &NewClient {
+                    client_id: "rp".into(),
+                    grants: strings(&["password"]),
+                    scopes: strings(&["openid", "read"]),
+                    ..Default::default()
+                },
+                "rp-secret",
+            )
+            .await
+            .unwrap();
+        let rp = auth.authenticate_client("rp", "rp-secret").await.unwrap();
+        let t = auth
+            .password_grant(
+                &rp,
+                Some("alice"),
+                Some("correct horse"),
+                Some("openid"),
+                true,
+                None,
+            )
+            .await
+            .unwrap();
+        let id_token = t.id_token.unwrap();
+        let header = jsonwebtoken::decode_header(&id_token).unwrap();
+        assert_eq!(header.alg, jsonwebtoken::Algorithm::RS256, "{be}");
+        let jwk = jwks.find(header.kid.as_deref().unwrap()).unwrap();
+        let mut v = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::RS256);
+        v.set_audience(&["rp"]);
+        v.set_issuer(&[ISSUER]);
+        let claims = jsonwebtoken::decode::<serde_json::Value>(
+            &id_token,
+            &jsonwebtoken::DecodingKey::from_jwk(jwk).unwrap(),
+            &v,
+        )
+        .unwrap();
+        assert_eq!(claims.claims["sub"], "alice", "{be}");
+        s.close().await;
+    }
+}
+
 /// Signing keys are persisted: after a restart (new store, new server, same
 /// secret) the tokens issued before are still valid and no key was added.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1076,20 +1203,9 @@ async fn restart_keeps_issued_tokens_valid() {
     for db in TestDb::each().await {
         let be = db.backend();
         eprintln!("backend: {be}");
-        let (token, kid) = {
-            let s = db.open(SDL).await;
-            let auth = auth_server(&s).await;
-            bootstrap(&auth).await;
-            let c = auth.authenticate_client("app", "app-secret").await.unwrap();
-            let t = auth
-                .password_grant(&c, Some("alice"), Some("correct horse"), None, true, None)
-                .await
-                .unwrap();
-            let kid = auth.repo().load_keys().await.unwrap()[0].kid.clone();
-            drop(auth);
-            s.close().await;
-            (t, kid)
-        };
+        let (token, keys) = first_start(&db).await;
+        let mut before: Vec<String> = keys.into_iter().map(|k| k.kid).collect();
+        before.sort();
         let s = db.open(SDL).await;
         let auth = auth_server(&s).await;
         let claims = auth
@@ -1097,9 +1213,16 @@ async fn restart_keeps_issued_tokens_valid() {
             .await
             .unwrap();
         assert_eq!(claims.sub, "alice", "{be}");
-        let keys = auth.repo().load_keys().await.unwrap();
-        assert_eq!(keys.len(), 1, "{be}: no new key at restart");
-        assert_eq!(keys[0].kid, kid, "{be}");
+        assert_eq!(
+            before.len(),
+            SigningAlg::ALL.len(),
+            "{be}: a key per algorithm"
+        );
+        assert_eq!(
+            kids(auth.repo().as_ref()).await,
+            before,
+            "{be}: no new key at restart"
+        );
         let c = auth.authenticate_client("app", "app-secret").await.unwrap();
         auth.refresh_grant(&c, token.refresh_token.as_deref(), None)
             .await
@@ -1198,6 +1321,8 @@ async fn clients_table_from_before_client_kinds_is_migrated() {
         assert_eq!(c.client_type, ClientType::Confidential, "{be}");
         assert!(!c.first_party && c.redirect_uris.is_empty(), "{be}");
         assert_eq!(c.grants, vec![Grant::Password, Grant::RefreshToken], "{be}");
+        assert_eq!(c.id_token_signed_response_alg, None, "{be}");
+        assert_eq!(c.id_token_alg(), SigningAlg::Rs256, "{be}");
         s.close().await;
     }
 }

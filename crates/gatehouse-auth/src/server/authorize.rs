@@ -805,17 +805,13 @@ impl AuthServer {
             .await?;
         if scope.contains(SCOPE_OPENID) {
             // OpenID Connect Core §3.1.3.3: the `id_token` of the code flow.
-            // Signed with the access tokens' key.
-            tokens.id_token = Some(self.id_token(&crate::oidc::IdTokenInput {
-                issuer: &self.config.issuer,
-                subject: &user.username,
-                username: Some(&user.username),
-                client_id: &client.client_id,
-                auth_time: record.auth_time,
-                nonce: record.nonce.as_deref(),
-                access_token: Some(&tokens.access_token),
-                now,
-            })?);
+            tokens.id_token = Some(self.user_id_token(
+                client,
+                &user.username,
+                record.auth_time,
+                record.nonce.as_deref(),
+                &tokens.access_token,
+            )?);
         }
         Ok(tokens)
     }

@@ -40,6 +40,7 @@ mod introspect;
 mod password;
 mod refresh;
 mod revoke;
+mod token;
 mod validate;
 
 pub use authorize::{
@@ -47,6 +48,7 @@ pub use authorize::{
     CODE_TTL, CONSENT_TTL, CsrfPair, MAX_STATE, MIN_SIGN_UP_PASSWORD, SignedIn,
 };
 pub use exchange::ExchangeRequest;
+pub use token::TokenRequest;
 
 /// Settings of the authorization server (from `[tokens]` and `issuer`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,7 +64,8 @@ pub struct AuthConfig {
     /// How long after its rotation the immediate predecessor of a refresh
     /// token may still be presented without revoking the family.
     pub refresh_reuse_grace: u64,
-    /// Algorithm of new signing keys.
+    /// Algorithm of access tokens (the server keeps a key of every
+    /// algorithm; ID tokens follow their client's registration).
     pub signing_alg: SigningAlg,
     /// At start, a current key older than this is rotated. `None`: never.
     pub signing_key_max_age: Option<u64>,
@@ -175,6 +178,32 @@ impl fmt::Debug for TokenResponse {
             .field("issued_token_type", &self.issued_token_type)
             .field("id_token", &self.id_token.as_ref().map(|_| "<redacted>"))
             .finish()
+    }
+}
+
+/// How a client proves who it is ([`AuthServer::authenticate_client_from`]).
+#[derive(Clone, Copy)]
+pub enum ClientProof<'a> {
+    /// RFC 6749 §2.3.1 `client_secret_basic` or `client_secret_post`: the
+    /// secret, form-decoded, and as it was sent (HTTP Basic credentials
+    /// are form-encoded by the RFC, but many clients send them raw).
+    Secret {
+        /// The secret after form-decoding.
+        secret: &'a str,
+        /// The secret as sent; tried when `secret` fails and differs.
+        as_sent: &'a str,
+    },
+    /// RFC 6749 §2.1 (`none`): a public client names itself with
+    /// `client_id` alone.
+    Public,
+}
+
+impl fmt::Debug for ClientProof<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClientProof::Secret { .. } => f.write_str("Secret(<redacted>)"),
+            ClientProof::Public => f.write_str("Public"),
+        }
     }
 }
 
@@ -350,10 +379,11 @@ fn opt(s: Option<&str>) -> Option<&str> {
 }
 
 impl AuthServer {
-    /// Loads the signing keys from `repo` (decrypting the current one with
+    /// Loads the signing keys from `repo` (decrypting the current ones with
     /// a key derived from `secret`), creating or rotating the current key
-    /// when there is none, its algorithm differs from the configured one, or
-    /// it is older than `signing_key_max_age`.
+    /// of each algorithm ([`SigningAlg::ALL`]) when there is none or it is
+    /// older than `signing_key_max_age`. A database made before the server
+    /// kept a key per algorithm gains the missing ones here; its keys stay.
     pub async fn start(
         config: AuthConfig,
         repo: Arc<dyn AuthRepo>,
@@ -382,18 +412,17 @@ impl AuthServer {
         });
         server.reload_keys().await?;
         let now = server.now();
-        let needs_key = match server.ring.current_info() {
-            None => true,
-            Some((alg, created)) => {
-                alg != server.config.signing_alg
-                    || server
-                        .config
-                        .signing_key_max_age
-                        .is_some_and(|max| now - created >= AuthConfig::secs(max))
+        for alg in SigningAlg::ALL {
+            let needs_key = match server.ring.current_created_at(alg) {
+                None => true,
+                Some(created) => server
+                    .config
+                    .signing_key_max_age
+                    .is_some_and(|max| now - created >= AuthConfig::secs(max)),
+            };
+            if needs_key {
+                server.rotate_signing_key(alg).await?;
             }
-        };
-        if needs_key {
-            server.rotate_signing_key().await?;
         }
         Ok(server)
     }
@@ -460,12 +489,12 @@ impl AuthServer {
         Ok(())
     }
 
-    /// Makes a new current signing key with the configured algorithm. The
-    /// previous one stops signing now and stays published until every token
-    /// it signed has expired. Returns the new `kid`.
-    pub async fn rotate_signing_key(&self) -> Result<String> {
+    /// Makes a new current signing key of `alg`. The previous one of `alg`
+    /// stops signing now and stays published until every token it signed
+    /// has expired; the keys of the other algorithms are left alone.
+    /// Returns the new `kid`.
+    pub async fn rotate_signing_key(&self, alg: SigningAlg) -> Result<String> {
         let now = self.now();
-        let alg = self.config.signing_alg;
         // RSA generation takes a noticeable moment; it happens at start or on
         // an explicit rotation only.
         let record = generate_key(alg, &self.cipher, self.random.as_ref(), now)?;
@@ -474,7 +503,7 @@ impl AuthServer {
             .load_keys()
             .await?
             .into_iter()
-            .filter(|k| k.retired_at.is_none())
+            .filter(|k| k.retired_at.is_none() && k.alg == alg.as_str())
             .map(|k| k.kid)
             .collect();
         self.repo.insert_key(&record).await?;
@@ -492,11 +521,12 @@ impl AuthServer {
         self.ring.jwks(self.now())
     }
 
-    /// The key that signs new tokens, access and ID tokens alike.
-    pub(crate) fn signer(&self) -> Result<Arc<crate::keys::Signer>> {
+    /// The current key of `alg`: of `signing_alg` for access tokens, of
+    /// the client's [`ClientRecord::id_token_alg`] for ID tokens.
+    pub(crate) fn signer(&self, alg: SigningAlg) -> Result<Arc<crate::keys::Signer>> {
         self.ring
-            .current()
-            .ok_or_else(|| Error::server("no signing key loaded"))
+            .current(alg)
+            .ok_or_else(|| Error::server(format!("no {} signing key loaded", alg.as_str())))
     }
 
     /// Deletes expired token records and keys no longer published, then
@@ -599,6 +629,55 @@ impl AuthServer {
         }
     }
 
+    /// A token, introspection or revocation request's client
+    /// authentication from address `from`, throttled like every secret
+    /// check: refused at once with [`Error::TooManyRequests`] while the
+    /// (client, address) pair or the address is throttled; a failure
+    /// (`invalid_client`: unknown client, wrong secret, a confidential
+    /// client naming itself without one) is counted against both, whichever
+    /// way the client authenticated. Only a proven secret clears the pair:
+    /// naming a public client proves nothing.
+    pub async fn authenticate_client_from(
+        &self,
+        client_id: &str,
+        proof: ClientProof<'_>,
+        from: Option<IpAddr>,
+    ) -> Result<ClientRecord> {
+        let account = Account::Client(client_id);
+        self.logins
+            .check(account, from, self.now())
+            .map_err(too_many_failures)?;
+        let result = match proof {
+            ClientProof::Secret { secret, as_sent } => {
+                match self.authenticate_client(client_id, secret).await {
+                    // Clients that do not form-encode (curl -u, many
+                    // libraries): the secret exactly as sent.
+                    Err(Error::InvalidClient(_)) if as_sent != secret => {
+                        self.authenticate_client(client_id, as_sent).await
+                    }
+                    other => other,
+                }
+            }
+            ClientProof::Public => self.authenticate_public_client(client_id).await,
+        };
+        match &result {
+            Ok(_) if matches!(proof, ClientProof::Secret { .. }) => {
+                self.logins.succeeded(account, from);
+            }
+            Ok(_) => {}
+            Err(Error::InvalidClient(_)) => {
+                tracing::info!(
+                    ?from,
+                    public = matches!(proof, ClientProof::Public),
+                    "failed client authentication"
+                );
+                self.logins.failed(account, from, self.now());
+            }
+            Err(_) => {}
+        }
+        result
+    }
+
     /// The client `client_id`, through the client cache
     /// ([`AuthConfig::client_cache_ttl`]).
     pub(crate) async fn lookup_client(&self, client_id: &str) -> Result<Option<ClientRecord>> {
@@ -690,10 +769,7 @@ impl AuthServer {
     }
 
     async fn issue_access(&self, a: NewAccess<'_>) -> Result<String> {
-        let signer = self
-            .ring
-            .current()
-            .ok_or_else(|| Error::server("no signing key loaded"))?;
+        let signer = self.signer(self.config.signing_alg)?;
         let now = self.now();
         let claims = AccessClaims {
             iss: self.config.issuer.clone(),

@@ -53,17 +53,13 @@ impl AuthServer {
             // OpenID Connect Core §3.1.3.3 (and the contract): an ID token
             // whenever `openid` is granted, whatever the grant. The user
             // entered their credentials just now: `auth_time` is now.
-            let now = self.now();
-            tokens.id_token = Some(self.id_token(&crate::oidc::IdTokenInput {
-                issuer: &self.config.issuer,
-                subject: &user.username,
-                username: Some(&user.username),
-                client_id: &client.client_id,
-                auth_time: now,
-                nonce: None,
-                access_token: Some(&tokens.access_token),
-                now,
-            })?);
+            tokens.id_token = Some(self.user_id_token(
+                client,
+                &user.username,
+                self.now(),
+                None,
+                &tokens.access_token,
+            )?);
         }
         Ok(tokens)
     }

@@ -6,15 +6,20 @@ authorization request with an S256 code challenge; the sign-in page is
 driven as a browser without JavaScript would (fetch the page, read its
 hidden fields, keep its cookie, post the form, approve the consent page
 when one comes); authlib then redeems the code for tokens, which call
-/graphql. Exits 0 when every check passes, 1 on the first failure.
+/graphql. The request asks for `openid` with a nonce: the ID token is
+verified by PyJWT against the discovered JWKS with RS256 alone, the
+algorithm a client that registered none gets (OpenID Connect Dynamic
+Client Registration §2). Exits 0 when every check passes, 1 on the first
+failure.
 
-    pip install authlib requests
+    pip install authlib requests 'PyJWT[crypto]'
     python3 code_flow_client.py --base-url http://127.0.0.1:8080 \
         --client-id demo-spa --redirect-uri http://127.0.0.1/callback \
         --username alice --password alice-password
 
 The client must be public, allowed the authorization_code and
-refresh_token grants and the scope `read`, with the redirect URI
+refresh_token grants and the scopes `openid` and `read`, with no
+`id_token_signed_response_alg` and the redirect URI
 registered (a loopback one: it is never fetched).
 """
 
@@ -23,6 +28,7 @@ import sys
 from html.parser import HTMLParser
 from urllib.parse import parse_qs, urlsplit
 
+import jwt
 import requests
 from authlib.common.security import generate_token
 from authlib.integrations.requests_client import OAuth2Session
@@ -72,7 +78,8 @@ def main():
     args = ap.parse_args()
     base = args.base_url.rstrip("/")
 
-    meta = requests.get(f"{base}/.well-known/oauth-authorization-server", timeout=TIMEOUT).json()
+    meta = requests.get(f"{base}/.well-known/openid-configuration", timeout=TIMEOUT).json()
+    check("RS256" in meta["id_token_signing_alg_values_supported"], "discovery lists RS256")
     check("S256" in meta["code_challenge_methods_supported"], "S256 advertised")
     check("none" in meta["token_endpoint_auth_methods_supported"], "public clients advertised")
     check(meta["authorization_response_iss_parameter_supported"] is True, "RFC 9207 advertised")
@@ -81,12 +88,15 @@ def main():
     client = OAuth2Session(
         client_id=args.client_id,
         redirect_uri=args.redirect_uri,
-        scope="read",
+        scope="openid read",
         code_challenge_method="S256",
         token_endpoint_auth_method="none",
     )
     verifier = generate_token(64)
-    url, state = client.create_authorization_url(meta["authorization_endpoint"], code_verifier=verifier)
+    nonce = generate_token(24)
+    url, state = client.create_authorization_url(
+        meta["authorization_endpoint"], code_verifier=verifier, nonce=nonce
+    )
     check("code_challenge=" in url and "code_challenge_method=S256" in url, "authlib sent PKCE")
 
     browser = requests.Session()
@@ -137,6 +147,21 @@ def main():
     check(token.get("token_type") == "Bearer", f"token response: {token}")
     check("read" in token.get("scope", "").split(), "read granted")
     ok("authlib redeemed the code with the PKCE verifier")
+
+    id_token = token.get("id_token")
+    check(id_token, f"no id_token for the openid scope: {token}")
+    check(jwt.get_unverified_header(id_token).get("alg") == "RS256", "the ID token is RS256")
+    key = jwt.PyJWKClient(meta["jwks_uri"]).get_signing_key_from_jwt(id_token)
+    claims = jwt.decode(
+        id_token,
+        key.key,
+        algorithms=["RS256"],
+        audience=args.client_id,
+        issuer=meta["issuer"],
+    )
+    check(claims.get("sub") == args.username, f"ID token sub: {claims.get('sub')}")
+    check(claims.get("nonce") == nonce, "the ID token repeats the nonce")
+    ok("PyJWT verified the RS256 ID token against the JWKS")
 
     gql = requests.post(
         f"{base}/graphql",

@@ -784,13 +784,31 @@ async fn metadata_and_jwks_under_a_base_path() {
         .send(s.http.get(format!("{}/.well-known/jwks.json", s.base)))
         .await;
     assert_eq!(j.status, StatusCode::OK);
+    // A current key of every algorithm: RS256 (ID tokens by default),
+    // EdDSA (access tokens by default), ES256.
     let keys = j.body["keys"].as_array().unwrap();
-    assert_eq!(keys.len(), 1);
-    assert_eq!(keys[0]["kty"], "OKP");
-    assert_eq!(keys[0]["crv"], "Ed25519");
-    assert_eq!(keys[0]["alg"], "EdDSA");
-    assert_eq!(keys[0]["use"], "sig");
-    assert!(keys[0].get("d").is_none());
+    let members = |k: &Value| {
+        (
+            k["kty"].as_str().unwrap().to_string(),
+            k["alg"].as_str().unwrap().to_string(),
+        )
+    };
+    assert_eq!(
+        keys.iter().map(members).collect::<Vec<_>>(),
+        [("RSA", "RS256"), ("OKP", "EdDSA"), ("EC", "ES256")]
+            .map(|(t, a)| (t.to_string(), a.to_string()))
+    );
+    assert_eq!(keys[1]["crv"], "Ed25519");
+    assert_eq!(keys[2]["crv"], "P-256");
+    for k in keys {
+        assert_eq!(k["use"], "sig");
+        assert!(k["kid"].is_string());
+        for private in ["d", "p", "q", "dp", "dq", "qi"] {
+            assert!(k.get(private).is_none(), "{k}");
+        }
+    }
+    assert_eq!(keys[0]["e"], "AQAB");
+    assert!(keys[0]["n"].is_string());
     // The token endpoint works under the base path too.
     let t = s.alice("read").await;
     let header: Value = {
@@ -808,7 +826,8 @@ async fn metadata_and_jwks_under_a_base_path() {
         )
         .unwrap()
     };
-    assert_eq!(header["kid"], keys[0]["kid"]);
+    // Access tokens: the EdDSA key (`tokens.signing_alg`).
+    assert_eq!(header["kid"], keys[1]["kid"]);
     assert_eq!(header["typ"], "at+jwt");
 }
 

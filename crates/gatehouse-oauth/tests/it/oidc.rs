@@ -87,7 +87,12 @@ async fn discovery_has_every_required_field_and_matches_rfc8414() {
             assert_eq!(b[field], format!("{issuer}{mount}{path}"), "{field}");
         }
         assert_eq!(b["subject_types_supported"], json!(["public"]));
-        assert_eq!(b["id_token_signing_alg_values_supported"], json!(["EdDSA"]));
+        // RS256 first (OpenID Connect Discovery §3 requires it), whatever
+        // signs access tokens.
+        assert_eq!(
+            b["id_token_signing_alg_values_supported"],
+            json!(["RS256", "EdDSA", "ES256"])
+        );
         assert!(b["response_types_supported"].is_array());
         for scope in ["openid", "profile", "email", "offline_access"] {
             assert!(
@@ -120,7 +125,7 @@ async fn discovery_has_every_required_field_and_matches_rfc8414() {
         }
         assert_eq!(
             b["grant_types_supported"],
-            json!(gatehouse_auth::KNOWN_GRANTS)
+            json!(gatehouse_auth::Grant::ALL.map(gatehouse_auth::Grant::as_str))
         );
         assert_eq!(
             b["token_endpoint_auth_methods_supported"],
@@ -335,16 +340,19 @@ async fn an_id_token_opens_neither_the_api_nor_userinfo() {
     let now = s.auth.now();
     let id = s
         .auth
-        .id_token(&IdTokenInput {
-            issuer: &s.auth.config().issuer,
-            subject: "alice",
-            username: Some("alice"),
-            client_id: "rp",
-            auth_time: now,
-            nonce: None,
-            access_token: Some(access(&t)),
-            now,
-        })
+        .id_token(
+            SigningAlg::Rs256,
+            &IdTokenInput {
+                issuer: &s.auth.config().issuer,
+                subject: "alice",
+                username: Some("alice"),
+                client_id: "rp",
+                auth_time: now,
+                nonce: None,
+                access_token: Some(access(&t)),
+                now,
+            },
+        )
         .unwrap();
     s.userinfo_get(Some(&id))
         .await
@@ -382,6 +390,11 @@ async fn a_relying_party_library_discovers_and_verifies_the_id_token() {
     }
 }
 
+/// `alg` signs access tokens; the ID tokens of `rp`, which registered no
+/// `id_token_signed_response_alg`, are RS256 whatever it is, and a library
+/// left at its defaults (RS256 only, as the registration default says)
+/// verifies them. An ID token of the access tokens' algorithm verifies too
+/// once the library accepts what discovery lists.
 async fn relying_party_accepts_the_id_token(alg: SigningAlg) {
     use openidconnect::core::{CoreIdToken, CoreIdTokenVerifier, CoreProviderMetadata};
     use openidconnect::{AccessToken, AccessTokenHash, ClientId, IssuerUrl, Nonce};
@@ -395,55 +408,80 @@ async fn relying_party_accepts_the_id_token(alg: SigningAlg) {
     assert_eq!(metadata.issuer().as_str(), issuer);
     assert_eq!(
         serde_json::to_value(metadata.id_token_signing_alg_values_supported()).unwrap(),
-        json!([alg.as_str()])
+        json!(["RS256", "EdDSA", "ES256"])
     );
     assert_eq!(
         metadata.userinfo_endpoint().unwrap().as_str(),
         format!("{issuer}/oauth/userinfo")
     );
     let t = s.rp_token("alice", "alice-pw", "openid read").await;
-    let now = s.auth.now();
-    let id_token = |client_id: &str, nonce: &str| {
-        s.auth
-            .id_token(&IdTokenInput {
-                issuer: &issuer,
-                subject: "alice",
-                username: Some("alice"),
-                client_id,
-                auth_time: now - 5,
-                nonce: Some(nonce),
-                access_token: Some(access(&t)),
-                now,
-            })
-            .unwrap()
-    };
-    let verifier = CoreIdTokenVerifier::new_public_client(
+    // Library defaults: RS256 only.
+    let defaults = CoreIdTokenVerifier::new_public_client(
         ClientId::new("rp".into()),
         metadata.issuer().clone(),
         metadata.jwks().clone(),
-    )
-    // The library defaults to RS256 (a client registered without
-    // `id_token_signed_response_alg`); the provider says what it signs with.
-    .set_allowed_algs(metadata.id_token_signing_alg_values_supported().clone());
-    let nonce = Nonce::new("n-0S6_WzA2Mj".into());
-    let token: CoreIdToken = id_token("rp", nonce.secret()).parse().unwrap();
-    let claims = token.claims(&verifier, &nonce).unwrap();
+    );
+    // The token endpoint's own ID token (password grant: no nonce).
+    let issued: CoreIdToken = t["id_token"].as_str().unwrap().parse().unwrap();
+    let claims = issued
+        .claims(&defaults, |n: Option<&Nonce>| {
+            n.is_none()
+                .then_some(())
+                .ok_or_else(|| "unexpected nonce".to_string())
+        })
+        .unwrap_or_else(|e| panic!("{alg:?}: {e}"));
     assert_eq!(claims.subject().as_str(), "alice");
-    assert_eq!(claims.preferred_username().unwrap().as_str(), "alice");
-    assert_eq!(claims.auth_time().unwrap().timestamp(), now - 5);
-    // at_hash, computed by the library from the access token.
-    let expected = AccessTokenHash::from_token(
-        &AccessToken::new(access(&t).to_string()),
-        token.signing_alg().unwrap(),
-        token.signing_key(&verifier).unwrap(),
-    )
-    .unwrap();
-    assert_eq!(claims.access_token_hash(), Some(&expected));
-    // Another nonce, another audience: refused by the library.
-    let other = Nonce::new("another".into());
-    assert!(token.claims(&verifier, &other).is_err());
-    let for_other: CoreIdToken = id_token("someone-else", nonce.secret()).parse().unwrap();
-    assert!(for_other.claims(&verifier, &nonce).is_err());
+    let now = s.auth.now();
+    let id_token = |id_alg: SigningAlg, client_id: &str, nonce: &str| {
+        s.auth
+            .id_token(
+                id_alg,
+                &IdTokenInput {
+                    issuer: &issuer,
+                    subject: "alice",
+                    username: Some("alice"),
+                    client_id,
+                    auth_time: now - 5,
+                    nonce: Some(nonce),
+                    access_token: Some(access(&t)),
+                    now,
+                },
+            )
+            .unwrap()
+    };
+    let everything = defaults
+        .clone()
+        .set_allowed_algs(metadata.id_token_signing_alg_values_supported().clone());
+    let nonce = Nonce::new("n-0S6_WzA2Mj".into());
+    for (id_alg, verifier) in [(SigningAlg::Rs256, &defaults), (alg, &everything)] {
+        let token: CoreIdToken = id_token(id_alg, "rp", nonce.secret()).parse().unwrap();
+        let claims = token
+            .claims(verifier, &nonce)
+            .unwrap_or_else(|e| panic!("{alg:?} {id_alg:?}: {e}"));
+        assert_eq!(claims.subject().as_str(), "alice");
+        assert_eq!(claims.preferred_username().unwrap().as_str(), "alice");
+        assert_eq!(claims.auth_time().unwrap().timestamp(), now - 5);
+        // at_hash, computed by the library from the access token.
+        let expected = AccessTokenHash::from_token(
+            &AccessToken::new(access(&t).to_string()),
+            token.signing_alg().unwrap(),
+            token.signing_key(verifier).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(claims.access_token_hash(), Some(&expected));
+        // Another nonce, another audience: refused by the library.
+        let other = Nonce::new("another".into());
+        assert!(token.claims(verifier, &other).is_err());
+        let for_other: CoreIdToken = id_token(id_alg, "someone-else", nonce.secret())
+            .parse()
+            .unwrap();
+        assert!(for_other.claims(verifier, &nonce).is_err());
+    }
+    if alg != SigningAlg::Rs256 {
+        // The library's defaults refuse what RS256 did not sign.
+        let token: CoreIdToken = id_token(alg, "rp", nonce.secret()).parse().unwrap();
+        assert!(token.claims(&defaults, &nonce).is_err());
+    }
 }
 
 /// Userinfo has a bucket per token subject: one user's flood answers 429
