@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use heck::ToLowerCamelCase;
 
-use crate::model::{COUNT_SUFFIX, Entity, FilterOp, Model, Scalar, ValueType};
+use crate::model::{COUNT_SUFFIX, Entity, FilterOp, Model, Quantifier, Scalar, ValueType};
 
 /// SDL declaring, for every entity: a list query with paging, filters,
 /// `where` and `orderBy`, and its count; a connection (cursor pages) with
@@ -46,7 +46,7 @@ pub fn scaffold(model: &Model) -> String {
         // A `where` input, `orderBy` enum or write input the schema
         // already declares is used as it is, not declared again.
         if model.input(&format!("{n}Where")).is_none() {
-            where_input(e, &mut types);
+            where_input(model, e, &mut types);
         }
         if model.enum_def(&format!("{n}OrderBy")).is_none() {
             order_enum(e, &mut types);
@@ -105,7 +105,7 @@ fn count_fields(model: &Model, e: &Entity, out: &mut String) {
     }
 }
 
-fn where_input(e: &Entity, out: &mut String) {
+fn where_input(model: &Model, e: &Entity, out: &mut String) {
     let n = &e.name;
     let _ = writeln!(out, "input {n}Where {{");
     for f in e.stored_fields() {
@@ -134,6 +134,19 @@ fn where_input(e: &Entity, out: &mut String) {
         }
         if !f.required && f.filter_ops().contains(&FilterOp::IsNull) {
             let _ = writeln!(out, "  {}_is_null: Boolean", f.name);
+        }
+    }
+    // Filters through each to-many relation, with the target's `where`
+    // input (the schema's own when it declares one by that name).
+    for f in e.to_many_fields() {
+        let Some(target) = model.target_of(f) else {
+            continue;
+        };
+        for (suffix, _) in Quantifier::ALL {
+            let name = format!("{}{suffix}", f.name);
+            if e.field(&name).is_none() {
+                let _ = writeln!(out, "  {name}: {}Where", target.name);
+            }
         }
     }
     let _ = writeln!(
