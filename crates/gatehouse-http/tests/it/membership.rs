@@ -150,3 +150,90 @@ async fn membership_decides_who_reads_and_who_may_grant_ownership() {
         );
     }
 }
+
+async fn project(s: &Server, by: &str, org: &str, name: &str) -> String {
+    let r = gql(
+        s,
+        &member(by),
+        "mutation($o: ID!, $n: String!) { createProject(input: {org: $o, name: $n}) { id } }",
+        json!({"o": org, "n": name}),
+    )
+    .await;
+    assert!(r["errors"].is_null(), "{r}");
+    r["data"]["createProject"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscribers_get_the_events_of_their_orgs_only_on_every_kind() {
+    use futures::StreamExt;
+    for db in TestDb::each().await {
+        let backend = db.backend();
+        let s = start_model(db, model(SDL), GraphqlOptions::default(), 1 << 20).await;
+        let acme = create_org(&s, "alice", "acme").await;
+        let initech = create_org(&s, "ivan", "initech").await;
+        let mal = create_org(&s, "mallory", "mal").await;
+        let r = add(&s, "alice", &acme, "bob", "MEMBER").await;
+        assert!(r["errors"].is_null(), "{r}");
+        let mut kept = Vec::new();
+        let orgs = [
+            ("ivan", &initech, "i"),
+            ("alice", &acme, "a"),
+            ("mallory", &mal, "m"),
+        ];
+        for (by, org, name) in orgs {
+            kept.push(project(&s, by, org, name).await);
+        }
+        // bob (in acme) and mallory (in mal) subscribe to every kind.
+        let mut firsts = Vec::new();
+        for who in ["bob", "mallory"] {
+            for kind in ["projectCreated", "projectUpdated", "projectDeleted"] {
+                let req =
+                    Request::new(format!("subscription {{ {kind} {{ name }} }}")).data(member(who));
+                let mut stream = Box::pin(s.graphql.execute_stream(req));
+                firsts.push((who, kind, tokio::spawn(async move { stream.next().await })));
+            }
+        }
+        gatehouse_testkit::listening(&s.store, firsts.len()).await;
+        // Initech's events first, then acme's, then mal's: each subscriber's
+        // first event of a kind is its own org's.
+        for ((by, org, name), kept) in orgs.into_iter().zip(&kept) {
+            let new = project(&s, by, org, &format!("{name}2")).await;
+            let r = gql(
+                &s,
+                &member(by),
+                "mutation($id: ID!, $n: String!) { updateProject(id: $id, input: {name: $n}) { id } }",
+                json!({"id": kept, "n": format!("{name}!")}),
+            )
+            .await;
+            assert!(r["errors"].is_null(), "{r}");
+            let r = gql(
+                &s,
+                &member(by),
+                "mutation($id: ID!) { deleteProject(id: $id) { id } }",
+                json!({"id": new}),
+            )
+            .await;
+            assert!(r["errors"].is_null(), "{r}");
+        }
+        for (who, kind, first) in firsts {
+            let resp = tokio::time::timeout(std::time::Duration::from_secs(5), first)
+                .await
+                .unwrap_or_else(|_| panic!("{backend}: {who} got no {kind}"))
+                .unwrap()
+                .unwrap();
+            let v = serde_json::to_value(&resp.response).unwrap();
+            let org = if who == "bob" { "a" } else { "m" };
+            let expected = match kind {
+                "projectUpdated" => format!("{org}!"),
+                _ => format!("{org}2"),
+            };
+            assert_eq!(
+                v["data"][kind]["name"], expected,
+                "{backend}: {who}'s first {kind}: {v}"
+            );
+        }
+    }
+}
