@@ -46,6 +46,7 @@ pub(crate) fn condition_at(
         ctx,
         gone: &[],
         this: None,
+        missing: None,
     };
     cx.rule(e, at, depth, rule).map(Some)
 }
@@ -80,6 +81,7 @@ pub(crate) fn condition_for_row(
         ctx,
         gone,
         this,
+        missing: None,
     };
     cx.rule(e, &e.table, 0, rule).map(Some)
 }
@@ -227,6 +229,7 @@ fn unknown() -> Expr {
 }
 
 /// What a policy rule is turned into SQL with.
+#[derive(Clone, Copy)]
 struct RuleCx<'a> {
     model: &'a Model,
     dialect: Dialect,
@@ -236,6 +239,10 @@ struct RuleCx<'a> {
     /// The row being written (entity name, id): not among the rows the
     /// rule's relation filters reach.
     this: Option<(&'a str, &'a str)>,
+    /// What a comparison with a claim the caller lacks stands for: SQL's
+    /// unknown (`None`), or inside a relation filter the bound it is
+    /// judged by (`Some(false)` for the lower, `Some(true)` for the upper).
+    missing: Option<bool>,
 }
 
 impl RuleCx<'_> {
@@ -246,14 +253,22 @@ impl RuleCx<'_> {
         Ok(match rule {
             Rule::And(parts) => all_of(parts.iter().map(|p| self.rule(e, at, depth, p)))?,
             Rule::Or(parts) => any_of(parts.iter().map(|p| self.rule(e, at, depth, p)))?,
-            Rule::Not(inner) => self.rule(e, at, depth, inner)?.not(),
+            Rule::Not(inner) => {
+                // Under NOT the lower bound of the inner rule is the upper
+                // bound of the whole.
+                let flipped = RuleCx {
+                    missing: self.missing.map(|m| !m),
+                    ..*self
+                };
+                flipped.rule(e, at, depth, inner)?.not()
+            }
             Rule::Cmp { field, op, value } => match value.resolve(ctx) {
-                None => unknown(),
+                None => self.missing_claim(),
                 Some(v) => match comparison(model, e, at, dialect, field, *op, &v) {
                     Ok(c) => c,
                     // A claim of another type than the field (a number for a
                     // String) matches nothing; literals were checked at load.
-                    Err(StoreError::Invalid { .. }) => unknown(),
+                    Err(StoreError::Invalid { .. }) => self.missing_claim(),
                     Err(other) => return Err(other),
                 },
             },
@@ -303,7 +318,19 @@ impl RuleCx<'_> {
                 // Read without the reached rows' own policies: the rule's
                 // author decides. The row being written is not reached.
                 let reach = Reach::beside(model, e, at, field, depth, self.gone, dialect)?;
-                let inner = self.rule(reach.target, &reach.alias, depth + 1, rule)?;
+                // A child's rule is judged between two bounds: with every
+                // comparison with a missing claim false (lower) and true
+                // (upper). Where they differ, the answer depends on the
+                // missing claim and is unknown, as a flat comparison's is,
+                // so it cannot match under NOT, `_none` or `_every` either.
+                let bound = |m: bool| {
+                    let cx = RuleCx {
+                        missing: Some(self.missing.map_or(m, |outer| outer)),
+                        ..*self
+                    };
+                    cx.rule(reach.target, &reach.alias, depth + 1, rule)
+                };
+                let (lower, upper) = (bound(false)?, bound(true)?);
                 let mut guards = Vec::new();
                 if let Some((entity, id)) = self.this {
                     if reach.target.name == entity {
@@ -315,9 +342,22 @@ impl RuleCx<'_> {
                         guards.push(col_at(alias, id_field(join)?).ne(id));
                     }
                 }
-                reach.quantify(*quantifier, guards, inner)?
+                if lower == upper {
+                    reach.quantify(*quantifier, guards, lower)?
+                } else {
+                    reach.quantify_between(*quantifier, guards, lower, upper)?
+                }
             }
         })
+    }
+
+    /// A comparison with a claim the caller lacks.
+    fn missing_claim(&self) -> Expr {
+        match self.missing {
+            None => unknown(),
+            Some(true) => crate::query::always_true(),
+            Some(false) => crate::query::always_false(),
+        }
     }
 }
 

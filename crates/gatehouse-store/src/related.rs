@@ -153,6 +153,54 @@ impl<'m> Reach<'m> {
     }
 }
 
+impl Reach<'_> {
+    /// [`Reach::quantify`] of a child rule that depends on a claim the
+    /// caller lacks, given as two conditions: `lower` (true only where the
+    /// rule holds whatever the claim) and `upper` (false only where it
+    /// fails whatever the claim). The answer is true or false where both
+    /// agree and SQL's unknown elsewhere: `_some` is true when a child
+    /// meets `lower`, unknown when one meets `upper`; `_every` is false
+    /// when a child fails `upper`, unknown when one fails `lower`; `_none`
+    /// is the negation of `_some`. So a missing claim never matches,
+    /// whatever the quantifier or a `NOT` around it.
+    pub(crate) fn quantify_between(
+        self,
+        quantifier: Quantifier,
+        guards: Vec<Expr>,
+        lower: Expr,
+        upper: Expr,
+    ) -> Result<Expr, StoreError> {
+        let mut base = self.select;
+        if !guards.is_empty() {
+            base.and_where(all_of(guards.into_iter().map(Ok))?);
+        }
+        let with = |cond: Expr| {
+            let mut s = base.clone();
+            s.and_where(cond);
+            s
+        };
+        let not_true = |cond: Expr| Expr::from(Func::coalesce([cond, Expr::cust("FALSE")])).not();
+        let unknown = Expr::cust("CAST(NULL AS BOOLEAN)");
+        let some = || -> Expr {
+            Expr::case(Expr::exists(with(lower.clone())), Expr::cust("TRUE"))
+                .case(Expr::exists(with(upper.clone())), unknown.clone())
+                .finally(Expr::cust("FALSE"))
+                .into()
+        };
+        Ok(match quantifier {
+            Quantifier::Some => some(),
+            Quantifier::None => some().not(),
+            Quantifier::Every => Expr::case(
+                Expr::exists(with(not_true(upper.clone()))),
+                Expr::cust("FALSE"),
+            )
+            .case(Expr::exists(with(not_true(lower.clone()))), unknown.clone())
+            .finally(Expr::cust("TRUE"))
+            .into(),
+        })
+    }
+}
+
 /// The rows of `t` with those of `gone` beside them (`SELECT <columns> FROM
 /// t UNION ALL SELECT <values> WHERE <no row of its id>` ...), or `None`
 /// when `gone` holds none of `t`'s.

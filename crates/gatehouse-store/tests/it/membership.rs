@@ -371,3 +371,47 @@ async fn an_org_deleted_with_its_members_reaches_the_members_who_could_read_it()
         s.close().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_claim_matches_nothing_through_none_every_and_not() {
+    // "Boards a user is not banned from", written three ways.
+    const BANS: &str = r#"
+type Query { none: [ByNone!]! not: [ByNot!]! every: [ByEvery!]! }
+type ByNone @policy(read: {bans_none: {user: "$sub"}}) { id: ID! bans: [Ban!]! }
+type ByNot @policy(read: {NOT: {bans_some: {user: "$sub"}}}) { id: ID! bans: [Ban!]! }
+type ByEvery @policy(read: {bans_every: {NOT: {user: "$sub"}}}) { id: ID! bans: [Ban!]! }
+type Ban { id: ID! none: ByNone not: ByNot every: ByEvery user: String! }
+"#;
+    for db in TestDb::each().await {
+        let s = db.open(BANS).await;
+        let sys = AccessContext::system();
+        for (entity, via) in [("ByNone", "none"), ("ByNot", "not"), ("ByEvery", "every")] {
+            let boards = s.entity(entity).unwrap();
+            let banned = id(&boards.insert(&sys, Row::new()).await.unwrap());
+            boards.insert(&sys, Row::new()).await.unwrap();
+            s.entity("Ban")
+                .unwrap()
+                .insert(&sys, row(json!({ via: banned, "user": "alice" })))
+                .await
+                .unwrap();
+            let count = |ctx: AccessContext| {
+                let boards = boards.clone();
+                async move { boards.count(&ctx, None).await.unwrap() }
+            };
+            let at = format!("{}: {entity}", db.backend());
+            assert_eq!(count(user("alice")).await, 1, "{at}: alice");
+            assert_eq!(count(user("bob")).await, 2, "{at}: bob");
+            // A caller without `sub` (a client acting for itself) sees what
+            // every caller sees, the board that bans no one; not the one
+            // whose answer depends on the claim it lacks (a missing claim
+            // matches nothing, under `_none`, `NOT` and `_every` too).
+            let client = caller_with(&["read"], json!({}));
+            assert_eq!(count(client.clone()).await, 1, "{at}: a caller without sub");
+            assert!(
+                boards.get(&client, &banned).await.unwrap().is_none(),
+                "{at}: a caller without sub reads the board banning alice"
+            );
+        }
+        s.close().await;
+    }
+}
