@@ -378,3 +378,62 @@ async fn a_field_the_caller_may_not_read_is_forbidden_inside_a_relation_filter()
         s.close().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_through_a_many_to_many_relation_leaves_out_the_link_being_written() {
+    // A book's links may change only while another link gives it the
+    // `open` tag; tags themselves are hidden from callers.
+    const LINKS: &str = r#"
+type Query { books: [Book!]! tags: [Tag!]! bookTags: [BookTag!]! }
+type Book @policy(read: {tags_some: {name: "open"}}) {
+  id: ID!
+  title: String!
+  tags: [Tag!]! @relation(through: "BookTag")
+}
+type Tag @policy(read: {name: "never"}) { id: ID! name: String! }
+type BookTag @policy(update: {book: {tags_some: {name: "open"}}}) { id: ID! book: Book! tag: Tag! }
+"#;
+    for db in TestDb::each().await {
+        let s = db.open(LINKS).await;
+        let open = insert(&s, "Tag", json!({"name": "open"})).await;
+        let other = insert(&s, "Tag", json!({"name": "other"})).await;
+        let book = insert(&s, "Book", json!({"title": "b"})).await;
+        insert(&s, "Book", json!({"title": "closed"})).await;
+        let link = insert(&s, "BookTag", json!({"book": book, "tag": open})).await;
+        let bob = reader("bob");
+        // The rule reads the tags without their own (hiding) policy.
+        let books = s.entity("Book").unwrap();
+        assert_eq!(
+            books.count(&bob, None).await.unwrap(),
+            1,
+            "{}",
+            db.backend()
+        );
+        let links = s.entity("BookTag").unwrap();
+        let touch = |id: String| {
+            let links = links.clone();
+            let bob = bob.clone();
+            let book = book.clone();
+            async move { links.update(&bob, &id, row(json!({"book": book}))).await }
+        };
+        // The only `open` link cannot vouch for a change to itself...
+        assert!(
+            matches!(touch(link.clone()).await, Err(StoreError::Forbidden { .. })),
+            "{}: the only open link vouched for itself",
+            db.backend()
+        );
+        // ...but another one can.
+        let second = insert(&s, "BookTag", json!({"book": book, "tag": open})).await;
+        touch(link.clone()).await.unwrap();
+        // Once the first no longer says `open`, the second is the last.
+        links
+            .update(&system(), &link, row(json!({"tag": other})))
+            .await
+            .unwrap();
+        assert!(
+            matches!(touch(second).await, Err(StoreError::Forbidden { .. })),
+            "the last open link vouched for itself"
+        );
+        s.close().await;
+    }
+}
