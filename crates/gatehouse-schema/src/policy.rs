@@ -183,6 +183,20 @@ impl Operand {
     }
 }
 
+impl Rule {
+    /// Whether the rule goes through a to-many relation anywhere
+    /// (`_some`, `_every`, `_none`, also behind a to-one path).
+    pub fn has_related(&self) -> bool {
+        match self {
+            Rule::And(all) | Rule::Or(all) => all.iter().any(Rule::has_related),
+            Rule::Not(inner) => inner.has_related(),
+            Rule::Cmp { .. } => false,
+            Rule::Path { rule, .. } => rule.has_related(),
+            Rule::Related { .. } => true,
+        }
+    }
+}
+
 // ---- printing, for `gatehouse check --explain` ---------------------------
 
 impl fmt::Display for Rule {
@@ -253,6 +267,16 @@ impl Policy {
         line(&mut out, "create", &self.create);
         line(&mut out, "update", &self.update);
         line(&mut out, "delete", &self.delete);
+        if [&self.read, &self.create, &self.update, &self.delete]
+            .into_iter()
+            .flatten()
+            .any(Rule::has_related)
+        {
+            out.push_str(
+                "  note    `_some`/`_every`/`_none` read the rows they reach without those rows' policies, \
+                 and leave out the row being created or updated\n",
+            );
+        }
         if let Some(b) = &self.bypass {
             out.push_str(&format!("  bypass  scope `{b}`\n"));
         }
