@@ -222,6 +222,24 @@ pub(crate) fn read_filtered(e: &Entity, ctx: &AccessContext) -> bool {
     e.policy.rule_for(Action::Read, ctx).is_some()
 }
 
+/// Whether `rule` compares with a claim `ctx` lacks, at any depth.
+fn lacks_claim(rule: &Rule, ctx: &AccessContext) -> bool {
+    match rule {
+        Rule::And(all) | Rule::Or(all) => all.iter().any(|r| lacks_claim(r, ctx)),
+        Rule::Not(inner) => lacks_claim(inner, ctx),
+        Rule::Cmp { value, .. } => operand_lacks(value, ctx),
+        Rule::Path { rule, .. } | Rule::Related { rule, .. } => lacks_claim(rule, ctx),
+    }
+}
+
+fn operand_lacks(value: &gatehouse_schema::Operand, ctx: &AccessContext) -> bool {
+    match value {
+        gatehouse_schema::Operand::Literal(_) => false,
+        gatehouse_schema::Operand::Claim(name) => ctx.claim(name).is_none(),
+        gatehouse_schema::Operand::List(items) => items.iter().any(|i| operand_lacks(i, ctx)),
+    }
+}
+
 /// SQL's unknown truth value: a comparison with a claim the caller lacks.
 /// Unlike false it stays unknown under `NOT`, so it never matches.
 fn unknown() -> Expr {
@@ -286,29 +304,45 @@ impl RuleCx<'_> {
                     .ok_or_else(|| StoreError::internal(format!("{target} has no id")))?;
                 // The referenced rows are found under their own table's
                 // name, in a subquery that correlates with nothing.
-                let inner = self.rule(t, &t.table, depth, rule)?;
-                let mut sub = Query::select();
-                sub.expr(col(t, id))
-                    .from(t.table.clone())
-                    .and_where(inner.clone());
-                let mut found = col_at(at, f).in_subquery(sub);
-                // Each deleted row stands in for itself, beside the table, as
-                // long as no row of its id is there again.
-                for (_, row) in self.gone.iter().filter(|(g, _)| g.name == t.name) {
+                let found = |inner: Expr| -> Result<Expr, StoreError> {
                     let mut sub = Query::select();
                     sub.expr(col(t, id))
-                        .from_subquery(
-                            values_table(model, t, dialect, row)?,
-                            sea_query::Alias::new(t.table.clone()),
-                        )
+                        .from(t.table.clone())
                         .and_where(inner.clone());
-                    let mut live = Query::select();
-                    live.expr(col(t, id)).from(t.table.clone());
-                    found = found.or(col_at(at, f)
-                        .in_subquery(sub)
-                        .and(col_at(at, f).not_in_subquery(live)));
+                    let mut found = col_at(at, f).in_subquery(sub);
+                    // Each deleted row stands in for itself, beside the
+                    // table, as long as no row of its id is there again.
+                    for (_, row) in self.gone.iter().filter(|(g, _)| g.name == t.name) {
+                        let mut sub = Query::select();
+                        sub.expr(col(t, id))
+                            .from_subquery(
+                                values_table(model, t, dialect, row)?,
+                                sea_query::Alias::new(t.table.clone()),
+                            )
+                            .and_where(inner.clone());
+                        let mut live = Query::select();
+                        live.expr(col(t, id)).from(t.table.clone());
+                        found = found.or(col_at(at, f)
+                            .in_subquery(sub)
+                            .and(col_at(at, f).not_in_subquery(live)));
+                    }
+                    Ok(found)
+                };
+                // As for relation filters (below): where the referenced
+                // row's rule depends on a claim the caller lacks, the
+                // answer is unknown, not "no row matches", so that it
+                // cannot match under NOT either.
+                let (lower, upper) = self.bounds(t, &t.table, depth, rule)?;
+                if lower == upper {
+                    found(lower)?
+                } else {
+                    let unknown = unknown();
+                    Expr::case(col_at(at, f).is_null(), unknown.clone())
+                        .case(found(lower)?, Expr::cust("TRUE"))
+                        .case(found(upper)?, unknown)
+                        .finally(Expr::cust("FALSE"))
+                        .into()
                 }
-                found
             }
             Rule::Related {
                 field,
@@ -323,14 +357,7 @@ impl RuleCx<'_> {
                 // (upper). Where they differ, the answer depends on the
                 // missing claim and is unknown, as a flat comparison's is,
                 // so it cannot match under NOT, `_none` or `_every` either.
-                let bound = |m: bool| {
-                    let cx = RuleCx {
-                        missing: Some(self.missing.map_or(m, |outer| outer)),
-                        ..*self
-                    };
-                    cx.rule(reach.target, &reach.alias, depth + 1, rule)
-                };
-                let (lower, upper) = (bound(false)?, bound(true)?);
+                let (lower, upper) = self.bounds(reach.target, &reach.alias, depth + 1, rule)?;
                 let mut guards = Vec::new();
                 if let Some((entity, id)) = self.this {
                     if reach.target.name == entity {
@@ -349,6 +376,33 @@ impl RuleCx<'_> {
                 }
             }
         })
+    }
+
+    /// `rule` judged with every comparison with a claim the caller lacks
+    /// false (the lower bound: true only where the rule holds whatever the
+    /// claim) and true (the upper bound). Equal when the rule compares with
+    /// no missing claim, or when an outer bound already decided them.
+    fn bounds(
+        &self,
+        e: &Entity,
+        at: &str,
+        depth: usize,
+        rule: &Rule,
+    ) -> Result<(Expr, Expr), StoreError> {
+        // Inside a bound the claims are decided, and a rule that names no
+        // missing claim has one answer: built once.
+        if self.missing.is_some() || !lacks_claim(rule, self.ctx) {
+            let one = self.rule(e, at, depth, rule)?;
+            return Ok((one.clone(), one));
+        }
+        let bound = |m: bool| {
+            let cx = RuleCx {
+                missing: Some(self.missing.unwrap_or(m)),
+                ..*self
+            };
+            cx.rule(e, at, depth, rule)
+        };
+        Ok((bound(false)?, bound(true)?))
     }
 
     /// A comparison with a claim the caller lacks.

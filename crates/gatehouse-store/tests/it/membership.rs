@@ -415,3 +415,47 @@ type Ban { id: ID! none: ByNone not: ByNot every: ByEvery user: String! }
         s.close().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_claim_matches_nothing_through_a_path_under_not() {
+    // "Notes not on a board of mine".
+    const NOTES: &str = r#"
+type Query { notes: [Note!]! boards: [Board!]! }
+type Board { id: ID! owner: String! notes: [Note!]! }
+type Note @policy(read: {NOT: {board: {owner: "$sub"}}}) { id: ID! board: Board text: String! }
+"#;
+    for db in TestDb::each().await {
+        let s = db.open(NOTES).await;
+        let sys = AccessContext::system();
+        let board = id(&s
+            .entity("Board")
+            .unwrap()
+            .insert(&sys, row(json!({"owner": "alice"})))
+            .await
+            .unwrap());
+        let notes = s.entity("Note").unwrap();
+        notes
+            .insert(
+                &sys,
+                row(json!({"board": board, "text": "on alice's board"})),
+            )
+            .await
+            .unwrap();
+        notes
+            .insert(&sys, row(json!({"text": "on no board"})))
+            .await
+            .unwrap();
+        let count = |ctx: AccessContext| {
+            let notes = notes.clone();
+            async move { notes.count(&ctx, None).await.unwrap() }
+        };
+        let at = db.backend();
+        assert_eq!(count(user("alice")).await, 0, "{at}: alice");
+        assert!(count(user("bob")).await >= 1, "{at}: bob");
+        // Without `sub`, the board's answer depends on the missing claim:
+        // not a match, though no board's owner equals a claim it lacks.
+        let client = caller_with(&["read"], json!({}));
+        assert_eq!(count(client).await, 0, "{at}: a caller without sub");
+        s.close().await;
+    }
+}
