@@ -197,6 +197,14 @@ async fn where_filters_through_to_many_relations_in_lists_counts_and_connections
                 assert_eq!(g["projectsCount"], expected.len(), "nested count {w}");
             }
         }
+        // Only in a nested list, and only in a connection: still declined.
+        for q in [
+            r#"{ groups { projects(where: {tasks_some: {status: OPEN}}) { name } } }"#,
+            r#"{ projectsConnection(first: 5, where: {tasks_none: {}}) { edges { node { name } } } }"#,
+        ] {
+            let r = answer(&s, q, json!({}), &bob).await;
+            assert!(r["errors"].is_null(), "{r}");
+        }
         // Many-to-many, written in the document rather than a variable.
         let r = answer(
             &s,
