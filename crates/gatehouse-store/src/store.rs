@@ -521,7 +521,7 @@ impl Store {
     /// caller wrote that row in the same request (nothing about another
     /// row is told), and its read rule may only hold once its children are
     /// written: an org read by its members gets its first member nested in
-    /// its create (CONTRACT §11, "Membership").
+    /// its create (`docs/design/policies.md`, "Relation rules").
     pub(crate) async fn check_references(
         &self,
         tx: &mut gatehouse_db::Tx,

@@ -1,5 +1,6 @@
-//! Tenancy in rows over GraphQL, with the membership schema of CONTRACT §11
-//! and the root types generated for it (a schema of types only): a user
+//! Tenancy in rows over GraphQL, with the membership schema of
+//! `docs/design/policies.md` ("Relation rules") and the root types
+//! generated for it (a schema of types only): a user
 //! creates an org and becomes its first owner in one request, sees the
 //! projects of every org they belong to, and cannot make themselves the
 //! owner of an org they are only a member of.

@@ -1,7 +1,7 @@
 //! Tenancy in rows: policies that go through a membership table with
-//! `members_some` (CONTRACT §11, "Membership"). Inside a rule the rows
-//! reached are read without their own policies, and the row being created
-//! or updated never counts towards its own rule.
+//! `members_some` (`docs/design/policies.md`, "Relation rules"). Inside a
+//! rule the rows reached are read without their own policies, and the row
+//! being created or updated never counts towards its own rule.
 
 use gatehouse_store::{AccessContext, ListQuery, Row, Store, StoreError};
 use gatehouse_testkit::TestDb;
