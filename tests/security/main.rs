@@ -14,6 +14,7 @@ mod connections;
 mod cors;
 mod identity;
 mod input;
+mod membership;
 mod oidc;
 mod owners;
 mod paths;

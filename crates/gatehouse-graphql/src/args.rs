@@ -268,6 +268,17 @@ fn where_filter_of(model: &Model, type_name: &str, v: &Value) -> Result<Option<F
             && let Some(c) = cmp(f, value)
         {
             all.push(c);
+        } else if let Some(r) = w.relations.iter().find(|r| r.arg == name) {
+            // `tasks_some: null` applies nothing; `{}` matches any row.
+            if matches!(value, Value::Null) {
+                continue;
+            }
+            let inner = where_filter_of(model, &r.input, value)?.unwrap_or(Filter::And(vec![]));
+            all.push(Filter::Related {
+                field: r.field.clone(),
+                quantifier: r.quantifier,
+                filter: Box::new(inner),
+            });
         }
     }
     Ok(Filter::all_of(all))

@@ -821,13 +821,13 @@ impl Run<'_> {
                 let mut q =
                     args::list_query(&shared.model, &args[..], list, shared.limits, select).ok()?;
                 q.joins = r.joins.clone();
-                Some(q)
+                unrelated(q)
             }
             Binding::Lookup { filters, where_arg } => {
                 let filter =
                     args::filter_from_args(&shared.model, &args[..], filters, where_arg.as_ref())
                         .ok()??;
-                Some(ListQuery {
+                unrelated(ListQuery {
                     filter: Some(filter),
                     limit: Some(2),
                     select,
@@ -997,6 +997,7 @@ impl Run<'_> {
         let select = Some(r.sel.columns.clone());
         let (q, page) =
             args::connection_query(&shared.model, &args[..], c, shared.limits, select).ok()?;
+        let q = unrelated(q)?;
         let found = if r.constant && rows.statement_caller(self.access, &[]).is_empty() {
             let prepared = r
                 .prepared_page
@@ -1134,7 +1135,8 @@ impl Run<'_> {
                             self.shared.limits,
                             Some(child.columns.clone()),
                         )
-                        .ok()?;
+                        .ok()
+                        .and_then(unrelated)?;
                         let mut parents: Vec<String> = rows
                             .iter()
                             .filter_map(|r| layout.id(r))
@@ -1169,6 +1171,15 @@ impl Run<'_> {
             Some(Level { children })
         })
     }
+}
+
+/// `q`, unless its filter goes through a to-many relation (`tasks_some`):
+/// such a statement holds the read rules of the rows it reaches, which the
+/// plan's statement caches do not key by, and compares fields of other
+/// types than the one whose field scopes the plan checked. Those requests
+/// go to async-graphql, whose resolvers answer them.
+fn unrelated(q: ListQuery) -> Option<ListQuery> {
+    (!q.filter.as_ref().is_some_and(|f| f.has_related())).then_some(q)
 }
 
 /// The to-one relations of `sel`, to be read by the statement that reads

@@ -1256,6 +1256,69 @@ pub struct Filter {
     pub op: FilterOp,
 }
 
+/// How a filter through a to-many relation judges the rows it reaches: a
+/// row matches when the inner condition is true for it (a comparison with
+/// null is not a match).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum Quantifier {
+    /// `_some`: at least one row matches.
+    Some,
+    /// `_every`: every row matches (true when there is none).
+    Every,
+    /// `_none`: no row matches.
+    None,
+}
+
+impl Quantifier {
+    /// Every quantifier with its suffix.
+    pub const ALL: [(&'static str, Quantifier); 3] = [
+        ("_some", Quantifier::Some),
+        ("_every", Quantifier::Every),
+        ("_none", Quantifier::None),
+    ];
+
+    /// The suffix after the to-many field's name (`_some`).
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Quantifier::Some => "_some",
+            Quantifier::Every => "_every",
+            Quantifier::None => "_none",
+        }
+    }
+
+    /// `<field>_some`, `<field>_every` or `<field>_none` for a to-many
+    /// field of `entity`: the field and the quantifier. `where` inputs and
+    /// `@policy` rules name relation filters this way; a stored field of
+    /// that exact name wins.
+    pub fn parse<'e>(entity: &'e Entity, name: &str) -> Option<(&'e Field, Quantifier)> {
+        if entity.field(name).is_some_and(Field::is_stored) {
+            return None;
+        }
+        Self::ALL.iter().find_map(|(suffix, q)| {
+            let base = name.strip_suffix(suffix)?;
+            entity
+                .field(base)
+                .filter(|f| matches!(f.kind, FieldKind::ToMany { .. }))
+                .map(|f| (f, *q))
+        })
+    }
+}
+
+/// A `where` input field that filters through a to-many relation
+/// (`tasks_some: TaskWhere`): one `EXISTS` in the statement.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RelationFilter {
+    /// Input-field name (`tasks_some`).
+    pub arg: String,
+    /// The to-many field of the filtered entity (`tasks`).
+    pub field: String,
+    /// How the reached rows are judged.
+    pub quantifier: Quantifier,
+    /// The `where` input of the relation's target (`TaskWhere`).
+    pub input: String,
+}
+
 /// The binding of a list field (root list query or to-many relation field).
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct ListBinding {
@@ -1289,6 +1352,8 @@ pub struct WhereInput {
     pub entity: String,
     /// Field filters.
     pub filters: Vec<Filter>,
+    /// Filters through to-many relations (`tasks_some: TaskWhere`).
+    pub relations: Vec<RelationFilter>,
     /// Name of the `AND` field, when declared.
     pub and: Option<String>,
     /// Name of the `OR` field, when declared.

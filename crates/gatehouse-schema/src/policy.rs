@@ -11,7 +11,7 @@ use std::fmt;
 use serde::Serialize;
 use serde_json::Value as Json;
 
-use crate::model::FilterOp;
+use crate::model::{FilterOp, Quantifier};
 pub use gatehouse_access::AccessContext;
 
 /// The effective policy of an entity: for each action, the rule a row must
@@ -76,8 +76,8 @@ impl Policy {
     /// The owner fields, each with the claim it is tied to: the fields that
     /// any of the rules compares for equality with a claim (`owner:
     /// "$sub"`, `org: "$org"`), at any depth of `AND`/`OR` but not under
-    /// `NOT` (which makes it an inequality) nor through a to-one path (a
-    /// field of another entity). The create rule's claim comes first when
+    /// `NOT` (which makes it an inequality) nor through a to-one path or a
+    /// to-many relation filter (fields of other rows). The create rule's claim comes first when
     /// rules tie one field to different claims.
     ///
     /// A create fills them from the caller's claims when the new row leaves
@@ -141,6 +141,19 @@ pub enum Rule {
         /// What the referenced row must match.
         rule: Box<Rule>,
     },
+    /// A condition on the rows a to-many field reaches
+    /// (`{members_some: {user: "$sub"}}`), many-to-many included. The rows
+    /// are read without their own policies, and when the rule judges a
+    /// row being created or updated, that row is not among them: a new
+    /// row cannot vouch for itself. Their fields are not owner fields.
+    Related {
+        /// The to-many field.
+        field: String,
+        /// How the reached rows are judged.
+        quantifier: Quantifier,
+        /// What a reached row must match.
+        rule: Box<Rule>,
+    },
 }
 
 /// An operand of a policy comparison.
@@ -170,6 +183,20 @@ impl Operand {
     }
 }
 
+impl Rule {
+    /// Whether the rule goes through a to-many relation anywhere
+    /// (`_some`, `_every`, `_none`, also behind a to-one path).
+    pub fn has_related(&self) -> bool {
+        match self {
+            Rule::And(all) | Rule::Or(all) => all.iter().any(Rule::has_related),
+            Rule::Not(inner) => inner.has_related(),
+            Rule::Cmp { .. } => false,
+            Rule::Path { rule, .. } => rule.has_related(),
+            Rule::Related { .. } => true,
+        }
+    }
+}
+
 // ---- printing, for `gatehouse check --explain` ---------------------------
 
 impl fmt::Display for Rule {
@@ -185,11 +212,18 @@ impl fmt::Display for Rule {
             f.write_str("]}")
         };
         match self {
+            // `{}`: every row (as a relation filter, any child).
+            Rule::And(all) if all.is_empty() => f.write_str("{}"),
             Rule::And(all) => list(f, "AND", all),
             Rule::Or(all) => list(f, "OR", all),
             Rule::Not(r) => write!(f, "{{NOT: {r}}}"),
             Rule::Cmp { field, op, value } => write!(f, "{{{field}{}: {value}}}", op.suffix()),
             Rule::Path { field, rule, .. } => write!(f, "{{{field}: {rule}}}"),
+            Rule::Related {
+                field,
+                quantifier,
+                rule,
+            } => write!(f, "{{{field}{}: {rule}}}", quantifier.suffix()),
         }
     }
 }
@@ -233,6 +267,16 @@ impl Policy {
         line(&mut out, "create", &self.create);
         line(&mut out, "update", &self.update);
         line(&mut out, "delete", &self.delete);
+        if [&self.read, &self.create, &self.update, &self.delete]
+            .into_iter()
+            .flatten()
+            .any(Rule::has_related)
+        {
+            out.push_str(
+                "  note    `_some`/`_every`/`_none` read the rows they reach without those rows' policies, \
+                 and leave out the row being created or updated\n",
+            );
+        }
         if let Some(b) = &self.bypass {
             out.push_str(&format!("  bypass  scope `{b}`\n"));
         }

@@ -80,8 +80,8 @@ pub struct PreparedList {
     read: Vec<usize>,
     /// [`EntityStore::statement_caller`] of the caller it was built for.
     caller: String,
-    /// The fields it compares that need a scope to be compared.
-    compared: Vec<String>,
+    /// The scopes what it compares needs ([`policy::needs`]).
+    needs: Vec<policy::Need>,
     /// `(bound value position, text index)`: where run's texts go.
     slots: Vec<(usize, usize)>,
     /// How many texts run takes.
@@ -325,8 +325,8 @@ impl EntityStore {
         filter: Option<&Filter>,
         order: &[OrderBy],
     ) -> Result<(), StoreError> {
-        let compared = policy::compared(filter, order);
-        policy::check_compared(&self.store.inner.model, self.def(), ctx, &compared)
+        let needs = policy::needs(&self.store.inner.model, self.def(), filter, order);
+        policy::check_needs(ctx, &needs)
     }
 
     /// The rows that match `query`, ordered and paged, with the rows its
@@ -348,8 +348,8 @@ impl EntityStore {
     ) -> Result<PreparedList, StoreError> {
         let (s, e) = (&self.store, self.def());
         let model = &s.inner.model;
-        let compared = policy::compared(query.filter.as_ref(), &query.order);
-        self.may_compare(ctx, query.filter.as_ref(), &query.order)?;
+        let needs = policy::needs(model, e, query.filter.as_ref(), &query.order);
+        policy::check_needs(ctx, &needs)?;
         let cols = columns(model, e, query.select.as_deref())?;
         let mut q = s.select(e, &cols);
         let mut kinds = kinds(&cols);
@@ -385,7 +385,7 @@ impl EntityStore {
             joined.push(names(&t_cols));
         }
         if let Some(f) = &query.filter {
-            q.and_where(condition(model, e, s.dialect(), f)?);
+            q.and_where(condition(model, e, s.dialect(), f, ctx)?);
         }
         // A cursor's bounds, in the same statement as the policy and the
         // filter: a cursor never reaches a row the caller cannot read.
@@ -434,22 +434,28 @@ impl EntityStore {
             }
             Some(b)
         };
+        let mut read = std::iter::once(Ok(self.index))
+            .chain(
+                query
+                    .joins
+                    .iter()
+                    .map(|j| Ok(join_target(model, e, &j.field)?.1)),
+            )
+            .collect::<Result<Vec<usize>, StoreError>>()?;
+        if let Some(f) = &query.filter {
+            policy::reached(model, e, f, &mut read);
+        }
+        let caller =
+            caller_key(read.iter().filter_map(|&i| model.entities.get(i)), ctx).to_string();
         Ok(PreparedList {
             entity: self.clone(),
             built,
             kinds,
             columns: names(&cols),
             joined,
-            caller: self.statement_caller(ctx, &query.joins).to_string(),
-            read: std::iter::once(Ok(self.index))
-                .chain(
-                    query
-                        .joins
-                        .iter()
-                        .map(|j| Ok(join_target(model, e, &j.field)?.1)),
-                )
-                .collect::<Result<_, StoreError>>()?,
-            compared: policy::scoped(model, e, &compared),
+            caller,
+            read,
+            needs,
             slots: Vec::new(),
             texts: 0,
         })
@@ -514,7 +520,11 @@ impl EntityStore {
     /// The empty string when statements and counts of this entity, with
     /// `joins`, answer every caller alike; otherwise [`AccessContext::key`]:
     /// a row policy puts the caller's values in them. Caches of prepared
-    /// statements are keyed by it.
+    /// statements are keyed by it. A filter through a to-many relation
+    /// (`Filter::Related`) puts the read rules of the rows it reaches in
+    /// the statement too, which this does not see: a statement with one
+    /// runs only for its own caller ([`PreparedList::run`] refuses the
+    /// others), so such statements are not for shared caches.
     pub fn statement_caller<'c>(&self, ctx: &'c AccessContext, joins: &[JoinOne]) -> &'c str {
         let (model, e) = (&self.store.inner.model, self.def());
         // A join that is no to-one relation fails `prepare`: no statement
@@ -543,7 +553,14 @@ impl EntityStore {
             // one else's until it commits: never cached.
             return self.count_rows(ctx, e, filter).await;
         }
-        let caller = self.statement_caller(ctx, &[]);
+        // The read rules of the rows its relation filters reach are in the
+        // statement too.
+        let mut read = vec![self.index];
+        if let Some(f) = filter {
+            policy::reached(&s.inner.model, e, f, &mut read);
+        }
+        let entities = &s.inner.model.entities;
+        let caller = caller_key(read.iter().filter_map(|&i| entities.get(i)), ctx);
         let key = format!("{}\0{filter:?}\0{caller}", e.name);
         let generation = s.inner.writes.load(Ordering::SeqCst);
         // Freshness is part of the value (as for every cache here): the
@@ -595,7 +612,7 @@ impl EntityStore {
         let mut q = Query::select();
         q.expr(Expr::cust("COUNT(*)")).from(e.table.clone());
         if let Some(f) = filter {
-            q.and_where(condition(&s.inner.model, e, s.dialect(), f)?);
+            q.and_where(condition(&s.inner.model, e, s.dialect(), f, ctx)?);
         }
         s.restrict(&mut q, e, Action::Read, ctx)?;
         let rows = self
@@ -672,7 +689,7 @@ impl EntityStore {
         )
         .add_group_by([fk]);
         if let Some(f) = filter {
-            q.and_where(condition(&s.inner.model, e, d, f)?);
+            q.and_where(condition(&s.inner.model, e, d, f, ctx)?);
         }
         s.restrict(&mut q, e, Action::Read, ctx)?;
         let rows = self
@@ -811,7 +828,7 @@ impl EntityStore {
                 .is_in(parent_ids.iter().map(|i| Expr::val(i.as_str()))),
         );
         if let Some(f) = &query.filter {
-            inner.and_where(condition(&s.inner.model, e, d, f)?);
+            inner.and_where(condition(&s.inner.model, e, d, f, ctx)?);
         }
         s.restrict(&mut inner, e, Action::Read, ctx)?;
         let paged = query.limit.is_some() || query.offset > 0;
@@ -879,13 +896,14 @@ impl EntityStore {
     /// returned carries the created children under the same field.
     pub async fn insert(&self, ctx: &AccessContext, row: Row) -> Result<Row, StoreError> {
         Unit::write(self, async |tx, events, now| {
-            self.insert_in(tx, events, now, ctx, row).await
+            self.insert_in(tx, events, now, ctx, row, None).await
         })
         .await
     }
 
     /// [`EntityStore::insert`] in `tx`, its change events (the row's, then
-    /// its nested children's, depth first) pushed to `events`.
+    /// its nested children's, depth first) pushed to `events`. `nested_via`:
+    /// the to-one field a nested create set to the parent it just created.
     fn insert_in<'a>(
         &'a self,
         tx: &'a mut Tx,
@@ -893,11 +911,14 @@ impl EntityStore {
         now: i64,
         ctx: &'a AccessContext,
         row: Row,
+        nested_via: Option<&'a str>,
     ) -> Pin<Box<dyn Future<Output = Result<Row, Failure>> + Send + 'a>> {
         Box::pin(async move {
             let mut row = row;
             let nested = self.take_nested(ctx, &mut row)?;
-            let mut created = self.insert_one(tx, events, now, ctx, row).await?;
+            let mut created = self
+                .insert_one(tx, events, now, ctx, row, nested_via)
+                .await?;
             let id = Json::String(row_id(&created));
             for (field, child, via, rows) in nested {
                 let mut out = Vec::with_capacity(rows.len());
@@ -906,7 +927,7 @@ impl EntityStore {
                     let at = format!("{field}[{i}]");
                     out.push(Json::Object(
                         child
-                            .insert_in(tx, events, now, ctx, r)
+                            .insert_in(tx, events, now, ctx, r, Some(&via))
                             .await
                             .map_err(|e| e.nested_in(&at))?,
                     ));
@@ -984,7 +1005,8 @@ impl EntityStore {
         Ok(out)
     }
 
-    /// Inserts one row (no nested children) in `tx`.
+    /// Inserts one row (no nested children) in `tx`; `nested_via` as for
+    /// [`EntityStore::insert_in`].
     async fn insert_one(
         &self,
         tx: &mut Tx,
@@ -992,6 +1014,7 @@ impl EntityStore {
         now: i64,
         ctx: &AccessContext,
         mut row: Row,
+        nested_via: Option<&str>,
     ) -> Result<Row, Failure> {
         let (s, e) = (&self.store, self.def());
         // A null sets nothing on a new row: only values need the scope.
@@ -1018,7 +1041,7 @@ impl EntityStore {
         // References and the policy are decided before the INSERT: a row
         // the caller may not create is refused the same way whether or not
         // a unique key of it is taken by a row it cannot see (CONTRACT §11).
-        s.check_references(tx, e, &row, ctx).await?;
+        s.check_references(tx, e, &row, ctx, nested_via).await?;
         if !s.row_matches(tx, e, &row, Action::Create, ctx).await? {
             return Err(StoreError::forbidden(format!(
                 "the new {} does not match its create policy",
@@ -1180,7 +1203,7 @@ impl EntityStore {
             .and_where(Expr::col(idf.column.clone()).eq(id));
         // As for a new row: the result is judged before the UPDATE, so no
         // unique key answers for a change the caller may not make.
-        s.check_references(tx, e, &values, ctx).await?;
+        s.check_references(tx, e, &values, ctx, None).await?;
         if !s.row_matches(tx, e, &new, Action::Update, ctx).await? {
             return Err(StoreError::forbidden(format!(
                 "the change would take the {} out of its update policy",
@@ -1289,8 +1312,17 @@ impl EntityStore {
         let model = &s.inner.model;
         let mut gone = Vec::new();
         if let Some(rule) = e.policy.rule_for(Action::Read, ctx) {
-            let lookup = |t: &Entity, id: &str| s.inner.events.gone_row(&t.name, id);
-            policy::gone_rows(model, rule, row, &lookup, &mut gone);
+            let by_id = |t: &Entity, id: &str| s.inner.events.gone_row(&t.name, id);
+            // The children deleted with a row (the members of an org):
+            // found by their reference, among the few rows kept.
+            let by_reference = |t: &Entity, field: &str, id: &str| {
+                s.inner.events.gone_referencing(&t.name, field, id)
+            };
+            let lookup = policy::GoneRows {
+                by_id: &by_id,
+                by_reference: &by_reference,
+            };
+            policy::gone_rows(model, e, rule, row, &lookup, &mut gone);
         }
         let Some(q) = s.row_test_beside(e, row, Action::Read, ctx, &gone)? else {
             return Ok(true);
@@ -1315,7 +1347,7 @@ impl PreparedList {
                 e.name
             )));
         }
-        policy::check_compared(&s.inner.model, e, ctx, &self.compared)?;
+        policy::check_needs(ctx, &self.needs)?;
         if texts.len() != self.texts {
             return Err(StoreError::internal(format!(
                 "the statement takes {} texts, not {}",

@@ -172,6 +172,20 @@ impl Local {
         }
     }
 
+    /// The rows of `entity` deleted together with others in the last
+    /// [`GONE_TTL`] whose `field` referenced `id`, as they were.
+    pub(crate) fn gone_referencing(&self, entity: &str, field: &str, id: &str) -> Vec<Row> {
+        self.gone
+            .iter()
+            .filter(|((name, _), (at, row))| {
+                name == entity
+                    && at.elapsed() < GONE_TTL
+                    && row.get(field).and_then(serde_json::Value::as_str) == Some(id)
+            })
+            .map(|(_, (_, row))| row)
+            .collect()
+    }
+
     /// The row `id` of `entity` as it was, when it was deleted together
     /// with others in the last [`GONE_TTL`].
     pub(crate) fn gone_row(&self, entity: &str, id: &str) -> Option<Row> {

@@ -47,6 +47,7 @@ mod feed;
 mod migrate;
 mod policy;
 mod query;
+mod related;
 mod store;
 mod txn;
 mod value;
@@ -64,4 +65,4 @@ pub use store::{Store, StoreOptions};
 pub use txn::WriteTxn;
 pub use value::{ColType, Row, RowSet};
 
-pub use gatehouse_schema::{AccessContext, ChangeKind, FilterOp};
+pub use gatehouse_schema::{AccessContext, ChangeKind, FilterOp, Quantifier};

@@ -1,7 +1,9 @@
 //! Filters, ordering and paging: the query vocabulary of GraphQL and REST,
 //! turned into SQL expressions for one entity.
 
-use gatehouse_schema::{Entity, Field, FieldKind, FilterOp, Model, ValueType};
+use gatehouse_schema::{
+    AccessContext, Entity, Field, FieldKind, FilterOp, Model, Quantifier, ValueType,
+};
 use sea_query::{Expr, ExprTrait, Func, NullOrdering, Order, SelectStatement};
 use serde_json::Value as Json;
 
@@ -32,10 +34,24 @@ pub enum Filter {
         /// "is null" / "is not null".
         value: Json,
     },
+    /// A condition on the rows a to-many field reaches (`tasks_some`),
+    /// many-to-many included: ONE `EXISTS` subquery in the statement,
+    /// never a query per row. Only rows the caller may read are reached,
+    /// and comparing their fields needs the same scopes as anywhere.
+    Related {
+        /// The to-many field of this entity.
+        field: String,
+        /// How the reached rows are judged.
+        quantifier: Quantifier,
+        /// What a reached row must match (`Filter::And(vec![])`: any row).
+        filter: Box<Filter>,
+    },
 }
 
 impl Filter {
-    /// Calls `f` with the name of every field this filter compares.
+    /// Calls `f` with the name of every field of this entity this filter
+    /// compares; a relation filter names its to-many field (the fields of
+    /// the rows it reaches are another entity's).
     pub fn for_each_field<'a>(&'a self, f: &mut impl FnMut(&'a str)) {
         match self {
             Filter::And(all) | Filter::Or(all) => {
@@ -44,7 +60,17 @@ impl Filter {
                 }
             }
             Filter::Not(sub) => sub.for_each_field(f),
-            Filter::Cmp { field, .. } => f(field),
+            Filter::Cmp { field, .. } | Filter::Related { field, .. } => f(field),
+        }
+    }
+
+    /// Whether the filter goes through a to-many relation anywhere.
+    pub fn has_related(&self) -> bool {
+        match self {
+            Filter::And(all) | Filter::Or(all) => all.iter().any(Filter::has_related),
+            Filter::Not(sub) => sub.has_related(),
+            Filter::Cmp { .. } => false,
+            Filter::Related { .. } => true,
         }
     }
 
@@ -203,7 +229,13 @@ pub(crate) fn stored_field<'m>(entity: &'m Entity, name: &str) -> Result<&'m Fie
 
 /// A column reference qualified by the entity's table.
 pub(crate) fn col(entity: &Entity, field: &Field) -> Expr {
-    Expr::col((entity.table.clone(), field.column.clone()))
+    col_at(&entity.table, field)
+}
+
+/// A column reference qualified by `at`: the table, or the alias a row
+/// goes by inside a relation filter's subquery.
+pub(crate) fn col_at(at: &str, field: &Field) -> Expr {
+    Expr::col((at.to_string(), field.column.clone()))
 }
 
 fn quoted(name: &str) -> String {
@@ -217,60 +249,130 @@ pub(crate) const MAX_IN_VALUES: usize = 1000;
 /// (SQLite binds at most 32,766 values in one statement).
 pub(crate) const MAX_FILTER_VALUES: usize = 5000;
 
-/// Builds the SQL condition for `filter` on `entity`. A list longer than
-/// [`MAX_IN_VALUES`], or lists holding more than [`MAX_FILTER_VALUES`]
-/// together, are [`StoreError::Invalid`] (a user's mistake, not the
-/// database's "too many SQL variables").
+/// Builds the SQL condition for `filter` on `entity`, a caller's filter:
+/// a relation filter reaches only the rows `ctx` may read. A list longer
+/// than [`MAX_IN_VALUES`], or lists holding more than
+/// [`MAX_FILTER_VALUES`] together, are [`StoreError::Invalid`] (a user's
+/// mistake, not the database's "too many SQL variables").
 pub(crate) fn condition(
     model: &Model,
     entity: &Entity,
     dialect: Dialect,
     filter: &Filter,
+    ctx: &AccessContext,
 ) -> Result<Expr, StoreError> {
-    let mut budget = MAX_FILTER_VALUES;
-    condition_within(model, entity, dialect, filter, &mut budget)
+    let mut walk = Walk {
+        model,
+        dialect,
+        ctx,
+        budget: MAX_FILTER_VALUES,
+    };
+    walk.condition(entity, &entity.table, 0, filter)
 }
 
-/// [`condition`], taking the values each comparison binds from `budget`.
-fn condition_within(
-    model: &Model,
-    entity: &Entity,
+/// A caller's filter being turned into SQL.
+struct Walk<'a> {
+    model: &'a Model,
     dialect: Dialect,
-    filter: &Filter,
-    budget: &mut usize,
-) -> Result<Expr, StoreError> {
-    Ok(match filter {
-        Filter::And(parts) => all_of(
-            parts
-                .iter()
-                .map(|p| condition_within(model, entity, dialect, p, budget)),
-        )?,
-        Filter::Or(parts) => any_of(
-            parts
-                .iter()
-                .map(|p| condition_within(model, entity, dialect, p, budget)),
-        )?,
-        Filter::Not(inner) => condition_within(model, entity, dialect, inner, budget)?.not(),
-        Filter::Cmp { field, op, value } => {
-            let values = match value {
-                Json::Array(items) => items.len(),
-                _ => 1,
-            };
-            if values > MAX_IN_VALUES {
-                return Err(StoreError::invalid(
-                    format!("{field}{}", op.suffix()),
-                    format!("{values} values given; a list may hold at most {MAX_IN_VALUES}"),
-                ));
+    ctx: &'a AccessContext,
+    /// The values comparisons may still bind.
+    budget: usize,
+}
+
+impl Walk<'_> {
+    /// The condition on the row of `entity` named `at`, inside `depth`
+    /// relation filters.
+    fn condition(
+        &mut self,
+        entity: &Entity,
+        at: &str,
+        depth: usize,
+        filter: &Filter,
+    ) -> Result<Expr, StoreError> {
+        let (model, dialect) = (self.model, self.dialect);
+        Ok(match filter {
+            Filter::And(parts) => {
+                let mut out = Vec::with_capacity(parts.len());
+                for p in parts {
+                    out.push(self.condition(entity, at, depth, p));
+                }
+                all_of(out.into_iter())?
             }
-            *budget = budget.checked_sub(values).ok_or_else(|| {
-                StoreError::invalid(
-                    format!("{field}{}", op.suffix()),
-                    format!("the filter compares with more than {MAX_FILTER_VALUES} values in all"),
-                )
-            })?;
-            comparison(model, entity, dialect, field, *op, value)?
+            Filter::Or(parts) => {
+                let mut out = Vec::with_capacity(parts.len());
+                for p in parts {
+                    out.push(self.condition(entity, at, depth, p));
+                }
+                any_of(out.into_iter())?
+            }
+            Filter::Not(inner) => self.condition(entity, at, depth, inner)?.not(),
+            Filter::Related {
+                field,
+                quantifier,
+                filter,
+            } => {
+                let reach = crate::related::Reach::of(model, entity, at, field, depth)?;
+                let inner = self.condition(reach.target, &reach.alias, depth + 1, filter)?;
+                // Only rows the caller may read are reached, and only
+                // through join rows it may read.
+                let mut guards = Vec::new();
+                if let Some((join, alias)) = &reach.join
+                    && let Some(c) = crate::policy::condition_at(
+                        model,
+                        join,
+                        alias,
+                        depth + 1,
+                        dialect,
+                        gatehouse_schema::Action::Read,
+                        self.ctx,
+                    )?
+                {
+                    guards.push(c);
+                }
+                if let Some(c) = crate::policy::condition_at(
+                    model,
+                    reach.target,
+                    &reach.alias,
+                    depth + 1,
+                    dialect,
+                    gatehouse_schema::Action::Read,
+                    self.ctx,
+                )? {
+                    guards.push(c);
+                }
+                reach.quantify(*quantifier, guards, inner)?
+            }
+            Filter::Cmp { field, op, value } => self.comparison(entity, at, field, *op, value)?,
+        })
+    }
+
+    /// One comparison, its values taken from the budget.
+    fn comparison(
+        &mut self,
+        entity: &Entity,
+        at: &str,
+        field: &str,
+        op: FilterOp,
+        value: &Json,
+    ) -> Result<Expr, StoreError> {
+        let values = match value {
+            Json::Array(items) => items.len(),
+            _ => 1,
+        };
+        if values > MAX_IN_VALUES {
+            return Err(StoreError::invalid(
+                format!("{field}{}", op.suffix()),
+                format!("{values} values given; a list may hold at most {MAX_IN_VALUES}"),
+            ));
         }
-    })
+        self.budget = self.budget.checked_sub(values).ok_or_else(|| {
+            StoreError::invalid(
+                format!("{field}{}", op.suffix()),
+                format!("the filter compares with more than {MAX_FILTER_VALUES} values in all"),
+            )
+        })?;
+        comparison(self.model, entity, at, self.dialect, field, op, value)
+    }
 }
 
 /// The conjunction of `parts` (true when there are none).
@@ -322,9 +424,11 @@ pub(crate) fn always_false() -> Expr {
     Expr::cust("1 = 0")
 }
 
+/// A comparison of field `name` of the row of `entity` named `at`.
 pub(crate) fn comparison(
     model: &Model,
     entity: &Entity,
+    at: &str,
     dialect: Dialect,
     name: &str,
     op: FilterOp,
@@ -336,7 +440,7 @@ pub(crate) fn comparison(
     let elem = field
         .filter_type()
         .ok_or_else(|| StoreError::invalid(name, "cannot be filtered"))?;
-    let c = col(entity, field);
+    let c = col_at(at, field);
     let arg = format!("{name}{}", op.suffix());
     if field.check_filter_op(op).is_err() {
         return Err(StoreError::invalid(
@@ -366,7 +470,7 @@ pub(crate) fn comparison(
             Dialect::Sqlite => Expr::cust_with_values(
                 format!(
                     "EXISTS (SELECT 1 FROM json_each({}.{}) WHERE json_each.value = ?)",
-                    quoted(&entity.table),
+                    quoted(at),
                     quoted(&field.column)
                 ),
                 [scalar_value(dialect, &elem, &v)],

@@ -529,7 +529,8 @@ impl Store {
         ctx: &AccessContext,
     ) -> Result<bool, StoreError> {
         let d = self.dialect();
-        let Some(c) = policy::condition(&self.inner.model, e, d, action, ctx)? else {
+        let model = &self.inner.model;
+        let Some(c) = policy::condition_for_row(model, e, d, action, ctx, Some(id), &[])? else {
             return Ok(true);
         };
         let mut s = Query::select();
@@ -573,7 +574,8 @@ impl Store {
         gone: &[(&Entity, Row)],
     ) -> Result<Option<Built>, StoreError> {
         let (model, d) = (&self.inner.model, self.dialect());
-        let Some(c) = policy::condition_beside(model, e, d, action, ctx, gone)? else {
+        let id = row.get("id").and_then(serde_json::Value::as_str);
+        let Some(c) = policy::condition_for_row(model, e, d, action, ctx, id, gone)? else {
             return Ok(None);
         };
         let mut q = Query::select();
@@ -609,14 +611,25 @@ impl Store {
     /// Refuses a reference in `row` to a row `ctx` may not read, in the
     /// words of a reference to a missing row: a write must not tell which
     /// ids of invisible rows exist.
+    ///
+    /// `nested_via` names the reference a nested create set to the row it
+    /// has just created in this transaction: that one is not checked. The
+    /// caller wrote that row in the same request (nothing about another
+    /// row is told), and its read rule may only hold once its children are
+    /// written: an org read by its members gets its first member nested in
+    /// its create (`docs/design/policies.md`, "Relation rules").
     pub(crate) async fn check_references(
         &self,
         tx: &mut gatehouse_db::Tx,
         e: &Entity,
         row: &Row,
         ctx: &AccessContext,
+        nested_via: Option<&str>,
     ) -> Result<(), StoreError> {
         for f in e.stored_fields() {
+            if nested_via == Some(f.name.as_str()) {
+                continue;
+            }
             let (Some(t), Some(Json::String(id))) =
                 (self.inner.model.to_one_target(f), row.get(&f.name))
             else {

@@ -145,7 +145,7 @@ impl Binder<'_> {
         let Some((field, op)) = parsed else {
             let fields = stored_field_names(e);
             let lead = if in_input {
-                "fields of a `where` input are `AND`, `OR`, `NOT`, or"
+                "fields of a `where` input are `AND`, `OR`, `NOT`, a to-many field with `_some`, `_every` or `_none`, or"
             } else {
                 "arguments are a count (first|limit|count|take), an offset (offset|skip), `where`, `orderBy`, or"
             };
@@ -246,12 +246,18 @@ impl Binder<'_> {
         if let Some(reusable) = self.checked_before(Checked::Where, tname, entity, use_loc, owner) {
             return reusable;
         }
-        self.checked_where.insert(tname.to_string(), None);
+        // Provisionally bound, so that an input reaching itself through a
+        // relation filter (`CategoryWhere.children_some: CategoryWhere`)
+        // ends; a refusal is recorded below.
+        self.checked_where
+            .insert(tname.to_string(), Some(entity.to_string()));
         let schema = self.schema;
         let Some(ExtendedType::InputObject(input)) = schema.types.get(tname) else {
+            self.checked_where.insert(tname.to_string(), None);
             return false;
         };
         let Some(w) = self.where_input(input, entity) else {
+            self.checked_where.insert(tname.to_string(), None);
             return false;
         };
         self.checked_where
@@ -269,6 +275,7 @@ impl Binder<'_> {
             name: tname.to_string(),
             entity: entity.to_string(),
             filters: Vec::new(),
+            relations: Vec::new(),
             and: None,
             or: None,
             not: None,
@@ -306,6 +313,12 @@ impl Binder<'_> {
                         w.not = Some(fname.to_string());
                     }
                 }
+                _ if self.relation_filter_target(entity, fname).is_some() => {
+                    match self.bind_relation_filter(entity, fname, &f.ty, f.location(), &owner) {
+                        Some(r) => w.relations.push(r),
+                        None => ok = false,
+                    }
+                }
                 _ => match self.bind_filter(entity, fname, &f.ty, f.location(), &owner) {
                     Some(filter) => w.filters.push(filter),
                     None => ok = false,
@@ -313,6 +326,56 @@ impl Binder<'_> {
             }
         }
         ok.then_some(w)
+    }
+
+    /// The to-many field, quantifier and target entity that a `where`
+    /// input field or policy key named `<toMany>_some|_every|_none` of
+    /// `entity` filters through.
+    pub(super) fn relation_filter_target(
+        &self,
+        entity: &str,
+        name: &str,
+    ) -> Option<(String, Quantifier, String)> {
+        let e = self.entity_named(entity)?;
+        let (f, q) = Quantifier::parse(e, name)?;
+        let target = self.target_of(f)?;
+        Some((f.name.clone(), q, target.name.clone()))
+    }
+
+    /// A `where` input field filtering through a to-many relation: its
+    /// type is a `where` input of the relation's target.
+    fn bind_relation_filter(
+        &mut self,
+        entity: &str,
+        name: &str,
+        ty: &Type,
+        loc: Option<SourceSpan>,
+        owner: &str,
+    ) -> Option<RelationFilter> {
+        let (field, quantifier, target) = self.relation_filter_target(entity, name)?;
+        let tname = ty.inner_named_type().to_string();
+        let is_input = self
+            .schema
+            .types
+            .get(tname.as_str())
+            .is_some_and(ExtendedType::is_input_object);
+        if !is_input || ty.is_list() {
+            self.error(
+                loc,
+                format!(
+                    "field `{name}` of `{owner}` filters through `{entity}.{field}` and must be a `where` input of `{target}`, found `{ty}`"
+                ),
+                Some(format!("declare it `{name}: {target}Where`")),
+            );
+            return None;
+        }
+        self.bind_where_input(&tname, &target, loc, owner)
+            .then(|| RelationFilter {
+                arg: name.to_string(),
+                field,
+                quantifier,
+                input: tname,
+            })
     }
 
     /// An `orderBy` argument: an enum (or a list of one) bound to `entity`,

@@ -104,13 +104,24 @@ impl Binder<'_> {
     ) -> Option<Rule> {
         let loc = value.location();
         let entity = e.name.as_str();
+        if let Some((field, quantifier, target)) = self.relation_filter_target(entity, key) {
+            // The rows reached are read without their own policies (the
+            // rule's author decides); the store excludes the row being
+            // written from them.
+            let rule = self.policy_rule(&target, value, at)?;
+            return Some(Rule::Related {
+                field,
+                quantifier,
+                rule: Box::new(rule),
+            });
+        }
         let Some((field, op)) = parse_filter_name(e, key) else {
             let fields = stored_field_names(e);
             self.error(
                 loc,
                 format!("`{key}` in `{at}` on `{entity}` binds to nothing"),
                 Some(format!(
-                    "a policy takes `AND`, `OR`, `NOT`, or a field of `{entity}` ({fields}) with an optional operator suffix ({}), as a `where` input does",
+                    "a policy takes `AND`, `OR`, `NOT`, a to-many field with `_some`, `_every` or `_none`, or a field of `{entity}` ({fields}) with an optional operator suffix ({}), as a `where` input does",
                     FilterOp::suffix_list()
                 )),
             );

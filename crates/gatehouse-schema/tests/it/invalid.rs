@@ -152,6 +152,12 @@ case!(
     )
 );
 case!(
+    policy_relation_filter_problems,
+    &format!(
+        "{Q}type Shelf @policy(read: {{items_some: {{nope: \"$sub\"}}}}, write: {{items_every: {{n: \"x\"}}, next_some: {{}}}}) {{ id: ID! next: Shelf items: [Item!]! }}\ntype Item {{ id: ID! shelf: Shelf! n: Int }}\n"
+    )
+);
+case!(
     policy_without_rule,
     &format!("{Q}type Shelf @policy(bypass: \"admin\") {{ id: ID! }}\n")
 );
@@ -238,6 +244,10 @@ query_case!(
 query_case!(
     where_input_bad_and,
     "  books(where: BookWhere): [Book!]!\n}\ninput BookWhere {\n  title: String\n  AND: BookWhere\n  NOT: [BookWhere!]\n"
+);
+query_case!(
+    where_input_relation_filter_problems,
+    "  authors(where: AuthorWhere): [Author!]!\n}\ninput AuthorWhere {\n  books_some: [BookWhere!]\n  books_none: AuthorWhere\n  books_every: String\n}\ninput BookWhere {\n  title: String\n"
 );
 query_case!(
     where_input_used_for_two_types,

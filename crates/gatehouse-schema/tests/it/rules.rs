@@ -4,7 +4,8 @@
 use std::borrow::Cow;
 
 use gatehouse_schema::{
-    FilterOp, Model, OpRefusal, Scalar, TypeLayer, TypeRef, ValueError, ValueType, valid_date,
+    FilterOp, Model, OpRefusal, Quantifier, Scalar, TypeLayer, TypeRef, ValueError, ValueType,
+    valid_date,
 };
 use serde_json::{Value as Json, json};
 
@@ -335,4 +336,72 @@ type Task @policy(
     let board = m.entity("Board").unwrap();
     assert!(!board.required_on_create(board.field("owner").unwrap()));
     assert!(!board.settable_on_update(board.field("id").unwrap()));
+}
+
+#[test]
+fn relation_filters_bind_in_rules_and_where_inputs_and_reach_no_owner_fields() {
+    let m = load_ok(&[(
+        "a.graphql",
+        r#"
+type Query { orgs(where: OrgWhere): [Org!]! categories(where: CategoryWhere): [Category!]! }
+enum Role { OWNER MEMBER }
+type Org @policy(read: {members_some: {user: "$sub"}}, create: {createdBy: "$sub"},
+                 update: {members_some: {user: "$sub", role: OWNER}}) {
+  id: ID!
+  name: String!
+  createdBy: String!
+  members: [Member!]!
+}
+type Member @policy(write: {org: {OR: [{createdBy: "$sub"}, {members_some: {user: "$sub", role: OWNER}}]}}) {
+  id: ID!
+  org: Org!
+  user: String!
+  role: Role!
+}
+type Category { id: ID! name: String! parent: Category children: [Category!]! }
+input OrgWhere { name: String members_some: MemberWhere members_every: MemberWhere members_none: MemberWhere }
+input MemberWhere { user: String role: Role }
+input CategoryWhere { name: String children_some: CategoryWhere }
+"#,
+    )]);
+    let org = m.entity("Org").unwrap();
+    // Only the org's own field tied to a claim; `Member.user`, reached
+    // through `members_some`, is no owner field of either type.
+    assert_eq!(org.policy.owner_fields(), vec![("createdBy", "sub")]);
+    let member = m.entity("Member").unwrap();
+    assert_eq!(member.policy.owner_fields(), Vec::<(&str, &str)>::new());
+    assert!(member.settable_on_update(member.field("user").unwrap()));
+    assert_eq!(
+        org.policy.read.as_ref().unwrap().to_string(),
+        r#"{members_some: {user: "$sub"}}"#
+    );
+    assert_eq!(
+        member.policy.create.as_ref().unwrap().to_string(),
+        r#"{org: {OR: [{createdBy: "$sub"}, {members_some: {AND: [{user: "$sub"}, {role: "OWNER"}]}}]}}"#
+    );
+    let w = m.where_input("OrgWhere").unwrap();
+    let quantifiers: Vec<(&str, &str, Quantifier, &str)> = w
+        .relations
+        .iter()
+        .map(|r| {
+            (
+                r.arg.as_str(),
+                r.field.as_str(),
+                r.quantifier,
+                r.input.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        quantifiers,
+        [
+            ("members_some", "members", Quantifier::Some, "MemberWhere"),
+            ("members_every", "members", Quantifier::Every, "MemberWhere"),
+            ("members_none", "members", Quantifier::None, "MemberWhere"),
+        ]
+    );
+    assert_eq!(m.where_input("MemberWhere").unwrap().entity, "Member");
+    // An input that reaches itself through a relation binds.
+    let c = m.where_input("CategoryWhere").unwrap();
+    assert_eq!(c.relations[0].input, "CategoryWhere");
 }

@@ -16,6 +16,33 @@ fn check_accepts_the_example() {
 }
 
 #[test]
+fn check_explain_prints_relation_rules_with_their_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("orgs.graphql"),
+        r#"
+enum Role { OWNER MEMBER }
+type Org @policy(read: {members_some: {user: "$sub"}}, create: {createdBy: "$sub"}) {
+  id: ID! name: String! createdBy: String! members: [Member!]! }
+type Member @policy(write: {org: {OR: [{createdBy: "$sub"}, {members_some: {user: "$sub", role: OWNER}}]}}) {
+  id: ID! org: Org! user: String! role: Role! }
+"#,
+    )
+    .unwrap();
+    let o = gatehouse(dir.path(), &["check", "--schema", ".", "--explain"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    for line in [
+        "  read    {members_some: {user: \"$sub\"}}\n",
+        "  create  {createdBy: \"$sub\"}\n",
+        "  update  {org: {OR: [{createdBy: \"$sub\"}, {members_some: {AND: [{user: \"$sub\"}, {role: \"OWNER\"}]}}]}}\n",
+        "  note    `_some`/`_every`/`_none` read the rows they reach without those rows' policies, and leave out the row being created or updated\n",
+    ] {
+        assert!(out.contains(line), "{line:?} missing from:\n{out}");
+    }
+}
+
+#[test]
 fn check_reads_the_schema_from_the_config() {
     let o = gatehouse(
         &repo_root(),
