@@ -374,10 +374,11 @@ impl Tx {
     /// Commits; on SQLite this returns once the commit is in the WAL (and,
     /// with `sqlite_sync_every_commit`, synced to disk).
     pub async fn commit(self) -> Result<(), Error> {
-        Ok(match self.inner {
+        match self.inner {
             TxInner::Sqlite(t) => t.commit()?,
             TxInner::Pg(t) => t.commit(self.timeout).await?,
-        })
+        }
+        Ok(())
     }
 
     /// Runs `statements`, whose results nobody reads (a notification,
