@@ -29,6 +29,10 @@ pub const EXAMPLE_SCHEMA: &[(&str, &str)] = &[
         include_str!("../../../examples/library/schema/private.graphql"),
     ),
     (
+        "groups.graphql",
+        include_str!("../../../examples/library/schema/groups.graphql"),
+    ),
+    (
         "root.graphql",
         include_str!("../../../examples/library/schema/root.graphql"),
     ),

@@ -41,10 +41,9 @@ async fn unknown_collections_and_paths_are_404() {
     let s = start().await;
     let p = problem(s.get("/v1/nope").await, 404).await;
     assert!(
-        p["detail"]
-            .as_str()
-            .unwrap()
-            .contains("authors, books, club-picks, notes, reviews"),
+        p["detail"].as_str().unwrap().contains(
+            "authors, books, club-picks, group-books, group-members, notes, reading-groups, reviews"
+        ),
         "{p}"
     );
     insta::assert_json_snapshot!("unknown_collection", redact(p));

@@ -4,6 +4,7 @@
 mod cli;
 mod copy;
 mod errors;
+mod example_groups;
 mod first_hour;
 mod ops;
 mod readme;
