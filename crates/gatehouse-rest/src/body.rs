@@ -3,7 +3,7 @@
 
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode, header};
-use gatehouse_schema::{Entity, Field, FieldKind, Model, ValueError, json_kind};
+use gatehouse_schema::{CONNECT, Entity, Field, FieldKind, Model, ValueError, json_kind};
 use gatehouse_store::Code;
 use gatehouse_store::Row;
 use serde_json::Value as Json;
@@ -240,6 +240,36 @@ fn validate_fields(
                         "must be a list of new {} rows, not {}",
                         child.name,
                         json_kind(&other)
+                    ),
+                ),
+            }
+            continue;
+        }
+        if let (FieldKind::ToMany { .. }, Mode::Create, Some(target), Some(_)) = (
+            &field.kind,
+            mode,
+            model.target_of(field),
+            model.connect_of(field),
+        ) {
+            // Links to existing rows (`{"connect": [ids]}`): the shape is
+            // checked here, each id by the store (it must exist and be
+            // readable by the caller, and be listed once).
+            match value {
+                Json::Object(o)
+                    if o.len() == 1
+                        && o.get(CONNECT).and_then(Json::as_array).is_some_and(|ids| {
+                            ids.iter()
+                                .all(|i| i.as_str().is_some_and(|s| !s.is_empty()))
+                        }) =>
+                {
+                    out.insert(key, Json::Object(o));
+                }
+                _ => err(
+                    errors,
+                    &key,
+                    format!(
+                        "must be {{\"{CONNECT}\": [ids of existing {} rows]}} (non-empty strings)",
+                        target.name
                     ),
                 ),
             }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use gatehouse_schema::{Entity, Field, FieldKind, FilterOp, Model, ValueType};
+use gatehouse_schema::{CONNECT, Entity, Field, FieldKind, FilterOp, Model, ValueType};
 use heck::{ToLowerCamelCase, ToUpperCamelCase};
 use serde_json::{Map, Value as Json, json};
 
@@ -180,6 +180,10 @@ fn entity_schema(model: &Model, entity: &Entity, kind: BodyKind, omit: Option<&s
                     }),
                 );
             }
+            // Nested create's links to existing rows of a many-to-many field.
+            if let Some(name) = connect_schema(model, entity, f) {
+                props.insert(f.name.clone(), schema_ref(&name));
+            }
         }
     }
     let what = match kind {
@@ -226,6 +230,40 @@ fn nested_create_schema(model: &Model, f: &Field) -> Option<String> {
         child.name,
         via.name.to_upper_camel_case()
     ))
+}
+
+/// The name of the request schema of the existing rows a new row of
+/// `entity` links through its many-to-many field `f` (`BookTagsConnect`,
+/// `{"connect": [ids]}`), where `Model::connect_of` allows it.
+fn connect_schema(model: &Model, entity: &Entity, f: &Field) -> Option<String> {
+    model.connect_of(f)?;
+    Some(format!(
+        "{}{}Connect",
+        entity.name,
+        f.name.to_upper_camel_case()
+    ))
+}
+
+/// The schema [`connect_schema`] names.
+fn connect_body(model: &Model, entity: &Entity, f: &Field) -> Option<Json> {
+    let (join, _, _) = model.connect_of(f)?;
+    let target = &model.target_of(f)?.name;
+    Some(json!({
+        "type": "object",
+        "description": format!(
+            "Existing {target} rows linked to the new {} through new {} rows, in the same transaction. Each must exist and be readable by the caller (an unreadable one is refused as missing), and may be listed once.",
+            entity.name, join.name
+        ),
+        "properties": {
+            CONNECT: {
+                "type": "array",
+                "uniqueItems": true,
+                "items": {"type": "string", "minLength": 1},
+            },
+        },
+        "required": [CONNECT],
+        "additionalProperties": false,
+    }))
 }
 
 /// Schema of a filter parameter's value.
@@ -337,6 +375,11 @@ pub(crate) fn document(model: &Model, base_path: &str, paging: Paging) -> Json {
             entity_schema(model, e, BodyKind::Create, None),
         );
         for f in e.to_many_fields() {
+            if let (Some(name), Some(body)) =
+                (connect_schema(model, e, f), connect_body(model, e, f))
+            {
+                schemas.insert(name, body);
+            }
             if let (Some(name), Some(child), Some(via)) = (
                 nested_create_schema(model, f),
                 model.target_of(f),

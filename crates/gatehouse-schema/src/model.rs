@@ -39,6 +39,10 @@ pub struct Model {
     pub warnings: Vec<crate::Diagnostic>,
 }
 
+/// The one field of nested create's links to existing rows of a
+/// many-to-many field (`tags: {connect: [ids]}`, [`Model::connect_of`]).
+pub const CONNECT: &str = "connect";
+
 impl Model {
     /// The entity called `name`.
     pub fn entity(&self, name: &str) -> Option<&Entity> {
@@ -114,6 +118,19 @@ impl Model {
             )),
             _ => None,
         }
+    }
+
+    /// The join entity, `near` and `far` of a many-to-many field whose
+    /// links a create may make (nested create's `{connect: [ids]}`): one
+    /// whose join type needs no value on create but its two ends
+    /// (`BookTag { id book tag }`; fields with a default, owner fields and
+    /// nullable ones may be there too). `None` for other fields, and for a
+    /// join type that holds more than the link (a required `note`): its
+    /// rows are made through its own type. The GraphQL inputs, REST
+    /// bodies, the OpenAPI document and the store all ask here.
+    pub fn connect_of(&self, field: &Field) -> Option<(&Entity, &Field, &Field)> {
+        let (join, near, far) = self.through_of(field)?;
+        join.links_only(near, far).then_some((join, near, far))
     }
 
     /// The to-one field of the target that a one-to-many field inverts
@@ -296,6 +313,14 @@ impl Entity {
     /// The scope writing this type needs: `@auth(write:)` or `write`.
     pub fn write_scope(&self) -> &str {
         self.auth.write.as_deref().unwrap_or(DEFAULT_WRITE_SCOPE)
+    }
+
+    /// Whether a row of this (join) type can be created from its two
+    /// to-one fields `near` and `far` alone: no other field is required on
+    /// create ([`Model::connect_of`]).
+    pub fn links_only(&self, near: &Field, far: &Field) -> bool {
+        self.stored_fields()
+            .all(|f| f.name == near.name || f.name == far.name || !self.required_on_create(f))
     }
 
     /// Whether a new row must be given `f`: a required field other than

@@ -230,6 +230,13 @@ fn write_inputs(model: &Model, e: &Entity, out: &mut String) {
                         "  # {}: [{input}!] (new rows created with it; added by gatehouse)",
                         f.name
                     );
+                } else if model.connect_of(f).is_some() {
+                    let input = crate::bind::nested::connect_name(&e.name, &f.name);
+                    let _ = writeln!(
+                        out,
+                        "  # {}: {input} (existing rows linked to it; added by gatehouse)",
+                        f.name
+                    );
                 }
             }
         }

@@ -28,6 +28,7 @@ use crate::store::{
 use crate::txn::{Failure, Unit, WriteTxn};
 use crate::value::{Dialect, SqlKind, check_field, check_keys, to_sql};
 use crate::{Row, RowSet, Store, StoreError};
+use gatehouse_schema::CONNECT;
 
 /// The rows of one entity of the store's Model: a handle resolved once by
 /// [`Store::entity`], cheap to clone and to keep (in a cached plan, say).
@@ -920,35 +921,61 @@ impl EntityStore {
                 .insert_one(tx, events, now, ctx, row, nested_via)
                 .await?;
             let id = Json::String(row_id(&created));
-            for (field, child, via, rows) in nested {
-                let mut out = Vec::with_capacity(rows.len());
-                for (i, mut r) in rows.into_iter().enumerate() {
-                    r.insert(via.clone(), id.clone());
-                    let at = format!("{field}[{i}]");
-                    out.push(Json::Object(
-                        child
-                            .insert_in(tx, events, now, ctx, r, Some(&via))
-                            .await
-                            .map_err(|e| e.nested_in(&at))?,
-                    ));
+            for n in nested {
+                match n {
+                    Nested::Create {
+                        field,
+                        child,
+                        via,
+                        rows,
+                    } => {
+                        let mut out = Vec::with_capacity(rows.len());
+                        for (i, mut r) in rows.into_iter().enumerate() {
+                            r.insert(via.clone(), id.clone());
+                            let at = format!("{field}[{i}]");
+                            out.push(Json::Object(
+                                child
+                                    .insert_in(tx, events, now, ctx, r, Some(&via))
+                                    .await
+                                    .map_err(|e| e.nested_in(&at))?,
+                            ));
+                        }
+                        created.insert(field, Json::Array(out));
+                    }
+                    Nested::Connect {
+                        field,
+                        join,
+                        near,
+                        far,
+                        target,
+                        ids,
+                    } => {
+                        target.check_connectable(tx, ctx, &field, &ids).await?;
+                        for (i, other) in ids.into_iter().enumerate() {
+                            let mut link = Row::new();
+                            link.insert(near.clone(), id.clone());
+                            link.insert(far.clone(), Json::String(other));
+                            let at = format!("{field}.connect[{i}]");
+                            join.insert_in(tx, events, now, ctx, link, Some(&near))
+                                .await
+                                .map_err(|e| e.nested_in(&at))?;
+                        }
+                    }
                 }
-                created.insert(field, Json::Array(out));
             }
             Ok(created)
         })
     }
 
-    /// Takes the nested children out of a new row: for each to-many field
-    /// it gives (a list of new rows of the relation's target), the
+    /// Takes the nested values out of a new row: for each one-to-many
+    /// field it gives (a list of new rows of the relation's target), the
     /// target's handle, the to-one field of the target that points back
-    /// (set to the new row's id; a child may not give it), and the rows.
-    /// Creating the children needs the target's write scope.
-    #[allow(clippy::type_complexity)]
-    fn take_nested(
-        &self,
-        ctx: &AccessContext,
-        row: &mut Row,
-    ) -> Result<Vec<(String, EntityStore, String, Vec<Row>)>, StoreError> {
+    /// (set to the new row's id; a child may not give it), and the rows;
+    /// for each many-to-many field it gives (`{connect: [ids]}`, where
+    /// [`Model::connect_of`] allows it), the join type's handle, its two
+    /// to-one fields and the ids. Creating children needs the target's
+    /// write scope; linking rows, the join type's.
+    fn take_nested(&self, ctx: &AccessContext, row: &mut Row) -> Result<Vec<Nested>, StoreError> {
         let (model, e) = (&self.store.inner.model, self.def());
         let mut out = Vec::new();
         for f in &e.fields {
@@ -958,6 +985,12 @@ impl EntityStore {
             let Some(given) = row.remove(&f.name) else {
                 continue;
             };
+            if model.through_of(f).is_some() {
+                if let Some(n) = self.take_connect(ctx, f, given)? {
+                    out.push(n);
+                }
+                continue;
+            }
             let Some(via) = model.inverse_of(f) else {
                 return Err(StoreError::invalid(
                     &f.name,
@@ -1000,9 +1033,150 @@ impl EntityStore {
                 }
                 rows.push(r);
             }
-            out.push((f.name.clone(), child, via.name.clone(), rows));
+            out.push(Nested::Create {
+                field: f.name.clone(),
+                child,
+                via: via.name.clone(),
+                rows,
+            });
         }
         Ok(out)
+    }
+
+    /// The links a new row asks for through the many-to-many field `f`
+    /// (`{connect: [ids]}`); `None` for a null. An id given twice is
+    /// refused (each row is linked once), and so is a field whose join
+    /// type holds more than the link ([`Model::connect_of`]).
+    fn take_connect(
+        &self,
+        ctx: &AccessContext,
+        f: &Field,
+        given: Json,
+    ) -> Result<Option<Nested>, StoreError> {
+        let (model, e) = (&self.store.inner.model, self.def());
+        let Some((join, near, far)) = model.connect_of(f) else {
+            return Err(StoreError::invalid(
+                &f.name,
+                gatehouse_schema::ValueError::to_many(model, f).to_string(),
+            ));
+        };
+        let target = self.target(f)?;
+        let tname = &target.def().name;
+        let shape = || {
+            StoreError::invalid(
+                &f.name,
+                format!("takes {{\"{CONNECT}\": [ids of existing {tname} rows]}}"),
+            )
+        };
+        let items = match given {
+            Json::Null => return Ok(None),
+            Json::Object(mut o) => match (o.remove(CONNECT), o.is_empty()) {
+                (Some(Json::Array(items)), true) => items,
+                _ => return Err(shape()),
+            },
+            _ => return Err(shape()),
+        };
+        let mut ids: Vec<String> = Vec::with_capacity(items.len());
+        for (i, item) in items.into_iter().enumerate() {
+            let at = format!("{}.{CONNECT}[{i}]", f.name);
+            let id = match item {
+                Json::String(id) if !id.is_empty() => id,
+                other => {
+                    return Err(StoreError::invalid(
+                        at,
+                        format!(
+                            "must be the id of a {tname} (a non-empty string), not {}",
+                            gatehouse_schema::json_kind(&other)
+                        ),
+                    ));
+                }
+            };
+            if let Some(j) = ids.iter().position(|x| *x == id) {
+                return Err(StoreError::invalid(
+                    at,
+                    format!("repeats `{id}` ({CONNECT}[{j}]): each {tname} is linked once"),
+                ));
+            }
+            ids.push(id);
+        }
+        let scope = join.write_scope();
+        if !ids.is_empty() && ctx.check_scope(scope, false).is_err() {
+            return Err(StoreError::forbidden(format!(
+                "linking {tname} rows (`{}.{}`) creates {} rows, which needs the scope `{scope}`",
+                e.name, f.name, join.name
+            )));
+        }
+        let join_id = model
+            .relation_of(f)
+            .and_then(|r| match r.kind {
+                RelationKind::ManyToMany { through, .. } => Some(through),
+                _ => None,
+            })
+            .ok_or_else(|| StoreError::internal("a connect without a join type"))?;
+        Ok(Some(Nested::Connect {
+            field: f.name.clone(),
+            join: EntityStore {
+                store: self.store.clone(),
+                index: join_id.index(),
+                txn: self.txn.clone(),
+            },
+            near: near.name.clone(),
+            far: far.name.clone(),
+            target,
+            ids,
+        }))
+    }
+
+    /// Refuses (`Invalid`, naming `field.connect[i]`) the first of `ids`
+    /// that is not a row of this entity `ctx` may read, in `tx`: one
+    /// statement under the read policy, and the entity's read scope. A row
+    /// the caller may not read is refused in the words of a missing one.
+    async fn check_connectable(
+        &self,
+        tx: &mut Tx,
+        ctx: &AccessContext,
+        field: &str,
+        ids: &[String],
+    ) -> Result<(), StoreError> {
+        let (s, e) = (&self.store, self.def());
+        let missing = |i: usize, id: &str| {
+            StoreError::invalid(
+                format!("{field}.{CONNECT}[{i}]"),
+                format!("there is no {} with id `{id}`", e.name),
+            )
+        };
+        if ids.is_empty() {
+            return Ok(());
+        }
+        if !ctx.allows(e.read_scope(), true) {
+            return Err(missing(0, &ids[0]));
+        }
+        let storable: Vec<&str> = ids
+            .iter()
+            .map(String::as_str)
+            .filter(|i| !unstorable(i))
+            .collect();
+        let mut seen = std::collections::HashSet::new();
+        if !storable.is_empty() {
+            let idf = id_field(e)?;
+            let cols = columns(&s.inner.model, e, Some(&[]))?;
+            let mut q = s.select(e, &cols);
+            q.and_where(col(e, idf).is_in(storable.iter().map(|i| Expr::val(*i))));
+            s.restrict(&mut q, e, Action::Read, ctx)?;
+            let rows = tx
+                .conn()
+                .fetch(Built::of(s.dialect(), &q), &kinds(&cols))
+                .await
+                .map_err(from_db)?;
+            seen.extend(
+                rows.into_iter()
+                    .filter_map(|r| r.into_iter().next()?.as_str().map(str::to_string)),
+            );
+        }
+        match ids.iter().enumerate().find(|(_, id)| !seen.contains(*id)) {
+            Some((i, id)) => Err(missing(i, id)),
+            None => Ok(()),
+        }
     }
 
     /// Inserts one row (no nested children) in `tx`; `nested_via` as for
@@ -1329,6 +1503,30 @@ impl EntityStore {
         };
         Ok(!self.fetch_read(q, &[]).await?.is_empty())
     }
+}
+
+/// A nested value of a new row ([`EntityStore::take_nested`]).
+enum Nested {
+    /// New rows of a one-to-many relation.
+    Create {
+        field: String,
+        child: EntityStore,
+        /// The child's to-one field set to the new row.
+        via: String,
+        rows: Vec<Row>,
+    },
+    /// Existing rows linked through a many-to-many relation's join type.
+    Connect {
+        field: String,
+        join: EntityStore,
+        /// The join type's to-one field set to the new row.
+        near: String,
+        /// Its to-one field set to each id.
+        far: String,
+        /// The linked rows' entity.
+        target: EntityStore,
+        ids: Vec<String>,
+    },
 }
 
 impl PreparedList {

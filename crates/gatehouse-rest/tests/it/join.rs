@@ -73,7 +73,8 @@ async fn links_are_join_rows_and_a_duplicate_is_409() {
         problem(r, 409).await;
 
         // No nested path for a many-to-many field (a decision of
-        // docs/design/relations.md), and a body cannot set it.
+        // docs/design/relations.md); a new row may only connect existing
+        // rows through it, and a change cannot set it.
         let r = s
             .get(&format!("/v1/books/{}/tags", book.as_str().unwrap()))
             .await;
@@ -83,6 +84,18 @@ async fn links_are_join_rows_and_a_duplicate_is_409() {
                 Method::POST,
                 "/v1/books",
                 Some(json!({"title": "x", "tags": [tag]})),
+            )
+            .await;
+        let p = problem(r, 422).await;
+        assert!(
+            p.to_string().contains("ids of existing Tag rows"),
+            "{b}: {p}"
+        );
+        let r = s
+            .send(
+                Method::PATCH,
+                &format!("/v1/books/{}", book.as_str().unwrap()),
+                Some(json!({"tags": {"connect": [tag]}})),
             )
             .await;
         let p = problem(r, 422).await;

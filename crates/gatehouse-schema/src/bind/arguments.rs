@@ -581,6 +581,18 @@ impl Binder<'_> {
                 // (`nested.rs`) and keeps the declared type.
                 return self.nested_input(entity, f, v, vloc, where_);
             }
+            FieldKind::ToMany { .. }
+                if *create
+                    && !v.ty.is_list()
+                    && v.ty.inner_named_type().as_str()
+                        == super::nested::connect_name(&entity.name, vname)
+                    && self.connectable(f).is_some() =>
+            {
+                // Nested create's links to existing rows (`{connect:
+                // [ids]}`), as `schema print` writes it: the binder adds
+                // the value to every create (`nested.rs`).
+                return true;
+            }
             FieldKind::ToMany { relation, .. } => {
                 let target = self.target_of(f).map_or(String::new(), |t| t.name.clone());
                 let via = match self.relations[relation.index()].kind {

@@ -119,6 +119,10 @@ impl Binder<'_> {
     ) -> Vec<InputValue> {
         let mut out = Vec::new();
         for f in entity.to_many_fields() {
+            if let Some(v) = self.connect_value(entity, f, derived, added) {
+                out.push(v);
+                continue;
+            }
             let Some((child, via)) = self.one_to_many(f) else {
                 continue;
             };
@@ -201,6 +205,92 @@ impl Binder<'_> {
         out
     }
 
+    /// The nested value of a many-to-many field whose links a create may
+    /// make (`Model::connect_of`): `tags: BookTagsConnect`, the input
+    /// `{connect: [ID!]!}` derived when first met. `None` for other fields
+    /// and when the schema took the derived name for another type.
+    fn connect_value(
+        &mut self,
+        entity: &Entity,
+        f: &Field,
+        derived: &mut BTreeSet<String>,
+        added: &mut Added,
+    ) -> Option<InputValue> {
+        let (join, target) = self.connectable(f)?;
+        let name = connect_name(&entity.name, &f.name);
+        if derived.insert(name.clone()) {
+            match self.schema.types.get(name.as_str()) {
+                // Declared: a schema `schema print` wrote, loaded again.
+                Some(ExtendedType::InputObject(_)) => {}
+                Some(_) => {
+                    let loc = self
+                        .schema
+                        .types
+                        .get(entity.name.as_str())
+                        .and_then(|t| match t {
+                            ExtendedType::Object(o) => o.fields.get(f.name.as_str()),
+                            _ => None,
+                        })
+                        .and_then(|d| d.location());
+                    self.error(
+                        loc,
+                        format!(
+                            "`{}.{}` takes the existing `{target}` rows a create links in the input `{name}` (nested create), but the schema declares a type of that name",
+                            entity.name, f.name
+                        ),
+                        Some(format!("rename your type `{name}`: gatehouse derives it")),
+                    );
+                    added.taken.insert(name);
+                    return None;
+                }
+                None => added.inputs.push(InputObject {
+                    name: name.clone(),
+                    fields: vec![InputValue {
+                        name: CONNECT.into(),
+                        ty: TypeRef::NonNull(Box::new(TypeRef::List(Box::new(
+                            TypeRef::NonNull(Box::new(TypeRef::Named("ID".into()))),
+                        )))),
+                        default: None,
+                        description: Some(format!(
+                            "The ids of existing `{target}` rows, each linked to the new `{}` by a new `{join}` row; every one must exist and be readable by the caller.",
+                            entity.name
+                        )),
+                    }],
+                    description: Some(format!(
+                        "Existing `{target}` rows linked to a new `{}` (`{}.{}`), through new `{join}` rows written in the same transaction.",
+                        entity.name, entity.name, f.name
+                    )),
+                }),
+            }
+        } else if added.taken.contains(&name) {
+            return None;
+        }
+        Some(InputValue {
+            name: f.name.clone(),
+            ty: TypeRef::Named(name),
+            default: None,
+            description: Some(format!(
+                "Existing `{target}` rows to link to it, in the same transaction."
+            )),
+        })
+    }
+
+    /// The join type's and the target's names of a many-to-many field
+    /// whose links a create may make (`Entity::links_only`, the rule
+    /// `Model::connect_of` asks).
+    pub(super) fn connectable(&self, f: &Field) -> Option<(String, String)> {
+        let r = self.relations.get(f.relation()?.index())?;
+        let RelationKind::ManyToMany { through, near, far } = r.kind else {
+            return None;
+        };
+        let join = self.entities.get(through.index())?;
+        let near = join.fields.get(near.index())?;
+        let far = join.fields.get(far.index())?;
+        let target = self.entities.get(r.target.index())?;
+        join.links_only(near, far)
+            .then(|| (join.name.clone(), target.name.clone()))
+    }
+
     /// The target and the name of its to-one field that points back, of a
     /// one-to-many field.
     pub(super) fn one_to_many(&self, f: &Field) -> Option<(Entity, String)> {
@@ -218,6 +308,12 @@ impl Binder<'_> {
 /// `entity` (`AuthorBooksInput`).
 pub(crate) fn input_name(entity: &str, field: &str) -> String {
     format!("{entity}{}Input", field.to_upper_camel_case())
+}
+
+/// The derived input type of the existing rows a create links through the
+/// many-to-many field `field` of `entity` (`BookTagsConnect`).
+pub(crate) fn connect_name(entity: &str, field: &str) -> String {
+    format!("{entity}{}Connect", field.to_upper_camel_case())
 }
 
 /// The schema as written plus what nested create added, printed.

@@ -260,3 +260,91 @@ fn generated_roots_report_no_diagnostics_of_their_own() {
         }
     }
 }
+
+/// A create of a type with a many-to-many field takes the existing rows
+/// to link in an input derived once per relation (`BookTagsConnect {
+/// connect: [ID!]! }`), as an argument or a field of its input object;
+/// the printed schema declares it and loads again to the same Model. A
+/// join type that holds more than the link takes no connect.
+#[test]
+fn creates_take_the_rows_to_link_in_a_derived_connect_input() {
+    let sdl = format!(
+        "{TAGS}type Mutation {{ createBook(title: String!): Book! createTag(input: NewTag!): Tag! }}\ninput NewTag {{ name: String! }}\n"
+    );
+    let model = load_ok(&[("a.graphql", &sdl)]);
+    let book = model.entity("Book").unwrap();
+    assert!(model.connect_of(book.field("tags").unwrap()).is_some());
+    let connect = model.input("BookTagsConnect").expect("derived");
+    assert_eq!(connect.fields.len(), 1);
+    assert_eq!(connect.fields[0].name, "connect");
+    assert_eq!(connect.fields[0].ty.to_string(), "[ID!]!");
+    let create = model
+        .mutations
+        .iter()
+        .find(|m| m.name == "createBook")
+        .unwrap();
+    let arg = create.args.iter().find(|a| a.name == "tags").unwrap();
+    assert_eq!(arg.ty.to_string(), "BookTagsConnect");
+    let new_tag = model.input("NewTag").unwrap();
+    let books = new_tag.fields.iter().find(|f| f.name == "books").unwrap();
+    assert_eq!(books.ty.to_string(), "TagBooksConnect");
+    assert!(model.sdl.contains("input BookTagsConnect"), "{}", model.sdl);
+
+    let again = load_ok(&[("printed.graphql", model.sdl.as_str())]);
+    let ty = |m: &gatehouse_schema::Model, root: &str, arg: &str| {
+        let rf = m.mutations.iter().find(|r| r.name == root).unwrap();
+        rf.args
+            .iter()
+            .find(|a| a.name == arg)
+            .map(|a| a.ty.to_string())
+    };
+    assert_eq!(
+        ty(&again, "createBook", "tags").as_deref(),
+        Some("BookTagsConnect")
+    );
+    assert_eq!(
+        again.input("BookTagsConnect").unwrap().fields[0]
+            .ty
+            .to_string(),
+        "[ID!]!"
+    );
+    assert_eq!(
+        format!(
+            "{:?}",
+            again
+                .mutations
+                .iter()
+                .map(|r| &r.binding)
+                .collect::<Vec<_>>()
+        ),
+        format!(
+            "{:?}",
+            model
+                .mutations
+                .iter()
+                .map(|r| &r.binding)
+                .collect::<Vec<_>>()
+        )
+    );
+
+    // A join type with a required field of its own: written through its
+    // own type, so no connect.
+    let more = sdl.replace(
+        "tag: Tag! @relation(onDelete: CASCADE)\n}",
+        "tag: Tag! @relation(onDelete: CASCADE)\n  role: String!\n}",
+    );
+    assert_ne!(more, sdl);
+    let model = load_ok(&[("a.graphql", &more)]);
+    assert!(
+        model
+            .connect_of(model.entity("Book").unwrap().field("tags").unwrap())
+            .is_none()
+    );
+    assert!(model.input("BookTagsConnect").is_none());
+    let create = model
+        .mutations
+        .iter()
+        .find(|m| m.name == "createBook")
+        .unwrap();
+    assert!(create.args.iter().all(|a| a.name != "tags"));
+}
