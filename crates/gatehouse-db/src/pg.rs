@@ -297,7 +297,9 @@ impl PgConn {
         armed.0 = None;
         self.cancelled.store(true, Ordering::Relaxed);
         let token = self.client.cancel_token();
-        match tokio::time::timeout(CANCEL_WAIT, token.cancel_query(NoTls)).await {
+        // Boxed, as the rare path of `PgDb::single` is.
+        let cancel = Box::pin(tokio::time::timeout(CANCEL_WAIT, token.cancel_query(NoTls)));
+        match cancel.await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::warn!(error = %e, "cannot cancel a statement"),
             Err(_) => tracing::warn!("cannot cancel a statement: no answer"),
@@ -1010,16 +1012,22 @@ impl PgDb {
                 }
             }
         }
-        let permit = tokio::time::timeout_at(deadline.into(), self.own.clone().acquire_owned())
-            .await
-            .map_err(|_| timed_out(timeout))?
-            .map_err(|_| sqlx::Error::PoolClosed)?;
-        let conn = tokio::time::timeout_at(deadline.into(), self.pooled())
-            .await
-            .map_err(|_| timed_out(timeout))??;
-        let result = conn.bounded(deadline, timeout, alone(&conn)).await;
-        drop(permit);
-        result
+        // The rare path, boxed: its futures (a pool's wait, a connection of
+        // its own, a cancel request) would otherwise be part of every
+        // statement's future, which is built and moved for each one.
+        Box::pin(async move {
+            let permit = tokio::time::timeout_at(deadline.into(), self.own.clone().acquire_owned())
+                .await
+                .map_err(|_| timed_out(timeout))?
+                .map_err(|_| sqlx::Error::PoolClosed)?;
+            let conn = tokio::time::timeout_at(deadline.into(), self.pooled())
+                .await
+                .map_err(|_| timed_out(timeout))??;
+            let result = conn.bounded(deadline, timeout, alone(&conn)).await;
+            drop(permit);
+            result
+        })
+        .await
     }
 
     /// Takes `conn` out of the shared connections: the statements that
