@@ -5,14 +5,11 @@
 //! nothing. The derived input is in the served schema and the OpenAPI
 //! document.
 
+use gatehouse_graphql::Graphql;
 use gatehouse_graphql::async_graphql::{Request, Variables};
-use gatehouse_graphql::{Graphql, GraphqlOptions};
-use gatehouse_http::{AppState, app};
 use gatehouse_store::AccessContext;
 use gatehouse_testkit::{TestDb, TestServer, model};
 use serde_json::{Value, json};
-
-use crate::ready;
 
 /// A types-only schema: the roots are generated. A tag is readable when
 /// public or by its owner.
@@ -46,33 +43,8 @@ async fn gql(c: &reqwest::Client, base: &str, q: &str, v: Value) -> Value {
 async fn serve(db: &TestDb) -> (TestServer, gatehouse_store::Store, Graphql) {
     let m = model(SDL);
     let store = db.open(&m).await;
-    let opts = GraphqlOptions {
-        auth_required: false,
-        ..GraphqlOptions::default()
-    };
-    let graphql = Graphql::new(m, store.clone(), &opts).unwrap();
-    let rest = gatehouse_rest::router(gatehouse_rest::RestState {
-        store: store.clone(),
-        default_page_size: 50,
-        max_page_size: 500,
-        max_body_bytes: 1 << 20,
-        base_path: String::new(),
-        auth_required: false,
-    });
-    let state = AppState {
-        graphql: graphql.clone(),
-        ready: ready(&store),
-        base_path: String::new(),
-        max_body_bytes: 1 << 20,
-        authn: None,
-        subscriptions: Default::default(),
-        cors: Default::default(),
-    };
-    (
-        TestServer::start(app(state, vec![rest])).await,
-        store,
-        graphql,
-    )
+    let (server, graphql) = crate::serve_graphql_and_rest(&store, m).await;
+    (server, store, graphql)
 }
 
 async fn tag(s: &gatehouse_store::Store, name: &str, public: bool, owner: &str) -> String {

@@ -2,12 +2,8 @@
 //! validation (`@constraint`), through GraphQL (root and nested) and REST
 //! alike, described in the generated inputs and the OpenAPI document.
 
-use gatehouse_graphql::{Graphql, GraphqlOptions};
-use gatehouse_http::{AppState, app};
 use gatehouse_testkit::{TestDb, TestServer, model};
 use serde_json::{Value, json};
-
-use crate::ready;
 
 const SDL: &str = r#"
 enum Status { OPEN DONE }
@@ -32,29 +28,8 @@ async fn gql(c: &reqwest::Client, base: &str, q: &str, v: Value) -> Value {
 async fn serve(db: &TestDb, sdl: &str) -> (TestServer, gatehouse_store::Store) {
     let m = model(sdl);
     let store = db.open(&m).await;
-    let opts = GraphqlOptions {
-        auth_required: false,
-        ..GraphqlOptions::default()
-    };
-    let graphql = Graphql::new(m, store.clone(), &opts).unwrap();
-    let rest = gatehouse_rest::router(gatehouse_rest::RestState {
-        store: store.clone(),
-        default_page_size: 50,
-        max_page_size: 500,
-        max_body_bytes: 1 << 20,
-        base_path: String::new(),
-        auth_required: false,
-    });
-    let state = AppState {
-        graphql,
-        ready: ready(&store),
-        base_path: String::new(),
-        max_body_bytes: 1 << 20,
-        authn: None,
-        subscriptions: Default::default(),
-        cors: Default::default(),
-    };
-    (TestServer::start(app(state, vec![rest])).await, store)
+    let (server, _) = crate::serve_graphql_and_rest(&store, m).await;
+    (server, store)
 }
 
 #[tokio::test]

@@ -105,6 +105,38 @@ pub async fn start_model(
     }
 }
 
+/// `model` over `store`, served over GraphQL and REST without
+/// authentication: the server, and the executor (for requests run in
+/// process, as a user or planned).
+pub async fn serve_graphql_and_rest(
+    store: &Store,
+    model: Arc<gatehouse_schema::Model>,
+) -> (TestServer, Graphql) {
+    let opts = GraphqlOptions {
+        auth_required: false,
+        ..GraphqlOptions::default()
+    };
+    let graphql = Graphql::new(model, store.clone(), &opts).unwrap();
+    let rest = gatehouse_rest::router(gatehouse_rest::RestState {
+        store: store.clone(),
+        default_page_size: 50,
+        max_page_size: 500,
+        max_body_bytes: 1 << 20,
+        base_path: String::new(),
+        auth_required: false,
+    });
+    let state = AppState {
+        graphql: graphql.clone(),
+        ready: ready(store),
+        base_path: String::new(),
+        max_body_bytes: 1 << 20,
+        authn: None,
+        subscriptions: Default::default(),
+        cors: Default::default(),
+    };
+    (TestServer::start(app(state, vec![rest])).await, graphql)
+}
+
 /// Where the authorization servers' manual clocks start.
 pub const NOW: i64 = 1_800_000_000;
 

@@ -3,15 +3,12 @@
 
 use std::sync::Arc;
 
+use gatehouse_graphql::Graphql;
 use gatehouse_graphql::async_graphql::{Request, Variables};
-use gatehouse_graphql::{Graphql, GraphqlOptions};
-use gatehouse_http::{AppState, app};
 use gatehouse_store::{ManualClock, Store, StoreOptions};
-use gatehouse_testkit::{TestDb, TestServer, model};
+use gatehouse_testkit::{TestDb, model};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-
-use super::ready;
 
 const SDL: &str = r#"
 type Query {
@@ -60,29 +57,7 @@ async fn serve(db: TestDb) -> Served {
         )
         .await
         .unwrap();
-    let opts = GraphqlOptions {
-        auth_required: false,
-        ..GraphqlOptions::default()
-    };
-    let graphql = Graphql::new(m, store.clone(), &opts).unwrap();
-    let rest = gatehouse_rest::router(gatehouse_rest::RestState {
-        store: store.clone(),
-        default_page_size: 50,
-        max_page_size: 500,
-        max_body_bytes: 1 << 20,
-        base_path: String::new(),
-        auth_required: false,
-    });
-    let state = AppState {
-        graphql: graphql.clone(),
-        ready: ready(&store),
-        base_path: String::new(),
-        max_body_bytes: 1 << 20,
-        authn: None,
-        subscriptions: Default::default(),
-        cors: Default::default(),
-    };
-    let served = TestServer::start(app(state, vec![rest])).await;
+    let (served, graphql) = crate::serve_graphql_and_rest(&store, m).await;
     Served {
         base: served.base,
         client: served.client,

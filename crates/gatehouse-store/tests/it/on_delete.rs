@@ -226,6 +226,52 @@ type Page @policy(read: {file: {project: {org: "$org"}}}) {
 }
 "#;
 
+/// Callers of the tenants `acme` and `globex`.
+fn tenants() -> (AccessContext, AccessContext) {
+    (
+        crate::common::caller_with(&["read", "write"], json!({"org": "acme"})),
+        crate::common::caller_with(&["read", "write"], json!({"org": "globex"})),
+    )
+}
+
+/// Makes an acme project with a file and a page on `s` and deletes the
+/// project as acme (the cascade takes the file and the page); returns
+/// their ids and, for each delete event `judge` publishes, (entity, id,
+/// whether acme may read it, whether globex may).
+async fn delete_a_project_tree(
+    s: &gatehouse_store::Store,
+    judge: &gatehouse_store::Store,
+) -> (String, String, String, Vec<(String, String, bool, bool)>) {
+    let (acme, globex) = tenants();
+    let p = insert(s, "Project", json!({"org": "acme"})).await;
+    let f = insert(s, "File", json!({"project": p})).await;
+    let g = insert(s, "Page", json!({"file": f})).await;
+    let mut feed = judge.subscribe();
+    s.entity("Project")
+        .unwrap()
+        .delete(&acme, &p)
+        .await
+        .unwrap()
+        .unwrap();
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        let ev = tokio::time::timeout(std::time::Duration::from_secs(5), feed.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        // Another instance may hear of the creates after it subscribed.
+        if ev.kind != ChangeKind::Deleted {
+            continue;
+        }
+        let rows = judge.entity(&ev.entity).unwrap();
+        let old = ev.old.clone().unwrap();
+        let to_acme = rows.visible(&acme, &old).await.unwrap();
+        let to_globex = rows.visible(&globex, &old).await.unwrap();
+        seen.push((ev.entity.clone(), ev.id.clone(), to_acme, to_globex));
+    }
+    (p, f, g, seen)
+}
+
 /// The readers of a row deleted by a cascade get its delete event, also
 /// when its read policy goes through the deleted parent (CONTRACT §13):
 /// the event is judged with the parent as it was, not as it is (gone).
@@ -235,31 +281,8 @@ async fn cascaded_events_reach_readers_through_the_deleted_parent() {
     for db in TestDb::each().await {
         let b = db.backend();
         let s = db.open(TENANTS).await;
-        let acme = crate::common::caller_with(&["read", "write"], json!({"org": "acme"}));
-        let globex = crate::common::caller_with(&["read", "write"], json!({"org": "globex"}));
-        let p = insert(&s, "Project", json!({"org": "acme"})).await;
-        let f = insert(&s, "File", json!({"project": p})).await;
-        let g = insert(&s, "Page", json!({"file": f})).await;
-        let mut feed = s.subscribe();
-        s.entity("Project")
-            .unwrap()
-            .delete(&acme, &p)
-            .await
-            .unwrap()
-            .unwrap();
-        let mut seen = Vec::new();
-        while seen.len() < 3 {
-            let ev = tokio::time::timeout(std::time::Duration::from_secs(5), feed.recv())
-                .await
-                .unwrap()
-                .unwrap();
-            assert_eq!(ev.kind, ChangeKind::Deleted, "{b}");
-            let rows = s.entity(&ev.entity).unwrap();
-            let old = ev.old.clone().unwrap();
-            let to_acme = rows.visible(&acme, &old).await.unwrap();
-            let to_globex = rows.visible(&globex, &old).await.unwrap();
-            seen.push((ev.entity.clone(), ev.id.clone(), to_acme, to_globex));
-        }
+        let (acme, globex) = tenants();
+        let (p, f, g, mut seen) = delete_a_project_tree(&s, &s).await;
         seen.sort();
         assert_eq!(
             seen,
@@ -292,33 +315,7 @@ async fn cascaded_events_reach_readers_on_another_instance() {
     };
     let s = db.open(TENANTS).await;
     let other = db.open(TENANTS).await;
-    let acme = crate::common::caller_with(&["read", "write"], json!({"org": "acme"}));
-    let globex = crate::common::caller_with(&["read", "write"], json!({"org": "globex"}));
-    let p = insert(&s, "Project", json!({"org": "acme"})).await;
-    let f = insert(&s, "File", json!({"project": p})).await;
-    let g = insert(&s, "Page", json!({"file": f})).await;
-    let mut feed = other.subscribe();
-    s.entity("Project")
-        .unwrap()
-        .delete(&acme, &p)
-        .await
-        .unwrap()
-        .unwrap();
-    let mut seen = Vec::new();
-    while seen.len() < 3 {
-        let ev = tokio::time::timeout(std::time::Duration::from_secs(5), feed.recv())
-            .await
-            .unwrap()
-            .unwrap();
-        if ev.kind != ChangeKind::Deleted {
-            continue;
-        }
-        let rows = other.entity(&ev.entity).unwrap();
-        let old = ev.old.clone().unwrap();
-        let to_acme = rows.visible(&acme, &old).await.unwrap();
-        let to_globex = rows.visible(&globex, &old).await.unwrap();
-        seen.push((ev.entity.clone(), ev.id.clone(), to_acme, to_globex));
-    }
+    let (p, f, g, mut seen) = delete_a_project_tree(&s, &other).await;
     seen.sort();
     assert_eq!(
         seen,
