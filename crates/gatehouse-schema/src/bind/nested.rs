@@ -18,6 +18,7 @@
 use std::collections::BTreeSet;
 
 use apollo_compiler::ast::{self, Type};
+use apollo_compiler::parser::SourceSpan;
 use apollo_compiler::schema::{Component, ExtendedType};
 use apollo_compiler::{Name, Node, Schema};
 use heck::ToUpperCamelCase;
@@ -39,6 +40,14 @@ pub(super) struct Added {
 }
 
 impl Binder<'_> {
+    /// Where the field `field` of the object type `entity` is declared.
+    fn field_location(&self, entity: &str, field: &str) -> Option<SourceSpan> {
+        match self.schema.types.get(entity)? {
+            ExtendedType::Object(o) => o.fields.get(field)?.location(),
+            _ => None,
+        }
+    }
+
     /// Adds nested create to the create mutations of `mutations` (and to
     /// the input objects among `inputs` they take); returns what it added,
     /// for the printed schema.
@@ -132,15 +141,7 @@ impl Binder<'_> {
                     // Declared: a schema `schema print` wrote, loaded
                     // again. It is used as it is.
                 } else if self.schema.types.contains_key(name.as_str()) {
-                    let loc = self
-                        .schema
-                        .types
-                        .get(entity.name.as_str())
-                        .and_then(|t| match t {
-                            ExtendedType::Object(o) => o.fields.get(f.name.as_str()),
-                            _ => None,
-                        })
-                        .and_then(|d| d.location());
+                    let loc = self.field_location(&entity.name, &f.name);
                     self.error(
                         loc,
                         format!(
@@ -223,15 +224,7 @@ impl Binder<'_> {
                 // Declared: a schema `schema print` wrote, loaded again.
                 Some(ExtendedType::InputObject(_)) => {}
                 Some(_) => {
-                    let loc = self
-                        .schema
-                        .types
-                        .get(entity.name.as_str())
-                        .and_then(|t| match t {
-                            ExtendedType::Object(o) => o.fields.get(f.name.as_str()),
-                            _ => None,
-                        })
-                        .and_then(|d| d.location());
+                    let loc = self.field_location(&entity.name, &f.name);
                     self.error(
                         loc,
                         format!(
