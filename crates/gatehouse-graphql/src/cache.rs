@@ -31,7 +31,7 @@ use async_graphql::parser::types::{
 };
 use async_graphql::{Request, ServerError, ServerResult, ValidationResult, Variables};
 use async_graphql_value::Value as InputValue;
-use gatehouse_schema::{Binding, Entity, FieldKind, ListBinding, Model};
+use gatehouse_schema::{Binding, Entity, FieldKind, ListBinding, Model, WhereInput};
 use quick_cache::Weighter;
 use quick_cache::sync::Cache;
 
@@ -903,7 +903,12 @@ impl<'a, 'd> CostWalk<'a, 'd> {
             let name = name.node.as_str();
             if let Some(filter) = list.filters.iter().find(|x| x.arg == name) {
                 weight = weight.saturating_add(filter.op.weight());
-            } else if list.where_arg.as_ref().is_some_and(|w| w.arg == name) {
+            } else if let Some(input) = list
+                .where_arg
+                .as_ref()
+                .filter(|w| w.arg == name)
+                .and_then(|w| self.model.where_input(&w.type_name))
+            {
                 let mut used = false;
                 let value = value.node.clone().into_const_with(|var| {
                     used = true;
@@ -913,7 +918,7 @@ impl<'a, 'd> CostWalk<'a, 'd> {
                 });
                 self.uses_variables |= used;
                 let Ok(v) = value;
-                weight = weight.saturating_add(where_weight(&v));
+                weight = weight.saturating_add(where_weight(self.model, input, &v));
             }
         }
         if weight == 0 {
@@ -972,22 +977,35 @@ impl<'a, 'd> CostWalk<'a, 'd> {
 }
 
 /// The summed [`gatehouse_schema::FilterOp::weight`] of the comparisons in
-/// a `where` value: a key whose value is an object (`NOT`, a relation) or a
-/// list of objects (`AND`, `OR`) holds comparisons; any other key is one,
-/// its operator read from its name's suffix.
-fn where_weight(v: &async_graphql::Value) -> u64 {
+/// a value of the `where` input `input`, read by its binding: each filter
+/// field is one comparison, `AND`, `OR` and `NOT` hold more, and a
+/// relation filter holds those of its target's input (at least 1: it is a
+/// statement of its own, `EXISTS`). Unknown fields weigh nothing
+/// (validation refuses them).
+fn where_weight(model: &Model, input: &WhereInput, v: &async_graphql::Value) -> u64 {
     use async_graphql::Value;
     let Value::Object(map) = v else {
         return 0;
     };
+    let is = |name: &Option<String>, key: &str| name.as_deref() == Some(key);
     map.iter().fold(0u64, |sum, (key, v)| {
-        let w = match v {
-            // A relation filter is a statement of its own (`EXISTS`).
-            Value::Object(_) => where_weight(v).max(1),
-            Value::List(items) if items.iter().any(|i| matches!(i, Value::Object(_))) => items
-                .iter()
-                .fold(0u64, |s, i| s.saturating_add(where_weight(i))),
-            _ => gatehouse_schema::FilterOp::of_name(key.as_str()).weight(),
+        let key = key.as_str();
+        let w = if let Some(f) = input.filters.iter().find(|f| f.arg == key) {
+            f.op.weight()
+        } else if is(&input.and, key) || is(&input.or, key) || is(&input.not, key) {
+            match v {
+                // A single object stands for a list of one (input coercion).
+                Value::List(items) => items
+                    .iter()
+                    .fold(0u64, |s, i| s.saturating_add(where_weight(model, input, i))),
+                other => where_weight(model, input, other),
+            }
+        } else if let Some(r) = input.relations.iter().find(|r| r.arg == key) {
+            model
+                .where_input(&r.input)
+                .map_or(1, |target| where_weight(model, target, v).max(1))
+        } else {
+            0
         };
         sum.saturating_add(w)
     })

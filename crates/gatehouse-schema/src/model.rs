@@ -1242,16 +1242,6 @@ impl FilterOp {
             1
         }
     }
-
-    /// The operator an argument or `where` field name ends with: the
-    /// longest known suffix, else equality. For weighing terms
-    /// ([`FilterOp::weight`]) before they are bound.
-    pub fn of_name(name: &str) -> FilterOp {
-        Self::SUFFIXED
-            .iter()
-            .find(|(s, _)| name.len() > s.len() && name.ends_with(s))
-            .map_or(FilterOp::Eq, |(_, op)| *op)
-    }
 }
 
 /// Term-rows (one term of weight 1 evaluated on one row) that cost one

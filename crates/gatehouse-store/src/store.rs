@@ -230,7 +230,6 @@ impl Store {
         if entities.is_empty() {
             return Ok(());
         }
-        let quoted = |t: &str| format!("\"{}\"", t.replace('"', "\"\""));
         let mut map = HashMap::with_capacity(entities.len());
         // SQLite takes at most 500 parts in one compound SELECT.
         for chunk in entities.chunks(250) {
@@ -242,15 +241,14 @@ impl Store {
                     // Rowids are given in increasing order: the largest is
                     // at least the row count (more after deletions), read
                     // from the b-tree's end.
-                    Dialect::Sqlite => format!(
-                        "SELECT {i}, COALESCE(MAX(rowid), 0) FROM {}",
-                        quoted(&e.table)
-                    ),
+                    Dialect::Sqlite => {
+                        format!("SELECT {i}, COALESCE(MAX(rowid), 0) FROM {}", q(&e.table))
+                    }
                     // `reltuples` is the planner's figure (-1 before the
                     // first ANALYZE); the statistics' live rows follow
                     // writes within seconds.
                     Dialect::Postgres => {
-                        values.push(sea_query::Value::from(quoted(&e.table)));
+                        values.push(sea_query::Value::from(q(&e.table)));
                         let n = values.len();
                         format!(
                             "SELECT {i}::bigint, COALESCE((SELECT GREATEST(c.reltuples::bigint, \
