@@ -8,6 +8,12 @@
 
 #![warn(missing_docs)]
 
+mod claims;
+
+pub use claims::{
+    MAX_CLAIM_NAME, PROFILE_CLAIMS, RESERVED_CLAIMS, claim_name_problem, is_reserved_claim,
+};
+
 use std::collections::BTreeSet;
 
 use serde_json::{Map, Value as Json};

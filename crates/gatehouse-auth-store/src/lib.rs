@@ -644,6 +644,41 @@ impl SqlAuthRepo {
         Ok(self.built(&sql, values))
     }
 
+    /// The statement that creates or replaces a user's credential, for a
+    /// caller that runs it in its own transaction (an account row's, so
+    /// that the row and its credential commit together). The tables must
+    /// exist ([`SqlAuthRepo::ensure_tables`]).
+    pub fn upsert_user_statement(&self, u: &UserRecord) -> Result<Built, RepoError> {
+        Ok(self.built(&upsert_user_sql(), user_values(u)?))
+    }
+
+    /// The statement that deletes a user's credential, for a caller's
+    /// transaction. No name is retired: an account's `sub` is its row id,
+    /// which no later account gets.
+    pub fn delete_user_statement(&self, username: &str) -> Built {
+        self.built(
+            &format!("DELETE FROM {} WHERE username = ?", q(USERS)),
+            vec![text(username)],
+        )
+    }
+
+    /// The statement that revokes a user's tokens, for a caller's
+    /// transaction: the access tokens only, or the refresh tokens too.
+    pub fn revoke_user_tokens_statement(&self, username: &str, refresh_too: bool) -> Built {
+        let only_access = if refresh_too {
+            String::new()
+        } else {
+            format!(" AND kind = '{}'", TokenKind::Access.as_str())
+        };
+        self.built(
+            &format!(
+                "UPDATE {} SET revoked = TRUE WHERE username = ? AND NOT revoked{only_access}",
+                q(TOKENS)
+            ),
+            vec![text(username)],
+        )
+    }
+
     fn db(&self) -> &Db {
         &self.db
     }
@@ -812,6 +847,16 @@ fn client_type_name(t: ClientType) -> &'static str {
         ClientType::Confidential => "confidential",
         ClientType::Public => "public",
     }
+}
+
+fn upsert_user_sql() -> String {
+    format!(
+        "INSERT INTO {} ({USER_COLS}) VALUES (?, ?, ?, ?, ?, ?) \
+         ON CONFLICT (username) DO UPDATE SET password_hash = excluded.password_hash, \
+         scopes = excluded.scopes, created_at = excluded.created_at, \
+         updated_at = excluded.updated_at, claims = excluded.claims",
+        q(USERS)
+    )
 }
 
 fn user_values(u: &UserRecord) -> Result<Vec<Value>, RepoError> {
@@ -1167,14 +1212,8 @@ impl AuthRepo for SqlAuthRepo {
     }
 
     async fn upsert_user(&self, u: &UserRecord) -> Result<(), RepoError> {
-        let sql = format!(
-            "INSERT INTO {} ({USER_COLS}) VALUES (?, ?, ?, ?, ?, ?) \
-             ON CONFLICT (username) DO UPDATE SET password_hash = excluded.password_hash, \
-             scopes = excluded.scopes, created_at = excluded.created_at, \
-             updated_at = excluded.updated_at, claims = excluded.claims",
-            q(USERS)
-        );
-        self.execute("upsert_user", &sql, user_values(u)?).await?;
+        self.execute("upsert_user", &upsert_user_sql(), user_values(u)?)
+            .await?;
         Ok(())
     }
 

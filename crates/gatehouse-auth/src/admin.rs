@@ -4,6 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::accounts::{AccountProfile, Accounts};
 use crate::claims::{Claims, check_claims};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
@@ -76,6 +77,9 @@ pub struct ClientInfo {
 pub struct UserInfo {
     /// The user name.
     pub username: String,
+    /// The `sub` of the user's tokens: the account row's id with an
+    /// account type, the user name without.
+    pub sub: String,
     /// Scopes the user may grant.
     pub scopes: Vec<String>,
     /// Custom claims carried by the user's access tokens.
@@ -113,6 +117,8 @@ pub struct Admin {
     random: Arc<dyn Random>,
     /// The caches of the server this came from, told about changes.
     hooks: Option<CacheHooks>,
+    /// The account rows, when the schema has an account type.
+    accounts: Option<Arc<dyn Accounts>>,
 }
 
 pub(crate) fn check_name(what: &str, v: &str) -> Result<()> {
@@ -282,7 +288,39 @@ impl Admin {
             clock,
             random,
             hooks: None,
+            accounts: None,
         }
+    }
+
+    /// Users become the rows of the account type: created, changed and
+    /// removed through `accounts`, with their credential.
+    pub fn with_accounts(mut self, accounts: Option<Arc<dyn Accounts>>) -> Self {
+        self.accounts = accounts;
+        self
+    }
+
+    /// Whether users are the rows of an account type.
+    pub fn uses_accounts(&self) -> bool {
+        self.accounts.is_some()
+    }
+
+    /// The account signing in as `username`, and its credential.
+    async fn account(
+        &self,
+        accounts: &dyn Accounts,
+        username: &str,
+    ) -> Result<(AccountProfile, UserRecord)> {
+        let missing = || Error::NotFound(format!("no user {username:?}").into());
+        let profile = accounts
+            .find_by_username(username)
+            .await?
+            .ok_or_else(missing)?;
+        let credential = self
+            .repo
+            .find_user(&profile.sub)
+            .await?
+            .ok_or_else(missing)?;
+        Ok((profile, credential))
     }
 
     pub(crate) fn with_cache_hooks(mut self, hooks: CacheHooks) -> Self {
@@ -510,6 +548,18 @@ impl Admin {
             created_at: now,
             updated_at: now,
         };
+        if let Some(accounts) = &self.accounts {
+            let credential = UserRecord {
+                claims: Claims::new(),
+                ..record
+            };
+            let Some(profile) = accounts.create(username, claims, &credential).await? else {
+                return Err(Error::Conflict(
+                    format!("a user named {username:?} already exists").into(),
+                ));
+            };
+            return Ok(account_info(&profile, &credential));
+        }
         register(self.repo.as_ref(), NewIdentity::User(&record), false).await?;
         Ok(user_info(&record))
     }
@@ -521,6 +571,11 @@ impl Admin {
     /// `NotFound` if there is no such user.
     pub async fn set_user_claims(&self, username: &str, claims: &Claims) -> Result<UserInfo> {
         check_claims(claims)?;
+        if let Some(accounts) = &self.accounts {
+            let (profile, credential) = self.account(accounts.as_ref(), username).await?;
+            let profile = accounts.set_claims(&profile.sub, claims).await?;
+            return Ok(account_info(&profile, &credential));
+        }
         let Some(mut record) = self.repo.find_user(username).await? else {
             return Err(Error::NotFound(format!("no user {username:?}").into()));
         };
@@ -533,16 +588,30 @@ impl Admin {
     /// `user show`: one user, without the password hash. `NotFound` if
     /// there is no such user.
     pub async fn get_user(&self, username: &str) -> Result<UserInfo> {
+        if let Some(accounts) = &self.accounts {
+            let (profile, credential) = self.account(accounts.as_ref(), username).await?;
+            return Ok(account_info(&profile, &credential));
+        }
         match self.repo.find_user(username).await? {
             Some(record) => Ok(user_info(&record)),
             None => Err(Error::NotFound(format!("no user {username:?}").into())),
         }
     }
 
-    /// `user passwd`: sets a new password. Tokens already issued stay valid
-    /// until they expire or are revoked.
+    /// `user passwd`: sets a new password. Without an account type, tokens
+    /// already issued stay valid until they expire or are revoked; with
+    /// one, every token of the account is revoked (its password changed).
     pub async fn set_password(&self, username: &str, password: &str) -> Result<()> {
         check_password(password)?;
+        if let Some(accounts) = &self.accounts {
+            let (profile, mut credential) = self.account(accounts.as_ref(), username).await?;
+            credential.password_hash = self.hash_password(password).await?;
+            credential.updated_at = self.clock.now();
+            self.repo.upsert_user(&credential).await?;
+            self.repo.revoke_user_tokens(&profile.sub).await?;
+            self.revoked();
+            return Ok(());
+        }
         let Some(mut record) = self.repo.find_user(username).await? else {
             return Err(Error::NotFound(format!("no user {username:?}").into()));
         };
@@ -557,6 +626,21 @@ impl Admin {
     /// registration (sign-up, `user add`, a client, a consumer) gets it, so
     /// the rows and logs that name it never point at a stranger.
     pub async fn remove_user(&self, username: &str) -> Result<()> {
+        if let Some(accounts) = &self.accounts {
+            let missing = || Error::NotFound(format!("no user {username:?}").into());
+            let profile = accounts
+                .find_by_username(username)
+                .await?
+                .ok_or_else(missing)?;
+            // The row's deletion revokes its tokens in its transaction
+            // (the account's commit hook); said here for this server's cache.
+            if !accounts.delete(&profile.sub).await? {
+                return Err(missing());
+            }
+            self.repo.revoke_user_tokens(&profile.sub).await?;
+            self.revoked();
+            return Ok(());
+        }
         if self.repo.delete_user(username).await? {
             self.repo.revoke_user_tokens(username).await?;
             self.revoked();
@@ -568,6 +652,25 @@ impl Admin {
 
     /// `user list`, ordered by name.
     pub async fn list_users(&self) -> Result<Vec<UserInfo>> {
+        if let Some(accounts) = &self.accounts {
+            let mut out = Vec::new();
+            for profile in accounts.list().await? {
+                // An account row without a credential (made by a bypass
+                // caller, no password yet) is listed without scopes.
+                let credential = self.repo.find_user(&profile.sub).await?;
+                out.push(match credential {
+                    Some(c) => account_info(&profile, &c),
+                    None => UserInfo {
+                        username: profile.username.clone(),
+                        sub: profile.sub.clone(),
+                        scopes: Vec::new(),
+                        claims: profile.claims.clone(),
+                        created_at: 0,
+                    },
+                });
+            }
+            return Ok(out);
+        }
         Ok(self
             .repo
             .list_users()
@@ -605,6 +708,11 @@ impl Admin {
         let scopes = normalize_scopes(scopes)?;
         check_claims(claims)?;
         let now = self.clock.now();
+        if let Some(accounts) = &self.accounts {
+            return self
+                .bootstrap_account(accounts.as_ref(), username, password, scopes, claims)
+                .await;
+        }
         let Some(mut existing) = self.repo.find_user(username).await? else {
             let record = UserRecord {
                 username: username.to_string(),
@@ -635,6 +743,65 @@ impl Admin {
         self.repo.upsert_user(&existing).await?;
         Ok(BootstrapOutcome::Updated)
     }
+
+    /// [`Admin::bootstrap_user_with_claims`] with an account type: the
+    /// row's claims and the credential brought to the configuration.
+    async fn bootstrap_account(
+        &self,
+        accounts: &dyn Accounts,
+        username: &str,
+        password: &str,
+        scopes: Vec<String>,
+        claims: &Claims,
+    ) -> Result<BootstrapOutcome> {
+        let Some(profile) = accounts.find_by_username(username).await? else {
+            return match self
+                .add_user_with_claims(username, password, &scopes, claims)
+                .await
+            {
+                Ok(_) => Ok(BootstrapOutcome::Created),
+                // Another instance created it meanwhile.
+                Err(Error::Conflict(_)) => Ok(BootstrapOutcome::Unchanged),
+                Err(e) => Err(e),
+            };
+        };
+        let mut changed = false;
+        if profile.claims != *claims {
+            accounts.set_claims(&profile.sub, claims).await?;
+            changed = true;
+        }
+        let existing = self.repo.find_user(&profile.sub).await?;
+        let same_password = match &existing {
+            Some(c) => {
+                let (pw, hash) = (password.to_string(), c.password_hash.clone());
+                tokio::task::spawn_blocking(move || secrets::verify_password(&pw, &hash))
+                    .await
+                    .map_err(|e| Error::server(format!("password check task: {e}")))?
+            }
+            None => false,
+        };
+        if !same_password || existing.as_ref().is_some_and(|c| c.scopes != scopes) {
+            let now = self.clock.now();
+            let credential = UserRecord {
+                username: profile.sub.clone(),
+                password_hash: match (&existing, same_password) {
+                    (Some(c), true) => c.password_hash.clone(),
+                    _ => self.hash_password(password).await?,
+                },
+                scopes,
+                claims: Claims::new(),
+                created_at: existing.as_ref().map_or(now, |c| c.created_at),
+                updated_at: now,
+            };
+            self.repo.upsert_user(&credential).await?;
+            changed = true;
+        }
+        Ok(if changed {
+            BootstrapOutcome::Updated
+        } else {
+            BootstrapOutcome::Unchanged
+        })
+    }
 }
 
 fn info(c: &ClientRecord) -> ClientInfo {
@@ -651,9 +818,20 @@ fn info(c: &ClientRecord) -> ClientInfo {
     }
 }
 
+fn account_info(profile: &AccountProfile, credential: &UserRecord) -> UserInfo {
+    UserInfo {
+        username: profile.username.clone(),
+        sub: profile.sub.clone(),
+        scopes: credential.scopes.clone(),
+        claims: profile.claims.clone(),
+        created_at: credential.created_at,
+    }
+}
+
 fn user_info(u: &UserRecord) -> UserInfo {
     UserInfo {
         username: u.username.clone(),
+        sub: u.username.clone(),
         scopes: u.scopes.clone(),
         claims: u.claims.clone(),
         created_at: u.created_at,

@@ -15,8 +15,7 @@ pub type Claims = Map<String, Value>;
 
 /// Most custom claims one user may have.
 pub const MAX_CLAIMS: usize = 32;
-/// Longest claim name, in characters.
-pub const MAX_CLAIM_NAME: usize = 64;
+pub use gatehouse_access::MAX_CLAIM_NAME;
 /// Longest string value, in characters.
 pub const MAX_CLAIM_VALUE: usize = 256;
 /// Largest set of claims as JSON, in bytes: the claims ride in every access
@@ -24,72 +23,14 @@ pub const MAX_CLAIM_VALUE: usize = 256;
 /// parser accept (16 KiB).
 pub const MAX_CLAIMS_JSON: usize = 4096;
 
-/// Names that are not custom claims: the registered JWT claims (RFC 7519
-/// §4.1), those of RFC 9068 access tokens, RFC 8693 token exchange, RFC
-/// 7800 confirmation, OpenID Connect (the ID token's and userinfo's
-/// `preferred_username` included), the members of an RFC 7662
-/// introspection answer, and `idtyp` (which kind of identity `sub` is).
-/// Refused as custom claim names.
-pub const RESERVED_CLAIMS: &[&str] = &[
-    "iss",
-    "sub",
-    "aud",
-    "exp",
-    "nbf",
-    "iat",
-    "jti",
-    "scope",
-    "client_id",
-    "cnf",
-    "act",
-    "may_act",
-    "azp",
-    "auth_time",
-    "nonce",
-    "at_hash",
-    "c_hash",
-    "acr",
-    "amr",
-    "sid",
-    "preferred_username",
-    "token_type",
-    "username",
-    "active",
-    "idtyp",
-];
+pub use gatehouse_access::{RESERVED_CLAIMS, is_reserved_claim};
 
-/// Whether `name` is a registered claim rather than a custom one.
-pub fn is_reserved_claim(name: &str) -> bool {
-    RESERVED_CLAIMS.contains(&name)
-}
-
-/// Checks one claim name: `[A-Za-z_][A-Za-z0-9_:.-]*`, at most
-/// [`MAX_CLAIM_NAME`] characters, and not in [`RESERVED_CLAIMS`].
+/// Checks one claim name ([`gatehouse_access::claim_name_problem`]).
 pub fn check_claim_name(name: &str) -> Result<()> {
-    let mut chars = name.chars();
-    let first_ok = chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
-    let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '.' | '-'));
-    if !first_ok || !rest_ok || name.len() > MAX_CLAIM_NAME {
-        return Err(Error::InvalidInput(
-            format!(
-                "invalid claim name {name:?}: use a letter or `_` followed by letters, digits, \
-                 `_`, `:`, `.` or `-`, at most {MAX_CLAIM_NAME} characters"
-            )
-            .into(),
-        ));
+    match gatehouse_access::claim_name_problem(name) {
+        Some(problem) => Err(Error::InvalidInput(problem.into())),
+        None => Ok(()),
     }
-    if is_reserved_claim(name) {
-        return Err(Error::InvalidInput(
-            format!(
-                "claim name {name:?} is reserved (the server sets it); reserved: {}",
-                RESERVED_CLAIMS.join(" ")
-            )
-            .into(),
-        ));
-    }
-    Ok(())
 }
 
 /// Checks a whole set of custom claims: valid names, at most

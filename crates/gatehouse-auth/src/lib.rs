@@ -19,6 +19,7 @@
 #![warn(missing_docs)]
 
 mod access;
+mod accounts;
 mod admin;
 mod claims;
 mod clock;
@@ -40,6 +41,7 @@ mod server;
 mod tests;
 
 pub use access::access_context_of;
+pub use accounts::{AccountProfile, Accounts};
 pub use admin::{
     Admin, BootstrapOutcome, ClientInfo, ClientSecret, MAX_PASSWORD, NewClient, UserInfo,
 };

@@ -912,8 +912,7 @@ impl AuthServer {
             .clone()
             .ok_or_else(|| Error::invalid_token("the token has no resource owner"))?;
         let user = self
-            .repo()
-            .find_user(&username)
+            .user(&username)
             .await?
             .ok_or_else(|| Error::invalid_token("the resource owner no longer exists"))?;
         let scopes = Scopes::from_list(&token.scopes)

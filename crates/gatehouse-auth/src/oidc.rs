@@ -85,6 +85,10 @@ pub struct IdTokenInput<'a> {
     pub subject: &'a str,
     /// `preferred_username`, when the subject has a user name.
     pub username: Option<&'a str>,
+    /// The account row's `name`, `email` and `email_verified`, with the
+    /// scopes that release them (`profile`, `email`); `None` without an
+    /// account type.
+    pub profile: Option<&'a ProfileClaims>,
     /// `aud`: the client the token is for.
     pub client_id: &'a str,
     /// `auth_time`: when the user entered their credentials (unix seconds).
@@ -111,6 +115,37 @@ struct Claims<'a> {
     at_hash: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     preferred_username: Option<&'a str>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    profile: Option<&'a ProfileClaims>,
+}
+
+/// What an account row adds to an ID token and the userinfo answer: the
+/// claims of the `profile` and `email` scopes (Core §5.4), from the row.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct ProfileClaims {
+    /// `name` (the row's `displayName`), under `profile`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `email`, under `email`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub email: Option<String>,
+    /// `email_verified`, under `email` when the row has an address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub email_verified: Option<bool>,
+}
+
+impl ProfileClaims {
+    /// The claims of `profile` that `scope` (a granted scope string)
+    /// releases.
+    pub fn released(profile: &crate::AccountProfile, scope: &str) -> ProfileClaims {
+        let has = |s: &str| scope.split(' ').any(|t| t == s);
+        let email = has(SCOPE_EMAIL).then(|| profile.email.clone()).flatten();
+        ProfileClaims {
+            name: has(SCOPE_PROFILE).then(|| profile.name.clone()).flatten(),
+            email_verified: email.as_ref().map(|_| profile.email_verified),
+            email,
+        }
+    }
 }
 
 /// The ID token for `input`, signed by `signer` (the current key of the
@@ -130,6 +165,7 @@ pub fn id_token(signer: &Signer, input: &IdTokenInput<'_>) -> Result<String> {
         nonce: input.nonce,
         at_hash: input.access_token.map(|t| token_hash(signer.alg(), t)),
         preferred_username: input.username,
+        profile: input.profile,
     };
     crate::jwt::sign_compact(signer, ID_TOKEN_TYP, &claims)
 }
@@ -141,25 +177,31 @@ impl crate::AuthServer {
         id_token(self.signer(alg)?.as_ref(), input)
     }
 
-    /// The ID token of a grant that signed `username` in for `client` at
-    /// `auth_time`, beside `access_token`: issued now, for the client
-    /// alone, signed with the client's algorithm
+    /// The ID token of a grant that signed `sub` in for `client` at
+    /// `auth_time` with `scope`, beside `access_token`: issued now, for
+    /// the client alone, signed with the client's algorithm
     /// ([`crate::ClientRecord::id_token_alg`], not the access tokens').
+    /// With an account type, `preferred_username` and the profile claims
+    /// the scope releases come from the account row.
     /// What every grant that answers `openid` issues.
-    pub(crate) fn user_id_token(
+    pub(crate) async fn user_id_token(
         &self,
         client: &crate::ClientRecord,
-        username: &str,
+        sub: &str,
+        scope: &str,
         auth_time: i64,
         nonce: Option<&str>,
         access_token: &str,
     ) -> Result<String> {
+        let account = self.account_profile(sub).await?;
+        let profile = account.as_ref().map(|a| ProfileClaims::released(a, scope));
         self.id_token(
             client.id_token_alg(),
             &IdTokenInput {
                 issuer: &self.config().issuer,
-                subject: username,
-                username: Some(username),
+                subject: sub,
+                username: Some(account.as_ref().map_or(sub, |a| a.username.as_str())),
+                profile: profile.as_ref(),
                 client_id: &client.client_id,
                 auth_time,
                 nonce,
@@ -167,6 +209,40 @@ impl crate::AuthServer {
                 now: self.now(),
             },
         )
+    }
+
+    /// The userinfo answer ([`userinfo`]) read at request time: with an
+    /// account type, `preferred_username` and the profile claims the
+    /// token's scopes release come from the account row (a deleted
+    /// account's token gets `invalid_token`).
+    pub async fn userinfo(&self, principal: &Principal) -> Result<Value> {
+        let mut out = userinfo(principal)?;
+        let Some(sub) = principal.user() else {
+            return Ok(out);
+        };
+        if self.accounts_in_use() {
+            let Some(account) = self.account_profile(sub).await? else {
+                return Err(Error::invalid_token("the account no longer exists"));
+            };
+            let scope = principal
+                .scopes
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(" ");
+            if let (Value::Object(map), Value::Object(extra)) = (
+                &mut out,
+                serde_json::to_value(ProfileClaims::released(&account, &scope))
+                    .map_err(|e| Error::server(format!("profile claims: {e}")))?,
+            ) {
+                map.insert(
+                    "preferred_username".into(),
+                    Value::String(account.username.clone()),
+                );
+                map.extend(extra);
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -241,6 +317,7 @@ mod tests {
             issuer: "https://auth.example",
             subject: "alice",
             username: Some("alice"),
+            profile: None,
             client_id: "spa",
             auth_time: 1_990,
             nonce: Some("n-0S6_WzA2Mj"),

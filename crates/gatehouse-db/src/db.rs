@@ -321,6 +321,14 @@ enum PooledInner {
 }
 
 impl Pooled {
+    /// The same connection, its statements left out of
+    /// [`Db::statements`]: for the server's own bookkeeping (table size
+    /// estimates), which runs in the background and is no request's.
+    pub fn uncounted(mut self) -> Pooled {
+        self.counter = Arc::new(AtomicU64::new(0));
+        self
+    }
+
     /// The connection, for running statements.
     pub fn conn(&mut self) -> Conn<'_> {
         let inner = match &mut self.inner {

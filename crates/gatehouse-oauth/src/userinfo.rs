@@ -1,7 +1,7 @@
 //! `GET|POST /oauth/userinfo` (OpenID Connect Core §5.3): who the user
 //! behind a bearer access token is. The token is checked exactly as the API
 //! checks it ([`AuthServer::access_principal`], the one token-to-principal
-//! function), and the answer is [`gatehouse_auth::oidc::userinfo`]'s.
+//! function), and the answer is [`gatehouse_auth::AuthServer::userinfo`]'s.
 //!
 //! Errors follow RFC 6750 §3: 401 with a `Bearer` challenge for a missing or
 //! invalid token, 403 `insufficient_scope` for a token without `openid` or
@@ -14,7 +14,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use gatehouse_auth::oidc::{self, SCOPE_OPENID};
+use gatehouse_auth::oidc::SCOPE_OPENID;
 use gatehouse_auth::{AuthServer, Error, challenge};
 
 use crate::OAuthState;
@@ -133,7 +133,7 @@ async fn answer(state: &OAuthState, req: Request) -> Result<serde_json::Value, R
         .rates
         .check_userinfo(&principal.subject)
         .map_err(Refusal::TooMany)?;
-    oidc::userinfo(&principal).map_err(Refusal::Auth)
+    server.userinfo(&principal).await.map_err(Refusal::Auth)
 }
 
 /// The token of the one `Authorization: Bearer` header (scheme

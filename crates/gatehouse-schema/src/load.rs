@@ -81,6 +81,14 @@ const PRELUDE_DIRECTIVES: &[(&str, &str)] = &[
         "\"What a create that leaves this field out stores: a literal of its type, or `\\\"now\\\"` on a `DateTime`.\"\ndirective @default(value: _DefaultValue!) on FIELD_DEFINITION",
     ),
     (
+        "account",
+        "\"The rows of this type are the accounts that sign in: `sub` is the row's `id`; fields named `username`, `email`, `emailVerified`, `disabled` and `displayName` have their meaning for signing in.\"\ndirective @account on OBJECT",
+    ),
+    (
+        "claim",
+        "\"On a field of the `@account` type: access and ID tokens carry its value as the claim `name` (the field's name by default).\"\ndirective @claim(name: String) on FIELD_DEFINITION",
+    ),
+    (
         "renamed",
         "\"This field or type was called `from` before: the migration renames its column or table, keeping the data, instead of dropping it and adding another.\"\ndirective @renamed(from: String!) on OBJECT | FIELD_DEFINITION",
     ),

@@ -37,6 +37,59 @@ pub struct Model {
     /// serving (`gatehouse check` prints them).
     #[serde(skip)]
     pub warnings: Vec<crate::Diagnostic>,
+    /// The `@account` type, whose rows are the accounts that sign in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub account: Option<AccountType>,
+}
+
+/// The `@account` type: its rows are the accounts that sign in, `sub` is
+/// a row's `id`, and fields with these names mean what they say
+/// (`docs/design/accounts.md`).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct AccountType {
+    /// The entity.
+    pub entity: EntityId,
+    /// Whether it declares `email: String @unique`.
+    pub email: bool,
+    /// Whether it declares `emailVerified: Boolean!` (set by the server).
+    pub email_verified: bool,
+    /// Whether it declares `disabled: Boolean` (a disabled account cannot
+    /// sign in).
+    pub disabled: bool,
+    /// Whether it declares `displayName: String` (the OpenID `name`).
+    pub display_name: bool,
+    /// `@claim` fields, in declaration order.
+    pub claims: Vec<AccountClaim>,
+}
+
+/// A field of the account type whose value tokens carry as a claim.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct AccountClaim {
+    /// The claim's name (`@claim(name:)`, else the field's).
+    pub claim: String,
+    /// The field.
+    pub field: String,
+}
+
+impl AccountType {
+    /// The sign-in name field.
+    pub const USERNAME: &'static str = "username";
+    /// The address the e-mail flows use.
+    pub const EMAIL: &'static str = "email";
+    /// Whether the address was confirmed.
+    pub const EMAIL_VERIFIED: &'static str = "emailVerified";
+    /// Whether the account may not sign in.
+    pub const DISABLED: &'static str = "disabled";
+    /// The name shown for the account (OpenID `name`).
+    pub const DISPLAY_NAME: &'static str = "displayName";
+
+    /// The `@claim` field carrying `claim`.
+    pub fn claim_field(&self, claim: &str) -> Option<&str> {
+        self.claims
+            .iter()
+            .find(|c| c.claim == claim)
+            .map(|c| c.field.as_str())
+    }
 }
 
 /// The one field of nested create's links to existing rows of a
@@ -584,6 +637,9 @@ pub enum Generated {
     CreatedAt,
     /// The time the row was last written (`@updatedAt`).
     UpdatedAt,
+    /// `emailVerified` of the account type: `false` on a new row, set
+    /// only by the server's e-mail flows.
+    EmailVerified,
 }
 
 impl Field {
@@ -605,10 +661,19 @@ impl Field {
         )
     }
 
-    /// Whether only the server sets the field (`@createdAt`, `@updatedAt`):
-    /// no write may give it a value, and inputs leave it out. The id is
-    /// generated too, but a create may give it.
+    /// Whether only the server sets the field (`@createdAt`, `@updatedAt`,
+    /// an account's `emailVerified`): no write may give it a value, and
+    /// inputs leave it out. The id is generated too, but a create may give it.
     pub fn is_server_set(&self) -> bool {
+        matches!(
+            self.generated,
+            Some(Generated::CreatedAt | Generated::UpdatedAt | Generated::EmailVerified)
+        )
+    }
+
+    /// Whether the server sets the field to the time of the write
+    /// (`@createdAt`, `@updatedAt`).
+    pub fn is_timestamp(&self) -> bool {
         matches!(
             self.generated,
             Some(Generated::CreatedAt | Generated::UpdatedAt)

@@ -85,6 +85,11 @@ impl Policy {
     /// filter ([`Policy::bypassed`]) may change them afterwards. Otherwise a
     /// member allowed to update a tenant's rows could rewrite `owner` and
     /// then pass an owner-only delete rule.
+    ///
+    /// The `id` is never one: a rule on it (`{id: "$sub"}` on the account
+    /// type) filters and checks rows, but a new row's id is made by the
+    /// server or given, never taken from the caller's claims (an admin
+    /// creating an account must not give it the admin's own `sub`).
     pub fn owner_fields(&self) -> Vec<(&str, &str)> {
         fn walk<'r>(rule: &'r Rule, out: &mut Vec<(&'r str, &'r str)>) {
             match rule {
@@ -93,7 +98,9 @@ impl Policy {
                     field,
                     op: FilterOp::Eq,
                     value: Operand::Claim(claim),
-                } if !out.iter().any(|(f, _)| f == field) => out.push((field, claim)),
+                } if field != "id" && !out.iter().any(|(f, _)| f == field) => {
+                    out.push((field, claim))
+                }
                 _ => {}
             }
         }

@@ -61,7 +61,7 @@ pub use error::StoreError;
 pub use feed::ChangeEvent;
 pub use migrate::{ColumnLayout, Layout, MigrationStep, TableLayout};
 pub use query::{Filter, JoinOne, ListQuery, OrderBy};
-pub use store::{Store, StoreOptions};
+pub use store::{CommitHook, Store, StoreOptions};
 pub use txn::WriteTxn;
 pub use value::{ColType, Row, RowSet};
 

@@ -125,7 +125,7 @@ impl Layout {
                             required: f.required || matches!(f.kind, FieldKind::Id),
                             unique: f.unique && !matches!(f.kind, FieldKind::Id),
                             index: f.index,
-                            stamped: f.is_server_set(),
+                            stamped: f.is_timestamp(),
                             renamed_from: f.renamed_from.as_ref().map(|r| r.sql.clone()),
                         })
                     })

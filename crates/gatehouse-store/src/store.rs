@@ -107,6 +107,18 @@ pub(crate) struct Inner {
     row_estimates: std::sync::RwLock<(HashMap<String, u64>, Option<Instant>)>,
     /// A refresh of [`Inner::row_estimates`] is running.
     estimating: Arc<AtomicBool>,
+    /// See [`Store::add_commit_hook`].
+    hooks: std::sync::RwLock<Arc<[Arc<dyn CommitHook>]>>,
+}
+
+/// Statements that go with changes of rows, run in the writing
+/// transaction just before it commits, so they take effect exactly when
+/// the changes do, whichever path wrote them (GraphQL, REST, cascades):
+/// an account's tokens revoked when its claims change; deliveries of a
+/// change queued. See [`Store::add_commit_hook`].
+pub trait CommitHook: Send + Sync + std::fmt::Debug {
+    /// The statements for one change (none when it concerns the hook not).
+    fn statements(&self, change: &ChangeEvent) -> Vec<Built>;
 }
 
 /// How long a cached count is trusted without a write being seen: bounds
@@ -171,6 +183,7 @@ impl Store {
                 counts: quick_cache::sync::Cache::new(COUNT_CACHE_MAX),
                 row_estimates: Default::default(),
                 estimating: Arc::new(AtomicBool::new(false)),
+                hooks: std::sync::RwLock::new(Arc::from(Vec::new())),
             }),
         };
         if opts.migrate {
@@ -260,9 +273,12 @@ impl Store {
                 })
                 .collect();
             let q = Built::raw(parts.join(" UNION ALL "), values);
-            let rows = self
-                .fetch_read(q, &[SqlKind::Count, SqlKind::Count])
-                .await?;
+            let mut c = self.inner.db.read().await?.uncounted();
+            let rows = c
+                .conn()
+                .fetch(q, &[SqlKind::Count, SqlKind::Count])
+                .await
+                .map_err(from_db)?;
             for row in rows {
                 let at = row.first().and_then(Json::as_u64);
                 let n = row.get(1).and_then(Json::as_u64).unwrap_or(0);
@@ -694,7 +710,11 @@ impl Store {
                 }
                 // A replacement keeps the creation time; the update stamps
                 // the rest (`EntityStore::write_existing`).
-                (Some(Generated::CreatedAt | Generated::UpdatedAt), _, Whole::Replacing(_)) => {
+                (
+                    Some(Generated::CreatedAt | Generated::UpdatedAt | Generated::EmailVerified),
+                    _,
+                    Whole::Replacing(_),
+                ) => {
                     continue;
                 }
                 (Some(g), Json::Null, Whole::New { now }) => self.generate(g, now),
@@ -703,6 +723,24 @@ impl Store {
             out.insert(f.name.clone(), v);
         }
         Ok(out)
+    }
+
+    /// Adds a hook whose statements run in every writing transaction that
+    /// changes rows, before it commits ([`CommitHook`]). A statement that
+    /// fails fails the write.
+    pub fn add_commit_hook(&self, hook: Arc<dyn CommitHook>) {
+        let mut hooks = self.inner.hooks.write().unwrap_or_else(|e| e.into_inner());
+        let mut all: Vec<_> = hooks.iter().cloned().collect();
+        all.push(hook);
+        *hooks = Arc::from(all);
+    }
+
+    fn commit_hooks(&self) -> Arc<[Arc<dyn CommitHook>]> {
+        self.inner
+            .hooks
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The value the server gives a generated field of a row written at
@@ -714,6 +752,7 @@ impl Store {
             Generated::CreatedAt | Generated::UpdatedAt => {
                 Json::String(gatehouse_schema::datetime_text(now))
             }
+            Generated::EmailVerified => Json::Bool(false),
         }
     }
 
@@ -726,6 +765,14 @@ impl Store {
         mut tx: gatehouse_db::Tx,
         evs: Vec<ChangeEvent>,
     ) -> Result<(), StoreError> {
+        let hooks = self.commit_hooks();
+        for hook in hooks.iter() {
+            for ev in &evs {
+                for q in hook.statements(ev) {
+                    tx.conn().execute(q).await.map_err(from_db)?;
+                }
+            }
+        }
         // PostgreSQL: one `pg_notify` per event, sent with the `COMMIT`.
         let mut notify = Vec::new();
         if self.dialect() == Dialect::Postgres {

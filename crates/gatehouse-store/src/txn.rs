@@ -126,6 +126,25 @@ impl WriteTxn {
         state.open = None;
     }
 
+    /// Runs `q`, a statement of another storage crate that must commit or
+    /// roll back with these writes (an account's credential with its row),
+    /// beginning the transaction if it has not begun. Its failure fails
+    /// the transaction.
+    pub async fn execute(&self, q: Built) -> Result<u64, StoreError> {
+        let mut unit = self.unit().await?;
+        let Unit::Shared { state, .. } = &mut unit else {
+            return Err(ended());
+        };
+        let Some(open) = state.open.as_mut() else {
+            return Err(ended());
+        };
+        let result = open.tx.conn().execute(q).await;
+        if result.is_err() {
+            self.fail();
+        }
+        result.map_err(from_db)
+    }
+
     /// Runs `q` in the transaction when it has begun (`None` otherwise: the
     /// caller reads as any reader, there being nothing of its own to see).
     pub(crate) async fn fetch_begun(

@@ -156,14 +156,45 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 async fn open(store: &StoreArgs) -> anyhow::Result<Option<(Admin, gatehouse_store::Store)>> {
     let loaded = store.load(None)?;
-    let store = open_auth_store(&loaded.config).await?;
-    Ok(Some((crate::auth::admin(&store), store)))
+    let config = &loaded.config;
+    let store = match users_of(config) {
+        Users::Broken => return Ok(None),
+        // Users are rows: the store is the one `serve` opens, its tables
+        // brought to the schema as `serve` would.
+        Users::Rows(model) => match crate::open_store(config, model, false).await? {
+            Some(store) => store,
+            None => return Ok(None),
+        },
+        Users::Records => open_auth_store(config).await?,
+    };
+    Ok(Some((crate::auth::admin(&store).await?, store)))
 }
 
-/// The store, for the authorization server's tables only. Registrations do
-/// not need the schema: the store is opened without one and without
-/// migrating the data tables (the authorization server's own tables are
-/// created when missing), so `--schema` is accepted but not read.
+/// Where the CLI finds users.
+enum Users {
+    /// Rows of the schema's account type.
+    Rows(std::sync::Arc<gatehouse_schema::Model>),
+    /// The authorization server's records (no schema, or no account type).
+    Records,
+    /// The schema does not load (its problems were printed): which it is
+    /// cannot be known.
+    Broken,
+}
+
+fn users_of(config: &crate::config::Config) -> Users {
+    if !config.schema.iter().any(|p| p.exists()) {
+        return Users::Records;
+    }
+    match gatehouse_schema::load_paths(&config.schema) {
+        Ok(model) if model.account.is_some() => Users::Rows(std::sync::Arc::new(model)),
+        Ok(_) => Users::Records,
+        Err(diags) => {
+            crate::report(&diags);
+            Users::Broken
+        }
+    }
+}
+
 async fn open_auth_store(config: &crate::config::Config) -> anyhow::Result<gatehouse_store::Store> {
     let model = gatehouse_schema::load_sources_with(
         &[],
@@ -294,8 +325,13 @@ fn claims_text(claims: &gatehouse_auth::Claims, prefix: &str) -> String {
 
 /// One line of `user list` / `user show`.
 fn user_line(u: &gatehouse_auth::UserInfo) -> String {
+    let sub = if u.sub == u.username {
+        String::new()
+    } else {
+        format!("\tsub={}", u.sub)
+    };
     format!(
-        "{}\tscopes={}{}",
+        "{}{sub}\tscopes={}{}",
         u.username,
         u.scopes.join(" "),
         claims_text(&u.claims, "\tclaims=")
@@ -395,7 +431,14 @@ pub fn user(cmd: UserCommand) -> anyhow::Result<ExitCode> {
                 };
                 admin.remove_user(&name).await.map_err(|e| failed(&e))?;
                 store.close().await;
-                println!("removed user {name} and revoked their tokens; the name stays reserved");
+                if admin.uses_accounts() {
+                    // A later account of this name is another row: another `sub`.
+                    println!("removed the account {name} and revoked its tokens");
+                } else {
+                    println!(
+                        "removed user {name} and revoked their tokens; the name stays reserved"
+                    );
+                }
                 Ok(ExitCode::SUCCESS)
             }
             UserCommand::List { out, store } => {

@@ -175,7 +175,34 @@ pub fn auth_config(config: &Config, issuer: &str) -> AuthConfig {
 
 /// The repository of clients, users, keys and tokens, in the store.
 pub fn repo(store: &gatehouse_store::Store) -> Arc<dyn AuthRepo> {
+    sql_repo(store)
+}
+
+fn sql_repo(store: &gatehouse_store::Store) -> Arc<gatehouse_auth_store::SqlAuthRepo> {
     Arc::new(gatehouse_auth_store::SqlAuthRepo::new(store.db().clone()))
+}
+
+/// With an account type, its rows become the accounts that sign in
+/// (registering the hook that keeps tokens in step with them on `store`,
+/// so call it once per store), and users from before it become rows.
+async fn accounts(
+    store: &gatehouse_store::Store,
+    repo: &Arc<gatehouse_auth_store::SqlAuthRepo>,
+) -> anyhow::Result<Option<Arc<dyn gatehouse_auth::Accounts>>> {
+    let Some(accounts) = gatehouse_accounts::StoreAccounts::new(store, repo.clone()) else {
+        return Ok(None);
+    };
+    let made = accounts
+        .adopt_users(repo.as_ref())
+        .await
+        .map_err(|e| anyhow::anyhow!("making users account rows: {}", describe(&e)))?;
+    if made > 0 {
+        tracing::info!(
+            made,
+            "users from before the account type became account rows"
+        );
+    }
+    Ok(Some(Arc::new(accounts)))
 }
 
 /// Starts the authorization server (loads or creates signing keys), with
@@ -186,7 +213,23 @@ pub async fn start(
     issuer: &str,
     graphiql_url: &str,
 ) -> anyhow::Result<Arc<AuthServer>> {
-    let repo = repo(store);
+    let sql = sql_repo(store);
+    let accounts = accounts(store, &sql).await?;
+    if config.auth.sign_up {
+        let blockers = gatehouse_accounts::sign_up_blockers(store.model());
+        if !blockers.is_empty() {
+            anyhow::bail!(
+                "`[auth] sign_up = true`, but sign-up cannot fill the account type's required \
+                 field(s) {}: give them a `@default(value:)` or make them nullable",
+                blockers
+                    .iter()
+                    .map(|f| format!("`{f}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
+    let repo: Arc<dyn AuthRepo> = sql;
     let (secret, source) = secret_for(config, repo.as_ref()).await?;
     let mut auth = auth_config(config, issuer);
     let scopes = store
@@ -200,7 +243,7 @@ pub async fn start(
         .map(str::to_string)
         .collect();
     auth.builtin_clients = vec![gatehouse_auth::ClientRecord::graphiql(graphiql_url, scopes)];
-    AuthServer::start(
+    let server = AuthServer::start(
         auth,
         repo,
         Arc::new(SystemClock),
@@ -214,12 +257,18 @@ pub async fn start(
             describe(&e),
             source.hint()
         )
-    })
+    })?;
+    if let Some(accounts) = accounts {
+        server.use_accounts(accounts);
+    }
+    Ok(server)
 }
 
 /// Admin operations without signing keys (for the CLI).
-pub fn admin(store: &gatehouse_store::Store) -> Admin {
-    Admin::new(repo(store), Arc::new(SystemClock), Arc::new(SystemRandom))
+pub async fn admin(store: &gatehouse_store::Store) -> anyhow::Result<Admin> {
+    let sql = sql_repo(store);
+    let accounts = accounts(store, &sql).await?;
+    Ok(Admin::new(sql, Arc::new(SystemClock), Arc::new(SystemRandom)).with_accounts(accounts))
 }
 
 /// A safe description of an auth error, with its internal cause for logs.

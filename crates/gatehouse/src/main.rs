@@ -103,6 +103,7 @@ fn explain_access(model: &gatehouse_schema::Model) -> String {
             if let Some(g) = f.generated.filter(|_| f.is_server_set()) {
                 let directive = match g {
                     gatehouse_schema::Generated::UpdatedAt => "@updatedAt",
+                    gatehouse_schema::Generated::EmailVerified => "e-mail flows",
                     _ => "@createdAt",
                 };
                 out.push_str(&format!(

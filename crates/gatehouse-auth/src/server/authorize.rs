@@ -475,18 +475,18 @@ impl AuthServer {
                 wait,
             )
         })?;
-        match self
+        let added = match self
             .admin()
             .add_user(username, password, &self.config.sign_up_scopes)
             .await
         {
-            Ok(_) => {}
+            Ok(added) => added,
             Err(Error::Conflict(_)) => return refuse("this user name is not available".into()),
             Err(Error::InvalidInput(msg)) => return refuse(msg),
             Err(e) => return Err(e),
-        }
+        };
         tracing::info!(?from, "user signed up");
-        let Some(user) = self.repo.find_user(username).await? else {
+        let Some(user) = self.user(&added.sub).await? else {
             return Err(Error::server("a user just signed up is missing"));
         };
         self.signed_in(req, &user)
@@ -580,7 +580,7 @@ impl AuthServer {
             return Err(bad());
         }
         // A user removed meanwhile gets nothing.
-        if self.repo.find_user(username).await?.is_none() {
+        if self.user(username).await?.is_none() {
             return Err(bad());
         }
         let scope = Scopes::parse(scope).map_err(|_| bad())?;
@@ -787,7 +787,7 @@ impl AuthServer {
             self.code_replayed(&record).await?;
             return Err(invalid());
         }
-        let Some(user) = self.repo.find_user(&record.username).await? else {
+        let Some(user) = self.user(&record.username).await? else {
             return Err(invalid());
         };
         let scope = Scopes::from_list(&record.scope);
@@ -805,13 +805,17 @@ impl AuthServer {
             .await?;
         if scope.contains(SCOPE_OPENID) {
             // OpenID Connect Core §3.1.3.3: the `id_token` of the code flow.
-            tokens.id_token = Some(self.user_id_token(
-                client,
-                &user.username,
-                record.auth_time,
-                record.nonce.as_deref(),
-                &tokens.access_token,
-            )?);
+            tokens.id_token = Some(
+                self.user_id_token(
+                    client,
+                    &user.username,
+                    &tokens.scope,
+                    record.auth_time,
+                    record.nonce.as_deref(),
+                    &tokens.access_token,
+                )
+                .await?,
+            );
         }
         Ok(tokens)
     }

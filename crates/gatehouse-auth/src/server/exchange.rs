@@ -322,13 +322,7 @@ impl AuthServer {
                 // refreshed from it would get the user's current ones, and
                 // so does the exchanged token.
                 let claims = match &record.username {
-                    Some(username) => {
-                        self.repo
-                            .find_user(username)
-                            .await?
-                            .ok_or_else(invalid)?
-                            .claims
-                    }
+                    Some(username) => self.user(username).await?.ok_or_else(invalid)?.claims,
                     None => Claims::new(),
                 };
                 Ok(TokenFacts {

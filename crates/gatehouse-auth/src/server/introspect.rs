@@ -64,8 +64,7 @@ impl AuthServer {
                 if let Some(u) = r.username {
                     // What an access token refreshed from it would carry.
                     let custom = self
-                        .repo
-                        .find_user(&u)
+                        .user(&u)
                         .await?
                         .map(|user| user.claims)
                         .unwrap_or_default();

@@ -256,6 +256,9 @@ pub struct AuthServer {
     logins: LoginThrottle,
     /// Bounds concurrent argon2 verifications.
     password_checks: PasswordChecks,
+    /// The account rows, when the schema has an account type
+    /// ([`AuthServer::use_accounts`]).
+    accounts: std::sync::OnceLock<Arc<dyn crate::Accounts>>,
 }
 
 /// An entry of the verified-signature cache.
@@ -409,6 +412,7 @@ impl AuthServer {
             id_seq: AtomicU64::new(0),
             logins: LoginThrottle::new(),
             password_checks: PasswordChecks::new(),
+            accounts: std::sync::OnceLock::new(),
         });
         server.reload_keys().await?;
         let now = server.now();
@@ -462,6 +466,56 @@ impl AuthServer {
     pub fn admin(&self) -> crate::admin::Admin {
         crate::admin::Admin::new(self.repo.clone(), self.clock.clone(), self.random.clone())
             .with_cache_hooks(self.cache_hooks())
+            .with_accounts(self.accounts.get().cloned())
+    }
+
+    /// Makes the rows of the account type the accounts that sign in
+    /// (called once, at start, before serving; a second call is ignored).
+    pub fn use_accounts(&self, accounts: Arc<dyn crate::Accounts>) {
+        let _ = self.accounts.set(accounts);
+    }
+
+    /// The user whose tokens have this `sub`, as token issuance reads it:
+    /// the credential with, for an account row, the row's claims. `None`
+    /// when there is none, or the account row is gone or disabled.
+    pub(crate) async fn user(&self, sub: &str) -> Result<Option<UserRecord>> {
+        let Some(record) = self.repo.find_user(sub).await? else {
+            return Ok(None);
+        };
+        let Some(accounts) = self.accounts.get() else {
+            return Ok(Some(record));
+        };
+        Ok(match accounts.find(sub).await? {
+            Some(profile) if !profile.disabled => Some(UserRecord {
+                claims: profile.claims,
+                ..record
+            }),
+            _ => None,
+        })
+    }
+
+    /// The user signing in as `username` ([`AuthServer::user`]).
+    pub(crate) async fn user_named(&self, username: &str) -> Result<Option<UserRecord>> {
+        match self.accounts.get() {
+            None => self.user(username).await,
+            Some(accounts) => match accounts.find_by_username(username).await? {
+                Some(profile) if !profile.disabled => self.user(&profile.sub).await,
+                _ => Ok(None),
+            },
+        }
+    }
+
+    /// Whether accounts are the rows of an account type.
+    pub fn accounts_in_use(&self) -> bool {
+        self.accounts.get().is_some()
+    }
+
+    /// The account row of `sub`, when there is an account type.
+    pub async fn account_profile(&self, sub: &str) -> Result<Option<crate::AccountProfile>> {
+        match self.accounts.get() {
+            None => Ok(None),
+            Some(accounts) => Ok(accounts.find(sub).await?),
+        }
     }
 
     fn cache_hooks(&self) -> CacheHooks {
@@ -570,7 +624,7 @@ impl AuthServer {
         self.logins
             .check(account, from, now)
             .map_err(too_many_failures)?;
-        let user = self.repo.find_user(username).await?;
+        let user = self.user_named(username).await?;
         let hash = user
             .as_ref()
             .map(|u| u.password_hash.clone())

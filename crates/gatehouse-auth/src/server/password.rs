@@ -53,13 +53,17 @@ impl AuthServer {
             // OpenID Connect Core §3.1.3.3 (and the contract): an ID token
             // whenever `openid` is granted, whatever the grant. The user
             // entered their credentials just now: `auth_time` is now.
-            tokens.id_token = Some(self.user_id_token(
-                client,
-                &user.username,
-                self.now(),
-                None,
-                &tokens.access_token,
-            )?);
+            tokens.id_token = Some(
+                self.user_id_token(
+                    client,
+                    &user.username,
+                    &tokens.scope,
+                    self.now(),
+                    None,
+                    &tokens.access_token,
+                )
+                .await?,
+            );
         }
         Ok(tokens)
     }

@@ -52,7 +52,7 @@ impl AuthServer {
         // access token carries the user's claims as they are now (so
         // `user set-claims` takes effect at the next refresh).
         let custom = match &record.username {
-            Some(username) => match self.repo.find_user(username).await? {
+            Some(username) => match self.user(username).await? {
                 Some(user) => user.claims,
                 None => return Err(invalid()),
             },

@@ -50,6 +50,7 @@ impl Binder<'_> {
             ),
         }
 
+        self.mark_account_fields(obj, &mut fields);
         self.place_relations(&fields);
         self.check_field_renames(&name, obj);
         let table = name.to_snake_case();

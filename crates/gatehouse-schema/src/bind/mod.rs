@@ -11,11 +11,13 @@
 //! - `roots.rs`: the Query, Mutation and Subscription conventions;
 //! - `arguments.rs`: list arguments, filters, `where` inputs, `orderBy` enums
 //!   and create/update inputs;
-//! - `nested.rs`: nested create, the input types of new children.
+//! - `nested.rs`: nested create, the input types of new children;
+//! - `accounts.rs`: the `@account` type and its `@claim` fields.
 //!
 //! This file holds the driver, which runs the steps in the order their
 //! inputs need, and the conversions from apollo's AST every step uses.
 
+mod accounts;
 mod arguments;
 mod connections;
 mod entities;
@@ -144,6 +146,7 @@ impl<'a> Binder<'a> {
         for (i, obj) in objects.iter().enumerate() {
             self.entities[i].policy = self.bind_policy(obj);
         }
+        let account = self.bind_account(&objects);
         for page_info in of_shape(connections::Shape::PageInfo) {
             self.bind_page_info(page_info);
         }
@@ -187,6 +190,7 @@ impl<'a> Binder<'a> {
             subscriptions,
             sdl: nested::printed(schema, &added),
             warnings: Vec::new(),
+            account,
         }
     }
 
@@ -237,6 +241,13 @@ impl<'a> Binder<'a> {
             d.severity = crate::Severity::Warning;
             self.diags.0.push(d);
         }
+    }
+
+    /// A problem that does not stop the schema from serving.
+    fn warn(&mut self, loc: Option<SourceSpan>, message: String, hint: Option<String>) {
+        let mut d: Diagnostic = at(&self.schema.sources, loc, message, hint);
+        d.severity = crate::Severity::Warning;
+        self.diags.0.push(d);
     }
 
     /// The entity named `name`, if it is one: relations, policies and

@@ -2,6 +2,7 @@
 //! valid ones, printing and scaffolding round trips, and fuzzing.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod accounts;
 mod invalid;
 mod join;
 mod robustness;

@@ -1,6 +1,7 @@
 //! End-to-end tests of the `gatehouse` binary.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod accounts;
 mod cli;
 mod copy;
 mod errors;

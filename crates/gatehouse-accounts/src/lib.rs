@@ -1,0 +1,418 @@
+//! Accounts as rows of the schema's `@account` type
+//! (`docs/design/accounts.md`).
+//!
+//! [`StoreAccounts`] answers the authorization server's questions
+//! ([`gatehouse_auth::Accounts`]: who signs in as a name, which claims
+//! and profile a `sub` has) from the rows, and is the one writer of
+//! accounts for the CLI, bootstrap and sign-up: a row and its credential
+//! (a [`UserRecord`] keyed by the row's id, in the OAuth tables) are
+//! written in one transaction of the entity store.
+//!
+//! [`AccountHook`] keeps tokens fresh whichever path changes a row
+//! (GraphQL, REST, the CLI, a cascade): in the writing transaction, a
+//! change of a `@claim` field revokes the account's access tokens, and
+//! disabling or deleting it revokes every token and deletes the
+//! credential with the row.
+
+#![warn(missing_docs)]
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{Value as Json, json};
+
+use gatehouse_auth::{AccountProfile, Accounts, Claims, Error, RepoError, UserRecord};
+use gatehouse_auth_store::SqlAuthRepo;
+use gatehouse_db::Built;
+use gatehouse_schema::{AccountType, ChangeKind, FieldKind, Model, Scalar, ValueType};
+use gatehouse_store::{
+    AccessContext, ChangeEvent, CommitHook, EntityStore, Filter, FilterOp, ListQuery, OrderBy, Row,
+    Store, StoreError,
+};
+
+/// The rows of the account type as [`gatehouse_auth::Accounts`].
+#[derive(Debug, Clone)]
+pub struct StoreAccounts {
+    store: Store,
+    auth: Arc<SqlAuthRepo>,
+    account: AccountType,
+}
+
+impl StoreAccounts {
+    /// The accounts of `store`'s Model, with credentials in `auth` (over
+    /// the same database); `None` when the Model has no account type.
+    /// Registers the [`AccountHook`] on `store`.
+    pub fn new(store: &Store, auth: Arc<SqlAuthRepo>) -> Option<StoreAccounts> {
+        let account = store.model().account.clone()?;
+        let entity = store.model().entities[account.entity.index()].name.clone();
+        store.add_commit_hook(Arc::new(AccountHook {
+            auth: auth.clone(),
+            account: account.clone(),
+            entity,
+        }));
+        Some(StoreAccounts {
+            store: store.clone(),
+            auth,
+            account,
+        })
+    }
+
+    fn rows(&self) -> EntityStore {
+        self.store.entity_at(self.account.entity)
+    }
+
+    fn profile(&self, row: &Row) -> Option<AccountProfile> {
+        let text = |f: &str| row.get(f).and_then(Json::as_str).map(str::to_string);
+        let flag = |f: &str| row.get(f).and_then(Json::as_bool).unwrap_or(false);
+        let mut claims = Claims::new();
+        for c in &self.account.claims {
+            match row.get(&c.field) {
+                None | Some(Json::Null) => {}
+                Some(v) => {
+                    claims.insert(c.claim.clone(), v.clone());
+                }
+            }
+        }
+        Some(AccountProfile {
+            sub: text("id")?,
+            username: text(AccountType::USERNAME)?,
+            email: text(AccountType::EMAIL),
+            email_verified: flag(AccountType::EMAIL_VERIFIED),
+            name: text(AccountType::DISPLAY_NAME),
+            disabled: flag(AccountType::DISABLED),
+            claims,
+        })
+    }
+
+    /// The row values of `claims`: each claim's field set, every other
+    /// `@claim` field null. An unknown claim is `InvalidInput`.
+    fn claim_values(&self, claims: &Claims) -> Result<Row, Error> {
+        let mut row = Row::new();
+        for c in &self.account.claims {
+            row.insert(c.field.clone(), Json::Null);
+        }
+        for (name, value) in claims {
+            let Some(field) = self.account.claim_field(name) else {
+                let known: Vec<&str> = self
+                    .account
+                    .claims
+                    .iter()
+                    .map(|c| c.claim.as_str())
+                    .collect();
+                return Err(Error::InvalidInput(
+                    format!(
+                        "the account type has no `@claim` field for the claim {name:?} (its claims: {})",
+                        if known.is_empty() {
+                            "none".to_string()
+                        } else {
+                            known.join(", ")
+                        }
+                    )
+                    .into(),
+                ));
+            };
+            row.insert(field.to_string(), self.typed(field, value));
+        }
+        Ok(row)
+    }
+
+    /// `value` for `field`: a string given for a number or Boolean field
+    /// (the command line gives every claim as a string) is read as one
+    /// when it is one; anything else is left to the store's check.
+    fn typed(&self, field: &str, value: &Json) -> Json {
+        let entity = &self.store.model().entities[self.account.entity.index()];
+        let scalar = entity.field(field).and_then(|f| match &f.kind {
+            FieldKind::Value {
+                ty: ValueType::Scalar(s),
+                list: None,
+            } => Some(*s),
+            _ => None,
+        });
+        match (value, scalar) {
+            (Json::String(text), Some(Scalar::Int | Scalar::Float | Scalar::Boolean)) => {
+                serde_json::from_str(text).unwrap_or_else(|_| value.clone())
+            }
+            _ => value.clone(),
+        }
+    }
+
+    /// Makes every user of the OAuth tables that has no row a row whose
+    /// `id` is its name (users from before the account type, whose tokens
+    /// and owner values name them so), with its stored claims in the
+    /// `@claim` fields of those names. Idempotent; returns how many rows
+    /// were made.
+    pub async fn adopt_users(&self, repo: &dyn gatehouse_auth::AuthRepo) -> Result<usize, Error> {
+        let system = AccessContext::system();
+        let mut made = 0;
+        for user in repo.list_users().await? {
+            if self
+                .rows()
+                .get(&system, &user.username)
+                .await
+                .map_err(store_error)?
+                .is_some()
+            {
+                continue;
+            }
+            let mut row = Row::new();
+            row.insert("id".into(), json!(user.username));
+            row.insert(AccountType::USERNAME.into(), json!(user.username));
+            for (name, value) in &user.claims {
+                match self.account.claim_field(name) {
+                    Some(field) => {
+                        row.insert(field.to_string(), value.clone());
+                    }
+                    None => tracing::warn!(
+                        user = %user.username,
+                        claim = %name,
+                        "a user's claim has no `@claim` field in the account type; its tokens no longer carry it"
+                    ),
+                }
+            }
+            match self.rows().insert(&system, row).await {
+                Ok(_) => made += 1,
+                Err(StoreError::Conflict { message }) => {
+                    return Err(Error::Conflict(
+                        format!(
+                            "the user {:?} cannot become an account row: {message}",
+                            user.username
+                        )
+                        .into(),
+                    ));
+                }
+                Err(e) => {
+                    return Err(Error::InvalidInput(
+                        format!(
+                            "the user {:?} cannot become an account row: {e}",
+                            user.username
+                        )
+                        .into(),
+                    ));
+                }
+            }
+        }
+        Ok(made)
+    }
+}
+
+/// Why sign-up cannot create rows of the account type: the required
+/// fields it leaves without a value (anything but `username`, `email`
+/// and fields the server or a default fills).
+pub fn sign_up_blockers(model: &Model) -> Vec<String> {
+    let Some(account) = &model.account else {
+        return Vec::new();
+    };
+    model.entities[account.entity.index()]
+        .stored_fields()
+        .filter(|f| {
+            f.required
+                && f.generated.is_none()
+                && f.default.is_none()
+                && f.name != AccountType::USERNAME
+                && f.name != AccountType::EMAIL
+        })
+        .map(|f| f.name.clone())
+        .collect()
+}
+
+/// A store failure as the authorization server reports it.
+fn store_error(e: StoreError) -> Error {
+    match e {
+        StoreError::Invalid { .. } | StoreError::Forbidden { .. } => {
+            Error::InvalidInput(e.to_string().into())
+        }
+        StoreError::Conflict { message } => Error::Conflict(message.into()),
+        StoreError::NotFound => Error::NotFound("no such account".into()),
+        other => Error::from(RepoError::new(format!("account rows: {other}"))),
+    }
+}
+
+fn repo_error(e: StoreError) -> RepoError {
+    match e {
+        StoreError::Unavailable | StoreError::Timeout => {
+            RepoError::unavailable(format!("account rows: {e}"))
+        }
+        other => RepoError::new(format!("account rows: {other}")),
+    }
+}
+
+#[async_trait]
+impl Accounts for StoreAccounts {
+    async fn find_by_username(&self, username: &str) -> Result<Option<AccountProfile>, RepoError> {
+        let query = ListQuery {
+            filter: Some(Filter::Cmp {
+                field: AccountType::USERNAME.into(),
+                op: FilterOp::Eq,
+                value: json!(username),
+            }),
+            limit: Some(1),
+            ..ListQuery::default()
+        };
+        let page = self
+            .rows()
+            .list(&AccessContext::system(), &query)
+            .await
+            .map_err(repo_error)?;
+        Ok(page
+            .rows
+            .into_rows()
+            .first()
+            .and_then(|row| self.profile(row)))
+    }
+
+    async fn find(&self, sub: &str) -> Result<Option<AccountProfile>, RepoError> {
+        let row = self
+            .rows()
+            .get(&AccessContext::system(), sub)
+            .await
+            .map_err(repo_error)?;
+        Ok(row.and_then(|row| self.profile(&row)))
+    }
+
+    async fn list(&self) -> Result<Vec<AccountProfile>, RepoError> {
+        let query = ListQuery {
+            order: vec![OrderBy {
+                field: AccountType::USERNAME.into(),
+                desc: false,
+            }],
+            ..ListQuery::default()
+        };
+        let page = self
+            .rows()
+            .list(&AccessContext::system(), &query)
+            .await
+            .map_err(repo_error)?;
+        Ok(page
+            .rows
+            .into_rows()
+            .iter()
+            .filter_map(|row| self.profile(row))
+            .collect())
+    }
+
+    async fn create(
+        &self,
+        username: &str,
+        claims: &Claims,
+        credential: &UserRecord,
+    ) -> Result<Option<AccountProfile>, Error> {
+        self.auth
+            .ensure_tables()
+            .await
+            .map_err(|e| RepoError::new(format!("creating the OAuth tables: {e}")))?;
+        let mut row = self.claim_values(claims)?;
+        row.retain(|_, v| !v.is_null());
+        row.insert(AccountType::USERNAME.into(), json!(username));
+        let txn = self.store.begin_write();
+        let created = match txn
+            .entity_at(self.account.entity)
+            .insert(&AccessContext::system(), row)
+            .await
+        {
+            Ok(created) => created,
+            Err(StoreError::Conflict { .. }) => {
+                txn.rollback().await;
+                return Ok(None);
+            }
+            Err(e) => {
+                txn.rollback().await;
+                return Err(store_error(e));
+            }
+        };
+        let Some(profile) = self.profile(&created) else {
+            txn.rollback().await;
+            return Err(Error::from(RepoError::new(
+                "a new account row has no id or username",
+            )));
+        };
+        let credential = UserRecord {
+            username: profile.sub.clone(),
+            claims: Claims::new(),
+            ..credential.clone()
+        };
+        let statement = self.auth.upsert_user_statement(&credential)?;
+        if let Err(e) = txn.execute(statement).await {
+            txn.rollback().await;
+            return Err(store_error(e));
+        }
+        match txn.commit().await {
+            Ok(()) => Ok(Some(profile)),
+            Err(StoreError::Conflict { .. }) => Ok(None),
+            Err(e) => Err(store_error(e)),
+        }
+    }
+
+    async fn set_claims(&self, sub: &str, claims: &Claims) -> Result<AccountProfile, Error> {
+        let patch = self.claim_values(claims)?;
+        let row = self
+            .rows()
+            .update(&AccessContext::system(), sub, patch)
+            .await
+            .map_err(store_error)?;
+        self.profile(&row)
+            .ok_or_else(|| Error::from(RepoError::new("an account row has no id or username")))
+    }
+
+    async fn delete(&self, sub: &str) -> Result<bool, Error> {
+        // The hook deletes the credential and revokes the tokens in the
+        // same transaction.
+        let deleted = self
+            .rows()
+            .delete(&AccessContext::system(), sub)
+            .await
+            .map_err(store_error)?;
+        Ok(deleted.is_some())
+    }
+}
+
+/// Statements that keep credentials and tokens in step with account rows,
+/// in the transaction that changes them ([`CommitHook`]).
+#[derive(Debug)]
+pub struct AccountHook {
+    auth: Arc<SqlAuthRepo>,
+    account: AccountType,
+    /// The account type's name, as change events name it.
+    entity: String,
+}
+
+impl AccountHook {
+    fn claims_changed(&self, old: &Row, new: &Row) -> bool {
+        self.account
+            .claims
+            .iter()
+            .any(|c| old.get(&c.field) != new.get(&c.field))
+    }
+}
+
+impl CommitHook for AccountHook {
+    fn statements(&self, change: &ChangeEvent) -> Vec<Built> {
+        if change.entity != self.entity {
+            return Vec::new();
+        }
+        let sub = change.id.as_str();
+        let disabled = |row: &Option<Row>| {
+            row.as_ref()
+                .and_then(|r| r.get(AccountType::DISABLED))
+                .and_then(Json::as_bool)
+                .unwrap_or(false)
+        };
+        match change.kind {
+            ChangeKind::Created => Vec::new(),
+            ChangeKind::Deleted => vec![
+                self.auth.revoke_user_tokens_statement(sub, true),
+                self.auth.delete_user_statement(sub),
+            ],
+            ChangeKind::Updated => {
+                if disabled(&change.new) && !disabled(&change.old) {
+                    return vec![self.auth.revoke_user_tokens_statement(sub, true)];
+                }
+                match (&change.old, &change.new) {
+                    (Some(old), Some(new)) if self.claims_changed(old, new) => {
+                        vec![self.auth.revoke_user_tokens_statement(sub, false)]
+                    }
+                    _ => Vec::new(),
+                }
+            }
+        }
+    }
+}
