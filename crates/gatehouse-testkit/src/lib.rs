@@ -1,7 +1,8 @@
 //! What the integration tests of every gatehouse crate start from: the
 //! example schema, a fresh database per test on SQLite or PostgreSQL, a
 //! router served on a random port, the `gatehouse` binary run as a child
-//! process, and the GraphQL and OAuth requests most tests begin with.
+//! process, the GraphQL and OAuth requests most tests begin with, and an
+//! SMTP server that collects what it is sent.
 //!
 //! Only integration tests (`tests/`) can use the kit: it links the
 //! gatehouse library crates, so a crate's unit tests inside `src/` would
@@ -23,6 +24,7 @@ mod oauth1;
 mod process;
 mod proxy;
 mod server;
+mod smtp;
 mod wait;
 
 pub use browser::{
@@ -39,4 +41,5 @@ pub use oauth1::{OAuth1Sig, nonce};
 pub use process::{ServerProcess, command};
 pub use proxy::Proxy;
 pub use server::{Port, TestServer};
+pub use smtp::{SmtpSink, SunkMail};
 pub use wait::{eventually, listening};

@@ -55,6 +55,9 @@ pub struct Config {
     pub store: StoreConfig,
     /// Browser apps on other origins.
     pub cors: CorsConfig,
+    /// Outgoing e-mail (verification, password reset, notices): off
+    /// without `email.transport`.
+    pub email: EmailConfig,
     /// Threads that run requests (the async runtime's workers). Default:
     /// one per CPU core (`docs/deployment.md`, "Worker threads").
     pub workers: Option<u16>,
@@ -82,6 +85,7 @@ impl Default for Config {
             metrics: MetricsConfig::default(),
             store: StoreConfig::default(),
             cors: CorsConfig::default(),
+            email: EmailConfig::default(),
             workers: None,
         }
     }
@@ -131,6 +135,62 @@ impl Default for CorsConfig {
             allowed_origins: Vec::new(),
             max_age: Seconds(600),
         }
+    }
+}
+
+/// `[email]`: where outgoing mail goes (CONTRACT §15). Messages are
+/// written to the outbox in the transaction that needs them and sent by a
+/// background worker (`docs/design/outbox.md`).
+#[derive(Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct EmailConfig {
+    /// `"smtp"` or `"file"`; unset, e-mail is off.
+    pub transport: Option<String>,
+    /// smtp: `smtp://user:pass@host:587` (STARTTLS required),
+    /// `smtps://user:pass@host:465` (implicit TLS) or
+    /// `smtp://host:port?tls=off` (clear text); file: a directory,
+    /// relative to the config file, receiving one `.eml` file per message.
+    pub url: Option<String>,
+    /// The `From` of every message (`"App <no-reply@example.com>"`).
+    pub from: Option<String>,
+}
+
+impl EmailConfig {
+    /// The checked settings, `None` when e-mail is off.
+    pub fn settings(&self) -> Result<Option<gatehouse_mail::MailSettings>, String> {
+        let Some(transport) = self.transport.as_deref() else {
+            if self.url.is_some() || self.from.is_some() {
+                return Err("`email.transport`: set it to \"smtp\" or \"file\" to send e-mail (or remove `email.url` and `email.from`)".into());
+            }
+            return Ok(None);
+        };
+        let url = self.url.as_deref().unwrap_or("");
+        let Some(from) = self.from.as_deref() else {
+            return Err(
+                "`email.from`: e-mail needs a sender address (e.g. \"App <no-reply@example.com>\")"
+                    .into(),
+            );
+        };
+        gatehouse_mail::MailSettings::parse(transport, url, from, Path::new(""))
+            .map(Some)
+            .map_err(|e| format!("`email.{}`: {e}", e.key()))
+    }
+}
+
+/// The SMTP password stays out of logs and error messages.
+impl fmt::Debug for EmailConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let url = match (self.transport.as_deref(), self.url.as_deref()) {
+            (Some("smtp"), Some(u)) => gatehouse_mail::SmtpUrl::parse(u)
+                .map(|u| u.to_string())
+                .unwrap_or_else(|_| "<redacted>".into()),
+            (_, u) => u.unwrap_or("").to_string(),
+        };
+        f.debug_struct("EmailConfig")
+            .field("transport", &self.transport)
+            .field("url", &url)
+            .field("from", &self.from)
+            .finish()
     }
 }
 
@@ -630,8 +690,11 @@ pub struct Loaded {
 const ENV_PREFIX: &str = "GATEHOUSE_";
 /// Keys whose default is "unset" (absent from the serialized defaults):
 /// top-level (`issuer`) or in a section (`tls.cert`).
-const OPTIONAL_KEYS: [&str; 9] = [
+const OPTIONAL_KEYS: [&str; 12] = [
     "issuer",
+    "email.transport",
+    "email.url",
+    "email.from",
     "auth.key_file",
     "workers",
     "tls.cert",
@@ -641,8 +704,9 @@ const OPTIONAL_KEYS: [&str; 9] = [
     "limits.max_connections",
     "limits.max_connections_per_address",
 ];
-const SECTIONS: [&str; 9] = [
+const SECTIONS: [&str; 10] = [
     "database",
+    "email",
     "tokens",
     "limits",
     "auth",
@@ -823,6 +887,21 @@ fn resolve_relative(dict: &mut Dict, base: &Path) {
             }
         }
     }
+    // The file transport's directory.
+    if let Some(Value::Dict(_, email)) = dict.get_mut("email")
+        && email.get("transport").and_then(|v| v.as_str()) == Some("file")
+        && let Some(p) = email
+            .get("url")
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+        && !p.is_empty()
+        && Path::new(&p).is_relative()
+    {
+        email.insert(
+            "url".into(),
+            Value::from(base.join(p).display().to_string()),
+        );
+    }
     if let Some(Value::Dict(_, database)) = dict.get_mut("database") {
         let db = database
             .get("url")
@@ -946,6 +1025,9 @@ fn validate(c: &Config) -> Result<(), String> {
             "`cors.max_age` ({} s) is above a day, longer than any browser caches a preflight",
             c.cors.max_age.0
         ));
+    }
+    if let Err(e) = c.email.settings() {
+        problems.push(e);
     }
     if c.store.acquire_timeout.0 == 0 {
         problems.push("`store.acquire_timeout` must be at least 1 second".into());
@@ -1581,6 +1663,11 @@ mod tests {
         c.tls.key = Some("k.pem".into());
         c.metrics.listen = Some("127.0.0.1:9090".into());
         c.store.max_connections = Some(5);
+        c.email = EmailConfig {
+            transport: Some("file".into()),
+            url: Some("mail".into()),
+            from: Some("a@example.com".into()),
+        };
         c.bootstrap.clients.push(BootstrapClient {
             client_id: "a".into(),
             client_secret: Some("b".into()),
@@ -1826,5 +1913,73 @@ mod tests {
         };
         let all = format!("{c:?}{u:?}{k:?}");
         assert!(!all.contains("s3cr3t") && !all.contains("pw-123") && !all.contains("cs-456"));
+        let e = EmailConfig {
+            transport: Some("smtp".into()),
+            url: Some("smtp://mailer:hunter2@mail.example.com".into()),
+            from: Some("a@example.com".into()),
+        };
+        let shown = format!("{e:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("mail.example.com:587"), "{shown}");
+    }
+
+    #[test]
+    fn the_email_section_is_off_by_default_and_checked_when_set() {
+        let dir = tempfile::tempdir().unwrap();
+        let none = load_with_env(None, &CliOverrides::default(), env(&[])).unwrap();
+        assert_eq!(none.config.email.settings().unwrap().map(|_| ()), None);
+
+        // The file transport's directory is relative to the config file.
+        let f = write(
+            dir.path(),
+            "[email]\ntransport = \"file\"\nurl = \"mail\"\nfrom = \"App <no-reply@example.com>\"\n",
+        );
+        let l = load_with_env(Some(&f), &CliOverrides::default(), env(&[])).unwrap();
+        let settings = l.config.email.settings().unwrap().unwrap();
+        assert_eq!(
+            settings.transport,
+            gatehouse_mail::Transport::File(dir.path().join("mail"))
+        );
+
+        // The environment sets it too (the SMTP password need not be in the file).
+        let l = load_with_env(
+            Some(&f),
+            &CliOverrides::default(),
+            env(&[
+                ("GATEHOUSE_EMAIL_TRANSPORT", "smtp"),
+                ("GATEHOUSE_EMAIL_URL", "smtps://u:p@mail.example.com"),
+            ]),
+        )
+        .unwrap();
+        let settings = l.config.email.settings().unwrap().unwrap();
+        assert!(matches!(
+            settings.transport,
+            gatehouse_mail::Transport::Smtp(_)
+        ));
+
+        for (text, says) in [
+            (
+                "[email]\ntransport = \"pigeon\"\nfrom = \"a@example.com\"\n",
+                "`email.transport`",
+            ),
+            (
+                "[email]\ntransport = \"smtp\"\nurl = \"smtp://u:hunter2@h?tls=no\"\nfrom = \"a@example.com\"\n",
+                "`email.url`",
+            ),
+            (
+                "[email]\ntransport = \"smtp\"\nurl = \"smtp://h\"\nfrom = \"nobody\"\n",
+                "`email.from`",
+            ),
+            (
+                "[email]\ntransport = \"smtp\"\nurl = \"smtp://h\"\n",
+                "`email.from`",
+            ),
+            ("[email]\nurl = \"smtp://h\"\n", "`email.transport`"),
+        ] {
+            let f = write(dir.path(), text);
+            let e = load_with_env(Some(&f), &CliOverrides::default(), env(&[])).unwrap_err();
+            assert!(e.contains(says), "{text}: {e}");
+            assert!(!e.contains("hunter2"), "{e}");
+        }
     }
 }

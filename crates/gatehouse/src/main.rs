@@ -427,10 +427,11 @@ fn copy(args: &CopyArgs) -> anyhow::Result<ExitCode> {
         )
         .await
         .map_err(|e| open_failed("the target", &args.to, e))?;
-        // The OAuth tables are not the store's: make sure both sides have
-        // them, so that they are copied with the other internal tables.
+        // The OAuth tables and the outbox are not the store's: make sure
+        // both sides have them, so that they are copied with the other
+        // internal tables.
         for (store, url) in [(&source, &args.from), (&target, &args.to)] {
-            ensure_oauth_tables(store, url).await?;
+            ensure_internal_tables(store, url).await?;
         }
         let terminal = std::io::stderr().is_terminal();
         let mut progress = |table: &str, done: u64, total: u64| {
@@ -682,7 +683,7 @@ async fn migrate(
         // The OAuth tables live in the same database: a migration run
         // before the servers start (with a role that may create tables)
         // creates them too.
-        ensure_oauth_tables(&store, &config.database.url).await?;
+        ensure_internal_tables(&store, &config.database.url).await?;
     }
     if steps.is_empty() {
         println!("the store matches the schema; nothing to do");
@@ -709,11 +710,19 @@ async fn migrate(
 }
 
 /// Creates the OAuth tables in `store`'s database when missing.
-async fn ensure_oauth_tables(store: &gatehouse_store::Store, url: &str) -> anyhow::Result<()> {
+/// Creates the internal tables that are not the store's when missing: the
+/// OAuth tables and the outbox (which `gatehouse copy` carries, pending
+/// messages included: `docs/design/outbox.md`).
+async fn ensure_internal_tables(store: &gatehouse_store::Store, url: &str) -> anyhow::Result<()> {
+    let context = || format!("opening {}", redact_url(url));
     gatehouse_auth_store::SqlAuthRepo::new(store.db().clone())
         .ensure_tables()
         .await
-        .map_err(|e| anyhow::Error::new(e).context(format!("opening {}", redact_url(url))))
+        .map_err(|e| anyhow::Error::new(e).context(context()))?;
+    gatehouse_outbox::Outbox::open(store.db().clone())
+        .await
+        .map_err(|e| anyhow::Error::new(e).context(context()))?;
+    Ok(())
 }
 
 /// Schema paths: `--schema` flags win; else the config's (file, then environment).

@@ -98,6 +98,7 @@ async fn serve(loaded: Loaded, json_logs: bool) -> anyhow::Result<ExitCode> {
             shutdown.cancel();
         }
     });
+    let mail = start_mail(&config, &store, shutdown.clone()).await?;
     // Validated with the rest of the configuration at load.
     let allowed_origins = gatehouse_oauth::AllowedOrigins::parse(&config.cors.allowed_origins)
         .map_err(|e| anyhow::anyhow!("`cors.allowed_origins`: {e}"))?;
@@ -276,6 +277,7 @@ async fn serve(loaded: Loaded, json_logs: bool) -> anyhow::Result<ExitCode> {
     for task in [maintenance, upkeep, reload]
         .into_iter()
         .chain(metrics_server)
+        .chain(mail)
     {
         let abort = task.abort_handle();
         if tokio::time::timeout_at(deadline, task).await.is_err() {
@@ -290,6 +292,36 @@ async fn serve(loaded: Loaded, json_logs: bool) -> anyhow::Result<ExitCode> {
     }
     tracing::info!("shut down");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Creates the outbox table (at every start, so that `gatehouse copy` and
+/// a later `[email]` find it) and, with `[email]`, starts the worker that
+/// sends the `email` channel until `shutdown`. Mail enqueued by any
+/// instance on the database is sent by whichever instance's worker claims
+/// it first (`docs/design/outbox.md`).
+async fn start_mail(
+    config: &crate::config::Config,
+    store: &gatehouse_store::Store,
+    shutdown: gatehouse_http::CancellationToken,
+) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+    let outbox = gatehouse_outbox::Outbox::open(store.db().clone())
+        .await
+        .context("creating the outbox table")?;
+    // Checked with the rest of the configuration at load.
+    let Some(settings) = config.email.settings().map_err(anyhow::Error::msg)? else {
+        return Ok(None);
+    };
+    let sender = gatehouse_mail::EmailSender::new(&settings)
+        .map_err(|e| anyhow::anyhow!("`email.{}`: {e}", e.key()))?;
+    // The transport's Display leaves the SMTP password out.
+    tracing::info!(transport = %settings.transport, from = %settings.from, "e-mail delivery ready");
+    let worker = gatehouse_outbox::Worker::new(&outbox, gatehouse_outbox::WorkerOptions::default())
+        .channel(
+            gatehouse_mail::CHANNEL,
+            Arc::new(sender),
+            gatehouse_outbox::ChannelOptions::default(),
+        );
+    Ok(Some(worker.spawn(shutdown)))
 }
 
 /// `[[bootstrap.rows]]`: inserts the entries of every type that has no
