@@ -131,6 +131,9 @@ pub(crate) fn schema_builder(shared: Arc<Shared>) -> SchemaBuilder {
         b = b.register(connection_object(c));
         b = b.register(edge_object(c));
     }
+    for r in &model.bulk_results {
+        b = b.register(bulk_result_object(r));
+    }
 
     let mut query = Object::new("Query");
     for f in &model.queries {
@@ -701,8 +704,74 @@ async fn resolve_root<'a>(
                 })),
             }
         }
+        Binding::Upsert { input, on_conflict } => {
+            let row = args::write_row(model, args, input);
+            let key = args::Args::arg(args, on_conflict).map(args::to_json);
+            let key: Vec<&str> = match &key {
+                Some(Json::Array(items)) => items.iter().filter_map(Json::as_str).collect(),
+                _ => Vec::new(),
+            };
+            let (row, _) = store
+                .upsert(caller(ctx)?, row, &key)
+                .await
+                .map_err(|e| from_store(&e))?;
+            Ok(Some(FieldValue::owned_any(row)))
+        }
+        Binding::UpdateMany { where_arg, set } => {
+            let filter = args::filter_from_args(model, args, &[], Some(where_arg))?;
+            let patch = args::write_row(model, args, set);
+            let rows = store
+                .update_where(caller(ctx)?, filter.as_ref(), patch)
+                .await
+                .map_err(|e| from_store(&e))?;
+            Ok(Some(FieldValue::owned_any(BulkValue { rows })))
+        }
+        Binding::DeleteMany { where_arg } => {
+            let filter = args::filter_from_args(model, args, &[], Some(where_arg))?;
+            let rows = store
+                .delete_where(caller(ctx)?, filter.as_ref())
+                .await
+                .map_err(|e| from_store(&e))?;
+            Ok(Some(FieldValue::owned_any(BulkValue { rows })))
+        }
         Binding::Subscribe { .. } => Ok(None),
     }
+}
+
+/// What a bulk write changed, as its result type's fields read it: the
+/// rows as updated, or as they were before their delete.
+struct BulkValue {
+    rows: Vec<Row>,
+}
+
+/// A bulk result type: `count` and `rows` of what a bulk write changed.
+fn bulk_result_object(r: &gatehouse_schema::BulkResult) -> Object {
+    fn bulk<'a>(ctx: &ResolverContext<'a>) -> Option<&'a BulkValue> {
+        ctx.parent_value.try_downcast_ref::<BulkValue>().ok()
+    }
+    let mut obj = Object::new(&r.name);
+    if let Some(d) = &r.description {
+        obj = obj.description(d);
+    }
+    obj.field(Field::new(
+        "count",
+        TypeRef::named_nn(TypeRef::INT),
+        |ctx| {
+            FieldFuture::Value(
+                bulk(&ctx).map(|b| FieldValue::value(count_value(b.rows.len() as u64))),
+            )
+        },
+    ))
+    .field(Field::new(
+        "rows",
+        TypeRef::named_nn_list_nn(&r.entity),
+        |ctx| {
+            FieldFuture::Value(
+                bulk(&ctx)
+                    .map(|b| FieldValue::list(b.rows.iter().map(|r| FieldValue::borrowed_any(r)))),
+            )
+        },
+    ))
 }
 
 /// A page of a connection, as its fields read it.
@@ -841,17 +910,23 @@ fn authorize_mutation(
     rf: &RootField,
     what: &str,
 ) -> Result<(), Error> {
-    let returns_row = match &rf.binding {
-        Binding::Delete { returns, .. } => matches!(returns, DeleteReturn::Entity),
-        _ => true,
-    };
-    if returns_row
-        && ctx
-            .ctx
-            .field()
-            .selection_set()
+    let field = ctx.ctx.field();
+    let beyond_id = |f: async_graphql::SelectionField<'_>| {
+        f.selection_set()
             .any(|f| f.name() != "id" && f.name() != "__typename")
-    {
+    };
+    let reads = match &rf.binding {
+        Binding::Delete { returns, .. } => {
+            matches!(returns, DeleteReturn::Entity) && beyond_id(field)
+        }
+        // A bulk result's rows: the same, for every `rows` selected.
+        Binding::UpdateMany { .. } | Binding::DeleteMany { .. } => field
+            .selection_set()
+            .filter(|f| f.name() == "rows")
+            .any(beyond_id),
+        _ => beyond_id(field),
+    };
+    if reads {
         authorize(
             ctx,
             entity.read_scope(),

@@ -187,7 +187,8 @@ impl ParseCache {
             );
         }
         let rows = |entity: &str| limits.store.row_estimate(entity);
-        let cost = complexity(&limits.model, limits.pages, &rows, doc, variables);
+        let bulk = u64::from(limits.store.max_bulk_rows());
+        let cost = complexity(&limits.model, limits.pages, bulk, &rows, doc, variables);
         let error = (cost.value > limits.max_complexity as u64).then(|| {
             limit_error(
                 Code::QueryTooComplex,
@@ -655,6 +656,7 @@ pub(crate) struct Cost {
 pub(crate) fn complexity(
     model: &Model,
     pages: PageLimits,
+    bulk_rows: u64,
     rows: &dyn Fn(&str) -> u64,
     doc: &ExecutableDocument,
     variables: &Variables,
@@ -666,6 +668,7 @@ pub(crate) fn complexity(
         let mut walk = CostWalk {
             model,
             pages,
+            bulk_rows,
             rows,
             doc,
             variables,
@@ -704,6 +707,9 @@ enum Parent<'m> {
     Connection(&'m Entity, u64),
     /// An edge of a connection of the entity.
     Edge(&'m Entity),
+    /// The result of a bulk write of the entity: `rows` is a list of at
+    /// most the bulk limit.
+    Bulk(&'m Entity),
     /// Introspection types: every field costs 1.
     Introspection,
     /// Not in the schema (validation refuses it): every field costs 1.
@@ -713,6 +719,8 @@ enum Parent<'m> {
 struct CostWalk<'a, 'd> {
     model: &'a Model,
     pages: PageLimits,
+    /// Most rows a bulk write changes, so returns (`max_bulk_rows`).
+    bulk_rows: u64,
     rows: &'a dyn Fn(&str) -> u64,
     doc: &'d ExecutableDocument,
     variables: &'a Variables,
@@ -747,6 +755,8 @@ impl<'a, 'd> CostWalk<'a, 'd> {
                     .and_then(|c| model.entity(&c.entity))
                 {
                     Parent::Edge(e)
+                } else if let Some(e) = model.bulk_result(n).and_then(|b| model.entity(&b.entity)) {
+                    Parent::Bulk(e)
                 } else {
                     Parent::Unknown
                 }
@@ -806,10 +816,30 @@ impl<'a, 'd> CostWalk<'a, 'd> {
             Parent::Edge(e) if name == "node" => {
                 return 1u64.saturating_add(self.set(Parent::Entity(e), sub));
             }
-            Parent::Connection(..) | Parent::Edge(_) => {
+            // `rows` of a bulk result: as many as a bulk write may change.
+            Parent::Bulk(e) if name == "rows" => {
+                let each = self.set(Parent::Entity(e), sub);
+                return 1u64.saturating_add(self.bulk_rows.saturating_mul(each));
+            }
+            Parent::Connection(..) | Parent::Edge(_) | Parent::Bulk(_) => {
                 return 1u64.saturating_add(self.set(Parent::Unknown, sub));
             }
             _ => {}
+        }
+        // A bulk write: its `where` as a list's filters, then its result.
+        if matches!(parent, Parent::Mutation)
+            && let Some(r) = model.mutations.iter().find(|r| r.name == name)
+            && let Binding::UpdateMany { where_arg, .. } | Binding::DeleteMany { where_arg } =
+                &r.binding
+            && let Some(e) = model.entity(&r.entity)
+        {
+            let list = ListBinding {
+                where_arg: Some(where_arg.clone()),
+                ..ListBinding::default()
+            };
+            let filters = self.filters(&list, &e.name, f);
+            let each = self.set(Parent::Bulk(e), sub);
+            return 1u64.saturating_add(each).saturating_add(filters);
         }
         if let Some(fields) = matches!(parent, Parent::Query).then_some(&model.queries)
             && let Some(r) = fields.iter().find(|r| r.name == name)

@@ -280,9 +280,10 @@ fn nullable_along<'d>(
     out
 }
 
-/// The type of field `name` of the connection or edge type `type_name`
-/// (`BookConnection.edges`, `BookEdge.node`): a failed field below a node
-/// nulls its nearest nullable parent through them too.
+/// The type of field `name` of the connection, edge or bulk result type
+/// `type_name` (`BookConnection.edges`, `BookEdge.node`,
+/// `BookBulkResult.rows`): a failed field below a node or a row nulls its
+/// nearest nullable parent through them too.
 fn connection_field(
     model: &gatehouse_schema::Model,
     type_name: &str,
@@ -293,6 +294,17 @@ fn connection_field(
             "edges" => Some(c.edges.clone()),
             "pageInfo" => Some(c.page_info.clone()),
             "totalCount" => c.total_count.clone(),
+            _ => None,
+        };
+    }
+    if let Some(b) = model.bulk_result(type_name) {
+        use gatehouse_schema::TypeRef;
+        let nn = |t: TypeRef| TypeRef::NonNull(Box::new(t));
+        return match name {
+            "count" => Some(nn(TypeRef::Named("Int".into()))),
+            "rows" => Some(nn(TypeRef::List(Box::new(nn(TypeRef::Named(
+                b.entity.clone(),
+            )))))),
             _ => None,
         };
     }

@@ -25,6 +25,9 @@ pub struct Model {
     /// Relay connection types (`BookConnection`) with their edge types:
     /// not stored, what a [`Binding::Connection`] root field returns.
     pub connections: Vec<Connection>,
+    /// Bulk result types (`BookBulkResult`): not stored, what a
+    /// [`Binding::UpdateMany`] or [`Binding::DeleteMany`] root field returns.
+    pub bulk_results: Vec<BulkResult>,
     /// Fields of `type Query`.
     pub queries: Vec<RootField>,
     /// Fields of `type Mutation` (empty when there is none).
@@ -200,6 +203,11 @@ impl Model {
         self.connections.iter().find(|c| c.name == name)
     }
 
+    /// The bulk result type called `name`.
+    pub fn bulk_result(&self, name: &str) -> Option<&BulkResult> {
+        self.bulk_results.iter().find(|b| b.name == name)
+    }
+
     /// The enum called `name`.
     pub fn enum_def(&self, name: &str) -> Option<&EnumDef> {
         self.enums.iter().find(|e| e.name == name)
@@ -225,10 +233,7 @@ impl Model {
     /// for mutations. GraphQL's executors, subscriptions and
     /// every other caller ask here; nothing re-derives it.
     pub fn root_access<'a>(&'a self, rf: &'a RootField) -> Access<'a> {
-        let is_read = !matches!(
-            rf.binding,
-            Binding::Create(_) | Binding::Update { .. } | Binding::Delete { .. }
-        );
+        let is_read = !rf.binding.is_write();
         let default = match (self.entity(&rf.entity), is_read) {
             (Some(e), true) => e.read_scope(),
             (Some(e), false) => e.write_scope(),
@@ -356,6 +361,57 @@ impl Entity {
     /// Fields that are columns of this entity's table (`id`, values, to-one references).
     pub fn stored_fields(&self) -> impl Iterator<Item = &Field> {
         self.fields.iter().filter(|f| f.is_stored())
+    }
+
+    /// The stored fields of one unique key of this entity, as
+    /// `fields` names them in any order (an upsert's `onConflict`): the id,
+    /// a `@unique` field, or the fields of an `@unique(fields:)` key.
+    /// `None` when they are not exactly the fields of one key. The binder,
+    /// the scaffold and the store ask here.
+    pub fn unique_key<'e>(&'e self, fields: &[&str]) -> Option<Vec<&'e Field>> {
+        let mut wanted: Vec<&str> = fields.to_vec();
+        wanted.sort_unstable();
+        wanted.dedup();
+        if wanted.len() != fields.len() {
+            return None;
+        }
+        if let [one] = wanted.as_slice() {
+            let f = self.field(one)?;
+            return (f.is_stored() && (f.unique || matches!(f.kind, FieldKind::Id)))
+                .then(|| vec![f]);
+        }
+        self.unique_keys.iter().find_map(|k| {
+            let mut names: Vec<&str> = k.fields.iter().map(String::as_str).collect();
+            names.sort_unstable();
+            (names == wanted).then(|| wanted.iter().filter_map(|n| self.field(n)).collect())
+        })
+    }
+
+    /// The fields that belong to some unique key (the id first, then each
+    /// `@unique` field and the fields of `@unique(fields:)` keys, in
+    /// declaration order): the values of an upsert's `onConflict` enum.
+    pub fn unique_key_fields(&self) -> Vec<&Field> {
+        self.stored_fields()
+            .filter(|f| {
+                matches!(f.kind, FieldKind::Id)
+                    || f.unique
+                    || self.unique_keys.iter().any(|k| k.fields.contains(&f.name))
+            })
+            .collect()
+    }
+
+    /// The collection name of bulk writes: the REST collection's plural in
+    /// PascalCase (`People` for `people`, so `updatePeople`), or
+    /// `<Type>List` when that is the type's own name (`NewsList`), which
+    /// the one-row mutations already use.
+    pub fn bulk_name(&self) -> String {
+        use heck::ToUpperCamelCase;
+        let plural = self.rest_path.to_upper_camel_case();
+        if plural == self.name {
+            format!("{}List", self.name)
+        } else {
+            plural
+        }
     }
 
     /// The scope reading this type needs: `@auth(read:)` or `read`.
@@ -1575,6 +1631,29 @@ pub enum Binding {
         /// What the field returns.
         returns: DeleteReturn,
     },
+    /// Insert one row, or update the row that holds the same values of
+    /// one unique key (`upsertBook(input:, onConflict: [isbn])`).
+    Upsert {
+        /// Where the values come from (the create input).
+        input: WriteInput,
+        /// Name of the argument listing the key's fields (an enum of
+        /// [`Entity::unique_key_fields`]).
+        on_conflict: String,
+    },
+    /// Update every row that matches and that the caller may change
+    /// (`updateBooks(where:, set:)`), returning a [`BulkResult`].
+    UpdateMany {
+        /// The `where` argument selecting the rows.
+        where_arg: ArgOfType,
+        /// Where the new values come from (an update input object).
+        set: WriteInput,
+    },
+    /// Delete every row that matches and that the caller may delete
+    /// (`deleteBooks(where:)`), returning a [`BulkResult`].
+    DeleteMany {
+        /// The `where` argument selecting the rows.
+        where_arg: ArgOfType,
+    },
     /// Change events of the entity.
     Subscribe {
         /// Which change.
@@ -1583,6 +1662,38 @@ pub enum Binding {
         filters: Vec<Filter>,
     },
 }
+
+impl Binding {
+    /// Whether the field writes (a mutation): it needs the write scope.
+    pub fn is_write(&self) -> bool {
+        matches!(
+            self,
+            Binding::Create(_)
+                | Binding::Update { .. }
+                | Binding::Delete { .. }
+                | Binding::Upsert { .. }
+                | Binding::UpdateMany { .. }
+                | Binding::DeleteMany { .. }
+        )
+    }
+}
+
+/// What a bulk write returns, as declared:
+/// `type BookBulkResult { count: Int! rows: [Book!]! }`. A result, not a
+/// stored type (it has no `id`): how many rows were changed, and those
+/// rows (as they are after an update, as they were before a delete).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct BulkResult {
+    /// Type name (`BookBulkResult`).
+    pub name: String,
+    /// Description from the SDL.
+    pub description: Option<String>,
+    /// The entity its rows are.
+    pub entity: String,
+}
+
+/// The name suffix of bulk result types (`BookBulkResult`).
+pub const BULK_RESULT_SUFFIX: &str = "BulkResult";
 
 /// Where a create/update takes its values from.
 #[derive(Debug, Clone, Serialize, PartialEq)]

@@ -156,7 +156,7 @@ impl EntityStore {
     }
 
     /// The entity's id in the Model.
-    fn id(&self) -> EntityId {
+    pub(crate) fn id(&self) -> EntityId {
         EntityId::from_index(self.index)
     }
 
@@ -1187,9 +1187,30 @@ impl EntityStore {
         events: &mut Vec<ChangeEvent>,
         now: i64,
         ctx: &AccessContext,
-        mut row: Row,
+        row: Row,
         nested_via: Option<&str>,
     ) -> Result<Row, Failure> {
+        self.insert_unless_taken(tx, events, now, ctx, row, nested_via, None)
+            .await?
+            .ok_or_else(|| StoreError::internal("an insert without a key inserted nothing").into())
+    }
+
+    /// [`EntityStore::insert_one`]; with `key` (the fields of a unique
+    /// key), a row whose key is taken is not inserted (`None`) rather
+    /// than refused, in the one statement (`ON CONFLICT DO NOTHING`): an
+    /// upsert that found no row by the key goes on to update the row a
+    /// concurrent transaction just made.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn insert_unless_taken(
+        &self,
+        tx: &mut Tx,
+        events: &mut Vec<ChangeEvent>,
+        now: i64,
+        ctx: &AccessContext,
+        mut row: Row,
+        nested_via: Option<&str>,
+        key: Option<&[&Field]>,
+    ) -> Result<Option<Row>, Failure> {
         let (s, e) = (&self.store, self.def());
         // A null sets nothing on a new row: only values need the scope.
         let given: Row = row
@@ -1223,8 +1244,25 @@ impl EntityStore {
             ))
             .into());
         }
-        if let Err(err) = tx.conn().execute(Built::of(d, &ins)).await {
-            return Err(Failure::refused(self.id(), err, Some(&row), None));
+        let inserted = match key {
+            None => tx.conn().execute(Built::of(d, &ins)).await.map(|_| true),
+            Some(key) => {
+                ins.on_conflict(
+                    sea_query::OnConflict::columns(key.iter().map(|f| f.column.clone()))
+                        .do_nothing()
+                        .to_owned(),
+                )
+                .returning(Query::returning().column(id_field(e)?.column.clone()));
+                tx.conn()
+                    .fetch(Built::of(d, &ins), &[SqlKind::Text])
+                    .await
+                    .map(|rows| !rows.is_empty())
+            }
+        };
+        match inserted {
+            Ok(true) => {}
+            Ok(false) => return Ok(None),
+            Err(err) => return Err(Failure::refused(self.id(), err, Some(&row), None)),
         }
         events.push(ChangeEvent {
             entity: e.name.clone(),
@@ -1233,7 +1271,7 @@ impl EntityStore {
             new: Some(row.clone()),
             old: None,
         });
-        Ok(row)
+        Ok(Some(row))
     }
 
     /// Partial update: fields in `patch` are set (explicit null clears),
@@ -1250,14 +1288,31 @@ impl EntityStore {
         id: &str,
         patch: Row,
     ) -> Result<Row, StoreError> {
+        let values = self.patch_values(ctx, Some(id), &patch)?;
+        if unstorable(id) {
+            return Err(StoreError::NotFound);
+        }
+        self.write_existing(ctx, id, values).await
+    }
+
+    /// The values a partial update sets, checked: known stored fields the
+    /// caller may write, each value of its field's type and rules. The id
+    /// may be repeated (`id` of the row updated) but not changed; with no
+    /// row (a bulk update) it may not be given.
+    pub(crate) fn patch_values(
+        &self,
+        ctx: &AccessContext,
+        id: Option<&str>,
+        patch: &Row,
+    ) -> Result<Row, StoreError> {
         let (s, e) = (&self.store, self.def());
-        check_keys(e, &patch)?;
-        policy::check_written(&s.inner.model, e, ctx, &patch)?;
+        check_keys(e, patch)?;
+        policy::check_written(&s.inner.model, e, ctx, patch)?;
         let mut values = Row::new();
-        for (k, v) in &patch {
+        for (k, v) in patch {
             let f = stored_field(e, k)?;
             if matches!(f.kind, FieldKind::Id) {
-                if v.as_str() != Some(id) {
+                if id.is_none() || v.as_str() != id {
                     return Err(StoreError::invalid(
                         "id",
                         "the id of a row cannot be changed",
@@ -1267,10 +1322,7 @@ impl EntityStore {
             }
             values.insert(k.clone(), check_field(&s.inner.model, f, v)?);
         }
-        if unstorable(id) {
-            return Err(StoreError::NotFound);
-        }
-        self.write_existing(ctx, id, values).await
+        Ok(values)
     }
 
     /// Whole replacement: every field takes its value from `row` (omitted
@@ -1322,7 +1374,7 @@ impl EntityStore {
 
     /// [`EntityStore::write_existing`] in `tx`, its change event pushed to
     /// `events`.
-    async fn write_existing_in(
+    pub(crate) async fn write_existing_in(
         &self,
         tx: &mut Tx,
         events: &mut Vec<ChangeEvent>,
@@ -1415,7 +1467,7 @@ impl EntityStore {
 
     /// [`EntityStore::delete`] in `tx`, the change events of the row and
     /// its cascade pushed to `events`.
-    async fn delete_in(
+    pub(crate) async fn delete_in(
         &self,
         tx: &mut Tx,
         events: &mut Vec<ChangeEvent>,

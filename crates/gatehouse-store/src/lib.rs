@@ -22,6 +22,10 @@
 //!   `FULL` on request for power-loss safety) and yields a [`ChangeEvent`] on
 //!   [`Store::subscribe`]; with PostgreSQL the events reach every instance.
 //!   An insert may carry new rows of its one-to-many relations (nested create).
+//!   [`EntityStore::upsert`] inserts or updates by a unique key;
+//!   [`EntityStore::update_where`] and [`EntityStore::delete_where`] change
+//!   every row a filter matches that the caller may change, row by row
+//!   through the same paths, up to [`StoreOptions::max_bulk_rows`].
 //! - Several writes in one transaction: [`Store::begin_write`] gives a
 //!   [`WriteTxn`]; handles bound to it write into it and read its writes,
 //!   and its events are published once it commits (a GraphQL mutation
@@ -36,6 +40,7 @@
 
 #![warn(missing_docs)]
 
+mod bulk;
 mod cascade;
 mod clock;
 mod code;
@@ -61,7 +66,7 @@ pub use error::StoreError;
 pub use feed::ChangeEvent;
 pub use migrate::{ColumnLayout, Layout, MigrationStep, TableLayout};
 pub use query::{Filter, JoinOne, ListQuery, OrderBy};
-pub use store::{CommitHook, Store, StoreOptions};
+pub use store::{CommitHook, DEFAULT_MAX_BULK_ROWS, Store, StoreOptions};
 pub use txn::WriteTxn;
 pub use value::{ColType, Row, RowSet};
 

@@ -54,7 +54,14 @@ pub struct StoreOptions {
     /// The server's clock: generated times (`@createdAt`, `@updatedAt`)
     /// are read from it. Default: the system clock.
     pub clock: Arc<dyn Clock>,
+    /// Most rows one bulk update or delete may change
+    /// ([`crate::EntityStore::update_where`]); a request that would change
+    /// more is refused before anything is written. Default 1,000.
+    pub max_bulk_rows: u32,
 }
+
+/// [`StoreOptions::max_bulk_rows`] unless configured.
+pub const DEFAULT_MAX_BULK_ROWS: u32 = 1000;
 
 impl Default for StoreOptions {
     fn default() -> Self {
@@ -67,6 +74,7 @@ impl Default for StoreOptions {
             event_capacity: 1024,
             sqlite_sync_every_commit: false,
             clock: Arc::new(SystemClock),
+            max_bulk_rows: DEFAULT_MAX_BULK_ROWS,
         }
     }
 }
@@ -87,6 +95,8 @@ pub(crate) struct Inner {
     pub(crate) model: Arc<Model>,
     /// See [`StoreOptions::clock`].
     pub(crate) clock: Arc<dyn Clock>,
+    /// See [`StoreOptions::max_bulk_rows`].
+    pub(crate) max_bulk_rows: u32,
     pub(crate) events: Arc<feed::Local>,
     /// This instance's id, carried by its PostgreSQL notifications.
     origin: String,
@@ -175,6 +185,7 @@ impl Store {
                 db,
                 model,
                 clock: opts.clock.clone(),
+                max_bulk_rows: opts.max_bulk_rows,
                 events,
                 origin,
                 listener,
@@ -291,6 +302,11 @@ impl Store {
             *g = (map, Some(Instant::now()));
         }
         Ok(())
+    }
+
+    /// Most rows one bulk write may change ([`StoreOptions::max_bulk_rows`]).
+    pub fn max_bulk_rows(&self) -> u32 {
+        self.inner.max_bulk_rows
     }
 
     /// The Model the store serves.

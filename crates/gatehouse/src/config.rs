@@ -344,6 +344,10 @@ pub struct LimitsConfig {
     /// a trusted proxy's address is not limited. Unset: three quarters of
     /// `max_connections`.
     pub max_connections_per_address: Option<u32>,
+    /// Most rows one bulk update or delete (`update<Types>`,
+    /// `delete<Types>`) may change; a request that matches more rows the
+    /// caller may change is refused before anything is written.
+    pub max_bulk_rows: u32,
 }
 
 impl Default for LimitsConfig {
@@ -376,6 +380,7 @@ impl Default for LimitsConfig {
             // raises to its hard limit (`serve::connection_caps`).
             max_connections: None,
             max_connections_per_address: None,
+            max_bulk_rows: gatehouse_store::DEFAULT_MAX_BULK_ROWS,
         }
     }
 }
@@ -983,6 +988,9 @@ fn validate(c: &Config) -> Result<(), String> {
     let l = &c.limits;
     if l.default_page_size == 0 || l.max_page_size == 0 {
         problems.push("`limits`: page sizes must be at least 1".into());
+    }
+    if l.max_bulk_rows == 0 {
+        problems.push("`limits.max_bulk_rows` must be at least 1".into());
     }
     if l.default_page_size > l.max_page_size {
         problems.push(format!(

@@ -625,6 +625,7 @@ pub(crate) async fn open_store(
         acquire_timeout: std::time::Duration::from_secs(config.store.acquire_timeout.0),
         sqlite_sync_every_commit: config.store.sqlite_sync_every_commit,
         statement_timeout: std::time::Duration::from_secs(config.database.statement_timeout.0),
+        max_bulk_rows: config.limits.max_bulk_rows,
         ..Default::default()
     };
     match gatehouse_store::Store::connect(&config.database.url, model, opts).await {

@@ -3,6 +3,7 @@
 
 mod atomic;
 mod auth;
+mod bulk;
 mod connect;
 mod connections;
 mod cors;

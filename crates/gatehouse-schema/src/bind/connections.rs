@@ -30,6 +30,8 @@ pub(super) enum Shape {
     Connection,
     /// A type without `id` named `<X>Edge`.
     Edge,
+    /// A type without `id` named `<X>BulkResult` (`bulk.rs`).
+    BulkResult,
 }
 
 /// The shape of `obj`: a type that has an `id` field is stored, whatever
@@ -41,6 +43,9 @@ pub(super) fn shape_of(obj: &ObjectType) -> Shape {
     }
     if obj.fields.contains_key("id") {
         return Shape::Entity;
+    }
+    if super::bulk::is_bulk_result(obj) {
+        return Shape::BulkResult;
     }
     match name {
         n if n.len() > CONNECTION_SUFFIX.len() && n.ends_with(CONNECTION_SUFFIX) => {

@@ -12,13 +12,15 @@
 //! - `arguments.rs`: list arguments, filters, `where` inputs, `orderBy` enums
 //!   and create/update inputs;
 //! - `nested.rs`: nested create, the input types of new children;
-//! - `accounts.rs`: the `@account` type and its `@claim` fields.
+//! - `accounts.rs`: the `@account` type and its `@claim` fields;
+//! - `bulk.rs`: upsert and bulk writes, and the result type of the latter.
 //!
 //! This file holds the driver, which runs the steps in the order their
 //! inputs need, and the conversions from apollo's AST every step uses.
 
 mod accounts;
 mod arguments;
+mod bulk;
 mod connections;
 mod entities;
 pub(crate) mod nested;
@@ -55,6 +57,8 @@ pub(crate) struct Binder<'a> {
     order_enums: Vec<OrderEnum>,
     /// Relay connection types, bound after the entities.
     connections: Vec<Connection>,
+    /// Bulk result types, bound after the entities.
+    bulk_results: Vec<BulkResult>,
     /// The schema's enums, collected first: `@policy` literals are checked
     /// against them.
     enums: Vec<EnumDef>,
@@ -77,6 +81,7 @@ impl<'a> Binder<'a> {
             where_inputs: Vec::new(),
             order_enums: Vec::new(),
             connections: Vec::new(),
+            bulk_results: Vec::new(),
             enums: schema
                 .types
                 .values()
@@ -155,6 +160,8 @@ impl<'a> Binder<'a> {
             &of_shape(connections::Shape::Edge),
         );
 
+        self.bind_bulk_results(&of_shape(connections::Shape::BulkResult));
+
         let queries = self.root_fields("Query");
         let mut mutations = self.root_fields("Mutation");
         let subscriptions = self.root_fields("Subscription");
@@ -185,6 +192,7 @@ impl<'a> Binder<'a> {
             where_inputs: self.where_inputs,
             order_enums: self.order_enums,
             connections: self.connections,
+            bulk_results: self.bulk_results,
             queries,
             mutations,
             subscriptions,

@@ -17,7 +17,7 @@ const CREATE_PREFIXES: [&str; 3] = ["create", "add", "insert"];
 const DELETE_PREFIXES: [&str; 2] = ["delete", "remove"];
 
 const QUERY_HINT: &str = "a query field lists a type (`books(first: Int, offset: Int): [Book!]!`), pages through a connection (`booksConnection(first: Int, after: String): BookConnection!`), looks one up (`book(id: ID!): Book`) or counts a list (`booksCount(where: BookWhere): Int!` beside `books`)";
-const MUTATION_HINT: &str = "mutation names are create|add|insert<Type>, update<Type> or delete|remove<Type>, e.g. `createBook`, `updateBook`, `deleteBook`";
+const MUTATION_HINT: &str = "mutation names are create|add|insert<Type>, update<Type>, delete|remove<Type> or upsert<Type>, e.g. `createBook`, `updateBook`, `deleteBook`, `upsertBook`, and update<Types> or delete<Types> returning `<Type>BulkResult!` (`updateBooks`, `deleteBooks`)";
 /// Mutation names of sign-up and sign-in, which the OAuth server owns.
 const SIGN_IN_NAMES: [&str; 7] = [
     "signup",
@@ -51,6 +51,7 @@ enum MutationKind {
     Create,
     Update,
     Delete,
+    Upsert,
 }
 
 /// A mutation name's kind and the type name after its prefix
@@ -69,6 +70,8 @@ fn mutation_kind(name: &str) -> Option<(MutationKind, String)> {
         Some((MutationKind::Create, t))
     } else if let Some(t) = split(&["update"]) {
         Some((MutationKind::Update, t))
+    } else if let Some(t) = split(&["upsert"]) {
+        Some((MutationKind::Upsert, t))
     } else {
         split(&DELETE_PREFIXES).map(|t| (MutationKind::Delete, t))
     }
@@ -342,6 +345,37 @@ impl Binder<'_> {
             );
             return None;
         };
+        // A bulk write is told by what it returns (`<Type>BulkResult`).
+        let returned = field.ty.inner_named_type().as_str();
+        if let Some(result) = self
+            .bulk_results
+            .iter()
+            .find(|b| b.name == returned)
+            .cloned()
+        {
+            return match kind {
+                MutationKind::Update | MutationKind::Delete => self.bind_bulk(
+                    field,
+                    &fname,
+                    kind == MutationKind::Update,
+                    &type_name,
+                    &result,
+                ),
+                _ => {
+                    self.error(
+                        loc,
+                        format!("`{fname}` returns `{returned}`, which only bulk updates and deletes return"),
+                        Some(MUTATION_HINT.into()),
+                    );
+                    None
+                }
+            };
+        }
+        // A bulk result whose shape is wrong was reported where it is declared.
+        if matches!(self.schema.types.get(returned), Some(ExtendedType::Object(o)) if super::bulk::is_bulk_result(o))
+        {
+            return None;
+        }
         let Some(entity) = self.entity_named(&type_name).cloned() else {
             self.error(
                 loc,
@@ -362,6 +396,9 @@ impl Binder<'_> {
         };
         if kind == MutationKind::Delete {
             return self.bind_delete(site);
+        }
+        if kind == MutationKind::Upsert {
+            return self.bind_upsert(field, &site.fname, &site.entity);
         }
         let entity = &site.entity;
         if field.ty.inner_named_type().as_str() != entity.name || field.ty.is_list() {

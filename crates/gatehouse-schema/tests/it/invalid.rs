@@ -645,3 +645,38 @@ fn constraints_that_do_not_fit_their_field() {
         assert!(text.contains(wanted), "missing {wanted:?} in:\n{text}");
     }
 }
+
+// ---- upsert and bulk writes ---------------------------------------------
+
+case!(
+    upsert_on_conflict_names_a_field_of_no_unique_key,
+    "type Query { books: [Book!]! }\n\
+     type Mutation { upsertBook(input: BookKeyed!, onConflict: [BookKey!]!): Book! }\n\
+     input BookKeyed { title: String! }\n\
+     enum BookKey { id title }\n"
+);
+case!(
+    upsert_without_on_conflict,
+    "type Query { books: [Book!]! }\n\
+     type Mutation { upsertBook(title: String!): Book! }\n"
+);
+case!(
+    bulk_write_named_after_another_collection,
+    "type Query { books: [Book!]! }\n\
+     type Mutation { updateAuthors(where: BookWhere!, set: BookSet!): BookBulkResult! }\n\
+     input BookWhere { title: String }\n\
+     input BookSet { title: String }\n\
+     type BookBulkResult { count: Int! rows: [Book!]! }\n"
+);
+case!(
+    bulk_result_with_wrong_fields,
+    "type Query { books: [Book!]! }\n\
+     type Mutation { deleteBooks(where: BookWhere!): BookBulkResult! }\n\
+     input BookWhere { title: String }\n\
+     type BookBulkResult { count: Int rows: [Author!]! extra: String }\n"
+);
+case!(
+    bulk_result_of_no_stored_type,
+    "type Query { books: [Book!]! }\n\
+     type ShelfBulkResult { count: Int! rows: [Book!]! }\n"
+);

@@ -492,3 +492,81 @@ fn stored_defaults_bind_and_make_fields_optional_on_create() {
         f("status").default
     );
 }
+
+/// `upsertBook`, `updateBooks` and `deleteBooks` bind by convention, and
+/// a schema of types only gets them with their enum and result type.
+#[test]
+fn upsert_and_bulk_writes_bind_and_are_generated() {
+    use gatehouse_schema::{Binding, WriteInput};
+    let model = load_ok(&[(
+        "a.graphql",
+        "type Book @unique(fields: [\"shelf\", \"slot\"]) {\n\
+           id: ID!\n\
+           isbn: String @unique\n\
+           title: String!\n\
+           shelf: String!\n\
+           slot: Int!\n\
+         }\n",
+    )]);
+    let book = model.entity("Book").unwrap();
+    let keyed: Vec<&str> = book
+        .unique_key_fields()
+        .iter()
+        .map(|f| f.name.as_str())
+        .collect();
+    assert_eq!(keyed, ["id", "isbn", "shelf", "slot"]);
+    assert!(book.unique_key(&["slot", "shelf"]).is_some());
+    assert!(book.unique_key(&["isbn"]).is_some());
+    assert!(book.unique_key(&["shelf"]).is_none());
+    assert!(book.unique_key(&["isbn", "isbn"]).is_none());
+    assert_eq!(book.bulk_name(), "Books");
+    let rf = |name: &str| model.mutations.iter().find(|m| m.name == name).unwrap();
+    assert!(matches!(
+        &rf("upsertBook").binding,
+        Binding::Upsert { on_conflict, input: WriteInput::Object { type_name, .. } }
+            if on_conflict == "onConflict" && type_name == "BookCreateInput"
+    ));
+    assert!(matches!(
+        &rf("updateBooks").binding,
+        Binding::UpdateMany { where_arg, set: WriteInput::Object { type_name, .. } }
+            if where_arg.type_name == "BookWhere" && type_name == "BookUpdateInput"
+    ));
+    assert!(matches!(
+        &rf("deleteBooks").binding,
+        Binding::DeleteMany { .. }
+    ));
+    for name in ["upsertBook", "updateBooks", "deleteBooks"] {
+        let access = model.root_access(rf(name));
+        assert_eq!((access.scope, access.is_read), ("write", false), "{name}");
+    }
+    assert_eq!(model.bulk_results.len(), 1);
+    assert!(model.enum_def("BookUniqueField").is_some());
+    assert!(
+        model
+            .sdl
+            .contains("type BookBulkResult {\n  count: Int!\n  rows: [Book!]!\n}"),
+        "{}",
+        model.sdl
+    );
+    // A bulk result is not stored.
+    assert!(model.entity("BookBulkResult").is_none());
+}
+
+/// A type whose plural is its own name (`News`) gets `updateNewsList`.
+#[test]
+fn a_bulk_write_of_a_type_named_as_its_plural_ends_with_list() {
+    let model = load_ok(&[("a.graphql", "type News { id: ID! title: String! }\n")]);
+    assert_eq!(model.entity("News").unwrap().bulk_name(), "NewsList");
+    for name in [
+        "updateNewsList",
+        "deleteNewsList",
+        "upsertNews",
+        "updateNews",
+    ] {
+        assert!(
+            model.mutations.iter().any(|m| m.name == name),
+            "{name}: {}",
+            model.sdl
+        );
+    }
+}

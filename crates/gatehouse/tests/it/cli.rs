@@ -11,7 +11,7 @@ fn check_accepts_the_example() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(
         stdout(&o),
-        "ok: 8 types, 12 queries, 18 mutations, 4 subscriptions\n"
+        "ok: 8 types, 12 queries, 20 mutations, 4 subscriptions\n"
     );
 }
 
