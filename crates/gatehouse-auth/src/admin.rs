@@ -119,6 +119,9 @@ pub struct Admin {
     hooks: Option<CacheHooks>,
     /// The account rows, when the schema has an account type.
     accounts: Option<Arc<dyn Accounts>>,
+    /// What an account row made without a credential (by a bypass caller)
+    /// may grant once it gets a password: `[auth] sign_up_scopes`.
+    account_scopes: Vec<String>,
 }
 
 pub(crate) fn check_name(what: &str, v: &str) -> Result<()> {
@@ -289,13 +292,17 @@ impl Admin {
             random,
             hooks: None,
             accounts: None,
+            account_scopes: Vec::new(),
         }
     }
 
     /// Users become the rows of the account type: created, changed and
-    /// removed through `accounts`, with their credential.
-    pub fn with_accounts(mut self, accounts: Option<Arc<dyn Accounts>>) -> Self {
+    /// removed through `accounts`, with their credential. An account row
+    /// made without one (by a bypass caller) gets `scopes` with its first
+    /// password.
+    pub fn with_accounts(mut self, accounts: Option<Arc<dyn Accounts>>, scopes: &[String]) -> Self {
         self.accounts = accounts;
+        self.account_scopes = scopes.to_vec();
         self
     }
 
@@ -604,9 +611,28 @@ impl Admin {
     pub async fn set_password(&self, username: &str, password: &str) -> Result<()> {
         check_password(password)?;
         if let Some(accounts) = &self.accounts {
-            let (profile, mut credential) = self.account(accounts.as_ref(), username).await?;
+            let missing = || Error::NotFound(format!("no user {username:?}").into());
+            let profile = accounts
+                .find_by_username(username)
+                .await?
+                .ok_or_else(missing)?;
+            let now = self.clock.now();
+            // A row a bypass caller made has no credential yet: its first
+            // password gives it one.
+            let mut credential =
+                self.repo
+                    .find_user(&profile.sub)
+                    .await?
+                    .unwrap_or_else(|| UserRecord {
+                        username: profile.sub.clone(),
+                        password_hash: String::new(),
+                        scopes: self.account_scopes.clone(),
+                        claims: Claims::new(),
+                        created_at: now,
+                        updated_at: now,
+                    });
             credential.password_hash = self.hash_password(password).await?;
-            credential.updated_at = self.clock.now();
+            credential.updated_at = now;
             self.repo.upsert_user(&credential).await?;
             self.repo.revoke_user_tokens(&profile.sub).await?;
             self.revoked();

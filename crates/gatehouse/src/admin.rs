@@ -167,7 +167,7 @@ async fn open(store: &StoreArgs) -> anyhow::Result<Option<(Admin, gatehouse_stor
         },
         Users::Records => open_auth_store(config).await?,
     };
-    Ok(Some((crate::auth::admin(&store).await?, store)))
+    Ok(Some((crate::auth::admin(&store, config).await?, store)))
 }
 
 /// Where the CLI finds users.

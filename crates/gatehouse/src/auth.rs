@@ -265,10 +265,13 @@ pub async fn start(
 }
 
 /// Admin operations without signing keys (for the CLI).
-pub async fn admin(store: &gatehouse_store::Store) -> anyhow::Result<Admin> {
+pub async fn admin(store: &gatehouse_store::Store, config: &Config) -> anyhow::Result<Admin> {
     let sql = sql_repo(store);
     let accounts = accounts(store, &sql).await?;
-    Ok(Admin::new(sql, Arc::new(SystemClock), Arc::new(SystemRandom)).with_accounts(accounts))
+    Ok(
+        Admin::new(sql, Arc::new(SystemClock), Arc::new(SystemRandom))
+            .with_accounts(accounts, &config.auth.sign_up_scopes),
+    )
 }
 
 /// A safe description of an auth error, with its internal cause for logs.

@@ -466,7 +466,7 @@ impl AuthServer {
     pub fn admin(&self) -> crate::admin::Admin {
         crate::admin::Admin::new(self.repo.clone(), self.clock.clone(), self.random.clone())
             .with_cache_hooks(self.cache_hooks())
-            .with_accounts(self.accounts.get().cloned())
+            .with_accounts(self.accounts.get().cloned(), &self.config.sign_up_scopes)
     }
 
     /// Makes the rows of the account type the accounts that sign in

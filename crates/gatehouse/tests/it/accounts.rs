@@ -325,6 +325,29 @@ async fn accounts_are_rows_that_sign_in_and_their_changes_reach_issued_tokens() 
         .unwrap();
     assert_eq!(again["error"], json!("invalid_grant"), "{again}");
 
+    // An account an admin creates over GraphQL has no password, so it
+    // cannot sign in, until `user passwd` gives it one (and the sign-up
+    // scopes).
+    let r = gql(
+        &c,
+        &base,
+        &root,
+        "mutation { createUser(input: {username: \"erin\"}) { id username } }",
+    )
+    .await;
+    let erin = r["data"]["createUser"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_string();
+    let o = p.run(&["user", "passwd", "erin"], "erin-password-0\n");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let t = token(&c, &base, "erin", "erin-password-0", "read write").await;
+    let claims = payload(t["access_token"].as_str().unwrap_or_else(|| panic!("{t}")));
+    assert_eq!(
+        (&claims["sub"], &claims["scope"]),
+        (&json!(erin), &json!("read write"))
+    );
+
     // A removed account's tokens stop working, and the next account of
     // that name is another row: it reads nothing of the first one's.
     let t = token(&c, &base, "alice", "alice-password", "read write").await;
