@@ -72,12 +72,21 @@ pub fn load_sources(sources: &[Source]) -> Result<Model, Diagnostics> {
 /// written ones; they are one more source, [`GENERATED_ROOTS_PATH`].
 pub fn load_sources_with(sources: &[Source], opts: LoadOptions) -> Result<Model, Diagnostics> {
     if opts.require_query && !sources.is_empty() && !load::declares_root(sources) {
-        let types = load_sources_with(
-            sources,
-            LoadOptions {
-                require_query: false,
+        let types_only = LoadOptions {
+            require_query: false,
+        };
+        // The types may name inputs the roots generate (`tasks(where:
+        // TaskWhere)`): then the types are read without field arguments to
+        // generate them, and the whole schema is checked with them below.
+        let types = match load_sources_with(sources, types_only) {
+            Ok(types) => types,
+            Err(diags) => match load::without_field_arguments(sources)
+                .and_then(|bare| load_sources_with(&bare, types_only).ok())
+            {
+                Some(types) => types,
+                None => return Err(diags),
             },
-        )?;
+        };
         if !types.entities.is_empty() {
             let mut all = sources.to_vec();
             all.push(Source {
@@ -90,10 +99,14 @@ pub fn load_sources_with(sources: &[Source], opts: LoadOptions) -> Result<Model,
     load_one(sources, opts)
 }
 
-/// Loads `sources` as they are.
+/// Loads `sources` as they are (with the nested list arguments of
+/// generated roots, [`load::add_nested_list_arguments`]).
 fn load_one(sources: &[Source], opts: LoadOptions) -> Result<Model, Diagnostics> {
     let mut diags = Diagnostics::default();
-    let schema = load::parse_and_build(sources, opts, &mut diags);
+    let mut schema = load::parse_and_build(sources, opts, &mut diags);
+    if sources.iter().any(|s| s.path == GENERATED_ROOTS_PATH) {
+        load::add_nested_list_arguments(&mut schema);
+    }
     let mut model = bind::Binder::new(&schema, &mut diags).bind();
     diags.sort();
     if diags.has_errors() {

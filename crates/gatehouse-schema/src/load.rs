@@ -231,6 +231,108 @@ impl Default for LoadOptions {
 
 /// Parses every source, checks the per-file rules, and builds one apollo
 /// schema (possibly partial when there were errors).
+/// `sources` with every argument of every object type's fields left out,
+/// printed again; `None` when one does not parse. What the roots of a
+/// types-only schema are generated from when its fields name generated
+/// inputs.
+pub(crate) fn without_field_arguments(sources: &[Source]) -> Option<Vec<Source>> {
+    sources
+        .iter()
+        .map(|source| {
+            let mut doc = Parser::new()
+                .parse_ast(source.text.as_str(), &source.path)
+                .ok()?;
+            for def in &mut doc.definitions {
+                let fields = match def {
+                    Definition::ObjectTypeDefinition(t) => &mut t.make_mut().fields,
+                    Definition::ObjectTypeExtension(t) => &mut t.make_mut().fields,
+                    _ => continue,
+                };
+                for field in fields {
+                    field.make_mut().arguments.clear();
+                }
+            }
+            Some(Source {
+                path: source.path.clone(),
+                text: doc.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// In a schema whose roots are generated (types only), a to-many field
+/// declared without arguments takes those of the generated root list of
+/// its type: `first`, `offset`, `where` and `orderBy`
+/// (`Project.tasks(first: Int, offset: Int, where: TaskWhere, orderBy:
+/// [TaskOrderBy!])`), so a nested list pages, filters and sorts as the
+/// root list does. A field declared with arguments keeps its own.
+pub(crate) fn add_nested_list_arguments(schema: &mut Schema) {
+    use apollo_compiler::ast::{InputValueDefinition, Type};
+    use apollo_compiler::schema::ExtendedType;
+    use apollo_compiler::{Name, Node};
+
+    let is = |name: &str, want: fn(&ExtendedType) -> bool| schema.types.get(name).is_some_and(want);
+    let mut wanted: Vec<(Name, Name, String)> = Vec::new();
+    for (type_name, t) in &schema.types {
+        let ExtendedType::Object(obj) = t else {
+            continue;
+        };
+        // Stored types only (they have an id): not roots, connections,
+        // edges or bulk results.
+        if t.is_built_in()
+            || ["Query", "Mutation", "Subscription"].contains(&type_name.as_str())
+            || !obj.fields.contains_key("id")
+        {
+            continue;
+        }
+        for (field_name, field) in &obj.fields {
+            let target = field.ty.inner_named_type();
+            if !field.arguments.is_empty()
+                || !field.ty.is_list()
+                || !is(target, |t| matches!(t, ExtendedType::Object(_)))
+                || !is(&format!("{target}Where"), ExtendedType::is_input_object)
+                || !is(&format!("{target}OrderBy"), ExtendedType::is_enum)
+            {
+                continue;
+            }
+            wanted.push((type_name.clone(), field_name.clone(), target.to_string()));
+        }
+    }
+    let arg = |name: &str, ty: Type| -> Option<Node<InputValueDefinition>> {
+        Some(Node::new(InputValueDefinition {
+            description: None,
+            name: Name::new(name).ok()?,
+            ty: Node::new(ty),
+            default_value: None,
+            directives: Default::default(),
+        }))
+    };
+    let named = |n: &str| Name::new(n).ok().map(Type::Named);
+    for (type_name, field_name, target) in wanted {
+        let (Some(int), Some(filter), Some(order)) = (
+            named("Int"),
+            named(&format!("{target}Where")),
+            named(&format!("{target}OrderBy")),
+        ) else {
+            continue;
+        };
+        let args: Vec<_> = [
+            arg("first", int.clone()),
+            arg("offset", int),
+            arg("where", filter),
+            arg("orderBy", Type::List(Box::new(order.non_null()))),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if let Some(ExtendedType::Object(obj)) = schema.types.get_mut(&type_name)
+            && let Some(field) = obj.make_mut().fields.get_mut(&field_name)
+        {
+            field.make_mut().arguments = args;
+        }
+    }
+}
+
 pub(crate) fn parse_and_build(
     sources: &[Source],
     opts: LoadOptions,

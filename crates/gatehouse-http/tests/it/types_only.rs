@@ -142,3 +142,71 @@ async fn check_mutations(s: &Server) {
         json!({"updateAuthor": {"born": "2000-01-01"}, "deleteAuthor": {"name": "New"}})
     );
 }
+
+/// A to-many field declared without arguments takes those of its type's
+/// generated root list, so a nested list pages, filters and sorts as the
+/// root list does; one declared with arguments keeps its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generated_nested_lists_page_filter_and_sort_like_root_lists() {
+    let model = load_sources(&[gatehouse_schema::Source {
+        path: "s.graphql".into(),
+        text: "type Project { id: ID! name: String! tasks: [Task!]! late(first: Int): [Task!]! @relation(field: \"project\") }\n\
+               type Task { id: ID! title: String! done: Boolean! project: Project! }"
+            .into(),
+    }])
+    .unwrap();
+    assert!(
+        model.sdl.contains(
+            "tasks(first: Int, offset: Int, where: TaskWhere, orderBy: [TaskOrderBy!]): [Task!]!"
+        ),
+        "{}",
+        model.sdl
+    );
+    assert!(
+        model.sdl.contains("late(first: Int): [Task!]!"),
+        "{}",
+        model.sdl
+    );
+    for db in TestDb::each().await {
+        let b = db.backend();
+        let s = start_model(
+            db,
+            Arc::new(model.clone()),
+            GraphqlOptions::default(),
+            1 << 20,
+        )
+        .await;
+        let sys = AccessContext::system();
+        let put = |entity: &str, v: Value| {
+            let store = s.store.clone();
+            let (sys, entity) = (sys.clone(), entity.to_string());
+            async move {
+                store
+                    .entity(&entity)
+                    .unwrap()
+                    .insert(&sys, v.as_object().unwrap().clone())
+                    .await
+                    .unwrap();
+            }
+        };
+        put("Project", json!({"id": "p1", "name": "Moon"})).await;
+        for (id, title, done) in [("t1", "a", true), ("t2", "b", false), ("t3", "c", false)] {
+            put(
+                "Task",
+                json!({"id": id, "title": title, "done": done, "project": "p1"}),
+            )
+            .await;
+        }
+        let d = s
+            .data(
+                "{ projects { tasks(where: {done: false}, orderBy: [title_DESC], first: 1, offset: 1) { title } all: tasks { title } } }",
+                json!({}),
+            )
+            .await;
+        assert_eq!(
+            d,
+            json!({"projects": [{"tasks": [{"title": "b"}], "all": [{"title": "a"}, {"title": "b"}, {"title": "c"}]}]}),
+            "{b}"
+        );
+    }
+}

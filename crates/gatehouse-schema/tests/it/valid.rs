@@ -5,7 +5,7 @@ use gatehouse_schema::{
 };
 use gatehouse_testkit::EXAMPLE_SCHEMA;
 
-use crate::{BASE_TYPES, load_ok, sources};
+use crate::{BASE_TYPES, load_err, load_ok, sources};
 
 #[test]
 fn example_model() {
@@ -569,4 +569,31 @@ fn a_bulk_write_of_a_type_named_as_its_plural_ends_with_list() {
             model.sdl
         );
     }
+}
+
+/// A types-only schema may name the inputs its generated roots bring
+/// (`TaskWhere`, `TaskOrderBy`) in its own fields' arguments.
+#[test]
+fn types_only_fields_may_name_generated_inputs() {
+    let model = load_ok(&[(
+        "s.graphql",
+        "type Project { id: ID! name: String! tasks(first: Int, where: TaskWhere, orderBy: [TaskOrderBy!]): [Task!]! }\n\
+         type Task { id: ID! title: String! done: Boolean! project: Project! }",
+    )]);
+    assert!(model.input("TaskWhere").is_some());
+    assert!(
+        model
+            .sdl
+            .contains("tasks(first: Int, where: TaskWhere, orderBy: [TaskOrderBy!]): [Task!]!"),
+        "{}",
+        model.sdl
+    );
+    // A genuine mistake is still reported where it was written.
+    let err = load_err(&[(
+        "s.graphql",
+        "type Project { id: ID! tasks(where: TaskWhere): [Task!]! size: Sizes }\n\
+         type Task { id: ID! title: String! project: Project! }",
+    )]);
+    assert!(err.contains("s.graphql:1:"), "{err}");
+    assert!(err.contains("Sizes"), "{err}");
 }
