@@ -1328,7 +1328,7 @@ mod tests {
         let cipher = Arc::new(KeyCipher::from_secret("a test secret").unwrap());
         let c = Consumers::new(
             repo.clone(),
-            Arc::new(ManualClock::new(1_000)),
+            Arc::new(ManualClock::at_secs(1_000)),
             Arc::new(SeededRandom::new(7)),
             cipher.clone(),
         );

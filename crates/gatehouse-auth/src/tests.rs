@@ -29,7 +29,7 @@ fn config() -> AuthConfig {
 }
 
 async fn fixture_with(config: AuthConfig) -> Fixture {
-    let clock = Arc::new(ManualClock::new(T0));
+    let clock = Arc::new(ManualClock::at_secs(T0));
     let repo = Arc::new(MemoryRepo::new());
     let random = Arc::new(SeededRandom::new(42));
     let server = AuthServer::start(config, repo.clone(), clock.clone(), random, "s3cret")
@@ -400,9 +400,9 @@ async fn password_grant_success_and_failures() {
 async fn access_token_expires_at_exp() {
     let f = fixture().await;
     let r = f.alice(None).await;
-    f.clock.advance(3599);
+    f.clock.advance_secs(3599);
     assert!(f.validate(&r.access_token).await.is_ok());
-    f.clock.advance(1);
+    f.clock.advance_secs(1);
     let e = f.validate(&r.access_token).await.unwrap_err();
     assert_eq!(e.to_string(), "invalid_token");
     let intro = f.server.introspect(&f.app, &r.access_token).await.unwrap();
@@ -413,7 +413,7 @@ async fn access_token_expires_at_exp() {
 async fn refresh_token_expires() {
     let f = fixture().await;
     let r = f.alice(None).await;
-    f.clock.advance(30 * 86400);
+    f.clock.advance_secs(30 * 86400);
     let e = f
         .server
         .refresh_grant(&f.app, r.refresh_token.as_deref(), None)
@@ -429,7 +429,7 @@ async fn refresh_rotates_and_reuse_revokes_the_family() {
     let f = fixture().await;
     let first = f.alice(Some("read write")).await;
     let rt1 = first.refresh_token.clone().unwrap();
-    f.clock.advance(10);
+    f.clock.advance_secs(10);
     let second = f
         .server
         .refresh_grant(&f.app, Some(&rt1), None)
@@ -487,7 +487,7 @@ async fn grace_period_allows_the_immediate_predecessor_only() {
         .await
         .unwrap();
     let rt2 = r2.refresh_token.unwrap();
-    f.clock.advance(20);
+    f.clock.advance_secs(20);
     // Within the grace: rt1 works again, its lost successor rt2 is replaced.
     let r3 = f
         .server
@@ -537,7 +537,7 @@ async fn grace_period_allows_the_immediate_predecessor_only() {
         .refresh_grant(&f.app, Some(&rt1), None)
         .await
         .unwrap();
-    f.clock.advance(31);
+    f.clock.advance_secs(31);
     let e = f
         .server
         .refresh_grant(&f.app, Some(&rt1), None)
@@ -631,7 +631,7 @@ async fn client_cache_is_bounded_by_its_ttl() {
     assert!(f.server.authenticate_client("late", "x").await.is_err());
 
     elsewhere.rotate_client_secret("plain").await.unwrap();
-    f.clock.advance(4);
+    f.clock.advance_secs(4);
     f.server
         .authenticate_client("plain", "plain-secret")
         .await
@@ -643,7 +643,7 @@ async fn client_cache_is_bounded_by_its_ttl() {
             .is_err(),
         "the secret is checked on every call"
     );
-    f.clock.advance(1);
+    f.clock.advance_secs(1);
     let e = f
         .server
         .authenticate_client("plain", "plain-secret")
@@ -698,7 +698,7 @@ async fn token_status_cache_is_bounded_by_its_ttl() {
         .unwrap();
     let claims = f.validate(&t.access_token).await.unwrap();
     f.repo.revoke_token(&claims.jti).await.unwrap();
-    f.clock.advance(1);
+    f.clock.advance_secs(1);
     f.validate(&t.access_token).await.expect("within the TTL");
     let active = f
         .server
@@ -706,7 +706,7 @@ async fn token_status_cache_is_bounded_by_its_ttl() {
         .await
         .unwrap();
     assert_eq!(active["active"], true);
-    f.clock.advance(1);
+    f.clock.advance_secs(1);
     assert!(f.validate(&t.access_token).await.is_err(), "after the TTL");
     let inactive = f
         .server
@@ -741,7 +741,7 @@ async fn token_status_cache_is_bounded_by_its_ttl() {
         .await
         .unwrap();
     f.validate(&v.access_token).await.unwrap();
-    f.clock.advance(3600);
+    f.clock.advance_secs(3600);
     assert!(f.validate(&v.access_token).await.is_err());
 
     let mut c = config();
@@ -763,7 +763,7 @@ async fn token_status_cache_is_bounded_by_its_ttl() {
 async fn token_exchange_success() {
     let f = fixture().await;
     let subject = f.alice(Some("read write")).await;
-    f.clock.advance(100);
+    f.clock.advance_secs(100);
     let r = f
         .exchange(
             &f.exchanger,
@@ -1136,13 +1136,13 @@ async fn failed_logins_are_throttled_per_user_and_address() {
     // The owner elsewhere is not locked out (neither for OAuth 1.0 approval).
     grant("alice-pw", owner).await.unwrap();
     // The delay doubles with each further failure, then passes.
-    f.clock.advance(1);
+    f.clock.advance_secs(1);
     assert!(grant("nope", attacker).await.is_err());
     assert_eq!(
         grant("alice-pw", attacker).await.unwrap_err().retry_after(),
         Some(2)
     );
-    f.clock.advance(2);
+    f.clock.advance_secs(2);
     grant("alice-pw", attacker).await.unwrap();
 }
 
@@ -1184,7 +1184,7 @@ async fn client_authentication_has_one_throttle_for_every_method() {
         .await
         .unwrap_err();
     assert_eq!(e.to_string(), "too_many_requests");
-    f.clock.advance(60);
+    f.clock.advance_secs(60);
     // A secret sent raw (not form-encoded) is tried as sent.
     let raw = ClientProof::Secret {
         secret: "app secret",
@@ -1287,7 +1287,7 @@ async fn token_exchange_refusals_in_order() {
     r.audience = vec![];
     assert_eq!(code(f.exchange(&f.exchanger, r).await), "invalid_request");
     // Expired subject (checked last so the other tokens stay valid above).
-    f.clock.advance(3600);
+    f.clock.advance_secs(3600);
     assert_eq!(
         code(f.exchange(&f.exchanger, exch(&expiring.access_token)).await),
         "invalid_request"
@@ -1506,7 +1506,7 @@ async fn key_rotation_keeps_old_tokens_valid_until_they_expire() {
         .to_string();
     let rs_kid = current_kid(&f.server, SigningAlg::Rs256);
     let es_kid = current_kid(&f.server, SigningAlg::Es256);
-    f.clock.advance(60);
+    f.clock.advance_secs(60);
     let new_kid = f
         .server
         .rotate_signing_key(SigningAlg::EdDsa)
@@ -1528,13 +1528,13 @@ async fn key_rotation_keeps_old_tokens_valid_until_they_expire() {
     );
     assert!(f.validate(&old.access_token).await.is_ok());
     // The old token lives its whole life (issued at T0, 30 days).
-    f.clock.set(T0 + 30 * 86400 - 1);
+    f.clock.set_secs(T0 + 30 * 86400 - 1);
     assert!(f.validate(&old.access_token).await.is_ok());
     // The old key stays published for the longest lifetime after the
     // rotation (T0 + 60), then disappears.
-    f.clock.set(T0 + 60 + 30 * 86400 - 1);
+    f.clock.set_secs(T0 + 60 + 30 * 86400 - 1);
     assert_eq!(jwks_kids(&f.server).len(), 4);
-    f.clock.set(T0 + 60 + 30 * 86400);
+    f.clock.set_secs(T0 + 60 + 30 * 86400);
     assert_eq!(jwks_kids(&f.server), vec![rs_kid, new_kid, es_kid]);
     f.server.purge_expired().await.unwrap();
     assert_eq!(f.repo.load_keys().await.unwrap().len(), 3);
@@ -1563,7 +1563,7 @@ async fn the_rsa_key_rotates_like_the_others() {
     let before = sign_in().await.unwrap();
     let id_token = before.id_token.unwrap();
     assert_eq!(parts(&id_token).0["kid"], old_rs.as_str());
-    f.clock.advance(60);
+    f.clock.advance_secs(60);
     let new_rs = f
         .server
         .rotate_signing_key(SigningAlg::Rs256)
@@ -1580,7 +1580,7 @@ async fn the_rsa_key_rotates_like_the_others() {
     assert!(kids.contains(&old_rs), "{kids:?}");
     assert!(f.validate(&before.access_token).await.is_ok());
     // A restart past the maximum age rotates every algorithm's key.
-    f.clock.advance(90 * 86400);
+    f.clock.advance_secs(90 * 86400);
     let restarted = f.restart(config(), 9, "s3cret").await.unwrap();
     for (alg, was) in [(SigningAlg::Rs256, &new_rs), (SigningAlg::EdDsa, &ed_kid)] {
         assert_ne!(&current_kid(&restarted, alg), was, "{alg:?}");
@@ -1634,7 +1634,7 @@ async fn restart_keeps_tokens_valid_and_alg_change_switches_keys() {
 /// its key (the tokens it signed stay valid).
 #[tokio::test]
 async fn a_database_with_one_key_gains_one_per_algorithm() {
-    let clock = Arc::new(ManualClock::new(T0));
+    let clock = Arc::new(ManualClock::at_secs(T0));
     let repo = Arc::new(MemoryRepo::new());
     let cipher = KeyCipher::from_secret("s3cret").unwrap();
     let old = generate_key(SigningAlg::EdDsa, &cipher, &SeededRandom::new(3), T0 - 10).unwrap();
@@ -1733,10 +1733,10 @@ async fn purge_removes_only_expired_records() {
     let _ = f.alice(None).await;
     let _ = f.alice(Some("offline_access")).await;
     assert_eq!(f.repo.token_count(), 4);
-    f.clock.advance(3600);
+    f.clock.advance_secs(3600);
     assert_eq!(f.server.purge_expired().await.unwrap(), 1);
     assert_eq!(f.repo.token_count(), 3);
-    f.clock.advance(30 * 86400);
+    f.clock.advance_secs(30 * 86400);
     f.server.purge_expired().await.unwrap();
     assert_eq!(f.repo.token_count(), 0);
 }

@@ -1310,16 +1310,15 @@ async fn apply_pg(
     Ok(())
 }
 
-/// The SQL that records `layout` as the applied version `version`.
+/// The SQL that records `layout` as the applied version `version`, applied
+/// at `now` (the store's clock, as text).
 pub(crate) fn record_sql(
     dialect: Dialect,
     layout: &Layout,
     version: u64,
+    now: &str,
 ) -> Result<Built, StoreError> {
     let text = serde_json::to_string(layout).map_err(StoreError::internal)?;
-    let now = time::OffsetDateTime::now_utc()
-        .format(&time::format_description::well_known::Rfc3339)
-        .map_err(StoreError::internal)?;
     let sql = match dialect {
         Dialect::Sqlite => format!(
             "INSERT INTO {} (version, layout, applied_at) VALUES (?, ?, ?)",
@@ -1335,7 +1334,7 @@ pub(crate) fn record_sql(
         vec![
             sea_query::Value::BigInt(Some(i64::try_from(version).unwrap_or(i64::MAX))),
             sea_query::Value::String(Some(text)),
-            sea_query::Value::String(Some(now)),
+            sea_query::Value::String(Some(now.to_string())),
         ],
     ))
 }

@@ -309,6 +309,12 @@ impl Store {
         self.inner.max_bulk_rows
     }
 
+    /// The clock the store was opened with: the instance's one clock,
+    /// which the authorization server and the outbox read too.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.clock
+    }
+
     /// The Model the store serves.
     pub fn model(&self) -> &Arc<Model> {
         &self.inner.model
@@ -521,7 +527,7 @@ impl Store {
                 ));
             }
         }
-        c.execute(migrate::record_sql(d, &new, version + 1)?)
+        c.execute(migrate::record_sql(d, &new, version + 1, &now)?)
             .await
             .map_err(from_db)?;
         tracing::info!(
@@ -764,7 +770,19 @@ impl Store {
     /// generated values are made.
     pub(crate) fn generate(&self, g: Generated, now: i64) -> Json {
         match g {
-            Generated::Id => Json::String(uuid::Uuid::now_v7().to_string()),
+            // A UUIDv7 whose time is the write's, from the store's clock;
+            // one counter for the process keeps ids increasing in the
+            // order they are made, also within a millisecond, a manual
+            // clock's instant, or a transaction that began earlier.
+            Generated::Id => {
+                static IDS: std::sync::Mutex<uuid::ContextV7> =
+                    std::sync::Mutex::new(uuid::ContextV7::new());
+                let secs = u64::try_from(now.div_euclid(1_000_000)).unwrap_or(0);
+                let nanos = u32::try_from(now.rem_euclid(1_000_000) * 1_000).unwrap_or(0);
+                let ids = IDS.lock().unwrap_or_else(|e| e.into_inner());
+                let ts = uuid::Timestamp::from_unix(&*ids, secs, nanos);
+                Json::String(uuid::Uuid::new_v7(ts).to_string())
+            }
             Generated::CreatedAt | Generated::UpdatedAt => {
                 Json::String(gatehouse_schema::datetime_text(now))
             }

@@ -5,9 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
-use gatehouse_auth::{
-    Admin, AuthConfig, AuthRepo, AuthServer, NewClient, SystemClock, SystemRandom,
-};
+use gatehouse_auth::{Admin, AuthConfig, AuthRepo, AuthServer, NewClient, SystemRandom};
 
 use crate::config::Config;
 
@@ -246,7 +244,7 @@ pub async fn start(
     let server = AuthServer::start(
         auth,
         repo,
-        Arc::new(SystemClock),
+        store.clock().clone(),
         Arc::new(SystemRandom),
         &secret,
     )
@@ -269,7 +267,7 @@ pub async fn admin(store: &gatehouse_store::Store, config: &Config) -> anyhow::R
     let sql = sql_repo(store);
     let accounts = accounts(store, &sql).await?;
     Ok(
-        Admin::new(sql, Arc::new(SystemClock), Arc::new(SystemRandom))
+        Admin::new(sql, store.clock().clone(), Arc::new(SystemRandom))
             .with_accounts(accounts, &config.auth.sign_up_scopes),
     )
 }
@@ -293,7 +291,7 @@ pub fn consumers(
         .map_err(|e| anyhow::anyhow!("the key-encryption secret: {}", describe(&e)))?;
     Ok(gatehouse_auth::oauth1::Consumers::new(
         repo(store),
-        Arc::new(SystemClock),
+        store.clock().clone(),
         Arc::new(SystemRandom),
         Arc::new(cipher),
     ))

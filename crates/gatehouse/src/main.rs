@@ -720,7 +720,7 @@ async fn ensure_internal_tables(store: &gatehouse_store::Store, url: &str) -> an
         .ensure_tables()
         .await
         .map_err(|e| anyhow::Error::new(e).context(context()))?;
-    gatehouse_outbox::Outbox::open(store.db().clone())
+    gatehouse_outbox::Outbox::open_with_clock(store.db().clone(), store.clock().clone())
         .await
         .map_err(|e| anyhow::Error::new(e).context(context()))?;
     Ok(())

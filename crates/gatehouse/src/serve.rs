@@ -304,9 +304,10 @@ async fn start_mail(
     store: &gatehouse_store::Store,
     shutdown: gatehouse_http::CancellationToken,
 ) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
-    let outbox = gatehouse_outbox::Outbox::open(store.db().clone())
-        .await
-        .context("creating the outbox table")?;
+    let outbox =
+        gatehouse_outbox::Outbox::open_with_clock(store.db().clone(), store.clock().clone())
+            .await
+            .context("creating the outbox table")?;
     // Checked with the rest of the configuration at load.
     let Some(settings) = config.email.settings().map_err(anyhow::Error::msg)? else {
         return Ok(None);

@@ -217,7 +217,7 @@ async fn bad_tokens_are_401_invalid_token() {
         .post(Some(&format!("Bearer {token}")), "{ authors { name } }")
         .await;
     assert_eq!(r.status(), StatusCode::OK);
-    env.clock.advance(3601);
+    env.clock.advance_secs(3601);
     let r = env
         .post(Some(&format!("Bearer {token}")), "{ authors { name } }")
         .await;
@@ -623,7 +623,7 @@ async fn basic_logins_are_throttled_per_user_and_address() {
     let r = basic(&elsewhere, "alice-password").await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     // The delay passes on the server's clock.
-    env.clock.advance(1);
+    env.clock.advance_secs(1);
     let r = basic(&env.client, "alice-password").await.unwrap();
     assert_eq!(r.status(), StatusCode::OK);
 }

@@ -145,7 +145,7 @@ pub const NOW: i64 = 1_800_000_000;
 /// manual clock starting at [`NOW`]; register its clients and users with
 /// `admin()`.
 pub async fn auth_server(issuer: &str) -> (Arc<AuthServer>, Arc<ManualClock>) {
-    let clock = Arc::new(ManualClock::new(NOW));
+    let clock = Arc::new(ManualClock::at_secs(NOW));
     let auth = AuthServer::start(
         AuthConfig::new(issuer),
         Arc::new(MemoryRepo::default()),

@@ -46,7 +46,7 @@ struct Served {
 
 async fn serve(db: TestDb) -> Served {
     let m = model(SDL);
-    let clock = Arc::new(ManualClock::new(T0));
+    let clock = Arc::new(ManualClock::at_micros(T0));
     let store = db
         .open_with(
             &m,
@@ -137,7 +137,7 @@ async fn datetime_json_and_server_times_over_graphql() {
             json!({"a": 1, "b": [true]}),
             "{b}"
         );
-        s.clock.advance(2_000_000);
+        s.clock.advance_micros(2_000_000);
         let u = s
             .data(
                 "mutation($id: ID!) { updateEvent(id: $id, input: {title: \"India!\"}) { createdAt updatedAt } }",
@@ -288,7 +288,7 @@ async fn rest_reads_and_writes_the_new_scalars_and_refuses_server_set_fields() {
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{b}: {problem}");
         assert!(problem.to_string().contains("createdAt"), "{b}: {problem}");
         // PUT does not need them, and keeps createdAt.
-        s.clock.advance(5);
+        s.clock.advance_micros(5);
         let (status, put) = s
             .rest(
                 reqwest::Method::PUT,

@@ -519,7 +519,7 @@ async fn an_expired_token_closes_the_socket_with_4403() {
     .await;
     silent(&mut s).await;
     // The access token lives an hour on the authorization server's clock.
-    env.clock.advance(3600);
+    env.clock.advance_secs(3600);
     let (code, reason) = closed(&mut s).await;
     assert_eq!(code, 4403);
     assert!(reason.contains("expired"), "{reason}");
@@ -707,7 +707,7 @@ async fn sse_streams_events_and_ends_at_token_expiry() {
     let mut resp = resp;
     // The event is out before the token expires.
     let mut events = sse_events(&mut resp, 1).await;
-    env.clock.advance(3600);
+    env.clock.advance_secs(3600);
     events.extend(sse_events(&mut resp, 2).await);
     assert_eq!(events.len(), 3, "{events:?}");
     assert_eq!(events[0].0, "next");
@@ -899,7 +899,7 @@ async fn legacy_protocol_rules_and_expiry() {
     send(&mut s, init).await;
     send(&mut s, start_msg("1")).await;
     assert_eq!(recv(&mut s).await["type"], json!("connection_ack"));
-    env.clock.advance(3600);
+    env.clock.advance_secs(3600);
     let (code, reason) = closed(&mut s).await;
     assert_eq!(code, 4403);
     assert!(reason.contains("expired"), "{reason}");
@@ -1093,7 +1093,7 @@ async fn token_expiry_ends_only_the_affected_subscriber() {
     let env = start().await;
     let early = env.alice().await;
     let lem = env.author(&early, "Lem").await;
-    env.clock.advance(1800);
+    env.clock.advance_secs(1800);
     let late = env.alice().await;
     let query = "subscription { bookCreated { title } }";
     let mut a = env.ready(&early).await;
@@ -1104,7 +1104,7 @@ async fn token_expiry_ends_only_the_affected_subscriber() {
     assert_eq!((env.fanout.groups(), env.fanout.subscribers()), (1, 2));
 
     // `early` expires; `late` has half an hour left.
-    env.clock.advance(1800);
+    env.clock.advance_secs(1800);
     let (code, reason) = closed(&mut a).await;
     assert_eq!(code, 4403);
     assert!(reason.contains("expired"), "{reason}");

@@ -172,7 +172,9 @@ async fn an_email_enqueued_while_the_server_is_down_arrives_once_it_is_up() {
         )
         .await
         .unwrap();
-        let clock = Arc::new(gatehouse_outbox::ManualClock::new(1_735_689_600_000_000));
+        let clock = Arc::new(gatehouse_outbox::ManualClock::at_micros(
+            1_735_689_600_000_000,
+        ));
         let outbox = Outbox::open_with_clock(handle, clock.clone())
             .await
             .unwrap();

@@ -316,7 +316,7 @@ async fn a_code_is_bound_to_its_client_redirect_uri_and_lifetime() {
 
     // 60 seconds on the injected clock: expired.
     let back = s.spa_code(&verifier, "read").await;
-    s.clock.advance(61);
+    s.clock.advance_secs(61);
     s.redeem_spa(&back["code"], &verifier)
         .await
         .assert_error(400, "invalid_grant");

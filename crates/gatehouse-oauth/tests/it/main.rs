@@ -54,7 +54,7 @@ async fn start_configured(
 ) -> Server {
     let port = Port::bind().await;
     let issuer = port.base();
-    let clock = Arc::new(ManualClock::new(gatehouse_auth::SystemClock.now()));
+    let clock = Arc::new(ManualClock::at_secs(gatehouse_auth::SystemClock.now()));
     let mut auth_config = AuthConfig::new(&issuer);
     tweak_auth(&mut auth_config);
     let auth = AuthServer::start(
@@ -496,7 +496,7 @@ async fn token_exchange() {
         .await
         .assert_error(400, "invalid_request");
     // Expired subject token.
-    s.clock.advance(3600);
+    s.clock.advance_secs(3600);
     s.exchange(ex, &base)
         .await
         .assert_error(400, "invalid_request");
@@ -954,6 +954,6 @@ async fn failed_passwords_are_throttled_per_user_and_address() {
         .await;
     r.assert_token();
     // The delay passes (on the server's clock): the right password works.
-    s.clock.advance(1);
+    s.clock.advance_secs(1);
     s.app("/oauth/token", &good).await.assert_token();
 }

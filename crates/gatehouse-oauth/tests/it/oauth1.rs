@@ -516,7 +516,7 @@ async fn an_expired_request_token_is_refused() {
     let s = start().await;
     with_consumer(&s).await;
     let (rt, _) = request_token(&s, SignatureMethod::HmacSha1, None).await;
-    s.clock.advance(601);
+    s.clock.advance_secs(601);
     approve(&s, &rt, "alice-pw").await.assert_refused(401);
 }
 
@@ -555,7 +555,7 @@ async fn authorize_needs_its_fields_and_is_throttled() {
     let r = approve(&s, &rt, "alice-pw").await;
     assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS, "{}", r.text);
     assert_eq!(r.header("retry-after"), Some("1"));
-    s.clock.advance(1);
+    s.clock.advance_secs(1);
     approve(&s, &rt, "alice-pw").await.assert_form_ok();
 }
 

@@ -290,7 +290,7 @@ async fn userinfo_refuses_bad_tokens_missing_scope_and_app_tokens() {
         .assert_error(401, "invalid_token");
     // Expired: 401.
     let t = s.rp_token("alice", "alice-pw", "openid").await;
-    s.clock.advance(3601);
+    s.clock.advance_secs(3601);
     s.userinfo_get(Some(access(&t)))
         .await
         .assert_error(401, "invalid_token");

@@ -165,7 +165,7 @@ async fn a_failing_message_is_retried_with_backoff_and_kept_as_failed_after_its_
             let m = outbox.get(&id).await.unwrap().unwrap();
             assert_eq!(m.state, MessageState::Pending);
             assert_eq!(m.next_attempt_at, next_attempt_at);
-            clock.set(next_attempt_at);
+            clock.set_micros(next_attempt_at);
             outbox.wake();
         }
         // 5 + 10 + 20 + 40 + 40 s at most (and at least half of it) fits

@@ -37,7 +37,7 @@ pub async fn db(url: &str) -> Db {
 
 /// An outbox on `url` whose time only moves when the test says.
 pub async fn manual_outbox(url: &str) -> (Outbox, Arc<ManualClock>) {
-    let clock = Arc::new(ManualClock::new(START));
+    let clock = Arc::new(ManualClock::at_micros(START));
     let outbox = Outbox::open_with_clock(db(url).await, clock.clone() as Arc<dyn Clock>)
         .await
         .unwrap();

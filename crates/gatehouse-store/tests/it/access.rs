@@ -9,6 +9,7 @@
 const NOT_ROW_ACCESS: &[&str] = &[
     "connect",
     "model",
+    "clock",
     "backend",
     "statements",
     "subscribe",

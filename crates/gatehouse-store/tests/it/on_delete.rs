@@ -174,7 +174,7 @@ type Item {
     const T0: i64 = 1_795_795_200_000_000;
     for db in TestDb::each().await {
         let b = db.backend();
-        let clock = Arc::new(ManualClock::new(T0));
+        let clock = Arc::new(ManualClock::at_micros(T0));
         let s = db
             .open_with(
                 STAMPED,
@@ -187,7 +187,7 @@ type Item {
             .unwrap();
         let o = insert(&s, "Owner", json!({"name": "o"})).await;
         let i = insert(&s, "Item", json!({"owner": o})).await;
-        clock.advance(1_000_000);
+        clock.advance_micros(1_000_000);
         let mut feed = s.subscribe();
         s.entity("Owner")
             .unwrap()

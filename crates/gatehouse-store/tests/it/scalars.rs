@@ -67,7 +67,7 @@ async fn titles(s: &Store, filter: Option<Filter>, order: Vec<OrderBy>) -> Vec<S
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn datetime_round_trips_as_utc_and_orders_by_instant() {
     for db in TestDb::each().await {
-        let clock = Arc::new(ManualClock::new(T0));
+        let clock = Arc::new(ManualClock::at_micros(T0));
         let s = open(&db, &clock).await;
         let b = db.backend();
         // 10:00+05:30 is 04:30Z; 09:00Z is later although its local text sorts first.
@@ -122,7 +122,7 @@ async fn datetime_round_trips_as_utc_and_orders_by_instant() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_round_trips_any_value_and_filters_only_by_null() {
     for db in TestDb::each().await {
-        let clock = Arc::new(ManualClock::new(T0));
+        let clock = Arc::new(ManualClock::at_micros(T0));
         let s = open(&db, &clock).await;
         let b = db.backend();
         let values = [
@@ -173,7 +173,7 @@ async fn json_round_trips_any_value_and_filters_only_by_null() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn updated_at_moves_on_update_and_created_at_does_not() {
     for db in TestDb::each().await {
-        let clock = Arc::new(ManualClock::new(T0));
+        let clock = Arc::new(ManualClock::at_micros(T0));
         let s = open(&db, &clock).await;
         let b = db.backend();
         let e = s.entity("Event").unwrap();
@@ -182,14 +182,14 @@ async fn updated_at_moves_on_update_and_created_at_does_not() {
         let id = r["id"].as_str().unwrap().to_string();
         assert_eq!(r["createdAt"], "2026-11-27T16:00:00.000000Z", "{b}");
         assert_eq!(r["updatedAt"], "2026-11-27T16:00:00.000000Z", "{b}");
-        clock.advance(1_500_000);
+        clock.advance_micros(1_500_000);
         let u = e
             .update(&ctx, &id, row(json!({"title": "b"})))
             .await
             .unwrap();
         assert_eq!(u["createdAt"], "2026-11-27T16:00:00.000000Z", "{b}");
         assert_eq!(u["updatedAt"], "2026-11-27T16:00:01.500000Z", "{b}");
-        clock.advance(1);
+        clock.advance_micros(1);
         let p = e
             .replace(&ctx, &id, row(json!({"title": "c"})))
             .await
@@ -239,7 +239,7 @@ async fn a_migration_adding_created_at_stamps_existing_rows_with_its_time() {
             .await
             .unwrap();
         s.close().await;
-        let clock = Arc::new(ManualClock::new(T0));
+        let clock = Arc::new(ManualClock::at_micros(T0));
         let opts = StoreOptions {
             clock: clock.clone(),
             ..Default::default()
@@ -271,7 +271,7 @@ async fn a_migration_adding_created_at_stamps_existing_rows_with_its_time() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn case_insensitive_operators_fold_unicode_alike_on_every_backend() {
     for db in TestDb::each().await {
-        let clock = Arc::new(ManualClock::new(T0));
+        let clock = Arc::new(ManualClock::at_micros(T0));
         let s = open(&db, &clock).await;
         let b = db.backend();
         for t in [
