@@ -284,6 +284,43 @@ impl Outbox {
         rows.into_iter().map(message).collect()
     }
 
+    /// Up to `limit` messages of `channel` enqueued at or after `since`
+    /// (microseconds since the Unix epoch), oldest first, in any state.
+    pub async fn list_since(
+        &self,
+        channel: &str,
+        since: i64,
+        limit: usize,
+    ) -> Result<Vec<Message>, OutboxError> {
+        let d = self.inner.db.dialect();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut conn = self.inner.db.read().await?;
+        let rows = conn
+            .conn()
+            .fetch(sql::since(d, channel, since, limit), &sql::MESSAGE_KINDS)
+            .await?;
+        rows.into_iter().map(message).collect()
+    }
+
+    /// Enqueues a copy of message `id` (its channel, key and payload) as a
+    /// new message, in its own transaction: sent again, whatever became of
+    /// the original (kept until purged). Returns the new id; `None` when no
+    /// message has that id.
+    pub async fn replay(&self, id: &str) -> Result<Option<String>, OutboxError> {
+        let Some(m) = self.get(id).await? else {
+            return Ok(None);
+        };
+        let copy = NewMessage {
+            channel: m.channel,
+            key: m.key,
+            payload: m.payload,
+        };
+        let mut tx = self.inner.db.begin().await?;
+        let new_id = self.enqueue(&mut tx, &copy).await?;
+        self.commit(tx).await?;
+        Ok(Some(new_id))
+    }
+
     /// Puts the failed message `id` back in the queue, due now, with a
     /// fresh maximum age; `false` when no failed message has that id.
     pub async fn retry(&self, id: &str) -> Result<bool, OutboxError> {

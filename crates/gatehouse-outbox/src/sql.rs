@@ -279,6 +279,19 @@ pub(crate) fn list(d: Dialect, state: Option<&str>, channel: Option<&str>, limit
     )
 }
 
+/// Messages of `channel` enqueued at or after `since`, oldest first, at
+/// most `limit`.
+pub(crate) fn since(d: Dialect, channel: &str, since: i64, limit: i64) -> Built {
+    let sql = format!(
+        "SELECT {MESSAGE_COLUMNS} FROM {} WHERE channel = ? AND created_at >= ? ORDER BY seq LIMIT ?",
+        q(TABLE)
+    );
+    Built::raw(
+        d.placeholders(&sql),
+        vec![text(channel), int(since), int(limit)],
+    )
+}
+
 /// Puts a failed message back in the queue, due now, its age counted again
 /// from now.
 pub(crate) fn retry(d: Dialect, id: &str, now: i64) -> Built {
