@@ -3,7 +3,8 @@
 
 use std::sync::{Arc, Mutex, Weak};
 
-use gatehouse_db::{Db, DbRow, Dialect, SCHEMA_LOCK, Tx};
+use gatehouse_db::{Built, Db, DbRow, Dialect, SCHEMA_LOCK, Tx};
+use sea_query::SelectStatement;
 use serde_json::Value as Json;
 use tokio::sync::Notify;
 
@@ -165,6 +166,38 @@ impl Outbox {
     /// An error leaves `tx` unusable on PostgreSQL (an aborted
     /// transaction): roll it back.
     pub async fn enqueue(&self, tx: &mut Tx, message: &NewMessage) -> Result<String, OutboxError> {
+        let (id, q) = self.enqueue_statement(message)?;
+        tx.conn().execute(q).await?;
+        Ok(id)
+    }
+
+    /// The statement [`Outbox::enqueue`] runs, with the id it gives the
+    /// message: for a caller that runs it in a transaction it does not hold
+    /// as a [`Tx`] (a store's commit hook, which hands statements to the
+    /// writer's transaction). The same rules hold: it exists once that
+    /// transaction commits, never if it rolls back; wake the workers after
+    /// the commit.
+    pub fn enqueue_statement(&self, message: &NewMessage) -> Result<(String, Built), OutboxError> {
+        self.insert(message, None)
+    }
+
+    /// [`Outbox::enqueue_statement`] for a message that exists only if
+    /// `condition` (a `SELECT`) finds a row when the statement runs: a
+    /// webhook's delivery of a row that matches its filter, decided by the
+    /// database over the row in the same statement.
+    pub fn enqueue_statement_if(
+        &self,
+        message: &NewMessage,
+        condition: SelectStatement,
+    ) -> Result<(String, Built), OutboxError> {
+        self.insert(message, Some(condition))
+    }
+
+    fn insert(
+        &self,
+        message: &NewMessage,
+        condition: Option<SelectStatement>,
+    ) -> Result<(String, Built), OutboxError> {
         let id = uuid::Uuid::now_v7().to_string();
         let payload = message.payload.to_string();
         let q = sql::insert(
@@ -176,9 +209,9 @@ impl Outbox {
                 payload: &payload,
                 now: self.now(),
             },
-        );
-        tx.conn().execute(q).await?;
-        Ok(id)
+            condition,
+        )?;
+        Ok((id, q))
     }
 
     /// Commits `tx` and wakes the workers: for a caller that enqueued in a
@@ -249,6 +282,43 @@ impl Outbox {
             )
             .await?;
         rows.into_iter().map(message).collect()
+    }
+
+    /// Up to `limit` messages of `channel` enqueued at or after `since`
+    /// (microseconds since the Unix epoch), oldest first, in any state.
+    pub async fn list_since(
+        &self,
+        channel: &str,
+        since: i64,
+        limit: usize,
+    ) -> Result<Vec<Message>, OutboxError> {
+        let d = self.inner.db.dialect();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut conn = self.inner.db.read().await?;
+        let rows = conn
+            .conn()
+            .fetch(sql::since(d, channel, since, limit), &sql::MESSAGE_KINDS)
+            .await?;
+        rows.into_iter().map(message).collect()
+    }
+
+    /// Enqueues a copy of message `id` (its channel, key and payload) as a
+    /// new message, in its own transaction: sent again, whatever became of
+    /// the original (kept until purged). Returns the new id; `None` when no
+    /// message has that id.
+    pub async fn replay(&self, id: &str) -> Result<Option<String>, OutboxError> {
+        let Some(m) = self.get(id).await? else {
+            return Ok(None);
+        };
+        let copy = NewMessage {
+            channel: m.channel,
+            key: m.key,
+            payload: m.payload,
+        };
+        let mut tx = self.inner.db.begin().await?;
+        let new_id = self.enqueue(&mut tx, &copy).await?;
+        self.commit(tx).await?;
+        Ok(Some(new_id))
     }
 
     /// Puts the failed message `id` back in the queue, due now, with a

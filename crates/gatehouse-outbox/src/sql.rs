@@ -1,7 +1,9 @@
 //! The outbox table and every statement on it, for both dialects.
 
 use gatehouse_db::{Built, Conn, Dialect, SqlKind, q};
-use sea_query::Value;
+use sea_query::{Alias, Expr, Query, SelectStatement, Value};
+
+use crate::error::OutboxError;
 
 /// The outbox table (internal, `_gatehouse`-prefixed: `gatehouse copy`
 /// carries it like the other internal tables).
@@ -109,28 +111,51 @@ pub(crate) struct Insert<'a> {
     pub now: i64,
 }
 
-pub(crate) fn insert(d: Dialect, m: &Insert<'_>) -> Built {
+/// The one statement that enqueues: `INSERT ... SELECT <values>`, with
+/// `WHERE EXISTS (<condition>)` when given (a message only for a row that
+/// matches a filter, decided by the database in the same statement).
+///
+/// `seq` is taken when the statement runs: inside the writer's
+/// transaction, after the row locks its writes took, so two transactions
+/// writing one row number their messages in commit order on PostgreSQL;
+/// on SQLite one writer at a time makes `MAX(seq) + 1` safe.
+pub(crate) fn insert(
+    d: Dialect,
+    m: &Insert<'_>,
+    condition: Option<SelectStatement>,
+) -> Result<Built, OutboxError> {
     let seq = match d {
         Dialect::Postgres => format!("nextval('{}')", q(SEQUENCE)),
         Dialect::Sqlite => format!("(SELECT COALESCE(MAX(seq), 0) + 1 FROM {})", q(TABLE)),
     };
-    let sql = format!(
-        "INSERT INTO {} (id, seq, channel, order_key, payload, state, created_at, retry_since, \
-         attempts, next_attempt_at) VALUES (?, {seq}, ?, ?, ?, 'pending', ?, ?, 0, ?)",
-        q(TABLE)
-    );
-    Built::raw(
-        d.placeholders(&sql),
-        vec![
-            text(m.id),
-            text(m.channel),
-            opt_text(m.key),
-            text(m.payload),
-            int(m.now),
-            int(m.now),
-            int(m.now),
-        ],
-    )
+    let row: [(&str, Expr); 10] = [
+        ("id", Expr::val(text(m.id))),
+        ("seq", Expr::cust(seq)),
+        ("channel", Expr::val(text(m.channel))),
+        ("order_key", Expr::val(opt_text(m.key))),
+        ("payload", Expr::val(text(m.payload))),
+        ("state", Expr::val(text(PENDING))),
+        ("created_at", Expr::val(int(m.now))),
+        ("retry_since", Expr::val(int(m.now))),
+        ("attempts", Expr::val(int(0))),
+        ("next_attempt_at", Expr::val(int(m.now))),
+    ];
+    let mut select = Query::select();
+    let mut columns = Vec::with_capacity(row.len());
+    for (column, value) in row {
+        columns.push(Alias::new(column));
+        select.expr(value);
+    }
+    if let Some(c) = condition {
+        select.and_where(Expr::exists(c));
+    }
+    let mut insert = Query::insert();
+    insert
+        .into_table(Alias::new(TABLE))
+        .columns(columns)
+        .select_from(select)
+        .map_err(|e| OutboxError::Corrupt(format!("the outbox's INSERT: {e}")))?;
+    Ok(Built::of(d, &insert))
 }
 
 /// The columns a claim returns, in order, and their kinds.
@@ -251,6 +276,19 @@ pub(crate) fn list(d: Dialect, state: Option<&str>, channel: Option<&str>, limit
             opt_text(channel),
             int(limit),
         ],
+    )
+}
+
+/// Messages of `channel` enqueued at or after `since`, oldest first, at
+/// most `limit`.
+pub(crate) fn since(d: Dialect, channel: &str, since: i64, limit: i64) -> Built {
+    let sql = format!(
+        "SELECT {MESSAGE_COLUMNS} FROM {} WHERE channel = ? AND created_at >= ? ORDER BY seq LIMIT ?",
+        q(TABLE)
+    );
+    Built::raw(
+        d.placeholders(&sql),
+        vec![text(channel), int(since), int(limit)],
     )
 }
 

@@ -25,7 +25,7 @@ mod value;
 
 use std::path::PathBuf;
 
-pub use bind::{RESERVED_TABLE_PREFIX, default_rest_path, valid_scope};
+pub use bind::{RESERVED_TABLE_PREFIX, bind_filter, default_rest_path, valid_scope};
 pub use diag::{Diagnostic, Diagnostics, Severity};
 pub use load::{GENERATED_ROOTS_PATH, LoadOptions, PRELUDE_PATH, Source, directive_declarations};
 pub use model::*;

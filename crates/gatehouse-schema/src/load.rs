@@ -710,7 +710,7 @@ const REPORTED_OURSELVES: &[&str] = &[
     "the type `Subscription` is defined multiple times",
 ];
 
-fn push_apollo(list: &DiagnosticList, diags: &mut Diagnostics) {
+pub(crate) fn push_apollo(list: &DiagnosticList, diags: &mut Diagnostics) {
     for d in list.iter() {
         let message = d.error.to_string();
         if REPORTED_OURSELVES.iter().any(|m| message.contains(m)) {

@@ -65,6 +65,7 @@ pub use entity::{Children, EntityStore, Page, PreparedList};
 pub use error::StoreError;
 pub use feed::ChangeEvent;
 pub use migrate::{ColumnLayout, Layout, MigrationStep, TableLayout};
+pub use policy::rule_test;
 pub use query::{Filter, JoinOne, ListQuery, OrderBy};
 pub use store::{CommitHook, DEFAULT_MAX_BULK_ROWS, Store, StoreOptions};
 pub use txn::WriteTxn;

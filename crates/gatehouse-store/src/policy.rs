@@ -103,6 +103,41 @@ pub(crate) fn values_table(
     Ok(values)
 }
 
+/// The statement answering whether `row` of `e`, as given rather than as
+/// stored, matches `rule`, a filter bound outside the schema
+/// (`gatehouse_schema::bind_filter`; a webhook's `where`), judged without a
+/// caller: `SELECT 1 FROM (<row>) AS <table> WHERE <rule>`, one row when it
+/// does. The database evaluates the rule over the row's values, as it
+/// evaluates every filter and policy, so the rule means what it means in
+/// a `where` argument; the rows its paths and relation filters reach are
+/// those the statement's transaction sees. Run it, or put it in a
+/// statement of one's own (`EXISTS (...)`).
+pub fn rule_test(
+    model: &Model,
+    e: &Entity,
+    dialect: Dialect,
+    rule: &Rule,
+    row: &Row,
+) -> Result<SelectStatement, StoreError> {
+    let ctx = AccessContext::system();
+    let cx = RuleCx {
+        model,
+        dialect,
+        ctx: &ctx,
+        gone: &[],
+        this: None,
+        missing: None,
+    };
+    let mut q = Query::select();
+    q.expr(Expr::cust("1"))
+        .from_subquery(
+            values_table(model, e, dialect, row)?,
+            sea_query::Alias::new(e.table.clone()),
+        )
+        .and_where(cx.rule(e, &e.table, 0, rule)?);
+    Ok(q)
+}
+
 /// Where deleted rows are found: by entity and id, and by entity, to-one
 /// field and the id it holds (the children of a deleted row).
 pub(crate) struct GoneRows<'a, 'm> {

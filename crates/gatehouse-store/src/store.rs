@@ -129,6 +129,11 @@ pub(crate) struct Inner {
 pub trait CommitHook: Send + Sync + std::fmt::Debug {
     /// The statements for one change (none when it concerns the hook not).
     fn statements(&self, change: &ChangeEvent) -> Vec<Built>;
+
+    /// Called once the transaction whose changes gave statements of this
+    /// hook has committed (not after a rollback, nor a failed commit):
+    /// where a hook that queued work tells whoever does it.
+    fn committed(&self) {}
 }
 
 /// How long a cached count is trusted without a write being seen: bounds
@@ -800,11 +805,17 @@ impl Store {
         evs: Vec<ChangeEvent>,
     ) -> Result<(), StoreError> {
         let hooks = self.commit_hooks();
+        let mut hooked = Vec::new();
         for hook in hooks.iter() {
+            let mut any = false;
             for ev in &evs {
                 for q in hook.statements(ev) {
+                    any = true;
                     tx.conn().execute(q).await.map_err(from_db)?;
                 }
+            }
+            if any {
+                hooked.push(hook.clone());
             }
         }
         // PostgreSQL: one `pg_notify` per event, sent with the `COMMIT`.
@@ -861,6 +872,9 @@ impl Store {
             self.inner.writes.fetch_add(1, Ordering::SeqCst);
         }
         committed.map_err(from_db)?;
+        for hook in hooked {
+            hook.committed();
+        }
         self.inner.events.publish_commit(evs);
         Ok(())
     }

@@ -18,6 +18,14 @@ impl Port {
         Port { listener, addr }
     }
 
+    /// Binds `addr` (`127.0.0.1:PORT`): a port a test freed and wants back
+    /// (a receiver coming up where a server was already told to send).
+    pub async fn bind_to(addr: &str) -> std::io::Result<Port> {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        Ok(Port { listener, addr })
+    }
+
     /// `http://127.0.0.1:PORT`.
     pub fn base(&self) -> String {
         format!("http://{}", self.addr)

@@ -145,7 +145,7 @@ pub enum UserCommand {
 pub struct Output {
     /// Machine-readable JSON output.
     #[arg(long)]
-    json: bool,
+    pub json: bool,
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -195,7 +195,9 @@ fn users_of(config: &crate::config::Config) -> Users {
     }
 }
 
-async fn open_auth_store(config: &crate::config::Config) -> anyhow::Result<gatehouse_store::Store> {
+pub(crate) async fn open_auth_store(
+    config: &crate::config::Config,
+) -> anyhow::Result<gatehouse_store::Store> {
     let model = gatehouse_schema::load_sources_with(
         &[],
         gatehouse_schema::LoadOptions {

@@ -61,6 +61,9 @@ pub struct Config {
     /// Threads that run requests (the async runtime's workers). Default:
     /// one per CPU core (`docs/deployment.md`, "Worker threads").
     pub workers: Option<u16>,
+    /// `[[webhooks]]`: receivers of committed changes
+    /// (`docs/design/webhooks.md`).
+    pub webhooks: Vec<WebhookConfig>,
 }
 
 impl Default for Config {
@@ -87,6 +90,7 @@ impl Default for Config {
             cors: CorsConfig::default(),
             email: EmailConfig::default(),
             workers: None,
+            webhooks: Vec::new(),
         }
     }
 }
@@ -190,6 +194,101 @@ impl fmt::Debug for EmailConfig {
             .field("transport", &self.transport)
             .field("url", &url)
             .field("from", &self.from)
+            .finish()
+    }
+}
+
+/// One `[[webhooks]]` entry: a receiver of the committed changes of some
+/// types (CONTRACT §17, `docs/design/webhooks.md`). Its `where` is checked
+/// against the schema when the server starts.
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookConfig {
+    /// Its name (letters, digits, `_`, `-`): the CLI and the metrics name
+    /// it, its outbox channel is `webhook:<id>`.
+    pub id: String,
+    /// Where deliveries are POSTed: an http:// or https:// URL.
+    pub url: String,
+    /// The changes it receives: `Type.created`, `Type.updated`,
+    /// `Type.deleted`, or `Type.*` for the three.
+    pub events: Vec<String>,
+    /// Only rows matching this filter, a GraphQL object literal in the
+    /// filter language (`'{status: DONE}'`): an update matches on its new
+    /// row, a delete on its old one.
+    #[serde(default, rename = "where", skip_serializing_if = "Option::is_none")]
+    pub filter: Option<String>,
+    /// The signing secret, `whsec_` and base64 (Standard Webhooks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+    /// The environment variable holding the secret instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_env: Option<String>,
+    /// How long one delivery attempt may take.
+    #[serde(default = "default_webhook_timeout")]
+    pub timeout: Seconds,
+    /// How long after the change a delivery is retried before it is kept
+    /// as failed.
+    #[serde(default = "default_webhook_max_age")]
+    pub max_age: Seconds,
+}
+
+fn default_webhook_timeout() -> Seconds {
+    Seconds(10)
+}
+
+fn default_webhook_max_age() -> Seconds {
+    Seconds(24 * 3600)
+}
+
+impl WebhookConfig {
+    /// The definition to bind, its secret read from `env` when given by
+    /// `secret_env`.
+    pub fn definition(
+        &self,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<gatehouse_webhooks::Definition, String> {
+        let secret = match (&self.secret, &self.secret_env) {
+            (Some(s), None) => s.clone(),
+            (None, Some(var)) => env(var).ok_or_else(|| {
+                format!("`secret_env`: the environment variable {var} is not set")
+            })?,
+            (Some(_), Some(_)) => return Err("set `secret` or `secret_env`, not both".into()),
+            (None, None) => {
+                return Err(
+                    "`secret`: a webhook signs its deliveries: set `secret` (`whsec_` and base64) or `secret_env`"
+                        .into(),
+                );
+            }
+        };
+        Ok(gatehouse_webhooks::Definition {
+            id: self.id.clone(),
+            url: self.url.clone(),
+            events: self.events.clone(),
+            filter: self.filter.clone(),
+            secret,
+            timeout: std::time::Duration::from_secs(self.timeout.0),
+            max_age: std::time::Duration::from_secs(self.max_age.0),
+        })
+    }
+
+    /// How errors about it begin: `` `webhooks[0]` (id `done`) ``.
+    pub fn name(&self, index: usize) -> String {
+        format!("`webhooks[{index}]` (id `{}`)", self.id)
+    }
+}
+
+/// The secret stays out of logs.
+impl fmt::Debug for WebhookConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebhookConfig")
+            .field("id", &self.id)
+            .field("url", &self.url)
+            .field("events", &self.events)
+            .field("where", &self.filter)
+            .field("secret", &self.secret.as_ref().map(|_| "<redacted>"))
+            .field("secret_env", &self.secret_env)
+            .field("timeout", &self.timeout)
+            .field("max_age", &self.max_age)
             .finish()
     }
 }
@@ -1037,6 +1136,23 @@ fn validate(c: &Config) -> Result<(), String> {
     if let Err(e) = c.email.settings() {
         problems.push(e);
     }
+    let mut ids = std::collections::HashSet::new();
+    for (i, w) in c.webhooks.iter().enumerate() {
+        if !ids.insert(w.id.as_str()) {
+            problems.push(format!("{}: another webhook has this id", w.name(i)));
+        }
+        // The secret of `secret_env` is read when the server starts; here
+        // the rest is checked with a stand-in.
+        let def = w.definition(|_| Some(format!("whsec_{}", "A".repeat(32))));
+        match def {
+            Err(e) => problems.push(format!("{}: {e}", w.name(i))),
+            Ok(def) => {
+                if let Err(e) = gatehouse_webhooks::check(&def) {
+                    problems.push(format!("{}.{}: {e}", w.name(i), e.key()));
+                }
+            }
+        }
+    }
     if c.store.acquire_timeout.0 == 0 {
         problems.push("`store.acquire_timeout` must be at least 1 second".into());
     }
@@ -1183,8 +1299,9 @@ fn env_keys(defaults: &Dict) -> Vec<(String, &'static str, String)> {
                     out.push((var, *section, k));
                 }
             }
-            // Lists of tables (`[[bootstrap.*]]`) exist only in the file.
-            None if value.as_dict().is_some() => {}
+            // Lists of tables (`[[bootstrap.*]]`, `[[webhooks]]`) exist
+            // only in the file.
+            None if value.as_dict().is_some() || key == "webhooks" => {}
             None => out.push((
                 format!("{ENV_PREFIX}{key}").to_ascii_uppercase(),
                 "",
@@ -1697,6 +1814,16 @@ mod tests {
             key: "k".into(),
             secret: "s".into(),
             scopes: vec![],
+        });
+        c.webhooks.push(WebhookConfig {
+            id: "done".into(),
+            url: "https://hooks.example/in".into(),
+            events: vec!["Task.*".into()],
+            filter: Some("{status: DONE}".into()),
+            secret: Some("whsec_x".into()),
+            secret_env: Some("HOOK_SECRET".into()),
+            timeout: Seconds(10),
+            max_age: Seconds(60),
         });
         c.bootstrap.rows.push(BootstrapRow {
             type_name: "Author".into(),

@@ -7,7 +7,7 @@
 //!   SIGINT/SIGTERM cancel one token, every task drains within
 //!   `shutdown_timeout`, the store closes, the process exits 0.
 //! - `init.rs`: `gatehouse init`, a starter service; `admin.rs`: the user,
-//!   client and consumer commands; `logfmt.rs`: the text log format (kept by
+//!   client and consumer commands; `webhooks.rs`: `gatehouse webhooks`; `logfmt.rs`: the text log format (kept by
 //!   hand for speed; ARCHITECTURE.md says why).
 //! - The only crate using `anyhow`.
 
@@ -19,6 +19,7 @@ mod init;
 mod logbuf;
 mod logfmt;
 mod serve;
+mod webhooks;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -61,6 +62,11 @@ enum Command {
     Consumer {
         #[command(subcommand)]
         command: admin::ConsumerCommand,
+    },
+    /// Show, retry and replay webhook deliveries.
+    Webhooks {
+        #[command(subcommand)]
+        command: webhooks::WebhooksCommand,
     },
     /// Copy every row (data and the authorization server's state) from one store to another.
     Copy(CopyArgs),
@@ -343,6 +349,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Client { command } => admin::client(command),
         Command::User { command } => admin::user(command),
         Command::Consumer { command } => admin::consumer(command),
+        Command::Webhooks { command } => webhooks::webhooks(command),
         Command::Check {
             schema: args,
             explain,

@@ -54,6 +54,7 @@ async fn serve(loaded: Loaded, json_logs: bool) -> anyhow::Result<ExitCode> {
         Err(diags) => return Ok(crate::report(&diags)),
     };
     tracing::info!(types = model.entities.len(), "schema loaded");
+    let webhooks = bind_webhooks(&config, &model)?;
 
     let listener = tokio::net::TcpListener::bind(&config.listen)
         .await
@@ -75,6 +76,18 @@ async fn serve(loaded: Loaded, json_logs: bool) -> anyhow::Result<ExitCode> {
         None => return Ok(ExitCode::FAILURE),
     };
     tracing::info!(backend = store.backend(), "store ready");
+    // Before the first write: webhooks enqueue in every writing transaction.
+    let outbox =
+        gatehouse_outbox::Outbox::open_with_clock(store.db().clone(), store.clock().clone())
+            .await
+            .context("creating the outbox table")?;
+    if !webhooks.is_empty() {
+        store.add_commit_hook(Arc::new(gatehouse_webhooks::WebhookHook::new(
+            outbox.clone(),
+            model.clone(),
+            webhooks.clone(),
+        )));
+    }
     seed_rows(&store, &config.bootstrap.rows).await?;
 
     let limits = &config.limits;
@@ -98,7 +111,7 @@ async fn serve(loaded: Loaded, json_logs: bool) -> anyhow::Result<ExitCode> {
             shutdown.cancel();
         }
     });
-    let mail = start_mail(&config, &store, shutdown.clone()).await?;
+    let deliveries = start_deliveries(&config, &outbox, &webhooks, shutdown.clone())?;
     // Validated with the rest of the configuration at load.
     let allowed_origins = gatehouse_oauth::AllowedOrigins::parse(&config.cors.allowed_origins)
         .map_err(|e| anyhow::anyhow!("`cors.allowed_origins`: {e}"))?;
@@ -277,7 +290,7 @@ async fn serve(loaded: Loaded, json_logs: bool) -> anyhow::Result<ExitCode> {
     for task in [maintenance, upkeep, reload]
         .into_iter()
         .chain(metrics_server)
-        .chain(mail)
+        .chain(deliveries)
     {
         let abort = task.abort_handle();
         if tokio::time::timeout_at(deadline, task).await.is_err() {
@@ -294,34 +307,62 @@ async fn serve(loaded: Loaded, json_logs: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Creates the outbox table (at every start, so that `gatehouse copy` and
-/// a later `[email]` find it) and, with `[email]`, starts the worker that
-/// sends the `email` channel until `shutdown`. Mail enqueued by any
-/// instance on the database is sent by whichever instance's worker claims
-/// it first (`docs/design/outbox.md`).
-async fn start_mail(
+/// `[[webhooks]]`, bound to the schema: a problem names the entry.
+fn bind_webhooks(
     config: &crate::config::Config,
-    store: &gatehouse_store::Store,
+    model: &gatehouse_schema::Model,
+) -> anyhow::Result<Vec<gatehouse_webhooks::Webhook>> {
+    let mut out = Vec::new();
+    for (i, w) in config.webhooks.iter().enumerate() {
+        let def = w
+            .definition(|var| std::env::var(var).ok())
+            .map_err(|e| anyhow::anyhow!("{}: {e}", w.name(i)))?;
+        let hook = gatehouse_webhooks::Webhook::bind(&def, model)
+            .map_err(|e| anyhow::anyhow!("{}.{}: {e}", w.name(i), e.key()))?;
+        out.push(hook);
+    }
+    Ok(out)
+}
+
+/// Starts the worker that delivers the outbox (created at every start, so
+/// that `gatehouse copy` and a later `[email]` find it) until `shutdown`:
+/// the `email` channel with `[email]`, and one `webhook:<id>` channel per
+/// webhook. Messages enqueued by any instance on the database are sent by
+/// whichever instance's worker claims them first
+/// (`docs/design/outbox.md`).
+fn start_deliveries(
+    config: &crate::config::Config,
+    outbox: &gatehouse_outbox::Outbox,
+    webhooks: &[gatehouse_webhooks::Webhook],
     shutdown: gatehouse_http::CancellationToken,
 ) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
-    let outbox =
-        gatehouse_outbox::Outbox::open_with_clock(store.db().clone(), store.clock().clone())
-            .await
-            .context("creating the outbox table")?;
+    let mut worker =
+        gatehouse_outbox::Worker::new(outbox, gatehouse_outbox::WorkerOptions::default());
+    let mut channels = 0;
     // Checked with the rest of the configuration at load.
-    let Some(settings) = config.email.settings().map_err(anyhow::Error::msg)? else {
-        return Ok(None);
-    };
-    let sender = gatehouse_mail::EmailSender::new(&settings)
-        .map_err(|e| anyhow::anyhow!("`email.{}`: {e}", e.key()))?;
-    // The transport's Display leaves the SMTP password out.
-    tracing::info!(transport = %settings.transport, from = %settings.from, "e-mail delivery ready");
-    let worker = gatehouse_outbox::Worker::new(&outbox, gatehouse_outbox::WorkerOptions::default())
-        .channel(
+    if let Some(settings) = config.email.settings().map_err(anyhow::Error::msg)? {
+        let sender = gatehouse_mail::EmailSender::new(&settings)
+            .map_err(|e| anyhow::anyhow!("`email.{}`: {e}", e.key()))?;
+        // The transport's Display leaves the SMTP password out.
+        tracing::info!(transport = %settings.transport, from = %settings.from, "e-mail delivery ready");
+        worker = worker.channel(
             gatehouse_mail::CHANNEL,
             Arc::new(sender),
             gatehouse_outbox::ChannelOptions::default(),
         );
+        channels += 1;
+    }
+    for hook in webhooks {
+        let sender = hook
+            .sender()
+            .map_err(|e| anyhow::anyhow!("webhook `{}`: {e}", hook.id()))?;
+        tracing::info!(webhook = hook.id(), to = %hook.origin(), "webhook delivery ready");
+        worker = worker.channel(hook.channel(), Arc::new(sender), hook.channel_options());
+        channels += 1;
+    }
+    if channels == 0 {
+        return Ok(None);
+    }
     Ok(Some(worker.spawn(shutdown)))
 }
 

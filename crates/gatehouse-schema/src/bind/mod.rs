@@ -40,7 +40,7 @@ use crate::load::at;
 use crate::model::*;
 
 pub use entities::{RESERVED_TABLE_PREFIX, default_rest_path};
-pub use policies::valid_scope;
+pub use policies::{bind_filter, valid_scope};
 
 const ROOTS: [&str; 3] = ["Query", "Mutation", "Subscription"];
 
@@ -100,6 +100,22 @@ impl<'a> Binder<'a> {
             checked_order: HashMap::new(),
             checked_nested: HashMap::new(),
         }
+    }
+
+    /// A binder over a Model already bound, for a rule written outside the
+    /// schema ([`bind_filter`]); `schema` holds only that rule's source.
+    pub(crate) fn over(schema: &'a Schema, diags: &'a mut Diagnostics, model: &Model) -> Self {
+        let mut b = Binder::new(schema, diags);
+        b.entities = model.entities.clone();
+        b.relations = model.relations.clone();
+        b.entity_ids = model
+            .entities
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.name.clone(), EntityId::from_index(i)))
+            .collect();
+        b.enums = model.enums.clone();
+        b
     }
 
     fn error(&mut self, loc: Option<SourceSpan>, message: String, hint: Option<String>) {

@@ -352,3 +352,110 @@ pub fn valid_scope(s: &str) -> bool {
         && s.bytes()
             .all(|b| b == 0x21 || (0x23..=0x5B).contains(&b) || (0x5D..=0x7E).contains(&b))
 }
+
+/// Binds `text`, a GraphQL object literal in the language of `where`
+/// inputs (`{status: DONE, project: {archived: false}}`), to a [`Rule`]
+/// over the rows of `entity`, exactly as a `@policy` rule is bound, but
+/// with literals only: a rule written outside the schema (a webhook's
+/// `where`) is judged without a caller, so a claim (`"$sub"`) is refused.
+///
+/// Diagnostics name `origin` as their file, with lines and columns in
+/// `text`.
+pub fn bind_filter(
+    model: &Model,
+    entity: &str,
+    text: &str,
+    origin: &str,
+) -> Result<Rule, crate::Diagnostics> {
+    // The literal is parsed as an argument of a one-field query, on a line
+    // of its own: two lines come before it.
+    const LINES_BEFORE: usize = 2;
+    let source = format!("{{\n  f(where:\n{text}\n  )\n}}\n");
+    let mut diags = crate::Diagnostics::default();
+    let doc = match ast::Document::parse(source, origin) {
+        Ok(doc) => doc,
+        Err(with_errors) => {
+            crate::load::push_apollo(&with_errors.errors, &mut diags);
+            for d in &mut diags.0 {
+                d.line = d.line.saturating_sub(LINES_BEFORE);
+                d.message = format!("`where` does not parse: {}", d.message);
+            }
+            return Err(diags);
+        }
+    };
+    let value = doc.definitions.iter().find_map(|d| match d {
+        ast::Definition::OperationDefinition(op) => op.selection_set.iter().find_map(|s| match s {
+            ast::Selection::Field(f) => f.arguments.first().map(|a| a.value.clone()),
+            _ => None,
+        }),
+        _ => None,
+    });
+    let Some(value) = value else {
+        diags.0.push(crate::Diagnostic {
+            file: origin.to_string(),
+            line: 0,
+            column: 0,
+            severity: crate::Severity::Error,
+            message: "`where` must be one object like `{status: DONE}`".into(),
+            hint: None,
+        });
+        return Err(diags);
+    };
+    if model.entity(entity).is_none() {
+        diags.0.push(crate::Diagnostic {
+            file: origin.to_string(),
+            line: 0,
+            column: 0,
+            severity: crate::Severity::Error,
+            message: format!("the schema has no type `{entity}`"),
+            hint: None,
+        });
+        return Err(diags);
+    }
+    let mut schema = apollo_compiler::Schema::new();
+    schema.sources = doc.sources.clone();
+    let rule = {
+        let mut b = Binder::over(&schema, &mut diags, model);
+        b.policy_rule(entity, &value, "where")
+    };
+    let mut claims = Vec::new();
+    if let Some(r) = &rule {
+        claims_of(r, &mut claims);
+    }
+    for claim in claims {
+        diags.0.push(crate::Diagnostic {
+            file: origin.to_string(),
+            line: 0,
+            column: 0,
+            severity: crate::Severity::Error,
+            message: format!(
+                "`where` compares with the claim `\"${claim}\"`, but it is judged without a caller"
+            ),
+            hint: Some("compare with values; write `$$` for a string starting with `$`".into()),
+        });
+    }
+    for d in &mut diags.0 {
+        d.line = d.line.saturating_sub(LINES_BEFORE);
+    }
+    match rule {
+        Some(rule) if !diags.has_errors() => Ok(rule),
+        _ => Err(diags),
+    }
+}
+
+/// The claims `rule` compares with, at any depth.
+fn claims_of(rule: &Rule, out: &mut Vec<String>) {
+    fn operand(o: &Operand, out: &mut Vec<String>) {
+        match o {
+            Operand::Literal(_) => {}
+            Operand::Claim(c) => out.push(c.clone()),
+            Operand::List(items) => items.iter().for_each(|i| operand(i, out)),
+        }
+    }
+    match rule {
+        Rule::And(all) | Rule::Or(all) => all.iter().for_each(|r| claims_of(r, out)),
+        Rule::Not(r) => claims_of(r, out),
+        Rule::Cmp { value, .. } => operand(value, out),
+        Rule::Path { rule, .. } | Rule::Related { rule, .. } => claims_of(rule, out),
+    }
+}

@@ -9,6 +9,7 @@ mod example_groups;
 mod first_hour;
 mod ops;
 mod readme;
+mod webhooks;
 
 use std::path::Path;
 use std::process::{Command, Output};
