@@ -42,6 +42,6 @@ pub use error::OutboxError;
 pub use outbox::{Message, MessageState, NewMessage, Outbox};
 pub use sql::TABLE;
 pub use worker::{
-    ChannelOptions, Delivery, Outcome, Outgoing, SendError, Sender, Worker, WorkerOptions,
-    backoff_delay,
+    ChannelMetrics, ChannelOptions, Delivery, Outcome, Outgoing, SendError, Sender, Worker,
+    WorkerOptions, backoff_delay,
 };

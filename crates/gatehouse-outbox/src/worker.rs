@@ -91,6 +91,23 @@ pub struct ChannelOptions {
     /// How long sent messages are kept before they are deleted (failed
     /// ones stay until retried or removed by hand).
     pub keep_sent: Duration,
+    /// The channel's own metric names, counted besides the outbox's
+    /// (webhooks: `gatehouse_webhook_deliveries_total{hook, outcome}`).
+    pub metrics: Option<ChannelMetrics>,
+}
+
+/// Metric names a channel is also counted under, with one label naming it.
+#[derive(Debug, Clone)]
+pub struct ChannelMetrics {
+    /// The counter of outcomes, labelled `outcome`.
+    pub total: &'static str,
+    /// The gauge of the oldest pending message's age, in seconds.
+    pub oldest_pending: &'static str,
+    /// The label that names the channel, and its value.
+    pub label: (&'static str, String),
+    /// The `outcome` of a message sent (`sent`, or `delivered`); retried
+    /// and failed keep their names.
+    pub sent: &'static str,
 }
 
 impl Default for ChannelOptions {
@@ -103,6 +120,7 @@ impl Default for ChannelOptions {
             max_retry: Duration::from_secs(600),
             max_age: Duration::from_secs(24 * 3600),
             keep_sent: Duration::from_secs(7 * 24 * 3600),
+            metrics: None,
         }
     }
 }
@@ -441,6 +459,11 @@ impl ChannelCtx {
         };
         metrics::counter!(MESSAGES_TOTAL, "channel" => self.channel.clone(), "outcome" => label)
             .increment(1);
+        if let Some(own) = &self.opts.metrics {
+            let label = if label == "sent" { own.sent } else { label };
+            metrics::counter!(own.total, own.label.0 => own.label.1.clone(), "outcome" => label)
+                .increment(1);
+        }
         match (&outcome, &error) {
             (Outcome::Sent, _) => {
                 tracing::debug!(channel = %self.channel, id = %m.id, attempt = m.attempt, "outbox message sent");
@@ -486,6 +509,10 @@ impl ChannelCtx {
                     (self.outbox.now().saturating_sub(t)).max(0) as f64 / 1e6
                 });
                 metrics::gauge!(OLDEST_PENDING, "channel" => self.channel.clone()).set(age);
+                if let Some(own) = &self.opts.metrics {
+                    metrics::gauge!(own.oldest_pending, own.label.0 => own.label.1.clone())
+                        .set(age);
+                }
             }
             Err(e) => {
                 tracing::debug!(channel = %self.channel, error = %e, "outbox gauge not refreshed")

@@ -346,11 +346,19 @@ impl Webhook {
 
     /// How its channel is delivered: the outbox's defaults (4 sends in
     /// flight, backoff from 5 s doubling up to 10 min) with its `timeout`
-    /// and `max_age`.
+    /// and `max_age`, counted as `gatehouse_webhook_deliveries_total{hook,
+    /// outcome="delivered|retried|failed"}` and
+    /// `gatehouse_webhook_oldest_pending_seconds{hook}` too.
     pub fn channel_options(&self) -> gatehouse_outbox::ChannelOptions {
         gatehouse_outbox::ChannelOptions {
             send_timeout: self.timeout,
             max_age: self.max_age,
+            metrics: Some(gatehouse_outbox::ChannelMetrics {
+                total: "gatehouse_webhook_deliveries_total",
+                oldest_pending: "gatehouse_webhook_oldest_pending_seconds",
+                label: ("hook", self.id.clone()),
+                sent: "delivered",
+            }),
             ..gatehouse_outbox::ChannelOptions::default()
         }
     }

@@ -302,6 +302,33 @@ async fn every_committed_change_is_posted_signed_with_the_row_before_and_after()
         assert_eq!(body["data"]["old"]["status"], "DONE");
         assert!(body["data"].get("new").is_none(), "a delete has no new row");
         receiver.nothing_more(Duration::from_millis(500)).await;
+
+        // Counted under the webhook's own name once recorded (the outcome
+        // is written after the receiver answered).
+        let want = r#"gatehouse_webhook_deliveries_total{hook="tasks",outcome="delivered"} 3"#;
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let text = c
+                .http
+                .get(format!("{}/metrics", c.base))
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            // The gauge is refreshed every few seconds.
+            let gauge = "gatehouse_webhook_oldest_pending_seconds{hook=\"tasks\"}";
+            if text.contains(want) && text.contains(gauge) {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{}: no `{want}` in\n{text}",
+                db.backend()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 }
 
