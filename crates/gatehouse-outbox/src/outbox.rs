@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex, Weak};
 
-use gatehouse_db::{Db, DbRow, Dialect, SCHEMA_LOCK, Tx};
+use gatehouse_db::{Built, Db, DbRow, Dialect, SCHEMA_LOCK, Tx};
 use serde_json::Value as Json;
 use tokio::sync::Notify;
 
@@ -165,6 +165,22 @@ impl Outbox {
     /// An error leaves `tx` unusable on PostgreSQL (an aborted
     /// transaction): roll it back.
     pub async fn enqueue(&self, tx: &mut Tx, message: &NewMessage) -> Result<String, OutboxError> {
+        let (id, q) = self.insert(message);
+        tx.conn().execute(q).await?;
+        Ok(id)
+    }
+
+    /// The statement that enqueues `message`, for a caller whose open
+    /// transaction belongs to another storage crate (the entity store's
+    /// `WriteTxn::execute`): run in it, the message commits or rolls back
+    /// with that transaction, as with [`Outbox::enqueue`]. Wake the workers
+    /// after the commit ([`Outbox::wake`]).
+    pub fn enqueue_statement(&self, message: &NewMessage) -> Result<Built, OutboxError> {
+        Ok(self.insert(message).1)
+    }
+
+    /// A new message's id and its `INSERT`.
+    fn insert(&self, message: &NewMessage) -> (String, Built) {
         let id = uuid::Uuid::now_v7().to_string();
         let payload = message.payload.to_string();
         let q = sql::insert(
@@ -177,8 +193,7 @@ impl Outbox {
                 now: self.now(),
             },
         );
-        tx.conn().execute(q).await?;
-        Ok(id)
+        (id, q)
     }
 
     /// Commits `tx` and wakes the workers: for a caller that enqueued in a

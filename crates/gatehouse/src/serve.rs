@@ -82,7 +82,24 @@ async fn serve(loaded: Loaded, json_logs: bool) -> anyhow::Result<ExitCode> {
 
     // GraphiQL signs in through the server's own client, back to its page.
     let graphiql_url = format!("{issuer}{}/graphql", config.base_path);
-    let auth = crate::auth::start(&config, &store, &issuer, &graphiql_url).await?;
+    // Opened before the authorization server: its e-mail flows enqueue in
+    // it, and the worker started below wakes on the same instance.
+    let outbox = gatehouse_outbox::Outbox::open(store.db().clone())
+        .await
+        .context("creating the outbox table")?;
+    let email_on = config
+        .email
+        .settings()
+        .map_err(anyhow::Error::msg)?
+        .is_some();
+    let auth = crate::auth::start(
+        &config,
+        &store,
+        &issuer,
+        &graphiql_url,
+        email_on.then_some(&outbox),
+    )
+    .await?;
     crate::auth::bootstrap(&auth.admin(), &config).await?;
     crate::auth::bootstrap_consumers(&auth, &config).await?;
     warn_when_nobody_can_sign_in(&auth.admin(), &config).await;
@@ -98,7 +115,7 @@ async fn serve(loaded: Loaded, json_logs: bool) -> anyhow::Result<ExitCode> {
             shutdown.cancel();
         }
     });
-    let mail = start_mail(&config, &store, shutdown.clone()).await?;
+    let mail = start_mail(&config, &outbox, shutdown.clone()).await?;
     // Validated with the rest of the configuration at load.
     let allowed_origins = gatehouse_oauth::AllowedOrigins::parse(&config.cors.allowed_origins)
         .map_err(|e| anyhow::anyhow!("`cors.allowed_origins`: {e}"))?;
@@ -301,12 +318,9 @@ async fn serve(loaded: Loaded, json_logs: bool) -> anyhow::Result<ExitCode> {
 /// it first (`docs/design/outbox.md`).
 async fn start_mail(
     config: &crate::config::Config,
-    store: &gatehouse_store::Store,
+    outbox: &gatehouse_outbox::Outbox,
     shutdown: gatehouse_http::CancellationToken,
 ) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
-    let outbox = gatehouse_outbox::Outbox::open(store.db().clone())
-        .await
-        .context("creating the outbox table")?;
     // Checked with the rest of the configuration at load.
     let Some(settings) = config.email.settings().map_err(anyhow::Error::msg)? else {
         return Ok(None);
@@ -315,7 +329,7 @@ async fn start_mail(
         .map_err(|e| anyhow::anyhow!("`email.{}`: {e}", e.key()))?;
     // The transport's Display leaves the SMTP password out.
     tracing::info!(transport = %settings.transport, from = %settings.from, "e-mail delivery ready");
-    let worker = gatehouse_outbox::Worker::new(&outbox, gatehouse_outbox::WorkerOptions::default())
+    let worker = gatehouse_outbox::Worker::new(outbox, gatehouse_outbox::WorkerOptions::default())
         .channel(
             gatehouse_mail::CHANNEL,
             Arc::new(sender),
