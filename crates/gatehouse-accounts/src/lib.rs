@@ -492,7 +492,7 @@ impl MailFlows for StoreFlows {
             .and_then(|row| self.accounts.profile(row)))
     }
 
-    async fn send(&self, token: &FlowToken, mail: &FlowMail) -> Result<(), RepoError> {
+    async fn send(&self, token: &FlowToken, mail: &FlowMail) -> Result<bool, RepoError> {
         self.tables().await?;
         let message = Email {
             to: mail.to.clone(),
@@ -505,20 +505,25 @@ impl MailFlows for StoreFlows {
             .outbox
             .enqueue_statement(&message)
             .map_err(|e| RepoError::new(format!("enqueueing a flow message: {e}")))?;
+        let failed = |e: Error| RepoError::new(format!("writing a flow message: {e}"));
+        let auth = &self.accounts.auth;
         let txn = self.accounts.store.begin_write();
-        for statement in [
-            self.accounts.auth.insert_flow_token_statement(token),
-            enqueue,
-        ] {
-            run_in(&txn, statement)
-                .await
-                .map_err(|e| RepoError::new(format!("writing a flow message: {e}")))?;
+        if let Some(lock) = auth.flow_address_lock(&token.address) {
+            run_in(&txn, lock).await.map_err(failed)?;
         }
-        txn.commit()
+        if run_in(&txn, auth.insert_flow_token_statement(token))
             .await
-            .map_err(|e| RepoError::new(format!("writing a flow message: {e}")))?;
+            .map_err(failed)?
+            != 1
+        {
+            // Over the address's limits: no token, no message.
+            txn.rollback().await;
+            return Ok(false);
+        }
+        run_in(&txn, enqueue).await.map_err(failed)?;
+        txn.commit().await.map_err(|e| failed(store_error(e)))?;
         self.outbox.wake();
-        Ok(())
+        Ok(true)
     }
 
     async fn mails_since(

@@ -28,8 +28,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 use gatehouse_auth::{
     AuthRepo, ClientRecord, ClientType, CodeRecord, ConsumerRecord, FlowPurpose, FlowToken, Grant,
-    IdentityKind, KeyRecord, MAX_CODE_ATTEMPTS, NameTaken, NewIdentity, OAuth1TokenKind,
-    OAuth1TokenRecord, RepoError, SigningAlg, TokenKind, TokenRecord, UserRecord, name_key,
+    IdentityKind, KeyRecord, MAIL_INTERVAL, MAILS_PER_HOUR, MAX_CODE_ATTEMPTS, NameTaken,
+    NewIdentity, OAuth1TokenKind, OAuth1TokenRecord, RepoError, SigningAlg, TokenKind, TokenRecord,
+    UserRecord, name_key,
 };
 use gatehouse_db::{Built, Conn, Db, DbError, DbRow, Dialect, SCHEMA_LOCK, SqlKind, q};
 use sea_query::Value;
@@ -740,11 +741,22 @@ impl SqlAuthRepo {
     }
 
     /// The statement that stores a flow token, for the transaction that
-    /// also enqueues its message. The tables must exist
+    /// also enqueues its message, unless its address is over its limits
+    /// (`MAILS_PER_HOUR` in the hour before the token's `created_at`, or
+    /// one within `MAIL_INTERVAL`): then it inserts nothing (0 rows), and
+    /// the caller rolls back. Run after [`SqlAuthRepo::flow_address_lock`]
+    /// in the same transaction, so two messages to one address are
+    /// counted one after the other. The tables must exist
     /// ([`SqlAuthRepo::ensure_tables`]).
     pub fn insert_flow_token_statement(&self, t: &FlowToken) -> Built {
+        let placeholders = ["?"; 12].join(", ");
+        let table = q(EMAIL_TOKENS);
         self.built(
-            &insert_sql(EMAIL_TOKENS, FLOW_COLS, 12),
+            &format!(
+                "INSERT INTO {table} ({FLOW_COLS}) SELECT {placeholders} \
+                 WHERE (SELECT COUNT(*) FROM {table} WHERE address = ? AND created_at >= ?) < ? \
+                 AND NOT EXISTS (SELECT 1 FROM {table} WHERE address = ? AND created_at > ?)"
+            ),
             vec![
                 text(&t.id),
                 text(t.purpose.as_str()),
@@ -758,8 +770,26 @@ impl SqlAuthRepo {
                 int(t.code_expires_at),
                 int(i64::from(t.attempts)),
                 opt_int(t.used_at),
+                text(&t.address),
+                int(t.created_at.saturating_sub(3600)),
+                int(i64::try_from(MAILS_PER_HOUR).unwrap_or(i64::MAX)),
+                text(&t.address),
+                int(t.created_at.saturating_sub(MAIL_INTERVAL)),
             ],
         )
+    }
+
+    /// PostgreSQL: the statement that serializes the flow messages of one
+    /// address for the rest of the transaction (under READ COMMITTED two
+    /// transactions would otherwise both find the address under its
+    /// limits). SQLite needs none: its writer is one at a time.
+    pub fn flow_address_lock(&self, address: &str) -> Option<Built> {
+        (self.dialect() == Dialect::Postgres).then(|| {
+            self.built(
+                "SELECT pg_advisory_xact_lock(hashtextextended(?, 7428190343))",
+                vec![text(address)],
+            )
+        })
     }
 
     /// The statement that spends the flow token `id` at `now`, if it is

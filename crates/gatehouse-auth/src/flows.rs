@@ -167,8 +167,11 @@ pub trait MailFlows: Send + Sync + fmt::Debug {
     /// The account whose `email` is `address`, without regard to case.
     async fn find_by_email(&self, address: &str) -> Result<Option<AccountProfile>, RepoError>;
     /// Writes `token` and enqueues `mail` in one transaction: both exist
-    /// once it commits, neither if it fails.
-    async fn send(&self, token: &FlowToken, mail: &FlowMail) -> Result<(), RepoError>;
+    /// once it commits, neither if it fails. `false`: the address is over
+    /// its limits ([`MAILS_PER_HOUR`], [`MAIL_INTERVAL`], counted in that
+    /// transaction, so two racing requests cannot both pass), and nothing
+    /// was written.
+    async fn send(&self, token: &FlowToken, mail: &FlowMail) -> Result<bool, RepoError>;
     /// How many messages went to `address` since `since`, and when the
     /// latest did.
     async fn mails_since(&self, address: &str, since: i64)

@@ -90,9 +90,15 @@ async fn read_form(state: &OAuthState, req: Request) -> Result<(Params, Request<
     }
 }
 
-fn query(req: &Request) -> Result<Params, Response> {
-    form::parse_form(req.uri().query().unwrap_or("").as_bytes())
-        .map_err(|e| pages::error(StatusCode::BAD_REQUEST, "Invalid request", e.description()))
+/// The query string's parameters, or the page refusing them.
+fn query(req: &Request) -> Result<Params, Box<Response>> {
+    form::parse_form(req.uri().query().unwrap_or("").as_bytes()).map_err(|e| {
+        Box::new(pages::error(
+            StatusCode::BAD_REQUEST,
+            "Invalid request",
+            e.description(),
+        ))
+    })
 }
 
 /// `Retry-After` on a throttled answer.
@@ -170,7 +176,7 @@ pub(crate) async fn forgot_get(State(state): State<OAuthState>, req: Request) ->
     }
     let params = match query(&req) {
         Ok(p) => p,
-        Err(resp) => return resp,
+        Err(resp) => return *resp,
     };
     let p = authorize_params(&params);
     let (csrf, cookie) = csrf_for(&state, req.headers());
@@ -227,7 +233,7 @@ pub(crate) async fn reset_get(State(state): State<OAuthState>, req: Request) -> 
     }
     let params = match query(&req) {
         Ok(p) => p,
-        Err(resp) => return resp,
+        Err(resp) => return *resp,
     };
     let token = params.get("token").unwrap_or("");
     match state.inner.server.email_link(token).await {

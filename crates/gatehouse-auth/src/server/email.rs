@@ -179,8 +179,11 @@ impl AuthServer {
                 url = flows.config.link_base,
             ),
         };
-        flows.store.send(&token, &mail).await?;
-        tracing::info!("password reset message written");
+        if flows.store.send(&token, &mail).await? {
+            tracing::info!("password reset message written");
+        } else {
+            tracing::info!("flow message not sent: the address is over its limits");
+        }
         Ok(())
     }
 

@@ -30,6 +30,8 @@ const NOT_ROW_ACCESS: &[&str] = &[
     "within",
     // Statements of other storage crates run with writes: no rows read.
     "add_commit_hook",
+    // A configured limit (`limits.max_bulk_rows`), no rows.
+    "max_bulk_rows",
     // `Cursor`: the text of a row's position, no rows.
     "of",
     "fields",

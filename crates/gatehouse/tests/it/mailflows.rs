@@ -192,11 +192,17 @@ impl Project {
         let Ok(entries) = std::fs::read_dir(self.mail_dir()) else {
             return Vec::new();
         };
-        let mut files: Vec<_> = entries.map(|e| e.unwrap().path()).collect();
+        // Only whole messages: the transport writes a file under another
+        // name, then renames it.
+        let mut files: Vec<_> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|f| f.extension().is_some_and(|x| x == "eml"))
+            .collect();
         files.sort();
         files
             .iter()
-            .map(|f| decode(&std::fs::read_to_string(f).unwrap()))
+            .filter_map(|f| std::fs::read_to_string(f).ok())
+            .map(|text| decode(&text))
             .collect()
     }
 
@@ -210,6 +216,9 @@ impl Project {
                 .filter(|m| m.contains(&format!("To: {to}")))
                 .collect();
             if found.len() >= n || Instant::now() > deadline {
+                if found.len() < n {
+                    eprintln!("server log: {:#?}", self.server.as_ref().unwrap().logs());
+                }
                 return found;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -629,4 +638,81 @@ async fn a_flow_started_from_an_authorization_request_returns_to_it() {
             && location.contains("state=s1"),
         "{location}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flow_token_and_its_message_commit_or_roll_back_together() {
+    use gatehouse_accounts::{StoreAccounts, StoreFlows};
+    use gatehouse_auth::{
+        Accounts, Claims, FlowMail, FlowPurpose, FlowToken, MailFlows, UserRecord,
+    };
+    use std::sync::Arc;
+
+    for db in TestDb::each().await {
+        let store = db.open(gatehouse_testkit::model(SCHEMA)).await;
+        let auth = Arc::new(gatehouse_auth_store::SqlAuthRepo::new(store.db().clone()));
+        let outbox = gatehouse_outbox::Outbox::open(store.db().clone())
+            .await
+            .unwrap();
+        let accounts = StoreAccounts::new(&store, auth.clone()).unwrap();
+        let flows = StoreFlows::new(&accounts, outbox.clone()).unwrap();
+        let credential = UserRecord {
+            username: String::new(),
+            password_hash: "x".into(),
+            scopes: vec![],
+            claims: Claims::new(),
+            created_at: 0,
+            updated_at: 0,
+        };
+        let dana = accounts
+            .create("dana", &Claims::new(), &credential)
+            .await
+            .unwrap()
+            .unwrap();
+        let token = FlowToken {
+            id: "flow-1".into(),
+            purpose: FlowPurpose::Reset,
+            sub: Some(dana.sub.clone()),
+            address: "dana@example.com".into(),
+            link_hash: Some("link".into()),
+            code_hash: Some("code".into()),
+            payload: json!({}),
+            created_at: 1,
+            expires_at: i64::MAX,
+            code_expires_at: i64::MAX,
+            attempts: 0,
+            used_at: None,
+        };
+        let mail = FlowMail {
+            to: "dana@example.com".into(),
+            subject: "Reset your password".into(),
+            text: "a link".into(),
+        };
+        assert!(flows.send(&token, &mail).await.unwrap());
+        let mut second = mail.clone();
+        second.subject = "Second".into();
+        // The same token id again (to another address, under its limits):
+        // its insert fails, so its message is rolled back with it.
+        let mut again = token.clone();
+        again.address = "other@example.com".into();
+        assert!(
+            flows.send(&again, &second).await.is_err(),
+            "{}",
+            db.backend()
+        );
+        // Another token to the same address within the minute: over the
+        // address's limits, neither it nor its message is written.
+        let mut third = token.clone();
+        third.id = "flow-3".into();
+        assert!(
+            !flows.send(&third, &second).await.unwrap(),
+            "{}",
+            db.backend()
+        );
+        assert!(flows.token("flow-3").await.unwrap().is_none());
+        let messages = outbox.list(None, None, 10).await.unwrap();
+        assert_eq!(messages.len(), 1, "{}: {messages:?}", db.backend());
+        assert_eq!(messages[0].payload["subject"], json!("Reset your password"));
+        assert!(flows.token("flow-1").await.unwrap().is_some());
+    }
 }
