@@ -21,13 +21,18 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{Value as Json, json};
 
-use gatehouse_auth::{AccountProfile, Accounts, Claims, Error, RepoError, UserRecord};
+use gatehouse_auth::{
+    AccountProfile, Accounts, Claims, Error, FlowEffect, FlowMail, FlowToken, MailFlows, RepoError,
+    UserRecord,
+};
 use gatehouse_auth_store::SqlAuthRepo;
 use gatehouse_db::Built;
+use gatehouse_mail::Email;
+use gatehouse_outbox::Outbox;
 use gatehouse_schema::{AccountType, ChangeKind, FieldKind, Model, Scalar, ValueType};
 use gatehouse_store::{
     AccessContext, ChangeEvent, CommitHook, EntityStore, Filter, FilterOp, ListQuery, OrderBy, Row,
-    Store, StoreError,
+    Store, StoreError, WriteTxn,
 };
 
 /// The rows of the account type as [`gatehouse_auth::Accounts`].
@@ -414,5 +419,189 @@ impl CommitHook for AccountHook {
                 }
             }
         }
+    }
+}
+
+/// The e-mail flows' storage ([`gatehouse_auth::MailFlows`]) over the
+/// account rows, the OAuth tables and the outbox of one database: a token
+/// and its message are written in one transaction of the entity store, and
+/// spending a token commits with what it does (a new password, revoked
+/// tokens, a verified address).
+#[derive(Debug, Clone)]
+pub struct StoreFlows {
+    accounts: StoreAccounts,
+    outbox: Outbox,
+}
+
+impl StoreFlows {
+    /// The flows over `accounts`, their messages enqueued in `outbox` (in
+    /// the same database); `None` when the account type has no `email`.
+    pub fn new(accounts: &StoreAccounts, outbox: Outbox) -> Option<StoreFlows> {
+        accounts.account.email.then(|| StoreFlows {
+            accounts: accounts.clone(),
+            outbox,
+        })
+    }
+
+    async fn tables(&self) -> Result<(), RepoError> {
+        self.accounts
+            .auth
+            .ensure_tables()
+            .await
+            .map_err(|e| RepoError::new(format!("creating the OAuth tables: {e}")))
+    }
+}
+
+/// Runs `statement` in `txn`, which is rolled back when it fails.
+async fn run_in(txn: &WriteTxn, statement: Built) -> Result<u64, Error> {
+    match txn.execute(statement).await {
+        Ok(n) => Ok(n),
+        Err(e) => {
+            txn.rollback().await;
+            Err(store_error(e))
+        }
+    }
+}
+
+#[async_trait]
+impl MailFlows for StoreFlows {
+    async fn find_by_email(&self, address: &str) -> Result<Option<AccountProfile>, RepoError> {
+        let query = ListQuery {
+            filter: Some(Filter::Cmp {
+                field: AccountType::EMAIL.into(),
+                op: FilterOp::IEq,
+                value: json!(address),
+            }),
+            order: vec![OrderBy {
+                field: "id".into(),
+                desc: false,
+            }],
+            limit: Some(1),
+            ..ListQuery::default()
+        };
+        let page = self
+            .accounts
+            .rows()
+            .list(&AccessContext::system(), &query)
+            .await
+            .map_err(repo_error)?;
+        Ok(page
+            .rows
+            .into_rows()
+            .first()
+            .and_then(|row| self.accounts.profile(row)))
+    }
+
+    async fn send(&self, token: &FlowToken, mail: &FlowMail) -> Result<bool, RepoError> {
+        self.tables().await?;
+        let message = Email {
+            to: mail.to.clone(),
+            subject: mail.subject.clone(),
+            text: mail.text.clone(),
+            html: None,
+        }
+        .message();
+        let (_, enqueue) = self
+            .outbox
+            .enqueue_statement(&message)
+            .map_err(|e| RepoError::new(format!("enqueueing a flow message: {e}")))?;
+        let failed = |e: Error| RepoError::new(format!("writing a flow message: {e}"));
+        let auth = &self.accounts.auth;
+        let txn = self.accounts.store.begin_write();
+        if let Some(lock) = auth.flow_address_lock(&token.address) {
+            run_in(&txn, lock).await.map_err(failed)?;
+        }
+        if run_in(&txn, auth.insert_flow_token_statement(token))
+            .await
+            .map_err(failed)?
+            != 1
+        {
+            // Over the address's limits: no token, no message.
+            txn.rollback().await;
+            return Ok(false);
+        }
+        run_in(&txn, enqueue).await.map_err(failed)?;
+        txn.commit().await.map_err(|e| failed(store_error(e)))?;
+        self.outbox.wake();
+        Ok(true)
+    }
+
+    async fn mails_since(
+        &self,
+        address: &str,
+        since: i64,
+    ) -> Result<(u64, Option<i64>), RepoError> {
+        self.accounts.auth.flow_mails_since(address, since).await
+    }
+
+    async fn token(&self, id: &str) -> Result<Option<FlowToken>, RepoError> {
+        self.accounts.auth.flow_token(id).await
+    }
+
+    async fn token_by_link(&self, link_hash: &str) -> Result<Option<FlowToken>, RepoError> {
+        self.accounts.auth.flow_token_by_link(link_hash).await
+    }
+
+    async fn wrong_code(&self, id: &str) -> Result<(), RepoError> {
+        self.accounts.auth.flow_wrong_code(id).await
+    }
+
+    async fn complete(
+        &self,
+        token: &FlowToken,
+        effect: FlowEffect<'_>,
+        now: i64,
+    ) -> Result<bool, Error> {
+        self.tables().await?;
+        let Some(sub) = token.sub.as_deref() else {
+            return Ok(false);
+        };
+        let auth = &self.accounts.auth;
+        let txn = self.accounts.store.begin_write();
+        if run_in(&txn, auth.use_flow_token_statement(&token.id, now)).await? != 1 {
+            txn.rollback().await;
+            return Ok(false);
+        }
+        let rows = txn.entity_at(self.accounts.account.entity);
+        let system = AccessContext::system();
+        let row = match rows.get(&system, sub).await {
+            Ok(Some(row)) => row,
+            Ok(None) => {
+                txn.rollback().await;
+                return Ok(false);
+            }
+            Err(e) => {
+                txn.rollback().await;
+                return Err(store_error(e));
+            }
+        };
+        if let FlowEffect::SetPassword { credential } = effect {
+            let credential = UserRecord {
+                username: sub.to_string(),
+                claims: Claims::new(),
+                ..credential.clone()
+            };
+            run_in(&txn, auth.upsert_user_statement(&credential)?).await?;
+            run_in(&txn, auth.revoke_user_tokens_statement(sub, true)).await?;
+        }
+        // The message reached the token's address: when it is still the
+        // account's, it is verified.
+        let still_its = row
+            .get(AccountType::EMAIL)
+            .and_then(Json::as_str)
+            .is_some_and(|a| a.to_lowercase() == token.address);
+        if self.accounts.account.email_verified && still_its {
+            let mut verified = Row::new();
+            verified.insert(AccountType::EMAIL_VERIFIED.into(), Json::Bool(true));
+            if let Err(e) = rows
+                .update_with_server_fields(&system, sub, Row::new(), verified)
+                .await
+            {
+                txn.rollback().await;
+                return Err(store_error(e));
+            }
+        }
+        txn.commit().await.map_err(store_error)?;
+        Ok(true)
     }
 }

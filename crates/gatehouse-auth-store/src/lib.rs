@@ -27,9 +27,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use gatehouse_auth::{
-    AuthRepo, ClientRecord, ClientType, CodeRecord, ConsumerRecord, Grant, IdentityKind, KeyRecord,
-    NameTaken, NewIdentity, OAuth1TokenKind, OAuth1TokenRecord, RepoError, SigningAlg, TokenKind,
-    TokenRecord, UserRecord, name_key,
+    AuthRepo, ClientRecord, ClientType, CodeRecord, ConsumerRecord, FlowPurpose, FlowToken, Grant,
+    IdentityKind, KeyRecord, MAIL_INTERVAL, MAILS_PER_HOUR, MAX_CODE_ATTEMPTS, NameTaken,
+    NewIdentity, OAuth1TokenKind, OAuth1TokenRecord, RepoError, SigningAlg, TokenKind, TokenRecord,
+    UserRecord, name_key,
 };
 use gatehouse_db::{Built, Conn, Db, DbError, DbRow, Dialect, SCHEMA_LOCK, SqlKind, q};
 use sea_query::Value;
@@ -52,6 +53,10 @@ const CODES: &str = "_gatehouse_oauth_codes";
 /// key (`gatehouse_auth::name_key`): `register` refuses them, so a `sub`
 /// is never given to someone else.
 const RETIRED: &str = "_gatehouse_oauth_retired_names";
+/// Tokens of the e-mail flows (and notices, which only count towards an
+/// address's limits): `use_flow_token_statement`'s conditional `UPDATE` is
+/// what makes one single-use across instances.
+const EMAIL_TOKENS: &str = "_gatehouse_email_tokens";
 
 /// Creates the OAuth tables and their indexes when missing (under the
 /// schema lock, [`SqlAuthRepo::ensure_tables`]).
@@ -139,6 +144,22 @@ async fn create_tables(conn: &mut Conn<'_>, d: Dialect) -> Result<(), gatehouse_
             "CREATE TABLE IF NOT EXISTS {} (name_key {text} PRIMARY KEY NOT NULL, \
              kind TEXT NOT NULL, name {text} NOT NULL)",
             q(RETIRED)
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (id {text} PRIMARY KEY NOT NULL, \
+             purpose TEXT NOT NULL, sub {text}, address {text} NOT NULL, link_hash {text}, \
+             code_hash TEXT, payload TEXT NOT NULL, created_at BIGINT NOT NULL, \
+             expires_at BIGINT NOT NULL, code_expires_at BIGINT NOT NULL, \
+             attempts BIGINT NOT NULL DEFAULT 0, used_at BIGINT)",
+            q(EMAIL_TOKENS)
+        ),
+        index(EMAIL_TOKENS, "link_hash"),
+        index(EMAIL_TOKENS, "expires_at"),
+        // The per-address limits count an address's recent messages.
+        format!(
+            "CREATE INDEX IF NOT EXISTS {} ON {} (address, created_at)",
+            q(&format!("{EMAIL_TOKENS}_address_idx")),
+            q(EMAIL_TOKENS)
         ),
         // `register` looks names up without regard to ASCII case.
         folded_index(USERS, "username"),
@@ -413,6 +434,46 @@ const CODE_KINDS: &[SqlKind] = &[
     SqlKind::Text,
 ];
 
+const FLOW_COLS: &str = "id, purpose, sub, address, link_hash, code_hash, payload, created_at, \
+                         expires_at, code_expires_at, attempts, used_at";
+const FLOW_KINDS: &[SqlKind] = &[
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Count,
+    SqlKind::Count,
+    SqlKind::Count,
+    SqlKind::Count,
+    SqlKind::Count,
+];
+
+fn flow_token(row: DbRow) -> Result<FlowToken, RepoError> {
+    let mut c = Cols::new(row, "e-mail flow token");
+    let id = c.string()?;
+    let purpose = c.string()?;
+    Ok(FlowToken {
+        id,
+        purpose: FlowPurpose::parse(&purpose).ok_or_else(|| c.bad("a flow purpose"))?,
+        sub: c.opt_string()?,
+        address: c.string()?,
+        link_hash: c.opt_string()?,
+        code_hash: c.opt_string()?,
+        payload: {
+            let s = c.string()?;
+            serde_json::from_str(&s).map_err(|_| c.bad("JSON"))?
+        },
+        created_at: c.int()?,
+        expires_at: c.int()?,
+        code_expires_at: c.int()?,
+        attempts: u32::try_from(c.int()?).unwrap_or(u32::MAX),
+        used_at: c.opt_int()?,
+    })
+}
+
 fn code(row: DbRow) -> Result<CodeRecord, RepoError> {
     let mut c = Cols::new(row, "authorization code");
     Ok(CodeRecord {
@@ -677,6 +738,145 @@ impl SqlAuthRepo {
             ),
             vec![text(username)],
         )
+    }
+
+    /// The statement that stores a flow token, for the transaction that
+    /// also enqueues its message, unless its address is over its limits
+    /// (`MAILS_PER_HOUR` in the hour before the token's `created_at`, or
+    /// one within `MAIL_INTERVAL`): then it inserts nothing (0 rows), and
+    /// the caller rolls back. Run after [`SqlAuthRepo::flow_address_lock`]
+    /// in the same transaction, so two messages to one address are
+    /// counted one after the other. The tables must exist
+    /// ([`SqlAuthRepo::ensure_tables`]).
+    pub fn insert_flow_token_statement(&self, t: &FlowToken) -> Built {
+        let placeholders = ["?"; 12].join(", ");
+        let table = q(EMAIL_TOKENS);
+        self.built(
+            &format!(
+                "INSERT INTO {table} ({FLOW_COLS}) SELECT {placeholders} \
+                 WHERE (SELECT COUNT(*) FROM {table} WHERE address = ? AND created_at >= ?) < ? \
+                 AND NOT EXISTS (SELECT 1 FROM {table} WHERE address = ? AND created_at > ?)"
+            ),
+            vec![
+                text(&t.id),
+                text(t.purpose.as_str()),
+                opt_text(t.sub.as_deref()),
+                text(&t.address),
+                opt_text(t.link_hash.as_deref()),
+                opt_text(t.code_hash.as_deref()),
+                text(t.payload.to_string()),
+                int(t.created_at),
+                int(t.expires_at),
+                int(t.code_expires_at),
+                int(i64::from(t.attempts)),
+                opt_int(t.used_at),
+                text(&t.address),
+                int(t.created_at.saturating_sub(3600)),
+                int(i64::try_from(MAILS_PER_HOUR).unwrap_or(i64::MAX)),
+                text(&t.address),
+                int(t.created_at.saturating_sub(MAIL_INTERVAL)),
+            ],
+        )
+    }
+
+    /// PostgreSQL: the statement that serializes the flow messages of one
+    /// address for the rest of the transaction (under READ COMMITTED two
+    /// transactions would otherwise both find the address under its
+    /// limits). SQLite needs none: its writer is one at a time.
+    pub fn flow_address_lock(&self, address: &str) -> Option<Built> {
+        (self.dialect() == Dialect::Postgres).then(|| {
+            self.built(
+                "SELECT pg_advisory_xact_lock(hashtextextended(?, 7428190343))",
+                vec![text(address)],
+            )
+        })
+    }
+
+    /// The statement that spends the flow token `id` at `now`, if it is
+    /// unspent, not cancelled and unexpired: of two uses racing, on one
+    /// instance or many, one changes a row; the caller checks that one did.
+    pub fn use_flow_token_statement(&self, id: &str, now: i64) -> Built {
+        self.built(
+            &format!(
+                "UPDATE {} SET used_at = ? WHERE id = ? AND used_at IS NULL AND attempts < ? \
+                 AND expires_at > ?",
+                q(EMAIL_TOKENS)
+            ),
+            vec![
+                int(now),
+                text(id),
+                int(i64::from(MAX_CODE_ATTEMPTS)),
+                int(now),
+            ],
+        )
+    }
+
+    /// The flow token with this id.
+    pub async fn flow_token(&self, id: &str) -> Result<Option<FlowToken>, RepoError> {
+        let sql = format!("SELECT {FLOW_COLS} FROM {} WHERE id = ?", q(EMAIL_TOKENS));
+        let rows = self
+            .fetch("flow_token", &sql, vec![text(id)], FLOW_KINDS)
+            .await?;
+        rows.into_iter().next().map(flow_token).transpose()
+    }
+
+    /// The flow token whose link hashes to `link_hash`.
+    pub async fn flow_token_by_link(
+        &self,
+        link_hash: &str,
+    ) -> Result<Option<FlowToken>, RepoError> {
+        let sql = format!(
+            "SELECT {FLOW_COLS} FROM {} WHERE link_hash = ?",
+            q(EMAIL_TOKENS)
+        );
+        let rows = self
+            .fetch(
+                "flow_token_by_link",
+                &sql,
+                vec![text(link_hash)],
+                FLOW_KINDS,
+            )
+            .await?;
+        rows.into_iter().next().map(flow_token).transpose()
+    }
+
+    /// Counts a wrong code against the unspent flow token `id`.
+    pub async fn flow_wrong_code(&self, id: &str) -> Result<(), RepoError> {
+        self.execute(
+            "flow_wrong_code",
+            &format!(
+                "UPDATE {} SET attempts = attempts + 1 WHERE id = ? AND used_at IS NULL",
+                q(EMAIL_TOKENS)
+            ),
+            vec![text(id)],
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// How many flow messages went to `address` since `since`, and when
+    /// the latest did.
+    pub async fn flow_mails_since(
+        &self,
+        address: &str,
+        since: i64,
+    ) -> Result<(u64, Option<i64>), RepoError> {
+        let sql = format!(
+            "SELECT COUNT(*), MAX(created_at) FROM {} WHERE address = ? AND created_at >= ?",
+            q(EMAIL_TOKENS)
+        );
+        let rows = self
+            .fetch(
+                "flow_mails_since",
+                &sql,
+                vec![text(address), int(since)],
+                &[SqlKind::Count, SqlKind::Count],
+            )
+            .await?;
+        let mut c = Cols::new(rows.into_iter().next().unwrap_or_default(), "mail count");
+        let count = c.opt_int()?.unwrap_or(0);
+        let last = c.opt_int()?;
+        Ok((u64::try_from(count).unwrap_or(0), last))
     }
 
     fn db(&self) -> &Db {
@@ -1403,9 +1603,19 @@ impl AuthRepo for SqlAuthRepo {
             ),
             vec![int(now)],
         );
+        // Flow tokens stay an hour after they were made, whatever their
+        // lifetime: the per-address limits count them.
+        let flows = self.built(
+            &format!(
+                "DELETE FROM {} WHERE expires_at <= ? AND created_at <= ?",
+                q(EMAIL_TOKENS)
+            ),
+            vec![int(now), int(now.saturating_sub(3600))],
+        );
         let mut tx = self.db().begin().await.map_err(|e| store_err(OP, e))?;
         let mut n = tx.conn().execute(tokens).await.map_err(|e| db_err(OP, e))?;
         n += tx.conn().execute(keys).await.map_err(|e| db_err(OP, e))?;
+        n += tx.conn().execute(flows).await.map_err(|e| db_err(OP, e))?;
         tx.commit().await.map_err(|e| db_err(OP, e))?;
         Ok(n)
     }

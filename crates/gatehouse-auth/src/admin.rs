@@ -347,6 +347,11 @@ impl Admin {
         }
     }
 
+    /// The argon2 hash of a new password (off the runtime's threads).
+    pub(crate) async fn hash_new_password(&self, password: &str) -> Result<String> {
+        self.hash_password(password).await
+    }
+
     async fn hash_password(&self, password: &str) -> Result<String> {
         let pw = password.to_string();
         let random = self.random.clone();

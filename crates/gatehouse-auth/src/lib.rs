@@ -24,6 +24,7 @@ mod admin;
 mod claims;
 mod clock;
 mod error;
+mod flows;
 mod jwt;
 mod keys;
 mod login;
@@ -52,6 +53,10 @@ pub use claims::{
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Description, Error, RepoError, Result};
+pub use flows::{
+    CODE_DIGITS, EmailFlowConfig, FlowEffect, FlowMail, FlowPurpose, FlowToken, MAIL_INTERVAL,
+    MAILS_PER_HOUR, MAX_CODE_ATTEMPTS, MailFlows, Verification,
+};
 pub use jwt::{ACCESS_TOKEN_TYP, AccessClaims, Audience, IDTYP_APP, IDTYP_USER};
 pub use keys::{
     GENERATED_SECRET_PREFIX, KeyCipher, KeyRing, Signer, SigningAlg, generate_key,
@@ -84,8 +89,9 @@ pub use secrets::{
 };
 pub use server::{
     AuthConfig, AuthServer, AuthorizeError, AuthorizeErrorCode, AuthorizeParams, AuthorizeRequest,
-    CODE_REPLAY_MEMORY, CODE_TTL, CONSENT_TTL, ClientProof, CsrfPair, ExchangeRequest, MAX_STATE,
-    MIN_SIGN_UP_PASSWORD, SignedIn, TokenRequest, TokenResponse,
+    CODE_REPLAY_MEMORY, CODE_TTL, CONSENT_TTL, ClientProof, CsrfPair, ExchangeRequest, MAX_ADDRESS,
+    MAX_STATE, MIN_SIGN_UP_PASSWORD, ReturnTo, SignedIn, TokenRequest, TokenResponse,
+    normalize_address, plausible_address,
 };
 
 /// base64url without padding (RFC 7515 §2), the encoding of every token part.

@@ -90,7 +90,7 @@ pub(crate) fn csrf_checked(
 
 /// A form whose CSRF token is missing or wrong: 403, never redirected, so
 /// a forged POST learns nothing and goes nowhere.
-fn csrf_refused() -> Response {
+pub(crate) fn csrf_refused() -> Response {
     pages::error(
         StatusCode::FORBIDDEN,
         "This form has expired",
@@ -108,7 +108,7 @@ pub(crate) fn with_cookie(mut resp: Response, cookie: Option<HeaderValue>) -> Re
 }
 
 /// The parameters of an authorization request out of a query or form.
-fn authorize_params(params: &Params) -> AuthorizeParams {
+pub(crate) fn authorize_params(params: &Params) -> AuthorizeParams {
     let mut p = AuthorizeParams::default();
     for name in [
         "response_type",
@@ -129,7 +129,7 @@ fn authorize_params(params: &Params) -> AuthorizeParams {
     p
 }
 
-fn hidden(p: &AuthorizeParams) -> Vec<Hidden> {
+pub(crate) fn hidden(p: &AuthorizeParams) -> Vec<Hidden> {
     p.pairs()
         .into_iter()
         .map(|(name, value)| Hidden {
@@ -154,7 +154,7 @@ fn self_link(p: &AuthorizeParams, screen: Option<&str>) -> String {
 
 /// A 302 to `location` (an authorization response), not cached, with no
 /// referrer.
-fn redirect(location: &str) -> Response {
+pub(crate) fn redirect(location: &str) -> Response {
     let Ok(value) = HeaderValue::from_str(location) else {
         return pages::error(
             StatusCode::BAD_REQUEST,
@@ -170,7 +170,7 @@ fn redirect(location: &str) -> Response {
 }
 
 /// A server fault: logged, never described.
-fn server_error(cause: &str) -> Response {
+pub(crate) fn server_error(cause: &str) -> Response {
     tracing::error!(cause = %cause, "authorization server error");
     pages::error(
         StatusCode::INTERNAL_SERVER_ERROR,
@@ -269,6 +269,11 @@ fn sign_in_page(
             sign_up_href: state
                 .sign_up_enabled()
                 .then(|| self_link(p, Some("sign_up"))),
+            forgot_href: state
+                .inner
+                .server
+                .mail_flows_on()
+                .then(|| crate::email::forgot_link(p)),
         },
     )
 }

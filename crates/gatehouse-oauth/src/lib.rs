@@ -26,6 +26,7 @@
 
 mod authorize;
 pub mod cors;
+mod email;
 mod error;
 mod extract;
 mod form;
@@ -209,6 +210,18 @@ pub fn router(state: OAuthState) -> Router {
             "/oauth/authorize",
             get(authorize::get)
                 .post(authorize::post)
+                .fallback(|| async { OAuthError::MethodNotAllowed("GET, POST") }),
+        )
+        .route(
+            "/auth/forgot",
+            get(email::forgot_get)
+                .post(email::forgot_post)
+                .fallback(|| async { OAuthError::MethodNotAllowed("GET, POST") }),
+        )
+        .route(
+            "/auth/reset",
+            get(email::reset_get)
+                .post(email::reset_post)
                 .fallback(|| async { OAuthError::MethodNotAllowed("GET, POST") }),
         )
         .route("/oauth/refresh_token", token(Endpoint::RefreshToken))

@@ -43,6 +43,42 @@ pub(crate) struct SignInPage<'a> {
     pub(crate) username: &'a str,
     pub(crate) error: Option<&'a str>,
     pub(crate) sign_up_href: Option<String>,
+    /// "Forgot password?", when the e-mail flows are on.
+    pub(crate) forgot_href: Option<String>,
+}
+
+/// "Forgot password?": the form asking for the account's address.
+#[derive(Template)]
+#[template(path = "forgot.html")]
+pub(crate) struct ForgotPage<'a> {
+    pub(crate) hidden: &'a [Hidden],
+    pub(crate) csrf: &'a str,
+    pub(crate) email: &'a str,
+    pub(crate) error: Option<&'a str>,
+    pub(crate) sign_in_href: Option<String>,
+}
+
+/// "Check your e-mail": the same page whether or not an account has the
+/// address, with the form for the code.
+#[derive(Template)]
+#[template(path = "check_email.html")]
+pub(crate) struct CheckEmailPage<'a> {
+    pub(crate) hidden: &'a [Hidden],
+    pub(crate) csrf: &'a str,
+    pub(crate) flow: &'a str,
+    pub(crate) error: Option<&'a str>,
+    pub(crate) min_password: usize,
+}
+
+/// The page of a reset link: a form whose POST spends it (opening the
+/// link spends nothing).
+#[derive(Template)]
+#[template(path = "reset.html")]
+pub(crate) struct ResetPage<'a> {
+    pub(crate) csrf: &'a str,
+    pub(crate) token: &'a str,
+    pub(crate) error: Option<&'a str>,
+    pub(crate) min_password: usize,
 }
 
 /// The self-service sign-up form (`[auth] sign_up = true`).

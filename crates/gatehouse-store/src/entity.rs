@@ -1295,6 +1295,41 @@ impl EntityStore {
         self.write_existing(ctx, id, values).await
     }
 
+    /// [`EntityStore::update`] that also sets fields only the server
+    /// writes (`emailVerified`, which every other write refuses), for the
+    /// server's own flows: `server` holds them, `patch` ordinary fields.
+    /// Only [`AccessContext::system`] may call it (`Forbidden` otherwise);
+    /// timestamps and ids stay the store's to make.
+    pub async fn update_with_server_fields(
+        &self,
+        ctx: &AccessContext,
+        id: &str,
+        patch: Row,
+        server: Row,
+    ) -> Result<Row, StoreError> {
+        if !ctx.is_system() {
+            return Err(StoreError::forbidden(
+                "only the server sets server-set fields",
+            ));
+        }
+        let mut values = self.patch_values(ctx, Some(id), &patch)?;
+        let e = self.def();
+        for (k, v) in server {
+            let f = stored_field(e, &k)?;
+            if f.generated != Some(Generated::EmailVerified) {
+                return Err(StoreError::invalid(
+                    &k,
+                    "is not a field the server's flows set",
+                ));
+            }
+            values.insert(k, check_field(&self.store.inner.model, f, &v)?);
+        }
+        if unstorable(id) {
+            return Err(StoreError::NotFound);
+        }
+        self.write_existing(ctx, id, values).await
+    }
+
     /// The values a partial update sets, checked: known stored fields the
     /// caller may write, each value of its field's type and rules. The id
     /// may be repeated (`id` of the row updated) but not changed; with no

@@ -186,7 +186,7 @@ fn sql_repo(store: &gatehouse_store::Store) -> Arc<gatehouse_auth_store::SqlAuth
 async fn accounts(
     store: &gatehouse_store::Store,
     repo: &Arc<gatehouse_auth_store::SqlAuthRepo>,
-) -> anyhow::Result<Option<Arc<dyn gatehouse_auth::Accounts>>> {
+) -> anyhow::Result<Option<gatehouse_accounts::StoreAccounts>> {
     let Some(accounts) = gatehouse_accounts::StoreAccounts::new(store, repo.clone()) else {
         return Ok(None);
     };
@@ -200,16 +200,19 @@ async fn accounts(
             "users from before the account type became account rows"
         );
     }
-    Ok(Some(Arc::new(accounts)))
+    Ok(Some(accounts))
 }
 
 /// Starts the authorization server (loads or creates signing keys), with
 /// GraphiQL's built-in client for the page at `graphiql_url`.
+/// `outbox` is where the e-mail flows enqueue their messages, when
+/// `[email]` is set (their worker wakes on it).
 pub async fn start(
     config: &Config,
     store: &gatehouse_store::Store,
     issuer: &str,
     graphiql_url: &str,
+    outbox: Option<&gatehouse_outbox::Outbox>,
 ) -> anyhow::Result<Arc<AuthServer>> {
     let sql = sql_repo(store);
     let accounts = accounts(store, &sql).await?;
@@ -257,7 +260,19 @@ pub async fn start(
         )
     })?;
     if let Some(accounts) = accounts {
-        server.use_accounts(accounts);
+        let flows = outbox.and_then(|o| gatehouse_accounts::StoreFlows::new(&accounts, o.clone()));
+        server.use_accounts(Arc::new(accounts));
+        if let Some(flows) = flows {
+            let e = &config.auth.email;
+            let mut c =
+                gatehouse_auth::EmailFlowConfig::new(format!("{issuer}{}", config.base_path));
+            c.verification = e.verification.into();
+            c.verify_ttl = e.verify_ttl.0;
+            c.reset_ttl = e.reset_ttl.0;
+            c.code_ttl = e.code_ttl.0;
+            server.use_mail_flows(Arc::new(flows), c);
+            tracing::info!("e-mail flows on (password reset)");
+        }
     }
     Ok(server)
 }
@@ -266,6 +281,7 @@ pub async fn start(
 pub async fn admin(store: &gatehouse_store::Store, config: &Config) -> anyhow::Result<Admin> {
     let sql = sql_repo(store);
     let accounts = accounts(store, &sql).await?;
+    let accounts = accounts.map(|a| Arc::new(a) as Arc<dyn gatehouse_auth::Accounts>);
     Ok(
         Admin::new(sql, store.clock().clone(), Arc::new(SystemRandom))
             .with_accounts(accounts, &config.auth.sign_up_scopes),

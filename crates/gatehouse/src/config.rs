@@ -547,6 +547,59 @@ pub struct AuthConfig {
     /// `data/gatehouse.key` beside the config file (in the working
     /// directory without one).
     pub key_file: Option<PathBuf>,
+    /// `[auth.email]`: the e-mail flows (verification, password reset),
+    /// on when `[email]` is set and the account type has an `email` field.
+    pub email: AuthEmailConfig,
+}
+
+/// `[auth.email]`: how the e-mail flows behave.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthEmailConfig {
+    /// `"off"`, `"optional"` (sign-up creates the account at once,
+    /// unverified) or `"required"` (no account before its address is
+    /// confirmed).
+    pub verification: VerificationMode,
+    /// How long a verification link works.
+    pub verify_ttl: Seconds,
+    /// How long a password reset link works.
+    pub reset_ttl: Seconds,
+    /// How long a code (of any flow) works.
+    pub code_ttl: Seconds,
+}
+
+impl Default for AuthEmailConfig {
+    fn default() -> Self {
+        Self {
+            verification: VerificationMode::Optional,
+            verify_ttl: Seconds(24 * 3600),
+            reset_ttl: Seconds(30 * 60),
+            code_ttl: Seconds(15 * 60),
+        }
+    }
+}
+
+/// `[auth.email] verification`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum VerificationMode {
+    /// No verification message.
+    Off,
+    /// The account exists at once; a verification message is sent.
+    #[default]
+    Optional,
+    /// No account before the address is confirmed.
+    Required,
+}
+
+impl From<VerificationMode> for gatehouse_auth::Verification {
+    fn from(v: VerificationMode) -> Self {
+        match v {
+            VerificationMode::Off => gatehouse_auth::Verification::Off,
+            VerificationMode::Optional => gatehouse_auth::Verification::Optional,
+            VerificationMode::Required => gatehouse_auth::Verification::Required,
+        }
+    }
 }
 
 impl Default for AuthConfig {
@@ -561,6 +614,7 @@ impl Default for AuthConfig {
             sign_up: false,
             sign_up_scopes: Vec::new(),
             key_file: None,
+            email: AuthEmailConfig::default(),
         }
     }
 }
@@ -576,6 +630,7 @@ impl std::fmt::Debug for AuthConfig {
             .field("sign_up", &self.sign_up)
             .field("sign_up_scopes", &self.sign_up_scopes)
             .field("key_file", &self.key_file)
+            .field("email", &self.email)
             .finish_non_exhaustive()
     }
 }

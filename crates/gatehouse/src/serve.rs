@@ -95,7 +95,21 @@ async fn serve(loaded: Loaded, json_logs: bool) -> anyhow::Result<ExitCode> {
 
     // GraphiQL signs in through the server's own client, back to its page.
     let graphiql_url = format!("{issuer}{}/graphql", config.base_path);
-    let auth = crate::auth::start(&config, &store, &issuer, &graphiql_url).await?;
+    // The e-mail flows of the authorization server enqueue in the outbox
+    // opened above, and the worker started below wakes on it.
+    let email_on = config
+        .email
+        .settings()
+        .map_err(anyhow::Error::msg)?
+        .is_some();
+    let auth = crate::auth::start(
+        &config,
+        &store,
+        &issuer,
+        &graphiql_url,
+        email_on.then_some(&outbox),
+    )
+    .await?;
     crate::auth::bootstrap(&auth.admin(), &config).await?;
     crate::auth::bootstrap_consumers(&auth, &config).await?;
     warn_when_nobody_can_sign_in(&auth.admin(), &config).await;

@@ -35,6 +35,7 @@ use crate::secrets::{self, DUMMY_PASSWORD_HASH};
 
 mod authorize;
 mod client_credentials;
+mod email;
 mod exchange;
 mod introspect;
 mod password;
@@ -47,6 +48,7 @@ pub use authorize::{
     AuthorizeError, AuthorizeErrorCode, AuthorizeParams, AuthorizeRequest, CODE_REPLAY_MEMORY,
     CODE_TTL, CONSENT_TTL, CsrfPair, MAX_STATE, MIN_SIGN_UP_PASSWORD, SignedIn,
 };
+pub use email::{MAX_ADDRESS, ReturnTo, normalize_address, plausible_address};
 pub use exchange::ExchangeRequest;
 pub use token::TokenRequest;
 
@@ -259,6 +261,9 @@ pub struct AuthServer {
     /// The account rows, when the schema has an account type
     /// ([`AuthServer::use_accounts`]).
     accounts: std::sync::OnceLock<Arc<dyn crate::Accounts>>,
+    /// The e-mail flows, when `[email]` is set and the account type has an
+    /// address ([`AuthServer::use_mail_flows`]).
+    flows: std::sync::OnceLock<Arc<email::Flows>>,
 }
 
 /// An entry of the verified-signature cache.
@@ -413,6 +418,7 @@ impl AuthServer {
             logins: LoginThrottle::new(),
             password_checks: PasswordChecks::new(),
             accounts: std::sync::OnceLock::new(),
+            flows: std::sync::OnceLock::new(),
         });
         server.reload_keys().await?;
         let now = server.now();

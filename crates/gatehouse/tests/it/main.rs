@@ -7,6 +7,7 @@ mod copy;
 mod errors;
 mod example_groups;
 mod first_hour;
+mod mailflows;
 mod ops;
 mod readme;
 mod webhooks;

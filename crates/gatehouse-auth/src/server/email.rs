@@ -1,0 +1,420 @@
+//! The e-mail flows' decisions (CONTRACT §15): password reset by link or
+//! code, with the limits and the answers that never tell whether an
+//! address has an account. No HTTP and no HTML here: `gatehouse-oauth`
+//! renders the pages; storage is a [`MailFlows`].
+//!
+//! - **Same answer, same time.** Asking for a reset returns at once with a
+//!   flow id, whatever the address: looking the address up, the limits and
+//!   writing the token and its message happen after the answer, in a task
+//!   of their own, so neither the page, its status nor its timing depends
+//!   on whether an account has the address.
+//! - **Links never come from a request.** They are built from
+//!   [`EmailFlowConfig::link_base`] (the configured issuer and base path).
+//! - **Tokens are hashed and bound.** A link is 256 random bits, a code 8
+//!   digits; both are stored as MACs under the forms key, the code's bound
+//!   to its token's id, so a code is only ever checked against the token
+//!   of the page it was typed on. A token serves one purpose, one account
+//!   and one address, once.
+
+use std::net::IpAddr;
+
+use subtle::ConstantTimeEq;
+
+use super::*;
+use crate::flows::{
+    CODE_DIGITS, EmailFlowConfig, FlowEffect, FlowMail, FlowPurpose, FlowToken, MAIL_INTERVAL,
+    MAILS_PER_HOUR, MailFlows,
+};
+
+/// The parameters of the authorization request a flow returns to, as
+/// name/value pairs ([`AuthorizeParams::pairs`]); empty when it started
+/// elsewhere.
+pub type ReturnTo = Vec<(String, String)>;
+
+/// Longest e-mail address accepted (RFC 5321 §4.5.3.1.3: a path is at most
+/// 256 octets, brackets included).
+pub const MAX_ADDRESS: usize = 254;
+
+/// The flows' storage and settings ([`AuthServer::use_mail_flows`]).
+#[derive(Debug)]
+pub(crate) struct Flows {
+    store: Arc<dyn MailFlows>,
+    config: EmailFlowConfig,
+}
+
+/// An address as flows compare and store it: trimmed, lowercase (the
+/// contract compares addresses without regard to case).
+pub fn normalize_address(address: &str) -> String {
+    address.trim().to_lowercase()
+}
+
+/// Whether `address` looks like an address at all (one `@` with text on
+/// both sides, no spaces or controls): what the form refuses before
+/// anything else, the same for every address.
+pub fn plausible_address(address: &str) -> bool {
+    let Some((local, domain)) = address.split_once('@') else {
+        return false;
+    };
+    !local.is_empty()
+        && !domain.is_empty()
+        && !domain.contains('@')
+        && address.len() <= MAX_ADDRESS
+        && !address.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+/// What a wrong, spent, expired or unknown code or link is told: one
+/// answer for all of them.
+fn dead_token() -> Error {
+    Error::InvalidGrant("the code is wrong, or the link or code has expired or was used".into())
+}
+
+impl AuthServer {
+    /// Turns on the e-mail flows: `store` writes their tokens and messages
+    /// (called once, at start, when `[email]` is set and the account type
+    /// has an `email` field; a second call is ignored).
+    pub fn use_mail_flows(&self, store: Arc<dyn MailFlows>, config: EmailFlowConfig) {
+        let _ = self.flows.set(Arc::new(Flows { store, config }));
+    }
+
+    /// Whether the e-mail flows are on.
+    pub fn mail_flows_on(&self) -> bool {
+        self.flows.get().is_some()
+    }
+
+    /// The flows' settings, when they are on.
+    pub fn mail_flow_config(&self) -> Option<&EmailFlowConfig> {
+        self.flows.get().map(|f| &f.config)
+    }
+
+    fn flows(&self) -> Result<Arc<Flows>> {
+        self.flows
+            .get()
+            .cloned()
+            .ok_or_else(|| Error::invalid_request("e-mail is not set up on this server"))
+    }
+
+    /// "Forgot password?": answers at once with the id the "check your
+    /// e-mail" page carries, whether or not an account has `address`; the
+    /// message (a link and a code) is written, with its token, after the
+    /// answer, and only when an account has the address, the address is
+    /// under its limits and the client address is not throttled. Each
+    /// request counts as a failure of the client address.
+    pub fn forgot_password(
+        self: &Arc<Self>,
+        address: &str,
+        return_to: ReturnTo,
+        from: Option<IpAddr>,
+    ) -> Result<String> {
+        let flows = self.flows()?;
+        let address = normalize_address(address);
+        if !plausible_address(&address) {
+            return Err(Error::InvalidInput("enter an e-mail address".into()));
+        }
+        let id = token_string(self.random.as_ref(), 16);
+        let now = self.now();
+        if self.logins.check_address(from, now).is_err() {
+            tracing::info!(
+                ?from,
+                "password reset not sent: the client address is throttled"
+            );
+            return Ok(id);
+        }
+        self.logins.failed_address(from, now);
+        let server = self.clone();
+        let flow_id = id.clone();
+        tokio::spawn(async move {
+            if let Err(e) = server
+                .send_reset(&flows, &flow_id, &address, return_to)
+                .await
+            {
+                tracing::warn!(
+                    cause = e.internal_cause().unwrap_or(e.description()),
+                    "a password reset message could not be written"
+                );
+            }
+        });
+        Ok(id)
+    }
+
+    /// Writes a reset token and its message for the account of `address`,
+    /// if there is one and the address is under its limits.
+    async fn send_reset(
+        &self,
+        flows: &Flows,
+        id: &str,
+        address: &str,
+        return_to: ReturnTo,
+    ) -> Result<()> {
+        let Some(account) = flows.store.find_by_email(address).await? else {
+            return Ok(());
+        };
+        if account.disabled || !self.may_mail(flows, address).await? {
+            return Ok(());
+        }
+        // A reset goes to the account's address whether verified or not.
+        let to = account.email.clone().unwrap_or_else(|| address.to_string());
+        let (token, link, code) = self.new_token(
+            flows,
+            id,
+            FlowPurpose::Reset,
+            Some(account.sub.clone()),
+            address,
+            flows.config.reset_ttl,
+            return_to,
+        );
+        let minutes = flows.config.reset_ttl.div_ceil(60);
+        let code_minutes = flows.config.code_ttl.div_ceil(60);
+        let mail = FlowMail {
+            to,
+            subject: "Reset your password".into(),
+            text: format!(
+                "Someone asked to reset the password of the account \"{username}\" at {issuer}.\n\n\
+                 To choose a new password, open this link (it works for {minutes} minutes, once):\n\n\
+                 {url}/auth/reset?token={link}\n\n\
+                 Or type this code on the page where you asked (it works for {code_minutes} minutes):\n\n\
+                 {code}\n\n\
+                 If you did not ask, ignore this message: your password stays as it is.\n",
+                username = account.username,
+                issuer = self.config.issuer,
+                url = flows.config.link_base,
+            ),
+        };
+        if flows.store.send(&token, &mail).await? {
+            tracing::info!("password reset message written");
+        } else {
+            tracing::info!("flow message not sent: the address is over its limits");
+        }
+        Ok(())
+    }
+
+    /// Whether `address` may receive another message now: fewer than
+    /// [`MAILS_PER_HOUR`] in the last hour, none in the last
+    /// [`MAIL_INTERVAL`] seconds.
+    async fn may_mail(&self, flows: &Flows, address: &str) -> Result<bool> {
+        let now = self.now();
+        let (count, last) = flows.store.mails_since(address, now - 3600).await?;
+        let ok = count < MAILS_PER_HOUR && last.is_none_or(|t| now - t >= MAIL_INTERVAL);
+        if !ok {
+            tracing::info!("flow message not sent: the address is over its limits");
+        }
+        Ok(ok)
+    }
+
+    /// A new token with its link and code (returned in clear once, for the
+    /// message).
+    #[allow(clippy::too_many_arguments)]
+    fn new_token(
+        &self,
+        flows: &Flows,
+        id: &str,
+        purpose: FlowPurpose,
+        sub: Option<String>,
+        address: &str,
+        ttl: u64,
+        return_to: ReturnTo,
+    ) -> (FlowToken, String, String) {
+        let now = self.now();
+        let link = token_string(self.random.as_ref(), 32);
+        let mut n = [0u8; 8];
+        self.random.fill(&mut n);
+        let code = format!(
+            "{:0width$}",
+            u64::from_be_bytes(n) % 10u64.pow(CODE_DIGITS as u32),
+            width = CODE_DIGITS
+        );
+        let expires_at = now.saturating_add(AuthConfig::secs(ttl));
+        let token = FlowToken {
+            id: id.to_string(),
+            purpose,
+            sub,
+            address: address.to_string(),
+            link_hash: Some(self.link_hash(&link)),
+            code_hash: Some(self.code_hash(id, &code)),
+            payload: json!({ "return": return_to }),
+            created_at: now,
+            expires_at,
+            code_expires_at: expires_at
+                .min(now.saturating_add(AuthConfig::secs(flows.config.code_ttl))),
+            attempts: 0,
+            used_at: None,
+        };
+        (token, link, code)
+    }
+
+    fn link_hash(&self, link: &str) -> String {
+        crate::b64(&self.cipher.form_mac("email-link", link.as_bytes()))
+    }
+
+    fn code_hash(&self, id: &str, code: &str) -> String {
+        crate::b64(
+            &self
+                .cipher
+                .form_mac("email-code", format!("{id}:{code}").as_bytes()),
+        )
+    }
+
+    /// The live token of a link, to show its page (never spends it: mail
+    /// scanners open links). A dead or unknown link is `InvalidGrant`.
+    pub async fn email_link(&self, link: &str) -> Result<FlowToken> {
+        let flows = self.flows()?;
+        if link.is_empty() || link.len() > 128 {
+            return Err(dead_token());
+        }
+        match flows.store.token_by_link(&self.link_hash(link)).await? {
+            Some(t) if t.link_live(self.now()) => Ok(t),
+            _ => Err(dead_token()),
+        }
+    }
+
+    /// Sets a new password through a reset link; returns where the flow
+    /// goes back to.
+    pub async fn reset_by_link(
+        &self,
+        link: &str,
+        password: &str,
+        from: Option<IpAddr>,
+    ) -> Result<ReturnTo> {
+        let now = self.now();
+        self.logins
+            .check_address(from, now)
+            .map_err(too_many_failures)?;
+        check_new_password(password)?;
+        let token = match self.email_link(link).await {
+            Ok(t) if t.purpose == FlowPurpose::Reset => t,
+            Ok(_) | Err(Error::InvalidGrant(_)) => {
+                self.logins.failed_address(from, now);
+                return Err(dead_token());
+            }
+            Err(e) => return Err(e),
+        };
+        self.finish_reset(&token, password).await
+    }
+
+    /// Sets a new password with the code of the flow `id` (the page's);
+    /// a wrong code counts against the token ([`crate::MAX_CODE_ATTEMPTS`]
+    /// cancel it, link included) and against the client address.
+    pub async fn reset_by_code(
+        &self,
+        id: &str,
+        code: &str,
+        password: &str,
+        from: Option<IpAddr>,
+    ) -> Result<ReturnTo> {
+        let now = self.now();
+        self.logins
+            .check_address(from, now)
+            .map_err(too_many_failures)?;
+        check_new_password(password)?;
+        let token = self.check_code(id, code, FlowPurpose::Reset, from).await?;
+        self.finish_reset(&token, password).await
+    }
+
+    /// The live token `id` of `purpose` whose code is `code`; otherwise a
+    /// dead-token error, the wrong code counted.
+    async fn check_code(
+        &self,
+        id: &str,
+        code: &str,
+        purpose: FlowPurpose,
+        from: Option<IpAddr>,
+    ) -> Result<FlowToken> {
+        let flows = self.flows()?;
+        let now = self.now();
+        let code = code.trim();
+        let token = if id.is_empty() || id.len() > 64 {
+            None
+        } else {
+            flows.store.token(id).await?
+        };
+        let Some(token) = token.filter(|t| t.purpose == purpose && t.code_live(now)) else {
+            self.logins.failed_address(from, now);
+            return Err(dead_token());
+        };
+        let expected = token.code_hash.as_deref().unwrap_or("");
+        let given = self.code_hash(id, code);
+        if code.len() != CODE_DIGITS || !bool::from(expected.as_bytes().ct_eq(given.as_bytes())) {
+            flows.store.wrong_code(id).await?;
+            self.logins.failed_address(from, now);
+            return Err(dead_token());
+        }
+        Ok(token)
+    }
+
+    async fn finish_reset(&self, token: &FlowToken, password: &str) -> Result<ReturnTo> {
+        let flows = self.flows()?;
+        let Some(sub) = token.sub.as_deref() else {
+            return Err(dead_token());
+        };
+        let hash = self.admin().hash_new_password(password).await?;
+        let now = self.now();
+        let credential = match self.repo.find_user(sub).await? {
+            Some(existing) => UserRecord {
+                password_hash: hash,
+                updated_at: now,
+                ..existing
+            },
+            // An account made by a bypass caller has no credential yet: it
+            // gets what every account not made by the CLI gets.
+            None => UserRecord {
+                username: sub.to_string(),
+                password_hash: hash,
+                scopes: self.config.sign_up_scopes.clone(),
+                claims: Claims::new(),
+                created_at: now,
+                updated_at: now,
+            },
+        };
+        if !flows
+            .store
+            .complete(
+                token,
+                FlowEffect::SetPassword {
+                    credential: &credential,
+                },
+                now,
+            )
+            .await?
+        {
+            return Err(dead_token());
+        }
+        // Every token of the account was revoked in that transaction.
+        self.revoked();
+        tracing::info!("password reset");
+        Ok(return_to(token))
+    }
+}
+
+/// The authorization request `token` returns to.
+fn return_to(token: &FlowToken) -> ReturnTo {
+    token
+        .payload
+        .get("return")
+        .and_then(Value::as_array)
+        .map(|pairs| {
+            pairs
+                .iter()
+                .filter_map(|p| {
+                    let p = p.as_array()?;
+                    Some((
+                        p.first()?.as_str()?.to_string(),
+                        p.get(1)?.as_str()?.to_string(),
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A new password set through a flow: the sign-up rule (at least
+/// [`MIN_SIGN_UP_PASSWORD`] characters).
+fn check_new_password(password: &str) -> Result<()> {
+    if password.chars().count() < MIN_SIGN_UP_PASSWORD {
+        return Err(Error::InvalidInput(
+            "the password must have at least 12 characters".into(),
+        ));
+    }
+    if password.len() > crate::MAX_PASSWORD {
+        return Err(Error::InvalidInput("the password is too long".into()));
+    }
+    Ok(())
+}

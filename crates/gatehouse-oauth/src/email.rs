@@ -1,0 +1,336 @@
+//! The pages of the e-mail flows (CONTRACT §15): `GET|POST /auth/forgot`
+//! ("Forgot password?" and the "check your e-mail" page that follows it)
+//! and `GET|HEAD|POST /auth/reset` (a reset link's page, and the POSTs that
+//! set the new password by link or by code).
+//!
+//! What is sent, when a token is live and what spends it is decided by
+//! `gatehouse_auth::AuthServer` (`server/email.rs`); this module reads the
+//! forms, checks their CSRF token first (as the sign-in pages do), and
+//! renders. Opening a link (GET or HEAD, as mail scanners do) never spends
+//! it: only the POST of its page does. A flow started from an
+//! authorization request carries its parameters and goes back to its
+//! sign-in page afterwards.
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::Response;
+
+use gatehouse_auth::{AuthorizeParams, Error, FlowPurpose, MIN_SIGN_UP_PASSWORD, ReturnTo};
+
+use crate::OAuthState;
+use crate::authorize::{
+    authorize_params, csrf_checked, csrf_for, csrf_refused, hidden, redirect, server_error,
+    with_cookie,
+};
+use crate::error::OAuthError;
+use crate::extract::{Form, Peer};
+use crate::form::{self, Params};
+use crate::pages;
+
+/// `../auth/forgot?…` from the sign-in page, with the authorization
+/// request's parameters.
+pub(crate) fn forgot_link(p: &AuthorizeParams) -> String {
+    let mut q = form_urlencoded::Serializer::new(String::new());
+    for (k, v) in p.pairs() {
+        q.append_pair(k, v);
+    }
+    format!("../auth/forgot?{}", q.finish())
+}
+
+/// The sign-in page of the authorization request `p`, when there is one.
+fn sign_in_link(state: &OAuthState, p: &AuthorizeParams) -> Option<String> {
+    let pairs = p.pairs();
+    if pairs.is_empty() {
+        return None;
+    }
+    let mut q = form_urlencoded::Serializer::new(String::new());
+    for (k, v) in pairs {
+        q.append_pair(k, v);
+    }
+    Some(format!(
+        "{}/oauth/authorize?{}",
+        state.inner.config.public_url,
+        q.finish()
+    ))
+}
+
+fn params_of(pairs: &ReturnTo) -> AuthorizeParams {
+    let mut p = AuthorizeParams::default();
+    for (k, v) in pairs {
+        p.set(k, v.clone());
+    }
+    p
+}
+
+/// The flows' pages when the server sends no e-mail.
+fn flows_off() -> Response {
+    pages::error(
+        StatusCode::NOT_FOUND,
+        "E-mail is not set up",
+        "This server sends no e-mail, so it cannot reset passwords or confirm addresses. \
+         Ask its operator.",
+    )
+}
+
+/// A form body read as a page reads it: an unreadable body is a 400 page.
+async fn read_form(state: &OAuthState, req: Request) -> Result<(Params, Request<()>), Response> {
+    let (parts, body) = req.into_parts();
+    match Form::read(state, &parts.headers, body).await {
+        Ok(Form(p)) => Ok((p, Request::from_parts(parts, ()))),
+        Err(OAuthError::OAuth2(e)) => Err(pages::error(
+            StatusCode::BAD_REQUEST,
+            "Invalid form",
+            e.description(),
+        )),
+        Err(_) => Err(pages::error(
+            StatusCode::BAD_REQUEST,
+            "Invalid form",
+            "The form could not be read.",
+        )),
+    }
+}
+
+/// The query string's parameters, or the page refusing them.
+fn query(req: &Request) -> Result<Params, Box<Response>> {
+    form::parse_form(req.uri().query().unwrap_or("").as_bytes()).map_err(|e| {
+        Box::new(pages::error(
+            StatusCode::BAD_REQUEST,
+            "Invalid request",
+            e.description(),
+        ))
+    })
+}
+
+/// `Retry-After` on a throttled answer.
+fn too_many(mut resp: Response, wait: u64) -> Response {
+    if let Ok(v) = HeaderValue::from_str(&wait.max(1).to_string()) {
+        resp.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    resp
+}
+
+fn forgot_page(
+    state: &OAuthState,
+    p: &AuthorizeParams,
+    csrf: &str,
+    email: &str,
+    error: Option<&str>,
+    status: StatusCode,
+) -> Response {
+    pages::html(
+        status,
+        &pages::ForgotPage {
+            hidden: &hidden(p),
+            csrf,
+            email,
+            error,
+            sign_in_href: sign_in_link(state, p),
+        },
+    )
+}
+
+fn check_email_page(
+    p: &AuthorizeParams,
+    csrf: &str,
+    flow: &str,
+    error: Option<&str>,
+    status: StatusCode,
+) -> Response {
+    pages::html(
+        status,
+        &pages::CheckEmailPage {
+            hidden: &hidden(p),
+            csrf,
+            flow,
+            error,
+            min_password: MIN_SIGN_UP_PASSWORD,
+        },
+    )
+}
+
+fn reset_page(csrf: &str, token: &str, error: Option<&str>, status: StatusCode) -> Response {
+    pages::html(
+        status,
+        &pages::ResetPage {
+            csrf,
+            token,
+            error,
+            min_password: MIN_SIGN_UP_PASSWORD,
+        },
+    )
+}
+
+fn dead_link() -> Response {
+    pages::error(
+        StatusCode::BAD_REQUEST,
+        "This link no longer works",
+        "The link has expired, was already used, or was cancelled by wrong codes. \
+         Ask for a new one from the sign-in page.",
+    )
+}
+
+/// `GET /auth/forgot`: the form asking for the address.
+pub(crate) async fn forgot_get(State(state): State<OAuthState>, req: Request) -> Response {
+    if !state.inner.server.mail_flows_on() {
+        return flows_off();
+    }
+    let params = match query(&req) {
+        Ok(p) => p,
+        Err(resp) => return *resp,
+    };
+    let p = authorize_params(&params);
+    let (csrf, cookie) = csrf_for(&state, req.headers());
+    with_cookie(
+        forgot_page(&state, &p, &csrf, "", None, StatusCode::OK),
+        cookie,
+    )
+}
+
+/// `POST /auth/forgot`: the "check your e-mail" page, the same for every
+/// well-formed address (the message, if any, is written after it).
+pub(crate) async fn forgot_post(
+    State(state): State<OAuthState>,
+    Peer(addr): Peer,
+    req: Request,
+) -> Response {
+    if !state.inner.server.mail_flows_on() {
+        return flows_off();
+    }
+    let (params, req) = match read_form(&state, req).await {
+        Ok(r) => r,
+        Err(resp) => return resp,
+    };
+    if csrf_checked(&state, req.headers(), &params).is_none() {
+        return csrf_refused();
+    }
+    let csrf = params.get("csrf").unwrap_or("");
+    let p = authorize_params(&params);
+    let email = params.get("email").unwrap_or("");
+    let return_to: ReturnTo = p
+        .pairs()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    match state
+        .inner
+        .server
+        .forgot_password(email, return_to, Some(addr))
+    {
+        Ok(flow) => check_email_page(&p, csrf, &flow, None, StatusCode::OK),
+        Err(Error::InvalidInput(msg)) => {
+            forgot_page(&state, &p, csrf, email, Some(&msg), StatusCode::BAD_REQUEST)
+        }
+        Err(Error::Server(cause) | Error::Unavailable(cause)) => server_error(&cause),
+        Err(_) => flows_off(),
+    }
+}
+
+/// `GET|HEAD /auth/reset?token=…`: the link's page. Never spends the
+/// token.
+pub(crate) async fn reset_get(State(state): State<OAuthState>, req: Request) -> Response {
+    if !state.inner.server.mail_flows_on() {
+        return flows_off();
+    }
+    let params = match query(&req) {
+        Ok(p) => p,
+        Err(resp) => return *resp,
+    };
+    let token = params.get("token").unwrap_or("");
+    match state.inner.server.email_link(token).await {
+        Ok(t) if t.purpose == FlowPurpose::Reset => {
+            let (csrf, cookie) = csrf_for(&state, req.headers());
+            with_cookie(reset_page(&csrf, token, None, StatusCode::OK), cookie)
+        }
+        Ok(_) | Err(Error::InvalidGrant(_)) => dead_link(),
+        Err(Error::Server(cause) | Error::Unavailable(cause)) => server_error(&cause),
+        Err(_) => flows_off(),
+    }
+}
+
+/// `POST /auth/reset`: a new password, by the link's `token` or by the
+/// `flow`'s code; then back to the authorization request the flow came
+/// from, or a page saying it is done.
+pub(crate) async fn reset_post(
+    State(state): State<OAuthState>,
+    Peer(addr): Peer,
+    req: Request,
+) -> Response {
+    if !state.inner.server.mail_flows_on() {
+        return flows_off();
+    }
+    let (params, req) = match read_form(&state, req).await {
+        Ok(r) => r,
+        Err(resp) => return resp,
+    };
+    if csrf_checked(&state, req.headers(), &params).is_none() {
+        return csrf_refused();
+    }
+    let server = &state.inner.server;
+    let csrf = params.get("csrf").unwrap_or("");
+    let password = params.get("password").unwrap_or("");
+    let outcome = if let Some(token) = params.get("token") {
+        let again = |msg: &str, status| reset_page(csrf, token, Some(msg), status);
+        match server.reset_by_link(token, password, Some(addr)).await {
+            Ok(to) => Ok(to),
+            Err(Error::InvalidInput(msg)) => Err(again(&msg, StatusCode::BAD_REQUEST)),
+            Err(Error::InvalidGrant(_)) => Err(dead_link()),
+            Err(e) => Err(error_page(e)),
+        }
+    } else {
+        let p = authorize_params(&params);
+        let flow = params.get("flow").unwrap_or("");
+        let code = params.get("code").unwrap_or("");
+        let again = |msg: &str, status| check_email_page(&p, csrf, flow, Some(msg), status);
+        match server.reset_by_code(flow, code, password, Some(addr)).await {
+            Ok(to) => Ok(to),
+            Err(Error::InvalidInput(msg)) => Err(again(&msg, StatusCode::BAD_REQUEST)),
+            Err(Error::InvalidGrant(_)) => Err(again(
+                "The code is wrong, or it has expired or was cancelled. Check the message, \
+                 or ask for a new one.",
+                StatusCode::BAD_REQUEST,
+            )),
+            Err(Error::TooManyRequests(_, wait)) => Err(too_many(
+                again(
+                    "Too many attempts. Wait a moment and try again.",
+                    StatusCode::TOO_MANY_REQUESTS,
+                ),
+                wait,
+            )),
+            Err(e) => Err(error_page(e)),
+        }
+    };
+    match outcome {
+        Ok(to) => match sign_in_link(&state, &params_of(&to)) {
+            Some(location) => redirect(&location),
+            None => pages::error(
+                StatusCode::OK,
+                "Your password was changed",
+                "Sign in with your new password. Every session signed in with the old one \
+                 was signed out.",
+            ),
+        },
+        Err(resp) => resp,
+    }
+}
+
+/// Any other refusal of a flow's POST.
+fn error_page(e: Error) -> Response {
+    {
+        match e {
+            Error::TooManyRequests(_, wait) => too_many(
+                pages::error(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "Too many attempts",
+                    "Wait a moment and try again.",
+                ),
+                wait,
+            ),
+            Error::Server(cause) | Error::Unavailable(cause) => server_error(&cause),
+            other => pages::error(
+                StatusCode::BAD_REQUEST,
+                "The request cannot be completed",
+                other.description(),
+            ),
+        }
+    }
+}

@@ -1,0 +1,718 @@
+//! The password reset flow through the real binary, on SQLite and
+//! PostgreSQL, with the `file` e-mail transport: messages are read from the
+//! directory the server writes them to.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use gatehouse_testkit::{ServerProcess, TestDb, password_token};
+
+use crate::{bin, serve, stderr};
+
+const SCHEMA: &str = r#"
+type User @account @policy(read: {id: "$sub"}, update: {id: "$sub"}, bypass: "admin") {
+  id: ID!
+  username: String! @unique
+  email: String @unique
+  emailVerified: Boolean!
+}
+"#;
+
+const SECRET: &str = "mailflows-test-secret-0123456789";
+
+fn config(extra: &str) -> String {
+    format!(
+        r#"
+schema = ["schema"]
+
+[tokens]
+status_cache_ttl = "0s"
+
+[email]
+transport = "file"
+url = "mail"
+from = "Gatehouse <no-reply@example.com>"
+
+[auth]
+sign_up_scopes = ["read", "openid"]
+{extra}
+
+[[bootstrap.clients]]
+client_id = "app"
+client_secret = "app-secret-0123456789"
+grants = ["password", "refresh_token"]
+scopes = ["openid", "read", "write", "admin"]
+"#
+    )
+}
+
+/// A project directory on one database, with `alice` and `carol` whose
+/// addresses are set, and a server.
+struct Project {
+    dir: tempfile::TempDir,
+    db: TestDb,
+    server: Option<ServerProcess>,
+}
+
+impl Project {
+    async fn start(db: TestDb, extra: &str) -> Project {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("schema")).unwrap();
+        std::fs::write(dir.path().join("schema/types.graphql"), SCHEMA).unwrap();
+        std::fs::write(dir.path().join("gatehouse.toml"), config(extra)).unwrap();
+        let mut p = Project {
+            dir,
+            db,
+            server: None,
+        };
+        p.cli(
+            &["user", "add", "root", "--scopes", "admin read write"],
+            "root-password-0001\n",
+        );
+        for name in ["alice", "carol"] {
+            p.cli(
+                &["user", "add", name, "--scopes", "read openid"],
+                &format!("{name}-old-password\n"),
+            );
+        }
+        p.server = Some(serve(
+            p.dir.path(),
+            &["--config", "gatehouse.toml", "--listen", "127.0.0.1:0"],
+            &[
+                ("GATEHOUSE_DATABASE", p.db.url()),
+                ("GATEHOUSE_SECRET", SECRET),
+            ],
+        ));
+        let root = p
+            .token("root", "root-password-0001", "admin read write")
+            .await;
+        for name in ["alice", "carol"] {
+            let sub = p.sub(name).await;
+            let r = reqwest::Client::new()
+                .patch(format!("{}/v1/users/{sub}", p.base()))
+                .bearer_auth(&root)
+                .json(&json!({ "email": format!("{name}@example.com") }))
+                .send()
+                .await
+                .unwrap();
+            assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+        }
+        p
+    }
+
+    fn cli(&self, args: &[&str], stdin: &str) {
+        let mut child = bin()
+            .args(args)
+            .args(["--config", "gatehouse.toml"])
+            .env("GATEHOUSE_DATABASE", self.db.url())
+            .env("GATEHOUSE_SECRET", SECRET)
+            .current_dir(self.dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+    }
+
+    fn base(&self) -> String {
+        self.server.as_ref().unwrap().base.clone()
+    }
+
+    async fn token(&self, user: &str, password: &str, scope: &str) -> String {
+        let t = password_token(
+            &reqwest::Client::new(),
+            &self.base(),
+            ("app", "app-secret-0123456789"),
+            (user, password),
+            Some(scope),
+        )
+        .await;
+        t["access_token"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{user} cannot sign in: {t}"))
+            .to_string()
+    }
+
+    async fn can_sign_in(&self, user: &str, password: &str) -> bool {
+        let r = reqwest::Client::new()
+            .post(format!("{}/oauth/token", self.base()))
+            .basic_auth("app", Some("app-secret-0123456789"))
+            .form(&[
+                ("grant_type", "password"),
+                ("username", user),
+                ("password", password),
+            ])
+            .send()
+            .await
+            .unwrap();
+        r.status().is_success()
+    }
+
+    async fn sub(&self, user: &str) -> String {
+        let t = self
+            .token(user, &format!("{user}-old-password"), "read")
+            .await;
+        gatehouse_testkit::jwt_payload(&t)["sub"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    async fn verified(&self, user: &str, password: &str) -> Value {
+        let t = self.token(user, password, "read").await;
+        let r = gatehouse_testkit::graphql(
+            &reqwest::Client::new(),
+            &format!("{}/graphql", self.base()),
+            Some(&t),
+            "{ users { emailVerified } }",
+            json!({}),
+        )
+        .await;
+        r["data"]["users"][0]["emailVerified"].clone()
+    }
+
+    fn mail_dir(&self) -> PathBuf {
+        self.dir.path().join("mail")
+    }
+
+    /// The messages written so far, as decoded text.
+    fn messages(&self) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(self.mail_dir()) else {
+            return Vec::new();
+        };
+        // Only whole messages: the transport writes a file under another
+        // name, then renames it.
+        let mut files: Vec<_> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|f| f.extension().is_some_and(|x| x == "eml"))
+            .collect();
+        files.sort();
+        files
+            .iter()
+            .filter_map(|f| std::fs::read_to_string(f).ok())
+            .map(|text| decode(&text))
+            .collect()
+    }
+
+    /// The messages to `to`, waiting (up to 10 s) until there are `n`.
+    async fn mail_to(&self, to: &str, n: usize) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let found: Vec<String> = self
+                .messages()
+                .into_iter()
+                .filter(|m| m.contains(&format!("To: {to}")))
+                .collect();
+            if found.len() >= n || Instant::now() > deadline {
+                if found.len() < n {
+                    eprintln!("server log: {:#?}", self.server.as_ref().unwrap().logs());
+                }
+                return found;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// The text of an `.eml` file with its quoted-printable body decoded.
+fn decode(eml: &str) -> String {
+    let eml = eml.replace("\r\n", "\n");
+    if !eml.contains("quoted-printable") {
+        return eml;
+    }
+    let joined = eml.replace("=\n", "");
+    let mut out = String::new();
+    let mut chars = joined.chars();
+    while let Some(c) = chars.next() {
+        if c == '=' {
+            let hex: String = chars.by_ref().take(2).collect();
+            match u8::from_str_radix(&hex, 16) {
+                Ok(b) => out.push(char::from(b)),
+                Err(_) => {
+                    out.push('=');
+                    out.push_str(&hex);
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The link and the code a message carries.
+fn link_and_code(message: &str) -> (String, String) {
+    let link = message
+        .split_whitespace()
+        .find(|w| w.contains("/auth/reset?token="))
+        .unwrap_or_else(|| panic!("no link in {message}"))
+        .to_string();
+    let code = message
+        .split_whitespace()
+        .find(|w| w.len() == 8 && w.bytes().all(|b| b.is_ascii_digit()))
+        .unwrap_or_else(|| panic!("no code in {message}"))
+        .to_string();
+    (link, code)
+}
+
+/// A browser on the flow's pages: its CSRF cookie and the last page's field.
+struct Browser {
+    c: reqwest::Client,
+    cookie: String,
+    csrf: String,
+}
+
+fn hidden_value(page: &str, name: &str) -> String {
+    let marker = format!("name=\"{name}\" value=\"");
+    let start = page
+        .find(&marker)
+        .unwrap_or_else(|| panic!("no field {name} in {page}"))
+        + marker.len();
+    page[start..].split('"').next().unwrap().to_string()
+}
+
+impl Browser {
+    /// Opens `url` (a page with a form) and keeps its cookie and field.
+    async fn open(url: &str) -> (Browser, reqwest::StatusCode, String) {
+        let c = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
+        let r = c.get(url).send().await.unwrap();
+        let status = r.status();
+        let cookie = r
+            .headers()
+            .get("set-cookie")
+            .map(|v| v.to_str().unwrap().split(';').next().unwrap().to_string())
+            .unwrap_or_default();
+        let page = r.text().await.unwrap();
+        let csrf = if page.contains("name=\"csrf\"") {
+            hidden_value(&page, "csrf")
+        } else {
+            String::new()
+        };
+        (Browser { c, cookie, csrf }, status, page)
+    }
+
+    async fn post(&self, url: &str, fields: &[(&str, &str)]) -> (reqwest::StatusCode, String) {
+        self.post_with(url, fields, None).await
+    }
+
+    async fn post_with(
+        &self,
+        url: &str,
+        fields: &[(&str, &str)],
+        host: Option<&str>,
+    ) -> (reqwest::StatusCode, String) {
+        let mut form: Vec<(&str, &str)> = vec![("csrf", &self.csrf)];
+        form.extend_from_slice(fields);
+        let mut req = self.c.post(url).header("cookie", &self.cookie).form(&form);
+        if let Some(h) = host {
+            req = req.header("host", h);
+        }
+        let r = req.send().await.unwrap();
+        let status = r.status();
+        (status, r.text().await.unwrap())
+    }
+}
+
+/// Asks for a reset of `address`; the "check your e-mail" page's status,
+/// text and flow id.
+async fn forgot(p: &Project, address: &str) -> (reqwest::StatusCode, String, String) {
+    let (b, status, _) = Browser::open(&format!("{}/auth/forgot", p.base())).await;
+    assert_eq!(status, 200);
+    let (status, page) = b
+        .post(&format!("{}/auth/forgot", p.base()), &[("email", address)])
+        .await;
+    let flow = hidden_value(&page, "flow");
+    (status, page, flow)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forgotten_password_is_reset_by_its_link_which_scanners_cannot_spend() {
+    for db in TestDb::each().await {
+        let p = Project::start(db, "").await;
+        let old = p.token("alice", "alice-old-password", "read").await;
+
+        // Asked with a forged Host header, the message still names the issuer.
+        let (b, _, _) = Browser::open(&format!("{}/auth/forgot", p.base())).await;
+        let (status, page) = b
+            .post_with(
+                &format!("{}/auth/forgot", p.base()),
+                &[("email", "Alice@Example.com")],
+                Some("evil.example"),
+            )
+            .await;
+        assert_eq!(status, 200, "{page}");
+        assert!(page.contains("Check your e-mail"), "{page}");
+        let mail = p.mail_to("alice@example.com", 1).await;
+        assert_eq!(mail.len(), 1, "one message for alice: {mail:?}");
+        let (link, _) = link_and_code(&mail[0]);
+        assert!(
+            link.starts_with(&format!("{}/auth/reset?token=", p.base())),
+            "{link}"
+        );
+        assert!(!mail[0].contains("evil.example"));
+
+        // A scanner opens the link (GET and HEAD): nothing is spent.
+        let c = reqwest::Client::new();
+        assert_eq!(c.head(&link).send().await.unwrap().status(), 200);
+        assert_eq!(c.get(&link).send().await.unwrap().status(), 200);
+        let (b, status, page) = Browser::open(&link).await;
+        assert_eq!(status, 200);
+        assert!(page.contains("Choose a new password"), "{page}");
+        let token = hidden_value(&page, "token");
+
+        // A short password is refused and spends nothing either.
+        let reset = format!("{}/auth/reset", p.base());
+        let (status, _) = b
+            .post(&reset, &[("token", &token), ("password", "short")])
+            .await;
+        assert_eq!(status, 400);
+        let (status, page) = b
+            .post(
+                &reset,
+                &[("token", &token), ("password", "alice-new-password")],
+            )
+            .await;
+        assert_eq!(status, 200, "{page}");
+        assert!(page.contains("Your password was changed"), "{page}");
+
+        // The new password signs in, the old one does not, the old tokens
+        // are revoked, and the address is verified.
+        assert!(p.can_sign_in("alice", "alice-new-password").await);
+        assert!(!p.can_sign_in("alice", "alice-old-password").await);
+        let r = c
+            .get(format!("{}/v1/users", p.base()))
+            .bearer_auth(&old)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 401, "the old access token is revoked");
+        assert_eq!(p.verified("alice", "alice-new-password").await, json!(true));
+
+        // The link is spent.
+        let (status, _) = b
+            .post(
+                &reset,
+                &[("token", &token), ("password", "another-password-1")],
+            )
+            .await;
+        assert_eq!(status, 400);
+        assert_eq!(c.get(&link).send().await.unwrap().status(), 400);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_code_sets_the_password_once_and_five_wrong_guesses_kill_it_and_its_link() {
+    for db in TestDb::each().await {
+        let p = Project::start(db, "").await;
+        let reset = format!("{}/auth/reset", p.base());
+
+        // Alice types her code on the page she asked from.
+        let (b, _, _) = Browser::open(&format!("{}/auth/forgot", p.base())).await;
+        let (_, page) = b
+            .post(
+                &format!("{}/auth/forgot", p.base()),
+                &[("email", "alice@example.com")],
+            )
+            .await;
+        let flow = hidden_value(&page, "flow");
+        let (_, code) = link_and_code(&p.mail_to("alice@example.com", 1).await[0]);
+        let (status, page) = b
+            .post(
+                &reset,
+                &[
+                    ("flow", &flow),
+                    ("code", &code),
+                    ("password", "alice-new-password"),
+                ],
+            )
+            .await;
+        assert_eq!(status, 200, "{page}");
+        assert!(p.can_sign_in("alice", "alice-new-password").await);
+        let (status, _) = b
+            .post(
+                &reset,
+                &[
+                    ("flow", &flow),
+                    ("code", &code),
+                    ("password", "alice-third-password"),
+                ],
+            )
+            .await;
+        assert_eq!(status, 400, "a code works once");
+
+        // Carol's code does not work on Alice's page.
+        let (_, _, carol_flow) = forgot(&p, "carol@example.com").await;
+        let carol_mail = p.mail_to("carol@example.com", 1).await;
+        let (carol_link, carol_code) = link_and_code(&carol_mail[0]);
+        let (_, alice_page) = b
+            .post(
+                &format!("{}/auth/forgot", p.base()),
+                &[("email", "alice@example.com")],
+            )
+            .await;
+        let alice_flow = hidden_value(&alice_page, "flow");
+        let (status, _) = b
+            .post(
+                &reset,
+                &[
+                    ("flow", &alice_flow),
+                    ("code", &carol_code),
+                    ("password", "stolen-password-1"),
+                ],
+            )
+            .await;
+        assert_eq!(status, 400, "a code is bound to its own flow");
+
+        // Five wrong codes on Carol's flow: her right code and her link are dead.
+        for guess in ["00000000", "11111111", "22222222", "33333333", "44444444"] {
+            let guess = if guess == carol_code {
+                "55555555"
+            } else {
+                guess
+            };
+            let (status, _) = b
+                .post(
+                    &reset,
+                    &[
+                        ("flow", &carol_flow),
+                        ("code", guess),
+                        ("password", "carol-new-password"),
+                    ],
+                )
+                .await;
+            assert_eq!(status, 400);
+        }
+        let (status, _) = b
+            .post(
+                &reset,
+                &[
+                    ("flow", &carol_flow),
+                    ("code", &carol_code),
+                    ("password", "carol-new-password"),
+                ],
+            )
+            .await;
+        assert_eq!(status, 400, "the right code after five wrong ones");
+        let c = reqwest::Client::new();
+        assert_eq!(c.get(&carol_link).send().await.unwrap().status(), 400);
+        assert!(p.can_sign_in("carol", "carol-old-password").await);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn known_and_unknown_addresses_get_the_same_page_status_and_time() {
+    let db = TestDb::sqlite();
+    let p = Project::start(db, "").await;
+    let (b, _, _) = Browser::open(&format!("{}/auth/forgot", p.base())).await;
+    let url = format!("{}/auth/forgot", p.base());
+    let mut known = Vec::new();
+    let mut unknown = Vec::new();
+    let mut pages = Vec::new();
+    for i in 0..15 {
+        for (address, times) in [
+            ("alice@example.com", &mut known),
+            ("nobody@example.com", &mut unknown),
+        ] {
+            let started = Instant::now();
+            let (status, page) = b.post(&url, &[("email", address)]).await;
+            times.push(started.elapsed());
+            assert_eq!(status, 200);
+            if i == 0 {
+                // The flow id differs per request; the rest is the same.
+                let flow = hidden_value(&page, "flow");
+                pages.push(page.replace(&flow, "FLOW"));
+            }
+        }
+    }
+    assert_eq!(pages[0], pages[1], "the same page for both");
+    let median = |v: &mut Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2].as_secs_f64()
+    };
+    let (k, u) = (median(&mut known), median(&mut unknown));
+    assert!(
+        (k - u).abs() <= 0.2 * k.max(u),
+        "medians: known {k:.4}s, unknown {u:.4}s"
+    );
+    // Only the known address got mail, and once (one a minute).
+    assert_eq!(p.mail_to("alice@example.com", 1).await.len(), 1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(p.messages().len(), 1, "nothing to the unknown address");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn expired_links_and_codes_are_refused() {
+    for db in TestDb::each().await {
+        let p = Project::start(db, "[auth.email]\nreset_ttl = \"2s\"\ncode_ttl = \"1s\"\n").await;
+        let (b, _, _) = Browser::open(&format!("{}/auth/forgot", p.base())).await;
+        let (_, page) = b
+            .post(
+                &format!("{}/auth/forgot", p.base()),
+                &[("email", "alice@example.com")],
+            )
+            .await;
+        let flow = hidden_value(&page, "flow");
+        let (link, code) = link_and_code(&p.mail_to("alice@example.com", 1).await[0]);
+        let (lb, status, page) = Browser::open(&link).await;
+        assert_eq!(status, 200);
+        let token = hidden_value(&page, "token");
+        tokio::time::sleep(Duration::from_millis(3100)).await;
+        let reset = format!("{}/auth/reset", p.base());
+        let (status, _) = b
+            .post(
+                &reset,
+                &[
+                    ("flow", &flow),
+                    ("code", &code),
+                    ("password", "alice-new-password"),
+                ],
+            )
+            .await;
+        assert_eq!(status, 400, "an expired code");
+        let (status, _) = lb
+            .post(
+                &reset,
+                &[("token", &token), ("password", "alice-new-password")],
+            )
+            .await;
+        assert_eq!(status, 400, "an expired link");
+        assert!(p.can_sign_in("alice", "alice-old-password").await);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flow_started_from_an_authorization_request_returns_to_it() {
+    let db = TestDb::sqlite();
+    let p = Project::start(db, "").await;
+    // Any authorization request's parameters travel through the flow; the
+    // page they come back to validates them again.
+    let params = "response_type=code&client_id=app&state=s1";
+    let (b, status, page) = Browser::open(&format!("{}/auth/forgot?{params}", p.base())).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("name=\"state\" value=\"s1\""), "{page}");
+    let (_, page) = b
+        .post(
+            &format!("{}/auth/forgot", p.base()),
+            &[
+                ("email", "alice@example.com"),
+                ("response_type", "code"),
+                ("client_id", "app"),
+                ("state", "s1"),
+            ],
+        )
+        .await;
+    let (link, _) = link_and_code(&p.mail_to("alice@example.com", 1).await[0]);
+    assert!(page.contains("name=\"state\" value=\"s1\""), "{page}");
+    let (lb, _, page) = Browser::open(&link).await;
+    let token = hidden_value(&page, "token");
+    let r =
+        lb.c.post(format!("{}/auth/reset", p.base()))
+            .header("cookie", &lb.cookie)
+            .form(&[
+                ("csrf", lb.csrf.as_str()),
+                ("token", &token),
+                ("password", "alice-new-password"),
+            ])
+            .send()
+            .await
+            .unwrap();
+    assert_eq!(r.status(), 302);
+    let location = r.headers()["location"].to_str().unwrap().to_string();
+    assert!(
+        location.starts_with(&format!("{}/oauth/authorize?", p.base()))
+            && location.contains("state=s1"),
+        "{location}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flow_token_and_its_message_commit_or_roll_back_together() {
+    use gatehouse_accounts::{StoreAccounts, StoreFlows};
+    use gatehouse_auth::{
+        Accounts, Claims, FlowMail, FlowPurpose, FlowToken, MailFlows, UserRecord,
+    };
+    use std::sync::Arc;
+
+    for db in TestDb::each().await {
+        let store = db.open(gatehouse_testkit::model(SCHEMA)).await;
+        let auth = Arc::new(gatehouse_auth_store::SqlAuthRepo::new(store.db().clone()));
+        let outbox = gatehouse_outbox::Outbox::open(store.db().clone())
+            .await
+            .unwrap();
+        let accounts = StoreAccounts::new(&store, auth.clone()).unwrap();
+        let flows = StoreFlows::new(&accounts, outbox.clone()).unwrap();
+        let credential = UserRecord {
+            username: String::new(),
+            password_hash: "x".into(),
+            scopes: vec![],
+            claims: Claims::new(),
+            created_at: 0,
+            updated_at: 0,
+        };
+        let dana = accounts
+            .create("dana", &Claims::new(), &credential)
+            .await
+            .unwrap()
+            .unwrap();
+        let token = FlowToken {
+            id: "flow-1".into(),
+            purpose: FlowPurpose::Reset,
+            sub: Some(dana.sub.clone()),
+            address: "dana@example.com".into(),
+            link_hash: Some("link".into()),
+            code_hash: Some("code".into()),
+            payload: json!({}),
+            created_at: 1,
+            expires_at: i64::MAX,
+            code_expires_at: i64::MAX,
+            attempts: 0,
+            used_at: None,
+        };
+        let mail = FlowMail {
+            to: "dana@example.com".into(),
+            subject: "Reset your password".into(),
+            text: "a link".into(),
+        };
+        assert!(flows.send(&token, &mail).await.unwrap());
+        let mut second = mail.clone();
+        second.subject = "Second".into();
+        // The same token id again (to another address, under its limits):
+        // its insert fails, so its message is rolled back with it.
+        let mut again = token.clone();
+        again.address = "other@example.com".into();
+        assert!(
+            flows.send(&again, &second).await.is_err(),
+            "{}",
+            db.backend()
+        );
+        // Another token to the same address within the minute: over the
+        // address's limits, neither it nor its message is written.
+        let mut third = token.clone();
+        third.id = "flow-3".into();
+        assert!(
+            !flows.send(&third, &second).await.unwrap(),
+            "{}",
+            db.backend()
+        );
+        assert!(flows.token("flow-3").await.unwrap().is_none());
+        let messages = outbox.list(None, None, 10).await.unwrap();
+        assert_eq!(messages.len(), 1, "{}: {messages:?}", db.backend());
+        assert_eq!(messages[0].payload["subject"], json!("Reset your password"));
+        assert!(flows.token("flow-1").await.unwrap().is_some());
+    }
+}
