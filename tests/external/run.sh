@@ -5,8 +5,9 @@
 # the graphql-http audit, the graphql-ws subscription client, graphql-js
 # on the introspection result, GraphiQL (with its sign-in) and the example SPA
 # (oidc-client-ts) in headless Chromium, and schemathesis on the
-# REST API. Installs what it needs (npm and PyPI packages, Debian's chromium)
-# when missing.
+# REST API; and the webhook deliveries of a server of its own, verified
+# with standardwebhooks (webhooks.sh). Installs what it needs (npm and PyPI
+# packages, Debian's chromium) when missing.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -104,5 +105,8 @@ node "$here/spa-browser.mjs" "$base" alice alice-password
 
 log "schemathesis on /v1/openapi.json"
 "$here/rest-schemathesis.sh" "$base" "$authorization"
+
+log "webhook deliveries verified with standardwebhooks"
+"$here/webhooks.sh" "$bin"
 
 log "external clients passed"

@@ -2,7 +2,8 @@
 //! local receiver recording every request: what is sent (signed, the row
 //! before and after), what is not (rolled back, filtered out), retries
 //! with the same `webhook-id`, order per row, delivery after a `kill -9`
-//! with the receiver down, and the CLI's hand on failed deliveries.
+//! with the receiver down, two instances on one PostgreSQL database
+//! delivering each change once, and the CLI's hand on failed deliveries.
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -564,4 +565,114 @@ fn a_webhook_that_names_what_the_schema_lacks_stops_the_server_naming_the_entry(
         let err = stderr(&out);
         assert!(err.contains(expected), "{hook}: {err}");
     }
+}
+
+/// The `gatehouse_webhook_deliveries_total{hook="tasks",outcome="delivered"}`
+/// count of one instance (0 before its first delivery).
+async fn delivered(http: &reqwest::Client, base: &str) -> u64 {
+    let text = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let series = r#"gatehouse_webhook_deliveries_total{hook="tasks",outcome="delivered"} "#;
+    text.lines()
+        .find_map(|l| l.strip_prefix(series))
+        .map_or(0, |n| n.trim().parse().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_instances_on_one_postgres_database_deliver_each_change_once_in_order_per_row() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let mut receiver = Receiver::start(&[]).await;
+    let dir = project(&db, &receiver.url, r#"events = ["Task.*"]"#);
+    // One after the other: the first migrates the tables.
+    let servers = [start(dir.path()), start(dir.path())];
+    let clients = [
+        Client::new(&servers[0]).await,
+        Client::new(&servers[1]).await,
+    ];
+
+    // Twenty rows created at once, alternately through each instance; each
+    // then updated through the other one and deleted through the first,
+    // every phase concurrent across rows.
+    const ROWS: usize = 20;
+    let titles: Vec<String> = (0..ROWS).map(|i| format!("row {i}")).collect();
+    let ids: Vec<String> = futures::future::join_all(
+        titles
+            .iter()
+            .enumerate()
+            .map(|(i, title)| clients[i % 2].create(title, "TODO")),
+    )
+    .await;
+    futures::future::join_all(
+        ids.iter()
+            .enumerate()
+            .map(|(i, id)| clients[(i + 1) % 2].update(id, "status: DONE")),
+    )
+    .await;
+    futures::future::join_all(
+        ids.iter()
+            .enumerate()
+            .map(|(i, id)| clients[i % 2].delete(id)),
+    )
+    .await;
+
+    // Every change once: no two requests for one (row, kind), each with its
+    // own webhook-id, and a row's changes in the order they were made.
+    let mut per_row: std::collections::HashMap<String, Vec<String>> = Default::default();
+    let mut webhook_ids = std::collections::HashSet::new();
+    for _ in 0..3 * ROWS {
+        let r = receiver.next().await;
+        assert_signed(&r);
+        assert!(
+            webhook_ids.insert(r.id.clone()),
+            "webhook-id {} delivered twice: {}",
+            r.id,
+            r.body
+        );
+        let row = r.json()["data"]["id"].as_str().unwrap().to_string();
+        per_row.entry(row).or_default().push(r.event());
+    }
+    for id in &ids {
+        assert_eq!(
+            per_row.get(id).map(Vec::as_slice),
+            Some(&["Task.created", "Task.updated", "Task.deleted"].map(String::from)[..]),
+            "the deliveries of row {id}: {per_row:?}"
+        );
+    }
+    assert_eq!(per_row.len(), ROWS, "{per_row:?}");
+    // A delivery claimed by both instances would come at about the same time
+    // as the first; each instance also polls every second.
+    receiver.nothing_more(Duration::from_secs(2)).await;
+
+    // The instances' own counts add up to one delivery per change (each
+    // records its outcome after the receiver answered).
+    let http = reqwest::Client::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let counts = loop {
+        let counts = [
+            delivered(&http, &servers[0].base).await,
+            delivered(&http, &servers[1].base).await,
+        ];
+        if counts[0] + counts[1] >= 3 * ROWS as u64 || std::time::Instant::now() > deadline {
+            break counts;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        counts[0] + counts[1],
+        3 * ROWS as u64,
+        "deliveries counted by each instance: {counts:?}"
+    );
+    // Each instance's writes wake its own worker: both took part.
+    assert!(
+        counts.iter().all(|&n| n > 0),
+        "both instances delivered: {counts:?}"
+    );
 }
