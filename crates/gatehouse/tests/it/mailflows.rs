@@ -545,8 +545,12 @@ async fn known_and_unknown_addresses_get_the_same_page_status_and_time() {
         v[v.len() / 2].as_secs_f64()
     };
     let (k, u) = (median(&mut known), median(&mut unknown));
+    // Within 20% of each other; answers of well under a millisecond on a
+    // loaded machine differ by scheduling alone, so a difference below
+    // 2 ms (far under what a network lets anyone measure) passes too. A
+    // lookup, a hash or a write before the answer would take far more.
     assert!(
-        (k - u).abs() <= 0.2 * k.max(u),
+        (k - u).abs() <= 0.2 * k.max(u) + 0.002,
         "medians: known {k:.4}s, unknown {u:.4}s"
     );
     // Only the known address got mail, and once (one a minute).
