@@ -17,7 +17,9 @@
 # 2. Writes per second without callgrind: N writes on one keep-alive
 #    connection, wall clock, per configuration, ROUNDS (3) rounds
 #    interleaved.
-# Needs valgrind and python3. Prints a table; writes nothing else.
+# Needs valgrind and python3. Prints a table; writes nothing else, but with
+# KEEP=DIR the callgrind files go there (callgrind_annotate; a build with
+# CARGO_PROFILE_RELEASE_DEBUG=line-tables-only names the functions).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BIN=$1
@@ -89,7 +91,10 @@ tok = call(c, "POST", "/oauth/token", urllib.parse.urlencode({"grant_type": "pas
     {"Content-Type": "application/x-www-form-urlencoded",
      "Authorization": "Basic " + __import__("base64").b64encode(b"demo-app:demo-secret-change-me").decode()})["access_token"]
 h = {"Authorization": "Bearer " + tok, "Content-Type": "application/json"}
-author = call(c, "POST", "/graphql", json.dumps({"query": "mutation { createAuthor(name: \"bench\") { id } }"}), h)
+# A new author per run: its name is unique.
+author = call(c, "POST", "/graphql", json.dumps({"query": "mutation($n: String!) { createAuthor(name: $n) { id } }",
+    "variables": {"n": f"bench {time.time_ns()}"}}), h)
+assert "errors" not in author, author
 author = author["data"]["createAuthor"]["id"]
 q = 'mutation($id: ID!) { a: createBook(input: {title: "bench a", status: LOST, author: $id}) { title } b: createBook(input: {title: "bench b", status: LOST, author: $id}) { title } }'
 body = json.dumps({"query": q, "variables": {"id": author}})
@@ -136,6 +141,7 @@ for name in none answers; do
   callgrind_control -d "$name" "$PID" >/dev/null
   kill "$PID"; wait "$PID" 2>/dev/null || true
   f=$(ls "$W"/cg-"$name".out.* | head -n1)
+  [[ -n "${KEEP:-}" ]] && mkdir -p "$KEEP" && cp "$f" "$KEEP/"
   echo "$name: $(awk -v n="$N" '/^totals:/ {printf "%.1fk", $2 / n / 1000}' "$f") instructions per write"
   [[ $name == answers ]] && echo "  (deliveries received: $(wc -l <"$W/delivered"))"
 done

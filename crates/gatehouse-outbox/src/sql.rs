@@ -64,6 +64,12 @@ pub(crate) async fn create(conn: &mut Conn<'_>, d: Dialect) -> Result<(), gateho
             "CREATE INDEX IF NOT EXISTS {} ON {t} (channel, order_key, seq) WHERE state = 'pending'",
             q(&format!("{TABLE}_order"))
         ),
+        // What a claim walks: the channel's pending messages in order,
+        // stopping at its limit however large the backlog.
+        format!(
+            "CREATE INDEX IF NOT EXISTS {} ON {t} (channel, seq) WHERE state = 'pending'",
+            q(&format!("{TABLE}_queue"))
+        ),
         format!(
             "CREATE UNIQUE INDEX IF NOT EXISTS {} ON {t} (seq)",
             q(&format!("{TABLE}_by_seq"))
@@ -190,10 +196,14 @@ pub(crate) fn claim(
         Dialect::Postgres => " FOR UPDATE SKIP LOCKED",
         Dialect::Sqlite => "",
     };
+    // `+m.next_attempt_at`: no index on the due time, so the planner walks
+    // the `_queue` index in `seq` order and stops at the limit; by the due
+    // time it would read and sort the whole backlog on every claim
+    // (quadratic when deliveries fall behind the writes).
     let sql = format!(
         "UPDATE {t} SET lease_owner = ?, lease_until = ?, attempts = attempts + 1 \
          WHERE id IN (SELECT m.id FROM {t} m \
-           WHERE m.state = 'pending' AND m.channel = ? AND m.next_attempt_at <= ? \
+           WHERE m.state = 'pending' AND m.channel = ? AND +m.next_attempt_at <= ? \
              AND (m.lease_until IS NULL OR m.lease_until <= ?) \
              AND (m.order_key IS NULL OR NOT EXISTS (SELECT 1 FROM {t} e \
                WHERE e.state = 'pending' AND e.channel = m.channel \
