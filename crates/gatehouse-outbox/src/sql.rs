@@ -199,7 +199,10 @@ pub(crate) fn claim(
     // `+m.next_attempt_at`: no index on the due time, so the planner walks
     // the `_queue` index in `seq` order and stops at the limit; by the due
     // time it would read and sort the whole backlog on every claim
-    // (quadratic when deliveries fall behind the writes).
+    // (quadratic when deliveries fall behind the writes). `state || ''` in
+    // the outer condition (an expression no index serves, on both
+    // backends): the rows are found by id, not by scanning every pending
+    // row for the chosen ids.
     let sql = format!(
         "UPDATE {t} SET lease_owner = ?, lease_until = ?, attempts = attempts + 1 \
          WHERE id IN (SELECT m.id FROM {t} m \
@@ -209,7 +212,7 @@ pub(crate) fn claim(
                WHERE e.state = 'pending' AND e.channel = m.channel \
                  AND e.order_key = m.order_key AND e.seq < m.seq)) \
            ORDER BY m.seq LIMIT ?{lock}) \
-         AND state = 'pending' AND (lease_until IS NULL OR lease_until <= ?) \
+         AND state || '' = 'pending' AND (lease_until IS NULL OR lease_until <= ?) \
          RETURNING id, seq, order_key, payload, attempts, created_at, retry_since"
     );
     Built::raw(
