@@ -1,7 +1,10 @@
 //! The pages of the e-mail flows (CONTRACT §15): `GET|POST /auth/forgot`
 //! ("Forgot password?" and the "check your e-mail" page that follows it)
 //! and `GET|HEAD|POST /auth/reset` (a reset link's page, and the POSTs that
-//! set the new password by link or by code).
+//! set the new password by link or by code); `GET|HEAD|POST /auth/verify`
+//! (a verification link's page, and the POSTs that confirm an address by
+//! link or by code) and `POST /auth/verify/resend` ("Resend" on the "check
+//! your e-mail" page that follows a sign-up).
 //!
 //! What is sent, when a token is live and what spends it is decided by
 //! `gatehouse_auth::AuthServer` (`server/email.rs`); this module reads the

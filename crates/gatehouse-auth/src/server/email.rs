@@ -1,6 +1,7 @@
-//! The e-mail flows' decisions (CONTRACT §15): password reset by link or
-//! code, with the limits and the answers that never tell whether an
-//! address has an account. No HTTP and no HTML here: `gatehouse-oauth`
+//! The e-mail flows' decisions (CONTRACT §15): verification at sign-up
+//! (`off`, `optional`, `required`, with "Resend") and password reset, each
+//! by link or code, with the limits and the answers that never tell
+//! whether an address has an account (sign-up only under `required`). No HTTP and no HTML here: `gatehouse-oauth`
 //! renders the pages; storage is a [`MailFlows`].
 //!
 //! - **Same answer, same time.** Asking for a reset returns at once with a
