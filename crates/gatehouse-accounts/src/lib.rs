@@ -141,6 +141,97 @@ impl StoreAccounts {
         }
     }
 
+    /// Writes the account `username` (with `email`, verified or not) and
+    /// its credential in `txn`, which is rolled back on every outcome but
+    /// `Ok(Some(..))`. `Ok(None)`: the name is taken. An address another
+    /// account has (without regard to case) is `Conflict`.
+    async fn create_in(
+        &self,
+        txn: &WriteTxn,
+        username: &str,
+        email: Option<&str>,
+        claims: &Claims,
+        credential: &UserRecord,
+        verified: bool,
+    ) -> Result<Option<AccountProfile>, Error> {
+        let mut row = match self.claim_values(claims) {
+            Ok(row) => row,
+            Err(e) => {
+                txn.rollback().await;
+                return Err(e);
+            }
+        };
+        row.retain(|_, v| !v.is_null());
+        row.insert(AccountType::USERNAME.into(), json!(username));
+        let rows = txn.entity_at(self.account.entity);
+        let system = AccessContext::system();
+        if let Some(address) = email.filter(|_| self.account.email) {
+            let query = ListQuery {
+                filter: Some(Filter::Cmp {
+                    field: AccountType::EMAIL.into(),
+                    op: FilterOp::IEq,
+                    value: json!(address),
+                }),
+                limit: Some(1),
+                ..ListQuery::default()
+            };
+            match rows.list(&system, &query).await.map(|p| p.rows.into_rows()) {
+                Ok(found) if found.is_empty() => {}
+                Ok(_) => {
+                    txn.rollback().await;
+                    return Err(Error::Conflict(
+                        "this e-mail address is not available".into(),
+                    ));
+                }
+                Err(e) => {
+                    txn.rollback().await;
+                    return Err(store_error(e));
+                }
+            }
+            row.insert(AccountType::EMAIL.into(), json!(address));
+        }
+        let created = match rows.insert(&system, row).await {
+            Ok(created) => created,
+            Err(StoreError::Conflict { .. }) => {
+                txn.rollback().await;
+                return Ok(None);
+            }
+            Err(e) => {
+                txn.rollback().await;
+                return Err(store_error(e));
+            }
+        };
+        let Some(mut profile) = self.profile(&created) else {
+            txn.rollback().await;
+            return Err(Error::from(RepoError::new(
+                "a new account row has no id or username",
+            )));
+        };
+        if verified && self.account.email_verified {
+            let mut fields = Row::new();
+            fields.insert(AccountType::EMAIL_VERIFIED.into(), Json::Bool(true));
+            if let Err(e) = rows
+                .update_with_server_fields(&system, &profile.sub, Row::new(), fields)
+                .await
+            {
+                txn.rollback().await;
+                return Err(store_error(e));
+            }
+            profile.email_verified = true;
+        }
+        let credential = UserRecord {
+            username: profile.sub.clone(),
+            claims: Claims::new(),
+            ..credential.clone()
+        };
+        let statement = self.auth.upsert_user_statement(&credential)?;
+        if let Err(e) = txn.execute(statement).await {
+            txn.rollback().await;
+            return Err(store_error(e));
+        }
+        Ok(Some(profile))
+    }
+
     /// Makes every user of the OAuth tables that has no row a row whose
     /// `id` is its name (users from before the account type, whose tokens
     /// and owner values name them so), with its stored claims in the
@@ -295,9 +386,14 @@ impl Accounts for StoreAccounts {
             .collect())
     }
 
+    fn has_email(&self) -> bool {
+        self.account.email
+    }
+
     async fn create(
         &self,
         username: &str,
+        email: Option<&str>,
         claims: &Claims,
         credential: &UserRecord,
     ) -> Result<Option<AccountProfile>, Error> {
@@ -305,41 +401,13 @@ impl Accounts for StoreAccounts {
             .ensure_tables()
             .await
             .map_err(|e| RepoError::new(format!("creating the OAuth tables: {e}")))?;
-        let mut row = self.claim_values(claims)?;
-        row.retain(|_, v| !v.is_null());
-        row.insert(AccountType::USERNAME.into(), json!(username));
         let txn = self.store.begin_write();
-        let created = match txn
-            .entity_at(self.account.entity)
-            .insert(&AccessContext::system(), row)
-            .await
-        {
-            Ok(created) => created,
-            Err(StoreError::Conflict { .. }) => {
-                txn.rollback().await;
-                return Ok(None);
-            }
-            Err(e) => {
-                txn.rollback().await;
-                return Err(store_error(e));
-            }
+        let Some(profile) = self
+            .create_in(&txn, username, email, claims, credential, false)
+            .await?
+        else {
+            return Ok(None);
         };
-        let Some(profile) = self.profile(&created) else {
-            txn.rollback().await;
-            return Err(Error::from(RepoError::new(
-                "a new account row has no id or username",
-            )));
-        };
-        let credential = UserRecord {
-            username: profile.sub.clone(),
-            claims: Claims::new(),
-            ..credential.clone()
-        };
-        let statement = self.auth.upsert_user_statement(&credential)?;
-        if let Err(e) = txn.execute(statement).await {
-            txn.rollback().await;
-            return Err(store_error(e));
-        }
         match txn.commit().await {
             Ok(()) => Ok(Some(profile)),
             Err(StoreError::Conflict { .. }) => Ok(None),
@@ -603,5 +671,44 @@ impl MailFlows for StoreFlows {
         }
         txn.commit().await.map_err(store_error)?;
         Ok(true)
+    }
+
+    async fn register(
+        &self,
+        token: &FlowToken,
+        username: &str,
+        credential: &UserRecord,
+        now: i64,
+    ) -> Result<Option<AccountProfile>, Error> {
+        self.tables().await?;
+        let auth = &self.accounts.auth;
+        let txn = self.accounts.store.begin_write();
+        if run_in(&txn, auth.use_flow_token_statement(&token.id, now)).await? != 1 {
+            txn.rollback().await;
+            return Ok(None);
+        }
+        let Some(profile) = self
+            .accounts
+            .create_in(
+                &txn,
+                username,
+                Some(&token.address),
+                &Claims::new(),
+                credential,
+                true,
+            )
+            .await?
+        else {
+            return Err(Error::Conflict(
+                "this user name was taken since the sign-up".into(),
+            ));
+        };
+        match txn.commit().await {
+            Ok(()) => Ok(Some(profile)),
+            Err(StoreError::Conflict { .. }) => Err(Error::Conflict(
+                "this user name was taken since the sign-up".into(),
+            )),
+            Err(e) => Err(store_error(e)),
+        }
     }
 }

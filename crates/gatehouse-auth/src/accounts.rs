@@ -43,14 +43,20 @@ pub trait Accounts: Send + Sync + fmt::Debug {
     async fn find(&self, sub: &str) -> Result<Option<AccountProfile>, RepoError>;
     /// Every account, by user name.
     async fn list(&self) -> Result<Vec<AccountProfile>, RepoError>;
-    /// Creates the account `username` with `claims` in its `@claim`
-    /// fields and `credential` (whose `username` becomes the new row's
-    /// id), in one transaction. `Ok(None)`: the name is taken, nothing was
-    /// written. An unknown claim or a value the row refuses is
-    /// `InvalidInput`.
+    /// Whether the account type has an `email` field (sign-up then asks
+    /// for an address).
+    fn has_email(&self) -> bool;
+    /// Creates the account `username` with `email` (when given: the type
+    /// has the field), `claims` in its `@claim` fields and `credential`
+    /// (whose `username` becomes the new row's id), in one transaction.
+    /// `Ok(None)`: the name is taken, nothing was written. An address that
+    /// another account has, compared without regard to case, is
+    /// [`crate::Error::Conflict`] and writes nothing. An unknown claim or a
+    /// value the row refuses is `InvalidInput`.
     async fn create(
         &self,
         username: &str,
+        email: Option<&str>,
         claims: &Claims,
         credential: &UserRecord,
     ) -> Result<Option<AccountProfile>>;

@@ -547,6 +547,22 @@ impl Admin {
         scopes: &[String],
         claims: &Claims,
     ) -> Result<UserInfo> {
+        self.add_account(username, None, password, scopes, claims)
+            .await
+    }
+
+    /// Registers a user as [`Admin::add_user_with_claims`] does, with the
+    /// account row's `email` set when `email` is given (accounts of a type
+    /// with that field only). An address another account has is
+    /// `Conflict`, as a taken name is.
+    pub(crate) async fn add_account(
+        &self,
+        username: &str,
+        email: Option<&str>,
+        password: &str,
+        scopes: &[String],
+        claims: &Claims,
+    ) -> Result<UserInfo> {
         check_new_name(IdentityKind::User, username)?;
         check_password(password)?;
         let scopes = normalize_scopes(scopes)?;
@@ -565,7 +581,10 @@ impl Admin {
                 claims: Claims::new(),
                 ..record
             };
-            let Some(profile) = accounts.create(username, claims, &credential).await? else {
+            let Some(profile) = accounts
+                .create(username, email, claims, &credential)
+                .await?
+            else {
                 return Err(Error::Conflict(
                     format!("a user named {username:?} already exists").into(),
                 ));

@@ -186,6 +186,18 @@ pub trait MailFlows: Send + Sync + fmt::Debug {
     /// `false`: the token was spent, cancelled or expired meanwhile, and
     /// nothing changed.
     async fn complete(&self, token: &FlowToken, effect: FlowEffect<'_>, now: i64) -> Result<bool>;
+    /// Spends `token` (a pending registration) at `now` and creates the
+    /// account `username` with the token's address, verified, and
+    /// `credential`, in one transaction. `Ok(None)`: the token was spent,
+    /// cancelled or expired meanwhile. A name or address taken since the
+    /// sign-up is `Conflict`; nothing changed then.
+    async fn register(
+        &self,
+        token: &FlowToken,
+        username: &str,
+        credential: &UserRecord,
+        now: i64,
+    ) -> Result<Option<AccountProfile>>;
 }
 
 /// `[auth.email] verification`.

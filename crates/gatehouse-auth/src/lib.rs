@@ -90,7 +90,7 @@ pub use secrets::{
 pub use server::{
     AuthConfig, AuthServer, AuthorizeError, AuthorizeErrorCode, AuthorizeParams, AuthorizeRequest,
     CODE_REPLAY_MEMORY, CODE_TTL, CONSENT_TTL, ClientProof, CsrfPair, ExchangeRequest, MAX_ADDRESS,
-    MAX_STATE, MIN_SIGN_UP_PASSWORD, ReturnTo, SignedIn, TokenRequest, TokenResponse,
+    MAX_STATE, MIN_SIGN_UP_PASSWORD, ReturnTo, SignedIn, SignedUp, TokenRequest, TokenResponse,
     normalize_address, plausible_address,
 };
 

@@ -14,7 +14,7 @@ use axum_extra::extract::cookie::{Cookie, CookieJar, SameSite};
 
 use gatehouse_auth::{
     AuthorizeError, AuthorizeErrorCode, AuthorizeParams, AuthorizeRequest, Error,
-    MIN_SIGN_UP_PASSWORD, SignedIn,
+    MIN_SIGN_UP_PASSWORD, SignedIn, SignedUp, Verification,
 };
 
 use crate::error::OAuthError;
@@ -242,7 +242,7 @@ pub(crate) async fn get(State(state): State<OAuthState>, req: Request) -> Respon
     let (csrf, cookie) = csrf_for(&state, req.headers());
     let sign_up = params.get("screen") == Some("sign_up") && state.sign_up_enabled();
     let page = if sign_up {
-        sign_up_page(&areq, &p, &csrf, "", None, StatusCode::OK)
+        sign_up_page(&state, &areq, &p, &csrf, ("", ""), None, StatusCode::OK)
     } else {
         sign_in_page(&state, &areq, &p, &csrf, "", None, StatusCode::OK)
     };
@@ -278,14 +278,17 @@ fn sign_in_page(
     )
 }
 
+/// The sign-up form; `(username, email)` as typed.
 fn sign_up_page(
+    state: &OAuthState,
     areq: &AuthorizeRequest,
     p: &AuthorizeParams,
     csrf: &str,
-    username: &str,
+    (username, email): (&str, &str),
     error: Option<&str>,
     status: StatusCode,
 ) -> Response {
+    let server = &state.inner.server;
     pages::html(
         status,
         &pages::SignUpPage {
@@ -293,6 +296,9 @@ fn sign_up_page(
             hidden: &hidden(p),
             csrf,
             username,
+            ask_email: server.sign_up_asks_email(),
+            email_required: server.verification() == Verification::Required,
+            email,
             error,
             min_password: MIN_SIGN_UP_PASSWORD,
             sign_in_href: self_link(p, None),
@@ -357,13 +363,32 @@ pub(crate) async fn post(
             }
             match server.sign_in(&areq, username, password, Some(addr)).await {
                 Ok(signed) => signed_in(&state, &areq, &p, &csrf, &browser, &signed).await,
-                Err(e) => sign_in_failed(&state, &areq, &p, &csrf, username, e, false),
+                Err(e) => sign_in_failed(&state, &areq, &p, &csrf, (username, ""), e, false),
             }
         }
         Some("sign_up") if state.sign_up_enabled() => {
-            match server.sign_up(&areq, username, password, Some(addr)).await {
-                Ok(signed) => signed_in(&state, &areq, &p, &csrf, &browser, &signed).await,
-                Err(e) => sign_in_failed(&state, &areq, &p, &csrf, username, e, true),
+            let email = params.get("email").unwrap_or("");
+            let return_to = p
+                .pairs()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            match server
+                .sign_up(&areq, username, email, password, return_to, Some(addr))
+                .await
+            {
+                Ok(SignedUp::SignedIn(signed)) => {
+                    signed_in(&state, &areq, &p, &csrf, &browser, &signed).await
+                }
+                Ok(SignedUp::CheckEmail(flow)) => crate::email::check_verify_page(
+                    &state,
+                    &p,
+                    &csrf,
+                    (&flow, &flow),
+                    None,
+                    StatusCode::OK,
+                ),
+                Err(e) => sign_in_failed(&state, &areq, &p, &csrf, (username, email), e, true),
             }
         }
         Some("consent") => {
@@ -403,13 +428,21 @@ fn sign_in_failed(
     areq: &AuthorizeRequest,
     p: &AuthorizeParams,
     csrf: &str,
-    username: &str,
+    (username, email): (&str, &str),
     e: Error,
     sign_up: bool,
 ) -> Response {
     let page = |message: &str, status| {
         if sign_up {
-            sign_up_page(areq, p, csrf, username, Some(message), status)
+            sign_up_page(
+                state,
+                areq,
+                p,
+                csrf,
+                (username, email),
+                Some(message),
+                status,
+            )
         } else {
             sign_in_page(state, areq, p, csrf, username, Some(message), status)
         }

@@ -1,7 +1,10 @@
 //! The pages of the e-mail flows (CONTRACT §15): `GET|POST /auth/forgot`
 //! ("Forgot password?" and the "check your e-mail" page that follows it)
 //! and `GET|HEAD|POST /auth/reset` (a reset link's page, and the POSTs that
-//! set the new password by link or by code).
+//! set the new password by link or by code); `GET|HEAD|POST /auth/verify`
+//! (a verification link's page, and the POSTs that confirm an address by
+//! link or by code) and `POST /auth/verify/resend` ("Resend" on the "check
+//! your e-mail" page that follows a sign-up).
 //!
 //! What is sent, when a token is live and what spends it is decided by
 //! `gatehouse_auth::AuthServer` (`server/email.rs`); this module reads the
@@ -15,7 +18,9 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 
-use gatehouse_auth::{AuthorizeParams, Error, FlowPurpose, MIN_SIGN_UP_PASSWORD, ReturnTo};
+use gatehouse_auth::{
+    AuthorizeParams, Error, FlowPurpose, MIN_SIGN_UP_PASSWORD, ReturnTo, Verification,
+};
 
 use crate::OAuthState;
 use crate::authorize::{
@@ -310,6 +315,179 @@ pub(crate) async fn reset_post(
             ),
         },
         Err(resp) => resp,
+    }
+}
+
+/// "Check your e-mail" after a sign-up or "Resend": the code's form and
+/// "Resend", posting to absolute URLs under the issuer (it is shown under
+/// `/oauth/authorize` and under `/auth/verify`).
+pub(crate) fn check_verify_page(
+    state: &OAuthState,
+    p: &AuthorizeParams,
+    csrf: &str,
+    (flow, origin): (&str, &str),
+    error: Option<&str>,
+    status: StatusCode,
+) -> Response {
+    let base = &state.inner.config.public_url;
+    let server = &state.inner.server;
+    pages::html(
+        status,
+        &pages::CheckVerifyPage {
+            hidden: &hidden(p),
+            csrf,
+            flow,
+            origin,
+            error,
+            verify_action: format!("{base}/auth/verify"),
+            resend_action: format!("{base}/auth/verify/resend"),
+            continue_href: (server.verification() == Verification::Optional)
+                .then(|| sign_in_link(state, p))
+                .flatten(),
+        },
+    )
+}
+
+fn verify_page(
+    state: &OAuthState,
+    csrf: &str,
+    token: &str,
+    error: Option<&str>,
+    status: StatusCode,
+) -> Response {
+    pages::html(
+        status,
+        &pages::VerifyPage {
+            csrf,
+            token,
+            error,
+            verify_action: format!("{}/auth/verify", state.inner.config.public_url),
+        },
+    )
+}
+
+/// `GET|HEAD /auth/verify?token=…`: the link's page, a button whose POST
+/// confirms. Never spends the token.
+pub(crate) async fn verify_get(State(state): State<OAuthState>, req: Request) -> Response {
+    if !state.inner.server.mail_flows_on() {
+        return flows_off();
+    }
+    let params = match query(&req) {
+        Ok(p) => p,
+        Err(resp) => return *resp,
+    };
+    let token = params.get("token").unwrap_or("");
+    match state.inner.server.email_link(token).await {
+        Ok(t) if t.purpose == FlowPurpose::Verify => {
+            let (csrf, cookie) = csrf_for(&state, req.headers());
+            with_cookie(
+                verify_page(&state, &csrf, token, None, StatusCode::OK),
+                cookie,
+            )
+        }
+        Ok(_) | Err(Error::InvalidGrant(_)) => dead_link(),
+        Err(Error::Server(cause) | Error::Unavailable(cause)) => server_error(&cause),
+        Err(_) => flows_off(),
+    }
+}
+
+/// `POST /auth/verify`: confirms the address, by the link's `token` or by
+/// the `flow`'s code; then back to the authorization request the sign-up
+/// came from, or a page saying it is done.
+pub(crate) async fn verify_post(
+    State(state): State<OAuthState>,
+    Peer(addr): Peer,
+    req: Request,
+) -> Response {
+    if !state.inner.server.mail_flows_on() {
+        return flows_off();
+    }
+    let (params, req) = match read_form(&state, req).await {
+        Ok(r) => r,
+        Err(resp) => return resp,
+    };
+    if csrf_checked(&state, req.headers(), &params).is_none() {
+        return csrf_refused();
+    }
+    let server = &state.inner.server;
+    let csrf = params.get("csrf").unwrap_or("");
+    let outcome = if let Some(token) = params.get("token") {
+        match server.verify_by_link(token, Some(addr)).await {
+            Ok(to) => Ok(to),
+            Err(Error::InvalidInput(msg)) => Err(verify_page(
+                &state,
+                csrf,
+                token,
+                Some(&msg),
+                StatusCode::CONFLICT,
+            )),
+            Err(Error::InvalidGrant(_)) => Err(dead_link()),
+            Err(e) => Err(error_page(e)),
+        }
+    } else {
+        let p = authorize_params(&params);
+        let flow = params.get("flow").unwrap_or("");
+        let origin = params.get("origin").unwrap_or(flow);
+        let code = params.get("code").unwrap_or("");
+        let again = |msg: &str, status| {
+            check_verify_page(&state, &p, csrf, (flow, origin), Some(msg), status)
+        };
+        match server.verify_by_code(flow, code, Some(addr)).await {
+            Ok(to) => Ok(to),
+            Err(Error::InvalidInput(msg)) => Err(again(&msg, StatusCode::CONFLICT)),
+            Err(Error::InvalidGrant(_)) => Err(again(
+                "The code is wrong, or it has expired or was cancelled. Check the message, \
+                 or ask for a new one.",
+                StatusCode::BAD_REQUEST,
+            )),
+            Err(Error::TooManyRequests(_, wait)) => Err(too_many(
+                again(
+                    "Too many attempts. Wait a moment and try again.",
+                    StatusCode::TOO_MANY_REQUESTS,
+                ),
+                wait,
+            )),
+            Err(e) => Err(error_page(e)),
+        }
+    };
+    match outcome {
+        Ok(to) => match sign_in_link(&state, &params_of(&to)) {
+            Some(location) => redirect(&location),
+            None => pages::error(
+                StatusCode::OK,
+                "Your e-mail address is confirmed",
+                "Go back to the application and sign in.",
+            ),
+        },
+        Err(resp) => resp,
+    }
+}
+
+/// `POST /auth/verify/resend`: "Resend" on the "check your e-mail" page;
+/// the same page again, with the new flow's id, whether or not anything
+/// was sent.
+pub(crate) async fn resend_post(
+    State(state): State<OAuthState>,
+    Peer(addr): Peer,
+    req: Request,
+) -> Response {
+    if !state.inner.server.mail_flows_on() {
+        return flows_off();
+    }
+    let (params, req) = match read_form(&state, req).await {
+        Ok(r) => r,
+        Err(resp) => return resp,
+    };
+    if csrf_checked(&state, req.headers(), &params).is_none() {
+        return csrf_refused();
+    }
+    let csrf = params.get("csrf").unwrap_or("");
+    let p = authorize_params(&params);
+    let origin = params.get("origin").unwrap_or("");
+    match state.inner.server.resend_verification(origin, Some(addr)) {
+        Ok(flow) => check_verify_page(&state, &p, csrf, (&flow, origin), None, StatusCode::OK),
+        Err(Error::Server(cause) | Error::Unavailable(cause)) => server_error(&cause),
+        Err(_) => flows_off(),
     }
 }
 

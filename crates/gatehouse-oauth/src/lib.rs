@@ -224,6 +224,16 @@ pub fn router(state: OAuthState) -> Router {
                 .post(email::reset_post)
                 .fallback(|| async { OAuthError::MethodNotAllowed("GET, POST") }),
         )
+        .route(
+            "/auth/verify",
+            get(email::verify_get)
+                .post(email::verify_post)
+                .fallback(|| async { OAuthError::MethodNotAllowed("GET, POST") }),
+        )
+        .route(
+            "/auth/verify/resend",
+            post(email::resend_post).fallback(|| async { OAuthError::MethodNotAllowed("POST") }),
+        )
         .route("/oauth/refresh_token", token(Endpoint::RefreshToken))
         .route(
             "/oauth/introspect",

@@ -81,6 +81,36 @@ pub(crate) struct ResetPage<'a> {
     pub(crate) min_password: usize,
 }
 
+/// "Check your e-mail" after a sign-up or "Resend": the code's form and
+/// the "Resend" button (the same page whether or not a message was sent).
+#[derive(Template)]
+#[template(path = "check_verify.html")]
+pub(crate) struct CheckVerifyPage<'a> {
+    pub(crate) hidden: &'a [Hidden],
+    pub(crate) csrf: &'a str,
+    pub(crate) flow: &'a str,
+    /// The flow of the sign-up's own message, which "Resend" renews (a
+    /// resend over the address's limits writes no token of its own).
+    pub(crate) origin: &'a str,
+    pub(crate) error: Option<&'a str>,
+    pub(crate) verify_action: String,
+    pub(crate) resend_action: String,
+    /// Under `optional` the account exists: on to sign in without
+    /// confirming.
+    pub(crate) continue_href: Option<String>,
+}
+
+/// The page of a verification link: a button whose POST spends it
+/// (opening the link spends nothing).
+#[derive(Template)]
+#[template(path = "verify.html")]
+pub(crate) struct VerifyPage<'a> {
+    pub(crate) csrf: &'a str,
+    pub(crate) token: &'a str,
+    pub(crate) error: Option<&'a str>,
+    pub(crate) verify_action: String,
+}
+
 /// The self-service sign-up form (`[auth] sign_up = true`).
 #[derive(Template)]
 #[template(path = "signup.html")]
@@ -89,6 +119,11 @@ pub(crate) struct SignUpPage<'a> {
     pub(crate) hidden: &'a [Hidden],
     pub(crate) csrf: &'a str,
     pub(crate) username: &'a str,
+    /// Whether the account type has `email`, and whether sign-up needs one
+    /// (`verification = "required"`).
+    pub(crate) ask_email: bool,
+    pub(crate) email_required: bool,
+    pub(crate) email: &'a str,
     pub(crate) error: Option<&'a str>,
     pub(crate) min_password: usize,
     pub(crate) sign_in_href: String,

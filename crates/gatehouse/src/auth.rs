@@ -271,7 +271,7 @@ pub async fn start(
             c.reset_ttl = e.reset_ttl.0;
             c.code_ttl = e.code_ttl.0;
             server.use_mail_flows(Arc::new(flows), c);
-            tracing::info!("e-mail flows on (password reset)");
+            tracing::info!("e-mail flows on (verification, password reset)");
         }
     }
     Ok(server)

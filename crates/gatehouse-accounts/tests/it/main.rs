@@ -96,6 +96,7 @@ async fn an_account_and_its_credential_are_created_together() {
             .accounts
             .create(
                 "alice",
+                None,
                 &claims(json!({"org": "acme", "lvl": "2"})),
                 &credential(),
             )
@@ -115,7 +116,7 @@ async fn an_account_and_its_credential_are_created_together() {
         // A taken name writes nothing: no second row, no stray credential.
         let again = f
             .accounts
-            .create("alice", &Claims::new(), &credential())
+            .create("alice", None, &Claims::new(), &credential())
             .await
             .unwrap();
         assert!(again.is_none(), "{b}");
@@ -124,7 +125,7 @@ async fn an_account_and_its_credential_are_created_together() {
         // A claim the type has no field for is refused, naming the known ones.
         let err = f
             .accounts
-            .create("bob", &claims(json!({"team": "x"})), &credential())
+            .create("bob", None, &claims(json!({"team": "x"})), &credential())
             .await
             .unwrap_err();
         assert!(
@@ -145,7 +146,12 @@ async fn a_claim_change_revokes_access_tokens_and_keeps_refresh_tokens() {
         let b = db.backend();
         let alice = f
             .accounts
-            .create("alice", &claims(json!({"org": "acme"})), &credential())
+            .create(
+                "alice",
+                None,
+                &claims(json!({"org": "acme"})),
+                &credential(),
+            )
             .await
             .unwrap()
             .unwrap();
@@ -187,7 +193,7 @@ async fn disabling_or_deleting_an_account_revokes_every_token() {
         for name in ["carol", "dave"] {
             let made = f
                 .accounts
-                .create(name, &Claims::new(), &credential())
+                .create(name, None, &Claims::new(), &credential())
                 .await
                 .unwrap()
                 .unwrap();

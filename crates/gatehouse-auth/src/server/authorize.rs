@@ -18,6 +18,7 @@ use std::fmt;
 use subtle::ConstantTimeEq;
 
 use super::*;
+use crate::flows::Verification;
 use crate::model::{CodeRecord, GRAPHIQL_CLIENT_ID};
 use crate::oidc::SCOPE_OPENID;
 use crate::redirect::redirect_uri_matches;
@@ -434,20 +435,25 @@ impl AuthServer {
     }
 
     /// Self-service sign-up (`[auth] sign_up`): registers `username` with
-    /// `password` and the configured `sign_up_scopes`, then signs them in
-    /// for `req`. A refused attempt counts as a failed login of the
-    /// address; an attempt with a well-formed name and password counts as
-    /// a sign-up of the address ([`crate::LoginThrottle::take_sign_up`]): past
-    /// the free ones, `TooManyRequests`. The name must be free among
-    /// users, clients and consumers, and never used by a removed one
+    /// `password`, `email` (when the account type has the field) and the
+    /// configured `sign_up_scopes`, then signs them in for `req`, or, when
+    /// the address is to be confirmed, answers the "check your e-mail"
+    /// page ([`AuthServer::sign_up_with_address`]). A refused attempt
+    /// counts as a failed login of the address; an attempt with a
+    /// well-formed name and password counts as a sign-up of the address
+    /// ([`crate::LoginThrottle::take_sign_up`]): past the free ones,
+    /// `TooManyRequests`. The name must be free among users, clients and
+    /// consumers, and never used by a removed one
     /// ([`crate::AuthRepo::register`]).
     pub async fn sign_up(
-        &self,
+        self: &Arc<Self>,
         req: &AuthorizeRequest,
         username: &str,
+        email: &str,
         password: &str,
+        return_to: ReturnTo,
         from: Option<IpAddr>,
-    ) -> Result<SignedIn> {
+    ) -> Result<SignedUp> {
         if !self.config.sign_up {
             return Err(Error::invalid_request("self-service sign-up is off"));
         }
@@ -469,27 +475,54 @@ impl AuthServer {
         {
             return refuse(msg);
         }
+        let address = match self.sign_up_address(email) {
+            Ok(a) => a,
+            Err(Error::InvalidInput(msg)) => return refuse(msg),
+            Err(e) => return Err(e),
+        };
         self.logins.take_sign_up(from, now).map_err(|wait| {
             Error::TooManyRequests(
                 "too many accounts were created from this address; retry later".into(),
                 wait,
             )
         })?;
+        if let Some(address) = &address
+            && self.verification() == Verification::Required
+        {
+            return self
+                .sign_up_pending(username, address, password, return_to, from)
+                .await;
+        }
         let added = match self
             .admin()
-            .add_user(username, password, &self.config.sign_up_scopes)
+            .add_account(
+                username,
+                address.as_deref(),
+                password,
+                &self.config.sign_up_scopes,
+                &Claims::new(),
+            )
             .await
         {
             Ok(added) => added,
+            Err(Error::Conflict(msg)) if msg.contains("e-mail") => return refuse(msg),
             Err(Error::Conflict(_)) => return refuse("this user name is not available".into()),
             Err(Error::InvalidInput(msg)) => return refuse(msg),
             Err(e) => return Err(e),
         };
         tracing::info!(?from, "user signed up");
+        if let Some(address) = &address
+            && self.verification() == Verification::Optional
+        {
+            let flow = self
+                .send_verification(&added.sub, &added.username, address, return_to)
+                .await?;
+            return Ok(SignedUp::CheckEmail(flow));
+        }
         let Some(user) = self.user(&added.sub).await? else {
             return Err(Error::server("a user just signed up is missing"));
         };
-        self.signed_in(req, &user)
+        Ok(SignedUp::SignedIn(self.signed_in(req, &user)?))
     }
 
     /// What signing in as `user` (whose credentials were just checked, or

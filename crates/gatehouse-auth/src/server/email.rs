@@ -1,6 +1,7 @@
-//! The e-mail flows' decisions (CONTRACT §15): password reset by link or
-//! code, with the limits and the answers that never tell whether an
-//! address has an account. No HTTP and no HTML here: `gatehouse-oauth`
+//! The e-mail flows' decisions (CONTRACT §15): verification at sign-up
+//! (`off`, `optional`, `required`, with "Resend") and password reset, each
+//! by link or code, with the limits and the answers that never tell
+//! whether an address has an account (sign-up only under `required`). No HTTP and no HTML here: `gatehouse-oauth`
 //! renders the pages; storage is a [`MailFlows`].
 //!
 //! - **Same answer, same time.** Asking for a reset returns at once with a
@@ -21,10 +22,22 @@ use std::net::IpAddr;
 use subtle::ConstantTimeEq;
 
 use super::*;
+use crate::accounts::AccountProfile;
 use crate::flows::{
     CODE_DIGITS, EmailFlowConfig, FlowEffect, FlowMail, FlowPurpose, FlowToken, MAIL_INTERVAL,
-    MAILS_PER_HOUR, MailFlows,
+    MAILS_PER_HOUR, MailFlows, Verification,
 };
+
+/// What a sign-up leads to.
+#[derive(Debug, Clone)]
+pub enum SignedUp {
+    /// The account exists and may sign in: on to consent or the code.
+    SignedIn(SignedIn),
+    /// The "check your e-mail" page of the flow with this id: a
+    /// verification message (or, under `required` for an address that
+    /// has an account, a notice to its owner) is on its way.
+    CheckEmail(String),
+}
 
 /// The parameters of the authorization request a flow returns to, as
 /// name/value pairs ([`AuthorizeParams::pairs`]); empty when it started
@@ -381,6 +394,415 @@ impl AuthServer {
         self.revoked();
         tracing::info!("password reset");
         Ok(return_to(token))
+    }
+}
+
+impl AuthServer {
+    /// How sign-up verifies addresses: `Off` when the server sends no
+    /// e-mail, whatever `[auth.email] verification` says.
+    pub fn verification(&self) -> Verification {
+        self.flows
+            .get()
+            .map_or(Verification::Off, |f| f.config.verification)
+    }
+
+    /// Whether the sign-up page asks for an e-mail address (the account
+    /// type has `email`).
+    pub fn sign_up_asks_email(&self) -> bool {
+        self.accounts.get().is_some_and(|a| a.has_email())
+    }
+
+    /// Whether `profile` may not sign in yet: under `required`, an
+    /// account whose address is not confirmed.
+    pub(crate) fn awaits_verification(&self, profile: &AccountProfile) -> bool {
+        self.verification() == Verification::Required
+            && profile.email.is_some()
+            && !profile.email_verified
+    }
+
+    /// The sign-up form's address, normalized: `None` when the account
+    /// type has no `email` or none was given (and none is required).
+    pub(crate) fn sign_up_address(&self, email: &str) -> Result<Option<String>> {
+        if !self.sign_up_asks_email() {
+            return Ok(None);
+        }
+        let address = normalize_address(email);
+        if address.is_empty() && self.verification() != Verification::Required {
+            return Ok(None);
+        }
+        if !plausible_address(&address) {
+            return Err(Error::InvalidInput("enter an e-mail address".into()));
+        }
+        Ok(Some(address))
+    }
+
+    /// Sends the account `sub` just signed up a verification message for
+    /// `address`; returns the id its "check your e-mail" page carries
+    /// (the page is the same when the address is over its limits and
+    /// nothing was sent).
+    pub(crate) async fn send_verification(
+        &self,
+        sub: &str,
+        username: &str,
+        address: &str,
+        return_to: ReturnTo,
+    ) -> Result<String> {
+        let flows = self.flows()?;
+        let id = token_string(self.random.as_ref(), 16);
+        self.send_verify(
+            &flows,
+            &id,
+            Some(sub.to_string()),
+            username,
+            address,
+            return_to,
+            None,
+        )
+        .await?;
+        Ok(id)
+    }
+
+    /// Sign-up under `required` with an address: no account yet. The
+    /// answer is the same "check your e-mail" page whether or not an
+    /// account has the address, given at once; after it, in a task of its
+    /// own, the address gets either a verification message whose token
+    /// carries the pending registration (the name, the password's argon2
+    /// hash, the sign-up scopes) or, when an account has it, a notice.
+    pub(crate) async fn sign_up_pending(
+        self: &Arc<Self>,
+        username: &str,
+        address: &str,
+        password: &str,
+        return_to: ReturnTo,
+        from: Option<IpAddr>,
+    ) -> Result<SignedUp> {
+        let flows = self.flows()?;
+        let taken = match self.accounts.get() {
+            Some(accounts) => accounts.find_by_username(username).await?.is_some(),
+            None => false,
+        };
+        if taken {
+            self.logins.failed_address(from, self.now());
+            return Err(Error::InvalidInput(
+                "this user name is not available".into(),
+            ));
+        }
+        let hash = self.admin().hash_new_password(password).await?;
+        let id = token_string(self.random.as_ref(), 16);
+        let server = self.clone();
+        let (flow_id, username, address) = (id.clone(), username.to_string(), address.to_string());
+        tokio::spawn(async move {
+            let pending = json!({
+                "username": username,
+                "password_hash": hash,
+                "scopes": server.config.sign_up_scopes,
+            });
+            if let Err(e) = server
+                .send_pending(&flows, &flow_id, &username, &address, return_to, pending)
+                .await
+            {
+                tracing::warn!(
+                    cause = e.internal_cause().unwrap_or(e.description()),
+                    "a verification message could not be written"
+                );
+            }
+        });
+        tracing::info!(?from, "sign-up pending until its address is confirmed");
+        Ok(SignedUp::CheckEmail(id))
+    }
+
+    /// The pending registration's message, or the notice to the owner of
+    /// an address that already has an account.
+    async fn send_pending(
+        &self,
+        flows: &Flows,
+        id: &str,
+        username: &str,
+        address: &str,
+        return_to: ReturnTo,
+        pending: Value,
+    ) -> Result<()> {
+        match flows.store.find_by_email(address).await? {
+            Some(owner) => self.send_notice(flows, &owner, address).await,
+            None => {
+                self.send_verify(flows, id, None, username, address, return_to, Some(pending))
+                    .await
+            }
+        }
+    }
+
+    /// Tells the owner of `address` that someone signed up with it.
+    async fn send_notice(
+        &self,
+        flows: &Flows,
+        owner: &AccountProfile,
+        address: &str,
+    ) -> Result<()> {
+        if owner.disabled || !self.may_mail(flows, address).await? {
+            return Ok(());
+        }
+        let now = self.now();
+        let token = FlowToken {
+            id: token_string(self.random.as_ref(), 16),
+            purpose: FlowPurpose::Notice,
+            sub: Some(owner.sub.clone()),
+            address: address.to_string(),
+            link_hash: None,
+            code_hash: None,
+            payload: json!({}),
+            created_at: now,
+            expires_at: now,
+            code_expires_at: now,
+            attempts: 0,
+            used_at: None,
+        };
+        let mail = FlowMail {
+            to: owner.email.clone().unwrap_or_else(|| address.to_string()),
+            subject: "Someone tried to sign up with your address".into(),
+            text: format!(
+                "Someone tried to create an account at {issuer} with this e-mail address,                  which already belongs to the account \"{username}\". No account was created.\n\n\
+                 If it was you, sign in as \"{username}\" instead; if you forgot the password,                  use \"Forgot password?\" on the sign-in page.\n\n\
+                 If it was not you, ignore this message: nothing changed.\n",
+                issuer = self.config.issuer,
+                username = owner.username,
+            ),
+        };
+        if flows.store.send(&token, &mail).await? {
+            tracing::info!("sign-up notice written");
+        }
+        Ok(())
+    }
+
+    /// Writes a verification token and its message for `address`, when
+    /// it is under its limits. `sub` is the account's; `None` with
+    /// `pending`, the registration the token carries.
+    #[allow(clippy::too_many_arguments)]
+    async fn send_verify(
+        &self,
+        flows: &Flows,
+        id: &str,
+        sub: Option<String>,
+        username: &str,
+        address: &str,
+        return_to: ReturnTo,
+        pending: Option<Value>,
+    ) -> Result<()> {
+        if !self.may_mail(flows, address).await? {
+            return Ok(());
+        }
+        let (mut token, link, code) = self.new_token(
+            flows,
+            id,
+            FlowPurpose::Verify,
+            sub,
+            address,
+            flows.config.verify_ttl,
+            return_to,
+        );
+        if let Some(pending) = pending {
+            token.payload["pending"] = pending;
+        }
+        let hours = flows.config.verify_ttl.div_ceil(3600);
+        let code_minutes = flows.config.code_ttl.div_ceil(60);
+        let mail = FlowMail {
+            to: address.to_string(),
+            subject: "Confirm your e-mail address".into(),
+            text: format!(
+                "Someone signed up as \"{username}\" at {issuer} with this e-mail address.\n\n\
+                 To confirm it, open this link (it works for {hours} hours, once):\n\n\
+                 {url}/auth/verify?token={link}\n\n\
+                 Or type this code on the page where you signed up (it works for {code_minutes} minutes):\n\n\
+                 {code}\n\n\
+                 If it was not you, ignore this message.\n",
+                issuer = self.config.issuer,
+                url = flows.config.link_base,
+            ),
+        };
+        if flows.store.send(&token, &mail).await? {
+            tracing::info!("verification message written");
+        } else {
+            tracing::info!("flow message not sent: the address is over its limits");
+        }
+        Ok(())
+    }
+
+    /// "Resend" on a "check your e-mail" page, `id` being the flow of the
+    /// sign-up's own message (the page's `origin`: a resend over the
+    /// address's limits writes no token, so its page's flow cannot be
+    /// renewed in turn). Answers
+    /// at once with the id of the new page, whatever `id` is; after the
+    /// answer, when `id` is a verification not yet done (its account still
+    /// has the address, unconfirmed; or its registration still pending)
+    /// and the address is under its limits, a new message is written.
+    /// Each request counts as a failure of the client address, like
+    /// "Forgot password?".
+    pub fn resend_verification(self: &Arc<Self>, id: &str, from: Option<IpAddr>) -> Result<String> {
+        let flows = self.flows()?;
+        let new_id = token_string(self.random.as_ref(), 16);
+        let now = self.now();
+        if self.logins.check_address(from, now).is_err() {
+            tracing::info!(
+                ?from,
+                "verification not resent: the client address is throttled"
+            );
+            return Ok(new_id);
+        }
+        self.logins.failed_address(from, now);
+        if id.is_empty() || id.len() > 64 {
+            return Ok(new_id);
+        }
+        let server = self.clone();
+        let (old, flow_id) = (id.to_string(), new_id.clone());
+        tokio::spawn(async move {
+            if let Err(e) = server.resend(&flows, &old, &flow_id).await {
+                tracing::warn!(
+                    cause = e.internal_cause().unwrap_or(e.description()),
+                    "a verification message could not be written"
+                );
+            }
+        });
+        Ok(new_id)
+    }
+
+    async fn resend(&self, flows: &Flows, old: &str, id: &str) -> Result<()> {
+        let now = self.now();
+        let Some(token) = flows.store.token(old).await? else {
+            return Ok(());
+        };
+        // A token cancelled by wrong codes may be replaced; a spent or
+        // expired one may not.
+        if token.purpose != FlowPurpose::Verify
+            || token.used_at.is_some()
+            || now >= token.expires_at
+        {
+            return Ok(());
+        }
+        let back = return_to(&token);
+        match &token.sub {
+            Some(sub) => {
+                let Some(accounts) = self.accounts.get() else {
+                    return Ok(());
+                };
+                let Some(account) = accounts.find(sub).await? else {
+                    return Ok(());
+                };
+                let still_its = account
+                    .email
+                    .as_deref()
+                    .is_some_and(|a| normalize_address(a) == token.address);
+                if account.disabled || account.email_verified || !still_its {
+                    return Ok(());
+                }
+                self.send_verify(
+                    flows,
+                    id,
+                    Some(sub.clone()),
+                    &account.username,
+                    &token.address,
+                    back,
+                    None,
+                )
+                .await
+            }
+            None => {
+                let Some(pending) = token.payload.get("pending").cloned() else {
+                    return Ok(());
+                };
+                let username = pending
+                    .get("username")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                self.send_pending(flows, id, &username, &token.address, back, pending)
+                    .await
+            }
+        }
+    }
+
+    /// Confirms an address through a verification link; returns where the
+    /// flow goes back to.
+    pub async fn verify_by_link(&self, link: &str, from: Option<IpAddr>) -> Result<ReturnTo> {
+        let now = self.now();
+        self.logins
+            .check_address(from, now)
+            .map_err(too_many_failures)?;
+        let token = match self.email_link(link).await {
+            Ok(t) if t.purpose == FlowPurpose::Verify => t,
+            Ok(_) | Err(Error::InvalidGrant(_)) => {
+                self.logins.failed_address(from, now);
+                return Err(dead_token());
+            }
+            Err(e) => return Err(e),
+        };
+        self.finish_verify(&token).await
+    }
+
+    /// Confirms an address with the code of the flow `id` (the page's),
+    /// under the reset's rules for codes.
+    pub async fn verify_by_code(
+        &self,
+        id: &str,
+        code: &str,
+        from: Option<IpAddr>,
+    ) -> Result<ReturnTo> {
+        let now = self.now();
+        self.logins
+            .check_address(from, now)
+            .map_err(too_many_failures)?;
+        let token = self.check_code(id, code, FlowPurpose::Verify, from).await?;
+        self.finish_verify(&token).await
+    }
+
+    /// Spends a verification token: the account's address is verified,
+    /// or the pending registration becomes an account (verified, with its
+    /// credential), in the transaction that spends it. A name taken since
+    /// the sign-up is `InvalidInput` (the token stays unspent).
+    async fn finish_verify(&self, token: &FlowToken) -> Result<ReturnTo> {
+        let flows = self.flows()?;
+        let now = self.now();
+        if token.sub.is_some() {
+            if !flows.store.complete(token, FlowEffect::Verify, now).await? {
+                return Err(dead_token());
+            }
+            tracing::info!("e-mail address verified");
+            return Ok(return_to(token));
+        }
+        let pending = token.payload.get("pending").cloned().unwrap_or_default();
+        let text = |k: &str| pending.get(k).and_then(Value::as_str).map(str::to_string);
+        let (Some(username), Some(hash)) = (text("username"), text("password_hash")) else {
+            return Err(dead_token());
+        };
+        let scopes = pending
+            .get("scopes")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let credential = UserRecord {
+            username: username.clone(),
+            password_hash: hash,
+            scopes,
+            claims: Claims::new(),
+            created_at: now,
+            updated_at: now,
+        };
+        match flows
+            .store
+            .register(token, &username, &credential, now)
+            .await
+        {
+            Ok(Some(_)) => {
+                tracing::info!("pending sign-up confirmed: account created");
+                Ok(return_to(token))
+            }
+            Ok(None) => Err(dead_token()),
+            Err(Error::Conflict(msg)) => Err(Error::InvalidInput(msg)),
+            Err(e) => Err(e),
+        }
     }
 }
 

@@ -48,7 +48,7 @@ pub use authorize::{
     AuthorizeError, AuthorizeErrorCode, AuthorizeParams, AuthorizeRequest, CODE_REPLAY_MEMORY,
     CODE_TTL, CONSENT_TTL, CsrfPair, MAX_STATE, MIN_SIGN_UP_PASSWORD, SignedIn,
 };
-pub use email::{MAX_ADDRESS, ReturnTo, normalize_address, plausible_address};
+pub use email::{MAX_ADDRESS, ReturnTo, SignedUp, normalize_address, plausible_address};
 pub use exchange::ExchangeRequest;
 pub use token::TokenRequest;
 
@@ -492,10 +492,12 @@ impl AuthServer {
             return Ok(Some(record));
         };
         Ok(match accounts.find(sub).await? {
-            Some(profile) if !profile.disabled => Some(UserRecord {
-                claims: profile.claims,
-                ..record
-            }),
+            Some(profile) if !profile.disabled && !self.awaits_verification(&profile) => {
+                Some(UserRecord {
+                    claims: profile.claims,
+                    ..record
+                })
+            }
             _ => None,
         })
     }

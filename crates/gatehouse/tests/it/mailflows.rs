@@ -1,6 +1,6 @@
-//! The password reset flow through the real binary, on SQLite and
-//! PostgreSQL, with the `file` e-mail transport: messages are read from the
-//! directory the server writes them to.
+//! The e-mail flows (verification at sign-up, password reset) through the
+//! real binary, on SQLite and PostgreSQL, with the `file` e-mail transport:
+//! messages are read from the directory the server writes them to.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -9,7 +9,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use gatehouse_testkit::{ServerProcess, TestDb, password_token};
+use gatehouse_testkit::{
+    Browser as Tab, Page, ServerProcess, TestDb, authorize_url, password_token, pkce_challenge,
+    pkce_verifier, sign_in_for_code,
+};
 
 use crate::{bin, serve, stderr};
 
@@ -46,6 +49,14 @@ client_id = "app"
 client_secret = "app-secret-0123456789"
 grants = ["password", "refresh_token"]
 scopes = ["openid", "read", "write", "admin"]
+
+[[bootstrap.clients]]
+client_id = "web"
+public = true
+first_party = true
+grants = ["authorization_code"]
+scopes = ["openid", "read"]
+redirect_uris = ["http://127.0.0.1/callback"]
 "#
     )
 }
@@ -669,7 +680,7 @@ async fn a_flow_token_and_its_message_commit_or_roll_back_together() {
             updated_at: 0,
         };
         let dana = accounts
-            .create("dana", &Claims::new(), &credential)
+            .create("dana", None, &Claims::new(), &credential)
             .await
             .unwrap()
             .unwrap();
@@ -718,5 +729,304 @@ async fn a_flow_token_and_its_message_commit_or_roll_back_together() {
         assert_eq!(messages.len(), 1, "{}: {messages:?}", db.backend());
         assert_eq!(messages[0].payload["subject"], json!("Reset your password"));
         assert!(flows.token("flow-1").await.unwrap().is_some());
+    }
+}
+
+// Verification at sign-up.
+
+const SIGN_UP: &str = "sign_up = true";
+const REQUIRED: &str = "sign_up = true\n\n[auth.email]\nverification = \"required\"";
+const OFF: &str = "sign_up = true\n\n[auth.email]\nverification = \"off\"";
+const NEW_PASSWORD: &str = "a-long-new-password";
+const CALLBACK: &str = "http://127.0.0.1/callback";
+
+/// A browser that signs up as `username` with `address` from the
+/// sign-up page of an authorization request by the first-party client
+/// `web`; it keeps its cookie, and returns the answer to the sign-up.
+async fn sign_up(p: &Project, username: &str, address: &str) -> (Tab, Page) {
+    let mut tab = Tab::new();
+    let challenge = pkce_challenge(&pkce_verifier("verify"));
+    let url = authorize_url(
+        &p.base(),
+        &[
+            ("response_type", "code"),
+            ("client_id", "web"),
+            ("redirect_uri", CALLBACK),
+            ("scope", "openid read"),
+            ("state", "st-1"),
+            ("code_challenge", &challenge),
+            ("code_challenge_method", "S256"),
+            ("screen", "sign_up"),
+        ],
+    );
+    let page = tab.get(&url).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("name=\"email\""), "{}", page.body);
+    let page = tab
+        .submit(
+            &format!("{}/oauth/authorize", p.base()),
+            &page,
+            &[
+                ("action", "sign_up"),
+                ("username", username),
+                ("email", address),
+                ("password", NEW_PASSWORD),
+            ],
+        )
+        .await;
+    (tab, page)
+}
+
+/// The first form of `page` (the code's, on "check your e-mail"), posted
+/// with `fields` to `action` under the issuer.
+async fn post_first_form(
+    p: &Project,
+    tab: &mut Tab,
+    page: &Page,
+    action: &str,
+    fields: &[(&str, &str)],
+) -> Page {
+    tab.submit(&format!("{}{action}", p.base()), &form(page, 0), fields)
+        .await
+}
+
+/// The `n`th form of `page` alone (the "check your e-mail" page has two).
+fn form(page: &Page, n: usize) -> Page {
+    Page {
+        status: page.status,
+        headers: page.headers.clone(),
+        body: page.body.split("</form>").nth(n).unwrap_or("").to_string(),
+    }
+}
+
+/// "Resend" on a "check your e-mail" page.
+async fn resend(p: &Project, tab: &mut Tab, page: &Page) -> Page {
+    tab.submit(
+        &format!("{}/auth/verify/resend", p.base()),
+        &form(page, 1),
+        &[],
+    )
+    .await
+}
+
+/// The verification link and code of a message.
+fn verify_link_and_code(message: &str) -> (String, String) {
+    let link = message
+        .split_whitespace()
+        .find(|w| w.contains("/auth/verify?token="))
+        .unwrap_or_else(|| panic!("no verification link in {message}"))
+        .to_string();
+    let (_, code) = link_and_code(&message.replace("/auth/verify?token=", "/auth/reset?token="));
+    (link, code)
+}
+
+/// Whether the redirect goes back to the sign-in page of the sign-up's
+/// authorization request.
+fn back_to_the_request(p: &Project, page: &Page) -> bool {
+    page.status == 302
+        && page.location().is_some_and(|l| {
+            l.starts_with(&format!("{}/oauth/authorize?", p.base())) && l.contains("state=st-1")
+        })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_address_given_at_sign_up_is_confirmed_by_its_link_which_scanners_cannot_spend() {
+    for db in TestDb::each().await {
+        let p = Project::start(db, SIGN_UP).await;
+        let (_, page) = sign_up(&p, "dave", "Dave@Example.com").await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        assert!(page.body.contains("Check your e-mail"), "{}", page.body);
+        assert!(page.body.contains("Resend"), "{}", page.body);
+
+        // Under `optional` the account exists at once, unverified.
+        assert_eq!(p.verified("dave", NEW_PASSWORD).await, json!(false));
+        let mail = p.mail_to("dave@example.com", 1).await;
+        assert_eq!(mail.len(), 1, "{mail:?}");
+        let (link, _) = verify_link_and_code(&mail[0]);
+        assert!(
+            link.starts_with(&format!("{}/auth/verify?token=", p.base())),
+            "{link}"
+        );
+
+        // A scanner opens the link (GET and HEAD): nothing is spent.
+        let c = reqwest::Client::new();
+        assert_eq!(c.head(&link).send().await.unwrap().status(), 200);
+        assert_eq!(c.get(&link).send().await.unwrap().status(), 200);
+        assert_eq!(p.verified("dave", NEW_PASSWORD).await, json!(false));
+
+        // The person presses the page's button: verified, and back to the
+        // authorization request the sign-up came from.
+        let mut tab = Tab::new();
+        let page = tab.get(&link).await;
+        assert!(
+            page.body.contains("Confirm your e-mail address"),
+            "{}",
+            page.body
+        );
+        let page = tab
+            .submit(&format!("{}/auth/verify", p.base()), &page, &[])
+            .await;
+        assert!(back_to_the_request(&p, &page), "{page:?}");
+        assert_eq!(p.verified("dave", NEW_PASSWORD).await, json!(true));
+
+        // The link is spent.
+        assert_eq!(c.get(&link).send().await.unwrap().status(), 400);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_code_confirms_the_address_and_five_wrong_codes_cancel_it_link_included() {
+    for db in TestDb::each().await {
+        let p = Project::start(db, SIGN_UP).await;
+        let (mut tab, page) = sign_up(&p, "dave", "dave@example.com").await;
+        let (_, code) = verify_link_and_code(&p.mail_to("dave@example.com", 1).await[0]);
+        let wrong = if code == "00000000" {
+            "11111111"
+        } else {
+            "00000000"
+        };
+        let page = post_first_form(&p, &mut tab, &page, "/auth/verify", &[("code", wrong)]).await;
+        assert_eq!(page.status, 400, "{}", page.body);
+        let page = post_first_form(&p, &mut tab, &page, "/auth/verify", &[("code", &code)]).await;
+        assert!(back_to_the_request(&p, &page), "{page:?}");
+        assert_eq!(p.verified("dave", NEW_PASSWORD).await, json!(true));
+
+        let (mut tab, mut page) = sign_up(&p, "erin", "erin@example.com").await;
+        let (link, code) = verify_link_and_code(&p.mail_to("erin@example.com", 1).await[0]);
+        let wrong = if code == "00000000" {
+            "11111111"
+        } else {
+            "00000000"
+        };
+        for _ in 0..5 {
+            page = post_first_form(&p, &mut tab, &page, "/auth/verify", &[("code", wrong)]).await;
+            assert_eq!(page.status, 400, "{}", page.body);
+        }
+        let page = post_first_form(&p, &mut tab, &page, "/auth/verify", &[("code", &code)]).await;
+        assert_eq!(page.status, 400, "the right code no longer works");
+        let c = reqwest::Client::new();
+        assert_eq!(
+            c.get(&link).send().await.unwrap().status(),
+            400,
+            "nor the link"
+        );
+        assert_eq!(p.verified("erin", NEW_PASSWORD).await, json!(false));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn resend_answers_the_same_page_and_sends_a_new_code_once_the_address_may_get_one() {
+    let p = Project::start(TestDb::sqlite(), SIGN_UP).await;
+    let (mut tab, page) = sign_up(&p, "dave", "dave@example.com").await;
+    assert_eq!(p.mail_to("dave@example.com", 1).await.len(), 1);
+
+    // At once: the same page with a new flow, and nothing sent (one
+    // message a minute per address).
+    let first_flow = page.hidden("flow").unwrap();
+    let resent = resend(&p, &mut tab, &page).await;
+    assert_eq!(resent.status, 200, "{}", resent.body);
+    assert!(resent.body.contains("Check your e-mail"));
+    assert_ne!(resent.hidden("flow").unwrap(), first_flow);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(p.mail_to("dave@example.com", 1).await.len(), 1);
+
+    // A minute later, a second message, whose code works on the page of
+    // the resend.
+    tokio::time::sleep(Duration::from_secs(61)).await;
+    let resent = resend(&p, &mut tab, &resent).await;
+    let mail = p.mail_to("dave@example.com", 2).await;
+    assert_eq!(mail.len(), 2, "{mail:?}");
+    let (_, code) = verify_link_and_code(&mail[1]);
+    let done = post_first_form(&p, &mut tab, &resent, "/auth/verify", &[("code", &code)]).await;
+    assert!(back_to_the_request(&p, &done), "{done:?}");
+    assert_eq!(p.verified("dave", NEW_PASSWORD).await, json!(true));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_verification_off_sign_up_sends_nothing_and_goes_on_at_once() {
+    let p = Project::start(TestDb::sqlite(), OFF).await;
+    let (_, page) = sign_up(&p, "dave", "dave@example.com").await;
+    assert_eq!(page.status, 302, "{}", page.body);
+    assert!(page.location().unwrap().starts_with(CALLBACK), "{page:?}");
+    assert_eq!(p.verified("dave", NEW_PASSWORD).await, json!(false));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(p.mail_to("dave@example.com", 0).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_optional_verification_a_taken_address_is_refused_like_a_taken_name() {
+    for db in TestDb::each().await {
+        let p = Project::start(db, SIGN_UP).await;
+        let (_, page) = sign_up(&p, "mallory", "ALICE@example.com").await;
+        assert_eq!(page.status, 400, "{}", page.body);
+        assert!(
+            page.body.contains("this e-mail address is not available"),
+            "{}",
+            page.body
+        );
+        assert!(!p.can_sign_in("mallory", NEW_PASSWORD).await, "no account");
+        let (_, page) = sign_up(&p, "alice", "someone@example.com").await;
+        assert!(page.body.contains("this user name is not available"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_required_verification_confirming_the_address_creates_the_account() {
+    for db in TestDb::each().await {
+        let p = Project::start(db, REQUIRED).await;
+        let (mut tab, page) = sign_up(&p, "dave", "dave@example.com").await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        assert!(page.body.contains("Check your e-mail"), "{}", page.body);
+        assert!(!page.body.contains("Continue without confirming"));
+
+        // No account before the address is confirmed.
+        let mail = p.mail_to("dave@example.com", 1).await;
+        assert_eq!(mail.len(), 1, "{mail:?}");
+        assert!(!p.can_sign_in("dave", NEW_PASSWORD).await);
+
+        let (_, code) = verify_link_and_code(&mail[0]);
+        let page = post_first_form(&p, &mut tab, &page, "/auth/verify", &[("code", &code)]).await;
+        assert!(back_to_the_request(&p, &page), "{page:?}");
+
+        // Confirmed: it signs in, verified, on the page it came back to.
+        assert_eq!(p.verified("dave", NEW_PASSWORD).await, json!(true));
+        let params = sign_in_for_code(
+            &p.base(),
+            "web",
+            CALLBACK,
+            "openid read",
+            &pkce_verifier("dave"),
+            ("dave", NEW_PASSWORD),
+        )
+        .await;
+        assert!(params.contains_key("code"), "{params:?}");
+
+        // An account whose address is not confirmed cannot sign in.
+        assert!(!p.can_sign_in("alice", "alice-old-password").await);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_required_verification_a_taken_address_gets_the_same_page_and_its_owner_a_notice() {
+    for db in TestDb::each().await {
+        let p = Project::start(db, REQUIRED).await;
+        let (_, taken) = sign_up(&p, "mallory", "Alice@Example.com").await;
+        let (_, free) = sign_up(&p, "dave", "dave@example.com").await;
+        assert_eq!(taken.status, free.status);
+        let page = |pg: &Page| {
+            let flow = pg.hidden("flow").unwrap();
+            let csrf = pg.hidden("csrf").unwrap();
+            pg.body.replace(&flow, "FLOW").replace(&csrf, "CSRF")
+        };
+        assert_eq!(page(&taken), page(&free), "the same page for both");
+
+        let notice = p.mail_to("alice@example.com", 1).await;
+        assert_eq!(notice.len(), 1, "{notice:?}");
+        assert!(notice[0].contains("Someone tried to"), "{}", notice[0]);
+        assert!(
+            !notice[0].contains("/auth/verify?token="),
+            "a notice carries no link"
+        );
+        assert!(!p.can_sign_in("mallory", NEW_PASSWORD).await);
     }
 }
