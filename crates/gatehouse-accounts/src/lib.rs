@@ -66,6 +66,21 @@ impl StoreAccounts {
         self.store.entity_at(self.account.entity)
     }
 
+    /// The accounts `query` lists, read as the server reads them.
+    async fn profiles(&self, query: &ListQuery) -> Result<Vec<AccountProfile>, RepoError> {
+        let page = self
+            .rows()
+            .list(&AccessContext::system(), query)
+            .await
+            .map_err(repo_error)?;
+        Ok(page
+            .rows
+            .into_rows()
+            .iter()
+            .filter_map(|row| self.profile(row))
+            .collect())
+    }
+
     fn profile(&self, row: &Row) -> Option<AccountProfile> {
         let text = |f: &str| row.get(f).and_then(Json::as_str).map(str::to_string);
         let flag = |f: &str| row.get(f).and_then(Json::as_bool).unwrap_or(false);
@@ -344,16 +359,7 @@ impl Accounts for StoreAccounts {
             limit: Some(1),
             ..ListQuery::default()
         };
-        let page = self
-            .rows()
-            .list(&AccessContext::system(), &query)
-            .await
-            .map_err(repo_error)?;
-        Ok(page
-            .rows
-            .into_rows()
-            .first()
-            .and_then(|row| self.profile(row)))
+        Ok(self.profiles(&query).await?.into_iter().next())
     }
 
     async fn find(&self, sub: &str) -> Result<Option<AccountProfile>, RepoError> {
@@ -373,17 +379,7 @@ impl Accounts for StoreAccounts {
             }],
             ..ListQuery::default()
         };
-        let page = self
-            .rows()
-            .list(&AccessContext::system(), &query)
-            .await
-            .map_err(repo_error)?;
-        Ok(page
-            .rows
-            .into_rows()
-            .iter()
-            .filter_map(|row| self.profile(row))
-            .collect())
+        self.profiles(&query).await
     }
 
     fn has_email(&self) -> bool {

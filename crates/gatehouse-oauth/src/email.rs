@@ -77,6 +77,19 @@ fn flows_off() -> Response {
     )
 }
 
+/// What every POST of the flows checks first: that the flows are on, the
+/// form body (an unreadable one is a 400 page), and its CSRF token.
+async fn flow_form(state: &OAuthState, req: Request) -> Result<Params, Response> {
+    if !state.inner.server.mail_flows_on() {
+        return Err(flows_off());
+    }
+    let (params, req) = read_form(state, req).await?;
+    if csrf_checked(state, req.headers(), &params).is_none() {
+        return Err(csrf_refused());
+    }
+    Ok(params)
+}
+
 /// A form body read as a page reads it: an unreadable body is a 400 page.
 async fn read_form(state: &OAuthState, req: Request) -> Result<(Params, Request<()>), Response> {
     let (parts, body) = req.into_parts();
@@ -198,16 +211,10 @@ pub(crate) async fn forgot_post(
     Peer(addr): Peer,
     req: Request,
 ) -> Response {
-    if !state.inner.server.mail_flows_on() {
-        return flows_off();
-    }
-    let (params, req) = match read_form(&state, req).await {
-        Ok(r) => r,
+    let params = match flow_form(&state, req).await {
+        Ok(p) => p,
         Err(resp) => return resp,
     };
-    if csrf_checked(&state, req.headers(), &params).is_none() {
-        return csrf_refused();
-    }
     let csrf = params.get("csrf").unwrap_or("");
     let p = authorize_params(&params);
     let email = params.get("email").unwrap_or("");
@@ -233,6 +240,21 @@ pub(crate) async fn forgot_post(
 /// `GET|HEAD /auth/reset?token=…`: the link's page. Never spends the
 /// token.
 pub(crate) async fn reset_get(State(state): State<OAuthState>, req: Request) -> Response {
+    link_page(&state, req, FlowPurpose::Reset, |csrf, token| {
+        reset_page(csrf, token, None, StatusCode::OK)
+    })
+    .await
+}
+
+/// The page of a link of `purpose` (`?token=…`), made by `page` with a new
+/// CSRF token: the token is looked at, never spent; a dead link, or one of
+/// another purpose, is the dead-link page.
+async fn link_page(
+    state: &OAuthState,
+    req: Request,
+    purpose: FlowPurpose,
+    page: impl FnOnce(&str, &str) -> Response,
+) -> Response {
     if !state.inner.server.mail_flows_on() {
         return flows_off();
     }
@@ -242,9 +264,9 @@ pub(crate) async fn reset_get(State(state): State<OAuthState>, req: Request) -> 
     };
     let token = params.get("token").unwrap_or("");
     match state.inner.server.email_link(token).await {
-        Ok(t) if t.purpose == FlowPurpose::Reset => {
-            let (csrf, cookie) = csrf_for(&state, req.headers());
-            with_cookie(reset_page(&csrf, token, None, StatusCode::OK), cookie)
+        Ok(t) if t.purpose == purpose => {
+            let (csrf, cookie) = csrf_for(state, req.headers());
+            with_cookie(page(&csrf, token), cookie)
         }
         Ok(_) | Err(Error::InvalidGrant(_)) => dead_link(),
         Err(Error::Server(cause) | Error::Unavailable(cause)) => server_error(&cause),
@@ -260,16 +282,10 @@ pub(crate) async fn reset_post(
     Peer(addr): Peer,
     req: Request,
 ) -> Response {
-    if !state.inner.server.mail_flows_on() {
-        return flows_off();
-    }
-    let (params, req) = match read_form(&state, req).await {
-        Ok(r) => r,
+    let params = match flow_form(&state, req).await {
+        Ok(p) => p,
         Err(resp) => return resp,
     };
-    if csrf_checked(&state, req.headers(), &params).is_none() {
-        return csrf_refused();
-    }
     let server = &state.inner.server;
     let csrf = params.get("csrf").unwrap_or("");
     let password = params.get("password").unwrap_or("");
@@ -369,26 +385,10 @@ fn verify_page(
 /// `GET|HEAD /auth/verify?token=…`: the link's page, a button whose POST
 /// confirms. Never spends the token.
 pub(crate) async fn verify_get(State(state): State<OAuthState>, req: Request) -> Response {
-    if !state.inner.server.mail_flows_on() {
-        return flows_off();
-    }
-    let params = match query(&req) {
-        Ok(p) => p,
-        Err(resp) => return *resp,
-    };
-    let token = params.get("token").unwrap_or("");
-    match state.inner.server.email_link(token).await {
-        Ok(t) if t.purpose == FlowPurpose::Verify => {
-            let (csrf, cookie) = csrf_for(&state, req.headers());
-            with_cookie(
-                verify_page(&state, &csrf, token, None, StatusCode::OK),
-                cookie,
-            )
-        }
-        Ok(_) | Err(Error::InvalidGrant(_)) => dead_link(),
-        Err(Error::Server(cause) | Error::Unavailable(cause)) => server_error(&cause),
-        Err(_) => flows_off(),
-    }
+    link_page(&state, req, FlowPurpose::Verify, |csrf, token| {
+        verify_page(&state, csrf, token, None, StatusCode::OK)
+    })
+    .await
 }
 
 /// `POST /auth/verify`: confirms the address, by the link's `token` or by
@@ -399,16 +399,10 @@ pub(crate) async fn verify_post(
     Peer(addr): Peer,
     req: Request,
 ) -> Response {
-    if !state.inner.server.mail_flows_on() {
-        return flows_off();
-    }
-    let (params, req) = match read_form(&state, req).await {
-        Ok(r) => r,
+    let params = match flow_form(&state, req).await {
+        Ok(p) => p,
         Err(resp) => return resp,
     };
-    if csrf_checked(&state, req.headers(), &params).is_none() {
-        return csrf_refused();
-    }
     let server = &state.inner.server;
     let csrf = params.get("csrf").unwrap_or("");
     let outcome = if let Some(token) = params.get("token") {
@@ -471,16 +465,10 @@ pub(crate) async fn resend_post(
     Peer(addr): Peer,
     req: Request,
 ) -> Response {
-    if !state.inner.server.mail_flows_on() {
-        return flows_off();
-    }
-    let (params, req) = match read_form(&state, req).await {
-        Ok(r) => r,
+    let params = match flow_form(&state, req).await {
+        Ok(p) => p,
         Err(resp) => return resp,
     };
-    if csrf_checked(&state, req.headers(), &params).is_none() {
-        return csrf_refused();
-    }
     let csrf = params.get("csrf").unwrap_or("");
     let p = authorize_params(&params);
     let origin = params.get("origin").unwrap_or("");

@@ -124,15 +124,9 @@ impl AuthServer {
             return Err(Error::InvalidInput("enter an e-mail address".into()));
         }
         let id = token_string(self.random.as_ref(), 16);
-        let now = self.now();
-        if self.logins.check_address(from, now).is_err() {
-            tracing::info!(
-                ?from,
-                "password reset not sent: the client address is throttled"
-            );
+        if !self.count_mail_request(from, "password reset") {
             return Ok(id);
         }
-        self.logins.failed_address(from, now);
         let server = self.clone();
         let flow_id = id.clone();
         tokio::spawn(async move {
@@ -292,14 +286,7 @@ impl AuthServer {
             .check_address(from, now)
             .map_err(too_many_failures)?;
         check_new_password(password)?;
-        let token = match self.email_link(link).await {
-            Ok(t) if t.purpose == FlowPurpose::Reset => t,
-            Ok(_) | Err(Error::InvalidGrant(_)) => {
-                self.logins.failed_address(from, now);
-                return Err(dead_token());
-            }
-            Err(e) => return Err(e),
-        };
+        let token = self.live_link(link, FlowPurpose::Reset, from).await?;
         self.finish_reset(&token, password).await
     }
 
@@ -320,6 +307,38 @@ impl AuthServer {
         check_new_password(password)?;
         let token = self.check_code(id, code, FlowPurpose::Reset, from).await?;
         self.finish_reset(&token, password).await
+    }
+
+    /// The live token of the link `link`, of `purpose`; a dead link, or
+    /// one of another purpose, counts against the client address.
+    async fn live_link(
+        &self,
+        link: &str,
+        purpose: FlowPurpose,
+        from: Option<IpAddr>,
+    ) -> Result<FlowToken> {
+        match self.email_link(link).await {
+            Ok(t) if t.purpose == purpose => Ok(t),
+            Ok(_) | Err(Error::InvalidGrant(_)) => {
+                self.logins.failed_address(from, self.now());
+                Err(dead_token())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether a request for a message (`what`: "password reset", ...)
+    /// from the client address `from` goes on: a throttled address is
+    /// answered as any other, with nothing sent; each request counts as a
+    /// failure of the address, like a wrong password.
+    fn count_mail_request(&self, from: Option<IpAddr>, what: &str) -> bool {
+        let now = self.now();
+        if self.logins.check_address(from, now).is_err() {
+            tracing::info!(?from, "{what} not sent: the client address is throttled");
+            return false;
+        }
+        self.logins.failed_address(from, now);
+        true
     }
 
     /// The live token `id` of `purpose` whose code is `code`; otherwise a
@@ -639,15 +658,9 @@ impl AuthServer {
     pub fn resend_verification(self: &Arc<Self>, id: &str, from: Option<IpAddr>) -> Result<String> {
         let flows = self.flows()?;
         let new_id = token_string(self.random.as_ref(), 16);
-        let now = self.now();
-        if self.logins.check_address(from, now).is_err() {
-            tracing::info!(
-                ?from,
-                "verification not resent: the client address is throttled"
-            );
+        if !self.count_mail_request(from, "verification resend") {
             return Ok(new_id);
         }
-        self.logins.failed_address(from, now);
         if id.is_empty() || id.len() > 64 {
             return Ok(new_id);
         }
@@ -726,14 +739,7 @@ impl AuthServer {
         self.logins
             .check_address(from, now)
             .map_err(too_many_failures)?;
-        let token = match self.email_link(link).await {
-            Ok(t) if t.purpose == FlowPurpose::Verify => t,
-            Ok(_) | Err(Error::InvalidGrant(_)) => {
-                self.logins.failed_address(from, now);
-                return Err(dead_token());
-            }
-            Err(e) => return Err(e),
-        };
+        let token = self.live_link(link, FlowPurpose::Verify, from).await?;
         self.finish_verify(&token).await
     }
 
