@@ -2,7 +2,7 @@
 """Load the benchmark dataset into a running gatehouse through GraphQL.
 
     load.py URL [--authors 1000] [--books 10000] [--token TOKEN]
-            [--notes 10000 --other-token TOKEN2]
+            [--notes 10000 --other-token TOKEN2] [--groups 3 --group-books 1000]
 
 URL is the GraphQL endpoint (e.g. http://127.0.0.1:18081/graphql). Rows are
 created with the example schema's own mutations (`createAuthor`,
@@ -14,6 +14,7 @@ Only the standard library is used.
 """
 
 import argparse
+import base64
 import json
 import random
 import sys
@@ -129,6 +130,39 @@ def create_notes(url, tokens, rng, count, batch, workers):
         return sum(pool.map(send, chunks))
 
 
+def sub_of(token):
+    """The `sub` of a JWT access token (read, not verified: the server issued it)."""
+    payload = token.split(".")[1]
+    return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))["sub"]
+
+
+def create_groups(url, tokens, rng, groups, per_group, batch, workers):
+    """Reading groups whose lists are read under a membership policy
+    (`GroupBook @policy(all: {group: {members_some: {user: "$sub"}}})`):
+    the first token's user creates and joins one group, the others the
+    rest, each group holding `per_group` books."""
+    book_ids = [b["id"] for b in gql(url, tokens[0], "{ books(first: 500) { id } }")["books"]]
+    owners = [tokens[0]] + [tokens[-1]] * (groups - 1)
+    chunks = []
+    for g, token in enumerate(owners):
+        gid = gql(url, token, 'mutation($n: String!) { createReadingGroup(input: {name: $n}) { id } }',
+                  {"n": f"group {g}"})["createReadingGroup"]["id"]
+        gql(url, token, "mutation($g: ID!, $u: String!) { addGroupMember(group: $g, user: $u, role: OWNER) { id } }",
+            {"g": gid, "u": sub_of(token)})
+        books = [rng.choice(book_ids) for _ in range(per_group)]
+        chunks.extend((token, gid, chunk) for chunk in batched(books, batch))
+
+    def send(chunk):
+        token, gid, books = chunk
+        decl = ", ".join(f"$b{j}: ID!" for j in range(len(books)))
+        sel = " ".join(f"n{j}: addGroupBook(group: $g, book: $b{j}) {{ id }}" for j in range(len(books)))
+        variables = {"g": gid, **{f"b{j}": b for j, b in enumerate(books)}}
+        return len(gql(url, token, f"mutation($g: ID!, {decl}) {{ {sel} }}", variables))
+
+    with ThreadPoolExecutor(workers) as pool:
+        return sum(pool.map(send, chunks))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("url")
@@ -137,6 +171,8 @@ def main():
     p.add_argument("--token", default="")
     p.add_argument("--notes", type=int, default=0, help="owner-only notes, shared among the tokens")
     p.add_argument("--other-token", default="", help="a second owner of notes")
+    p.add_argument("--groups", type=int, default=0, help="reading groups, one of them the first token's")
+    p.add_argument("--group-books", type=int, default=1000, help="books on each group's list")
     p.add_argument("--batch", type=int, default=50, help="mutations per request")
     p.add_argument("--workers", type=int, default=4, help="requests in flight")
     p.add_argument("--seed", type=int, default=20261)
@@ -156,6 +192,11 @@ def main():
         tokens = [t for t in (a.token, a.other_token) if t]
         n = create_notes(a.url, tokens, rng, a.notes, a.batch, a.workers)
         print(f"loaded {n} notes of {len(tokens)} owners in {time.time() - t2:.1f}s", file=sys.stderr)
+    if a.groups:
+        t3 = time.time()
+        tokens = [t for t in (a.token, a.other_token) if t]
+        n = create_groups(a.url, tokens, rng, a.groups, a.group_books, a.batch, a.workers)
+        print(f"loaded {a.groups} groups with {n} listed books in {time.time() - t3:.1f}s", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -125,6 +125,10 @@ def main():
         if r is not None:
             print(f"- {LABELS[gh]}: owner-filtered notes / GraphQL flat: **{r:.1%}**")
             checks.append((f"{LABELS[gh]} owner-filtered within 10% of flat", r >= 0.9, f"{r:.1%}"))
+        r = ratio((gh, "membership"), (gh, "owned"))
+        if r is not None:
+            print(f"- {LABELS[gh]}: membership-filtered list / owner-filtered notes: **{r:.1%}**")
+            checks.append((f"{LABELS[gh]} membership within 25% of owner-filtered", r >= 0.75, f"{r:.1%}"))
     for q in ("flat", "nested"):
         r = ratio(("gatehouse-sqlite", q), ("gatehouse-sqlite-anon", q))
         if r is not None:

@@ -300,7 +300,7 @@ start_gatehouse gatehouse-sqlite "$P_GH_SQLITE" "sqlite://$WORK/bench.db"
 TARGET_PIDS[gatehouse-sqlite]=${PIDS[-1]}
 TOKEN_SQLITE="$(token_for "$P_GH_SQLITE")"
 python3 "$HERE/load.py" "http://127.0.0.1:$P_GH_SQLITE/graphql" --token "$TOKEN_SQLITE" \
-  --notes 10000 --other-token "$(other_token_for "$P_GH_SQLITE")"
+  --notes 10000 --groups 3 --other-token "$(other_token_for "$P_GH_SQLITE")"
 
 log "gatehouse on PostgreSQL ($PG_URL): recreate, load the same rows"
 psql "$PG_SERVER_URL" -q -v ON_ERROR_STOP=1 \
@@ -310,7 +310,7 @@ start_gatehouse gatehouse-postgres "$P_GH_PG" "$PG_URL"
 TARGET_PIDS[gatehouse-postgres]="${PIDS[-1]} postgres"
 TOKEN_PG="$(token_for "$P_GH_PG")"
 python3 "$HERE/load.py" "http://127.0.0.1:$P_GH_PG/graphql" --token "$TOKEN_PG" \
-  --notes 10000 --other-token "$(other_token_for "$P_GH_PG")"
+  --notes 10000 --groups 3 --other-token "$(other_token_for "$P_GH_PG")"
 psql "$PG_URL" -q -c 'VACUUM ANALYZE'
 echo "PostgreSQL rows: $(psql "$PG_URL" -Atc 'select count(*) from author') authors, $(psql "$PG_URL" -Atc 'select count(*) from book') books" >&2
 
@@ -369,6 +369,10 @@ Q_NESTED='{ books(first: 10) { title year author { name } } }'
 # The caller's own notes: a collection filtered by a row policy (owner = $sub)
 # in the same statement; compare with the flat query.
 Q_OWNED='{ notes(first: 10) { text } }'
+# A list under a membership policy (GroupBook @policy(all: {group:
+# {members_some: {user: "$sub"}}})): 3 groups of 1,000 listed books, the
+# caller a member of one; compare with the owner-filtered list.
+Q_MEMBERSHIP='{ groupBooks(first: 10) { id } }'
 # One book by id, with a different id in the variables of every request
 # (what a client's detail page sends): %ID% is replaced by request.lua.
 Q_LOOKUP='query($id: ID!) { book(id: $id) { title year author { name } } }'
@@ -392,6 +396,7 @@ lookup_body() { python3 -c 'import json, sys; print(json.dumps({"query": sys.arg
   echo "gatehouse flat:      $Q_FLAT"
   echo "gatehouse nested:    $Q_NESTED"
   echo "gatehouse owned:     $Q_OWNED (Note @policy(all: {owner: \"\$sub\"}), half the rows the caller's)"
+  echo "gatehouse membership: $Q_MEMBERSHIP (GroupBook @policy(all: {group: {members_some: {user: \"\$sub\"}}}), 1,000 of 3,000 rows the caller's)"
   echo "PostGraphile flat:   $PGL_FLAT"
   echo "PostGraphile nested: $PGL_NESTED"
   echo "gatehouse lookup:    $Q_LOOKUP (a different \$id per request)"
@@ -412,6 +417,7 @@ bench hello fixed "http://127.0.0.1:$P_HELLO/" "$(body "$Q_FLAT")" "" nocheck
 bench gatehouse-sqlite flat "$GH_SQLITE_URL" "$(body "$Q_FLAT")" "$TOKEN_SQLITE"
 bench gatehouse-sqlite nested "$GH_SQLITE_URL" "$(body "$Q_NESTED")" "$TOKEN_SQLITE"
 [[ -n "$TOKEN_SQLITE" ]] && bench gatehouse-sqlite owned "$GH_SQLITE_URL" "$(body "$Q_OWNED")" "$TOKEN_SQLITE"
+[[ -n "$TOKEN_SQLITE" ]] && bench gatehouse-sqlite membership "$GH_SQLITE_URL" "$(body "$Q_MEMBERSHIP")" "$TOKEN_SQLITE"
 bench gatehouse-sqlite rest "http://127.0.0.1:$P_GH_SQLITE/v1/books?per_page=10" "" "$TOKEN_SQLITE" get
 # The same page with the flat query's two fields (a sparse fieldset): the
 # REST machinery against GraphQL's with the same rows and fields.
@@ -429,6 +435,7 @@ fi
 bench gatehouse-postgres flat "$GH_PG_URL" "$(body "$Q_FLAT")" "$TOKEN_PG"
 bench gatehouse-postgres nested "$GH_PG_URL" "$(body "$Q_NESTED")" "$TOKEN_PG"
 [[ -n "$TOKEN_PG" ]] && bench gatehouse-postgres owned "$GH_PG_URL" "$(body "$Q_OWNED")" "$TOKEN_PG"
+[[ -n "$TOKEN_PG" ]] && bench gatehouse-postgres membership "$GH_PG_URL" "$(body "$Q_MEMBERSHIP")" "$TOKEN_PG"
 bench gatehouse-postgres rest "http://127.0.0.1:$P_GH_PG/v1/books?per_page=10" "" "$TOKEN_PG" get
 bench gatehouse-postgres rest_fields "http://127.0.0.1:$P_GH_PG/v1/books?per_page=10&fields=title,year" "" "$TOKEN_PG" get
 ids_of "$GH_PG_URL" "$TOKEN_PG" "$WORK/ids-postgres.txt"

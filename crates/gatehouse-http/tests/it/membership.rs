@@ -238,3 +238,46 @@ async fn subscribers_get_the_events_of_their_orgs_only_on_every_kind() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_members_list_is_one_statement_from_either_executor() {
+    for db in TestDb::each().await {
+        let backend = db.backend();
+        let s = start_model(db, model(SDL), GraphqlOptions::default(), 1 << 20).await;
+        let acme = create_org(&s, "alice", "acme").await;
+        let globex = create_org(&s, "gina", "globex").await;
+        let initech = create_org(&s, "ivan", "initech").await;
+        let r = add(&s, "gina", &globex, "alice", "MEMBER").await;
+        assert!(r["errors"].is_null(), "{r}");
+        for (by, org, name) in [
+            ("alice", &acme, "a1"),
+            ("gina", &globex, "g1"),
+            ("ivan", &initech, "i1"),
+            ("alice", &acme, "a2"),
+        ] {
+            project(&s, by, org, name).await;
+        }
+        let query = "{ projects(first: 10, orderBy: [name_ASC]) { name } }";
+        let expected =
+            json!({"data": {"projects": [{"name": "a1"}, {"name": "a2"}, {"name": "g1"}]}});
+        let before = s.store.statements();
+        let r = gql(&s, &member("alice"), query, json!({})).await;
+        assert_eq!(r, expected, "{backend}");
+        assert_eq!(s.store.statements() - before, 1, "{backend}: resolvers");
+
+        let before = s.store.statements();
+        let planned = s
+            .graphql
+            .execute_planned(&Request::new(query).data(member("alice")))
+            .await
+            .unwrap_or_else(|| {
+                panic!("{backend}: the planned executor declined a membership list")
+            });
+        assert_eq!(
+            serde_json::from_slice::<Value>(&planned).unwrap(),
+            expected,
+            "{backend}"
+        );
+        assert_eq!(s.store.statements() - before, 1, "{backend}: planned");
+    }
+}
