@@ -26,6 +26,12 @@ const OLDEST_PENDING: &str = "gatehouse_outbox_oldest_pending_seconds";
 const GAUGE_EVERY: Duration = Duration::from_secs(5);
 /// How often a channel loop deletes sent messages past their keeping time.
 const PURGE_EVERY: Duration = Duration::from_secs(600);
+/// How long a channel loop, once woken, lets wakes and finished sends
+/// gather before it records outcomes and claims again: a burst of commits
+/// or of deliveries then costs one claim and one outcome transaction, not
+/// one of each per message (the claim is a write transaction, which
+/// SQLite serialises with the writers).
+const GATHER: Duration = Duration::from_millis(5);
 
 /// A message handed to a [`Sender`].
 #[derive(Debug, Clone, PartialEq)]
@@ -284,17 +290,25 @@ async fn run_channel(
     shutdown: CancellationToken,
 ) {
     let mut sends = JoinSet::new();
+    let mut finished = Vec::new();
     let mut gauge_at: Option<Instant> = None;
     let mut purged_at = Instant::now();
     loop {
-        while sends.try_join_next().is_some() {}
+        // A send that panicked leaves its message leased: taken again when
+        // the lease expires.
+        while let Some(done) = sends.try_join_next() {
+            finished.extend(done.ok());
+        }
+        if !finished.is_empty() {
+            ctx.record_attempts(std::mem::take(&mut finished)).await;
+        }
         let free = ctx.opts.concurrency.saturating_sub(sends.len());
         if free > 0 {
             match ctx.claim(free).await {
                 Ok(batch) => {
                     for m in batch {
                         let ctx = ctx.clone();
-                        sends.spawn(async move { ctx.deliver(m).await });
+                        sends.spawn(async move { ctx.attempt(m).await });
                     }
                 }
                 Err(e) => tracing::warn!(
@@ -320,10 +334,27 @@ async fn run_channel(
             () = shutdown.cancelled() => break,
             () = waker.notified() => {}
             () = tokio::time::sleep(poll) => {}
-            Some(_) = sends.join_next(), if !sends.is_empty() => {}
+            Some(done) = sends.join_next(), if !sends.is_empty() => finished.extend(done.ok()),
+        }
+        // What else comes meanwhile (the commits of a burst of writes, the
+        // other sends of a batch) is taken up by the same claim and the
+        // same outcome transaction.
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            () = tokio::time::sleep(GATHER) => {}
         }
     }
-    while sends.join_next().await.is_some() {}
+    while let Some(done) = sends.join_next().await {
+        finished.extend(done.ok());
+    }
+    ctx.record_attempts(finished).await;
+}
+
+/// One send's result, recorded by the channel loop with the others that
+/// finished about when it did.
+struct Attempt {
+    claimed: Claimed,
+    result: Result<(), SendError>,
 }
 
 impl ChannelCtx {
@@ -376,32 +407,36 @@ impl ChannelCtx {
             .collect())
     }
 
-    /// Sends one claimed message and records the outcome.
-    async fn deliver(&self, claimed: Claimed) {
-        let Claimed {
-            message: m,
-            retry_since,
-        } = claimed;
-        let result = match tokio::time::timeout(self.opts.send_timeout, self.sender.send(&m)).await
-        {
-            Ok(r) => r,
-            Err(_) => Err(SendError::Retry(format!(
-                "no answer within {} s",
-                self.opts.send_timeout.as_secs_f64()
-            ))),
-        };
-        let now = self.outbox.now();
+    /// Sends one claimed message, within the send timeout.
+    async fn attempt(&self, claimed: Claimed) -> Attempt {
+        let result =
+            match tokio::time::timeout(self.opts.send_timeout, self.sender.send(&claimed.message))
+                .await
+            {
+                Ok(r) => r,
+                Err(_) => Err(SendError::Retry(format!(
+                    "no answer within {} s",
+                    self.opts.send_timeout.as_secs_f64()
+                ))),
+            };
+        Attempt { claimed, result }
+    }
+
+    /// What comes of an attempt: the statement that records it, the
+    /// outcome and the error.
+    fn outcome(&self, a: &Attempt, now: i64) -> (gatehouse_db::Built, Outcome, Option<String>) {
+        let m = &a.claimed.message;
         let d = self.outbox.db().dialect();
-        let (q, outcome, error) = match result {
+        match &a.result {
             Ok(()) => (
                 sql::mark_sent(d, &m.id, &self.owner, now),
                 Outcome::Sent,
                 None,
             ),
             Err(SendError::Permanent(e)) => (
-                sql::mark_failed(d, &m.id, &self.owner, now, &e),
+                sql::mark_failed(d, &m.id, &self.owner, now, e),
                 Outcome::Failed,
-                Some(e),
+                Some(e.clone()),
             ),
             Err(SendError::Retry(e)) => {
                 let delay = backoff_delay(
@@ -411,46 +446,78 @@ impl ChannelCtx {
                     rand::random::<f64>(),
                 );
                 let next = now.saturating_add(micros(delay));
-                if next > retry_since.saturating_add(micros(self.opts.max_age)) {
+                if next
+                    > a.claimed
+                        .retry_since
+                        .saturating_add(micros(self.opts.max_age))
+                {
                     (
-                        sql::mark_failed(d, &m.id, &self.owner, now, &e),
+                        sql::mark_failed(d, &m.id, &self.owner, now, e),
                         Outcome::Failed,
-                        Some(e),
+                        Some(e.clone()),
                     )
                 } else {
                     (
-                        sql::mark_retry(d, &m.id, &self.owner, next, &e),
+                        sql::mark_retry(d, &m.id, &self.owner, next, e),
                         Outcome::Retried {
                             next_attempt_at: next,
                         },
-                        Some(e),
+                        Some(e.clone()),
                     )
                 }
             }
-        };
-        match self.record(q).await {
-            Ok(0) => {
-                // Our lease expired and another worker took the message:
-                // it may be delivered twice (at least once, never lost).
-                tracing::warn!(
-                    channel = %self.channel,
-                    id = %m.id,
-                    "an outbox message's lease ran out before its attempt ended"
-                );
-                return;
+        }
+    }
+
+    /// Records the outcomes of finished attempts in one transaction, then
+    /// counts, logs and announces each.
+    async fn record_attempts(&self, attempts: Vec<Attempt>) {
+        if attempts.is_empty() {
+            return;
+        }
+        let now = self.outbox.now();
+        let outcomes: Vec<_> = attempts.iter().map(|a| self.outcome(a, now)).collect();
+        let recorded = async {
+            let mut tx = self.outbox.db().begin().await?;
+            let mut changed = Vec::with_capacity(outcomes.len());
+            for (q, ..) in &outcomes {
+                changed.push(tx.conn().execute(q.clone()).await?);
             }
-            Ok(_) => {}
+            tx.commit().await?;
+            Ok::<_, OutboxError>(changed)
+        }
+        .await;
+        let changed = match recorded {
+            Ok(changed) => changed,
             Err(e) => {
                 // Left leased: taken again when the lease expires.
                 tracing::warn!(
                     channel = %self.channel,
-                    id = %m.id,
+                    messages = attempts.len(),
                     error = %e,
                     cause = %gatehouse_db::with_sources(&e),
-                    "the outcome of an outbox message was not recorded; it is tried again after its lease"
+                    "the outcomes of outbox messages were not recorded; they are tried again after their lease"
                 );
                 return;
             }
+        };
+        for ((a, (_, outcome, error)), changed) in attempts.into_iter().zip(outcomes).zip(changed) {
+            self.announce(a.claimed.message, outcome, error, changed);
+        }
+    }
+
+    /// Counts, logs and broadcasts one recorded outcome (`changed`: the
+    /// rows its statement changed; none when the lease had run out).
+    fn announce(&self, m: Outgoing, outcome: Outcome, error: Option<String>, changed: u64) {
+        if changed == 0 {
+            // Our lease expired and another worker took the message:
+            // it may be delivered twice (at least once, never lost).
+            tracing::warn!(
+                channel = %self.channel,
+                id = %m.id,
+                "an outbox message's lease ran out before its attempt ended"
+            );
+            return;
         }
         let label = match outcome {
             Outcome::Sent => "sent",
