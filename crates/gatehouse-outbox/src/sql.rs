@@ -55,11 +55,13 @@ pub(crate) async fn create(conn: &mut Conn<'_>, d: Dialect) -> Result<(), gateho
              last_error TEXT, finished_at BIGINT)"
         ),
         // The pending set stays small while sent rows pile up until purged:
-        // partial indexes (both backends have them) keep claims cheap.
-        format!(
-            "CREATE INDEX IF NOT EXISTS {} ON {t} (channel, next_attempt_at) WHERE state = 'pending'",
-            q(&format!("{TABLE}_due"))
-        ),
+        // partial indexes (both backends have them) keep claims cheap. Each
+        // index costs every enqueue (in the writer's transaction) and every
+        // outcome, so there is none that no statement uses: not on the due
+        // time (a claim walks `_queue` and checks it row by row) nor on
+        // pending messages' finish time.
+        format!("DROP INDEX IF EXISTS {}", q(&format!("{TABLE}_due"))),
+        format!("DROP INDEX IF EXISTS {}", q(&format!("{TABLE}_finished"))),
         format!(
             "CREATE INDEX IF NOT EXISTS {} ON {t} (channel, order_key, seq) WHERE state = 'pending'",
             q(&format!("{TABLE}_order"))
@@ -74,9 +76,10 @@ pub(crate) async fn create(conn: &mut Conn<'_>, d: Dialect) -> Result<(), gateho
             "CREATE UNIQUE INDEX IF NOT EXISTS {} ON {t} (seq)",
             q(&format!("{TABLE}_by_seq"))
         ),
+        // What the purge deletes: sent messages past their keeping time.
         format!(
-            "CREATE INDEX IF NOT EXISTS {} ON {t} (state, finished_at)",
-            q(&format!("{TABLE}_finished"))
+            "CREATE INDEX IF NOT EXISTS {} ON {t} (channel, finished_at) WHERE state = 'sent'",
+            q(&format!("{TABLE}_sent"))
         ),
     ];
     if d == Dialect::Postgres {
