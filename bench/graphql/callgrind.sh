@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Instructions per request (GraphQL flat, nested, lookup, connection; the
+# Instructions per request (GraphQL flat, nested, lookup, connection, the
+# owner-filtered and the membership-filtered lists; the
 # REST list, all fields and the flat query's two) of one gatehouse binary, under callgrind: deterministic, so two
 # builds compare exactly where wrk's req/s move by a few percent between
 # runs.
@@ -54,6 +55,8 @@ cases = {
   'nested': lambda i: {"query": "{ books(first: 10) { title year author { name } } }"},
   'lookup': lambda i: {"query": "query($id: ID!) { book(id: $id) { title year author { name } } }", "variables": {"id": ids[i % len(ids)]}},
   'connection': lambda i: {"query": "{ booksConnection(first: 10) { edges { node { title year } } } }"},
+  'owned': lambda i: {"query": "{ notes(first: 10) { text } }"},
+  'membership': lambda i: {"query": "{ groupBooks(first: 10) { id } }"},
   'rest': lambda i: '/v1/books?per_page=10',
   'rest_fields': lambda i: '/v1/books?per_page=10&fields=title,year',
 }
