@@ -145,10 +145,9 @@ def create_groups(url, tokens, rng, groups, per_group, batch, workers):
     owners = [tokens[0]] + [tokens[-1]] * (groups - 1)
     chunks = []
     for g, token in enumerate(owners):
-        gid = gql(url, token, 'mutation($n: String!) { createReadingGroup(input: {name: $n}) { id } }',
-                  {"n": f"group {g}"})["createReadingGroup"]["id"]
-        gql(url, token, "mutation($g: ID!, $u: String!) { addGroupMember(group: $g, user: $u, role: OWNER) { id } }",
-            {"g": gid, "u": sub_of(token)})
+        gid = gql(url, token, "mutation($n: String!, $u: String!) { createReadingGroup("
+                  "input: {name: $n, members: [{user: $u, role: OWNER}]}) { id } }",
+                  {"n": f"group {g}", "u": sub_of(token)})["createReadingGroup"]["id"]
         books = [rng.choice(book_ids) for _ in range(per_group)]
         chunks.extend((token, gid, chunk) for chunk in batched(books, batch))
 
