@@ -67,6 +67,9 @@ pub struct Definition {
     pub timeout: Duration,
     /// How long after a change its delivery is retried.
     pub max_age: Duration,
+    /// Deliveries in flight at most, per instance (1 to
+    /// [`MAX_CONCURRENCY`]). Order per row holds whatever the number.
+    pub concurrency: usize,
 }
 
 /// The secret stays out of logs.
@@ -80,6 +83,7 @@ impl fmt::Debug for Definition {
             .field("secret", &"<redacted>")
             .field("timeout", &self.timeout)
             .field("max_age", &self.max_age)
+            .field("concurrency", &self.concurrency)
             .finish()
     }
 }
@@ -108,10 +112,19 @@ pub enum WebhookError {
     /// `timeout` or `max_age` is zero.
     #[error("must be at least 1 second")]
     Duration(&'static str),
+    /// `concurrency` is 0 or above [`MAX_CONCURRENCY`].
+    #[error("{0} is not a number of deliveries in flight: 1 to {MAX_CONCURRENCY}")]
+    Concurrency(usize),
     /// The HTTP client cannot be built (no TLS roots).
     #[error("the HTTP client cannot be built: {0}")]
     Client(String),
 }
+
+/// The most deliveries one webhook may have in flight per instance.
+pub const MAX_CONCURRENCY: usize = 64;
+
+/// Deliveries in flight per webhook and instance when not configured.
+pub const DEFAULT_CONCURRENCY: usize = 4;
 
 impl WebhookError {
     /// The `[[webhooks]]` key the error is about.
@@ -123,6 +136,7 @@ impl WebhookError {
             WebhookError::Where(_) => "where",
             WebhookError::Secret(_) => "secret",
             WebhookError::Duration(key) => key,
+            WebhookError::Concurrency(_) => "concurrency",
         }
     }
 }
@@ -140,6 +154,7 @@ pub struct Webhook {
     key: Vec<u8>,
     timeout: Duration,
     max_age: Duration,
+    concurrency: usize,
 }
 
 /// The key stays out of logs.
@@ -152,6 +167,7 @@ impl fmt::Debug for Webhook {
             .field("filter", &self.filter.as_ref().map(|(_, r)| r.to_string()))
             .field("timeout", &self.timeout)
             .field("max_age", &self.max_age)
+            .field("concurrency", &self.concurrency)
             .finish()
     }
 }
@@ -221,6 +237,9 @@ pub fn check(def: &Definition) -> Result<Vec<u8>, WebhookError> {
     }
     if def.max_age.is_zero() {
         return Err(WebhookError::Duration("max_age"));
+    }
+    if !(1..=MAX_CONCURRENCY).contains(&def.concurrency) {
+        return Err(WebhookError::Concurrency(def.concurrency));
     }
     parse_secret(&def.secret)
 }
@@ -320,6 +339,7 @@ impl Webhook {
             key,
             timeout: def.timeout,
             max_age: def.max_age,
+            concurrency: def.concurrency,
         })
     }
 
@@ -344,15 +364,16 @@ impl Webhook {
         self.url.origin().ascii_serialization()
     }
 
-    /// How its channel is delivered: the outbox's defaults (4 sends in
-    /// flight, backoff from 5 s doubling up to 10 min) with its `timeout`
-    /// and `max_age`, counted as `gatehouse_webhook_deliveries_total{hook,
+    /// How its channel is delivered: the outbox's defaults (backoff from
+    /// 5 s doubling up to 10 min) with its `timeout`, `max_age` and
+    /// `concurrency`, counted as `gatehouse_webhook_deliveries_total{hook,
     /// outcome="delivered|retried|failed"}` and
     /// `gatehouse_webhook_oldest_pending_seconds{hook}` too.
     pub fn channel_options(&self) -> gatehouse_outbox::ChannelOptions {
         gatehouse_outbox::ChannelOptions {
             send_timeout: self.timeout,
             max_age: self.max_age,
+            concurrency: self.concurrency,
             metrics: Some(gatehouse_outbox::ChannelMetrics {
                 total: "gatehouse_webhook_deliveries_total",
                 oldest_pending: "gatehouse_webhook_oldest_pending_seconds",

@@ -230,6 +230,13 @@ pub struct WebhookConfig {
     /// as failed.
     #[serde(default = "default_webhook_max_age")]
     pub max_age: Seconds,
+    /// Deliveries in flight at most, per instance.
+    #[serde(default = "default_webhook_concurrency")]
+    pub concurrency: usize,
+}
+
+fn default_webhook_concurrency() -> usize {
+    gatehouse_webhooks::DEFAULT_CONCURRENCY
 }
 
 fn default_webhook_timeout() -> Seconds {
@@ -268,6 +275,7 @@ impl WebhookConfig {
             secret,
             timeout: std::time::Duration::from_secs(self.timeout.0),
             max_age: std::time::Duration::from_secs(self.max_age.0),
+            concurrency: self.concurrency,
         })
     }
 
@@ -289,6 +297,7 @@ impl fmt::Debug for WebhookConfig {
             .field("secret_env", &self.secret_env)
             .field("timeout", &self.timeout)
             .field("max_age", &self.max_age)
+            .field("concurrency", &self.concurrency)
             .finish()
     }
 }

@@ -558,6 +558,10 @@ fn a_webhook_that_names_what_the_schema_lacks_stops_the_server_naming_the_entry(
             "events = [\"Task.*\"]\nwhere = '{status: DONE'",
             "`where` does not parse",
         ),
+        (
+            "events = [\"Task.*\"]\nconcurrency = 0",
+            "`webhooks[0]` (id `tasks`).concurrency: 0 is not a number of deliveries in flight: 1 to 64",
+        ),
     ] {
         let dir = project(&db, "http://127.0.0.1:9/hooks", hook);
         let out = gatehouse(dir.path(), &["serve", "--config", "gatehouse.toml"]);
@@ -675,4 +679,36 @@ async fn two_instances_on_one_postgres_database_deliver_each_change_once_in_orde
         counts.iter().all(|&n| n > 0),
         "both instances delivered: {counts:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_receiver_that_never_answers_holds_no_more_connections_than_the_webhooks_concurrency() {
+    let db = TestDb::sqlite();
+    // Accepts every connection and never answers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hooks", listener.local_addr().unwrap());
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = accepted.clone();
+    let holder = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            held.push(socket);
+        }
+    });
+    let dir = project(
+        &db,
+        &url,
+        "events = [\"Task.created\"]\nconcurrency = 2\ntimeout = \"30s\"",
+    );
+    let server = start(dir.path());
+    let c = Client::new(&server).await;
+    for i in 0..6 {
+        c.create(&format!("task {i}"), "TODO").await;
+    }
+    // Writes are not held up by the receiver, and two deliveries are in
+    // flight, no more, until the timeout.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+    holder.abort();
 }
