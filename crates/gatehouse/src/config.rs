@@ -1888,6 +1888,7 @@ mod tests {
             secret_env: Some("HOOK_SECRET".into()),
             timeout: Seconds(10),
             max_age: Seconds(60),
+            concurrency: 4,
         });
         c.bootstrap.rows.push(BootstrapRow {
             type_name: "Author".into(),
