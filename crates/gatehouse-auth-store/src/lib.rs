@@ -190,6 +190,10 @@ const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     // OpenID Connect: how the client's ID tokens are signed; NULL is the
     // registration default (RS256).
     (CLIENTS, "id_token_signed_response_alg", "TEXT"),
+    // Signing in through another identity provider: which one, carried
+    // from the code to its tokens and through their refreshes.
+    (CODES, "idp", "TEXT"),
+    (TOKENS, "idp", "TEXT"),
 ];
 
 async fn add_missing_columns(conn: &mut Conn<'_>, d: Dialect) -> Result<(), gatehouse_db::Error> {
@@ -375,8 +379,9 @@ const KEY_KINDS: &[SqlKind] = &[
     SqlKind::Count,
 ];
 const TOKEN_COLS: &str = "id, kind, subject, username, client_id, scope, audience, issued_at, \
-                          expires_at, revoked, family_id, parent_id, used_at, successor_id";
+                          expires_at, revoked, family_id, parent_id, used_at, successor_id, idp";
 const TOKEN_KINDS: &[SqlKind] = &[
+    SqlKind::Text,
     SqlKind::Text,
     SqlKind::Text,
     SqlKind::Text,
@@ -418,8 +423,9 @@ const OAUTH1_TOKEN_KINDS: &[SqlKind] = &[
 ];
 
 const CODE_COLS: &str = "id, client_id, redirect_uri, code_challenge, scope, username, nonce, \
-                         auth_time, issued_at, expires_at, used_at, family_id";
+                         auth_time, issued_at, expires_at, used_at, family_id, idp";
 const CODE_KINDS: &[SqlKind] = &[
+    SqlKind::Text,
     SqlKind::Text,
     SqlKind::Text,
     SqlKind::Text,
@@ -489,6 +495,7 @@ fn code(row: DbRow) -> Result<CodeRecord, RepoError> {
         expires_at: c.int()?,
         used_at: c.opt_int()?,
         family_id: c.string()?,
+        idp: c.opt_string()?,
     })
 }
 
@@ -638,6 +645,7 @@ impl SqlAuthRepo {
             parent_id: Option<&'a str>,
             used_at: Option<i64>,
             successor_id: Option<&'a str>,
+            idp: Option<&'a str>,
         }
         let encode = |v: &[String]| {
             serde_json::to_string(v).map_err(|e| RepoError::new(format!("encoding a list: {e}")))
@@ -660,6 +668,7 @@ impl SqlAuthRepo {
                     parent_id: t.parent_id.as_deref(),
                     used_at: t.used_at,
                     successor_id: t.successor_id.as_deref(),
+                    idp: t.idp.as_deref(),
                 })
             })
             .collect::<Result<Vec<Row<'_>>, RepoError>>()?;
@@ -669,7 +678,7 @@ impl SqlAuthRepo {
             "INSERT INTO {} ({TOKEN_COLS}) SELECT {TOKEN_COLS} FROM json_to_recordset(?::json) \
              AS r(id text, kind text, subject text, username text, client_id text, scope text, \
              audience text, issued_at bigint, expires_at bigint, revoked boolean, \
-             family_id text, parent_id text, used_at bigint, successor_id text)",
+             family_id text, parent_id text, used_at bigint, successor_id text, idp text)",
             q(TOKENS)
         );
         Ok(self.built(&sql, vec![text(json)]))
@@ -677,9 +686,9 @@ impl SqlAuthRepo {
 
     /// One multi-row `INSERT` of `records`.
     fn insert_tokens_stmt(&self, records: &[TokenRecord]) -> Result<Built, RepoError> {
-        const ROW: &str = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+        const ROW: &str = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
         let mut sql = format!("INSERT INTO {} ({TOKEN_COLS}) VALUES ", q(TOKENS));
-        let mut values = Vec::with_capacity(records.len() * 14);
+        let mut values = Vec::with_capacity(records.len() * 15);
         for (i, t) in records.iter().enumerate() {
             if i > 0 {
                 sql.push_str(", ");
@@ -700,6 +709,7 @@ impl SqlAuthRepo {
                 opt_text(t.parent_id.as_deref()),
                 opt_int(t.used_at),
                 opt_text(t.successor_id.as_deref()),
+                opt_text(t.idp.as_deref()),
             ]);
         }
         Ok(self.built(&sql, values))
@@ -1246,6 +1256,7 @@ fn token(row: DbRow) -> Result<TokenRecord, RepoError> {
         parent_id: c.opt_string()?,
         used_at: c.opt_int()?,
         successor_id: c.opt_string()?,
+        idp: c.opt_string()?,
     })
 }
 
@@ -1794,6 +1805,7 @@ impl AuthRepo for SqlAuthRepo {
             int(c.expires_at),
             opt_int(c.used_at),
             text(c.family_id.as_str()),
+            opt_text(c.idp.as_deref()),
         ];
         let sql = insert_sql(CODES, CODE_COLS, CODE_KINDS.len());
         self.execute("insert_code", &sql, values).await?;

@@ -228,6 +228,9 @@ struct NewAccess<'a> {
     act: Option<Value>,
     /// The user's custom claims.
     custom: &'a Claims,
+    /// The identity provider the user signed in through: the token then
+    /// carries `amr: ["fed"]` and `idp`.
+    idp: Option<&'a str>,
 }
 
 /// The OAuth 2.0 authorization server logic.
@@ -846,6 +849,8 @@ impl AuthServer {
             // through every refresh and exchange.
             idtyp: Some(subject_idtyp(a.username).to_string()),
             act: a.act,
+            amr: a.idp.map(|_| vec![crate::jwt::AMR_FEDERATED.to_string()]),
+            idp: a.idp.map(str::to_string),
             // Reserved names never reach a token as custom claims, not even
             // from a record stored before one of them was reserved.
             custom: a
@@ -872,6 +877,7 @@ impl AuthServer {
                 parent_id: a.parent_id.map(str::to_string),
                 used_at: None,
                 successor_id: None,
+                idp: a.idp.map(str::to_string),
             })
             .await?;
         Ok(token)
@@ -890,6 +896,7 @@ impl AuthServer {
         audience: Vec<String>,
         family_id: &str,
         parent_id: Option<&str>,
+        idp: Option<&str>,
     ) -> Result<()> {
         let now = self.now();
         self.repo
@@ -908,6 +915,7 @@ impl AuthServer {
                 parent_id: parent_id.map(str::to_string),
                 used_at: None,
                 successor_id: None,
+                idp: idp.map(str::to_string),
             })
             .await
             .map_err(Error::from)
@@ -933,6 +941,7 @@ impl AuthServer {
             with_refresh,
             custom,
             family,
+            None,
         )
         .await
     }
@@ -950,6 +959,7 @@ impl AuthServer {
         with_refresh: bool,
         custom: &Claims,
         family: String,
+        idp: Option<&str>,
     ) -> Result<TokenResponse> {
         let now = self.now();
         let lifetime = self.config.access_lifetime(scope);
@@ -964,6 +974,7 @@ impl AuthServer {
                 vec![self.config.issuer.clone()],
                 &family,
                 None,
+                idp,
             )
             .await?;
             Some(value)
@@ -984,6 +995,7 @@ impl AuthServer {
                 parent_id: parent.as_deref(),
                 act: None,
                 custom,
+                idp,
             })
             .await?;
         Ok(TokenResponse {
