@@ -27,8 +27,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use gatehouse_auth::{
-    AuthRepo, ClientRecord, ClientType, CodeRecord, ConsumerRecord, FlowPurpose, FlowToken, Grant,
-    IdentityKind, KeyRecord, MAIL_INTERVAL, MAILS_PER_HOUR, MAX_CODE_ATTEMPTS, NameTaken,
+    AuthRepo, ClientRecord, ClientType, CodeRecord, ConsumerRecord, FlowKind, FlowPurpose, FlowToken,
+    Grant, IdentityKind, IdentityRecord, ProviderFlow, KeyRecord, MAIL_INTERVAL, MAILS_PER_HOUR, MAX_CODE_ATTEMPTS, NameTaken,
     NewIdentity, OAuth1TokenKind, OAuth1TokenRecord, RepoError, SigningAlg, TokenKind, TokenRecord,
     UserRecord, name_key,
 };
@@ -57,6 +57,10 @@ const RETIRED: &str = "_gatehouse_oauth_retired_names";
 /// address's limits): `use_flow_token_statement`'s conditional `UPDATE` is
 /// what makes one single-use across instances.
 const EMAIL_TOKENS: &str = "_gatehouse_email_tokens";
+/// The rows of sign-ins through other identity providers under way.
+const PROVIDER_FLOWS: &str = "_gatehouse_provider_flows";
+/// Identities of other providers linked to accounts.
+const IDENTITIES: &str = "_gatehouse_identities";
 
 /// Creates the OAuth tables and their indexes when missing (under the
 /// schema lock, [`SqlAuthRepo::ensure_tables`]).
@@ -161,6 +165,21 @@ async fn create_tables(conn: &mut Conn<'_>, d: Dialect) -> Result<(), gatehouse_
             q(&format!("{EMAIL_TOKENS}_address_idx")),
             q(EMAIL_TOKENS)
         ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (id {text} PRIMARY KEY NOT NULL, kind TEXT NOT NULL, \
+             provider {text} NOT NULL, browser TEXT NOT NULL, payload TEXT NOT NULL, \
+             created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL, used_at BIGINT)",
+            q(PROVIDER_FLOWS)
+        ),
+        index(PROVIDER_FLOWS, "expires_at"),
+        // The pair (issuer, subject) is the identity: linked once.
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (id {text} PRIMARY KEY NOT NULL, sub {text} NOT NULL, \
+             provider {text} NOT NULL, issuer {text} NOT NULL, subject {text} NOT NULL, \
+             email TEXT, linked_at BIGINT NOT NULL, UNIQUE (issuer, subject))",
+            q(IDENTITIES)
+        ),
+        index(IDENTITIES, "sub"),
         // `register` looks names up without regard to ASCII case.
         folded_index(USERS, "username"),
         folded_index(CLIENTS, "client_id"),
@@ -456,6 +475,62 @@ const FLOW_KINDS: &[SqlKind] = &[
     SqlKind::Count,
     SqlKind::Count,
 ];
+
+const PROVIDER_FLOW_COLS: &str = "id, kind, provider, browser, payload, created_at, expires_at, \
+                                  used_at";
+const PROVIDER_FLOW_KINDS: &[SqlKind] = &[
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Count,
+    SqlKind::Count,
+    SqlKind::Count,
+];
+
+const IDENTITY_COLS: &str = "id, sub, provider, issuer, subject, email, linked_at";
+const IDENTITY_KINDS: &[SqlKind] = &[
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Count,
+];
+
+fn provider_flow(row: DbRow) -> Result<ProviderFlow, RepoError> {
+    let mut c = Cols::new(row, "provider flow");
+    let id = c.string()?;
+    let kind = c.string()?;
+    Ok(ProviderFlow {
+        id,
+        kind: FlowKind::parse(&kind).ok_or_else(|| c.bad("a provider flow kind"))?,
+        provider: c.string()?,
+        browser: c.string()?,
+        payload: {
+            let s = c.string()?;
+            serde_json::from_str(&s).map_err(|_| c.bad("JSON"))?
+        },
+        created_at: c.int()?,
+        expires_at: c.int()?,
+        used_at: c.opt_int()?,
+    })
+}
+
+fn identity(row: DbRow) -> Result<IdentityRecord, RepoError> {
+    let mut c = Cols::new(row, "identity");
+    Ok(IdentityRecord {
+        id: c.string()?,
+        sub: c.string()?,
+        provider: c.string()?,
+        issuer: c.string()?,
+        subject: c.string()?,
+        email: c.opt_string()?,
+        linked_at: c.int()?,
+    })
+}
 
 fn flow_token(row: DbRow) -> Result<FlowToken, RepoError> {
     let mut c = Cols::new(row, "e-mail flow token");
@@ -887,6 +962,138 @@ impl SqlAuthRepo {
         let count = c.opt_int()?.unwrap_or(0);
         let last = c.opt_int()?;
         Ok((u64::try_from(count).unwrap_or(0), last))
+    }
+
+    /// Writes the row of a sign-in through a provider.
+    pub async fn insert_provider_flow(&self, f: &ProviderFlow) -> Result<(), RepoError> {
+        let values = vec![
+            text(f.id.as_str()),
+            text(f.kind.as_str()),
+            text(f.provider.as_str()),
+            text(f.browser.as_str()),
+            text(f.payload.to_string()),
+            int(f.created_at),
+            int(f.expires_at),
+            opt_int(f.used_at),
+        ];
+        let sql = insert_sql(PROVIDER_FLOWS, PROVIDER_FLOW_COLS, PROVIDER_FLOW_KINDS.len());
+        self.execute("insert_provider_flow", &sql, values).await?;
+        Ok(())
+    }
+
+    /// The row of a sign-in through a provider with this id.
+    pub async fn provider_flow(&self, id: &str) -> Result<Option<ProviderFlow>, RepoError> {
+        let sql = format!(
+            "SELECT {PROVIDER_FLOW_COLS} FROM {} WHERE id = ?",
+            q(PROVIDER_FLOWS)
+        );
+        let rows = self
+            .fetch("provider_flow", &sql, vec![text(id)], PROVIDER_FLOW_KINDS)
+            .await?;
+        rows.into_iter().next().map(provider_flow).transpose()
+    }
+
+    /// Spends the row `id` at `now` if it is unspent and unexpired: of two
+    /// uses racing, on one instance or many, one changes it.
+    pub async fn spend_provider_flow(&self, id: &str, now: i64) -> Result<bool, RepoError> {
+        let sql = format!(
+            "UPDATE {} SET used_at = ? WHERE id = ? AND used_at IS NULL AND expires_at > ?",
+            q(PROVIDER_FLOWS)
+        );
+        Ok(self
+            .execute("spend_provider_flow", &sql, vec![int(now), text(id), int(now)])
+            .await?
+            == 1)
+    }
+
+    /// The identity (issuer, subject), if linked.
+    pub async fn identity(
+        &self,
+        issuer: &str,
+        subject: &str,
+    ) -> Result<Option<IdentityRecord>, RepoError> {
+        let sql = format!(
+            "SELECT {IDENTITY_COLS} FROM {} WHERE issuer = ? AND subject = ?",
+            q(IDENTITIES)
+        );
+        let rows = self
+            .fetch(
+                "identity",
+                &sql,
+                vec![text(issuer), text(subject)],
+                IDENTITY_KINDS,
+            )
+            .await?;
+        rows.into_iter().next().map(identity).transpose()
+    }
+
+    /// The identities linked to the account `sub`, oldest first.
+    pub async fn identities(&self, sub: &str) -> Result<Vec<IdentityRecord>, RepoError> {
+        let sql = format!(
+            "SELECT {IDENTITY_COLS} FROM {} WHERE sub = ? ORDER BY linked_at, id",
+            q(IDENTITIES)
+        );
+        let rows = self
+            .fetch("identities", &sql, vec![text(sub)], IDENTITY_KINDS)
+            .await?;
+        rows.into_iter().map(identity).collect()
+    }
+
+    /// The statement that links an identity unless its pair is linked
+    /// already (then it changes no row), for a caller that runs it in its
+    /// own transaction. The tables must exist ([`SqlAuthRepo::ensure_tables`]).
+    pub fn link_identity_statement(&self, i: &IdentityRecord) -> Built {
+        self.built(
+            &format!(
+                "INSERT INTO {} ({IDENTITY_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?) \
+                 ON CONFLICT DO NOTHING",
+                q(IDENTITIES)
+            ),
+            vec![
+                text(i.id.as_str()),
+                text(i.sub.as_str()),
+                text(i.provider.as_str()),
+                text(i.issuer.as_str()),
+                text(i.subject.as_str()),
+                opt_text(i.email.as_deref()),
+                int(i.linked_at),
+            ],
+        )
+    }
+
+    /// Links an identity; `false` when its pair is linked already.
+    pub async fn link_identity(&self, i: &IdentityRecord) -> Result<bool, RepoError> {
+        self.ready().await?;
+        let statement = self.link_identity_statement(i);
+        let mut pooled = self
+            .db()
+            .write()
+            .await
+            .map_err(|e| store_err("link_identity", e))?;
+        Ok(pooled
+            .conn()
+            .execute(statement)
+            .await
+            .map_err(|e| db_err("link_identity", e))?
+            == 1)
+    }
+
+    /// Unlinks the identity `id` of the account `sub`.
+    pub async fn unlink_identity(&self, sub: &str, id: &str) -> Result<bool, RepoError> {
+        let sql = format!("DELETE FROM {} WHERE id = ? AND sub = ?", q(IDENTITIES));
+        Ok(self
+            .execute("unlink_identity", &sql, vec![text(id), text(sub)])
+            .await?
+            == 1)
+    }
+
+    /// The statement that unlinks every identity of the account `sub` (in
+    /// the transaction that deletes it).
+    pub fn delete_identities_statement(&self, sub: &str) -> Built {
+        self.built(
+            &format!("DELETE FROM {} WHERE sub = ?", q(IDENTITIES)),
+            vec![text(sub)],
+        )
     }
 
     fn db(&self) -> &Db {
@@ -1623,10 +1830,19 @@ impl AuthRepo for SqlAuthRepo {
             ),
             vec![int(now), int(now.saturating_sub(3600))],
         );
+        let provider_flows = self.built(
+            &format!("DELETE FROM {} WHERE expires_at <= ?", q(PROVIDER_FLOWS)),
+            vec![int(now)],
+        );
         let mut tx = self.db().begin().await.map_err(|e| store_err(OP, e))?;
         let mut n = tx.conn().execute(tokens).await.map_err(|e| db_err(OP, e))?;
         n += tx.conn().execute(keys).await.map_err(|e| db_err(OP, e))?;
         n += tx.conn().execute(flows).await.map_err(|e| db_err(OP, e))?;
+        n += tx
+            .conn()
+            .execute(provider_flows)
+            .await
+            .map_err(|e| db_err(OP, e))?;
         tx.commit().await.map_err(|e| db_err(OP, e))?;
         Ok(n)
     }

@@ -37,6 +37,7 @@ mod authorize;
 mod client_credentials;
 mod email;
 mod exchange;
+mod federation;
 mod introspect;
 mod password;
 mod refresh;
@@ -50,6 +51,7 @@ pub use authorize::{
 };
 pub use email::{MAX_ADDRESS, ReturnTo, SignedUp, normalize_address, plausible_address};
 pub use exchange::ExchangeRequest;
+pub use federation::{Federated, ProviderReturn, ProviderStart};
 pub use token::TokenRequest;
 
 /// Settings of the authorization server (from `[tokens]` and `issuer`).
@@ -267,6 +269,9 @@ pub struct AuthServer {
     /// The e-mail flows, when `[email]` is set and the account type has an
     /// address ([`AuthServer::use_mail_flows`]).
     flows: std::sync::OnceLock<Arc<email::Flows>>,
+    /// Signing in through other identity providers, when
+    /// `[[auth.providers]]` is set ([`AuthServer::use_federation`]).
+    federation: std::sync::OnceLock<Arc<federation::Federation>>,
 }
 
 /// An entry of the verified-signature cache.
@@ -422,6 +427,7 @@ impl AuthServer {
             password_checks: PasswordChecks::new(),
             accounts: std::sync::OnceLock::new(),
             flows: std::sync::OnceLock::new(),
+            federation: std::sync::OnceLock::new(),
         });
         server.reload_keys().await?;
         let now = server.now();
