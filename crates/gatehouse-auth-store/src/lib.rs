@@ -27,10 +27,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use gatehouse_auth::{
-    AuthRepo, ClientRecord, ClientType, CodeRecord, ConsumerRecord, FlowKind, FlowPurpose, FlowToken,
-    Grant, IdentityKind, IdentityRecord, ProviderFlow, KeyRecord, MAIL_INTERVAL, MAILS_PER_HOUR, MAX_CODE_ATTEMPTS, NameTaken,
-    NewIdentity, OAuth1TokenKind, OAuth1TokenRecord, RepoError, SigningAlg, TokenKind, TokenRecord,
-    UserRecord, name_key,
+    AuthRepo, ClientRecord, ClientType, CodeRecord, ConsumerRecord, FlowKind, FlowPurpose,
+    FlowToken, Grant, IdentityKind, IdentityRecord, KeyRecord, MAIL_INTERVAL, MAILS_PER_HOUR,
+    MAX_CODE_ATTEMPTS, NameTaken, NewIdentity, OAuth1TokenKind, OAuth1TokenRecord, ProviderFlow,
+    RepoError, SigningAlg, TokenKind, TokenRecord, UserRecord, name_key,
 };
 use gatehouse_db::{Built, Conn, Db, DbError, DbRow, Dialect, SCHEMA_LOCK, SqlKind, q};
 use sea_query::Value;
@@ -976,7 +976,11 @@ impl SqlAuthRepo {
             int(f.expires_at),
             opt_int(f.used_at),
         ];
-        let sql = insert_sql(PROVIDER_FLOWS, PROVIDER_FLOW_COLS, PROVIDER_FLOW_KINDS.len());
+        let sql = insert_sql(
+            PROVIDER_FLOWS,
+            PROVIDER_FLOW_COLS,
+            PROVIDER_FLOW_KINDS.len(),
+        );
         self.execute("insert_provider_flow", &sql, values).await?;
         Ok(())
     }
@@ -1001,7 +1005,11 @@ impl SqlAuthRepo {
             q(PROVIDER_FLOWS)
         );
         Ok(self
-            .execute("spend_provider_flow", &sql, vec![int(now), text(id), int(now)])
+            .execute(
+                "spend_provider_flow",
+                &sql,
+                vec![int(now), text(id), int(now)],
+            )
             .await?
             == 1)
     }

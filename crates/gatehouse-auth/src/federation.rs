@@ -175,8 +175,11 @@ pub trait FederationStore: Send + Sync + fmt::Debug {
     /// instances never both spend it).
     async fn spend_flow(&self, id: &str, now: i64) -> Result<bool, RepoError>;
     /// The identity (issuer, subject), if linked.
-    async fn identity(&self, issuer: &str, subject: &str)
-    -> Result<Option<IdentityRecord>, RepoError>;
+    async fn identity(
+        &self,
+        issuer: &str,
+        subject: &str,
+    ) -> Result<Option<IdentityRecord>, RepoError>;
     /// The identities linked to the account `sub`, oldest first.
     async fn identities(&self, sub: &str) -> Result<Vec<IdentityRecord>, RepoError>;
     /// Links `identity`; `false` when the pair is linked already (to any

@@ -95,9 +95,8 @@ pub use secrets::{
 pub use server::{
     AuthConfig, AuthServer, AuthorizeError, AuthorizeErrorCode, AuthorizeParams, AuthorizeRequest,
     CODE_REPLAY_MEMORY, CODE_TTL, CONSENT_TTL, ClientProof, CsrfPair, ExchangeRequest, Federated,
-    MAX_ADDRESS, ProviderReturn, ProviderStart,
-    MAX_STATE, MIN_SIGN_UP_PASSWORD, ReturnTo, SignedIn, SignedUp, TokenRequest, TokenResponse,
-    normalize_address, plausible_address,
+    MAX_ADDRESS, MAX_STATE, MIN_SIGN_UP_PASSWORD, ProviderReturn, ProviderStart, ReturnTo,
+    SignedIn, SignedUp, TokenRequest, TokenResponse, normalize_address, plausible_address,
 };
 
 /// base64url without padding (RFC 7515 §2), the encoding of every token part.

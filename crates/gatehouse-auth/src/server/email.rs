@@ -570,7 +570,10 @@ impl AuthServer {
                 username = owner.username,
             ),
         };
-        if self.send_account_notice(flows, owner, address, &mail).await? {
+        if self
+            .send_account_notice(flows, owner, address, &mail)
+            .await?
+        {
             tracing::info!("sign-up notice written");
         }
         Ok(())

@@ -110,7 +110,9 @@ impl AuthServer {
     /// `[[auth.providers]]` is set and there is an account type; a second
     /// call is ignored).
     pub fn use_federation(&self, store: Arc<dyn FederationStore>, providers: Vec<ProviderPolicy>) {
-        let _ = self.federation.set(Arc::new(Federation { store, providers }));
+        let _ = self
+            .federation
+            .set(Arc::new(Federation { store, providers }));
     }
 
     /// The providers signed in through, in their configured order.
@@ -143,7 +145,11 @@ impl AuthServer {
     /// A redirect to the provider `provider` for the authorization request
     /// `return_to` (already validated): writes the flow's row and answers
     /// what the redirect and its cookie carry.
-    pub async fn provider_start(&self, provider: &str, return_to: ReturnTo) -> Result<ProviderStart> {
+    pub async fn provider_start(
+        &self,
+        provider: &str,
+        return_to: ReturnTo,
+    ) -> Result<ProviderStart> {
         let fed = self.federation()?;
         self.policy(&fed, provider)?;
         let state = token_string(self.random.as_ref(), 32);
@@ -181,12 +187,15 @@ impl AuthServer {
         cookie: Option<&str>,
     ) -> Result<ProviderReturn> {
         let fed = self.federation()?;
-        let bad = || Error::invalid_request("this sign-in has expired or was already used; start again");
+        let bad =
+            || Error::invalid_request("this sign-in has expired or was already used; start again");
         if state.is_empty() || state.len() > MAX_STATE {
             return Err(bad());
         }
         let id = secrets::token_id(state);
-        let flow = self.live_flow(&fed, &id, FlowKind::Start, provider, cookie).await?;
+        let flow = self
+            .live_flow(&fed, &id, FlowKind::Start, provider, cookie)
+            .await?;
         if !fed.store.spend_flow(&flow.id, self.now()).await? {
             return Err(bad());
         }
@@ -207,7 +216,8 @@ impl AuthServer {
         provider: &str,
         cookie: Option<&str>,
     ) -> Result<ProviderFlow> {
-        let bad = || Error::invalid_request("this sign-in has expired or was already used; start again");
+        let bad =
+            || Error::invalid_request("this sign-in has expired or was already used; start again");
         let Some(flow) = fed.store.flow(id).await? else {
             return Err(bad());
         };
@@ -263,7 +273,11 @@ impl AuthServer {
                 ));
             };
             tracing::info!(provider = %up.provider, "signed in through a provider");
-            return Ok(Federated::SignedIn(self.federated(req, &user, &up.provider)?));
+            return Ok(Federated::SignedIn(self.federated(
+                req,
+                &user,
+                &up.provider,
+            )?));
         }
         let email = up
             .email
@@ -279,7 +293,11 @@ impl AuthServer {
                 LinkMode::VerifiedEmail if policy.trust_email && owner.email_verified => {
                     if let Some(user) = self.user(&owner.sub).await? {
                         self.link(&fed, owner, up).await?;
-                        return Ok(Federated::SignedIn(self.federated(req, &user, &up.provider)?));
+                        return Ok(Federated::SignedIn(self.federated(
+                            req,
+                            &user,
+                            &up.provider,
+                        )?));
                     }
                 }
                 LinkMode::Confirm => {
@@ -312,7 +330,11 @@ impl AuthServer {
         let user = self
             .create_federated(&fed, up, address.as_deref(), verified)
             .await?;
-        Ok(Federated::SignedIn(self.federated(req, &user, &up.provider)?))
+        Ok(Federated::SignedIn(self.federated(
+            req,
+            &user,
+            &up.provider,
+        )?))
     }
 
     /// [`AuthServer::signed_in`] through the provider `idp`.
@@ -324,10 +346,17 @@ impl AuthServer {
     }
 
     /// Links `up` to `owner` and tells the owner.
-    async fn link(&self, fed: &Federation, owner: &AccountProfile, up: &UpstreamIdentity) -> Result<()> {
+    async fn link(
+        &self,
+        fed: &Federation,
+        owner: &AccountProfile,
+        up: &UpstreamIdentity,
+    ) -> Result<()> {
         let record = self.identity_record(&owner.sub, up);
         if !fed.store.link(&record).await? {
-            return Err(refused("this identity was linked to an account meanwhile; sign in again"));
+            return Err(refused(
+                "this identity was linked to an account meanwhile; sign in again",
+            ));
         }
         tracing::info!(provider = %up.provider, "identity linked to an existing account");
         self.link_notice(owner, up).await;
@@ -398,23 +427,37 @@ impl AuthServer {
     ) -> Result<(ReturnTo, UserRecord)> {
         let fed = self.federation()?;
         if handle.is_empty() || handle.len() > MAX_STATE {
-            return Err(Error::invalid_request("this sign-in has expired; start again"));
+            return Err(Error::invalid_request(
+                "this sign-in has expired; start again",
+            ));
         }
         let flow = self
-            .live_flow(&fed, &secrets::token_id(handle), FlowKind::Link, provider, cookie)
+            .live_flow(
+                &fed,
+                &secrets::token_id(handle),
+                FlowKind::Link,
+                provider,
+                cookie,
+            )
             .await?;
         let p = &flow.payload;
-        let (Some(sub), Some(issuer), Some(subject)) =
-            (p["sub"].as_str(), p["issuer"].as_str(), p["subject"].as_str())
-        else {
+        let (Some(sub), Some(issuer), Some(subject)) = (
+            p["sub"].as_str(),
+            p["issuer"].as_str(),
+            p["subject"].as_str(),
+        ) else {
             return Err(Error::server("a link row lacks its identity"));
         };
         let Some(owner) = self.account_profile(sub).await? else {
             return Err(refused("the account no longer exists"));
         };
-        let user = self.check_user_password(&owner.username, password, from).await?;
+        let user = self
+            .check_user_password(&owner.username, password, from)
+            .await?;
         if !fed.store.spend_flow(&flow.id, self.now()).await? {
-            return Err(Error::invalid_request("this sign-in was already used; start again"));
+            return Err(Error::invalid_request(
+                "this sign-in was already used; start again",
+            ));
         }
         let up = UpstreamIdentity {
             provider: provider.to_string(),
