@@ -407,13 +407,14 @@ const TOKEN_KINDS: &[SqlKind] = &[
     SqlKind::Text,
     SqlKind::Text,
     SqlKind::Text,
-    SqlKind::Text,
     SqlKind::Count,
     SqlKind::Count,
     SqlKind::Bool,
     SqlKind::Text,
     SqlKind::Text,
     SqlKind::Count,
+    SqlKind::Text,
+    // idp
     SqlKind::Text,
 ];
 
@@ -451,11 +452,12 @@ const CODE_KINDS: &[SqlKind] = &[
     SqlKind::Text,
     SqlKind::Text,
     SqlKind::Text,
+    SqlKind::Count,
+    SqlKind::Count,
+    SqlKind::Count,
+    SqlKind::Count,
     SqlKind::Text,
-    SqlKind::Count,
-    SqlKind::Count,
-    SqlKind::Count,
-    SqlKind::Count,
+    // idp
     SqlKind::Text,
 ];
 

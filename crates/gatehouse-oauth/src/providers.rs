@@ -309,12 +309,12 @@ pub(crate) async fn callback(
         Ok(i) => i,
         Err(e) => return with_cookie(provider_failed(up, e), clear),
     };
-    let resp = continue_with(&state, up, &parts.headers, &ret.return_to, &identity).await;
-    with_cookie(resp, clear)
+    continue_with(&state, up, &parts.headers, &ret.return_to, &identity).await
 }
 
 /// The checked identity signs in, links or creates an account, and the
-/// authorization request continues.
+/// authorization request continues. The flow cookie is removed, or, when
+/// a password page follows, set anew for it.
 async fn continue_with(
     state: &OAuthState,
     up: &Upstream,
@@ -329,6 +329,7 @@ async fn continue_with(
         Err(e) => return refused(state, e),
     };
     let (csrf, browser, csrf_cookie) = csrf_with_browser(state, headers);
+    let mut next_flow = flow_cookie(state, "");
     let resp = match server
         .federated_sign_in(&areq, identity, return_to.clone())
         .await
@@ -340,7 +341,8 @@ async fn continue_with(
             handle,
             cookie,
             username,
-        }) => with_cookie(
+        }) => {
+            next_flow = flow_cookie(state, &cookie);
             pages::html(
                 StatusCode::OK,
                 &pages::LinkConfirmPage {
@@ -350,9 +352,8 @@ async fn continue_with(
                     handle: &handle,
                     error: None,
                 },
-            ),
-            flow_cookie(state, &cookie),
-        ),
+            )
+        }
         Err(Error::InvalidScope(_)) => back_with(
             state,
             &areq,
@@ -362,7 +363,7 @@ async fn continue_with(
         ),
         Err(e) => sign_in_refused(up, e),
     };
-    with_cookie(resp, csrf_cookie)
+    with_cookie(with_cookie(resp, csrf_cookie), next_flow)
 }
 
 /// `POST /auth/providers/{id}/link`.

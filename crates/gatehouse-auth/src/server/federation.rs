@@ -547,7 +547,7 @@ impl AuthServer {
             .map_or(up.provider.as_str(), |p| p.name.as_str());
         let mail = FlowMail {
             to: address.to_string(),
-            subject: format!("A {provider} sign-in was linked to your account"),
+            subject: format!("{provider} sign-in linked to your account"),
             text: format!(
                 "A {provider} identity was linked to your account \"{username}\" at {issuer}: \
                  from now on it signs in as you.\n\n\
