@@ -193,6 +193,7 @@ impl crate::AuthServer {
     /// With an account type, `preferred_username` and the profile claims
     /// the scope releases come from the account row.
     /// What every grant that answers `openid` issues.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn user_id_token(
         &self,
         client: &crate::ClientRecord,

@@ -2100,6 +2100,20 @@ mod tests {
             timeout: Seconds(10),
             max_age: Seconds(60),
         });
+        c.auth.providers.push(ProviderEntry {
+            id: "corp".into(),
+            name: "Corp".into(),
+            kind: ProviderKindEntry::Oidc,
+            issuer: Some("https://idp.example".into()),
+            client_id: "c".into(),
+            client_secret: Some("s".into()),
+            client_secret_env: Some("CORP_SECRET".into()),
+            scopes: Some(vec!["email".into()]),
+            trust_email: false,
+            link: LinkModeEntry::Confirm,
+            github_url: Some("https://github.example".into()),
+            github_api_url: Some("https://api.github.example".into()),
+        });
         c.bootstrap.rows.push(BootstrapRow {
             type_name: "Author".into(),
             values: serde_json::json!({"name": "n"})

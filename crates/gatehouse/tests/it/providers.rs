@@ -68,6 +68,8 @@ enum Mode {
     Garbage,
     /// The token endpoint answers after 15 s.
     Slow,
+    /// The token endpoint answers 2 MiB.
+    Huge,
     /// The redirect back carries another issuer in `iss`.
     MixUp,
 }
@@ -273,6 +275,11 @@ async fn token(
     match mode {
         Mode::Garbage => return (StatusCode::OK, "<html>surprise</html>").into_response(),
         Mode::Slow => tokio::time::sleep(Duration::from_secs(15)).await,
+        Mode::Huge => {
+            let filler = "x".repeat(2 * 1024 * 1024);
+            return axum::Json(json!({ "access_token": filler, "token_type": "Bearer" }))
+                .into_response();
+        }
         _ => {}
     }
     let now = std::time::SystemTime::now()
@@ -531,7 +538,11 @@ impl Project {
     }
 
     async fn password_token(&self, user: &str, password: &str) -> String {
-        let scope = if user == "root" { "admin read write" } else { "read" };
+        let scope = if user == "root" {
+            "admin read write"
+        } else {
+            "read"
+        };
         let t = gatehouse_testkit::password_token(
             &reqwest::Client::new(),
             &self.base(),
@@ -1062,6 +1073,12 @@ async fn every_refusal_is_a_page_and_creates_nothing() {
         }
         // Garbage from the token endpoint.
         fake.set(Mode::Garbage, user("g-1", None, false));
+        let mut run = Run::new();
+        let page = run.sign_in(&base, "corp").await;
+        assert_eq!(page.status, 502, "{be}: {}", page.body);
+        assert!(page.body.contains("Corp is not answering"), "{be}");
+        // Too large: at most 1 MiB is read.
+        fake.set(Mode::Huge, user("h-1", None, false));
         let mut run = Run::new();
         let page = run.sign_in(&base, "corp").await;
         assert_eq!(page.status, 502, "{be}: {}", page.body);
