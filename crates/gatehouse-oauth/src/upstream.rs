@@ -12,11 +12,13 @@ use std::time::{Duration, Instant};
 
 use openidconnect::core::{
     CoreAuthenticationFlow, CoreClient, CoreJwsSigningAlgorithm, CoreProviderMetadata,
+    CoreUserInfoClaims,
 };
 use openidconnect::{
-    AsyncHttpClient, AuthorizationCode, ClaimsVerificationError, ClientId, ClientSecret, CsrfToken,
-    HttpRequest, HttpResponse, IssuerUrl, Nonce, PkceCodeChallenge, PkceCodeVerifier, RedirectUrl,
-    Scope, SignatureVerificationError, TokenResponse as _,
+    AccessToken, AsyncHttpClient, AuthorizationCode, ClaimsVerificationError, ClientId,
+    ClientSecret, CsrfToken, HttpRequest, HttpResponse, IssuerUrl, Nonce, OAuth2TokenResponse as _,
+    PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, Scope, SignatureVerificationError,
+    SubjectIdentifier, TokenResponse as _,
 };
 use serde_json::Value;
 use tokio::sync::Mutex;
@@ -330,12 +332,7 @@ impl Upstreams {
         match &c.kind {
             ProviderKind::Oidc { issuer } => {
                 let md = self.metadata(up, issuer, false).await?;
-                let client = CoreClient::from_provider_metadata(
-                    md,
-                    ClientId::new(c.client_id.clone()),
-                    Some(ClientSecret::new(c.client_secret.clone())),
-                )
-                .set_redirect_uri(redirect_url(redirect_uri)?);
+                let client = client(up, &md).set_redirect_uri(redirect_url(redirect_uri)?);
                 let (state, nonce) = (start.state.clone(), start.nonce.clone());
                 let (url, _, _) = client
                     .authorize_url(
@@ -371,7 +368,8 @@ impl Upstreams {
     /// The provider's answer to `code`, checked: for OpenID Connect the
     /// code exchanged with the PKCE verifier and the ID token's signature,
     /// `iss`, `aud`, `exp` and `nonce` checked (and the redirect's `iss`,
-    /// RFC 9207, when sent); for GitHub the user and their addresses.
+    /// RFC 9207, when sent), with the address and name from userinfo when
+    /// the ID token has none; for GitHub the user and their addresses.
     pub(crate) async fn identity(
         &self,
         up: &Upstream,
@@ -383,25 +381,27 @@ impl Upstreams {
         match &up.config.kind {
             ProviderKind::Oidc { issuer } => {
                 let md = self.metadata(up, issuer, false).await?;
-                match self
-                    .oidc_identity(up, md, code, ret, redirect_uri, iss)
-                    .await
-                {
+                let (id_token, access) = self
+                    .oidc_exchange(up, &md, code, ret, redirect_uri, iss)
+                    .await?;
+                let (identity, md) = match verify_id_token(up, &md, &id_token, ret) {
+                    Ok(identity) => (identity, md),
                     // A key the cached JWKS lacks (the provider rotated):
                     // the keys are fetched again, once, and the token
-                    // checked again. The code is spent, so only the check
-                    // is repeated.
-                    Err(Retry::Keys(token, why)) => {
+                    // checked again.
+                    Err((true, why)) => {
                         let md = self.metadata(up, issuer, true).await?;
-                        verify_id_token(up, &md, &token, ret).map_err(|(_, e)| {
-                            UpstreamError::Refused(format!(
-                                "{why}; after fetching the keys again: {e}"
-                            ))
-                        })
+                        let identity =
+                            verify_id_token(up, &md, &id_token, ret).map_err(|(_, e)| {
+                                UpstreamError::Refused(format!(
+                                    "{why}; after fetching the keys again: {e}"
+                                ))
+                            })?;
+                        (identity, md)
                     }
-                    Err(Retry::No(e)) => Err(e),
-                    Ok(identity) => Ok(identity),
-                }
+                    Err((false, e)) => return Err(UpstreamError::Refused(e)),
+                };
+                self.with_userinfo(up, &md, identity, access).await
             }
             ProviderKind::Github { web_url, api_url } => {
                 self.github_identity(up, web_url, api_url, code, ret, redirect_uri)
@@ -410,53 +410,77 @@ impl Upstreams {
         }
     }
 
-    async fn oidc_identity(
+    /// Exchanges `code` (with the PKCE verifier): the ID token, unchecked,
+    /// and the access token.
+    async fn oidc_exchange(
         &self,
         up: &Upstream,
-        md: CoreProviderMetadata,
+        md: &CoreProviderMetadata,
         code: &str,
         ret: &ProviderReturn,
         redirect_uri: &str,
         iss: Option<&str>,
-    ) -> Result<UpstreamIdentity, Retry> {
+    ) -> Result<(String, AccessToken), UpstreamError> {
         // RFC 9207 §2.4: an `iss` that is not the provider's is a mix-up.
         if let Some(iss) = iss
             && iss != md.issuer().as_str()
         {
-            return Err(Retry::No(UpstreamError::Refused(
+            return Err(UpstreamError::Refused(
                 "the redirect's `iss` is not the provider's issuer".into(),
-            )));
+            ));
         }
-        let c = &up.config;
-        let client = CoreClient::from_provider_metadata(
-            md.clone(),
-            ClientId::new(c.client_id.clone()),
-            Some(ClientSecret::new(c.client_secret.clone())),
-        )
-        .set_redirect_uri(redirect_url(redirect_uri).map_err(Retry::No)?);
+        let client = client(up, md).set_redirect_uri(redirect_url(redirect_uri)?);
         let request = client
             .exchange_code(AuthorizationCode::new(code.to_string()))
-            .map_err(|e| {
-                Retry::No(UpstreamError::Unavailable(format!(
-                    "the token endpoint: {e}"
-                )))
-            })?;
+            .map_err(|e| UpstreamError::Unavailable(format!("the token endpoint: {e}")))?;
         let tokens = request
             .set_pkce_verifier(PkceCodeVerifier::new(ret.pkce_verifier.clone()))
             .request_async(&self.http)
             .await
-            .map_err(|e| Retry::No(token_error(&e)))?;
+            .map_err(|e| token_error(&e))?;
         let Some(id_token) = tokens.id_token() else {
-            return Err(Retry::No(UpstreamError::Unavailable(
+            return Err(UpstreamError::Unavailable(
                 "the token response has no `id_token`".into(),
-            )));
+            ));
         };
-        let token = id_token.to_string();
-        match verify_id_token(up, &md, &token, ret) {
-            Ok(identity) => Ok(identity),
-            Err((true, e)) => Err(Retry::Keys(token, e)),
-            Err((false, e)) => Err(Retry::No(UpstreamError::Refused(e))),
+        Ok((id_token.to_string(), tokens.access_token().clone()))
+    }
+
+    /// OpenID Connect Core §5.4: the claims of the `email` and `profile`
+    /// scopes may come from userinfo rather than the ID token. When the
+    /// ID token has no address or no name and the provider has a userinfo
+    /// endpoint, they are read there (its `sub` must be the ID token's).
+    async fn with_userinfo(
+        &self,
+        up: &Upstream,
+        md: &CoreProviderMetadata,
+        mut identity: UpstreamIdentity,
+        access: AccessToken,
+    ) -> Result<UpstreamIdentity, UpstreamError> {
+        if identity.email.is_some() && identity.username_hint.is_some() {
+            return Ok(identity);
         }
+        let client = client(up, md);
+        let Ok(request) = client.user_info(
+            access,
+            Some(SubjectIdentifier::new(identity.subject.clone())),
+        ) else {
+            return Ok(identity);
+        };
+        let info: CoreUserInfoClaims = request
+            .request_async(&self.http)
+            .await
+            .map_err(|e| UpstreamError::Unavailable(format!("userinfo: {}", chain(&e))))?;
+        if identity.email.is_none()
+            && let Some(email) = info.email()
+        {
+            identity.email = Some(email.as_str().to_string());
+            identity.email_verified = info.email_verified() == Some(true);
+        }
+        if identity.username_hint.is_none() {
+            identity.username_hint = info.preferred_username().map(|u| u.as_str().to_string());
+        }
+        Ok(identity)
     }
 
     async fn github_identity(
@@ -531,14 +555,6 @@ impl Upstreams {
     }
 }
 
-/// An OpenID Connect failure, and whether the keys are worth fetching again.
-enum Retry {
-    /// The ID token's key was not found: the token, and why.
-    Keys(String, String),
-    /// Final.
-    No(UpstreamError),
-}
-
 /// Checks the ID token `token` (signature by a key of the provider's JWKS
 /// with an asymmetric algorithm, `iss`, `aud`, `exp`, `nonce`) and reads
 /// the identity from it. A refusal says whether no key of the JWKS
@@ -550,11 +566,7 @@ fn verify_id_token(
     ret: &ProviderReturn,
 ) -> Result<UpstreamIdentity, (bool, String)> {
     let c = &up.config;
-    let client = CoreClient::from_provider_metadata(
-        md.clone(),
-        ClientId::new(c.client_id.clone()),
-        Some(ClientSecret::new(c.client_secret.clone())),
-    );
+    let client = client(up, md);
     let verifier = client.id_token_verifier().set_allowed_algs(ID_TOKEN_ALGS);
     let id_token: openidconnect::core::CoreIdToken = token
         .parse()
@@ -578,6 +590,25 @@ fn verify_id_token(
         email_verified: claims.email_verified() == Some(true),
         username_hint: claims.preferred_username().map(|u| u.as_str().to_string()),
     })
+}
+
+/// The provider's client, with this server's credentials.
+fn client(
+    up: &Upstream,
+    md: &CoreProviderMetadata,
+) -> openidconnect::core::CoreClient<
+    openidconnect::EndpointSet,
+    openidconnect::EndpointNotSet,
+    openidconnect::EndpointNotSet,
+    openidconnect::EndpointNotSet,
+    openidconnect::EndpointMaybeSet,
+    openidconnect::EndpointMaybeSet,
+> {
+    CoreClient::from_provider_metadata(
+        md.clone(),
+        ClientId::new(up.config.client_id.clone()),
+        Some(ClientSecret::new(up.config.client_secret.clone())),
+    )
 }
 
 fn redirect_url(uri: &str) -> Result<RedirectUrl, UpstreamError> {

@@ -70,6 +70,8 @@ enum Mode {
     Slow,
     /// The token endpoint answers 2 MiB.
     Huge,
+    /// The ID token has neither address nor name: userinfo has them.
+    UserinfoOnly,
     /// The redirect back carries another issuer in `iss`.
     MixUp,
 }
@@ -135,6 +137,7 @@ impl Fake {
             .route("/{tenant}/jwks", get(jwks))
             .route("/{tenant}/authorize", get(authorize))
             .route("/{tenant}/token", post(token))
+            .route("/{tenant}/userinfo", get(userinfo))
             .route("/gh/login/oauth/authorize", get(gh_authorize))
             .route("/gh/login/oauth/access_token", post(gh_token))
             .route("/ghapi/user", get(gh_user))
@@ -172,6 +175,7 @@ async fn discovery(State(f): State<Fake>, Path(tenant): Path<String>) -> Respons
         "authorization_endpoint": format!("{iss}/authorize"),
         "token_endpoint": format!("{iss}/token"),
         "jwks_uri": format!("{iss}/jwks"),
+        "userinfo_endpoint": format!("{iss}/userinfo"),
         "response_types_supported": ["code"],
         "subject_types_supported": ["public"],
         "id_token_signing_alg_values_supported": ["ES256"],
@@ -295,13 +299,25 @@ async fn token(
         "exp": if mode == Mode::Expired { now - 600 } else { now + 300 },
         "nonce": if mode == Mode::WrongNonce { Some("not-the-nonce".to_string()) } else { grant.nonce.clone() },
     });
-    if let Some(e) = &u.email {
-        claims["email"] = json!(e);
-        claims["email_verified"] = json!(u.verified);
+    if mode != Mode::UserinfoOnly {
+        if let Some(e) = &u.email {
+            claims["email"] = json!(e);
+            claims["email_verified"] = json!(u.verified);
+        }
+        if let Some(n) = &u.name {
+            claims["preferred_username"] = json!(n);
+        }
     }
-    if let Some(n) = &u.name {
-        claims["preferred_username"] = json!(n);
-    }
+    let access = format!("upstream-access-{}", u.sub);
+    f.0.codes.lock().unwrap().insert(
+        access.clone(),
+        Grant {
+            user: u.clone(),
+            tenant: grant.tenant.clone(),
+            nonce: None,
+            challenge: None,
+        },
+    );
     let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
     header.kid = Some("k1".into());
     let key = if mode == Mode::ForeignKey {
@@ -311,12 +327,25 @@ async fn token(
     };
     let id_token = jsonwebtoken::encode(&header, &claims, key).unwrap();
     axum::Json(json!({
-        "access_token": "upstream-access",
+        "access_token": access,
         "token_type": "Bearer",
         "expires_in": 300,
         "id_token": id_token,
     }))
     .into_response()
+}
+
+async fn userinfo(State(f): State<Fake>, headers: axum::http::HeaderMap) -> Response {
+    match gh_grant_user(&f, &headers) {
+        Some(u) => axum::Json(json!({
+            "sub": u.sub,
+            "email": u.email,
+            "email_verified": u.verified,
+            "preferred_username": u.name,
+        }))
+        .into_response(),
+        None => StatusCode::UNAUTHORIZED.into_response(),
+    }
 }
 
 async fn gh_authorize(State(f): State<Fake>, Query(q): Query<HashMap<String, String>>) -> Response {
@@ -967,6 +996,21 @@ async fn verified_email_mode_links_only_verified_addresses_and_sign_up_off_refus
         let page = run.sign_in(&base, "other").await;
         let t = claims(&run.tokens(&base, &page).await).0;
         assert_ne!(t["sub"], erin, "{be}");
+        // Address and name only at userinfo: read there.
+        fake.set(
+            Mode::UserinfoOnly,
+            user("ui-1", Some("uma@example.org"), true),
+        );
+        let mut run = Run::new();
+        let page = run.sign_in(&base, "corp").await;
+        run.tokens(&base, &page).await;
+        assert!(
+            p.accounts()
+                .await
+                .contains(&("ui-1".into(), json!("uma@example.org"), json!(true))),
+            "{be}: {:?}",
+            p.accounts().await
+        );
         // GitHub: the primary address, verified and trusted.
         fake.set(Mode::Normal, user("4242", Some("gina@example.io"), true));
         let mut run = Run::new();
