@@ -325,6 +325,27 @@ fn sign_up_page(
     )
 }
 
+/// A form a browser posted, or the page that says it could not be read.
+pub(crate) async fn read_form(
+    state: &OAuthState,
+    headers: &HeaderMap,
+    body: axum::body::Body,
+) -> Result<Params, Response> {
+    match Form::read(state, headers, body).await {
+        Ok(Form(p)) => Ok(p),
+        Err(OAuthError::OAuth2(e)) => Err(pages::error(
+            StatusCode::BAD_REQUEST,
+            "Invalid form",
+            e.description(),
+        )),
+        Err(_) => Err(pages::error(
+            StatusCode::BAD_REQUEST,
+            "Invalid form",
+            "The form could not be read.",
+        )),
+    }
+}
+
 /// `POST /oauth/authorize`: the OAuth 1.0 approval (with `oauth_token`),
 /// or a step of the code flow (`action`: `sign_in`, `sign_up`, `consent`,
 /// `deny`). Every step checks the CSRF token first and validates the
@@ -335,19 +356,9 @@ pub(crate) async fn post(
     req: Request,
 ) -> Response {
     let (parts, body) = req.into_parts();
-    // A browser posted this: a body that cannot be read is told on a page.
-    let params = match Form::read(&state, &parts.headers, body).await {
-        Ok(Form(p)) => p,
-        Err(OAuthError::OAuth2(e)) => {
-            return pages::error(StatusCode::BAD_REQUEST, "Invalid form", e.description());
-        }
-        Err(_) => {
-            return pages::error(
-                StatusCode::BAD_REQUEST,
-                "Invalid form",
-                "The form could not be read.",
-            );
-        }
+    let params = match read_form(&state, &parts.headers, body).await {
+        Ok(p) => p,
+        Err(page) => return page,
     };
     let Some(browser) = csrf_checked(&state, &parts.headers, &params) else {
         return csrf_refused();

@@ -31,12 +31,11 @@ use gatehouse_auth::{
 
 use crate::OAuthState;
 use crate::authorize::{
-    authorize_params, back_with, csrf_checked, csrf_refused, csrf_with_browser, refused, secure,
-    server_error, signed_in, with_cookie,
+    authorize_params, back_with, csrf_checked, csrf_refused, csrf_with_browser, read_form, refused,
+    secure, server_error, signed_in, with_cookie,
 };
-use crate::error::OAuthError;
-use crate::extract::{Form, Peer};
-use crate::form::{self, Params};
+use crate::extract::Peer;
+use crate::form;
 use crate::pages;
 use crate::upstream::{Upstream, UpstreamError};
 use gatehouse_auth::AuthorizeErrorCode;
@@ -158,27 +157,6 @@ fn params_of(pairs: &ReturnTo) -> AuthorizeParams {
         p.set(k, v.clone());
     }
     p
-}
-
-/// A form body, or the page that says it could not be read.
-async fn read_form(
-    state: &OAuthState,
-    headers: &HeaderMap,
-    body: axum::body::Body,
-) -> Result<Params, Response> {
-    match Form::read(state, headers, body).await {
-        Ok(Form(p)) => Ok(p),
-        Err(OAuthError::OAuth2(e)) => Err(pages::error(
-            StatusCode::BAD_REQUEST,
-            "Invalid form",
-            e.description(),
-        )),
-        Err(_) => Err(pages::error(
-            StatusCode::BAD_REQUEST,
-            "Invalid form",
-            "The form could not be read.",
-        )),
-    }
 }
 
 /// `POST /auth/providers/{id}/start`.

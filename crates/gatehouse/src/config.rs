@@ -2348,6 +2348,97 @@ mod tests {
     }
 
     #[test]
+    fn providers_are_checked_at_load_and_their_secret_read_from_the_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let entry = |extra: &str| {
+            format!(
+                "[[auth.providers]]\nid = \"corp\"\nname = \"Corp\"\nclient_id = \"c\"\n{extra}\n"
+            )
+        };
+        let ok = write(
+            dir.path(),
+            &entry(
+                "kind = \"oidc\"\nissuer = \"http://127.0.0.1:9000/\"\nclient_secret_env = \"CORP_SECRET\"",
+            ),
+        );
+        let l = load_with_env(Some(&ok), &CliOverrides::default(), env(&[])).unwrap();
+        let p = &l.config.auth.providers[0];
+        assert_eq!(p.link, LinkModeEntry::Confirm);
+        assert!(!p.trust_email);
+        let resolved = p
+            .provider(|v| (v == "CORP_SECRET").then(|| "s3cret".to_string()))
+            .unwrap();
+        assert_eq!(resolved.client_secret, "s3cret");
+        assert_eq!(resolved.scopes, ["email", "profile"]);
+        assert_eq!(
+            resolved.kind,
+            gatehouse_oauth::ProviderKind::Oidc {
+                issuer: "http://127.0.0.1:9000".into()
+            }
+        );
+        assert!(!format!("{resolved:?}").contains("s3cret"));
+        assert_eq!(
+            p.provider(|_| None).unwrap_err(),
+            "`client_secret_env`: the environment variable CORP_SECRET is not set"
+        );
+        let github = write(
+            dir.path(),
+            &entry("kind = \"github\"\nclient_secret = \"s\"\nlink = \"verified_email\""),
+        );
+        let l = load_with_env(Some(&github), &CliOverrides::default(), env(&[])).unwrap();
+        let resolved = l.config.auth.providers[0].provider(|_| None).unwrap();
+        assert_eq!(
+            resolved.kind,
+            gatehouse_oauth::ProviderKind::Github {
+                web_url: "https://github.com".into(),
+                api_url: "https://api.github.com".into()
+            }
+        );
+        assert_eq!(resolved.link, gatehouse_auth::LinkMode::VerifiedEmail);
+        for (extra, problem) in [
+            (
+                "kind = \"oidc\"\nissuer = \"http://idp.example\"\nclient_secret = \"s\"",
+                "plain http on a host that is not loopback",
+            ),
+            (
+                "kind = \"oidc\"\nissuer = \"ftp://idp.example\"\nclient_secret = \"s\"",
+                "must be an https URL",
+            ),
+            ("kind = \"oidc\"\nclient_secret = \"s\"", "needs its issuer"),
+            (
+                "kind = \"oidc\"\nissuer = \"https://idp.example\"\nclient_secret = \"s\"\nclient_secret_env = \"X\"",
+                "not both",
+            ),
+            (
+                "kind = \"oidc\"\nissuer = \"https://idp.example\"",
+                "`client_secret`: set it",
+            ),
+            (
+                "kind = \"github\"\nissuer = \"https://idp.example\"\nclient_secret = \"s\"",
+                "`issuer` is for",
+            ),
+            (
+                "kind = \"oidc\"\nissuer = \"https://idp.example\"\nclient_secret = \"s\"\nlink = \"sometimes\"",
+                "link",
+            ),
+        ] {
+            let f = write(dir.path(), &entry(extra));
+            let e = load_with_env(Some(&f), &CliOverrides::default(), env(&[])).unwrap_err();
+            assert!(e.contains(problem), "{extra}: {e}");
+        }
+        let twice = write(
+            dir.path(),
+            &format!(
+                "{}{}",
+                entry("kind = \"github\"\nclient_secret = \"s\""),
+                entry("kind = \"github\"\nclient_secret = \"s\"")
+            ),
+        );
+        let e = load_with_env(Some(&twice), &CliOverrides::default(), env(&[])).unwrap_err();
+        assert!(e.contains("another provider has this id"), "{e}");
+    }
+
+    #[test]
     fn the_email_section_is_off_by_default_and_checked_when_set() {
         let dir = tempfile::tempdir().unwrap();
         let none = load_with_env(None, &CliOverrides::default(), env(&[])).unwrap();

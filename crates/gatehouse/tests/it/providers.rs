@@ -72,6 +72,8 @@ enum Mode {
     Huge,
     /// The ID token has neither address nor name: userinfo has them.
     UserinfoOnly,
+    /// The provider rotated its key: a new `kid` the cached JWKS lacks.
+    Rotated,
     /// The redirect back carries another issuer in `iss`.
     MixUp,
 }
@@ -107,6 +109,7 @@ struct FakeState {
     base: String,
     key: Key,
     foreign: Key,
+    rotated: Key,
     mode: Mutex<Mode>,
     next: Mutex<FakeUser>,
     codes: Mutex<HashMap<String, Grant>>,
@@ -126,6 +129,7 @@ impl Fake {
             base,
             key: es256_key("k1"),
             foreign: es256_key("k1"),
+            rotated: es256_key("k2"),
             mode: Mutex::new(Mode::Normal),
             next: Mutex::new(user("nobody", None, false)),
             codes: Mutex::new(HashMap::new()),
@@ -186,6 +190,9 @@ async fn discovery(State(f): State<Fake>, Path(tenant): Path<String>) -> Respons
 }
 
 async fn jwks(State(f): State<Fake>) -> Response {
+    if *f.0.mode.lock().unwrap() == Mode::Rotated {
+        return axum::Json(json!({ "keys": [f.0.key.jwk, f.0.rotated.jwk] })).into_response();
+    }
     axum::Json(json!({ "keys": [f.0.key.jwk] })).into_response()
 }
 
@@ -319,11 +326,11 @@ async fn token(
         },
     );
     let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
-    header.kid = Some("k1".into());
-    let key = if mode == Mode::ForeignKey {
-        &f.0.foreign.encoding
-    } else {
-        &f.0.key.encoding
+    header.kid = Some(if mode == Mode::Rotated { "k2" } else { "k1" }.into());
+    let key = match mode {
+        Mode::ForeignKey => &f.0.foreign.encoding,
+        Mode::Rotated => &f.0.rotated.encoding,
+        _ => &f.0.key.encoding,
     };
     let id_token = jsonwebtoken::encode(&header, &claims, key).unwrap();
     axum::Json(json!({
@@ -996,6 +1003,16 @@ async fn verified_email_mode_links_only_verified_addresses_and_sign_up_off_refus
         let page = run.sign_in(&base, "other").await;
         let t = claims(&run.tokens(&base, &page).await).0;
         assert_ne!(t["sub"], erin, "{be}");
+        // The provider rotated its key since its JWKS was cached: fetched
+        // again, once, and the ID token accepted.
+        fake.set(Mode::Rotated, user("rot-1", None, false));
+        let mut run = Run::new();
+        let page = run.sign_in(&base, "corp").await;
+        assert_eq!(
+            claims(&run.tokens(&base, &page).await).0["idp"],
+            "corp",
+            "{be}"
+        );
         // Address and name only at userinfo: read there.
         fake.set(
             Mode::UserinfoOnly,
@@ -1209,4 +1226,44 @@ async fn a_flow_started_on_one_instance_finishes_on_another() {
     // And a replay on the first instance is refused.
     let page = run.browser.get(&callback).await;
     assert_eq!(page.status, 400, "{}", page.body);
+}
+
+/// Providers link identities to account rows: without an account type the
+/// server refuses to start, and says why.
+#[tokio::test]
+async fn providers_need_an_account_type() {
+    let fake = Fake::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("schema")).unwrap();
+    std::fs::write(
+        dir.path().join("schema/types.graphql"),
+        "type Note { id: ID! text: String! }\ntype Query { notes: [Note!]! }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("gatehouse.toml"),
+        config(&fake, false, "confirm", false),
+    )
+    .unwrap();
+    let db = TestDb::sqlite();
+    let o = bin()
+        .args([
+            "serve",
+            "--config",
+            "gatehouse.toml",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .env("GATEHOUSE_DATABASE", db.url())
+        .env("GATEHOUSE_SECRET", SECRET)
+        .env("CORP_SECRET", "provider-secret")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_ne!(o.status.code(), Some(0));
+    assert!(
+        stderr(&o).contains("`[[auth.providers]]` needs an account type"),
+        "{}",
+        stderr(&o)
+    );
 }
