@@ -249,7 +249,14 @@ pub(crate) async fn callback(
     // The flow is spent: its cookie goes whatever happens next.
     let clear = flow_cookie(&state, "");
     if let Some(error) = params.get("error") {
-        tracing::info!(provider = %id, error = %error.chars().take(64).collect::<String>(), "the provider did not sign the user in");
+        // The provider's error code, kept to the characters codes use (it
+        // arrives in the URL, from anyone).
+        let error: String = error
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .take(64)
+            .collect();
+        tracing::info!(provider = %id, %error, "the provider did not sign the user in");
         return with_cookie(
             pages::error(
                 StatusCode::FORBIDDEN,
@@ -434,6 +441,9 @@ async fn account_of(state: &OAuthState, headers: &HeaderMap) -> Result<String, R
         .access_principal(token, server.now())
         .await
         .map_err(|e| crate::userinfo::Refusal::Auth(e).into_response())?;
+    if let Err(wait) = state.inner.rates.check_userinfo(&principal.subject) {
+        return Err(crate::userinfo::Refusal::TooMany(wait).into_response());
+    }
     match principal.user() {
         Some(sub) => Ok(sub.to_string()),
         None => Err(json_error(

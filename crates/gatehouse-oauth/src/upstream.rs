@@ -142,45 +142,42 @@ impl ProviderHttp {
     /// Sends `request`, reading at most [`PROVIDER_MAX_BODY`] of the
     /// answer, within [`PROVIDER_TIMEOUT`].
     async fn send(&self, request: HttpRequest) -> Result<HttpResponse, HttpError> {
-        let call = async {
-            let request = reqwest::Request::try_from(request)
-                .map_err(|e| HttpError(format!("building the request: {e}")))?;
-            let url = request.url().clone();
-            let mut resp = self
-                .client
-                .execute(request)
-                .await
-                .map_err(|e| HttpError(format!("{}: {e}", without_query(&url))))?;
-            if resp
-                .content_length()
-                .is_some_and(|n| n > PROVIDER_MAX_BODY as u64)
-            {
-                return Err(HttpError(format!(
-                    "{}: the answer is larger than {PROVIDER_MAX_BODY} bytes",
-                    without_query(&url)
-                )));
-            }
-            let mut body = Vec::new();
-            while let Some(chunk) = resp
-                .chunk()
-                .await
-                .map_err(|e| HttpError(format!("{}: {e}", without_query(&url))))?
-            {
-                if body.len() + chunk.len() > PROVIDER_MAX_BODY {
+        let call =
+            async {
+                let request = reqwest::Request::try_from(request)
+                    .map_err(|e| HttpError(format!("building the request: {e}")))?;
+                let url = request.url().clone();
+                let mut resp = self.client.execute(request).await.map_err(|e| {
+                    HttpError(format!("{}: {}", without_query(&url), e.without_url()))
+                })?;
+                if resp
+                    .content_length()
+                    .is_some_and(|n| n > PROVIDER_MAX_BODY as u64)
+                {
                     return Err(HttpError(format!(
                         "{}: the answer is larger than {PROVIDER_MAX_BODY} bytes",
                         without_query(&url)
                     )));
                 }
-                body.extend_from_slice(&chunk);
-            }
-            let mut out = openidconnect::http::Response::builder().status(resp.status());
-            for (k, v) in resp.headers() {
-                out = out.header(k, v);
-            }
-            out.body(body)
-                .map_err(|e| HttpError(format!("reading the answer: {e}")))
-        };
+                let mut body = Vec::new();
+                while let Some(chunk) = resp.chunk().await.map_err(|e| {
+                    HttpError(format!("{}: {}", without_query(&url), e.without_url()))
+                })? {
+                    if body.len() + chunk.len() > PROVIDER_MAX_BODY {
+                        return Err(HttpError(format!(
+                            "{}: the answer is larger than {PROVIDER_MAX_BODY} bytes",
+                            without_query(&url)
+                        )));
+                    }
+                    body.extend_from_slice(&chunk);
+                }
+                let mut out = openidconnect::http::Response::builder().status(resp.status());
+                for (k, v) in resp.headers() {
+                    out = out.header(k, v);
+                }
+                out.body(body)
+                    .map_err(|e| HttpError(format!("reading the answer: {e}")))
+            };
         // The client's timeout covers the call; this bounds the whole of
         // it, body included, whatever the connection does.
         tokio::time::timeout(PROVIDER_TIMEOUT, call)
