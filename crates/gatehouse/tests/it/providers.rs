@@ -488,6 +488,13 @@ first_party = true
 grants = ["authorization_code", "refresh_token"]
 scopes = ["openid", "read"]
 redirect_uris = ["{REDIRECT}"]
+
+[[bootstrap.clients]]
+client_id = "third"
+public = true
+grants = ["authorization_code"]
+scopes = ["openid", "read"]
+redirect_uris = ["{REDIRECT}"]
 "#,
         a = fake.issuer("a"),
         b = fake.issuer("b"),
@@ -653,6 +660,7 @@ impl Project {
 struct Run {
     browser: Browser,
     verifier: String,
+    client: &'static str,
 }
 
 impl Run {
@@ -660,6 +668,7 @@ impl Run {
         Run {
             browser: Browser::new(),
             verifier: pkce_verifier("providers"),
+            client: "web",
         }
     }
 
@@ -670,7 +679,7 @@ impl Run {
             base,
             &[
                 ("response_type", "code"),
-                ("client_id", "web"),
+                ("client_id", self.client),
                 ("redirect_uri", REDIRECT),
                 ("scope", "openid read"),
                 ("state", "app-state"),
@@ -726,7 +735,7 @@ impl Run {
             .post(format!("{base}/oauth/token"))
             .form(&[
                 ("grant_type", "authorization_code"),
-                ("client_id", "web"),
+                ("client_id", self.client),
                 ("code", &params["code"]),
                 ("redirect_uri", REDIRECT),
                 ("code_verifier", &self.verifier),
@@ -829,6 +838,31 @@ async fn confirm_mode_creates_signs_in_and_links_after_the_password() {
         let page = run.sign_in(&base, "corp").await;
         let again = claims(&run.tokens(&base, &page).await).0;
         assert_eq!(again["sub"], json!(dana), "{be}");
+
+        // A third-party client: the consent page, under the callback's
+        // path, posts to the authorization endpoint; the code still says
+        // how the user signed in.
+        let mut run = Run::new();
+        run.client = "third";
+        let page = run.sign_in(&base, "corp").await;
+        assert_eq!(page.status, 200, "{be}: {}", page.body);
+        assert!(
+            page.body.contains("action=\"../../../oauth/authorize\""),
+            "{be}: {}",
+            page.body
+        );
+        let approved = run
+            .browser
+            .submit(
+                &format!("{base}/oauth/authorize"),
+                &page,
+                &[("action", "consent")],
+            )
+            .await;
+        let third = claims(&run.tokens(&base, &approved).await);
+        assert_eq!(third.0["sub"], json!(dana), "{be}");
+        assert_eq!(third.0["idp"], "corp", "{be}");
+        assert_eq!(third.1["amr"], json!(["fed"]), "{be}");
 
         // Its identities; the only way to sign in cannot go.
         let token = tokens["access_token"].as_str().unwrap();
