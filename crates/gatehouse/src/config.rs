@@ -669,8 +669,10 @@ impl ProviderEntry {
                     return Err("`issuer`: an OpenID Connect provider needs its issuer".into());
                 };
                 check_provider_url("issuer", issuer)?;
+                // Kept as written: the discovery document must name the
+                // very same issuer (some end in `/`).
                 gatehouse_oauth::ProviderKind::Oidc {
-                    issuer: issuer.trim_end_matches('/').to_string(),
+                    issuer: issuer.clone(),
                 }
             }
             ProviderKindEntry::Github => {
@@ -2373,7 +2375,7 @@ mod tests {
         assert_eq!(
             resolved.kind,
             gatehouse_oauth::ProviderKind::Oidc {
-                issuer: "http://127.0.0.1:9000".into()
+                issuer: "http://127.0.0.1:9000/".into()
             }
         );
         assert!(!format!("{resolved:?}").contains("s3cret"));
