@@ -4,7 +4,9 @@
 # its RS256 ID token), an OAuth 1.0 signer (oauthlib + requests-oauthlib),
 # the graphql-http audit, the graphql-ws subscription client, graphql-js
 # on the introspection result, GraphiQL (with its sign-in) and the example SPA
-# (oidc-client-ts) in headless Chromium, and schemathesis on the
+# (oidc-client-ts) in headless Chromium, a sign-in through a real OpenID
+# Connect provider (npm oidc-provider) from an oidc-client-ts app in
+# headless Chromium (providers-browser.mjs), and schemathesis on the
 # REST API; and the webhook deliveries of a server of its own, verified
 # with standardwebhooks (webhooks.sh). Installs what it needs (npm and PyPI
 # packages, Debian's chromium) when missing.
@@ -102,6 +104,9 @@ node "$here/graphiql-browser.mjs" "$base" "$authorization" alice alice-password
 
 log "the example SPA in headless Chromium (oidc-client-ts, cross-origin)"
 node "$here/spa-browser.mjs" "$base" alice alice-password
+
+log "signing in through oidc-provider in headless Chromium (an oidc-client-ts app)"
+node "$here/providers-browser.mjs" "$bin" "$work"
 
 log "schemathesis on /v1/openapi.json"
 "$here/rest-schemathesis.sh" "$base" "$authorization"

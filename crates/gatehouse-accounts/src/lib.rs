@@ -22,8 +22,8 @@ use async_trait::async_trait;
 use serde_json::{Value as Json, json};
 
 use gatehouse_auth::{
-    AccountProfile, Accounts, Claims, Error, FlowEffect, FlowMail, FlowToken, MailFlows, RepoError,
-    UserRecord,
+    AccountProfile, Accounts, Claims, Error, FederationStore, FlowEffect, FlowMail, FlowToken,
+    IdentityRecord, MailFlows, ProviderFlow, RepoError, UserRecord,
 };
 use gatehouse_auth_store::SqlAuthRepo;
 use gatehouse_db::Built;
@@ -245,6 +245,33 @@ impl StoreAccounts {
             return Err(store_error(e));
         }
         Ok(Some(profile))
+    }
+
+    /// The account whose `email` is `address`, without regard to case.
+    async fn by_email(&self, address: &str) -> Result<Option<AccountProfile>, RepoError> {
+        let query = ListQuery {
+            filter: Some(Filter::Cmp {
+                field: AccountType::EMAIL.into(),
+                op: FilterOp::IEq,
+                value: json!(address),
+            }),
+            order: vec![OrderBy {
+                field: "id".into(),
+                desc: false,
+            }],
+            limit: Some(1),
+            ..ListQuery::default()
+        };
+        let page = self
+            .rows()
+            .list(&AccessContext::system(), &query)
+            .await
+            .map_err(repo_error)?;
+        Ok(page
+            .rows
+            .into_rows()
+            .first()
+            .and_then(|row| self.profile(row)))
     }
 
     /// Makes every user of the OAuth tables that has no row a row whose
@@ -470,6 +497,7 @@ impl CommitHook for AccountHook {
             ChangeKind::Deleted => vec![
                 self.auth.revoke_user_tokens_statement(sub, true),
                 self.auth.delete_user_statement(sub),
+                self.auth.delete_identities_statement(sub),
             ],
             ChangeKind::Updated => {
                 if disabled(&change.new) && !disabled(&change.old) {
@@ -530,30 +558,7 @@ async fn run_in(txn: &WriteTxn, statement: Built) -> Result<u64, Error> {
 #[async_trait]
 impl MailFlows for StoreFlows {
     async fn find_by_email(&self, address: &str) -> Result<Option<AccountProfile>, RepoError> {
-        let query = ListQuery {
-            filter: Some(Filter::Cmp {
-                field: AccountType::EMAIL.into(),
-                op: FilterOp::IEq,
-                value: json!(address),
-            }),
-            order: vec![OrderBy {
-                field: "id".into(),
-                desc: false,
-            }],
-            limit: Some(1),
-            ..ListQuery::default()
-        };
-        let page = self
-            .accounts
-            .rows()
-            .list(&AccessContext::system(), &query)
-            .await
-            .map_err(repo_error)?;
-        Ok(page
-            .rows
-            .into_rows()
-            .first()
-            .and_then(|row| self.accounts.profile(row)))
+        self.accounts.by_email(address).await
     }
 
     async fn send(&self, token: &FlowToken, mail: &FlowMail) -> Result<bool, RepoError> {
@@ -704,6 +709,84 @@ impl MailFlows for StoreFlows {
             Err(StoreError::Conflict { .. }) => Err(Error::Conflict(
                 "this user name was taken since the sign-up".into(),
             )),
+            Err(e) => Err(store_error(e)),
+        }
+    }
+}
+
+/// The identities of other providers and their flows' rows
+/// ([`gatehouse_auth::FederationStore`]) over the account rows and the
+/// OAuth tables: an account a provider creates commits with its identity.
+#[async_trait]
+impl FederationStore for StoreAccounts {
+    async fn insert_flow(&self, flow: &ProviderFlow) -> Result<(), RepoError> {
+        self.auth.insert_provider_flow(flow).await
+    }
+
+    async fn flow(&self, id: &str) -> Result<Option<ProviderFlow>, RepoError> {
+        self.auth.provider_flow(id).await
+    }
+
+    async fn spend_flow(&self, id: &str, now: i64) -> Result<bool, RepoError> {
+        self.auth.spend_provider_flow(id, now).await
+    }
+
+    async fn identity(
+        &self,
+        issuer: &str,
+        subject: &str,
+    ) -> Result<Option<IdentityRecord>, RepoError> {
+        self.auth.identity(issuer, subject).await
+    }
+
+    async fn identities(&self, sub: &str) -> Result<Vec<IdentityRecord>, RepoError> {
+        self.auth.identities(sub).await
+    }
+
+    async fn link(&self, identity: &IdentityRecord) -> Result<bool, RepoError> {
+        self.auth.link_identity(identity).await
+    }
+
+    async fn unlink(&self, sub: &str, id: &str) -> Result<bool, RepoError> {
+        self.auth.unlink_identity(sub, id).await
+    }
+
+    async fn find_by_email(&self, address: &str) -> Result<Option<AccountProfile>, RepoError> {
+        self.by_email(address).await
+    }
+
+    async fn create_linked(
+        &self,
+        username: &str,
+        email: Option<&str>,
+        verified: bool,
+        credential: &UserRecord,
+        identity: &IdentityRecord,
+    ) -> Result<Option<AccountProfile>, Error> {
+        self.auth
+            .ensure_tables()
+            .await
+            .map_err(|e| RepoError::new(format!("creating the OAuth tables: {e}")))?;
+        let txn = self.store.begin_write();
+        let Some(profile) = self
+            .create_in(&txn, username, email, &Claims::new(), credential, verified)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let identity = IdentityRecord {
+            sub: profile.sub.clone(),
+            ..identity.clone()
+        };
+        if run_in(&txn, self.auth.link_identity_statement(&identity)).await? != 1 {
+            txn.rollback().await;
+            return Err(Error::Conflict(
+                "this identity is linked to another account".into(),
+            ));
+        }
+        match txn.commit().await {
+            Ok(()) => Ok(Some(profile)),
+            Err(StoreError::Conflict { .. }) => Ok(None),
             Err(e) => Err(store_error(e)),
         }
     }

@@ -27,10 +27,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use gatehouse_auth::{
-    AuthRepo, ClientRecord, ClientType, CodeRecord, ConsumerRecord, FlowPurpose, FlowToken, Grant,
-    IdentityKind, KeyRecord, MAIL_INTERVAL, MAILS_PER_HOUR, MAX_CODE_ATTEMPTS, NameTaken,
-    NewIdentity, OAuth1TokenKind, OAuth1TokenRecord, RepoError, SigningAlg, TokenKind, TokenRecord,
-    UserRecord, name_key,
+    AuthRepo, ClientRecord, ClientType, CodeRecord, ConsumerRecord, FlowKind, FlowPurpose,
+    FlowToken, Grant, IdentityKind, IdentityRecord, KeyRecord, MAIL_INTERVAL, MAILS_PER_HOUR,
+    MAX_CODE_ATTEMPTS, NameTaken, NewIdentity, OAuth1TokenKind, OAuth1TokenRecord, ProviderFlow,
+    RepoError, SigningAlg, TokenKind, TokenRecord, UserRecord, name_key,
 };
 use gatehouse_db::{Built, Conn, Db, DbError, DbRow, Dialect, SCHEMA_LOCK, SqlKind, q};
 use sea_query::Value;
@@ -57,6 +57,10 @@ const RETIRED: &str = "_gatehouse_oauth_retired_names";
 /// address's limits): `use_flow_token_statement`'s conditional `UPDATE` is
 /// what makes one single-use across instances.
 const EMAIL_TOKENS: &str = "_gatehouse_email_tokens";
+/// The rows of sign-ins through other identity providers under way.
+const PROVIDER_FLOWS: &str = "_gatehouse_provider_flows";
+/// Identities of other providers linked to accounts.
+const IDENTITIES: &str = "_gatehouse_identities";
 
 /// Creates the OAuth tables and their indexes when missing (under the
 /// schema lock, [`SqlAuthRepo::ensure_tables`]).
@@ -161,6 +165,21 @@ async fn create_tables(conn: &mut Conn<'_>, d: Dialect) -> Result<(), gatehouse_
             q(&format!("{EMAIL_TOKENS}_address_idx")),
             q(EMAIL_TOKENS)
         ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (id {text} PRIMARY KEY NOT NULL, kind TEXT NOT NULL, \
+             provider {text} NOT NULL, browser TEXT NOT NULL, payload TEXT NOT NULL, \
+             created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL, used_at BIGINT)",
+            q(PROVIDER_FLOWS)
+        ),
+        index(PROVIDER_FLOWS, "expires_at"),
+        // The pair (issuer, subject) is the identity: linked once.
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (id {text} PRIMARY KEY NOT NULL, sub {text} NOT NULL, \
+             provider {text} NOT NULL, issuer {text} NOT NULL, subject {text} NOT NULL, \
+             email TEXT, linked_at BIGINT NOT NULL, UNIQUE (issuer, subject))",
+            q(IDENTITIES)
+        ),
+        index(IDENTITIES, "sub"),
         // `register` looks names up without regard to ASCII case.
         folded_index(USERS, "username"),
         folded_index(CLIENTS, "client_id"),
@@ -190,6 +209,10 @@ const ADDED_COLUMNS: &[(&str, &str, &str)] = &[
     // OpenID Connect: how the client's ID tokens are signed; NULL is the
     // registration default (RS256).
     (CLIENTS, "id_token_signed_response_alg", "TEXT"),
+    // Signing in through another identity provider: which one, carried
+    // from the code to its tokens and through their refreshes.
+    (CODES, "idp", "TEXT"),
+    (TOKENS, "idp", "TEXT"),
 ];
 
 async fn add_missing_columns(conn: &mut Conn<'_>, d: Dialect) -> Result<(), gatehouse_db::Error> {
@@ -375,7 +398,7 @@ const KEY_KINDS: &[SqlKind] = &[
     SqlKind::Count,
 ];
 const TOKEN_COLS: &str = "id, kind, subject, username, client_id, scope, audience, issued_at, \
-                          expires_at, revoked, family_id, parent_id, used_at, successor_id";
+                          expires_at, revoked, family_id, parent_id, used_at, successor_id, idp";
 const TOKEN_KINDS: &[SqlKind] = &[
     SqlKind::Text,
     SqlKind::Text,
@@ -390,6 +413,8 @@ const TOKEN_KINDS: &[SqlKind] = &[
     SqlKind::Text,
     SqlKind::Text,
     SqlKind::Count,
+    SqlKind::Text,
+    // idp
     SqlKind::Text,
 ];
 
@@ -418,7 +443,7 @@ const OAUTH1_TOKEN_KINDS: &[SqlKind] = &[
 ];
 
 const CODE_COLS: &str = "id, client_id, redirect_uri, code_challenge, scope, username, nonce, \
-                         auth_time, issued_at, expires_at, used_at, family_id";
+                         auth_time, issued_at, expires_at, used_at, family_id, idp";
 const CODE_KINDS: &[SqlKind] = &[
     SqlKind::Text,
     SqlKind::Text,
@@ -431,6 +456,8 @@ const CODE_KINDS: &[SqlKind] = &[
     SqlKind::Count,
     SqlKind::Count,
     SqlKind::Count,
+    SqlKind::Text,
+    // idp
     SqlKind::Text,
 ];
 
@@ -450,6 +477,62 @@ const FLOW_KINDS: &[SqlKind] = &[
     SqlKind::Count,
     SqlKind::Count,
 ];
+
+const PROVIDER_FLOW_COLS: &str = "id, kind, provider, browser, payload, created_at, expires_at, \
+                                  used_at";
+const PROVIDER_FLOW_KINDS: &[SqlKind] = &[
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Count,
+    SqlKind::Count,
+    SqlKind::Count,
+];
+
+const IDENTITY_COLS: &str = "id, sub, provider, issuer, subject, email, linked_at";
+const IDENTITY_KINDS: &[SqlKind] = &[
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Text,
+    SqlKind::Count,
+];
+
+fn provider_flow(row: DbRow) -> Result<ProviderFlow, RepoError> {
+    let mut c = Cols::new(row, "provider flow");
+    let id = c.string()?;
+    let kind = c.string()?;
+    Ok(ProviderFlow {
+        id,
+        kind: FlowKind::parse(&kind).ok_or_else(|| c.bad("a provider flow kind"))?,
+        provider: c.string()?,
+        browser: c.string()?,
+        payload: {
+            let s = c.string()?;
+            serde_json::from_str(&s).map_err(|_| c.bad("JSON"))?
+        },
+        created_at: c.int()?,
+        expires_at: c.int()?,
+        used_at: c.opt_int()?,
+    })
+}
+
+fn identity(row: DbRow) -> Result<IdentityRecord, RepoError> {
+    let mut c = Cols::new(row, "identity");
+    Ok(IdentityRecord {
+        id: c.string()?,
+        sub: c.string()?,
+        provider: c.string()?,
+        issuer: c.string()?,
+        subject: c.string()?,
+        email: c.opt_string()?,
+        linked_at: c.int()?,
+    })
+}
 
 fn flow_token(row: DbRow) -> Result<FlowToken, RepoError> {
     let mut c = Cols::new(row, "e-mail flow token");
@@ -489,6 +572,7 @@ fn code(row: DbRow) -> Result<CodeRecord, RepoError> {
         expires_at: c.int()?,
         used_at: c.opt_int()?,
         family_id: c.string()?,
+        idp: c.opt_string()?,
     })
 }
 
@@ -638,6 +722,7 @@ impl SqlAuthRepo {
             parent_id: Option<&'a str>,
             used_at: Option<i64>,
             successor_id: Option<&'a str>,
+            idp: Option<&'a str>,
         }
         let encode = |v: &[String]| {
             serde_json::to_string(v).map_err(|e| RepoError::new(format!("encoding a list: {e}")))
@@ -660,6 +745,7 @@ impl SqlAuthRepo {
                     parent_id: t.parent_id.as_deref(),
                     used_at: t.used_at,
                     successor_id: t.successor_id.as_deref(),
+                    idp: t.idp.as_deref(),
                 })
             })
             .collect::<Result<Vec<Row<'_>>, RepoError>>()?;
@@ -669,7 +755,7 @@ impl SqlAuthRepo {
             "INSERT INTO {} ({TOKEN_COLS}) SELECT {TOKEN_COLS} FROM json_to_recordset(?::json) \
              AS r(id text, kind text, subject text, username text, client_id text, scope text, \
              audience text, issued_at bigint, expires_at bigint, revoked boolean, \
-             family_id text, parent_id text, used_at bigint, successor_id text)",
+             family_id text, parent_id text, used_at bigint, successor_id text, idp text)",
             q(TOKENS)
         );
         Ok(self.built(&sql, vec![text(json)]))
@@ -677,9 +763,9 @@ impl SqlAuthRepo {
 
     /// One multi-row `INSERT` of `records`.
     fn insert_tokens_stmt(&self, records: &[TokenRecord]) -> Result<Built, RepoError> {
-        const ROW: &str = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+        const ROW: &str = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
         let mut sql = format!("INSERT INTO {} ({TOKEN_COLS}) VALUES ", q(TOKENS));
-        let mut values = Vec::with_capacity(records.len() * 14);
+        let mut values = Vec::with_capacity(records.len() * 15);
         for (i, t) in records.iter().enumerate() {
             if i > 0 {
                 sql.push_str(", ");
@@ -700,6 +786,7 @@ impl SqlAuthRepo {
                 opt_text(t.parent_id.as_deref()),
                 opt_int(t.used_at),
                 opt_text(t.successor_id.as_deref()),
+                opt_text(t.idp.as_deref()),
             ]);
         }
         Ok(self.built(&sql, values))
@@ -877,6 +964,146 @@ impl SqlAuthRepo {
         let count = c.opt_int()?.unwrap_or(0);
         let last = c.opt_int()?;
         Ok((u64::try_from(count).unwrap_or(0), last))
+    }
+
+    /// Writes the row of a sign-in through a provider.
+    pub async fn insert_provider_flow(&self, f: &ProviderFlow) -> Result<(), RepoError> {
+        let values = vec![
+            text(f.id.as_str()),
+            text(f.kind.as_str()),
+            text(f.provider.as_str()),
+            text(f.browser.as_str()),
+            text(f.payload.to_string()),
+            int(f.created_at),
+            int(f.expires_at),
+            opt_int(f.used_at),
+        ];
+        let sql = insert_sql(
+            PROVIDER_FLOWS,
+            PROVIDER_FLOW_COLS,
+            PROVIDER_FLOW_KINDS.len(),
+        );
+        self.execute("insert_provider_flow", &sql, values).await?;
+        Ok(())
+    }
+
+    /// The row of a sign-in through a provider with this id.
+    pub async fn provider_flow(&self, id: &str) -> Result<Option<ProviderFlow>, RepoError> {
+        let sql = format!(
+            "SELECT {PROVIDER_FLOW_COLS} FROM {} WHERE id = ?",
+            q(PROVIDER_FLOWS)
+        );
+        let rows = self
+            .fetch("provider_flow", &sql, vec![text(id)], PROVIDER_FLOW_KINDS)
+            .await?;
+        rows.into_iter().next().map(provider_flow).transpose()
+    }
+
+    /// Spends the row `id` at `now` if it is unspent and unexpired: of two
+    /// uses racing, on one instance or many, one changes it.
+    pub async fn spend_provider_flow(&self, id: &str, now: i64) -> Result<bool, RepoError> {
+        let sql = format!(
+            "UPDATE {} SET used_at = ? WHERE id = ? AND used_at IS NULL AND expires_at > ?",
+            q(PROVIDER_FLOWS)
+        );
+        Ok(self
+            .execute(
+                "spend_provider_flow",
+                &sql,
+                vec![int(now), text(id), int(now)],
+            )
+            .await?
+            == 1)
+    }
+
+    /// The identity (issuer, subject), if linked.
+    pub async fn identity(
+        &self,
+        issuer: &str,
+        subject: &str,
+    ) -> Result<Option<IdentityRecord>, RepoError> {
+        let sql = format!(
+            "SELECT {IDENTITY_COLS} FROM {} WHERE issuer = ? AND subject = ?",
+            q(IDENTITIES)
+        );
+        let rows = self
+            .fetch(
+                "identity",
+                &sql,
+                vec![text(issuer), text(subject)],
+                IDENTITY_KINDS,
+            )
+            .await?;
+        rows.into_iter().next().map(identity).transpose()
+    }
+
+    /// The identities linked to the account `sub`, oldest first.
+    pub async fn identities(&self, sub: &str) -> Result<Vec<IdentityRecord>, RepoError> {
+        let sql = format!(
+            "SELECT {IDENTITY_COLS} FROM {} WHERE sub = ? ORDER BY linked_at, id",
+            q(IDENTITIES)
+        );
+        let rows = self
+            .fetch("identities", &sql, vec![text(sub)], IDENTITY_KINDS)
+            .await?;
+        rows.into_iter().map(identity).collect()
+    }
+
+    /// The statement that links an identity unless its pair is linked
+    /// already (then it changes no row), for a caller that runs it in its
+    /// own transaction. The tables must exist ([`SqlAuthRepo::ensure_tables`]).
+    pub fn link_identity_statement(&self, i: &IdentityRecord) -> Built {
+        self.built(
+            &format!(
+                "INSERT INTO {} ({IDENTITY_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?) \
+                 ON CONFLICT DO NOTHING",
+                q(IDENTITIES)
+            ),
+            vec![
+                text(i.id.as_str()),
+                text(i.sub.as_str()),
+                text(i.provider.as_str()),
+                text(i.issuer.as_str()),
+                text(i.subject.as_str()),
+                opt_text(i.email.as_deref()),
+                int(i.linked_at),
+            ],
+        )
+    }
+
+    /// Links an identity; `false` when its pair is linked already.
+    pub async fn link_identity(&self, i: &IdentityRecord) -> Result<bool, RepoError> {
+        self.ready().await?;
+        let statement = self.link_identity_statement(i);
+        let mut pooled = self
+            .db()
+            .write()
+            .await
+            .map_err(|e| store_err("link_identity", e))?;
+        Ok(pooled
+            .conn()
+            .execute(statement)
+            .await
+            .map_err(|e| db_err("link_identity", e))?
+            == 1)
+    }
+
+    /// Unlinks the identity `id` of the account `sub`.
+    pub async fn unlink_identity(&self, sub: &str, id: &str) -> Result<bool, RepoError> {
+        let sql = format!("DELETE FROM {} WHERE id = ? AND sub = ?", q(IDENTITIES));
+        Ok(self
+            .execute("unlink_identity", &sql, vec![text(id), text(sub)])
+            .await?
+            == 1)
+    }
+
+    /// The statement that unlinks every identity of the account `sub` (in
+    /// the transaction that deletes it).
+    pub fn delete_identities_statement(&self, sub: &str) -> Built {
+        self.built(
+            &format!("DELETE FROM {} WHERE sub = ?", q(IDENTITIES)),
+            vec![text(sub)],
+        )
     }
 
     fn db(&self) -> &Db {
@@ -1246,6 +1473,7 @@ fn token(row: DbRow) -> Result<TokenRecord, RepoError> {
         parent_id: c.opt_string()?,
         used_at: c.opt_int()?,
         successor_id: c.opt_string()?,
+        idp: c.opt_string()?,
     })
 }
 
@@ -1612,10 +1840,19 @@ impl AuthRepo for SqlAuthRepo {
             ),
             vec![int(now), int(now.saturating_sub(3600))],
         );
+        let provider_flows = self.built(
+            &format!("DELETE FROM {} WHERE expires_at <= ?", q(PROVIDER_FLOWS)),
+            vec![int(now)],
+        );
         let mut tx = self.db().begin().await.map_err(|e| store_err(OP, e))?;
         let mut n = tx.conn().execute(tokens).await.map_err(|e| db_err(OP, e))?;
         n += tx.conn().execute(keys).await.map_err(|e| db_err(OP, e))?;
         n += tx.conn().execute(flows).await.map_err(|e| db_err(OP, e))?;
+        n += tx
+            .conn()
+            .execute(provider_flows)
+            .await
+            .map_err(|e| db_err(OP, e))?;
         tx.commit().await.map_err(|e| db_err(OP, e))?;
         Ok(n)
     }
@@ -1794,6 +2031,7 @@ impl AuthRepo for SqlAuthRepo {
             int(c.expires_at),
             opt_int(c.used_at),
             text(c.family_id.as_str()),
+            opt_text(c.idp.as_deref()),
         ];
         let sql = insert_sql(CODES, CODE_COLS, CODE_KINDS.len());
         self.execute("insert_code", &sql, values).await?;

@@ -17,6 +17,10 @@ pub const IDTYP_USER: &str = "user";
 /// what is exchanged from one), the value Microsoft Entra ID uses.
 pub const IDTYP_APP: &str = "app";
 
+/// `amr` (RFC 8176 §2) of a token whose user signed in through another
+/// identity provider: `fed`, federated authentication.
+pub const AMR_FEDERATED: &str = "fed";
+
 /// Longest token accepted for parsing; anything longer is refused unread.
 const MAX_TOKEN_LEN: usize = 16 * 1024;
 
@@ -86,6 +90,14 @@ pub struct AccessClaims {
     /// nesting earlier actors (RFC 8693 §4.1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub act: Option<Value>,
+    /// How the user signed in (RFC 8176): `["fed"]` when through another
+    /// identity provider, absent after a password.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amr: Option<Vec<String>>,
+    /// The identity provider (`[[auth.providers]]` id) the user signed in
+    /// through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idp: Option<String>,
     /// The user's custom claims (`org`, `team`, ...), as top-level claims.
     /// Their names never collide with the ones above: reserved names are
     /// refused when the claims are set ([`crate::RESERVED_CLAIMS`]).

@@ -24,6 +24,7 @@ mod admin;
 mod claims;
 mod clock;
 mod error;
+mod federation;
 mod flows;
 mod jwt;
 mod keys;
@@ -53,6 +54,10 @@ pub use claims::{
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Description, Error, RepoError, Result};
+pub use federation::{
+    FederationStore, FlowKind, IdentityRecord, LinkMode, PROVIDER_FLOW_TTL, ProviderFlow,
+    ProviderPolicy, UpstreamIdentity,
+};
 pub use flows::{
     CODE_DIGITS, EmailFlowConfig, FlowEffect, FlowMail, FlowPurpose, FlowToken, MAIL_INTERVAL,
     MAILS_PER_HOUR, MAX_CODE_ATTEMPTS, MailFlows, Verification,
@@ -89,9 +94,9 @@ pub use secrets::{
 };
 pub use server::{
     AuthConfig, AuthServer, AuthorizeError, AuthorizeErrorCode, AuthorizeParams, AuthorizeRequest,
-    CODE_REPLAY_MEMORY, CODE_TTL, CONSENT_TTL, ClientProof, CsrfPair, ExchangeRequest, MAX_ADDRESS,
-    MAX_STATE, MIN_SIGN_UP_PASSWORD, ReturnTo, SignedIn, SignedUp, TokenRequest, TokenResponse,
-    normalize_address, plausible_address,
+    CODE_REPLAY_MEMORY, CODE_TTL, CONSENT_TTL, ClientProof, CsrfPair, ExchangeRequest, Federated,
+    MAX_ADDRESS, MAX_STATE, MIN_SIGN_UP_PASSWORD, ProviderReturn, ProviderStart, ReturnTo,
+    SignedIn, SignedUp, TokenRequest, TokenResponse, normalize_address, plausible_address,
 };
 
 /// base64url without padding (RFC 7515 §2), the encoding of every token part.

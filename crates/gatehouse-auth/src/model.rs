@@ -447,6 +447,10 @@ pub struct TokenRecord {
     pub used_at: Option<i64>,
     /// For a refresh token: the id of the refresh token that replaced it.
     pub successor_id: Option<String>,
+    /// The identity provider the user signed in through (`[[auth.providers]]`
+    /// id), kept through refreshes: tokens then carry `amr: ["fed"]` and
+    /// `idp`.
+    pub idp: Option<String>,
 }
 
 /// An authorization code (RFC 6749 §4.1.2), stored so that every instance
@@ -480,6 +484,8 @@ pub struct CodeRecord {
     pub used_at: Option<i64>,
     /// The family of the tokens issued from it (chosen at issue).
     pub family_id: String,
+    /// The identity provider the user signed in through, if any.
+    pub idp: Option<String>,
 }
 
 impl fmt::Debug for CodeRecord {

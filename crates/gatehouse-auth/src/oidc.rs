@@ -99,6 +99,9 @@ pub struct IdTokenInput<'a> {
     pub access_token: Option<&'a str>,
     /// Now, unix seconds: `iat`, and `exp` after [`ID_TOKEN_LIFETIME`].
     pub now: i64,
+    /// The identity provider the user signed in through: `amr: ["fed"]`
+    /// and `idp` (RFC 8176, OpenID Connect Core §2).
+    pub idp: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -115,6 +118,10 @@ struct Claims<'a> {
     at_hash: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     preferred_username: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    amr: Option<[&'static str; 1]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    idp: Option<&'a str>,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     profile: Option<&'a ProfileClaims>,
 }
@@ -165,6 +172,8 @@ pub fn id_token(signer: &Signer, input: &IdTokenInput<'_>) -> Result<String> {
         nonce: input.nonce,
         at_hash: input.access_token.map(|t| token_hash(signer.alg(), t)),
         preferred_username: input.username,
+        amr: input.idp.map(|_| [crate::jwt::AMR_FEDERATED]),
+        idp: input.idp,
         profile: input.profile,
     };
     crate::jwt::sign_compact(signer, ID_TOKEN_TYP, &claims)
@@ -184,6 +193,7 @@ impl crate::AuthServer {
     /// With an account type, `preferred_username` and the profile claims
     /// the scope releases come from the account row.
     /// What every grant that answers `openid` issues.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn user_id_token(
         &self,
         client: &crate::ClientRecord,
@@ -192,6 +202,7 @@ impl crate::AuthServer {
         auth_time: i64,
         nonce: Option<&str>,
         access_token: &str,
+        idp: Option<&str>,
     ) -> Result<String> {
         let account = self.account_profile(sub).await?;
         let profile = account.as_ref().map(|a| ProfileClaims::released(a, scope));
@@ -207,6 +218,7 @@ impl crate::AuthServer {
                 nonce,
                 access_token: Some(access_token),
                 now: self.now(),
+                idp,
             },
         )
     }
@@ -323,6 +335,7 @@ mod tests {
             nonce: Some("n-0S6_WzA2Mj"),
             access_token: Some("the-access-token"),
             now: 2_000,
+            idp: None,
         }
     }
 

@@ -34,7 +34,7 @@ pub const CSRF_COOKIE_PLAIN: &str = "gatehouse-csrf";
 const CSRF_FIELD: &str = "csrf";
 
 /// Whether the issuer is served over TLS (the cookie is then `Secure`).
-fn secure(state: &OAuthState) -> bool {
+pub(crate) fn secure(state: &OAuthState) -> bool {
     state.inner.server.config().issuer.starts_with("https://")
 }
 
@@ -50,15 +50,25 @@ fn cookie_name(state: &OAuthState) -> &'static str {
 /// none this server minted (a browser that has one keeps it, so two tabs
 /// both work; a value planted by someone else is replaced).
 pub(crate) fn csrf_for(state: &OAuthState, headers: &HeaderMap) -> (String, Option<HeaderValue>) {
+    let (field, _, cookie) = csrf_with_browser(state, headers);
+    (field, cookie)
+}
+
+/// [`csrf_for`], with the cookie's value (the browser's, or the new one):
+/// what a consent ticket made on this page is bound to.
+pub(crate) fn csrf_with_browser(
+    state: &OAuthState,
+    headers: &HeaderMap,
+) -> (String, String, Option<HeaderValue>) {
     let server = &state.inner.server;
     let jar = CookieJar::from_headers(headers);
-    if let Some(field) = jar
-        .get(cookie_name(state))
-        .and_then(|c| server.csrf_field(c.value()))
+    if let Some(c) = jar.get(cookie_name(state))
+        && let Some(field) = server.csrf_field(c.value())
     {
-        return (field, None);
+        return (field, c.value().to_string(), None);
     }
     let pair = server.csrf_pair();
+    let value = pair.cookie.clone();
     let cookie = Cookie::build((cookie_name(state), pair.cookie))
         .path("/")
         .http_only(true)
@@ -67,7 +77,11 @@ pub(crate) fn csrf_for(state: &OAuthState, headers: &HeaderMap) -> (String, Opti
         // cross-site subrequest.
         .same_site(SameSite::Lax)
         .build();
-    (pair.field, HeaderValue::from_str(&cookie.to_string()).ok())
+    (
+        pair.field,
+        value,
+        HeaderValue::from_str(&cookie.to_string()).ok(),
+    )
 }
 
 /// The browser's CSRF cookie, when the form's field goes with it (and the
@@ -181,7 +195,7 @@ pub(crate) fn server_error(cause: &str) -> Response {
 
 /// An invalid request: on the page when no trusted redirect URI is known,
 /// else back to the client (RFC 6749 §4.1.2.1).
-fn refused(state: &OAuthState, e: AuthorizeError) -> Response {
+pub(crate) fn refused(state: &OAuthState, e: AuthorizeError) -> Response {
     match e {
         AuthorizeError::Page(Error::Server(cause) | Error::Unavailable(cause)) => {
             server_error(&cause)
@@ -203,7 +217,11 @@ fn refused(state: &OAuthState, e: AuthorizeError) -> Response {
     }
 }
 
-fn back_with(state: &OAuthState, req: &AuthorizeRequest, error: AuthorizeErrorCode) -> Response {
+pub(crate) fn back_with(
+    state: &OAuthState,
+    req: &AuthorizeRequest,
+    error: AuthorizeErrorCode,
+) -> Response {
     redirect(&state.inner.server.authorization_error_redirect(
         &req.redirect_uri,
         req.state.as_deref(),
@@ -274,6 +292,7 @@ fn sign_in_page(
                 .server
                 .mail_flows_on()
                 .then(|| crate::email::forgot_link(p)),
+            providers: state.inner.server.providers(),
         },
     )
 }
@@ -306,6 +325,27 @@ fn sign_up_page(
     )
 }
 
+/// A form a browser posted, or the page that says it could not be read.
+pub(crate) async fn read_form(
+    state: &OAuthState,
+    headers: &HeaderMap,
+    body: axum::body::Body,
+) -> Result<Params, Response> {
+    match Form::read(state, headers, body).await {
+        Ok(Form(p)) => Ok(p),
+        Err(OAuthError::OAuth2(e)) => Err(pages::error(
+            StatusCode::BAD_REQUEST,
+            "Invalid form",
+            e.description(),
+        )),
+        Err(_) => Err(pages::error(
+            StatusCode::BAD_REQUEST,
+            "Invalid form",
+            "The form could not be read.",
+        )),
+    }
+}
+
 /// `POST /oauth/authorize`: the OAuth 1.0 approval (with `oauth_token`),
 /// or a step of the code flow (`action`: `sign_in`, `sign_up`, `consent`,
 /// `deny`). Every step checks the CSRF token first and validates the
@@ -316,19 +356,9 @@ pub(crate) async fn post(
     req: Request,
 ) -> Response {
     let (parts, body) = req.into_parts();
-    // A browser posted this: a body that cannot be read is told on a page.
-    let params = match Form::read(&state, &parts.headers, body).await {
-        Ok(Form(p)) => p,
-        Err(OAuthError::OAuth2(e)) => {
-            return pages::error(StatusCode::BAD_REQUEST, "Invalid form", e.description());
-        }
-        Err(_) => {
-            return pages::error(
-                StatusCode::BAD_REQUEST,
-                "Invalid form",
-                "The form could not be read.",
-            );
-        }
+    let params = match read_form(&state, &parts.headers, body).await {
+        Ok(p) => p,
+        Err(page) => return page,
     };
     let Some(browser) = csrf_checked(&state, &parts.headers, &params) else {
         return csrf_refused();
@@ -362,7 +392,9 @@ pub(crate) async fn post(
                 );
             }
             match server.sign_in(&areq, username, password, Some(addr)).await {
-                Ok(signed) => signed_in(&state, &areq, &p, &csrf, &browser, &signed).await,
+                Ok(signed) => {
+                    signed_in(&state, &areq, &p, &csrf, &browser, &signed, "authorize").await
+                }
                 Err(e) => sign_in_failed(&state, &areq, &p, &csrf, (username, ""), e, false),
             }
         }
@@ -378,7 +410,7 @@ pub(crate) async fn post(
                 .await
             {
                 Ok(SignedUp::SignedIn(signed)) => {
-                    signed_in(&state, &areq, &p, &csrf, &browser, &signed).await
+                    signed_in(&state, &areq, &p, &csrf, &browser, &signed, "authorize").await
                 }
                 Ok(SignedUp::CheckEmail(flow)) => crate::email::check_verify_page(
                     &state,
@@ -480,14 +512,16 @@ fn sign_in_failed(
 }
 
 /// After a successful sign-in: the consent page for a third-party client
-/// (or `prompt=consent`), else straight back with a code.
-async fn signed_in(
+/// (or `prompt=consent`), else straight back with a code. `action` is the
+/// consent form's target, `/oauth/authorize` relative to the page.
+pub(crate) async fn signed_in(
     state: &OAuthState,
     areq: &AuthorizeRequest,
     p: &AuthorizeParams,
     csrf: &str,
     browser: &str,
     signed: &SignedIn,
+    action: &str,
 ) -> Response {
     if !areq.needs_consent() {
         return code_redirect(state, areq, signed).await;
@@ -503,6 +537,7 @@ async fn signed_in(
             hidden: &hidden(p),
             csrf,
             ticket: &ticket,
+            action,
         },
     )
 }

@@ -27,8 +27,7 @@ use crate::authorize::{
     authorize_params, csrf_checked, csrf_for, csrf_refused, hidden, redirect, server_error,
     with_cookie,
 };
-use crate::error::OAuthError;
-use crate::extract::{Form, Peer};
+use crate::extract::Peer;
 use crate::form::{self, Params};
 use crate::pages;
 
@@ -90,22 +89,12 @@ async fn flow_form(state: &OAuthState, req: Request) -> Result<Params, Response>
     Ok(params)
 }
 
-/// A form body read as a page reads it: an unreadable body is a 400 page.
+/// A form body read as a page reads it ([`crate::authorize::read_form`]),
+/// with the request's head.
 async fn read_form(state: &OAuthState, req: Request) -> Result<(Params, Request<()>), Response> {
     let (parts, body) = req.into_parts();
-    match Form::read(state, &parts.headers, body).await {
-        Ok(Form(p)) => Ok((p, Request::from_parts(parts, ()))),
-        Err(OAuthError::OAuth2(e)) => Err(pages::error(
-            StatusCode::BAD_REQUEST,
-            "Invalid form",
-            e.description(),
-        )),
-        Err(_) => Err(pages::error(
-            StatusCode::BAD_REQUEST,
-            "Invalid form",
-            "The form could not be read.",
-        )),
-    }
+    let params = crate::authorize::read_form(state, &parts.headers, body).await?;
+    Ok((params, Request::from_parts(parts, ())))
 }
 
 /// The query string's parameters, or the page refusing them.

@@ -35,13 +35,16 @@ mod metadata;
 mod oauth1;
 pub mod origin;
 mod pages;
+mod providers;
 mod response;
+mod upstream;
 mod userinfo;
 
 pub use authorize::{CSRF_COOKIE_PLAIN, CSRF_COOKIE_SECURE};
 
 pub use cors::{AllowedOrigins, origin_of};
 pub use origin::{ClientOrigin, ForwardedHeader, TrustedProxies, client_addr};
+pub use upstream::{PROVIDER_MAX_BODY, PROVIDER_TIMEOUT, ProviderConfig, ProviderKind};
 
 use std::fmt;
 use std::sync::Arc;
@@ -52,7 +55,7 @@ use axum::body::Body;
 use axum::extract::{FromRequest, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, get, post};
+use axum::routing::{any, delete, get, post};
 
 use gatehouse_auth::{AuthServer, Error, ExchangeRequest, Grant, TokenRequest, TokenResponse};
 
@@ -80,6 +83,10 @@ pub struct OAuthConfig {
     /// revocation requests are served, beside the issuer's own origin;
     /// requests with any other `Origin` are refused with 403.
     pub allowed_origins: AllowedOrigins,
+    /// Identity providers the sign-in page offers (`[[auth.providers]]`);
+    /// the authorization server must know them too
+    /// (`AuthServer::use_federation`).
+    pub providers: Vec<ProviderConfig>,
 }
 
 impl OAuthConfig {
@@ -93,6 +100,7 @@ impl OAuthConfig {
             rate_burst: 40,
             max_body_bytes: 64 * 1024,
             allowed_origins: AllowedOrigins::default(),
+            providers: Vec::new(),
         }
     }
 }
@@ -106,6 +114,8 @@ struct Inner {
     /// (GraphiQL, the sign-in pages) may call the token endpoints whatever
     /// `allowed_origins` says.
     own_origin: Vec<String>,
+    /// The identity providers' clients.
+    upstreams: upstream::Upstreams,
 }
 
 /// Shared state of the OAuth routes: the authorization server (which holds
@@ -133,12 +143,14 @@ impl OAuthState {
             .chain(gatehouse_auth::loopback_aliases(issuer))
             .filter_map(|uri| origin_of(&uri))
             .collect();
+        let upstreams = upstream::Upstreams::new(&config.providers);
         Self {
             inner: Arc::new(Inner {
                 server,
                 config,
                 rates,
                 own_origin,
+                upstreams,
             }),
         }
     }
@@ -233,6 +245,29 @@ pub fn router(state: OAuthState) -> Router {
         .route(
             "/auth/verify/resend",
             post(email::resend_post).fallback(|| async { OAuthError::MethodNotAllowed("POST") }),
+        )
+        .route(
+            "/auth/providers/{id}/start",
+            post(providers::start).fallback(|| async { OAuthError::MethodNotAllowed("POST") }),
+        )
+        .route(
+            "/auth/providers/{id}/callback",
+            get(providers::callback)
+                .post(providers::callback)
+                .fallback(|| async { OAuthError::MethodNotAllowed("GET, POST") }),
+        )
+        .route(
+            "/auth/providers/{id}/link",
+            post(providers::link).fallback(|| async { OAuthError::MethodNotAllowed("POST") }),
+        )
+        .route(
+            "/auth/identities",
+            get(providers::identities)
+                .fallback(|| async { OAuthError::MethodNotAllowed("GET, HEAD") }),
+        )
+        .route(
+            "/auth/identities/{id}",
+            delete(providers::unlink).fallback(|| async { OAuthError::MethodNotAllowed("DELETE") }),
         )
         .route("/oauth/refresh_token", token(Endpoint::RefreshToken))
         .route(

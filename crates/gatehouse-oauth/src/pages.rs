@@ -45,6 +45,8 @@ pub(crate) struct SignInPage<'a> {
     pub(crate) sign_up_href: Option<String>,
     /// "Forgot password?", when the e-mail flows are on.
     pub(crate) forgot_href: Option<String>,
+    /// "Continue with <name>", one form each.
+    pub(crate) providers: &'a [gatehouse_auth::ProviderPolicy],
 }
 
 /// "Forgot password?": the form asking for the account's address.
@@ -140,6 +142,20 @@ pub(crate) struct ConsentPage<'a> {
     pub(crate) hidden: &'a [Hidden],
     pub(crate) csrf: &'a str,
     pub(crate) ticket: &'a str,
+    /// The form's target: `/oauth/authorize`, relative to the page.
+    pub(crate) action: &'a str,
+}
+
+/// Before an identity is linked to the account whose address it gave:
+/// that account's password.
+#[derive(Template)]
+#[template(path = "link_confirm.html")]
+pub(crate) struct LinkConfirmPage<'a> {
+    pub(crate) provider: &'a str,
+    pub(crate) username: &'a str,
+    pub(crate) csrf: &'a str,
+    pub(crate) handle: &'a str,
+    pub(crate) error: Option<&'a str>,
 }
 
 /// The OAuth 1.0 approval form (RFC 5849 §2.2).

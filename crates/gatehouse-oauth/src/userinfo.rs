@@ -21,7 +21,7 @@ use crate::OAuthState;
 use crate::response::no_store;
 
 /// Why a userinfo request was refused, rendered as RFC 6750 §3 says.
-enum Refusal {
+pub(crate) enum Refusal {
     /// No `Authorization: Bearer` header (§3.1: no error code).
     Missing,
     /// The token sent in the query or the body, or more than once (§2:
@@ -138,7 +138,7 @@ async fn answer(state: &OAuthState, req: Request) -> Result<serde_json::Value, R
 
 /// The token of the one `Authorization: Bearer` header (scheme
 /// case-insensitive, RFC 9110 §11.1).
-fn bearer(headers: &HeaderMap) -> Result<&str, Refusal> {
+pub(crate) fn bearer(headers: &HeaderMap) -> Result<&str, Refusal> {
     let mut values = headers.get_all(header::AUTHORIZATION).iter();
     let Some(value) = values.next() else {
         return Err(Refusal::Missing);

@@ -230,6 +230,13 @@ pub async fn start(
             );
         }
     }
+    let providers = providers(config)?;
+    if !providers.is_empty() && accounts.is_none() {
+        anyhow::bail!(
+            "`[[auth.providers]]` needs an account type: signing in through another provider \
+             links its identities to account rows (mark one type `@account`)"
+        );
+    }
     let repo: Arc<dyn AuthRepo> = sql;
     let (secret, source) = secret_for(config, repo.as_ref()).await?;
     let mut auth = auth_config(config, issuer);
@@ -261,6 +268,19 @@ pub async fn start(
     })?;
     if let Some(accounts) = accounts {
         let flows = outbox.and_then(|o| gatehouse_accounts::StoreFlows::new(&accounts, o.clone()));
+        if !providers.is_empty() {
+            server.use_federation(
+                Arc::new(accounts.clone()),
+                providers
+                    .iter()
+                    .map(gatehouse_oauth::ProviderConfig::policy)
+                    .collect(),
+            );
+            tracing::info!(
+                providers = providers.len(),
+                "signing in through other providers on"
+            );
+        }
         server.use_accounts(Arc::new(accounts));
         if let Some(flows) = flows {
             let e = &config.auth.email;
@@ -275,6 +295,20 @@ pub async fn start(
         }
     }
     Ok(server)
+}
+
+/// `[[auth.providers]]`, their secrets read from the environment.
+pub fn providers(config: &Config) -> anyhow::Result<Vec<gatehouse_oauth::ProviderConfig>> {
+    config
+        .auth
+        .providers
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            p.provider(|var| std::env::var(var).ok())
+                .map_err(|e| anyhow::anyhow!("{}: {e}", p.name_at(i)))
+        })
+        .collect()
 }
 
 /// Admin operations without signing keys (for the CLI).

@@ -559,6 +559,215 @@ pub struct AuthConfig {
     /// `[auth.email]`: the e-mail flows (verification, password reset),
     /// on when `[email]` is set and the account type has an `email` field.
     pub email: AuthEmailConfig,
+    /// `[[auth.providers]]`: other identity providers the sign-in page
+    /// offers (CONTRACT §16); they need an account type.
+    pub providers: Vec<ProviderEntry>,
+}
+
+/// One `[[auth.providers]]` entry: an OpenID Connect provider or GitHub
+/// (`docs/design/federation.md`).
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderEntry {
+    /// Letters, digits, `_`, `-`: in the callback URL
+    /// (`{issuer}/auth/providers/{id}/callback`) and the `idp` claim.
+    pub id: String,
+    /// Shown on the button ("Continue with <name>") and its pages.
+    pub name: String,
+    /// `"oidc"` or `"github"`.
+    pub kind: ProviderKindEntry,
+    /// OpenID Connect: the issuer (discovery at
+    /// `{issuer}/.well-known/openid-configuration`); `https`, or `http`
+    /// on a loopback address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+    /// This server's client id at the provider.
+    pub client_id: String,
+    /// Its client secret there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<String>,
+    /// The environment variable holding the secret instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret_env: Option<String>,
+    /// Scopes asked for: by default `["openid", "email", "profile"]`
+    /// (OpenID Connect) or `["read:user", "user:email"]` (GitHub).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scopes: Option<Vec<String>>,
+    /// Whether the provider's "verified" is taken for an address.
+    #[serde(default)]
+    pub trust_email: bool,
+    /// What a new identity whose address matches an account does.
+    #[serde(default)]
+    pub link: LinkModeEntry,
+    /// GitHub's web address (tests and GitHub Enterprise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub github_url: Option<String>,
+    /// GitHub's API address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub github_api_url: Option<String>,
+}
+
+/// `[[auth.providers]] kind`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKindEntry {
+    /// Any OpenID Connect provider.
+    Oidc,
+    /// GitHub (OAuth 2.0 and its REST API).
+    Github,
+}
+
+/// `[[auth.providers]] link`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum LinkModeEntry {
+    /// Linked at once when trusted, verified on both sides.
+    VerifiedEmail,
+    /// Linked after the account's password.
+    #[default]
+    Confirm,
+    /// Never linked by address.
+    Never,
+}
+
+impl ProviderEntry {
+    /// How errors about it begin: `` `auth.providers[0]` (id `corp`) ``.
+    pub fn name_at(&self, index: usize) -> String {
+        format!("`auth.providers[{index}]` (id `{}`)", self.id)
+    }
+
+    /// The endpoints' settings, its secret read from `env` when given by
+    /// `client_secret_env`; every problem of the entry as one message.
+    pub fn provider(
+        &self,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<gatehouse_oauth::ProviderConfig, String> {
+        if self.id.is_empty()
+            || self.id.len() > 64
+            || !self
+                .id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err("`id`: 1 to 64 letters, digits, `_` or `-`".into());
+        }
+        if self.name.trim().is_empty() {
+            return Err("`name`: the button needs a name".into());
+        }
+        if self.client_id.is_empty() {
+            return Err("`client_id` must not be empty".into());
+        }
+        let client_secret = match (&self.client_secret, &self.client_secret_env) {
+            (Some(s), None) if !s.is_empty() => s.clone(),
+            (None, Some(var)) => env(var).filter(|v| !v.is_empty()).ok_or_else(|| {
+                format!("`client_secret_env`: the environment variable {var} is not set")
+            })?,
+            (Some(_), Some(_)) => {
+                return Err("set `client_secret` or `client_secret_env`, not both".into());
+            }
+            _ => return Err("`client_secret`: set it or `client_secret_env`".into()),
+        };
+        let kind = match self.kind {
+            ProviderKindEntry::Oidc => {
+                if self.github_url.is_some() || self.github_api_url.is_some() {
+                    return Err(
+                        "`github_url` and `github_api_url` are for `kind = \"github\"`".into(),
+                    );
+                }
+                let Some(issuer) = &self.issuer else {
+                    return Err("`issuer`: an OpenID Connect provider needs its issuer".into());
+                };
+                check_provider_url("issuer", issuer)?;
+                // Kept as written: the discovery document must name the
+                // very same issuer (some end in `/`).
+                gatehouse_oauth::ProviderKind::Oidc {
+                    issuer: issuer.clone(),
+                }
+            }
+            ProviderKindEntry::Github => {
+                if self.issuer.is_some() {
+                    return Err("`issuer` is for `kind = \"oidc\"`".into());
+                }
+                let web_url = self
+                    .github_url
+                    .clone()
+                    .unwrap_or_else(|| "https://github.com".into());
+                let api_url = self
+                    .github_api_url
+                    .clone()
+                    .unwrap_or_else(|| "https://api.github.com".into());
+                check_provider_url("github_url", &web_url)?;
+                check_provider_url("github_api_url", &api_url)?;
+                gatehouse_oauth::ProviderKind::Github {
+                    web_url: web_url.trim_end_matches('/').to_string(),
+                    api_url: api_url.trim_end_matches('/').to_string(),
+                }
+            }
+        };
+        let scopes = match (&self.scopes, self.kind) {
+            (Some(s), _) => s.clone(),
+            (None, ProviderKindEntry::Oidc) => vec!["email".into(), "profile".into()],
+            (None, ProviderKindEntry::Github) => vec!["read:user".into(), "user:email".into()],
+        };
+        Ok(gatehouse_oauth::ProviderConfig {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            kind,
+            client_id: self.client_id.clone(),
+            client_secret,
+            // `openid` is always asked of an OpenID Connect provider.
+            scopes: scopes.into_iter().filter(|s| s != "openid").collect(),
+            trust_email: self.trust_email,
+            link: match self.link {
+                LinkModeEntry::VerifiedEmail => gatehouse_auth::LinkMode::VerifiedEmail,
+                LinkModeEntry::Confirm => gatehouse_auth::LinkMode::Confirm,
+                LinkModeEntry::Never => gatehouse_auth::LinkMode::Never,
+            },
+        })
+    }
+}
+
+/// A provider's URL: `https`, or `http` on a loopback address only (a
+/// token, a code and a client secret travel there).
+fn check_provider_url(key: &str, value: &str) -> Result<(), String> {
+    let url = url::Url::parse(value).map_err(|e| format!("`{key}`: {value:?}: {e}"))?;
+    let loopback = match url.host() {
+        Some(url::Host::Ipv4(a)) => a.is_loopback(),
+        Some(url::Host::Ipv6(a)) => a.is_loopback(),
+        Some(url::Host::Domain(d)) => d == "localhost",
+        None => false,
+    };
+    match url.scheme() {
+        "https" => Ok(()),
+        "http" if loopback => Ok(()),
+        "http" => Err(format!(
+            "`{key}`: {value:?} is plain http on a host that is not loopback: use https"
+        )),
+        _ => Err(format!("`{key}`: {value:?} must be an https URL")),
+    }
+}
+
+/// The secret stays out of logs.
+impl fmt::Debug for ProviderEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProviderEntry")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .field("issuer", &self.issuer)
+            .field("client_id", &self.client_id)
+            .field(
+                "client_secret",
+                &self.client_secret.as_ref().map(|_| "<redacted>"),
+            )
+            .field("client_secret_env", &self.client_secret_env)
+            .field("scopes", &self.scopes)
+            .field("trust_email", &self.trust_email)
+            .field("link", &self.link)
+            .field("github_url", &self.github_url)
+            .field("github_api_url", &self.github_api_url)
+            .finish()
+    }
 }
 
 /// `[auth.email]`: how the e-mail flows behave.
@@ -624,6 +833,7 @@ impl Default for AuthConfig {
             sign_up_scopes: Vec::new(),
             key_file: None,
             email: AuthEmailConfig::default(),
+            providers: Vec::new(),
         }
     }
 }
@@ -640,6 +850,7 @@ impl std::fmt::Debug for AuthConfig {
             .field("sign_up_scopes", &self.sign_up_scopes)
             .field("key_file", &self.key_file)
             .field("email", &self.email)
+            .field("providers", &self.providers)
             .finish_non_exhaustive()
     }
 }
@@ -1243,6 +1454,17 @@ fn validate(c: &Config) -> Result<(), String> {
                 "`auth.introspection_url` needs `auth.introspection_client_id` and `auth.introspection_client_secret`"
                     .into(),
             );
+        }
+    }
+    let mut provider_ids = std::collections::HashSet::new();
+    for (i, p) in c.auth.providers.iter().enumerate() {
+        if !provider_ids.insert(p.id.as_str()) {
+            problems.push(format!("{}: another provider has this id", p.name_at(i)));
+        }
+        // The secret of `client_secret_env` is read when the server
+        // starts; here the rest is checked with a stand-in.
+        if let Err(e) = p.provider(|_| Some("stand-in".into())) {
+            problems.push(format!("{}: {e}", p.name_at(i)));
         }
     }
     for scope in &c.auth.sign_up_scopes {
@@ -1890,6 +2112,20 @@ mod tests {
             max_age: Seconds(60),
             concurrency: 4,
         });
+        c.auth.providers.push(ProviderEntry {
+            id: "corp".into(),
+            name: "Corp".into(),
+            kind: ProviderKindEntry::Oidc,
+            issuer: Some("https://idp.example".into()),
+            client_id: "c".into(),
+            client_secret: Some("s".into()),
+            client_secret_env: Some("CORP_SECRET".into()),
+            scopes: Some(vec!["email".into()]),
+            trust_email: false,
+            link: LinkModeEntry::Confirm,
+            github_url: Some("https://github.example".into()),
+            github_api_url: Some("https://api.github.example".into()),
+        });
         c.bootstrap.rows.push(BootstrapRow {
             type_name: "Author".into(),
             values: serde_json::json!({"name": "n"})
@@ -2121,6 +2357,97 @@ mod tests {
         let shown = format!("{e:?}");
         assert!(!shown.contains("hunter2"), "{shown}");
         assert!(shown.contains("mail.example.com:587"), "{shown}");
+    }
+
+    #[test]
+    fn providers_are_checked_at_load_and_their_secret_read_from_the_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let entry = |extra: &str| {
+            format!(
+                "[[auth.providers]]\nid = \"corp\"\nname = \"Corp\"\nclient_id = \"c\"\n{extra}\n"
+            )
+        };
+        let ok = write(
+            dir.path(),
+            &entry(
+                "kind = \"oidc\"\nissuer = \"http://127.0.0.1:9000/\"\nclient_secret_env = \"CORP_SECRET\"",
+            ),
+        );
+        let l = load_with_env(Some(&ok), &CliOverrides::default(), env(&[])).unwrap();
+        let p = &l.config.auth.providers[0];
+        assert_eq!(p.link, LinkModeEntry::Confirm);
+        assert!(!p.trust_email);
+        let resolved = p
+            .provider(|v| (v == "CORP_SECRET").then(|| "s3cret".to_string()))
+            .unwrap();
+        assert_eq!(resolved.client_secret, "s3cret");
+        assert_eq!(resolved.scopes, ["email", "profile"]);
+        assert_eq!(
+            resolved.kind,
+            gatehouse_oauth::ProviderKind::Oidc {
+                issuer: "http://127.0.0.1:9000/".into()
+            }
+        );
+        assert!(!format!("{resolved:?}").contains("s3cret"));
+        assert_eq!(
+            p.provider(|_| None).unwrap_err(),
+            "`client_secret_env`: the environment variable CORP_SECRET is not set"
+        );
+        let github = write(
+            dir.path(),
+            &entry("kind = \"github\"\nclient_secret = \"s\"\nlink = \"verified_email\""),
+        );
+        let l = load_with_env(Some(&github), &CliOverrides::default(), env(&[])).unwrap();
+        let resolved = l.config.auth.providers[0].provider(|_| None).unwrap();
+        assert_eq!(
+            resolved.kind,
+            gatehouse_oauth::ProviderKind::Github {
+                web_url: "https://github.com".into(),
+                api_url: "https://api.github.com".into()
+            }
+        );
+        assert_eq!(resolved.link, gatehouse_auth::LinkMode::VerifiedEmail);
+        for (extra, problem) in [
+            (
+                "kind = \"oidc\"\nissuer = \"http://idp.example\"\nclient_secret = \"s\"",
+                "plain http on a host that is not loopback",
+            ),
+            (
+                "kind = \"oidc\"\nissuer = \"ftp://idp.example\"\nclient_secret = \"s\"",
+                "must be an https URL",
+            ),
+            ("kind = \"oidc\"\nclient_secret = \"s\"", "needs its issuer"),
+            (
+                "kind = \"oidc\"\nissuer = \"https://idp.example\"\nclient_secret = \"s\"\nclient_secret_env = \"X\"",
+                "not both",
+            ),
+            (
+                "kind = \"oidc\"\nissuer = \"https://idp.example\"",
+                "`client_secret`: set it",
+            ),
+            (
+                "kind = \"github\"\nissuer = \"https://idp.example\"\nclient_secret = \"s\"",
+                "`issuer` is for",
+            ),
+            (
+                "kind = \"oidc\"\nissuer = \"https://idp.example\"\nclient_secret = \"s\"\nlink = \"sometimes\"",
+                "link",
+            ),
+        ] {
+            let f = write(dir.path(), &entry(extra));
+            let e = load_with_env(Some(&f), &CliOverrides::default(), env(&[])).unwrap_err();
+            assert!(e.contains(problem), "{extra}: {e}");
+        }
+        let twice = write(
+            dir.path(),
+            &format!(
+                "{}{}",
+                entry("kind = \"github\"\nclient_secret = \"s\""),
+                entry("kind = \"github\"\nclient_secret = \"s\"")
+            ),
+        );
+        let e = load_with_env(Some(&twice), &CliOverrides::default(), env(&[])).unwrap_err();
+        assert!(e.contains("another provider has this id"), "{e}");
     }
 
     #[test]

@@ -150,6 +150,7 @@ async fn serve(loaded: Loaded, json_logs: bool) -> anyhow::Result<ExitCode> {
     oauth_config.rate_per_second = config.limits.token_rate_per_second;
     oauth_config.rate_burst = config.limits.token_rate_burst;
     oauth_config.allowed_origins = allowed_origins;
+    oauth_config.providers = crate::auth::providers(&config)?;
     let oauth =
         gatehouse_oauth::router(gatehouse_oauth::OAuthState::new(auth.clone(), oauth_config));
     let maintenance = gatehouse_oauth::spawn_maintenance(

@@ -81,6 +81,7 @@ fn token(id: &str, kind: TokenKind, sub: &str) -> TokenRecord {
         parent_id: None,
         used_at: None,
         successor_id: None,
+        idp: None,
     }
 }
 

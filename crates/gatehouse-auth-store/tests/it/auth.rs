@@ -95,6 +95,7 @@ fn token(id: &str, kind: TokenKind, family: &str, client: &str, user: Option<&st
         parent_id: None,
         used_at: None,
         successor_id: None,
+        idp: None,
     }
 }
 
@@ -1341,6 +1342,7 @@ fn code_record(id: &str, expires_at: i64) -> CodeRecord {
         expires_at,
         used_at: None,
         family_id: format!("fam-{id}"),
+        idp: (id == "n").then(|| "corp".to_string()),
     }
 }
 

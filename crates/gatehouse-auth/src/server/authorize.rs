@@ -254,6 +254,9 @@ pub struct SignedIn {
     /// The scope the code will carry: asked ∩ client's ∩ user's, plus
     /// `openid` when asked.
     pub scope: Scopes,
+    /// The identity provider (`[[auth.providers]]` id) the user signed in
+    /// through; `None` after a password.
+    pub idp: Option<String>,
 }
 
 /// The CSRF token pair of the sign-in pages: for the cookie, a random
@@ -532,6 +535,7 @@ impl AuthServer {
             username: user.username.clone(),
             auth_time: self.now(),
             scope: self.code_scope(req, user)?,
+            idp: None,
         })
     }
 
@@ -554,6 +558,7 @@ impl AuthServer {
             "r": crate::b64(&req.digest()),
             "b": crate::b64(&sha2::Sha256::digest(browser.as_bytes())),
             "n": token_string(self.random.as_ref(), 16),
+            "i": signed.idp,
         })
         .to_string();
         let mac = self.cipher.form_mac("consent", payload.as_bytes());
@@ -627,6 +632,7 @@ impl AuthServer {
             username: username.to_string(),
             auth_time,
             scope,
+            idp: v["i"].as_str().map(str::to_string),
         })
     }
 
@@ -705,6 +711,7 @@ impl AuthServer {
                 expires_at: now.saturating_add(CODE_TTL),
                 used_at: None,
                 family_id: self.new_id(),
+                idp: signed.idp.clone(),
             })
             .await?;
         Ok(self.authorization_redirect(
@@ -834,6 +841,7 @@ impl AuthServer {
                 with_refresh,
                 &user.claims,
                 record.family_id.clone(),
+                record.idp.as_deref(),
             )
             .await?;
         if scope.contains(SCOPE_OPENID) {
@@ -846,6 +854,7 @@ impl AuthServer {
                     record.auth_time,
                     record.nonce.as_deref(),
                     &tokens.access_token,
+                    record.idp.as_deref(),
                 )
                 .await?,
             );

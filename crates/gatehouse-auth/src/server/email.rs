@@ -99,7 +99,7 @@ impl AuthServer {
         self.flows.get().map(|f| &f.config)
     }
 
-    fn flows(&self) -> Result<Arc<Flows>> {
+    pub(super) fn flows(&self) -> Result<Arc<Flows>> {
         self.flows
             .get()
             .cloned()
@@ -557,8 +557,39 @@ impl AuthServer {
         owner: &AccountProfile,
         address: &str,
     ) -> Result<()> {
+        let mail = FlowMail {
+            to: owner.email.clone().unwrap_or_else(|| address.to_string()),
+            subject: "Someone tried to sign up with your address".into(),
+            text: format!(
+                "Someone tried to create an account at {issuer} with this e-mail address, \
+                 which already belongs to the account \"{username}\". No account was created.\n\n\
+                 If it was you, sign in as \"{username}\" instead; if you forgot the password, \
+                 use \"Forgot password?\" on the sign-in page.\n\n\
+                 If it was not you, ignore this message: nothing changed.\n",
+                issuer = self.config.issuer,
+                username = owner.username,
+            ),
+        };
+        if self
+            .send_account_notice(flows, owner, address, &mail)
+            .await?
+        {
+            tracing::info!("sign-up notice written");
+        }
+        Ok(())
+    }
+
+    /// Writes a notice (no token) for `owner` at `address` with the
+    /// flows' limits: the one path of every notice.
+    pub(super) async fn send_account_notice(
+        &self,
+        flows: &Flows,
+        owner: &AccountProfile,
+        address: &str,
+        mail: &FlowMail,
+    ) -> Result<bool> {
         if owner.disabled || !self.may_mail(flows, address).await? {
-            return Ok(());
+            return Ok(false);
         }
         let now = self.now();
         let token = FlowToken {
@@ -575,21 +606,7 @@ impl AuthServer {
             attempts: 0,
             used_at: None,
         };
-        let mail = FlowMail {
-            to: owner.email.clone().unwrap_or_else(|| address.to_string()),
-            subject: "Someone tried to sign up with your address".into(),
-            text: format!(
-                "Someone tried to create an account at {issuer} with this e-mail address,                  which already belongs to the account \"{username}\". No account was created.\n\n\
-                 If it was you, sign in as \"{username}\" instead; if you forgot the password,                  use \"Forgot password?\" on the sign-in page.\n\n\
-                 If it was not you, ignore this message: nothing changed.\n",
-                issuer = self.config.issuer,
-                username = owner.username,
-            ),
-        };
-        if flows.store.send(&token, &mail).await? {
-            tracing::info!("sign-up notice written");
-        }
-        Ok(())
+        Ok(flows.store.send(&token, mail).await?)
     }
 
     /// Writes a verification token and its message for `address`, when

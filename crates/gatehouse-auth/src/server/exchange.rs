@@ -246,6 +246,9 @@ impl AuthServer {
                 parent_id: Some(&subject.id),
                 act: Some(Value::Object(act)),
                 custom: &subject.claims,
+                // An exchanged token states the acting client, not how
+                // the user signed in.
+                idp: None,
             })
             .await?;
         Ok(TokenResponse {

@@ -37,6 +37,7 @@ mod authorize;
 mod client_credentials;
 mod email;
 mod exchange;
+mod federation;
 mod introspect;
 mod password;
 mod refresh;
@@ -50,6 +51,7 @@ pub use authorize::{
 };
 pub use email::{MAX_ADDRESS, ReturnTo, SignedUp, normalize_address, plausible_address};
 pub use exchange::ExchangeRequest;
+pub use federation::{Federated, ProviderReturn, ProviderStart};
 pub use token::TokenRequest;
 
 /// Settings of the authorization server (from `[tokens]` and `issuer`).
@@ -228,6 +230,9 @@ struct NewAccess<'a> {
     act: Option<Value>,
     /// The user's custom claims.
     custom: &'a Claims,
+    /// The identity provider the user signed in through: the token then
+    /// carries `amr: ["fed"]` and `idp`.
+    idp: Option<&'a str>,
 }
 
 /// The OAuth 2.0 authorization server logic.
@@ -264,6 +269,9 @@ pub struct AuthServer {
     /// The e-mail flows, when `[email]` is set and the account type has an
     /// address ([`AuthServer::use_mail_flows`]).
     flows: std::sync::OnceLock<Arc<email::Flows>>,
+    /// Signing in through other identity providers, when
+    /// `[[auth.providers]]` is set ([`AuthServer::use_federation`]).
+    federation: std::sync::OnceLock<Arc<federation::Federation>>,
 }
 
 /// An entry of the verified-signature cache.
@@ -419,6 +427,7 @@ impl AuthServer {
             password_checks: PasswordChecks::new(),
             accounts: std::sync::OnceLock::new(),
             flows: std::sync::OnceLock::new(),
+            federation: std::sync::OnceLock::new(),
         });
         server.reload_keys().await?;
         let now = server.now();
@@ -846,6 +855,8 @@ impl AuthServer {
             // through every refresh and exchange.
             idtyp: Some(subject_idtyp(a.username).to_string()),
             act: a.act,
+            amr: a.idp.map(|_| vec![crate::jwt::AMR_FEDERATED.to_string()]),
+            idp: a.idp.map(str::to_string),
             // Reserved names never reach a token as custom claims, not even
             // from a record stored before one of them was reserved.
             custom: a
@@ -872,6 +883,7 @@ impl AuthServer {
                 parent_id: a.parent_id.map(str::to_string),
                 used_at: None,
                 successor_id: None,
+                idp: a.idp.map(str::to_string),
             })
             .await?;
         Ok(token)
@@ -890,6 +902,7 @@ impl AuthServer {
         audience: Vec<String>,
         family_id: &str,
         parent_id: Option<&str>,
+        idp: Option<&str>,
     ) -> Result<()> {
         let now = self.now();
         self.repo
@@ -908,6 +921,7 @@ impl AuthServer {
                 parent_id: parent_id.map(str::to_string),
                 used_at: None,
                 successor_id: None,
+                idp: idp.map(str::to_string),
             })
             .await
             .map_err(Error::from)
@@ -933,6 +947,7 @@ impl AuthServer {
             with_refresh,
             custom,
             family,
+            None,
         )
         .await
     }
@@ -950,6 +965,7 @@ impl AuthServer {
         with_refresh: bool,
         custom: &Claims,
         family: String,
+        idp: Option<&str>,
     ) -> Result<TokenResponse> {
         let now = self.now();
         let lifetime = self.config.access_lifetime(scope);
@@ -964,6 +980,7 @@ impl AuthServer {
                 vec![self.config.issuer.clone()],
                 &family,
                 None,
+                idp,
             )
             .await?;
             Some(value)
@@ -984,6 +1001,7 @@ impl AuthServer {
                 parent_id: parent.as_deref(),
                 act: None,
                 custom,
+                idp,
             })
             .await?;
         Ok(TokenResponse {

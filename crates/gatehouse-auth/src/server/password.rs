@@ -61,6 +61,7 @@ impl AuthServer {
                     self.now(),
                     None,
                     &tokens.access_token,
+                    None,
                 )
                 .await?,
             );

@@ -77,6 +77,7 @@ impl AuthServer {
             record.audience.clone(),
             &record.family_id,
             Some(&id),
+            record.idp.as_deref(),
         )
         .await?;
         let lifetime = self.config.access_lifetime(&granted);
@@ -93,6 +94,7 @@ impl AuthServer {
                 parent_id: Some(&next_id),
                 act: None,
                 custom: &custom,
+                idp: record.idp.as_deref(),
             })
             .await?;
         Ok(TokenResponse {

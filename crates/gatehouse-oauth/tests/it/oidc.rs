@@ -352,6 +352,7 @@ async fn an_id_token_opens_neither_the_api_nor_userinfo() {
                 nonce: None,
                 access_token: Some(access(&t)),
                 now,
+                idp: None,
             },
         )
         .unwrap();
@@ -447,6 +448,7 @@ async fn relying_party_accepts_the_id_token(alg: SigningAlg) {
                     nonce: Some(nonce),
                     access_token: Some(access(&t)),
                     now,
+                    idp: None,
                 },
             )
             .unwrap()

@@ -9,6 +9,7 @@ mod example_groups;
 mod first_hour;
 mod mailflows;
 mod ops;
+mod providers;
 mod readme;
 mod webhooks;
 
