@@ -22,8 +22,8 @@ use async_trait::async_trait;
 use serde_json::{Value as Json, json};
 
 use gatehouse_auth::{
-    AccountProfile, Accounts, Claims, Error, FlowEffect, FlowMail, FlowToken, MailFlows, RepoError,
-    UserRecord,
+    AccountProfile, Accounts, Claims, Error, FlowEffect, FlowMail, FlowPurpose, FlowToken,
+    MailFlows, RepoError, UserRecord,
 };
 use gatehouse_auth_store::SqlAuthRepo;
 use gatehouse_db::Built;
@@ -181,27 +181,9 @@ impl StoreAccounts {
         let rows = txn.entity_at(self.account.entity);
         let system = AccessContext::system();
         if let Some(address) = email.filter(|_| self.account.email) {
-            let query = ListQuery {
-                filter: Some(Filter::Cmp {
-                    field: AccountType::EMAIL.into(),
-                    op: FilterOp::IEq,
-                    value: json!(address),
-                }),
-                limit: Some(1),
-                ..ListQuery::default()
-            };
-            match rows.list(&system, &query).await.map(|p| p.rows.into_rows()) {
-                Ok(found) if found.is_empty() => {}
-                Ok(_) => {
-                    txn.rollback().await;
-                    return Err(Error::Conflict(
-                        "this e-mail address is not available".into(),
-                    ));
-                }
-                Err(e) => {
-                    txn.rollback().await;
-                    return Err(store_error(e));
-                }
+            if let Err(e) = self.address_free(&rows, address, None).await {
+                txn.rollback().await;
+                return Err(e);
             }
             row.insert(AccountType::EMAIL.into(), json!(address));
         }
@@ -245,6 +227,41 @@ impl StoreAccounts {
             return Err(store_error(e));
         }
         Ok(Some(profile))
+    }
+
+    /// `Ok` when no account but `except` has `address` (compared without
+    /// regard to case), read through `rows` (a transaction's, so the
+    /// answer holds for its write); otherwise `Conflict`.
+    async fn address_free(
+        &self,
+        rows: &EntityStore,
+        address: &str,
+        except: Option<&str>,
+    ) -> Result<(), Error> {
+        let query = ListQuery {
+            filter: Some(Filter::Cmp {
+                field: AccountType::EMAIL.into(),
+                op: FilterOp::IEq,
+                value: json!(address),
+            }),
+            limit: Some(2),
+            ..ListQuery::default()
+        };
+        let found = rows
+            .list(&AccessContext::system(), &query)
+            .await
+            .map_err(store_error)?
+            .rows
+            .into_rows();
+        if found
+            .iter()
+            .any(|r| r.get("id").and_then(Json::as_str) != except)
+        {
+            return Err(Error::Conflict(
+                "this e-mail address is not available".into(),
+            ));
+        }
+        Ok(())
     }
 
     /// Makes every user of the OAuth tables that has no row a row whose
@@ -606,6 +623,14 @@ impl MailFlows for StoreFlows {
         self.accounts.auth.flow_token_by_link(link_hash).await
     }
 
+    async fn latest_token(
+        &self,
+        sub: &str,
+        purpose: FlowPurpose,
+    ) -> Result<Option<FlowToken>, RepoError> {
+        self.accounts.auth.flow_token_of(sub, purpose).await
+    }
+
     async fn wrong_code(&self, id: &str) -> Result<(), RepoError> {
         self.accounts.auth.flow_wrong_code(id).await
     }
@@ -648,22 +673,36 @@ impl MailFlows for StoreFlows {
             run_in(&txn, auth.upsert_user_statement(&credential)?).await?;
             run_in(&txn, auth.revoke_user_tokens_statement(sub, true)).await?;
         }
-        // The message reached the token's address: when it is still the
-        // account's, it is verified.
-        let still_its = row
-            .get(AccountType::EMAIL)
-            .and_then(Json::as_str)
-            .is_some_and(|a| a.to_lowercase() == token.address);
-        if self.accounts.account.email_verified && still_its {
-            let mut verified = Row::new();
-            verified.insert(AccountType::EMAIL_VERIFIED.into(), Json::Bool(true));
-            if let Err(e) = rows
-                .update_with_server_fields(&system, sub, Row::new(), verified)
+        let mut patch = Row::new();
+        if let FlowEffect::ChangeEmail = effect {
+            if let Err(e) = self
+                .accounts
+                .address_free(&rows, &token.address, Some(sub))
                 .await
             {
                 txn.rollback().await;
-                return Err(store_error(e));
+                return Err(e);
             }
+            patch.insert(AccountType::EMAIL.into(), json!(token.address));
+        }
+        // The message reached the token's address: when it is (or now
+        // becomes) the account's, it is verified.
+        let still_its = !patch.is_empty()
+            || row
+                .get(AccountType::EMAIL)
+                .and_then(Json::as_str)
+                .is_some_and(|a| a.to_lowercase() == token.address);
+        let mut verified = Row::new();
+        if self.accounts.account.email_verified && still_its {
+            verified.insert(AccountType::EMAIL_VERIFIED.into(), Json::Bool(true));
+        }
+        if !(patch.is_empty() && verified.is_empty())
+            && let Err(e) = rows
+                .update_with_server_fields(&system, sub, patch, verified)
+                .await
+        {
+            txn.rollback().await;
+            return Err(store_error(e));
         }
         txn.commit().await.map_err(store_error)?;
         Ok(true)

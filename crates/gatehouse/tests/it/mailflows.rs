@@ -1030,3 +1030,238 @@ async fn with_required_verification_a_taken_address_gets_the_same_page_and_its_o
         assert!(!p.can_sign_in("mallory", NEW_PASSWORD).await);
     }
 }
+
+/// `POST /auth/email` as the holder of `token`.
+async fn change_email(p: &Project, token: &str, email: &str, password: &str) -> (u16, Value) {
+    let r = reqwest::Client::new()
+        .post(format!("{}/auth/email", p.base()))
+        .bearer_auth(token)
+        .json(&json!({ "email": email, "password": password }))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+/// `POST /auth/email/confirm` with a code, as the holder of `token`.
+async fn confirm_email(p: &Project, token: &str, code: &str) -> (u16, Value) {
+    let r = reqwest::Client::new()
+        .post(format!("{}/auth/email/confirm", p.base()))
+        .bearer_auth(token)
+        .json(&json!({ "code": code }))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+/// The address of the account behind `token`, and whether it is verified.
+async fn address_of(p: &Project, token: &str) -> (Value, Value) {
+    let r = gatehouse_testkit::graphql(
+        &reqwest::Client::new(),
+        &format!("{}/graphql", p.base()),
+        Some(token),
+        "{ users { email emailVerified } }",
+        json!({}),
+    )
+    .await;
+    let row = &r["data"]["users"][0];
+    (row["email"].clone(), row["emailVerified"].clone())
+}
+
+/// The e-mail change link and code a message carries.
+fn change_link_and_code(message: &str) -> (String, String) {
+    let link = message
+        .split_whitespace()
+        .find(|w| w.contains("/auth/email/confirm?token="))
+        .unwrap_or_else(|| panic!("no link in {message}"))
+        .to_string();
+    let (_, code) = link_and_code(&message.replace("/auth/email/confirm?", "/auth/reset?"));
+    (link, code)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_email_change_is_confirmed_by_its_link_which_scanners_cannot_spend() {
+    for db in TestDb::each().await {
+        let p = Project::start(db, "").await;
+        let alice = p.token("alice", "alice-old-password", "read").await;
+
+        // A wrong password is 403 and sends nothing; a malformed address is 400.
+        let (status, body) =
+            change_email(&p, &alice, "alice.new@example.com", "not-her-password").await;
+        assert_eq!(status, 403, "{body}");
+        let (status, body) = change_email(&p, &alice, "no address", "alice-old-password").await;
+        assert_eq!(status, 400, "{body}");
+        // Without a user's token: 401.
+        let (status, _) = change_email(&p, "not-a-token", "x@example.com", "x").await;
+        assert_eq!(status, 401);
+
+        let (status, body) =
+            change_email(&p, &alice, "Alice.New@Example.com", "alice-old-password").await;
+        assert_eq!(status, 202, "{body}");
+        let mail = p.mail_to("alice.new@example.com", 1).await;
+        assert_eq!(mail.len(), 1, "one message to the new address: {mail:?}");
+        let (link, _) = change_link_and_code(&mail[0]);
+        assert!(
+            link.starts_with(&format!("{}/auth/email/confirm?token=", p.base())),
+            "{link}"
+        );
+        let notice = p.mail_to("alice@example.com", 1).await;
+        assert_eq!(notice.len(), 1, "a notice to the old address: {notice:?}");
+        assert!(notice[0].contains("alice.new@example.com"), "{}", notice[0]);
+        assert!(!notice[0].contains("token="), "a notice carries no link");
+
+        // Nothing changes before confirmation.
+        assert_eq!(
+            address_of(&p, &alice).await,
+            (json!("alice@example.com"), json!(false))
+        );
+
+        // A scanner opens the link (GET and HEAD): nothing is spent.
+        let c = reqwest::Client::new();
+        assert_eq!(c.head(&link).send().await.unwrap().status(), 200);
+        assert_eq!(c.get(&link).send().await.unwrap().status(), 200);
+        let (b, status, page) = Browser::open(&link).await;
+        assert_eq!(status, 200);
+        let token = hidden_value(&page, "token");
+        let confirm = format!("{}/auth/email/confirm", p.base());
+
+        // The page's POST needs its CSRF token.
+        let (status, _) = Browser {
+            c: b.c.clone(),
+            cookie: b.cookie.clone(),
+            csrf: "forged".into(),
+        }
+        .post(&confirm, &[("token", &token)])
+        .await;
+        assert_eq!(status, 403);
+
+        let (status, page) = b.post(&confirm, &[("token", &token)]).await;
+        assert_eq!(status, 200, "{page}");
+        assert!(page.contains("Your e-mail address is changed"), "{page}");
+        assert_eq!(
+            address_of(&p, &alice).await,
+            (json!("alice.new@example.com"), json!(true)),
+            "the new address, verified"
+        );
+
+        // The link is spent; the access token still works (no claim changed).
+        let (status, _) = b.post(&confirm, &[("token", &token)]).await;
+        assert_eq!(status, 400);
+        assert_eq!(c.get(&link).send().await.unwrap().status(), 400);
+        assert_eq!(p.mail_to("alice.new@example.com", 1).await.len(), 1);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_email_change_code_works_for_its_own_account_once_and_five_wrong_codes_kill_it() {
+    for db in TestDb::each().await {
+        let p = Project::start(db, "").await;
+        let alice = p.token("alice", "alice-old-password", "read").await;
+        let carol = p.token("carol", "carol-old-password", "read").await;
+        let root = p
+            .token("root", "root-password-0001", "admin read write")
+            .await;
+        assert_eq!(
+            change_email(&p, &alice, "alice2@example.com", "alice-old-password")
+                .await
+                .0,
+            202
+        );
+        assert_eq!(
+            change_email(&p, &carol, "carol2@example.com", "carol-old-password")
+                .await
+                .0,
+            202
+        );
+        let (_, alice_code) = change_link_and_code(&p.mail_to("alice2@example.com", 1).await[0]);
+        let (carol_link, carol_code) =
+            change_link_and_code(&p.mail_to("carol2@example.com", 1).await[0]);
+
+        // Carol's code is no good to Alice, nor Alice's to the admin.
+        let (status, body) = confirm_email(&p, &alice, &carol_code).await;
+        assert_eq!(status, 400, "{body}");
+        let (status, _) = confirm_email(&p, &root, &alice_code).await;
+        assert_eq!(status, 400);
+        assert_eq!(address_of(&p, &carol).await.0, json!("carol@example.com"));
+
+        // Alice's own code, once.
+        let (status, body) = confirm_email(&p, &alice, &alice_code).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["email"], "alice2@example.com");
+        assert_eq!(
+            address_of(&p, &alice).await,
+            (json!("alice2@example.com"), json!(true))
+        );
+        assert_eq!(confirm_email(&p, &alice, &alice_code).await.0, 400);
+
+        // Five wrong codes: Carol's right code and her link are dead.
+        for guess in ["00000000", "11111111", "22222222", "33333333", "44444444"] {
+            let guess = if guess == carol_code {
+                "55555555"
+            } else {
+                guess
+            };
+            assert_eq!(confirm_email(&p, &carol, guess).await.0, 400);
+        }
+        assert_eq!(confirm_email(&p, &carol, &carol_code).await.0, 400);
+        let c = reqwest::Client::new();
+        assert_eq!(c.get(&carol_link).send().await.unwrap().status(), 400);
+        assert_eq!(
+            address_of(&p, &carol).await,
+            (json!("carol@example.com"), json!(false))
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_email_change_to_a_taken_address_answers_the_same_and_tells_its_owner() {
+    for db in TestDb::each().await {
+        let p = Project::start(db, "").await;
+        let alice = p.token("alice", "alice-old-password", "read").await;
+        let root = p
+            .token("root", "root-password-0001", "admin read write")
+            .await;
+
+        // Carol's address (in another case) gets the same answer as a free one.
+        let taken = change_email(&p, &alice, "CAROL@example.com", "alice-old-password").await;
+        let free = change_email(&p, &alice, "dave@example.com", "alice-old-password").await;
+        assert_eq!(taken, free);
+        assert_eq!(taken.0, 202);
+        let notice = p.mail_to("carol@example.com", 1).await;
+        assert_eq!(notice.len(), 1, "{notice:?}");
+        assert!(notice[0].contains("Someone asked to move"), "{}", notice[0]);
+        assert!(!notice[0].contains("token="), "a notice carries no link");
+        assert_eq!(address_of(&p, &alice).await.0, json!("alice@example.com"));
+
+        // Dave's address is taken (by a bypass caller, in another case)
+        // before Alice confirms: the confirmation is refused, and spends
+        // nothing.
+        let (link, code) = change_link_and_code(&p.mail_to("dave@example.com", 1).await[0]);
+        let carol_sub = p.sub("carol").await;
+        let r = reqwest::Client::new()
+            .patch(format!("{}/v1/users/{carol_sub}", p.base()))
+            .bearer_auth(&root)
+            .json(&json!({ "email": "Dave@Example.com" }))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+        let (status, body) = confirm_email(&p, &alice, &code).await;
+        assert_eq!(status, 409, "{body}");
+        let (b, status, _) = Browser::open(&link).await;
+        assert_eq!(status, 200, "the link is still good");
+        let token = link.split("token=").nth(1).unwrap();
+        let (status, page) = b
+            .post(
+                &format!("{}/auth/email/confirm", p.base()),
+                &[("token", token)],
+            )
+            .await;
+        assert_eq!(status, 409, "{page}");
+        assert!(page.contains("not available"), "{page}");
+        assert_eq!(address_of(&p, &alice).await.0, json!("alice@example.com"));
+    }
+}
