@@ -1265,3 +1265,61 @@ async fn an_email_change_to_a_taken_address_answers_the_same_and_tells_its_owner
         assert_eq!(address_of(&p, &alice).await.0, json!("alice@example.com"));
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_address_is_unique_without_regard_to_case_for_every_writer() {
+    for db in TestDb::each().await {
+        let p = Project::start(db, "").await;
+        let root = p
+            .token("root", "root-password-0001", "admin read write")
+            .await;
+        let c = reqwest::Client::new();
+        let gql = |q: String| {
+            let (c, root, url) = (c.clone(), root.clone(), format!("{}/graphql", p.base()));
+            async move { gatehouse_testkit::graphql(&c, &url, Some(&root), &q, json!({})).await }
+        };
+        let conflict = |r: &Value| {
+            r["errors"][0]["extensions"]["code"] == "CONFLICT"
+                && r["errors"][0]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("without regard to case"))
+        };
+
+        // A bypass caller creating an account with Alice's address in
+        // another case, or moving Carol to it.
+        let r = gql(
+            "mutation { createUser(input: {username: \"eve\", email: \"ALICE@example.com\"}) { id } }"
+                .into(),
+        )
+        .await;
+        assert!(conflict(&r), "{r}");
+        let carol = p.sub("carol").await;
+        let r = gql(format!(
+            "mutation {{ updateUser(id: \"{carol}\", input: {{email: \"Alice@Example.COM\"}}) {{ id }} }}"
+        ))
+        .await;
+        assert!(conflict(&r), "{r}");
+        // Through REST too.
+        let r = c
+            .post(format!("{}/v1/users", p.base()))
+            .bearer_auth(&root)
+            .json(&json!({ "username": "eve", "email": "alice@EXAMPLE.com" }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 409, "{}", r.text().await.unwrap());
+
+        // Another address, and the same address with its own case, are fine.
+        let r = gql(
+            "mutation { createUser(input: {username: \"eve\", email: \"Eve@example.com\"}) { email } }"
+                .into(),
+        )
+        .await;
+        assert_eq!(r["data"]["createUser"]["email"], "Eve@example.com", "{r}");
+        let r = gql(format!(
+            "mutation {{ updateUser(id: \"{carol}\", input: {{email: \"CAROL@example.com\"}}) {{ email }} }}"
+        ))
+        .await;
+        assert_eq!(r["data"]["updateUser"]["email"], "CAROL@example.com", "{r}");
+    }
+}
