@@ -343,6 +343,24 @@ pub fn sign_up_blockers(model: &Model) -> Vec<String> {
         .collect()
 }
 
+/// The fields `verification = "required"` needs and the account type
+/// lacks (all of them without an account type): `email`, where the
+/// address lives, and `emailVerified`, without which no account with an
+/// address could ever sign in.
+pub fn required_verification_blockers(model: &Model) -> Vec<&'static str> {
+    let (email, verified) = model
+        .account
+        .as_ref()
+        .map_or((false, false), |a| (a.email, a.email_verified));
+    [
+        (!email).then_some(AccountType::EMAIL),
+        (!verified).then_some(AccountType::EMAIL_VERIFIED),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
 /// A store failure as the authorization server reports it.
 fn store_error(e: StoreError) -> Error {
     match e {

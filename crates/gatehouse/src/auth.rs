@@ -230,6 +230,21 @@ pub async fn start(
             );
         }
     }
+    if config.auth.email.verification == crate::config::VerificationMode::Required {
+        let missing = gatehouse_accounts::required_verification_blockers(store.model());
+        if !missing.is_empty() {
+            anyhow::bail!(
+                "`[auth.email] verification = \"required\"` needs an `@account` type with the \
+                 field(s) {}: declare `email: String @unique` and `emailVerified: Boolean!` \
+                 in it, or choose \"optional\" or \"off\"",
+                missing
+                    .iter()
+                    .map(|f| format!("`{f}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
     let repo: Arc<dyn AuthRepo> = sql;
     let (secret, source) = secret_for(config, repo.as_ref()).await?;
     let mut auth = auth_config(config, issuer);
