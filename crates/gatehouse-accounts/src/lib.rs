@@ -156,19 +156,21 @@ impl StoreAccounts {
         }
     }
 
-    /// Writes the account `username` (with `email`, verified or not) and
-    /// its credential in `txn`, which is rolled back on every outcome but
+    /// Writes the account `username` (under the row id `id`, when given)
+    /// with `email` (the address, and whether it is verified) and its
+    /// credential in `txn`, which is rolled back on every outcome but
     /// `Ok(Some(..))`. `Ok(None)`: the name is taken. An address another
     /// account has (without regard to case) is `Conflict`.
     async fn create_in(
         &self,
         txn: &WriteTxn,
-        username: &str,
-        email: Option<&str>,
+        (username, id): (&str, Option<&str>),
+        email: Option<(&str, bool)>,
         claims: &Claims,
         credential: &UserRecord,
-        verified: bool,
     ) -> Result<Option<AccountProfile>, Error> {
+        let verified = email.is_some_and(|(_, v)| v);
+        let email = email.map(|(a, _)| a);
         let mut row = match self.claim_values(claims) {
             Ok(row) => row,
             Err(e) => {
@@ -178,6 +180,9 @@ impl StoreAccounts {
         };
         row.retain(|_, v| !v.is_null());
         row.insert(AccountType::USERNAME.into(), json!(username));
+        if let Some(id) = id {
+            row.insert("id".into(), json!(id));
+        }
         let rows = txn.entity_at(self.account.entity);
         let system = AccessContext::system();
         if let Some(address) = email.filter(|_| self.account.email) {
@@ -424,6 +429,7 @@ impl Accounts for StoreAccounts {
     async fn create(
         &self,
         username: &str,
+        id: Option<&str>,
         email: Option<&str>,
         claims: &Claims,
         credential: &UserRecord,
@@ -434,7 +440,13 @@ impl Accounts for StoreAccounts {
             .map_err(|e| RepoError::new(format!("creating the OAuth tables: {e}")))?;
         let txn = self.store.begin_write();
         let Some(profile) = self
-            .create_in(&txn, username, email, claims, credential, false)
+            .create_in(
+                &txn,
+                (username, id),
+                email.map(|a| (a, false)),
+                claims,
+                credential,
+            )
             .await?
         else {
             return Ok(None);
@@ -744,11 +756,10 @@ impl MailFlows for StoreFlows {
             .accounts
             .create_in(
                 &txn,
-                username,
-                Some(&token.address),
+                (username, None),
+                Some((&token.address, true)),
                 &Claims::new(),
                 credential,
-                true,
             )
             .await?
         else {

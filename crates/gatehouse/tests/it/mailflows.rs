@@ -67,6 +67,8 @@ struct Project {
     dir: tempfile::TempDir,
     db: TestDb,
     server: Option<ServerProcess>,
+    /// Where the `file` transport writes.
+    mail: PathBuf,
 }
 
 impl Project {
@@ -75,10 +77,12 @@ impl Project {
         std::fs::create_dir_all(dir.path().join("schema")).unwrap();
         std::fs::write(dir.path().join("schema/types.graphql"), SCHEMA).unwrap();
         std::fs::write(dir.path().join("gatehouse.toml"), config(extra)).unwrap();
+        let mail = dir.path().join("mail");
         let mut p = Project {
             dir,
             db,
             server: None,
+            mail,
         };
         p.cli(
             &["user", "add", "root", "--scopes", "admin read write"],
@@ -195,7 +199,7 @@ impl Project {
     }
 
     fn mail_dir(&self) -> PathBuf {
-        self.dir.path().join("mail")
+        self.mail.clone()
     }
 
     /// The messages written so far, as decoded text.
@@ -680,7 +684,7 @@ async fn a_flow_token_and_its_message_commit_or_roll_back_together() {
             updated_at: 0,
         };
         let dana = accounts
-            .create("dana", None, &Claims::new(), &credential)
+            .create("dana", None, None, &Claims::new(), &credential)
             .await
             .unwrap()
             .unwrap();
@@ -1322,4 +1326,194 @@ async fn an_address_is_unique_without_regard_to_case_for_every_writer() {
         .await;
         assert_eq!(r["data"]["updateUser"]["email"], "CAROL@example.com", "{r}");
     }
+}
+
+/// A copy of `examples/library` (its config and schema, so that its mail
+/// directory is a temporary one), served on a fresh SQLite database.
+fn example() -> Project {
+    let dir = tempfile::tempdir().unwrap();
+    let from = gatehouse_testkit::repo_root().join("examples/library");
+    std::fs::copy(
+        from.join("gatehouse.toml"),
+        dir.path().join("gatehouse.toml"),
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.path().join("schema")).unwrap();
+    for entry in std::fs::read_dir(from.join("schema")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(
+            entry.path(),
+            dir.path().join("schema").join(entry.file_name()),
+        )
+        .unwrap();
+    }
+    let db = TestDb::sqlite();
+    let server = serve(
+        dir.path(),
+        &["--config", "gatehouse.toml", "--listen", "127.0.0.1:0"],
+        &[
+            ("GATEHOUSE_DATABASE", db.url()),
+            ("GATEHOUSE_SECRET", SECRET),
+        ],
+    );
+    let mail = dir.path().join("data/mail");
+    Project {
+        dir,
+        db,
+        server: Some(server),
+        mail,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_example_signs_up_with_a_confirmed_address_and_offers_a_password_reset() {
+    let p = example();
+    let app = ("demo-app", "demo-secret-change-me");
+    let c = reqwest::Client::new();
+    let challenge = pkce_challenge(&pkce_verifier("example"));
+    let request = |screen: Option<&str>| {
+        let mut params = vec![
+            ("response_type", "code"),
+            ("client_id", "demo-spa"),
+            ("redirect_uri", CALLBACK),
+            ("scope", "openid read"),
+            ("state", "st-1"),
+            ("code_challenge", challenge.as_str()),
+            ("code_challenge_method", "S256"),
+        ];
+        if let Some(s) = screen {
+            params.push(("screen", s));
+        }
+        authorize_url(&p.base(), &params)
+    };
+
+    // The bootstrap users are account rows named as before, with their club.
+    let alice = password_token(
+        &c,
+        &p.base(),
+        app,
+        ("alice", "alice-password"),
+        Some("read"),
+    )
+    .await["access_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let own_rows = |token: String| {
+        let (c, url) = (
+            c.clone(),
+            format!(
+                "{}/v1/users?fields=username,email,emailVerified,club",
+                p.base()
+            ),
+        );
+        async move {
+            let r = c.get(url).bearer_auth(token).send().await.unwrap();
+            assert_eq!(r.status(), 200);
+            let mut rows = r.json::<Value>().await.unwrap();
+            for row in rows.as_array_mut().unwrap() {
+                row.as_object_mut().unwrap().remove("id");
+            }
+            rows
+        }
+    };
+    assert_eq!(
+        own_rows(alice.clone()).await,
+        json!([{"username": "alice", "email": null, "emailVerified": false, "club": "sf-readers"}])
+    );
+    let r = c
+        .get(format!("{}/v1/users/alice", p.base()))
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "alice's row is named alice");
+    let r = gatehouse_testkit::graphql(
+        &c,
+        &format!("{}/graphql", p.base()),
+        Some(&alice),
+        "{ readingGroups { name } }",
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        r["data"]["readingGroups"].as_array().map(Vec::len),
+        Some(2),
+        "{r}"
+    );
+
+    // Sign-up asks for an address; no account before it is confirmed.
+    let mut tab = Tab::new();
+    let page = tab.get(&request(Some("sign_up"))).await;
+    assert!(page.body.contains("name=\"email\""), "{}", page.body);
+    let page = tab
+        .submit(
+            &format!("{}/oauth/authorize", p.base()),
+            &page,
+            &[
+                ("action", "sign_up"),
+                ("username", "erin"),
+                ("email", "Erin@Example.com"),
+                ("password", NEW_PASSWORD),
+            ],
+        )
+        .await;
+    assert!(page.body.contains("Check your e-mail"), "{}", page.body);
+    let erin = ("erin", NEW_PASSWORD);
+    let refused = c
+        .post(format!("{}/oauth/token", p.base()))
+        .basic_auth(app.0, Some(app.1))
+        .form(&[
+            ("grant_type", "password"),
+            ("username", erin.0),
+            ("password", erin.1),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400, "no account before confirmation");
+    let mail = p.mail_to("erin@example.com", 1).await;
+    assert_eq!(
+        mail.len(),
+        1,
+        "the file transport wrote the message: {mail:?}"
+    );
+    let (_, code) = verify_link_and_code(&mail[0]);
+    let page = post_first_form(&p, &mut tab, &page, "/auth/verify", &[("code", &code)]).await;
+    assert!(back_to_the_request(&p, &page), "{page:?}");
+    let t = password_token(&c, &p.base(), app, erin, Some("read")).await;
+    let token = t["access_token"].as_str().unwrap_or_else(|| panic!("{t}"));
+    assert_eq!(
+        own_rows(token.to_string()).await,
+        json!([{"username": "erin", "email": "erin@example.com", "emailVerified": true, "club": null}])
+    );
+
+    // The sign-in page links "Forgot password?", whose form answers
+    // "check your e-mail" (the reset itself is the flows' tests').
+    let page = tab.get(&request(None)).await;
+    let forgot = page
+        .body
+        .split("href=\"")
+        .find(|s| s.starts_with("../auth/forgot?"))
+        .and_then(|s| s.split('"').next())
+        .unwrap_or_else(|| panic!("no Forgot password? link: {}", page.body))
+        .replace("&#38;", "&")
+        .replace("&amp;", "&");
+    let page = tab
+        .get(&format!(
+            "{}/auth/{}",
+            p.base(),
+            forgot.trim_start_matches("../auth/")
+        ))
+        .await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let page = tab
+        .submit(
+            &format!("{}/auth/forgot", p.base()),
+            &page,
+            &[("email", "erin@example.com")],
+        )
+        .await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("Check your e-mail"), "{}", page.body);
 }
