@@ -1517,3 +1517,69 @@ async fn the_example_signs_up_with_a_confirmed_address_and_offers_a_password_res
     assert_eq!(page.status, 200, "{}", page.body);
     assert!(page.body.contains("Check your e-mail"), "{}", page.body);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_owner_changes_the_address_only_through_the_flow_and_a_direct_change_is_unverified() {
+    for db in TestDb::each().await {
+        let p = Project::start(db, "").await;
+        p.cli(
+            &["user", "add", "dora", "--scopes", "read write"],
+            "dora-password-0001\n",
+        );
+        let dora = p.token("dora", "dora-password-0001", "read write").await;
+        let dora_sub = gatehouse_testkit::jwt_payload(&dora)["sub"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let c = reqwest::Client::new();
+
+        // Her policy lets her update her row, but not its address.
+        let r = c
+            .patch(format!("{}/v1/users/{dora_sub}", p.base()))
+            .bearer_auth(&dora)
+            .json(&json!({ "email": "dora@example.com" }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 403);
+        assert!(r.text().await.unwrap().contains("/auth/email"));
+        let r = gatehouse_testkit::graphql(
+            &c,
+            &format!("{}/graphql", p.base()),
+            Some(&dora),
+            &format!("mutation {{ updateUser(id: \"{dora_sub}\", input: {{email: \"d@example.com\"}}) {{ id }} }}"),
+            json!({}),
+        )
+        .await;
+        assert_eq!(r["errors"][0]["extensions"]["code"], "FORBIDDEN", "{r}");
+
+        // Alice's address, confirmed through the flow, then changed by a
+        // bypass caller: no longer verified.
+        let alice = p.token("alice", "alice-old-password", "read").await;
+        assert_eq!(
+            change_email(&p, &alice, "alice2@example.com", "alice-old-password")
+                .await
+                .0,
+            202
+        );
+        let (_, code) = change_link_and_code(&p.mail_to("alice2@example.com", 1).await[0]);
+        assert_eq!(confirm_email(&p, &alice, &code).await.0, 200);
+        assert_eq!(address_of(&p, &alice).await.1, json!(true));
+        let root = p
+            .token("root", "root-password-0001", "admin read write")
+            .await;
+        let alice_sub = p.sub("alice").await;
+        let r = c
+            .patch(format!("{}/v1/users/{alice_sub}", p.base()))
+            .bearer_auth(&root)
+            .json(&json!({ "email": "alice3@example.com" }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+        assert_eq!(
+            address_of(&p, &alice).await,
+            (json!("alice3@example.com"), json!(false))
+        );
+    }
+}
