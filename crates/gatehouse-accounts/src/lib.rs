@@ -22,8 +22,8 @@ use async_trait::async_trait;
 use serde_json::{Value as Json, json};
 
 use gatehouse_auth::{
-    AccountProfile, Accounts, Claims, Error, FederationStore, FlowEffect, FlowMail, FlowToken,
-    IdentityRecord, MailFlows, ProviderFlow, RepoError, UserRecord,
+    AccountProfile, Accounts, Claims, Error, FederationStore, FlowEffect, FlowMail, FlowPurpose,
+    FlowToken, IdentityRecord, MailFlows, ProviderFlow, RepoError, UserRecord,
 };
 use gatehouse_auth_store::SqlAuthRepo;
 use gatehouse_db::Built;
@@ -156,19 +156,21 @@ impl StoreAccounts {
         }
     }
 
-    /// Writes the account `username` (with `email`, verified or not) and
-    /// its credential in `txn`, which is rolled back on every outcome but
+    /// Writes the account `username` (under the row id `id`, when given)
+    /// with `email` (the address, and whether it is verified) and its
+    /// credential in `txn`, which is rolled back on every outcome but
     /// `Ok(Some(..))`. `Ok(None)`: the name is taken. An address another
     /// account has (without regard to case) is `Conflict`.
     async fn create_in(
         &self,
         txn: &WriteTxn,
-        username: &str,
-        email: Option<&str>,
+        (username, id): (&str, Option<&str>),
+        email: Option<(&str, bool)>,
         claims: &Claims,
         credential: &UserRecord,
-        verified: bool,
     ) -> Result<Option<AccountProfile>, Error> {
+        let verified = email.is_some_and(|(_, v)| v);
+        let email = email.map(|(a, _)| a);
         let mut row = match self.claim_values(claims) {
             Ok(row) => row,
             Err(e) => {
@@ -178,30 +180,15 @@ impl StoreAccounts {
         };
         row.retain(|_, v| !v.is_null());
         row.insert(AccountType::USERNAME.into(), json!(username));
+        if let Some(id) = id {
+            row.insert("id".into(), json!(id));
+        }
         let rows = txn.entity_at(self.account.entity);
         let system = AccessContext::system();
         if let Some(address) = email.filter(|_| self.account.email) {
-            let query = ListQuery {
-                filter: Some(Filter::Cmp {
-                    field: AccountType::EMAIL.into(),
-                    op: FilterOp::IEq,
-                    value: json!(address),
-                }),
-                limit: Some(1),
-                ..ListQuery::default()
-            };
-            match rows.list(&system, &query).await.map(|p| p.rows.into_rows()) {
-                Ok(found) if found.is_empty() => {}
-                Ok(_) => {
-                    txn.rollback().await;
-                    return Err(Error::Conflict(
-                        "this e-mail address is not available".into(),
-                    ));
-                }
-                Err(e) => {
-                    txn.rollback().await;
-                    return Err(store_error(e));
-                }
+            if let Err(e) = self.address_free(&rows, address, None).await {
+                txn.rollback().await;
+                return Err(e);
             }
             row.insert(AccountType::EMAIL.into(), json!(address));
         }
@@ -272,6 +259,41 @@ impl StoreAccounts {
             .into_rows()
             .first()
             .and_then(|row| self.profile(row)))
+    }
+
+    /// `Ok` when no account but `except` has `address` (compared without
+    /// regard to case), read through `rows` (a transaction's, so the
+    /// answer holds for its write); otherwise `Conflict`.
+    async fn address_free(
+        &self,
+        rows: &EntityStore,
+        address: &str,
+        except: Option<&str>,
+    ) -> Result<(), Error> {
+        let query = ListQuery {
+            filter: Some(Filter::Cmp {
+                field: AccountType::EMAIL.into(),
+                op: FilterOp::IEq,
+                value: json!(address),
+            }),
+            limit: Some(2),
+            ..ListQuery::default()
+        };
+        let found = rows
+            .list(&AccessContext::system(), &query)
+            .await
+            .map_err(store_error)?
+            .rows
+            .into_rows();
+        if found
+            .iter()
+            .any(|r| r.get("id").and_then(Json::as_str) != except)
+        {
+            return Err(Error::Conflict(
+                "this e-mail address is not available".into(),
+            ));
+        }
+        Ok(())
     }
 
     /// Makes every user of the OAuth tables that has no row a row whose
@@ -353,6 +375,24 @@ pub fn sign_up_blockers(model: &Model) -> Vec<String> {
         .collect()
 }
 
+/// The fields `verification = "required"` needs and the account type
+/// lacks (all of them without an account type): `email`, where the
+/// address lives, and `emailVerified`, without which no account with an
+/// address could ever sign in.
+pub fn required_verification_blockers(model: &Model) -> Vec<&'static str> {
+    let (email, verified) = model
+        .account
+        .as_ref()
+        .map_or((false, false), |a| (a.email, a.email_verified));
+    [
+        (!email).then_some(AccountType::EMAIL),
+        (!verified).then_some(AccountType::EMAIL_VERIFIED),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
 /// A store failure as the authorization server reports it.
 fn store_error(e: StoreError) -> Error {
     match e {
@@ -416,6 +456,7 @@ impl Accounts for StoreAccounts {
     async fn create(
         &self,
         username: &str,
+        id: Option<&str>,
         email: Option<&str>,
         claims: &Claims,
         credential: &UserRecord,
@@ -426,7 +467,13 @@ impl Accounts for StoreAccounts {
             .map_err(|e| RepoError::new(format!("creating the OAuth tables: {e}")))?;
         let txn = self.store.begin_write();
         let Some(profile) = self
-            .create_in(&txn, username, email, claims, credential, false)
+            .create_in(
+                &txn,
+                (username, id),
+                email.map(|a| (a, false)),
+                claims,
+                credential,
+            )
             .await?
         else {
             return Ok(None);
@@ -611,6 +658,14 @@ impl MailFlows for StoreFlows {
         self.accounts.auth.flow_token_by_link(link_hash).await
     }
 
+    async fn latest_token(
+        &self,
+        sub: &str,
+        purpose: FlowPurpose,
+    ) -> Result<Option<FlowToken>, RepoError> {
+        self.accounts.auth.flow_token_of(sub, purpose).await
+    }
+
     async fn wrong_code(&self, id: &str) -> Result<(), RepoError> {
         self.accounts.auth.flow_wrong_code(id).await
     }
@@ -653,22 +708,36 @@ impl MailFlows for StoreFlows {
             run_in(&txn, auth.upsert_user_statement(&credential)?).await?;
             run_in(&txn, auth.revoke_user_tokens_statement(sub, true)).await?;
         }
-        // The message reached the token's address: when it is still the
-        // account's, it is verified.
-        let still_its = row
-            .get(AccountType::EMAIL)
-            .and_then(Json::as_str)
-            .is_some_and(|a| a.to_lowercase() == token.address);
-        if self.accounts.account.email_verified && still_its {
-            let mut verified = Row::new();
-            verified.insert(AccountType::EMAIL_VERIFIED.into(), Json::Bool(true));
-            if let Err(e) = rows
-                .update_with_server_fields(&system, sub, Row::new(), verified)
+        let mut patch = Row::new();
+        if let FlowEffect::ChangeEmail = effect {
+            if let Err(e) = self
+                .accounts
+                .address_free(&rows, &token.address, Some(sub))
                 .await
             {
                 txn.rollback().await;
-                return Err(store_error(e));
+                return Err(e);
             }
+            patch.insert(AccountType::EMAIL.into(), json!(token.address));
+        }
+        // The message reached the token's address: when it is (or now
+        // becomes) the account's, it is verified.
+        let still_its = !patch.is_empty()
+            || row
+                .get(AccountType::EMAIL)
+                .and_then(Json::as_str)
+                .is_some_and(|a| a.to_lowercase() == token.address);
+        let mut verified = Row::new();
+        if self.accounts.account.email_verified && still_its {
+            verified.insert(AccountType::EMAIL_VERIFIED.into(), Json::Bool(true));
+        }
+        if !(patch.is_empty() && verified.is_empty())
+            && let Err(e) = rows
+                .update_with_server_fields(&system, sub, patch, verified)
+                .await
+        {
+            txn.rollback().await;
+            return Err(store_error(e));
         }
         txn.commit().await.map_err(store_error)?;
         Ok(true)
@@ -692,11 +761,10 @@ impl MailFlows for StoreFlows {
             .accounts
             .create_in(
                 &txn,
-                username,
-                Some(&token.address),
+                (username, None),
+                Some((&token.address, true)),
                 &Claims::new(),
                 credential,
-                true,
             )
             .await?
         else {
@@ -769,7 +837,13 @@ impl FederationStore for StoreAccounts {
             .map_err(|e| RepoError::new(format!("creating the OAuth tables: {e}")))?;
         let txn = self.store.begin_write();
         let Some(profile) = self
-            .create_in(&txn, username, email, &Claims::new(), credential, verified)
+            .create_in(
+                &txn,
+                (username, None),
+                email.map(|a| (a, verified)),
+                &Claims::new(),
+                credential,
+            )
             .await?
         else {
             return Ok(None);

@@ -158,6 +158,8 @@ async fn create_tables(conn: &mut Conn<'_>, d: Dialect) -> Result<(), gatehouse_
             q(EMAIL_TOKENS)
         ),
         index(EMAIL_TOKENS, "link_hash"),
+        // An e-mail change's code is checked against the account's latest token.
+        index(EMAIL_TOKENS, "sub"),
         index(EMAIL_TOKENS, "expires_at"),
         // The per-address limits count an address's recent messages.
         format!(
@@ -921,6 +923,28 @@ impl SqlAuthRepo {
                 "flow_token_by_link",
                 &sql,
                 vec![text(link_hash)],
+                FLOW_KINDS,
+            )
+            .await?;
+        rows.into_iter().next().map(flow_token).transpose()
+    }
+
+    /// The latest flow token of `purpose` for the account `sub`.
+    pub async fn flow_token_of(
+        &self,
+        sub: &str,
+        purpose: FlowPurpose,
+    ) -> Result<Option<FlowToken>, RepoError> {
+        let sql = format!(
+            "SELECT {FLOW_COLS} FROM {} WHERE sub = ? AND purpose = ? \
+             ORDER BY created_at DESC, id DESC LIMIT 1",
+            q(EMAIL_TOKENS)
+        );
+        let rows = self
+            .fetch(
+                "flow_token_of",
+                &sql,
+                vec![text(sub), text(purpose.as_str())],
                 FLOW_KINDS,
             )
             .await?;

@@ -46,16 +46,18 @@ pub trait Accounts: Send + Sync + fmt::Debug {
     /// Whether the account type has an `email` field (sign-up then asks
     /// for an address).
     fn has_email(&self) -> bool;
-    /// Creates the account `username` with `email` (when given: the type
-    /// has the field), `claims` in its `@claim` fields and `credential`
-    /// (whose `username` becomes the new row's id), in one transaction.
-    /// `Ok(None)`: the name is taken, nothing was written. An address that
+    /// Creates the account `username` with the row id `id` (a generated
+    /// one when `None`), `email` (when given: the type has the field),
+    /// `claims` in its `@claim` fields and `credential` (stored under the
+    /// new row's id), in one transaction.
+    /// `Ok(None)`: the name (or the id) is taken, nothing was written. An address that
     /// another account has, compared without regard to case, is
     /// [`crate::Error::Conflict`] and writes nothing. An unknown claim or a
     /// value the row refuses is `InvalidInput`.
     async fn create(
         &self,
         username: &str,
+        id: Option<&str>,
         email: Option<&str>,
         claims: &Claims,
         credential: &UserRecord,

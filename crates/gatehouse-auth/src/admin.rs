@@ -547,17 +547,19 @@ impl Admin {
         scopes: &[String],
         claims: &Claims,
     ) -> Result<UserInfo> {
-        self.add_account(username, None, password, scopes, claims)
+        self.add_account(username, None, None, password, scopes, claims)
             .await
     }
 
     /// Registers a user as [`Admin::add_user_with_claims`] does, with the
-    /// account row's `email` set when `email` is given (accounts of a type
-    /// with that field only). An address another account has is
-    /// `Conflict`, as a taken name is.
+    /// account row's `id` when given (else a generated one) and its
+    /// `email` set when `email` is given (accounts of a type with that
+    /// field only). An address another account has is `Conflict`, as a
+    /// taken name is.
     pub(crate) async fn add_account(
         &self,
         username: &str,
+        id: Option<&str>,
         email: Option<&str>,
         password: &str,
         scopes: &[String],
@@ -582,7 +584,7 @@ impl Admin {
                 ..record
             };
             let Some(profile) = accounts
-                .create(username, email, claims, &credential)
+                .create(username, id, email, claims, &credential)
                 .await?
             else {
                 return Err(Error::Conflict(
@@ -805,8 +807,12 @@ impl Admin {
         claims: &Claims,
     ) -> Result<BootstrapOutcome> {
         let Some(profile) = accounts.find_by_username(username).await? else {
+            // A declared user's row is named as the user: its `sub` does
+            // not depend on whether the database predates the account
+            // type (users from before it are adopted under their names),
+            // and `[[bootstrap.rows]]` may name it.
             return match self
-                .add_user_with_claims(username, password, &scopes, claims)
+                .add_account(username, Some(username), None, password, &scopes, claims)
                 .await
             {
                 Ok(_) => Ok(BootstrapOutcome::Created),

@@ -158,6 +158,10 @@ pub enum FlowEffect<'a> {
     /// Marks the account's address verified, when it is still the
     /// token's address.
     Verify,
+    /// Makes the token's address the account's `email`, verified. An
+    /// address another account has (without regard to case) is
+    /// [`crate::Error::Conflict`], and nothing changes.
+    ChangeEmail,
 }
 
 /// Storage of the e-mail flows, over the account rows, the OAuth tables
@@ -180,6 +184,14 @@ pub trait MailFlows: Send + Sync + fmt::Debug {
     async fn token(&self, id: &str) -> Result<Option<FlowToken>, RepoError>;
     /// The token whose link hashes to `link_hash`.
     async fn token_by_link(&self, link_hash: &str) -> Result<Option<FlowToken>, RepoError>;
+    /// The latest token of `purpose` for the account `sub` (the e-mail
+    /// change's code is typed by the account itself, with its own access
+    /// token, not on a page that carries the token's id).
+    async fn latest_token(
+        &self,
+        sub: &str,
+        purpose: FlowPurpose,
+    ) -> Result<Option<FlowToken>, RepoError>;
     /// Counts a wrong code against the token `id`.
     async fn wrong_code(&self, id: &str) -> Result<(), RepoError>;
     /// Spends `token` at `now` and applies `effect`, in one transaction.

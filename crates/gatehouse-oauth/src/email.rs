@@ -4,7 +4,10 @@
 //! set the new password by link or by code); `GET|HEAD|POST /auth/verify`
 //! (a verification link's page, and the POSTs that confirm an address by
 //! link or by code) and `POST /auth/verify/resend` ("Resend" on the "check
-//! your e-mail" page that follows a sign-up).
+//! your e-mail" page that follows a sign-up); `POST /auth/email` (an
+//! e-mail change, asked by the account with its own access token) and
+//! `GET|HEAD|POST /auth/email/confirm` (its link's page and the POST that
+//! confirms it; with the account's token, the POST takes its code).
 //!
 //! What is sent, when a token is live and what spends it is decided by
 //! `gatehouse_auth::AuthServer` (`server/email.rs`); this module reads the
@@ -16,7 +19,8 @@
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
 
 use gatehouse_auth::{
     AuthorizeParams, Error, FlowPurpose, MIN_SIGN_UP_PASSWORD, ReturnTo, Verification,
@@ -27,9 +31,11 @@ use crate::authorize::{
     authorize_params, csrf_checked, csrf_for, csrf_refused, hidden, redirect, server_error,
     with_cookie,
 };
+use crate::error::OAuthError;
 use crate::extract::Peer;
 use crate::form::{self, Params};
 use crate::pages;
+use crate::response::no_store;
 
 /// `../auth/forgot?…` from the sign-in page, with the authorization
 /// request's parameters.
@@ -465,6 +471,175 @@ pub(crate) async fn resend_post(
         Ok(flow) => check_verify_page(&state, &p, csrf, (&flow, origin), None, StatusCode::OK),
         Err(Error::Server(cause) | Error::Unavailable(cause)) => server_error(&cause),
         Err(_) => flows_off(),
+    }
+}
+
+/// A JSON answer of the account's own endpoints (`/auth/email`), never
+/// cached.
+fn api(status: StatusCode, body: serde_json::Value) -> Response {
+    no_store((status, axum::Json(body)).into_response())
+}
+
+/// A refusal of the account's own endpoints: `{error, error_description}`
+/// with the status the error calls for (a wrong password is 403, a wrong
+/// code 400, an address taken meanwhile 409).
+fn api_error(e: Error) -> Response {
+    let status = match &e {
+        Error::InvalidGrant(_) | Error::InvalidInput(_) | Error::InvalidRequest(_) => {
+            StatusCode::BAD_REQUEST
+        }
+        Error::Conflict(_) => StatusCode::CONFLICT,
+        Error::NotFound(_) => StatusCode::NOT_FOUND,
+        _ => return OAuthError::OAuth2(e).into_response(),
+    };
+    api(
+        status,
+        json!({ "error": e.code(), "error_description": e.description() }),
+    )
+}
+
+/// The JSON object of a request body (read within the endpoints' size
+/// limit), or the 400 refusing it.
+async fn json_body(state: &OAuthState, req: Request) -> Result<serde_json::Value, Response> {
+    let refused = |d: &str| {
+        api(
+            StatusCode::BAD_REQUEST,
+            json!({ "error": "invalid_request", "error_description": d }),
+        )
+    };
+    let bytes = axum::body::to_bytes(req.into_body(), state.inner.config.max_body_bytes)
+        .await
+        .map_err(|_| refused("the request body is too large"))?;
+    match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(v) if v.is_object() => Ok(v),
+        _ => Err(refused("send a JSON object")),
+    }
+}
+
+/// `POST /auth/email` (Bearer, the account's own token; JSON `{"email",
+/// "password"}`): starts an e-mail change. 202 whatever the new address
+/// is (the messages are written after the answer); a wrong password is
+/// 403 and sends nothing.
+pub(crate) async fn change_post(
+    State(state): State<OAuthState>,
+    Peer(addr): Peer,
+    req: Request,
+) -> Response {
+    if !state.inner.server.mail_flows_on() {
+        return api_error(Error::NotFound(
+            "e-mail is not set up on this server".into(),
+        ));
+    }
+    let sub = match crate::userinfo::bearer_user(&state, req.headers()).await {
+        Ok(sub) => sub,
+        Err(resp) => return resp,
+    };
+    let body = match json_body(&state, req).await {
+        Ok(b) => b,
+        Err(resp) => return resp,
+    };
+    let field = |k: &str| {
+        body.get(k)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("")
+    };
+    match state
+        .inner
+        .server
+        .start_email_change(&sub, field("email"), field("password"), Some(addr))
+        .await
+    {
+        Ok(()) => api(
+            StatusCode::ACCEPTED,
+            json!({ "status": "confirmation sent to the new address; it may take a while" }),
+        ),
+        Err(Error::InvalidGrant(_)) => api(
+            StatusCode::FORBIDDEN,
+            json!({ "error": "access_denied", "error_description": "the password is wrong" }),
+        ),
+        Err(e) => api_error(e),
+    }
+}
+
+/// `GET|HEAD /auth/email/confirm?token=…`: the link's page, a button
+/// whose POST confirms the new address. Never spends the token.
+pub(crate) async fn change_confirm_get(State(state): State<OAuthState>, req: Request) -> Response {
+    link_page(&state, req, FlowPurpose::EmailChange, |csrf, token| {
+        change_page(&state, csrf, token, None, StatusCode::OK)
+    })
+    .await
+}
+
+fn change_page(
+    state: &OAuthState,
+    csrf: &str,
+    token: &str,
+    error: Option<&str>,
+    status: StatusCode,
+) -> Response {
+    pages::html(
+        status,
+        &pages::VerifyPage {
+            csrf,
+            token,
+            error,
+            verify_action: format!("{}/auth/email/confirm", state.inner.config.public_url),
+        },
+    )
+}
+
+/// `POST /auth/email/confirm`: with `Authorization: Bearer` (the account's
+/// own token), JSON `{"code"}` confirms its latest e-mail change; without,
+/// the link page's form (CSRF-checked) confirms by the link's `token`.
+pub(crate) async fn change_confirm_post(
+    State(state): State<OAuthState>,
+    Peer(addr): Peer,
+    req: Request,
+) -> Response {
+    let server = &state.inner.server;
+    if req.headers().contains_key(header::AUTHORIZATION) {
+        if !server.mail_flows_on() {
+            return api_error(Error::NotFound(
+                "e-mail is not set up on this server".into(),
+            ));
+        }
+        let sub = match crate::userinfo::bearer_user(&state, req.headers()).await {
+            Ok(sub) => sub,
+            Err(resp) => return resp,
+        };
+        let body = match json_body(&state, req).await {
+            Ok(b) => b,
+            Err(resp) => return resp,
+        };
+        let code = body
+            .get("code")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("");
+        return match server.email_change_by_code(&sub, code, Some(addr)).await {
+            Ok(email) => api(
+                StatusCode::OK,
+                json!({ "email": email, "email_verified": true }),
+            ),
+            Err(e) => api_error(e),
+        };
+    }
+    let params = match flow_form(&state, req).await {
+        Ok(p) => p,
+        Err(resp) => return resp,
+    };
+    let csrf = params.get("csrf").unwrap_or("");
+    let token = params.get("token").unwrap_or("");
+    match server.email_change_by_link(token, Some(addr)).await {
+        Ok(_) => pages::error(
+            StatusCode::OK,
+            "Your e-mail address is changed",
+            "Messages from this server now go to the new address.",
+        ),
+        Err(Error::Conflict(msg) | Error::InvalidInput(msg)) => {
+            change_page(&state, csrf, token, Some(&msg), StatusCode::CONFLICT)
+        }
+        Err(Error::InvalidGrant(_)) => dead_link(),
+        Err(e) => error_page(e),
     }
 }
 

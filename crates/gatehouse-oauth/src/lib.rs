@@ -269,6 +269,19 @@ pub fn router(state: OAuthState) -> Router {
             "/auth/identities/{id}",
             delete(providers::unlink).fallback(|| async { OAuthError::MethodNotAllowed("DELETE") }),
         )
+        .route(
+            "/auth/email",
+            post(email::change_post)
+                .fallback(|| async { OAuthError::MethodNotAllowed("POST") })
+                .layer(same_origin.clone()),
+        )
+        .route(
+            "/auth/email/confirm",
+            get(email::change_confirm_get)
+                .post(email::change_confirm_post)
+                .fallback(|| async { OAuthError::MethodNotAllowed("GET, POST") })
+                .layer(same_origin.clone()),
+        )
         .route("/oauth/refresh_token", token(Endpoint::RefreshToken))
         .route(
             "/oauth/introspect",

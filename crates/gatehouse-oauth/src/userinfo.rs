@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use gatehouse_auth::oidc::SCOPE_OPENID;
-use gatehouse_auth::{AuthServer, Error, challenge};
+use gatehouse_auth::{AuthServer, Error, IdentityKind, Principal, challenge};
 
 use crate::OAuthState;
 use crate::response::no_store;
@@ -122,18 +122,54 @@ async fn answer(state: &OAuthState, req: Request) -> Result<serde_json::Value, R
             "send the access token in the `Authorization` header, not in the body",
         ));
     }
-    let token = bearer(&parts.headers)?;
-    let server: &AuthServer = state.server();
-    let principal = server
-        .access_principal(token, server.now())
-        .await
-        .map_err(Refusal::Auth)?;
+    let principal = principal(state, &parts.headers).await?;
     state
         .inner
         .rates
         .check_userinfo(&principal.subject)
         .map_err(Refusal::TooMany)?;
-    server.userinfo(&principal).await.map_err(Refusal::Auth)
+    state
+        .server()
+        .userinfo(&principal)
+        .await
+        .map_err(Refusal::Auth)
+}
+
+/// The caller of the one `Authorization: Bearer` header, its token
+/// checked as the API checks it.
+async fn principal(state: &OAuthState, headers: &HeaderMap) -> Result<Principal, Refusal> {
+    let token = bearer(headers)?;
+    let server: &AuthServer = state.server();
+    server
+        .access_principal(token, server.now())
+        .await
+        .map_err(Refusal::Auth)
+}
+
+/// The user behind the request's bearer access token (an endpoint of the
+/// account itself, such as the e-mail change), or the RFC 6750 §3
+/// refusal: 401 with a `Bearer` challenge for a missing or invalid token,
+/// 403 for a token that is not a user's.
+pub(crate) async fn bearer_user(
+    state: &OAuthState,
+    headers: &HeaderMap,
+) -> Result<String, Response> {
+    let principal = principal(state, headers)
+        .await
+        .map_err(IntoResponse::into_response)?;
+    if principal.subject_kind != Some(IdentityKind::User) {
+        return Err(no_store(
+            (
+                StatusCode::FORBIDDEN,
+                Json(json!({
+                    "error": "access_denied",
+                    "error_description": "this endpoint needs a user's access token",
+                })),
+            )
+                .into_response(),
+        ));
+    }
+    Ok(principal.subject)
 }
 
 /// The token of the one `Authorization: Bearer` header (scheme

@@ -86,6 +86,14 @@ impl AccountType {
     /// The name shown for the account (OpenID `name`).
     pub const DISPLAY_NAME: &'static str = "displayName";
 
+    /// Whether `field` of `entity` is unique without regard to case: the
+    /// account type's `email` (two accounts never share an address,
+    /// whatever case it is written in). The store's migration makes the
+    /// index; every writer meets it.
+    pub fn unique_folded(&self, entity: EntityId, field: &str) -> bool {
+        self.entity == entity && self.email && field == Self::EMAIL
+    }
+
     /// The `@claim` field carrying `claim`.
     pub fn claim_field(&self, claim: &str) -> Option<&str> {
         self.claims

@@ -7,8 +7,8 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use gatehouse_schema::{
-    AccessContext, Action, ChangeKind, Entity, EntityId, Field, FieldKind, Generated, Model,
-    RelationId, RelationKind,
+    AccessContext, AccountType, Action, ChangeKind, Entity, EntityId, Field, FieldKind, Generated,
+    Model, RelationId, RelationKind,
 };
 use sea_query::{Expr, ExprTrait, Func, LockType, Order, Query, SelectStatement, WindowStatement};
 use serde_json::Value as Json;
@@ -1356,6 +1356,17 @@ impl EntityStore {
                 continue;
             }
             values.insert(k.clone(), check_field(&s.inner.model, f, v)?);
+        }
+        // A verified flag belongs to the address it was confirmed for: a
+        // write that gives the account's `email` clears it, unless the
+        // server's flow sets it in the same write
+        // (`update_with_server_fields`, which sets it after this).
+        if patch.contains_key(AccountType::EMAIL)
+            && let Some(a) = &s.inner.model.account
+            && a.email_verified
+            && s.inner.model.entity_at(a.entity).name == e.name
+        {
+            values.insert(AccountType::EMAIL_VERIFIED.into(), Json::Bool(false));
         }
         Ok(values)
     }

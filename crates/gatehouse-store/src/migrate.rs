@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use gatehouse_schema::{FieldKind, Model, ValueType};
+use gatehouse_schema::{EntityId, FieldKind, Model, ValueType};
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
@@ -66,6 +66,10 @@ pub struct ColumnLayout {
     pub unique: bool,
     /// Has a plain index (to-one references always do, unless unique).
     pub index: bool,
+    /// Also unique without regard to case (the account type's `email`):
+    /// a unique index on the case-folded value, besides the column's own.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub folded: bool,
     /// Set by the server (`@createdAt`, `@updatedAt`): when the column is
     /// added, existing rows get the migration's time.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -103,7 +107,8 @@ impl Layout {
         let tables = model
             .entities
             .iter()
-            .map(|e| TableLayout {
+            .enumerate()
+            .map(|(i, e)| TableLayout {
                 entity: e.name.clone(),
                 table: e.table.clone(),
                 columns: e
@@ -125,6 +130,10 @@ impl Layout {
                             required: f.required || matches!(f.kind, FieldKind::Id),
                             unique: f.unique && !matches!(f.kind, FieldKind::Id),
                             index: f.index,
+                            folded: model
+                                .account
+                                .as_ref()
+                                .is_some_and(|a| a.unique_folded(EntityId::from_index(i), &f.name)),
                             stamped: f.is_timestamp(),
                             renamed_from: f.renamed_from.as_ref().map(|r| r.sql.clone()),
                         })
@@ -218,6 +227,23 @@ pub enum MigrationStep {
         /// The key's columns.
         columns: Vec<String>,
     },
+    /// Create the unique index of a column's case-folded value (the
+    /// account type's `email`). Refused, naming the column, when existing
+    /// rows already hold values that differ only by case.
+    CreateFoldedKey {
+        /// Table name.
+        table: String,
+        /// Column name.
+        column: String,
+    },
+    /// Drop the unique index of a column's case-folded value (no data is
+    /// lost).
+    DropFoldedKey {
+        /// Table name.
+        table: String,
+        /// Column name.
+        column: String,
+    },
     /// Drop the unique index of a composite key (no data is lost).
     DropUniqueKey {
         /// Table name.
@@ -307,6 +333,8 @@ impl MigrationStep {
             | MigrationStep::DropIndex { .. }
             | MigrationStep::CreateUniqueKey { .. }
             | MigrationStep::DropUniqueKey { .. }
+            | MigrationStep::CreateFoldedKey { .. }
+            | MigrationStep::DropFoldedKey { .. }
             | MigrationStep::SetOptional { .. }
             | MigrationStep::AddEnumValue { .. }
             | MigrationStep::RenameTable { .. }
@@ -323,6 +351,8 @@ impl MigrationStep {
             | MigrationStep::DropIndex { table, .. }
             | MigrationStep::CreateUniqueKey { table, .. }
             | MigrationStep::DropUniqueKey { table, .. }
+            | MigrationStep::CreateFoldedKey { table, .. }
+            | MigrationStep::DropFoldedKey { table, .. }
             | MigrationStep::SetOptional { table, .. }
             | MigrationStep::DropTable { table }
             | MigrationStep::DropColumn { table, .. }
@@ -415,6 +445,18 @@ impl fmt::Display for MigrationStep {
             }
             MigrationStep::DropUniqueKey { table, columns } => {
                 write!(f, "drop unique index on {table} ({})", columns.join(", "))
+            }
+            MigrationStep::CreateFoldedKey { table, column } => {
+                write!(
+                    f,
+                    "create unique index on {table}.{column} without regard to case"
+                )
+            }
+            MigrationStep::DropFoldedKey { table, column } => {
+                write!(
+                    f,
+                    "drop unique index on {table}.{column} without regard to case"
+                )
             }
             MigrationStep::SetOptional { table, column } => {
                 write!(f, "make {table}.{column} nullable")
@@ -586,6 +628,12 @@ pub(crate) fn plan(
                         table_has_rows: c.required && has_rows(&t.table),
                         stamped: c.stamped,
                     });
+                    if c.folded {
+                        index_steps.push(MigrationStep::CreateFoldedKey {
+                            table: table.clone(),
+                            column: column.clone(),
+                        });
+                    }
                     if let Some(unique) = c.index_kind() {
                         index_steps.push(MigrationStep::CreateIndex {
                             table,
@@ -611,6 +659,19 @@ pub(crate) fn plan(
                             }
                         } else {
                             MigrationStep::SetOptional {
+                                table: table.clone(),
+                                column: column.clone(),
+                            }
+                        });
+                    }
+                    if oc.folded != c.folded {
+                        index_steps.push(if c.folded {
+                            MigrationStep::CreateFoldedKey {
+                                table: table.clone(),
+                                column: column.clone(),
+                            }
+                        } else {
+                            MigrationStep::DropFoldedKey {
                                 table: table.clone(),
                                 column: column.clone(),
                             }
@@ -791,13 +852,44 @@ fn create_key_sql(table: &str, columns: &[String]) -> String {
     )
 }
 
+/// The name of a column's case-folded unique index.
+pub(crate) fn folded_key_name(table: &str, column: &str) -> String {
+    format!("{table}_{column}_ikey")
+}
+
+/// `column` case-folded as the case-insensitive filters fold it
+/// (`gatehouse_db::fold_case`: the registered function on SQLite,
+/// `lower()` under `C.utf8` on PostgreSQL), so the index and `_ieq`
+/// agree on what "the same address" is.
+fn folded(column: &str, dialect: Dialect) -> String {
+    match dialect {
+        Dialect::Sqlite => format!("{}({})", gatehouse_db::FOLD_FUNCTION, q(column)),
+        Dialect::Postgres => format!("lower({} COLLATE \"C.utf8\")", q(column)),
+    }
+}
+
+fn create_folded_key_sql(table: &str, column: &str, dialect: Dialect) -> String {
+    format!(
+        "CREATE UNIQUE INDEX IF NOT EXISTS {} ON {} ({})",
+        q(&folded_key_name(table, column)),
+        q(table),
+        folded(column, dialect)
+    )
+}
+
 /// The indexes of a table made whole: its columns' and its keys'.
-fn table_index_sqls(t: &TableLayout, table: &str) -> Vec<String> {
+fn table_index_sqls(t: &TableLayout, table: &str, dialect: Dialect) -> Vec<String> {
     let mut out: Vec<String> = t
         .columns
         .iter()
         .filter_map(|c| Some(create_index_sql(table, &c.column, c.index_kind()?)))
         .collect();
+    out.extend(
+        t.columns
+            .iter()
+            .filter(|c| c.folded)
+            .map(|c| create_folded_key_sql(table, &c.column, dialect)),
+    );
     out.extend(t.unique_keys.iter().map(|k| create_key_sql(table, k)));
     out
 }
@@ -816,9 +908,16 @@ pub(crate) fn duplicate_key_sql(table: &str, columns: &[String]) -> String {
     )
 }
 
-/// The statement of an index step: the same in both dialects.
-fn index_step_sql(step: &MigrationStep) -> Option<String> {
+/// The statement of an index step.
+fn index_step_sql(step: &MigrationStep, dialect: Dialect) -> Option<String> {
     match step {
+        MigrationStep::CreateFoldedKey { table, column } => {
+            Some(create_folded_key_sql(table, column, dialect))
+        }
+        MigrationStep::DropFoldedKey { table, column } => Some(format!(
+            "DROP INDEX IF EXISTS {}",
+            q(&folded_key_name(table, column))
+        )),
         MigrationStep::CreateUniqueKey { table, columns } => Some(create_key_sql(table, columns)),
         MigrationStep::DropUniqueKey { table, columns } => Some(format!(
             "DROP INDEX IF EXISTS {}",
@@ -914,10 +1013,35 @@ pub(crate) async fn has_rows(conn: &mut Conn<'_>, table: &str) -> Result<bool, S
 /// checked by the database when the index is made.)
 pub(crate) async fn check_new_keys(
     conn: &mut Conn<'_>,
+    dialect: Dialect,
     steps: &[MigrationStep],
     recorded: &Layout,
 ) -> Result<(), StoreError> {
     for step in steps {
+        if let MigrationStep::CreateFoldedKey { table, column } = step {
+            let before = table_before(steps, table);
+            let Some(c) = recorded.table(before).and_then(|t| t.column(column)) else {
+                continue;
+            };
+            let entity = recorded.table(before).map_or("", |t| t.entity.as_str());
+            let sql = format!(
+                "SELECT 1 FROM {} WHERE {} IS NOT NULL GROUP BY {} HAVING COUNT(*) > 1 LIMIT 1",
+                q(before),
+                q(column),
+                folded(column, dialect)
+            );
+            let rows = conn
+                .fetch(Built::raw(sql, vec![]), &[])
+                .await
+                .map_err(crate::error::from_db)?;
+            if !rows.is_empty() {
+                return Err(StoreError::conflict(format!(
+                    "cannot make {entity}.{} unique without regard to case: existing rows hold values that differ only by case; change the duplicates, then migrate again",
+                    c.field
+                )));
+            }
+            continue;
+        }
         let MigrationStep::CreateUniqueKey { table, columns } = step else {
             continue;
         };
@@ -1058,6 +1182,15 @@ async fn rename_names(
             }
         }
     }
+    if c.folded {
+        conn.ddl(&format!(
+            "DROP INDEX IF EXISTS {}",
+            q(&folded_key_name(before.0, before.1))
+        ))
+        .await?;
+        conn.ddl(&create_folded_key_sql(after.0, after.1, dialect))
+            .await?;
+    }
     if dialect == Dialect::Postgres && matches!(c.ty, ColType::Ref(_)) {
         conn.ddl(&format!(
             "ALTER TABLE {} RENAME CONSTRAINT {} TO {}",
@@ -1103,7 +1236,7 @@ async fn apply_sqlite(
         if step.table().is_some_and(|t| rebuild.contains(t)) {
             continue;
         }
-        if let Some(sql) = index_step_sql(step) {
+        if let Some(sql) = index_step_sql(step, d) {
             conn.ddl(&sql).await?;
             continue;
         }
@@ -1111,7 +1244,7 @@ async fn apply_sqlite(
             MigrationStep::CreateTable { table } => {
                 if let Some(t) = new.table(table) {
                     conn.ddl(&create_table_sql(t, table, d)).await?;
-                    for sql in table_index_sqls(t, table) {
+                    for sql in table_index_sqls(t, table, d) {
                         conn.ddl(&sql).await?;
                     }
                 }
@@ -1159,7 +1292,7 @@ async fn apply_sqlite(
         conn.ddl(&format!("DROP TABLE {}", q(table))).await?;
         conn.ddl(&format!("ALTER TABLE {} RENAME TO {}", q(&tmp), q(table)))
             .await?;
-        for sql in table_index_sqls(n, table) {
+        for sql in table_index_sqls(n, table, d) {
             conn.ddl(&sql).await?;
         }
     }
@@ -1178,7 +1311,7 @@ async fn apply_pg(
     // reference each other in any order.
     let mut fks: Vec<(String, String, String)> = Vec::new();
     for step in steps {
-        if let Some(sql) = index_step_sql(step) {
+        if let Some(sql) = index_step_sql(step, d) {
             conn.ddl(&sql).await?;
             continue;
         }
@@ -1191,7 +1324,7 @@ async fn apply_pg(
                             fks.push((table.clone(), c.column.clone(), target.clone()));
                         }
                     }
-                    for sql in table_index_sqls(t, table) {
+                    for sql in table_index_sqls(t, table, d) {
                         conn.ddl(&sql).await?;
                     }
                 }
@@ -1297,6 +1430,8 @@ async fn apply_pg(
             | MigrationStep::DropIndex { .. }
             | MigrationStep::CreateUniqueKey { .. }
             | MigrationStep::DropUniqueKey { .. }
+            | MigrationStep::CreateFoldedKey { .. }
+            | MigrationStep::DropFoldedKey { .. }
             | MigrationStep::AddEnumValue { .. }
             | MigrationStep::RemoveEnumValue { .. }
             | MigrationStep::RenameTable { .. }

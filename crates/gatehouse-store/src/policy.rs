@@ -558,6 +558,13 @@ pub(crate) fn check_written(
     row: &Row,
 ) -> Result<(), StoreError> {
     for name in row.keys() {
+        if flow_only(model, e, ctx, name) {
+            return Err(StoreError::forbidden(format!(
+                "`{}.{name}` is changed through `POST /auth/email` (confirmed by the new address); \
+                 directly only by a caller that bypasses the type's policy",
+                e.name
+            )));
+        }
         if let Some(f) = e.field(name)
             && let Some(scope) = model.field_write_scope(f)
             && !ctx.allows(scope, false)
@@ -571,12 +578,25 @@ pub(crate) fn check_written(
     Ok(())
 }
 
+/// Whether field `name` of `e` is one `ctx` may not write directly: the
+/// account type's `email`, which its owner changes through the e-mail
+/// change flow; the server and bypass callers write it.
+fn flow_only(model: &Model, e: &Entity, ctx: &AccessContext, name: &str) -> bool {
+    name == gatehouse_schema::AccountType::EMAIL
+        && model
+            .account
+            .as_ref()
+            .is_some_and(|a| a.email && model.entity_at(a.entity).name == e.name)
+        && !e.policy.bypassed(ctx)
+}
+
 /// Whether `ctx` may write field `name` of `e` (a whole replacement keeps
 /// the fields it may not).
 pub(crate) fn may_write(model: &Model, e: &Entity, ctx: &AccessContext, name: &str) -> bool {
-    e.field(name)
-        .and_then(|f| model.field_write_scope(f))
-        .is_none_or(|scope| ctx.allows(scope, false))
+    !flow_only(model, e, ctx, name)
+        && e.field(name)
+            .and_then(|f| model.field_write_scope(f))
+            .is_none_or(|scope| ctx.allows(scope, false))
 }
 
 /// Fills the owner fields (`Policy::owner_fields`: `owner: "$sub"` in any

@@ -505,7 +505,7 @@ impl Store {
         if steps.is_empty() && version > 0 {
             return Ok(steps);
         }
-        migrate::check_new_keys(c, &steps, &recorded).await?;
+        migrate::check_new_keys(c, d, &steps, &recorded).await?;
         // Existing rows of a new `@createdAt` / `@updatedAt` column get the
         // migration's time.
         let now = gatehouse_schema::datetime_text(self.inner.clock.now_micros());
@@ -894,6 +894,20 @@ impl Store {
         };
         match db.kind {
             ViolationKind::Unique => {
+                // A case-folded key (the account type's `email`) is an
+                // index on an expression: PostgreSQL names it, SQLite says
+                // "UNIQUE constraint failed: index '<name>'".
+                let folded = e.stored_fields().find(|f| {
+                    let name = migrate::folded_key_name(&e.table, &f.column);
+                    db.constraint == Some(name.as_str())
+                        || db.message.ends_with(&format!("index '{name}'"))
+                });
+                if let Some(f) = folded {
+                    return StoreError::conflict(format!(
+                        "{}.{} must be unique without regard to case: another {} already has this value",
+                        e.name, f.name, e.name
+                    ));
+                }
                 let column = match db.constraint {
                     // PostgreSQL names the constraint: `<table>_<column>_key` / `<table>_pkey`.
                     Some(name) => e

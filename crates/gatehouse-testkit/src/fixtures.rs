@@ -33,6 +33,10 @@ pub const EXAMPLE_SCHEMA: &[(&str, &str)] = &[
         include_str!("../../../examples/library/schema/groups.graphql"),
     ),
     (
+        "accounts.graphql",
+        include_str!("../../../examples/library/schema/accounts.graphql"),
+    ),
+    (
         "root.graphql",
         include_str!("../../../examples/library/schema/root.graphql"),
     ),

@@ -230,6 +230,21 @@ pub async fn start(
             );
         }
     }
+    if config.auth.email.verification == crate::config::VerificationMode::Required {
+        let missing = gatehouse_accounts::required_verification_blockers(store.model());
+        if !missing.is_empty() {
+            anyhow::bail!(
+                "`[auth.email] verification = \"required\"` needs an `@account` type with the \
+                 field(s) {}: declare `email: String @unique` and `emailVerified: Boolean!` \
+                 in it, or choose \"optional\" or \"off\"",
+                missing
+                    .iter()
+                    .map(|f| format!("`{f}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
     let providers = providers(config)?;
     if !providers.is_empty() && accounts.is_none() {
         anyhow::bail!(

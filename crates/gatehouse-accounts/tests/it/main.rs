@@ -98,6 +98,7 @@ async fn an_account_and_its_credential_are_created_together() {
             .create(
                 "alice",
                 None,
+                None,
                 &claims(json!({"org": "acme", "lvl": "2"})),
                 &credential(),
             )
@@ -117,7 +118,7 @@ async fn an_account_and_its_credential_are_created_together() {
         // A taken name writes nothing: no second row, no stray credential.
         let again = f
             .accounts
-            .create("alice", None, &Claims::new(), &credential())
+            .create("alice", None, None, &Claims::new(), &credential())
             .await
             .unwrap();
         assert!(again.is_none(), "{b}");
@@ -126,7 +127,13 @@ async fn an_account_and_its_credential_are_created_together() {
         // A claim the type has no field for is refused, naming the known ones.
         let err = f
             .accounts
-            .create("bob", None, &claims(json!({"team": "x"})), &credential())
+            .create(
+                "bob",
+                None,
+                None,
+                &claims(json!({"team": "x"})),
+                &credential(),
+            )
             .await
             .unwrap_err();
         assert!(
@@ -149,6 +156,7 @@ async fn a_claim_change_revokes_access_tokens_and_keeps_refresh_tokens() {
             .accounts
             .create(
                 "alice",
+                None,
                 None,
                 &claims(json!({"org": "acme"})),
                 &credential(),
@@ -194,7 +202,7 @@ async fn disabling_or_deleting_an_account_revokes_every_token() {
         for name in ["carol", "dave"] {
             let made = f
                 .accounts
-                .create(name, None, &Claims::new(), &credential())
+                .create(name, None, None, &Claims::new(), &credential())
                 .await
                 .unwrap()
                 .unwrap();

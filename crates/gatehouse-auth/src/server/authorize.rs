@@ -500,6 +500,7 @@ impl AuthServer {
             .admin()
             .add_account(
                 username,
+                None,
                 address.as_deref(),
                 password,
                 &self.config.sign_up_scopes,

@@ -1,6 +1,6 @@
 //! The e-mail flows' decisions (CONTRACT §15): verification at sign-up
-//! (`off`, `optional`, `required`, with "Resend") and password reset, each
-//! by link or code, with the limits and the answers that never tell
+//! (`off`, `optional`, `required`, with "Resend"), password reset and
+//! e-mail change, each by link or code, with the limits and the answers that never tell
 //! whether an address has an account (sign-up only under `required`). No HTTP and no HTML here: `gatehouse-oauth`
 //! renders the pages; storage is a [`MailFlows`].
 //!
@@ -557,30 +557,53 @@ impl AuthServer {
         owner: &AccountProfile,
         address: &str,
     ) -> Result<()> {
+        let text = format!(
+            "Someone tried to create an account at {issuer} with this e-mail address, \
+             which already belongs to the account \"{username}\". No account was created.\n\n\
+             If it was you, sign in as \"{username}\" instead; if you forgot the password, \
+             use \"Forgot password?\" on the sign-in page.\n\n\
+             If it was not you, ignore this message: nothing changed.\n",
+            issuer = self.config.issuer,
+            username = owner.username,
+        );
+        self.notify(
+            flows,
+            owner,
+            address,
+            "Someone tried to sign up with your address",
+            text,
+        )
+        .await
+    }
+
+    /// Writes a notice (no link, no code) to `owner` at `address`, when
+    /// the account is not disabled and the address is under its limits;
+    /// its row counts towards them.
+    async fn notify(
+        &self,
+        flows: &Flows,
+        owner: &AccountProfile,
+        address: &str,
+        subject: &str,
+        text: String,
+    ) -> Result<()> {
         let mail = FlowMail {
             to: owner.email.clone().unwrap_or_else(|| address.to_string()),
-            subject: "Someone tried to sign up with your address".into(),
-            text: format!(
-                "Someone tried to create an account at {issuer} with this e-mail address, \
-                 which already belongs to the account \"{username}\". No account was created.\n\n\
-                 If it was you, sign in as \"{username}\" instead; if you forgot the password, \
-                 use \"Forgot password?\" on the sign-in page.\n\n\
-                 If it was not you, ignore this message: nothing changed.\n",
-                issuer = self.config.issuer,
-                username = owner.username,
-            ),
+            subject: subject.to_string(),
+            text,
         };
         if self
             .send_account_notice(flows, owner, address, &mail)
             .await?
         {
-            tracing::info!("sign-up notice written");
+            tracing::info!("notice written");
         }
         Ok(())
     }
 
     /// Writes a notice (no token) for `owner` at `address` with the
-    /// flows' limits: the one path of every notice.
+    /// flows' limits: the one path of every notice. `false` when the
+    /// account is disabled or the address over its limits.
     pub(super) async fn send_account_notice(
         &self,
         flows: &Flows,
@@ -826,6 +849,216 @@ impl AuthServer {
             Err(Error::Conflict(msg)) => Err(Error::InvalidInput(msg)),
             Err(e) => Err(e),
         }
+    }
+}
+
+impl AuthServer {
+    /// `POST {base}/auth/email`: the account `sub` (its own access token)
+    /// asks to move to `email`, giving its `password`. A wrong password is
+    /// [`Error::InvalidGrant`] (counted like a failed login) and sends
+    /// nothing; a malformed address, or the account's own, is
+    /// `InvalidInput`. Otherwise the answer is the same whatever the new
+    /// address is: the messages are written after it, in a task of their
+    /// own, as for "Forgot password?" (a request from a throttled client
+    /// address sends nothing). The new address gets a link and a code
+    /// (an [`FlowPurpose::EmailChange`] token bound to the account and the
+    /// address), or, when another account has it, a notice to that
+    /// account; the current address, when there is one, a notice.
+    /// Nothing changes before confirmation.
+    pub async fn start_email_change(
+        self: &Arc<Self>,
+        sub: &str,
+        email: &str,
+        password: &str,
+        from: Option<IpAddr>,
+    ) -> Result<()> {
+        let flows = self.flows()?;
+        let account = match self.accounts.get() {
+            Some(accounts) => accounts.find(sub).await?,
+            None => None,
+        };
+        let Some(account) = account else {
+            return Err(Error::InvalidToken(
+                "the access token does not belong to an account".into(),
+            ));
+        };
+        let address = normalize_address(email);
+        if !plausible_address(&address) {
+            return Err(Error::InvalidInput("enter an e-mail address".into()));
+        }
+        let user = self
+            .check_user_password(&account.username, password, from)
+            .await?;
+        if user.username != account.sub {
+            return Err(Error::invalid_grant(
+                "the resource owner credentials are invalid",
+            ));
+        }
+        if account
+            .email
+            .as_deref()
+            .is_some_and(|a| normalize_address(a) == address)
+        {
+            return Err(Error::InvalidInput(
+                "this is already the account's e-mail address".into(),
+            ));
+        }
+        if !self.count_mail_request(from, "e-mail change") {
+            return Ok(());
+        }
+        let id = token_string(self.random.as_ref(), 16);
+        let server = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = server
+                .send_email_change(&flows, &id, &account, &address)
+                .await
+            {
+                tracing::warn!(
+                    cause = e.internal_cause().unwrap_or(e.description()),
+                    "an e-mail change message could not be written"
+                );
+            }
+        });
+        Ok(())
+    }
+
+    /// The messages of an e-mail change of `account` to `address`.
+    async fn send_email_change(
+        &self,
+        flows: &Flows,
+        id: &str,
+        account: &AccountProfile,
+        address: &str,
+    ) -> Result<()> {
+        let issuer = &self.config.issuer;
+        let username = &account.username;
+        match flows.store.find_by_email(address).await? {
+            Some(owner) if owner.sub != account.sub => {
+                let text = format!(
+                    "Someone asked to move the account \"{username}\" at {issuer} to this \
+                     e-mail address, which already belongs to the account \"{owner}\". \
+                     Nothing was changed.\n\n\
+                     If it was not you, ignore this message.\n",
+                    owner = owner.username,
+                );
+                self.notify(
+                    flows,
+                    &owner,
+                    address,
+                    "Someone tried to use your address for another account",
+                    text,
+                )
+                .await?;
+            }
+            _ if self.may_mail(flows, address).await? => {
+                let (token, link, code) = self.new_token(
+                    flows,
+                    id,
+                    FlowPurpose::EmailChange,
+                    Some(account.sub.clone()),
+                    address,
+                    flows.config.verify_ttl,
+                    ReturnTo::new(),
+                );
+                let hours = flows.config.verify_ttl.div_ceil(3600);
+                let code_minutes = flows.config.code_ttl.div_ceil(60);
+                let mail = FlowMail {
+                    to: address.to_string(),
+                    subject: "Confirm your new e-mail address".into(),
+                    text: format!(
+                        "The account \"{username}\" at {issuer} asked to use this e-mail address.\n\n\
+                         To confirm it, open this link (it works for {hours} hours, once):\n\n\
+                         {url}/auth/email/confirm?token={link}\n\n\
+                         Or give this code to the application where you asked (it works for {code_minutes} minutes):\n\n\
+                         {code}\n\n\
+                         If it was not you, ignore this message: nothing changes.\n",
+                        url = flows.config.link_base,
+                    ),
+                };
+                if flows.store.send(&token, &mail).await? {
+                    tracing::info!("e-mail change message written");
+                } else {
+                    tracing::info!("flow message not sent: the address is over its limits");
+                }
+            }
+            _ => {}
+        }
+        if let Some(current) = account.email.as_deref() {
+            let text = format!(
+                "Someone signed in as \"{username}\" at {issuer} asked to change the account's \
+                 e-mail address from this one to {address}. It changes only once the new \
+                 address is confirmed.\n\n\
+                 If it was not you, change your password (\"Forgot password?\" on the sign-in \
+                 page sends a link to this address).\n",
+            );
+            self.notify(
+                flows,
+                account,
+                &normalize_address(current),
+                "Your e-mail address is being changed",
+                text,
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Confirms an e-mail change through its link (the page's POST).
+    /// Returns the new address.
+    pub async fn email_change_by_link(&self, link: &str, from: Option<IpAddr>) -> Result<String> {
+        let now = self.now();
+        self.logins
+            .check_address(from, now)
+            .map_err(too_many_failures)?;
+        let token = self.live_link(link, FlowPurpose::EmailChange, from).await?;
+        self.finish_email_change(&token).await
+    }
+
+    /// Confirms the latest e-mail change of the account `sub` (its own
+    /// access token) with its code, under the reset's rules for codes: a
+    /// wrong code counts against that token ([`crate::MAX_CODE_ATTEMPTS`]
+    /// cancel it, link included) and against the client address.
+    pub async fn email_change_by_code(
+        &self,
+        sub: &str,
+        code: &str,
+        from: Option<IpAddr>,
+    ) -> Result<String> {
+        let flows = self.flows()?;
+        let now = self.now();
+        self.logins
+            .check_address(from, now)
+            .map_err(too_many_failures)?;
+        let id = flows
+            .store
+            .latest_token(sub, FlowPurpose::EmailChange)
+            .await?
+            .map(|t| t.id)
+            .unwrap_or_default();
+        let token = self
+            .check_code(&id, code, FlowPurpose::EmailChange, from)
+            .await?;
+        if token.sub.as_deref() != Some(sub) {
+            return Err(dead_token());
+        }
+        self.finish_email_change(&token).await
+    }
+
+    /// Spends an e-mail change token: the account's `email` becomes the
+    /// token's address, verified, in the transaction that spends it. An
+    /// address another account took meanwhile is `Conflict` (the token
+    /// stays unspent).
+    async fn finish_email_change(&self, token: &FlowToken) -> Result<String> {
+        let flows = self.flows()?;
+        if !flows
+            .store
+            .complete(token, FlowEffect::ChangeEmail, self.now())
+            .await?
+        {
+            return Err(dead_token());
+        }
+        tracing::info!("e-mail address changed");
+        Ok(token.address.clone())
     }
 }
 

@@ -473,3 +473,66 @@ type Item { id: ID! name: String @unique size: Int color: Color @index }
         s.close().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_account_types_email_becomes_unique_without_regard_to_case() {
+    const PLAIN: &str = "type User { id: ID! username: String! @unique email: String @unique }";
+    const ACCOUNT: &str =
+        "type User @account { id: ID! username: String! @unique email: String @unique }";
+    let system = gatehouse_store::AccessContext::system();
+    for db in TestDb::each().await {
+        let s = db.open(PLAIN).await;
+        let users = s.entity("User").unwrap();
+        users
+            .insert(&system, row(json!({"username": "a", "email": "A@x.org"})))
+            .await
+            .unwrap();
+        let b = users
+            .insert(&system, row(json!({"username": "b", "email": "a@x.org"})))
+            .await
+            .unwrap();
+        s.close().await;
+
+        // Existing addresses that differ only by case refuse the key, and
+        // the database is left as it was.
+        let msg = match db.open_with(ACCOUNT, StoreOptions::default()).await {
+            Err(StoreError::Conflict { message }) => message,
+            Err(other) => panic!("{other:?}"),
+            Ok(_) => panic!("the store opened over duplicate addresses"),
+        };
+        assert!(
+            msg.contains("User.email unique without regard to case"),
+            "{msg}"
+        );
+
+        let s = db.open(PLAIN).await;
+        s.entity("User")
+            .unwrap()
+            .update(
+                &system,
+                b["id"].as_str().unwrap(),
+                row(json!({"email": "b@x.org"})),
+            )
+            .await
+            .unwrap();
+        s.close().await;
+
+        let s = db.open(ACCOUNT).await;
+        let users = s.entity("User").unwrap();
+        let err = users
+            .insert(&system, row(json!({"username": "c", "email": "B@X.ORG"})))
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("User.email must be unique without regard to case"),
+            "{}: {err}",
+            db.backend()
+        );
+        users
+            .insert(&system, row(json!({"username": "c", "email": "c@x.org"})))
+            .await
+            .unwrap();
+        s.close().await;
+    }
+}

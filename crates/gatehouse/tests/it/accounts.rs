@@ -428,3 +428,38 @@ fn sign_up_is_refused_at_start_when_it_cannot_fill_a_required_field() {
         stderr(&o)
     );
 }
+
+#[test]
+fn required_verification_is_refused_at_start_without_the_fields_it_needs() {
+    let p = Project::new(&format!(
+        "{}{TYPES}",
+        ACCOUNT.replace("emailVerified: Boolean!\n", "")
+    ));
+    std::fs::write(
+        p.path().join("gatehouse.toml"),
+        format!("{CONFIG}\n[auth.email]\nverification = \"required\"\n"),
+    )
+    .unwrap();
+    let o = p.run(&["serve", "--listen", "127.0.0.1:0"], "");
+    assert_ne!(o.status.code(), Some(0));
+    assert!(
+        stderr(&o).contains("`[auth.email] verification = \"required\"` needs an `@account` type with the field(s) `emailVerified`"),
+        "{}",
+        stderr(&o)
+    );
+
+    // Without an account type, both fields are missing.
+    let p = Project::new(BEFORE);
+    std::fs::write(
+        p.path().join("gatehouse.toml"),
+        format!("{CONFIG}\n[auth.email]\nverification = \"required\"\n"),
+    )
+    .unwrap();
+    let o = p.run(&["serve", "--listen", "127.0.0.1:0"], "");
+    assert_ne!(o.status.code(), Some(0));
+    assert!(
+        stderr(&o).contains("field(s) `email`, `emailVerified`"),
+        "{}",
+        stderr(&o)
+    );
+}

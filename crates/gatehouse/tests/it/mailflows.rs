@@ -67,6 +67,8 @@ struct Project {
     dir: tempfile::TempDir,
     db: TestDb,
     server: Option<ServerProcess>,
+    /// Where the `file` transport writes.
+    mail: PathBuf,
 }
 
 impl Project {
@@ -75,10 +77,12 @@ impl Project {
         std::fs::create_dir_all(dir.path().join("schema")).unwrap();
         std::fs::write(dir.path().join("schema/types.graphql"), SCHEMA).unwrap();
         std::fs::write(dir.path().join("gatehouse.toml"), config(extra)).unwrap();
+        let mail = dir.path().join("mail");
         let mut p = Project {
             dir,
             db,
             server: None,
+            mail,
         };
         p.cli(
             &["user", "add", "root", "--scopes", "admin read write"],
@@ -195,7 +199,7 @@ impl Project {
     }
 
     fn mail_dir(&self) -> PathBuf {
-        self.dir.path().join("mail")
+        self.mail.clone()
     }
 
     /// The messages written so far, as decoded text.
@@ -680,7 +684,7 @@ async fn a_flow_token_and_its_message_commit_or_roll_back_together() {
             updated_at: 0,
         };
         let dana = accounts
-            .create("dana", None, &Claims::new(), &credential)
+            .create("dana", None, None, &Claims::new(), &credential)
             .await
             .unwrap()
             .unwrap();
@@ -1028,5 +1032,554 @@ async fn with_required_verification_a_taken_address_gets_the_same_page_and_its_o
             "a notice carries no link"
         );
         assert!(!p.can_sign_in("mallory", NEW_PASSWORD).await);
+    }
+}
+
+/// `POST /auth/email` as the holder of `token`.
+async fn change_email(p: &Project, token: &str, email: &str, password: &str) -> (u16, Value) {
+    let r = reqwest::Client::new()
+        .post(format!("{}/auth/email", p.base()))
+        .bearer_auth(token)
+        .json(&json!({ "email": email, "password": password }))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+/// `POST /auth/email/confirm` with a code, as the holder of `token`.
+async fn confirm_email(p: &Project, token: &str, code: &str) -> (u16, Value) {
+    let r = reqwest::Client::new()
+        .post(format!("{}/auth/email/confirm", p.base()))
+        .bearer_auth(token)
+        .json(&json!({ "code": code }))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+/// The address of the account behind `token`, and whether it is verified.
+async fn address_of(p: &Project, token: &str) -> (Value, Value) {
+    let r = gatehouse_testkit::graphql(
+        &reqwest::Client::new(),
+        &format!("{}/graphql", p.base()),
+        Some(token),
+        "{ users { email emailVerified } }",
+        json!({}),
+    )
+    .await;
+    let row = &r["data"]["users"][0];
+    (row["email"].clone(), row["emailVerified"].clone())
+}
+
+/// The e-mail change link and code a message carries.
+fn change_link_and_code(message: &str) -> (String, String) {
+    let link = message
+        .split_whitespace()
+        .find(|w| w.contains("/auth/email/confirm?token="))
+        .unwrap_or_else(|| panic!("no link in {message}"))
+        .to_string();
+    let (_, code) = link_and_code(&message.replace("/auth/email/confirm?", "/auth/reset?"));
+    (link, code)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_email_change_is_confirmed_by_its_link_which_scanners_cannot_spend() {
+    for db in TestDb::each().await {
+        let p = Project::start(db, "").await;
+        let alice = p.token("alice", "alice-old-password", "read").await;
+
+        // A wrong password is 403 and sends nothing; a malformed address is 400.
+        let (status, body) =
+            change_email(&p, &alice, "alice.new@example.com", "not-her-password").await;
+        assert_eq!(status, 403, "{body}");
+        let (status, body) = change_email(&p, &alice, "no address", "alice-old-password").await;
+        assert_eq!(status, 400, "{body}");
+        // Without a user's token: 401.
+        let (status, _) = change_email(&p, "not-a-token", "x@example.com", "x").await;
+        assert_eq!(status, 401);
+
+        let (status, body) =
+            change_email(&p, &alice, "Alice.New@Example.com", "alice-old-password").await;
+        assert_eq!(status, 202, "{body}");
+        let mail = p.mail_to("alice.new@example.com", 1).await;
+        assert_eq!(mail.len(), 1, "one message to the new address: {mail:?}");
+        let (link, _) = change_link_and_code(&mail[0]);
+        assert!(
+            link.starts_with(&format!("{}/auth/email/confirm?token=", p.base())),
+            "{link}"
+        );
+        let notice = p.mail_to("alice@example.com", 1).await;
+        assert_eq!(notice.len(), 1, "a notice to the old address: {notice:?}");
+        assert!(notice[0].contains("alice.new@example.com"), "{}", notice[0]);
+        assert!(!notice[0].contains("token="), "a notice carries no link");
+
+        // Nothing changes before confirmation.
+        assert_eq!(
+            address_of(&p, &alice).await,
+            (json!("alice@example.com"), json!(false))
+        );
+
+        // A scanner opens the link (GET and HEAD): nothing is spent.
+        let c = reqwest::Client::new();
+        assert_eq!(c.head(&link).send().await.unwrap().status(), 200);
+        assert_eq!(c.get(&link).send().await.unwrap().status(), 200);
+        let (b, status, page) = Browser::open(&link).await;
+        assert_eq!(status, 200);
+        let token = hidden_value(&page, "token");
+        let confirm = format!("{}/auth/email/confirm", p.base());
+
+        // The page's POST needs its CSRF token.
+        let (status, _) = Browser {
+            c: b.c.clone(),
+            cookie: b.cookie.clone(),
+            csrf: "forged".into(),
+        }
+        .post(&confirm, &[("token", &token)])
+        .await;
+        assert_eq!(status, 403);
+
+        let (status, page) = b.post(&confirm, &[("token", &token)]).await;
+        assert_eq!(status, 200, "{page}");
+        assert!(page.contains("Your e-mail address is changed"), "{page}");
+        assert_eq!(
+            address_of(&p, &alice).await,
+            (json!("alice.new@example.com"), json!(true)),
+            "the new address, verified"
+        );
+
+        // The link is spent; the access token still works (no claim changed).
+        let (status, _) = b.post(&confirm, &[("token", &token)]).await;
+        assert_eq!(status, 400);
+        assert_eq!(c.get(&link).send().await.unwrap().status(), 400);
+        assert_eq!(p.mail_to("alice.new@example.com", 1).await.len(), 1);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_email_change_code_works_for_its_own_account_once_and_five_wrong_codes_kill_it() {
+    for db in TestDb::each().await {
+        let p = Project::start(db, "").await;
+        let alice = p.token("alice", "alice-old-password", "read").await;
+        let carol = p.token("carol", "carol-old-password", "read").await;
+        let root = p
+            .token("root", "root-password-0001", "admin read write")
+            .await;
+        assert_eq!(
+            change_email(&p, &alice, "alice2@example.com", "alice-old-password")
+                .await
+                .0,
+            202
+        );
+        assert_eq!(
+            change_email(&p, &carol, "carol2@example.com", "carol-old-password")
+                .await
+                .0,
+            202
+        );
+        let (_, alice_code) = change_link_and_code(&p.mail_to("alice2@example.com", 1).await[0]);
+        let (carol_link, carol_code) =
+            change_link_and_code(&p.mail_to("carol2@example.com", 1).await[0]);
+
+        // Carol's code is no good to Alice, nor Alice's to the admin.
+        let (status, body) = confirm_email(&p, &alice, &carol_code).await;
+        assert_eq!(status, 400, "{body}");
+        let (status, _) = confirm_email(&p, &root, &alice_code).await;
+        assert_eq!(status, 400);
+        assert_eq!(address_of(&p, &carol).await.0, json!("carol@example.com"));
+
+        // Alice's own code, once.
+        let (status, body) = confirm_email(&p, &alice, &alice_code).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["email"], "alice2@example.com");
+        assert_eq!(
+            address_of(&p, &alice).await,
+            (json!("alice2@example.com"), json!(true))
+        );
+        assert_eq!(confirm_email(&p, &alice, &alice_code).await.0, 400);
+
+        // Five wrong codes: Carol's right code and her link are dead.
+        for guess in ["00000000", "11111111", "22222222", "33333333", "44444444"] {
+            let guess = if guess == carol_code {
+                "55555555"
+            } else {
+                guess
+            };
+            assert_eq!(confirm_email(&p, &carol, guess).await.0, 400);
+        }
+        assert_eq!(confirm_email(&p, &carol, &carol_code).await.0, 400);
+        let c = reqwest::Client::new();
+        assert_eq!(c.get(&carol_link).send().await.unwrap().status(), 400);
+        assert_eq!(
+            address_of(&p, &carol).await,
+            (json!("carol@example.com"), json!(false))
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_email_change_to_a_taken_address_answers_the_same_and_tells_its_owner() {
+    for db in TestDb::each().await {
+        let p = Project::start(db, "").await;
+        let alice = p.token("alice", "alice-old-password", "read").await;
+        let root = p
+            .token("root", "root-password-0001", "admin read write")
+            .await;
+
+        // Carol's address (in another case) gets the same answer as a free one.
+        let taken = change_email(&p, &alice, "CAROL@example.com", "alice-old-password").await;
+        let free = change_email(&p, &alice, "dave@example.com", "alice-old-password").await;
+        assert_eq!(taken, free);
+        assert_eq!(taken.0, 202);
+        let notice = p.mail_to("carol@example.com", 1).await;
+        assert_eq!(notice.len(), 1, "{notice:?}");
+        assert!(notice[0].contains("Someone asked to move"), "{}", notice[0]);
+        assert!(!notice[0].contains("token="), "a notice carries no link");
+        assert_eq!(address_of(&p, &alice).await.0, json!("alice@example.com"));
+
+        // Dave's address is taken (by a bypass caller, in another case)
+        // before Alice confirms: the confirmation is refused, and spends
+        // nothing.
+        let (link, code) = change_link_and_code(&p.mail_to("dave@example.com", 1).await[0]);
+        let carol_sub = p.sub("carol").await;
+        let r = reqwest::Client::new()
+            .patch(format!("{}/v1/users/{carol_sub}", p.base()))
+            .bearer_auth(&root)
+            .json(&json!({ "email": "Dave@Example.com" }))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+        let (status, body) = confirm_email(&p, &alice, &code).await;
+        assert_eq!(status, 409, "{body}");
+        let (b, status, _) = Browser::open(&link).await;
+        assert_eq!(status, 200, "the link is still good");
+        let token = link.split("token=").nth(1).unwrap();
+        let (status, page) = b
+            .post(
+                &format!("{}/auth/email/confirm", p.base()),
+                &[("token", token)],
+            )
+            .await;
+        assert_eq!(status, 409, "{page}");
+        assert!(page.contains("not available"), "{page}");
+        assert_eq!(address_of(&p, &alice).await.0, json!("alice@example.com"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_address_is_unique_without_regard_to_case_for_every_writer() {
+    for db in TestDb::each().await {
+        let p = Project::start(db, "").await;
+        let root = p
+            .token("root", "root-password-0001", "admin read write")
+            .await;
+        let c = reqwest::Client::new();
+        let gql = |q: String| {
+            let (c, root, url) = (c.clone(), root.clone(), format!("{}/graphql", p.base()));
+            async move { gatehouse_testkit::graphql(&c, &url, Some(&root), &q, json!({})).await }
+        };
+        let conflict = |r: &Value| {
+            r["errors"][0]["extensions"]["code"] == "CONFLICT"
+                && r["errors"][0]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("without regard to case"))
+        };
+
+        // A bypass caller creating an account with Alice's address in
+        // another case, or moving Carol to it.
+        let r = gql(
+            "mutation { createUser(input: {username: \"eve\", email: \"ALICE@example.com\"}) { id } }"
+                .into(),
+        )
+        .await;
+        assert!(conflict(&r), "{r}");
+        let carol = p.sub("carol").await;
+        let r = gql(format!(
+            "mutation {{ updateUser(id: \"{carol}\", input: {{email: \"Alice@Example.COM\"}}) {{ id }} }}"
+        ))
+        .await;
+        assert!(conflict(&r), "{r}");
+        // Through REST too.
+        let r = c
+            .post(format!("{}/v1/users", p.base()))
+            .bearer_auth(&root)
+            .json(&json!({ "username": "eve", "email": "alice@EXAMPLE.com" }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 409, "{}", r.text().await.unwrap());
+
+        // Another address, and the same address with its own case, are fine.
+        let r = gql(
+            "mutation { createUser(input: {username: \"eve\", email: \"Eve@example.com\"}) { email } }"
+                .into(),
+        )
+        .await;
+        assert_eq!(r["data"]["createUser"]["email"], "Eve@example.com", "{r}");
+        let r = gql(format!(
+            "mutation {{ updateUser(id: \"{carol}\", input: {{email: \"CAROL@example.com\"}}) {{ email }} }}"
+        ))
+        .await;
+        assert_eq!(r["data"]["updateUser"]["email"], "CAROL@example.com", "{r}");
+    }
+}
+
+/// A copy of `examples/library` (its config and schema, so that its mail
+/// directory is a temporary one), served on a fresh SQLite database.
+fn example() -> Project {
+    let dir = tempfile::tempdir().unwrap();
+    let from = gatehouse_testkit::repo_root().join("examples/library");
+    std::fs::copy(
+        from.join("gatehouse.toml"),
+        dir.path().join("gatehouse.toml"),
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.path().join("schema")).unwrap();
+    for entry in std::fs::read_dir(from.join("schema")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(
+            entry.path(),
+            dir.path().join("schema").join(entry.file_name()),
+        )
+        .unwrap();
+    }
+    let db = TestDb::sqlite();
+    let server = serve(
+        dir.path(),
+        &["--config", "gatehouse.toml", "--listen", "127.0.0.1:0"],
+        &[
+            ("GATEHOUSE_DATABASE", db.url()),
+            ("GATEHOUSE_SECRET", SECRET),
+        ],
+    );
+    let mail = dir.path().join("data/mail");
+    Project {
+        dir,
+        db,
+        server: Some(server),
+        mail,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_example_signs_up_with_a_confirmed_address_and_offers_a_password_reset() {
+    let p = example();
+    let app = ("demo-app", "demo-secret-change-me");
+    let c = reqwest::Client::new();
+    let challenge = pkce_challenge(&pkce_verifier("example"));
+    let request = |screen: Option<&str>| {
+        let mut params = vec![
+            ("response_type", "code"),
+            ("client_id", "demo-spa"),
+            ("redirect_uri", CALLBACK),
+            ("scope", "openid read"),
+            ("state", "st-1"),
+            ("code_challenge", challenge.as_str()),
+            ("code_challenge_method", "S256"),
+        ];
+        if let Some(s) = screen {
+            params.push(("screen", s));
+        }
+        authorize_url(&p.base(), &params)
+    };
+
+    // The bootstrap users are account rows named as before, with their club.
+    let alice = password_token(
+        &c,
+        &p.base(),
+        app,
+        ("alice", "alice-password"),
+        Some("read"),
+    )
+    .await["access_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let own_rows = |token: String| {
+        let (c, url) = (
+            c.clone(),
+            format!(
+                "{}/v1/users?fields=username,email,emailVerified,club",
+                p.base()
+            ),
+        );
+        async move {
+            let r = c.get(url).bearer_auth(token).send().await.unwrap();
+            assert_eq!(r.status(), 200);
+            let mut rows = r.json::<Value>().await.unwrap();
+            for row in rows.as_array_mut().unwrap() {
+                row.as_object_mut().unwrap().remove("id");
+            }
+            rows
+        }
+    };
+    assert_eq!(
+        own_rows(alice.clone()).await,
+        json!([{"username": "alice", "email": null, "emailVerified": false, "club": "sf-readers"}])
+    );
+    let r = c
+        .get(format!("{}/v1/users/alice", p.base()))
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "alice's row is named alice");
+    let r = gatehouse_testkit::graphql(
+        &c,
+        &format!("{}/graphql", p.base()),
+        Some(&alice),
+        "{ readingGroups { name } }",
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        r["data"]["readingGroups"].as_array().map(Vec::len),
+        Some(2),
+        "{r}"
+    );
+
+    // Sign-up asks for an address; no account before it is confirmed.
+    let mut tab = Tab::new();
+    let page = tab.get(&request(Some("sign_up"))).await;
+    assert!(page.body.contains("name=\"email\""), "{}", page.body);
+    let page = tab
+        .submit(
+            &format!("{}/oauth/authorize", p.base()),
+            &page,
+            &[
+                ("action", "sign_up"),
+                ("username", "erin"),
+                ("email", "Erin@Example.com"),
+                ("password", NEW_PASSWORD),
+            ],
+        )
+        .await;
+    assert!(page.body.contains("Check your e-mail"), "{}", page.body);
+    let erin = ("erin", NEW_PASSWORD);
+    let refused = c
+        .post(format!("{}/oauth/token", p.base()))
+        .basic_auth(app.0, Some(app.1))
+        .form(&[
+            ("grant_type", "password"),
+            ("username", erin.0),
+            ("password", erin.1),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400, "no account before confirmation");
+    let mail = p.mail_to("erin@example.com", 1).await;
+    assert_eq!(
+        mail.len(),
+        1,
+        "the file transport wrote the message: {mail:?}"
+    );
+    let (_, code) = verify_link_and_code(&mail[0]);
+    let page = post_first_form(&p, &mut tab, &page, "/auth/verify", &[("code", &code)]).await;
+    assert!(back_to_the_request(&p, &page), "{page:?}");
+    let t = password_token(&c, &p.base(), app, erin, Some("read")).await;
+    let token = t["access_token"].as_str().unwrap_or_else(|| panic!("{t}"));
+    assert_eq!(
+        own_rows(token.to_string()).await,
+        json!([{"username": "erin", "email": "erin@example.com", "emailVerified": true, "club": null}])
+    );
+
+    // The sign-in page links "Forgot password?", whose form answers
+    // "check your e-mail" (the reset itself is the flows' tests').
+    let page = tab.get(&request(None)).await;
+    let forgot = page
+        .body
+        .split("href=\"")
+        .find(|s| s.starts_with("../auth/forgot?"))
+        .and_then(|s| s.split('"').next())
+        .unwrap_or_else(|| panic!("no Forgot password? link: {}", page.body))
+        .replace("&#38;", "&")
+        .replace("&amp;", "&");
+    let page = tab
+        .get(&format!(
+            "{}/auth/{}",
+            p.base(),
+            forgot.trim_start_matches("../auth/")
+        ))
+        .await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    let page = tab
+        .submit(
+            &format!("{}/auth/forgot", p.base()),
+            &page,
+            &[("email", "erin@example.com")],
+        )
+        .await;
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("Check your e-mail"), "{}", page.body);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_owner_changes_the_address_only_through_the_flow_and_a_direct_change_is_unverified() {
+    for db in TestDb::each().await {
+        let p = Project::start(db, "").await;
+        p.cli(
+            &["user", "add", "dora", "--scopes", "read write"],
+            "dora-password-0001\n",
+        );
+        let dora = p.token("dora", "dora-password-0001", "read write").await;
+        let dora_sub = gatehouse_testkit::jwt_payload(&dora)["sub"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let c = reqwest::Client::new();
+
+        // Her policy lets her update her row, but not its address.
+        let r = c
+            .patch(format!("{}/v1/users/{dora_sub}", p.base()))
+            .bearer_auth(&dora)
+            .json(&json!({ "email": "dora@example.com" }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 403);
+        assert!(r.text().await.unwrap().contains("/auth/email"));
+        let r = gatehouse_testkit::graphql(
+            &c,
+            &format!("{}/graphql", p.base()),
+            Some(&dora),
+            &format!("mutation {{ updateUser(id: \"{dora_sub}\", input: {{email: \"d@example.com\"}}) {{ id }} }}"),
+            json!({}),
+        )
+        .await;
+        assert_eq!(r["errors"][0]["extensions"]["code"], "FORBIDDEN", "{r}");
+
+        // Alice's address, confirmed through the flow, then changed by a
+        // bypass caller: no longer verified.
+        let alice = p.token("alice", "alice-old-password", "read").await;
+        assert_eq!(
+            change_email(&p, &alice, "alice2@example.com", "alice-old-password")
+                .await
+                .0,
+            202
+        );
+        let (_, code) = change_link_and_code(&p.mail_to("alice2@example.com", 1).await[0]);
+        assert_eq!(confirm_email(&p, &alice, &code).await.0, 200);
+        assert_eq!(address_of(&p, &alice).await.1, json!(true));
+        let root = p
+            .token("root", "root-password-0001", "admin read write")
+            .await;
+        let alice_sub = p.sub("alice").await;
+        let r = c
+            .patch(format!("{}/v1/users/{alice_sub}", p.base()))
+            .bearer_auth(&root)
+            .json(&json!({ "email": "alice3@example.com" }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+        assert_eq!(
+            address_of(&p, &alice).await,
+            (json!("alice3@example.com"), json!(false))
+        );
     }
 }

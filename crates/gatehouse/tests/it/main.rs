@@ -43,6 +43,44 @@ pub fn serve(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> ServerProcess {
     ServerProcess::start(cmd)
 }
 
+/// The example's schema without its account type (`accounts.graphql`,
+/// and the root field that returns it), for tests of users kept in the
+/// server's own tables with claims set by hand: a copy under the target
+/// directory, written once per test process (each file by a rename, so
+/// processes running at once never read half of one).
+pub fn library_schema_without_accounts() -> Vec<std::path::PathBuf> {
+    static COPY: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    let copy = COPY.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("library-without-accounts");
+        std::fs::create_dir_all(&dir).unwrap();
+        let from = gatehouse_testkit::repo_root().join("examples/library/schema");
+        for entry in std::fs::read_dir(from).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_str().unwrap().to_string();
+            if name == "accounts.graphql" {
+                continue;
+            }
+            let text: String = std::fs::read_to_string(&path)
+                .unwrap()
+                .lines()
+                .filter(|l| !l.contains("[User!]!") && !l.contains("The caller's own account"))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            let part = dir.join(format!(".{name}.{}", std::process::id()));
+            std::fs::write(&part, text).unwrap();
+            std::fs::rename(&part, dir.join(&name)).unwrap();
+        }
+        dir
+    });
+    let mut files: Vec<_> = std::fs::read_dir(copy)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "graphql"))
+        .collect();
+    files.sort();
+    files
+}
+
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
