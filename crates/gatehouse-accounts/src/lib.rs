@@ -261,6 +261,15 @@ impl StoreAccounts {
             .and_then(|row| self.profile(row)))
     }
 
+    /// Creates the server's own tables when missing (the credential is
+    /// written beside the row).
+    async fn tables(&self) -> Result<(), RepoError> {
+        self.auth
+            .ensure_tables()
+            .await
+            .map_err(|e| RepoError::new(format!("creating the OAuth tables: {e}")))
+    }
+
     /// `Ok` when no account but `except` has `address` (compared without
     /// regard to case), read through `rows` (a transaction's, so the
     /// answer holds for its write); otherwise `Conflict`.
@@ -461,10 +470,7 @@ impl Accounts for StoreAccounts {
         claims: &Claims,
         credential: &UserRecord,
     ) -> Result<Option<AccountProfile>, Error> {
-        self.auth
-            .ensure_tables()
-            .await
-            .map_err(|e| RepoError::new(format!("creating the OAuth tables: {e}")))?;
+        self.tables().await?;
         let txn = self.store.begin_write();
         let Some(profile) = self
             .create_in(
@@ -583,11 +589,7 @@ impl StoreFlows {
     }
 
     async fn tables(&self) -> Result<(), RepoError> {
-        self.accounts
-            .auth
-            .ensure_tables()
-            .await
-            .map_err(|e| RepoError::new(format!("creating the OAuth tables: {e}")))
+        self.accounts.tables().await
     }
 }
 
@@ -831,10 +833,7 @@ impl FederationStore for StoreAccounts {
         credential: &UserRecord,
         identity: &IdentityRecord,
     ) -> Result<Option<AccountProfile>, Error> {
-        self.auth
-            .ensure_tables()
-            .await
-            .map_err(|e| RepoError::new(format!("creating the OAuth tables: {e}")))?;
+        self.tables().await?;
         let txn = self.store.begin_write();
         let Some(profile) = self
             .create_in(
