@@ -1,6 +1,7 @@
 //! The e-mail flows (verification at sign-up, password reset) through the
 //! real binary, on SQLite and PostgreSQL, with the `file` e-mail transport:
-//! messages are read from the directory the server writes them to.
+//! messages are read from the directory the server writes them to. One
+//! test sends over SMTP to an in-process server that is down at first.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -1581,5 +1582,56 @@ async fn an_owner_changes_the_address_only_through_the_flow_and_a_direct_change_
             address_of(&p, &alice).await,
             (json!("alice3@example.com"), json!(false))
         );
+    }
+}
+
+/// Serves `p` once more (another instance when one runs), on its database.
+fn instance(p: &Project) -> ServerProcess {
+    serve(
+        p.dir.path(),
+        &["--config", "gatehouse.toml", "--listen", "127.0.0.1:0"],
+        &[
+            ("GATEHOUSE_DATABASE", p.db.url()),
+            ("GATEHOUSE_SECRET", SECRET),
+        ],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_message_queued_while_the_mail_server_is_down_arrives_once_after_a_kill_and_a_restart() {
+    for db in TestDb::each().await {
+        let backend = db.backend();
+        let mut p = Project::start(db, "").await;
+        // The SMTP server's port, known before anything listens on it.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        drop(p.server.take());
+        let config = std::fs::read_to_string(p.dir.path().join("gatehouse.toml")).unwrap();
+        let smtp = format!("transport = \"smtp\"\nurl = \"smtp://127.0.0.1:{port}?tls=off\"");
+        let config = config.replace("transport = \"file\"\nurl = \"mail\"", &smtp);
+        assert!(config.contains(&smtp));
+        std::fs::write(p.dir.path().join("gatehouse.toml"), config).unwrap();
+        p.server = Some(instance(&p));
+        // On PostgreSQL a second instance delivers from the same outbox.
+        let _other = (backend == "postgres").then(|| instance(&p));
+
+        let (status, _, _) = forgot(&p, "alice@example.com").await;
+        assert_eq!(status, 200);
+        let server = p.server.take().unwrap();
+        server.wait_for_log("not delivered", Duration::from_secs(15));
+        server.signal("KILL");
+        drop(server);
+
+        let mut sink = gatehouse_testkit::SmtpSink::start_on(port).await;
+        p.server = Some(instance(&p));
+        let mail = sink.next().await;
+        assert_eq!(mail.to, ["alice@example.com"], "{backend}");
+        assert!(mail.data.contains("Reset"), "{backend}: {}", mail.data);
+        // Once: no instance sends it again.
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        assert!(sink.try_next().is_none(), "{backend}: delivered twice");
     }
 }
