@@ -6,7 +6,9 @@
 # on the introspection result, GraphiQL (with its sign-in) and the example SPA
 # (oidc-client-ts) in headless Chromium, a sign-in through a real OpenID
 # Connect provider (npm oidc-provider) from an oidc-client-ts app in
-# headless Chromium (providers-browser.mjs), and schemathesis on the
+# headless Chromium (providers-browser.mjs), sign-up with verification and
+# a password reset in headless Chromium against a real SMTP server
+# (aiosmtpd; mailflows-browser.mjs), and schemathesis on the
 # REST API; and the webhook deliveries of a server of its own, verified
 # with standardwebhooks (webhooks.sh). Installs what it needs (npm and PyPI
 # packages, Debian's chromium) when missing.
@@ -107,6 +109,14 @@ node "$here/spa-browser.mjs" "$base" alice alice-password
 
 log "signing in through oidc-provider in headless Chromium (an oidc-client-ts app)"
 node "$here/providers-browser.mjs" "$bin" "$work"
+
+log "sign-up with verification and a password reset in headless Chromium (aiosmtpd)"
+smtp_venv="${XDG_CACHE_HOME:-$HOME/.cache}/gatehouse/smtp-venv"
+if [ ! -x "$smtp_venv/bin/python" ] || ! "$smtp_venv/bin/python" -c 'import aiosmtpd' 2>/dev/null; then
+  python3 -m venv "$smtp_venv"
+  "$smtp_venv/bin/pip" install --quiet --disable-pip-version-check "aiosmtpd==1.4.6"
+fi
+node "$here/mailflows-browser.mjs" "$bin" "$work" "$smtp_venv/bin/python"
 
 log "schemathesis on /v1/openapi.json"
 "$here/rest-schemathesis.sh" "$base" "$authorization"
