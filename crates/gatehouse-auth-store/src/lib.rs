@@ -1112,13 +1112,43 @@ impl SqlAuthRepo {
             == 1)
     }
 
-    /// Unlinks the identity `id` of the account `sub`.
+    /// Unlinks the identity `id` of the account `sub`, unless it is the
+    /// account's last way to sign in (no password, no other identity);
+    /// `false` when nothing was unlinked.
     pub async fn unlink_identity(&self, sub: &str, id: &str) -> Result<bool, RepoError> {
-        let sql = format!("DELETE FROM {} WHERE id = ? AND sub = ?", q(IDENTITIES));
-        Ok(self
-            .execute("unlink_identity", &sql, vec![text(id), text(sub)])
-            .await?
-            == 1)
+        const OP: &str = "unlink_identity";
+        self.ready().await?;
+        let t = q(IDENTITIES);
+        // Never the account's last way to sign in, decided in the same
+        // statement as the delete. On PostgreSQL the account's identities
+        // are locked first, so two unlinks of its last two identities run
+        // one after the other and the second sees the first's delete (each
+        // statement reads what committed before it); SQLite has one writer.
+        let lock = (self.dialect() == Dialect::Postgres).then(|| {
+            self.built(
+                &format!("SELECT id FROM {t} WHERE sub = ? ORDER BY id FOR UPDATE"),
+                vec![text(sub)],
+            )
+        });
+        let delete = self.built(
+            &format!(
+                "DELETE FROM {t} WHERE id = ? AND sub = ? AND (\
+                 EXISTS (SELECT 1 FROM {users} WHERE username = ? AND password_hash <> '') \
+                 OR EXISTS (SELECT 1 FROM {t} other WHERE other.sub = ? AND other.id <> ?))",
+                users = q(USERS)
+            ),
+            vec![text(id), text(sub), text(sub), text(sub), text(id)],
+        );
+        let mut tx = self.db().begin().await.map_err(|e| store_err(OP, e))?;
+        if let Some(lock) = lock {
+            tx.conn()
+                .fetch(lock, &[SqlKind::Text])
+                .await
+                .map_err(|e| db_err(OP, e))?;
+        }
+        let n = tx.conn().execute(delete).await.map_err(|e| db_err(OP, e))?;
+        tx.commit().await.map_err(|e| db_err(OP, e))?;
+        Ok(n == 1)
     }
 
     /// The statement that unlinks every identity of the account `sub` (in

@@ -185,8 +185,9 @@ pub trait FederationStore: Send + Sync + fmt::Debug {
     /// Links `identity`; `false` when the pair is linked already (to any
     /// account), and nothing was written.
     async fn link(&self, identity: &IdentityRecord) -> Result<bool, RepoError>;
-    /// Unlinks the identity `id` of the account `sub`; `false` if it has
-    /// none such.
+    /// Unlinks the identity `id` of the account `sub`, unless it is the
+    /// account's last way to sign in (no password, no other identity),
+    /// decided with the delete; `false` when nothing was unlinked.
     async fn unlink(&self, sub: &str, id: &str) -> Result<bool, RepoError>;
     /// The account whose `email` is `address`, without regard to case.
     async fn find_by_email(&self, address: &str) -> Result<Option<AccountProfile>, RepoError>;

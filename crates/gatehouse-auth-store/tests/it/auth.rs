@@ -943,6 +943,57 @@ async fn replace_successor_race_has_one_winner() {
     }
 }
 
+/// Two instances unlink an account's last two identities at once (the
+/// account has no password): one goes, the other stays as its last way to
+/// sign in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn unlinking_the_last_two_identities_at_once_keeps_one() {
+    for db in TestDb::each().await {
+        let s1 = db.open(SDL).await;
+        let s2 = second_instance(&db).await;
+        let r1 = Arc::new(SqlAuthRepo::new(s1.db().clone()));
+        let r2 = Arc::new(SqlAuthRepo::new(s2.db().clone()));
+        for round in 0..20 {
+            let sub = format!("acct-{round}");
+            r1.upsert_user(&UserRecord {
+                password_hash: String::new(),
+                ..user(&sub, 1)
+            })
+            .await
+            .unwrap();
+            let mut ids = Vec::new();
+            for n in 0..2 {
+                let identity = gatehouse_auth::IdentityRecord {
+                    id: format!("{sub}-id{n}"),
+                    sub: sub.clone(),
+                    provider: format!("p{n}"),
+                    issuer: format!("https://idp{n}.example"),
+                    subject: sub.clone(),
+                    email: None,
+                    linked_at: 1,
+                };
+                assert!(r1.link_identity(&identity).await.unwrap());
+                ids.push(identity.id);
+            }
+            let barrier = Arc::new(tokio::sync::Barrier::new(2));
+            let race = |repo: Arc<SqlAuthRepo>, id: String| {
+                let (sub, barrier) = (sub.clone(), barrier.clone());
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    repo.unlink_identity(&sub, &id).await.unwrap()
+                })
+            };
+            let a = race(r1.clone(), ids[0].clone());
+            let b = race(r2.clone(), ids[1].clone());
+            let (a, b) = (a.await.unwrap(), b.await.unwrap());
+            assert!(a ^ b, "{}: exactly one goes (got {a}, {b})", db.backend());
+            assert_eq!(r2.identities(&sub).await.unwrap().len(), 1);
+        }
+        s1.close().await;
+        s2.close().await;
+    }
+}
+
 const ISSUER: &str = "https://gatehouse.test";
 const SECRET: &str = "a server secret for tests, long enough to be one";
 

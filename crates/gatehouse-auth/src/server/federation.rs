@@ -589,18 +589,31 @@ impl AuthServer {
             .await?
             .is_some_and(|c| !c.password_hash.is_empty());
         if !has_password && all.len() < 2 {
-            return Err(Error::Conflict(
-                "this identity is the account's last way to sign in: set a password or link \
-                 another identity first"
-                    .into(),
-            ));
+            return Err(last_way());
         }
+        // Checked again by the delete itself: another unlink may have
+        // taken the account's other way to sign in meanwhile.
         if !fed.store.unlink(sub, id).await? {
-            return Err(Error::NotFound("no such identity".into()));
+            return Err(
+                if fed.store.identities(sub).await?.iter().any(|i| i.id == id) {
+                    last_way()
+                } else {
+                    Error::NotFound("no such identity".into())
+                },
+            );
         }
         tracing::info!("identity unlinked");
         Ok(())
     }
+}
+
+/// The refusal to unlink an account's last way to sign in.
+fn last_way() -> Error {
+    Error::Conflict(
+        "this identity is the account's last way to sign in: set a password or link another \
+         identity first"
+            .into(),
+    )
 }
 
 /// The request a flow row continues.
