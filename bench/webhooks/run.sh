@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What a webhook costs a write (CONTRACT §17; issue: at most 15% more
+# What a webhook costs a write (targets: at most 15% more
 # gatehouse CPU per write with one webhook, and a receiver that hangs moves
 # write throughput by less than 10%).
 #

@@ -1,4 +1,4 @@
-//! Signing in through other identity providers (CONTRACT §16): the
+//! Signing in through other identity providers: the
 //! providers' linking settings, what a provider said about its user, the
 //! identities linked to accounts, the short-lived rows of a flow under way,
 //! and [`FederationStore`], their storage. The decisions (which identity

@@ -250,7 +250,7 @@ pub(crate) async fn get(State(state): State<OAuthState>, req: Request) -> Respon
         Err(e) => return refused(&state, e),
     };
     if areq.no_prompt {
-        // No session (CONTRACT §12): signing in always needs a page.
+        // No session: signing in always needs a page.
         return back_with(
             &state,
             &areq,

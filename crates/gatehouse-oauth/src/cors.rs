@@ -1,6 +1,6 @@
 //! Which browser origins may call the service (`[cors] allowed_origins`),
 //! and the refusal of token, revocation and userinfo requests sent from any other
-//! origin (CONTRACT §12; `docs/design/browser-apps.md`).
+//! origin (`docs/design/browser-apps.md`).
 //!
 //! [`AllowedOrigins::allows`] is the one rule: the HTTP router's CORS
 //! layer asks it whether a request gets CORS headers at all, and

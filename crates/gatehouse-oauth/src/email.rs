@@ -1,4 +1,4 @@
-//! The pages of the e-mail flows (CONTRACT §15): `GET|POST /auth/forgot`
+//! The pages of the e-mail flows: `GET|POST /auth/forgot`
 //! ("Forgot password?" and the "check your e-mail" page that follows it)
 //! and `GET|HEAD|POST /auth/reset` (a reset link's page, and the POSTs that
 //! set the new password by link or by code); `GET|HEAD|POST /auth/verify`

@@ -40,7 +40,7 @@ pub(crate) enum OAuthError {
     /// OAuth-shaped body.
     MethodNotAllowed(&'static str),
     /// A browser request from an origin that is neither allowed nor the
-    /// issuer's own (CONTRACT §12): 403 `invalid_request`.
+    /// issuer's own: 403 `invalid_request`.
     ForeignOrigin,
 }
 

@@ -1,5 +1,4 @@
-//! The pages and endpoints of signing in through other identity providers
-//! (CONTRACT §16):
+//! The pages and endpoints of signing in through other identity providers:
 //!
 //! - `POST /auth/providers/{id}/start`: "Continue with <name>" on the
 //!   sign-in page (CSRF-checked like its other forms, carrying the

@@ -1,5 +1,5 @@
-//! The client side of signing in through other identity providers
-//! (CONTRACT §16): OpenID Connect providers through the `openidconnect`
+//! The client side of signing in through other identity providers:
+//! OpenID Connect providers through the `openidconnect`
 //! crate (discovery, JWKS, ID token validation) and GitHub through its
 //! OAuth 2.0 endpoints and REST API. Every call goes through one HTTP
 //! client ([`ProviderHttp`]): 10 s per call, at most 1 MiB read, no

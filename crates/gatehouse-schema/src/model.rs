@@ -1377,7 +1377,7 @@ impl FilterOp {
 /// point of the complexity limit.
 pub const TERM_ROWS_PER_POINT: u64 = 1000;
 
-/// The complexity a filter adds to a request (CONTRACT "bounded work"):
+/// The complexity a filter adds to a request (bounded work):
 /// the sum of its terms' [`FilterOp::weight`] times the rows of the table
 /// it is evaluated on, one point per [`TERM_ROWS_PER_POINT`], rounded up.
 /// A database evaluates a filter it cannot answer from an index on every

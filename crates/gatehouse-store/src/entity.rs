@@ -1235,7 +1235,7 @@ impl EntityStore {
         let id = row_id(&row);
         // References and the policy are decided before the INSERT: a row
         // the caller may not create is refused the same way whether or not
-        // a unique key of it is taken by a row it cannot see (CONTRACT §11).
+        // a unique key of it is taken by a row it cannot see.
         s.check_references(tx, e, &row, ctx, nested_via).await?;
         if !s.row_matches(tx, e, &row, Action::Create, ctx).await? {
             return Err(StoreError::forbidden(format!(

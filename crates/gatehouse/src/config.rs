@@ -142,7 +142,7 @@ impl Default for CorsConfig {
     }
 }
 
-/// `[email]`: where outgoing mail goes (CONTRACT §15). Messages are
+/// `[email]`: where outgoing mail goes. Messages are
 /// written to the outbox in the transaction that needs them and sent by a
 /// background worker (`docs/design/outbox.md`).
 #[derive(Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -199,7 +199,7 @@ impl fmt::Debug for EmailConfig {
 }
 
 /// One `[[webhooks]]` entry: a receiver of the committed changes of some
-/// types (CONTRACT §17, `docs/design/webhooks.md`). Its `where` is checked
+/// types (`docs/design/webhooks.md`). Its `where` is checked
 /// against the schema when the server starts.
 #[derive(Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -560,7 +560,7 @@ pub struct AuthConfig {
     /// on when `[email]` is set and the account type has an `email` field.
     pub email: AuthEmailConfig,
     /// `[[auth.providers]]`: other identity providers the sign-in page
-    /// offers (CONTRACT §16); they need an account type.
+    /// offers; they need an account type.
     pub providers: Vec<ProviderEntry>,
 }
 

@@ -310,7 +310,7 @@ impl AuthServer {
             }
             return Err(page("the `redirect_uri` is not registered for this client"));
         }
-        // CONTRACT §12: another response mode is an error on the page.
+        // Another response mode is an error on the page.
         if let Some(mode) = opt(p.response_mode.as_deref())
             && mode != "query"
         {

@@ -1,4 +1,4 @@
-//! The e-mail flows' decisions (CONTRACT §15): verification at sign-up
+//! The e-mail flows' decisions: verification at sign-up
 //! (`off`, `optional`, `required`, with "Resend"), password reset and
 //! e-mail change, each by link or code, with the limits and the answers that never tell
 //! whether an address has an account (sign-up only under `required`). No HTTP and no HTML here: `gatehouse-oauth`

@@ -1,4 +1,4 @@
-//! Signing in through other identity providers (CONTRACT §16): the rows
+//! Signing in through other identity providers: the rows
 //! of a flow under way, and which account an upstream identity signs in,
 //! links to or creates. No HTTP here: `gatehouse-oauth` talks to the
 //! providers and renders the pages. Decisions: `docs/design/federation.md`.
@@ -242,8 +242,7 @@ impl AuthServer {
         Ok(flow)
     }
 
-    /// Who `up` (checked by the provider's client) signs in for `req`
-    /// (CONTRACT §16):
+    /// Who `up` (checked by the provider's client) signs in for `req`:
     ///
     /// 1. a known (issuer, subject) signs its account in;
     /// 2. a new pair whose address matches an account, when the provider
@@ -533,7 +532,7 @@ impl AuthServer {
         Err(refused("no free user name was found for this identity"))
     }
 
-    /// Tells the account that an identity was linked to it (CONTRACT §16),
+    /// Tells the account that an identity was linked to it,
     /// through the e-mail flows' outbox when they are on and the account
     /// has an address. A failure is logged: the link stands.
     async fn link_notice(&self, owner: &AccountProfile, up: &UpstreamIdentity) {
