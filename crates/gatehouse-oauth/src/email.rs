@@ -297,23 +297,10 @@ pub(crate) async fn reset_post(
         let flow = params.get("flow").unwrap_or("");
         let code = params.get("code").unwrap_or("");
         let again = |msg: &str, status| check_email_page(&p, csrf, flow, Some(msg), status);
-        match server.reset_by_code(flow, code, password, Some(addr)).await {
-            Ok(to) => Ok(to),
-            Err(Error::InvalidInput(msg)) => Err(again(&msg, StatusCode::BAD_REQUEST)),
-            Err(Error::InvalidGrant(_)) => Err(again(
-                "The code is wrong, or it has expired or was cancelled. Check the message, \
-                 or ask for a new one.",
-                StatusCode::BAD_REQUEST,
-            )),
-            Err(Error::TooManyRequests(_, wait)) => Err(too_many(
-                again(
-                    "Too many attempts. Wait a moment and try again.",
-                    StatusCode::TOO_MANY_REQUESTS,
-                ),
-                wait,
-            )),
-            Err(e) => Err(error_page(e)),
-        }
+        server
+            .reset_by_code(flow, code, password, Some(addr))
+            .await
+            .map_err(|e| code_refused(e, StatusCode::BAD_REQUEST, again))
     };
     match outcome {
         Ok(to) => match sign_in_link(&state, &params_of(&to)) {
@@ -421,23 +408,10 @@ pub(crate) async fn verify_post(
         let again = |msg: &str, status| {
             check_verify_page(&state, &p, csrf, (flow, origin), Some(msg), status)
         };
-        match server.verify_by_code(flow, code, Some(addr)).await {
-            Ok(to) => Ok(to),
-            Err(Error::InvalidInput(msg)) => Err(again(&msg, StatusCode::CONFLICT)),
-            Err(Error::InvalidGrant(_)) => Err(again(
-                "The code is wrong, or it has expired or was cancelled. Check the message, \
-                 or ask for a new one.",
-                StatusCode::BAD_REQUEST,
-            )),
-            Err(Error::TooManyRequests(_, wait)) => Err(too_many(
-                again(
-                    "Too many attempts. Wait a moment and try again.",
-                    StatusCode::TOO_MANY_REQUESTS,
-                ),
-                wait,
-            )),
-            Err(e) => Err(error_page(e)),
-        }
+        server
+            .verify_by_code(flow, code, Some(addr))
+            .await
+            .map_err(|e| code_refused(e, StatusCode::CONFLICT, again))
     };
     match outcome {
         Ok(to) => match sign_in_link(&state, &params_of(&to)) {
@@ -644,6 +618,32 @@ pub(crate) async fn change_confirm_post(
 }
 
 /// Any other refusal of a flow's POST.
+/// A code page's answer to a refused code: the page again (`again`) with
+/// what went wrong (a refused input with `input_status`), or the error
+/// page for anything else.
+fn code_refused(
+    e: Error,
+    input_status: StatusCode,
+    again: impl Fn(&str, StatusCode) -> Response,
+) -> Response {
+    match e {
+        Error::InvalidInput(msg) => again(&msg, input_status),
+        Error::InvalidGrant(_) => again(
+            "The code is wrong, or it has expired or was cancelled. Check the message, \
+             or ask for a new one.",
+            StatusCode::BAD_REQUEST,
+        ),
+        Error::TooManyRequests(_, wait) => too_many(
+            again(
+                "Too many attempts. Wait a moment and try again.",
+                StatusCode::TOO_MANY_REQUESTS,
+            ),
+            wait,
+        ),
+        e => error_page(e),
+    }
+}
+
 fn error_page(e: Error) -> Response {
     {
         match e {
