@@ -35,18 +35,29 @@ pub struct NewMessage {
     /// Messages with the same channel and key are delivered in the order
     /// they were enqueued; `None` for no order.
     pub key: Option<String>,
-    /// What the channel's sender reads.
-    pub payload: Json,
+    /// What the channel's sender reads, as JSON text.
+    payload: String,
 }
 
 impl NewMessage {
     /// A message for `channel`, in no particular order.
     pub fn new(channel: impl Into<String>, payload: Json) -> Self {
+        Self::from_json_text(channel, payload.to_string())
+    }
+
+    /// [`NewMessage::new`] for a payload its caller wrote as JSON text
+    /// (straight from its own values, with no JSON tree in between).
+    pub fn from_json_text(channel: impl Into<String>, payload: String) -> Self {
         Self {
             channel: channel.into(),
             key: None,
             payload,
         }
+    }
+
+    /// The payload, as JSON text.
+    pub fn payload(&self) -> &str {
+        &self.payload
     }
 
     /// Delivered after every message of its channel with the same `key`
@@ -199,14 +210,13 @@ impl Outbox {
         condition: Option<SelectStatement>,
     ) -> Result<(String, Built), OutboxError> {
         let id = uuid::Uuid::now_v7().to_string();
-        let payload = message.payload.to_string();
         let q = sql::insert(
             self.inner.db.dialect(),
             &sql::Insert {
                 id: &id,
                 channel: &message.channel,
                 key: message.key.as_deref(),
-                payload: &payload,
+                payload: &message.payload,
                 now: self.now(),
             },
             condition,
@@ -310,11 +320,8 @@ impl Outbox {
         let Some(m) = self.get(id).await? else {
             return Ok(None);
         };
-        let copy = NewMessage {
-            channel: m.channel,
-            key: m.key,
-            payload: m.payload,
-        };
+        let mut copy = NewMessage::new(m.channel, m.payload);
+        copy.key = m.key;
         let mut tx = self.inner.db.begin().await?;
         let new_id = self.enqueue(&mut tx, &copy).await?;
         self.commit(tx).await?;

@@ -1,5 +1,7 @@
 //! The outbox table and every statement on it, for both dialects.
 
+use std::sync::OnceLock;
+
 use gatehouse_db::{Built, Conn, Dialect, SqlKind, q};
 use sea_query::{Alias, Expr, Query, SelectStatement, Value};
 
@@ -120,6 +122,28 @@ pub(crate) struct Insert<'a> {
     pub now: i64,
 }
 
+/// The columns of a new message, in the order [`insert`] gives values.
+const INSERT_COLUMNS: [&str; 10] = [
+    "id",
+    "seq",
+    "channel",
+    "order_key",
+    "payload",
+    "state",
+    "created_at",
+    "retry_since",
+    "attempts",
+    "next_attempt_at",
+];
+
+/// The next `seq`, taken when the statement runs.
+fn next_seq(d: Dialect) -> String {
+    match d {
+        Dialect::Postgres => format!("nextval('{}')", q(SEQUENCE)),
+        Dialect::Sqlite => format!("(SELECT COALESCE(MAX(seq), 0) + 1 FROM {})", q(TABLE)),
+    }
+}
+
 /// The one statement that enqueues: `INSERT ... SELECT <values>`, with
 /// `WHERE EXISTS (<condition>)` when given (a message only for a row that
 /// matches a filter, decided by the database in the same statement).
@@ -128,36 +152,49 @@ pub(crate) struct Insert<'a> {
 /// transaction, after the row locks its writes took, so two transactions
 /// writing one row number their messages in commit order on PostgreSQL;
 /// on SQLite one writer at a time makes `MAX(seq) + 1` safe.
+///
+/// Without a condition the text is the same for every message, built once
+/// per dialect: an enqueue runs in every watched write, and building the
+/// statement cost more than running it.
 pub(crate) fn insert(
     d: Dialect,
     m: &Insert<'_>,
     condition: Option<SelectStatement>,
 ) -> Result<Built, OutboxError> {
-    let seq = match d {
-        Dialect::Postgres => format!("nextval('{}')", q(SEQUENCE)),
-        Dialect::Sqlite => format!("(SELECT COALESCE(MAX(seq), 0) + 1 FROM {})", q(TABLE)),
-    };
-    let row: [(&str, Expr); 10] = [
-        ("id", Expr::val(text(m.id))),
-        ("seq", Expr::cust(seq)),
-        ("channel", Expr::val(text(m.channel))),
-        ("order_key", Expr::val(opt_text(m.key))),
-        ("payload", Expr::val(text(m.payload))),
-        ("state", Expr::val(text(PENDING))),
-        ("created_at", Expr::val(int(m.now))),
-        ("retry_since", Expr::val(int(m.now))),
-        ("attempts", Expr::val(int(0))),
-        ("next_attempt_at", Expr::val(int(m.now))),
+    let values = [
+        text(m.id),
+        text(m.channel),
+        opt_text(m.key),
+        text(m.payload),
+        text(PENDING),
+        int(m.now),
+        int(m.now),
+        int(0),
+        int(m.now),
     ];
+    let Some(condition) = condition else {
+        static TEXT: [OnceLock<String>; 2] = [OnceLock::new(), OnceLock::new()];
+        let sql = TEXT[usize::from(d == Dialect::Postgres)].get_or_init(|| {
+            let columns = INSERT_COLUMNS.join(", ");
+            d.placeholders(&format!(
+                "INSERT INTO {} ({columns}) SELECT ?, {}, ?, ?, ?, ?, ?, ?, ?, ?",
+                q(TABLE),
+                next_seq(d)
+            ))
+        });
+        return Ok(Built::raw(sql.clone(), values.into()));
+    };
+    let mut values = values.into_iter();
     let mut select = Query::select();
-    let mut columns = Vec::with_capacity(row.len());
-    for (column, value) in row {
+    let mut columns = Vec::with_capacity(INSERT_COLUMNS.len());
+    for column in INSERT_COLUMNS {
         columns.push(Alias::new(column));
-        select.expr(value);
+        match column {
+            "seq" => select.expr(Expr::cust(next_seq(d))),
+            _ => select.expr(Expr::val(values.next().unwrap_or(Value::Bool(None)))),
+        };
     }
-    if let Some(c) = condition {
-        select.and_where(Expr::exists(c));
-    }
+    select.and_where(Expr::exists(condition));
     let mut insert = Query::insert();
     insert
         .into_table(Alias::new(TABLE))
@@ -232,14 +269,19 @@ pub(crate) fn claim(
     )
 }
 
-/// Marks a leased message sent, if `owner` still holds it.
-pub(crate) fn mark_sent(d: Dialect, id: &str, owner: &str, now: i64) -> Built {
+/// Marks the leased messages `ids` sent, those `owner` still holds, in one
+/// statement; returns the ids it marked. The text depends only on how
+/// many ids there are (at most a channel's concurrency).
+pub(crate) fn mark_all_sent(d: Dialect, ids: &[&str], owner: &str, now: i64) -> Built {
+    let list = vec!["?"; ids.len()].join(", ");
     let sql = format!(
         "UPDATE {} SET state = 'sent', finished_at = ?, lease_owner = NULL, lease_until = NULL, \
-         last_error = NULL WHERE id = ? AND lease_owner = ?",
+         last_error = NULL WHERE lease_owner = ? AND id IN ({list}) RETURNING id",
         q(TABLE)
     );
-    Built::raw(d.placeholders(&sql), vec![int(now), text(id), text(owner)])
+    let mut values = vec![int(now), text(owner)];
+    values.extend(ids.iter().map(|id| text(id)));
+    Built::raw(d.placeholders(&sql), values)
 }
 
 /// Schedules a leased message's next attempt at `next`, if `owner` still

@@ -422,19 +422,20 @@ impl ChannelCtx {
         Attempt { claimed, result }
     }
 
-    /// What comes of an attempt: the statement that records it, the
+    /// What comes of an attempt: the statement that records it (none for
+    /// a delivery: [`sql::mark_all_sent`] records them together), the
     /// outcome and the error.
-    fn outcome(&self, a: &Attempt, now: i64) -> (gatehouse_db::Built, Outcome, Option<String>) {
+    fn outcome(
+        &self,
+        a: &Attempt,
+        now: i64,
+    ) -> (Option<gatehouse_db::Built>, Outcome, Option<String>) {
         let m = &a.claimed.message;
         let d = self.outbox.db().dialect();
         match &a.result {
-            Ok(()) => (
-                sql::mark_sent(d, &m.id, &self.owner, now),
-                Outcome::Sent,
-                None,
-            ),
+            Ok(()) => (None, Outcome::Sent, None),
             Err(SendError::Permanent(e)) => (
-                sql::mark_failed(d, &m.id, &self.owner, now, e),
+                Some(sql::mark_failed(d, &m.id, &self.owner, now, e)),
                 Outcome::Failed,
                 Some(e.clone()),
             ),
@@ -452,13 +453,13 @@ impl ChannelCtx {
                         .saturating_add(micros(self.opts.max_age))
                 {
                     (
-                        sql::mark_failed(d, &m.id, &self.owner, now, e),
+                        Some(sql::mark_failed(d, &m.id, &self.owner, now, e)),
                         Outcome::Failed,
                         Some(e.clone()),
                     )
                 } else {
                     (
-                        sql::mark_retry(d, &m.id, &self.owner, next, e),
+                        Some(sql::mark_retry(d, &m.id, &self.owner, next, e)),
                         Outcome::Retried {
                             next_attempt_at: next,
                         },
@@ -477,11 +478,31 @@ impl ChannelCtx {
         }
         let now = self.outbox.now();
         let outcomes: Vec<_> = attempts.iter().map(|a| self.outcome(a, now)).collect();
+        // The deliveries (most outcomes) are one statement; retries and
+        // failures one each.
+        let sent: Vec<&str> = attempts
+            .iter()
+            .zip(&outcomes)
+            .filter(|(_, (q, ..))| q.is_none())
+            .map(|(a, _)| a.claimed.message.id.as_str())
+            .collect();
         let recorded = async {
             let mut tx = self.outbox.db().begin().await?;
+            let mut marked = std::collections::HashSet::new();
+            if !sent.is_empty() {
+                let q = sql::mark_all_sent(self.outbox.db().dialect(), &sent, &self.owner, now);
+                for row in tx.conn().fetch(q, &[SqlKind::Text]).await? {
+                    if let Some(Json::String(id)) = row.into_iter().next() {
+                        marked.insert(id);
+                    }
+                }
+            }
             let mut changed = Vec::with_capacity(outcomes.len());
-            for (q, ..) in &outcomes {
-                changed.push(tx.conn().execute(q.clone()).await?);
+            for (a, (q, ..)) in attempts.iter().zip(&outcomes) {
+                changed.push(match q {
+                    None => u64::from(marked.contains(&a.claimed.message.id)),
+                    Some(q) => tx.conn().execute(q.clone()).await?,
+                });
             }
             tx.commit().await?;
             Ok::<_, OutboxError>(changed)

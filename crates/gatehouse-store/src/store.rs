@@ -804,22 +804,21 @@ impl Store {
         mut tx: gatehouse_db::Tx,
         evs: Vec<ChangeEvent>,
     ) -> Result<(), StoreError> {
+        // The hooks' statements and (PostgreSQL) one `pg_notify` per event
+        // travel with the `COMMIT`, in one round trip: if one fails, the
+        // transaction rolls back with it.
         let hooks = self.commit_hooks();
+        let mut with_commit = Vec::new();
         let mut hooked = Vec::new();
         for hook in hooks.iter() {
-            let mut any = false;
+            let before = with_commit.len();
             for ev in &evs {
-                for q in hook.statements(ev) {
-                    any = true;
-                    tx.conn().execute(q).await.map_err(from_db)?;
-                }
+                with_commit.extend(hook.statements(ev));
             }
-            if any {
+            if with_commit.len() > before {
                 hooked.push(hook.clone());
             }
         }
-        // PostgreSQL: one `pg_notify` per event, sent with the `COMMIT`.
-        let mut notify = Vec::new();
         if self.dialect() == Dialect::Postgres {
             for (i, ev) in evs.iter().enumerate() {
                 let origin = &self.inner.origin;
@@ -856,7 +855,7 @@ impl Store {
                     .map_err(from_db)?;
                     payload = feed::reference(origin, id, more);
                 }
-                notify.push(Built::raw(
+                with_commit.push(Built::raw(
                     "SELECT pg_notify($1, $2)",
                     vec![
                         sea_query::Value::String(Some(feed::CHANNEL.to_string())),
@@ -865,7 +864,7 @@ impl Store {
                 ));
             }
         }
-        let committed = tx.commit_after(&notify).await;
+        let committed = tx.commit_after(&with_commit).await;
         // Even after a failed commit: whether it took effect is unknown.
         // A transaction that changed nothing leaves the counts as they are.
         if !evs.is_empty() {

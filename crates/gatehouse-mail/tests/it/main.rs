@@ -40,7 +40,7 @@ fn outgoing(email: &Email) -> Outgoing {
         id: "0190f3d2-0000-7000-8000-000000000001".into(),
         channel: CHANNEL.into(),
         key: None,
-        payload: email.message().payload,
+        payload: serde_json::from_str(email.message().payload()).unwrap_or_default(),
         attempt: 1,
         created_at: 0,
     }
