@@ -83,8 +83,11 @@ struct Seen {
     validated: Vec<(String, ValidationResult)>,
     /// Operation name -> its plan, or why the planned executor does not
     /// run it.
-    plans: Vec<(Option<String>, Result<Arc<Plan>, Unsupported>)>,
+    plans: Vec<(Option<String>, Compiled)>,
 }
+
+/// A compiled plan, or why an operation has none.
+type Compiled = Result<Arc<Plan>, Unsupported>;
 
 /// The validation-cache key of a request's operation name and variables;
 /// `None` when the variables are too large to be part of a key.

@@ -123,8 +123,9 @@ pub enum Answer {
     /// text `{"data":…}`, always an executed success without errors.
     /// Transports send these bytes as they are.
     Planned(Vec<u8>),
-    /// async-graphql's response.
-    Executed(Executed),
+    /// async-graphql's response (boxed: it is large, and the planned
+    /// answers are the common ones).
+    Executed(Box<Executed>),
 }
 
 impl Answer {
@@ -292,7 +293,7 @@ impl Graphql {
         if kind == "query" {
             self.count_fallback(fallback);
         }
-        Answer::Executed(executed)
+        Answer::Executed(Box::new(executed))
     }
 
     /// [`Graphql::answer`] for a transport of streams (WebSocket, SSE): a
@@ -303,7 +304,7 @@ impl Graphql {
         if self.is_subscription(&request.query, request.operation_name.as_deref()) {
             return self
                 .execute_stream(request)
-                .map(Answer::Executed)
+                .map(|e| Answer::Executed(Box::new(e)))
                 .left_stream();
         }
         let this = self.clone();

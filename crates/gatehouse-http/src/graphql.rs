@@ -206,7 +206,7 @@ async fn run(
                 .insert(header::CONTENT_TYPE, media.content_type());
             return resp;
         }
-        Answer::Executed(executed) => executed,
+        Answer::Executed(executed) => *executed,
     };
     let response = &executed.response;
     // GraphQL over HTTP: with application/graphql-response+json a request
