@@ -37,9 +37,10 @@ use quick_cache::sync::Cache;
 
 use gatehouse_store::Store;
 
+use crate::Fallback;
 use crate::args::PageLimits;
 use crate::error::Code;
-use crate::plan::Plan;
+use crate::plan::{Plan, Unsupported};
 
 /// Estimated bytes all cached documents may hold together; the cache drops
 /// the least used beyond it.
@@ -80,9 +81,13 @@ struct Entry {
 struct Seen {
     /// `operation name \0 variables as JSON` -> the validation result.
     validated: Vec<(String, ValidationResult)>,
-    /// Operation name -> its plan (`None`: not one the planned executor runs).
-    plans: Vec<(Option<String>, Option<Arc<Plan>>)>,
+    /// Operation name -> its plan, or why the planned executor does not
+    /// run it.
+    plans: Vec<(Option<String>, Compiled)>,
 }
+
+/// A compiled plan, or why an operation has none.
+type Compiled = Result<Arc<Plan>, Unsupported>;
 
 /// The validation-cache key of a request's operation name and variables;
 /// `None` when the variables are too large to be part of a key.
@@ -239,17 +244,20 @@ impl ParseCache {
     /// [`variant_key`]), or with other variables and the plan `accepts`
     /// these (see [`Plan::accepts`]): a query whose variables change on
     /// every request (an id, a page) is validated by async-graphql once.
+    /// Otherwise why not: [`Fallback::Validation`] when async-graphql must
+    /// validate the request first (a new document, or variables the plan
+    /// cannot vouch for), else why the operation has no plan.
     pub(crate) fn plan(
         &self,
         query: &str,
         operation_name: Option<&str>,
         variant: &str,
         variables: &Variables,
-        compile: impl FnOnce(&ExecutableDocument) -> Option<Plan>,
+        compile: impl FnOnce(&ExecutableDocument) -> Result<Plan, Unsupported>,
         accepts: impl FnOnce(&Plan) -> bool,
-    ) -> Option<Arc<Plan>> {
-        let entry = self.entries.get(query)?;
-        let mut seen = entry.seen.lock().ok()?;
+    ) -> Result<Arc<Plan>, Fallback> {
+        let entry = self.entries.get(query).ok_or(Fallback::Validation)?;
+        let mut seen = entry.seen.lock().map_err(|_| Fallback::Validation)?;
         // A variant is `operation name \0 variables`.
         fn operation(variant: &str) -> &str {
             variant.split('\0').next().unwrap_or_default()
@@ -261,7 +269,7 @@ impl ParseCache {
                 .iter()
                 .any(|(v, _)| operation(v) == operation(variant))
         {
-            return None;
+            return Err(Fallback::Validation);
         }
         let plan = match seen
             .plans
@@ -272,13 +280,14 @@ impl ParseCache {
             None => {
                 let plan = compile(&entry.doc).map(Arc::new);
                 if seen.plans.len() >= VARIANTS_PER_DOCUMENT {
-                    seen.plans.remove(0);
+                    drop(seen.plans.remove(0));
                 }
                 seen.plans
                     .push((operation_name.map(str::to_string), plan.clone()));
                 plan
             }
-        }?;
+        }
+        .map_err(Fallback::Unsupported)?;
         // A filtering document's cost follows the tables' sizes: checked
         // on every request. Variables async-graphql has not seen: their
         // values must fit the plan, and the page sizes they give must keep
@@ -286,7 +295,11 @@ impl ParseCache {
         // request, and refuses it).
         let recheck = entry.cost_uses_rows || (!validated && entry.cost_uses_variables);
         let within_limits = !recheck || self.check(&entry.doc, variables).0.is_none();
-        (within_limits && (validated || accepts(&plan))).then_some(plan)
+        if within_limits && (validated || accepts(&plan)) {
+            Ok(plan)
+        } else {
+            Err(Fallback::Validation)
+        }
     }
 
     /// The parsed document of `query`: the cached one when there is one

@@ -11,7 +11,10 @@
 //! - `plan.rs`: the planned executor, a fast path that runs validated plain
 //!   queries as store calls and writes the JSON directly, handing anything
 //!   else to async-graphql (`docs/design/planned-executor.md`); both give
-//!   the same answers (a differential test holds them to it).
+//!   the same answers (a differential test holds them to it). Which of the
+//!   two answers is decided here, in [`Graphql::answer`], for every
+//!   transport; each read async-graphql answers instead is counted with
+//!   its [`Fallback`] reason.
 //! - `cache.rs`: parsed and validated documents, which also enforces the
 //!   depth limit; `order.rs` puts async-graphql's response keys back in
 //!   selection order.
@@ -29,6 +32,7 @@ mod order;
 mod plan;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_graphql::dataloader::DataLoader;
 use async_graphql::dynamic::Schema;
@@ -41,6 +45,7 @@ pub use async_graphql;
 pub use cache::ParseCache;
 pub use input::{MAX_INPUT_DEPTH, MAX_SELECTION_NESTING, parse};
 pub use introspection::INTROSPECTION_QUERY;
+pub use plan::Unsupported;
 
 /// Limits and sizes, from the `[limits]` config section.
 #[derive(Debug, Clone)]
@@ -90,6 +95,8 @@ pub struct Graphql {
     store: Store,
     cache: ParseCache,
     shared: Arc<build::Shared>,
+    /// Reads async-graphql answered instead of a plan, by [`Fallback::index`].
+    fallbacks: Arc<[AtomicU64; Fallback::ALL.len()]>,
 }
 
 impl std::fmt::Debug for Graphql {
@@ -106,6 +113,109 @@ pub struct Executed {
     /// `false` when the request was refused before execution (it did not
     /// parse, did not validate, or exceeded a depth/complexity limit).
     pub executed: bool,
+}
+
+/// One result of a request, from whichever executor answered it
+/// ([`Graphql::answer`]).
+#[derive(Debug)]
+pub enum Answer {
+    /// The planned executor's response, already serialized: UTF-8 JSON
+    /// text `{"data":…}`, always an executed success without errors.
+    /// Transports send these bytes as they are.
+    Planned(Vec<u8>),
+    /// async-graphql's response (boxed: it is large, and the planned
+    /// answers are the common ones).
+    Executed(Box<Executed>),
+}
+
+impl Answer {
+    /// `false` when the request was refused before execution (see
+    /// [`Executed::executed`]).
+    pub fn executed(&self) -> bool {
+        match self {
+            Self::Planned(_) => true,
+            Self::Executed(e) => e.executed,
+        }
+    }
+
+    /// Whether the response holds errors.
+    pub fn has_errors(&self) -> bool {
+        match self {
+            Self::Planned(_) => false,
+            Self::Executed(e) => !e.response.errors.is_empty(),
+        }
+    }
+
+    /// The whole response as JSON text: the planned bytes as they are,
+    /// async-graphql's response serialized once.
+    pub fn to_json(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            Self::Planned(body) => String::from_utf8_lossy(body),
+            Self::Executed(e) => serde_json::to_string(&e.response)
+                .unwrap_or_else(|_| "{}".into())
+                .into(),
+        }
+    }
+}
+
+/// Why a read (a query operation) was answered by async-graphql's
+/// resolvers rather than by its plan: the `reason` label of
+/// `gatehouse_graphql_fallback_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fallback {
+    /// async-graphql must validate the request first: the first run of a
+    /// document with these variables (or variables the plan cannot vouch
+    /// for, see `docs/design/planned-executor.md`), and every request it
+    /// refuses.
+    Validation,
+    /// The planned executor does not run this operation.
+    Unsupported(Unsupported),
+    /// A plan ran and gave up: the answer would hold an error or a null
+    /// where the schema promises a value (a missing scope, a refused
+    /// argument, a store error), which async-graphql reports.
+    Refused,
+}
+
+impl Fallback {
+    /// Every reason, in [`Fallback::index`] order.
+    pub const ALL: [Fallback; 9] = [
+        Self::Validation,
+        Self::Unsupported(Unsupported::Operation),
+        Self::Unsupported(Unsupported::Extensions),
+        Self::Unsupported(Unsupported::Introspection),
+        Self::Unsupported(Unsupported::Directive),
+        Self::Unsupported(Unsupported::Fragment),
+        Self::Unsupported(Unsupported::Count),
+        Self::Unsupported(Unsupported::Selection),
+        Self::Refused,
+    ];
+
+    /// The metric label: `validation`, `refused`, or what the plan does
+    /// not run (`directive`, `count`, …, see [`Unsupported::as_str`]).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Validation => "validation",
+            Self::Unsupported(u) => u.as_str(),
+            Self::Refused => "refused",
+        }
+    }
+
+    /// The position of this reason in [`Fallback::ALL`].
+    fn index(self) -> usize {
+        match self {
+            Self::Validation => 0,
+            Self::Unsupported(u) => match u {
+                Unsupported::Operation => 1,
+                Unsupported::Extensions => 2,
+                Unsupported::Introspection => 3,
+                Unsupported::Directive => 4,
+                Unsupported::Fragment => 5,
+                Unsupported::Count => 6,
+                Unsupported::Selection => 7,
+            },
+            Self::Refused => 8,
+        }
+    }
 }
 
 impl Graphql {
@@ -143,7 +253,62 @@ impl Graphql {
             store,
             cache,
             shared,
+            fallbacks: Arc::default(),
         })
+    }
+
+    /// How many reads this schema's async-graphql resolvers answered
+    /// instead of a plan for `reason` (what it added to
+    /// `gatehouse_graphql_fallback_total`; for tests).
+    pub fn fallbacks(&self, reason: Fallback) -> u64 {
+        self.fallbacks[reason.index()].load(Ordering::Relaxed)
+    }
+
+    /// Counts one read async-graphql answered instead of a plan.
+    fn count_fallback(&self, reason: Fallback) {
+        self.fallbacks[reason.index()].fetch_add(1, Ordering::Relaxed);
+        FALLBACKS.with_borrow_mut(|handles| {
+            let label = reason.as_str();
+            let counter = handles.get(
+                label,
+                "",
+                || metrics::counter!("gatehouse_graphql_fallback_total", "reason" => label),
+            );
+            counter.increment(1);
+        });
+    }
+
+    /// Answers a query or mutation (a subscription over a transport
+    /// without streams is refused by async-graphql): through its plan
+    /// when it has one that runs, else through async-graphql. Every
+    /// transport asks this (or [`Graphql::answer_stream`]); a read that
+    /// async-graphql answers is counted with the reason the plan declined.
+    pub async fn answer(&self, request: Request) -> Answer {
+        let fallback = match self.planned(&request).await {
+            Ok(body) => return Answer::Planned(body),
+            Err(reason) => reason,
+        };
+        // Boxed: async-graphql's future is large, and most reads never start it.
+        let (executed, kind) = Box::pin(self.execute_counted(request)).await;
+        if kind == "query" {
+            self.count_fallback(fallback);
+        }
+        Answer::Executed(Box::new(executed))
+    }
+
+    /// [`Graphql::answer`] for a transport of streams (WebSocket, SSE): a
+    /// subscription's results as they come ([`Graphql::execute_stream`]),
+    /// anything else one answer.
+    pub fn answer_stream(&self, request: Request) -> impl Stream<Item = Answer> + Send + use<> {
+        use futures::StreamExt;
+        if self.is_subscription(&request.query, request.operation_name.as_deref()) {
+            return self
+                .execute_stream(request)
+                .map(|e| Answer::Executed(Box::new(e)))
+                .left_stream();
+        }
+        let this = self.clone();
+        futures::stream::once(async move { this.answer(request).await }).right_stream()
     }
 
     /// The parsed-document cache (for tests and metrics).
@@ -243,14 +408,22 @@ impl Graphql {
         })
     }
 
-    /// Executes a query or mutation.
+    /// Executes a query or mutation through async-graphql (transports
+    /// ask [`Graphql::answer`], which runs the plan when it can).
     pub async fn execute(&self, request: Request) -> Executed {
+        self.execute_counted(request).await.0
+    }
+
+    /// [`Graphql::execute`], and the kind of operation it counted
+    /// (`gatehouse_graphql_operations_total`'s `operation`; `"unknown"`
+    /// when it counted none).
+    async fn execute_counted(&self, request: Request) -> (Executed, &'static str) {
         if let Err(e) = input::check(&request.query, &request.variables) {
             count_operation("unknown", "rejected");
-            return refused(e);
+            return (refused(e), "unknown");
         }
         if let Some(refused) = self.refuse_introspection(&request) {
-            return refused;
+            return (refused, "unknown");
         }
         let query = request.query.clone();
         let operation_name = request.operation_name.clone();
@@ -289,11 +462,9 @@ impl Graphql {
         } else {
             "error"
         };
-        count_operation(
-            self.cache.operation_kind(&query, operation_name.as_deref()),
-            outcome,
-        );
-        Executed { response, executed }
+        let kind = self.cache.operation_kind(&query, operation_name.as_deref());
+        count_operation(kind, outcome);
+        (Executed { response, executed }, kind)
     }
 
     /// Executes a query through its plan (see `plan.rs`), answering the
@@ -302,17 +473,27 @@ impl Graphql {
     /// validation with these variables, it is not a plain query of stored
     /// fields and relations, or it would not succeed. The caller then uses
     /// [`Graphql::execute`], which gives the same data or the errors.
+    /// (Transports ask [`Graphql::answer`], which does both.)
     pub async fn execute_planned(&self, request: &Request) -> Option<Vec<u8>> {
+        self.planned(request).await.ok()
+    }
+
+    /// [`Graphql::execute_planned`], saying why it declined.
+    async fn planned(&self, request: &Request) -> Result<Vec<u8>, Fallback> {
+        if !request.extensions.is_empty() {
+            return Err(Fallback::Unsupported(Unsupported::Extensions));
+        }
         // The text of a cached document has passed `input::check_text`;
         // its variables are this request's own.
-        if !request.extensions.is_empty() || input::check_variables(&request.variables).is_err() {
-            return None;
+        if input::check_variables(&request.variables).is_err() {
+            return Err(Fallback::Validation);
         }
         let principal = request
             .data
             .get(&std::any::TypeId::of::<gatehouse_auth::Principal>())
             .and_then(|p| p.downcast_ref::<gatehouse_auth::Principal>());
-        let variant = cache::variant_key(request)?;
+        // Variables too large to be a cache key are validated every time.
+        let variant = cache::variant_key(request).ok_or(Fallback::Validation)?;
         let name = request.operation_name.as_deref();
         let plan = self.cache.plan(
             &request.query,
@@ -323,9 +504,11 @@ impl Graphql {
             |plan| plan.accepts(&self.shared.model, &request.variables),
         )?;
         let access = build::access_of(principal, self.shared.auth_required);
-        let body = plan::run(&plan, &self.shared, &access, &request.variables).await?;
+        let body = plan::run(&plan, &self.shared, &access, &request.variables)
+            .await
+            .ok_or(Fallback::Refused)?;
         count_operation("query", "ok");
-        Some(body)
+        Ok(body)
     }
 
     /// Executes a subscription (or any operation) as a stream of responses.
@@ -455,6 +638,12 @@ impl Graphql {
 thread_local! {
     /// `gatehouse_graphql_operations_total` by operation kind and outcome.
     static OPERATIONS: std::cell::RefCell<gatehouse_telemetry::handles::Handles<metrics::Counter>> =
+        const { std::cell::RefCell::new(gatehouse_telemetry::handles::Handles::new()) };
+}
+
+thread_local! {
+    /// `gatehouse_graphql_fallback_total` by reason (the second label unused).
+    static FALLBACKS: std::cell::RefCell<gatehouse_telemetry::handles::Handles<metrics::Counter>> =
         const { std::cell::RefCell::new(gatehouse_telemetry::handles::Handles::new()) };
 }
 

@@ -357,18 +357,71 @@ impl Check {
     }
 }
 
-/// Compiles operation `operation_name` of `doc`; `None` when it is not a
+/// Why an operation has no plan, so that async-graphql's resolvers run it.
+/// Each is a `reason` of `gatehouse_graphql_fallback_total` (see
+/// [`crate::Fallback`]); [`compile`] decides all but
+/// [`Unsupported::Extensions`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unsupported {
+    /// Not a query: a mutation or a subscription (never counted as a
+    /// fallback: only reads are).
+    Operation,
+    /// The request carries `extensions`.
+    Extensions,
+    /// An introspection field (`__schema`, `__type`).
+    Introspection,
+    /// A directive: `@skip`, `@include`, or one on the operation.
+    Directive,
+    /// A fragment on a type other than the one it is spread in.
+    Fragment,
+    /// A count field (`booksCount`, or a relation's count).
+    Count,
+    /// Another selection the plan does not make: a response key selected
+    /// twice (field merging), a connection's `node` selected more than
+    /// once, or a field of another kind.
+    Selection,
+}
+
+impl Unsupported {
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Operation => "operation",
+            Self::Extensions => "extensions",
+            Self::Introspection => "introspection",
+            Self::Directive => "directive",
+            Self::Fragment => "fragment",
+            Self::Count => "count",
+            Self::Selection => "selection",
+        }
+    }
+}
+
+/// What [`compile`] and its parts answer: a value, or why there is no plan.
+type Compiled<T> = Result<T, Unsupported>;
+
+/// `Err(Unsupported::Selection)` for `None`: a part the plan does not
+/// find where validation found it (an unknown name, a key that does not
+/// serialize), which async-graphql reports if it is an error.
+fn found<T>(v: Option<T>) -> Compiled<T> {
+    v.ok_or(Unsupported::Selection)
+}
+
+/// Compiles operation `operation_name` of `doc`, or says why it is not a
 /// query the planned executor runs (async-graphql then runs it).
 pub(crate) fn compile(
     store: &Store,
     doc: &ExecutableDocument,
     operation_name: Option<&str>,
-) -> Option<Plan> {
+) -> Compiled<Plan> {
     let model = &**store.model();
     // Every case it refuses is an error async-graphql reports.
-    let op = crate::cache::operation(doc, operation_name)?;
-    if op.ty != OperationType::Query || !op.directives.is_empty() {
-        return None;
+    let op = crate::cache::operation(doc, operation_name).ok_or(Unsupported::Operation)?;
+    if op.ty != OperationType::Query {
+        return Err(Unsupported::Operation);
+    }
+    if !op.directives.is_empty() {
+        return Err(Unsupported::Directive);
     }
     let mut variables: Vec<VariableDef> = op
         .variable_definitions
@@ -390,15 +443,17 @@ pub(crate) fn compile(
     let mut seen = std::collections::HashSet::with_capacity(fields.len());
     for f in fields {
         if !seen.insert(f.response_key().node.as_str()) {
-            return None;
+            return Err(Unsupported::Selection);
         }
-        let key = Key::new(f.response_key().node.as_str())?;
+        let key = found(Key::new(f.response_key().node.as_str()))?;
         let name = f.name.node.as_str();
         let root = if name == "__typename" {
             Root::Typename
+        } else if name == "__schema" || name == "__type" {
+            return Err(Unsupported::Introspection);
         } else {
-            let rf = model.queries.iter().find(|q| q.name == name)?;
-            let entity = model.entity(&rf.entity)?;
+            let rf = found(model.queries.iter().find(|q| q.name == name))?;
+            let entity = found(model.entity(&rf.entity))?;
             let args = written_args(f);
             let (sel, connection) = match &rf.binding {
                 Binding::List(_) | Binding::Lookup { .. } => (
@@ -406,13 +461,14 @@ pub(crate) fn compile(
                     None,
                 ),
                 Binding::Connection(c) => {
-                    let c = model.connection(&c.connection)?;
+                    let c = found(model.connection(&c.connection))?;
                     let (conn, node) = compile_connection(doc, c, &f.selection_set.node)?;
                     let empty = SelectionSet::default();
                     let sel = compile_sel(store, doc, entity, node.unwrap_or(&empty))?;
                     (sel, Some(conn))
                 }
-                _ => return None,
+                Binding::Count(_) => return Err(Unsupported::Count),
+                _ => return Err(Unsupported::Selection),
             };
             // A page read by cursor reads its to-one relations by id.
             let (joins, join_items) = match connection {
@@ -445,7 +501,7 @@ pub(crate) fn compile(
     for v in &mut variables {
         v.null_ok = !v.ty.is_non_null() && !strict.contains(&v.name);
     }
-    Some(Plan { variables, roots })
+    Ok(Plan { variables, roots })
 }
 
 fn written_args(f: &QueryField) -> Vec<(Name, InputValue)> {
@@ -455,7 +511,7 @@ fn written_args(f: &QueryField) -> Vec<(Name, InputValue)> {
         .collect()
 }
 
-/// The fields of `set` on `type_name`, fragments expanded; `None` when a
+/// The fields of `set` on `type_name`, fragments expanded; refused when a
 /// directive or a fragment on another type is met.
 fn flatten<'d>(
     doc: &'d ExecutableDocument,
@@ -463,61 +519,67 @@ fn flatten<'d>(
     type_name: &str,
     out: &mut Vec<&'d QueryField>,
     nesting: usize,
-) -> Option<()> {
+) -> Compiled<()> {
     if nesting > MAX_FRAGMENT_NESTING {
-        return None;
+        return Err(Unsupported::Fragment);
     }
     for sel in &set.items {
         let inner = match &sel.node {
             Selection::Field(f) => {
                 if !f.node.directives.is_empty() {
-                    return None;
+                    return Err(Unsupported::Directive);
                 }
                 out.push(&f.node);
                 continue;
             }
             Selection::InlineFragment(i) => {
+                if !i.node.directives.is_empty() {
+                    return Err(Unsupported::Directive);
+                }
                 let same_type = i
                     .node
                     .type_condition
                     .as_ref()
                     .is_none_or(|t| t.node.on.node == type_name);
-                if !i.node.directives.is_empty() || !same_type {
-                    return None;
+                if !same_type {
+                    return Err(Unsupported::Fragment);
                 }
                 &i.node.selection_set
             }
             Selection::FragmentSpread(s) => {
-                let frag = doc.fragments.get(&s.node.fragment_name.node)?;
-                if !s.node.directives.is_empty()
-                    || !frag.node.directives.is_empty()
-                    || frag.node.type_condition.node.on.node != type_name
-                {
-                    return None;
+                let frag = doc
+                    .fragments
+                    .get(&s.node.fragment_name.node)
+                    .ok_or(Unsupported::Fragment)?;
+                if !s.node.directives.is_empty() || !frag.node.directives.is_empty() {
+                    return Err(Unsupported::Directive);
+                }
+                if frag.node.type_condition.node.on.node != type_name {
+                    return Err(Unsupported::Fragment);
                 }
                 &frag.node.selection_set
             }
         };
         flatten(doc, &inner.node, type_name, out, nesting + 1)?;
     }
-    Some(())
+    Ok(())
 }
 
 /// The selection of a connection root field around its nodes, and the
-/// selection set of its one `node`; `None` (async-graphql runs it) when
+/// selection set of its one `node`; refused (async-graphql runs it) when
 /// `node` is selected more than once (aliases, or several `edges`), since
 /// a plan reads one selection of rows per root field.
 fn compile_connection<'d>(
     doc: &'d ExecutableDocument,
     c: &gatehouse_schema::Connection,
     set: &'d SelectionSet,
-) -> Option<(ConnSel, Option<&'d SelectionSet>)> {
+) -> Compiled<(ConnSel, Option<&'d SelectionSet>)> {
     let mut node = None;
     let mut fields = Vec::new();
     flatten(doc, set, &c.name, &mut fields, 0)?;
     let mut items = Vec::with_capacity(fields.len());
     for f in fields {
-        let key = Key::new(f.response_key().node.as_str())?;
+        let key = found(Key::new(f.response_key().node.as_str()))?;
         let item = match f.name.node.as_str() {
             "__typename" => ConnItem::Typename,
             "totalCount" if c.total_count.is_some() => ConnItem::TotalCount,
@@ -538,9 +600,9 @@ fn compile_connection<'d>(
                         "hasPreviousPage" => PageItem::HasPrevious,
                         "startCursor" => PageItem::Start,
                         "endCursor" => PageItem::End,
-                        _ => return None,
+                        _ => return Err(Unsupported::Selection),
                     };
-                    page.push((Key::new(p.response_key().node.as_str())?, item));
+                    page.push((found(Key::new(p.response_key().node.as_str()))?, item));
                 }
                 ConnItem::PageInfo(page)
             }
@@ -556,13 +618,13 @@ fn compile_connection<'d>(
                             node = Some(&e.selection_set.node);
                             EdgeItem::Node
                         }
-                        _ => return None,
+                        _ => return Err(Unsupported::Selection),
                     };
-                    edge.push((Key::new(e.response_key().node.as_str())?, item));
+                    edge.push((found(Key::new(e.response_key().node.as_str()))?, item));
                 }
                 ConnItem::Edges(edge)
             }
-            _ => return None,
+            _ => return Err(Unsupported::Selection),
         };
         items.push((key, item));
     }
@@ -578,9 +640,9 @@ fn compile_connection<'d>(
         _ => true,
     });
     if !unique(&items) || !nested_unique {
-        return None;
+        return Err(Unsupported::Selection);
     }
-    Some((
+    Ok((
         ConnSel {
             name: c.name.clone(),
             edge: c.edge.clone(),
@@ -595,7 +657,7 @@ fn compile_sel(
     doc: &ExecutableDocument,
     entity: &Entity,
     set: &SelectionSet,
-) -> Option<Sel> {
+) -> Compiled<Sel> {
     let model = &**store.model();
     let mut fields = Vec::new();
     flatten(doc, set, &entity.name, &mut fields, 0)?;
@@ -603,15 +665,15 @@ fn compile_sel(
     let mut seen = std::collections::HashSet::with_capacity(fields.len());
     for f in &fields {
         if !seen.insert(f.response_key().node.as_str()) {
-            return None;
+            return Err(Unsupported::Selection);
         }
-        let key = Key::new(f.response_key().node.as_str())?;
+        let key = found(Key::new(f.response_key().node.as_str()))?;
         let name = f.name.node.as_str();
         if name == "__typename" {
             items.push((key, Item::Typename));
             continue;
         }
-        let mf = entity.field(name)?;
+        let mf = found(entity.field(name))?;
         let required = mf.ty.is_non_null();
         let item = match &mf.kind {
             FieldKind::Id => Item::Value(ValueItem {
@@ -623,7 +685,7 @@ fn compile_sel(
             FieldKind::Value { ty, list } => {
                 let check = match ty {
                     ValueType::Scalar(s) if s.is_custom() => Check::Custom(*s),
-                    ValueType::Enum(e) => Check::Enum(model.enum_def(e)?.clone()),
+                    ValueType::Enum(e) => Check::Enum(found(model.enum_def(e))?.clone()),
                     ValueType::Scalar(_) => Check::None,
                 };
                 Item::Value(ValueItem {
@@ -634,28 +696,38 @@ fn compile_sel(
                 })
             }
             // Counts are served by the resolver path (batched per level).
-            FieldKind::Count { .. } => return None,
+            FieldKind::Count { .. } => return Err(Unsupported::Count),
             FieldKind::ToOne { .. } => Item::ToOne {
                 name: mf.name.clone(),
                 required,
-                sel: compile_sel(store, doc, model.target_of(mf)?, &f.selection_set.node)?,
+                sel: compile_sel(
+                    store,
+                    doc,
+                    found(model.target_of(mf))?,
+                    &f.selection_set.node,
+                )?,
             },
             FieldKind::ToMany {
                 list,
                 args: declared,
                 ..
             } => Item::ToMany(Box::new(ToMany {
-                via: model.inverse_of(mf)?.name.clone(),
+                via: found(model.inverse_of(mf))?.name.clone(),
                 list: list.clone(),
                 declared: declared.clone(),
                 args: written_args(f),
-                sel: compile_sel(store, doc, model.target_of(mf)?, &f.selection_set.node)?,
+                sel: compile_sel(
+                    store,
+                    doc,
+                    found(model.target_of(mf))?,
+                    &f.selection_set.node,
+                )?,
             })),
         };
         items.push((key, item));
     }
-    Some(Sel {
-        rows: store.entity(&entity.name).ok()?,
+    Ok(Sel {
+        rows: found(store.entity(&entity.name).ok())?,
         columns: args::selected_fields(entity, fields.iter().map(|f| f.name.node.as_str())),
         items,
     })

@@ -43,15 +43,17 @@ pub(crate) enum Delivery {
 }
 
 impl Delivery {
-    /// One execution result as a delivery: serialized once, here.
-    pub(crate) fn of(item: &gatehouse_graphql::Executed) -> Self {
-        let response: Arc<str> = serde_json::to_string(&item.response)
-            .unwrap_or_else(|_| "{}".into())
-            .into();
-        if item.executed {
+    /// One answer as a delivery: serialized once, here (a planned answer
+    /// is already JSON text, taken as it is).
+    pub(crate) fn of(item: &gatehouse_graphql::Answer) -> Self {
+        let response: Arc<str> = item.to_json().into();
+        let gatehouse_graphql::Answer::Executed(executed) = item else {
+            return Self::Next(response);
+        };
+        if executed.executed {
             return Self::Next(response);
         }
-        let errors = serde_json::to_value(&item.response.errors)
+        let errors = serde_json::to_value(&executed.response.errors)
             .ok()
             .and_then(|v| match v {
                 Json::Array(a) => Some(a),
@@ -161,7 +163,7 @@ impl Fanout {
         let group = Arc::new(Group {
             members: Mutex::new(HashMap::from([(serial, sink)])),
         });
-        let stream = graphql.execute_stream(request);
+        let stream = graphql.answer_stream(request);
         let task = tokio::spawn(drive(self.clone(), key.clone(), group.clone(), stream));
         groups.insert(
             key.clone(),
@@ -236,7 +238,7 @@ async fn drive(
     fanout: Fanout,
     key: Arc<str>,
     group: Arc<Group>,
-    stream: impl futures::Stream<Item = gatehouse_graphql::Executed> + Send,
+    stream: impl futures::Stream<Item = gatehouse_graphql::Answer> + Send,
 ) {
     let mut stream = std::pin::pin!(stream);
     while let Some(item) = stream.next().await {
@@ -245,7 +247,7 @@ async fn drive(
             fanout.finish(&key, &group, &[delivery]);
             return;
         }
-        if !item.response.errors.is_empty() {
+        if item.has_errors() {
             // async-graphql ends a subscription after a result with errors:
             // end the group before delivering it, so that no one joins
             // between this result and the end and sees only `complete`.

@@ -10,6 +10,7 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use gatehouse_auth::Principal;
+use gatehouse_graphql::Answer;
 use gatehouse_graphql::async_graphql::parser::types::OperationType;
 use gatehouse_graphql::async_graphql::{self, Variables};
 use gatehouse_graphql::error::Code;
@@ -198,14 +199,15 @@ async fn run(
     principal: Option<Principal>,
 ) -> Response {
     let request = params.into_request(principal);
-    if let Some(body) = state.graphql.execute_planned(&request).await {
-        let mut resp = (StatusCode::OK, body).into_response();
-        resp.headers_mut()
-            .insert(header::CONTENT_TYPE, media.content_type());
-        return resp;
-    }
-    // Boxed: async-graphql's future is large, and most requests never start it.
-    let executed = Box::pin(state.graphql.execute(request)).await;
+    let executed = match state.graphql.answer(request).await {
+        Answer::Planned(body) => {
+            let mut resp = (StatusCode::OK, body).into_response();
+            resp.headers_mut()
+                .insert(header::CONTENT_TYPE, media.content_type());
+            return resp;
+        }
+        Answer::Executed(executed) => *executed,
+    };
     let response = &executed.response;
     // GraphQL over HTTP: with application/graphql-response+json a request
     // that fails before execution is a 4xx; with application/json it is 200.

@@ -150,7 +150,7 @@ fn deliveries(
     let Some(key) = key else {
         return Box::pin(
             graphql
-                .execute_stream(request)
+                .answer_stream(request)
                 .map(|item| Delivery::of(&item)),
         );
     };

@@ -35,6 +35,10 @@ pub const HTTP_REQUEST_DURATION: &str = "gatehouse_http_request_duration_seconds
 /// Counter: GraphQL operations by `operation` (query, mutation, subscription,
 /// unknown) and `outcome` (ok, error, rejected). Recorded by `gatehouse-graphql`.
 pub const GRAPHQL_OPERATIONS_TOTAL: &str = "gatehouse_graphql_operations_total";
+/// Counter: reads (query operations) answered by async-graphql's resolvers
+/// instead of the planned executor, by `reason`
+/// ([`gatehouse_graphql::Fallback::as_str`]). Recorded by `gatehouse-graphql`.
+pub const GRAPHQL_FALLBACK_TOTAL: &str = "gatehouse_graphql_fallback_total";
 /// Counter: tokens issued by `grant_type`. Recorded by `gatehouse-oauth`.
 pub const OAUTH_TOKENS_ISSUED_TOTAL: &str = "gatehouse_oauth_tokens_issued_total";
 /// Counter: token endpoint refusals by `error` (the RFC 6749 error code, or
@@ -303,6 +307,16 @@ impl Metrics {
         // The names exist from the start, so a dashboard shows zero, not "no data".
         metrics::gauge!(SUBSCRIPTIONS_ACTIVE, "transport" => "websocket").set(0.0);
         metrics::gauge!(SUBSCRIPTIONS_ACTIVE, "transport" => "sse").set(0.0);
+        for reason in gatehouse_graphql::Fallback::ALL {
+            // A mutation or subscription is never a read's fallback.
+            if reason
+                != gatehouse_graphql::Fallback::Unsupported(
+                    gatehouse_graphql::Unsupported::Operation,
+                )
+            {
+                metrics::counter!(GRAPHQL_FALLBACK_TOTAL, "reason" => reason.as_str()).absolute(0);
+            }
+        }
         Ok(Metrics {
             handle,
             collect: None,

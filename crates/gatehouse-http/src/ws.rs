@@ -26,7 +26,7 @@ use futures::{SinkExt, StreamExt};
 use gatehouse_auth::Principal;
 use gatehouse_graphql::error::Code;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value as Json, json};
+use serde_json::Value as Json;
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 
@@ -184,10 +184,9 @@ fn upgrade(
 
 /// What an operation hands to its connection.
 enum Out {
-    /// A message to send.
-    Frame(String),
-    /// A result shared with the operation's group: the message is `prefix`
-    /// (the operation's `{"type":…,"id":…,"payload":`), `payload`, then `}`.
+    /// A result (shared with the operation's group, or a planned answer's
+    /// bytes): the message is `prefix` (the operation's
+    /// `{"type":…,"id":…,"payload":`), `payload`, then `}`.
     Next { prefix: Arc<str>, payload: Arc<str> },
     /// The operation ended.
     Finished(Box<Finished>),
@@ -429,7 +428,6 @@ impl Connection {
     /// The message `out` stands for, if any; notes an operation's end.
     fn frame(&mut self, out: Out) -> Option<String> {
         match out {
-            Out::Frame(f) => Some(f),
             Out::Next { prefix, payload } => {
                 let mut f = String::with_capacity(prefix.len() + payload.len() + 1);
                 f.push_str(&prefix);
@@ -718,12 +716,14 @@ impl Connection {
                 }
             }
             None => Run::Task(tokio::spawn(operation(
-                graphql.execute_stream(request),
-                self.protocol,
-                id.clone(),
-                serial,
-                self.tx.clone(),
-                self.overflow.clone(),
+                graphql.answer_stream(request),
+                WsSink {
+                    id: id.clone(),
+                    serial,
+                    prefix: Arc::from(self.protocol.result_prefix(&id)),
+                    tx: self.tx.clone(),
+                    overflow: self.overflow.clone(),
+                },
             ))),
         };
         self.operations.insert(id, Operation { serial, run });
@@ -731,39 +731,25 @@ impl Connection {
     }
 }
 
-/// Runs one operation: its results become `next`/`data` messages, a refusal
-/// before execution an `error` message, and its end `complete`.
+/// Runs one operation: its results become `next`/`data` messages (a
+/// planned answer's bytes as they are), a refusal before execution an
+/// `error` message, and its end `complete`; as a group hands them to its
+/// members.
 async fn operation(
-    stream: impl futures::Stream<Item = gatehouse_graphql::Executed> + Send,
-    protocol: Protocol,
-    id: String,
-    serial: u64,
-    tx: mpsc::Sender<Out>,
-    overflow: Arc<Notify>,
+    stream: impl futures::Stream<Item = gatehouse_graphql::Answer> + Send,
+    sink: WsSink,
 ) {
     let _active = crate::telemetry::subscription_started("websocket");
     let mut stream = std::pin::pin!(stream);
     while let Some(item) = stream.next().await {
-        let payload = serde_json::to_value(&item.response).unwrap_or_else(|_| json!({}));
-        if !item.executed {
-            // Refused before execution (parse, validation, limits): the
-            // protocols' `error` message, which also ends the operation.
-            let errors = payload
-                .get("errors")
-                .and_then(Json::as_array)
-                .cloned()
-                .unwrap_or_default();
-            let frame = error_frame(&id, &errors);
-            queue(&tx, &overflow, Out::finished(id, serial, Some(frame)));
-            return;
-        }
-        let frame = protocol.result(&id, &payload).frame();
-        if !queue(&tx, &overflow, Out::Frame(frame)) {
+        let delivery = Delivery::of(&item);
+        // A refusal (parse, validation, limits) also ends the operation.
+        let last = matches!(delivery, Delivery::Refused { .. });
+        if !sink.deliver(&delivery) || last {
             return;
         }
     }
-    let frame = complete_frame(&id);
-    queue(&tx, &overflow, Out::finished(id, serial, Some(frame)));
+    sink.deliver(&Delivery::Complete);
 }
 
 /// Queues `out` without waiting; a full queue raises `overflow` (the
@@ -877,14 +863,6 @@ enum ServerMessage<'a> {
         #[serde(skip_serializing_if = "Option::is_none")]
         payload: Option<&'a Json>,
     },
-    Next {
-        id: &'a str,
-        payload: &'a Json,
-    },
-    Data {
-        id: &'a str,
-        payload: &'a Json,
-    },
     /// An operation's GraphQL errors (which end it), or the legacy
     /// protocol's complaint about a message.
     Error {
@@ -921,16 +899,10 @@ impl ServerMessage<'_> {
 }
 
 impl Protocol {
-    /// The message carrying one result of operation `id`.
-    fn result<'a>(self, id: &'a str, payload: &'a Json) -> ServerMessage<'a> {
-        match self {
-            Self::TransportWs => ServerMessage::Next { id, payload },
-            Self::Legacy => ServerMessage::Data { id, payload },
-        }
-    }
-
-    /// `serde_json` text of a [`ServerMessage::Next`]/[`ServerMessage::Data`] up
-    /// to its payload, for results serialized once and shared by a group.
+    /// The text of the message carrying a result of operation `id`
+    /// (`next` in `graphql-transport-ws`, `data` in the legacy protocol)
+    /// up to its payload: results are serialized once (shared by a group,
+    /// or written by the planned executor) and framed by this.
     fn result_prefix(self, id: &str) -> String {
         let kind = match self {
             Self::TransportWs => "next",
@@ -984,6 +956,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn transport_ws_refuses_what_is_not_a_client_message() {
@@ -1038,11 +1011,11 @@ mod tests {
             json!({"type": "error", "payload": {"message": "no"}})
         );
         let payload = json!({"data": {"a": 1}});
-        for protocol in [Protocol::TransportWs, Protocol::Legacy] {
+        for (protocol, kind) in [(Protocol::TransportWs, "next"), (Protocol::Legacy, "data")] {
             let shared = format!("{}{payload}}}", protocol.result_prefix("x\"y"));
             assert_eq!(
                 serde_json::from_str::<Json>(&shared).unwrap(),
-                frame(protocol.result("x\"y", &payload))
+                json!({"type": kind, "id": "x\"y", "payload": payload})
             );
         }
     }

@@ -210,6 +210,13 @@ async fn request_ids_logs_and_metrics() {
             r#"gatehouse_graphql_operations_total{operation="query",outcome="rejected"}"#,
             1.0,
         ),
+        // The GraphQL reads above were their documents' first: async-graphql validated them.
+        (
+            r#"gatehouse_graphql_fallback_total{reason="validation"}"#,
+            1.0,
+        ),
+        // Registered at zero from the start.
+        (r#"gatehouse_graphql_fallback_total{reason="refused"}"#, 0.0),
         (
             r#"gatehouse_oauth_tokens_issued_total{grant_type="password"}"#,
             1.0,
