@@ -9,6 +9,7 @@ mod connections;
 mod cors;
 mod counts;
 mod defaults;
+mod differential;
 mod foreign;
 mod graphql;
 mod http;
