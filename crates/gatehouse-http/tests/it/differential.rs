@@ -158,11 +158,14 @@ where
             .map_err(TestCaseError::fail)
     });
     eprintln!(
-        "differential ({backend}): {} runs answered by the plan, {} declined ({:?}), {} with errors (declined)",
+        "differential ({backend}): {} runs answered by the plan, {} declined ({:?}), {} with errors (declined); \
+         other variables, the plan first: {} answered, {} declined",
         tally.answered.get(),
         tally.declined.get(),
         tally.reasons.borrow(),
-        tally.errors.get()
+        tally.errors.get(),
+        tally.first_answered.get(),
+        tally.first_declined.get(),
     );
     if let Err(e) = result {
         panic!("{backend}: {e}");
@@ -190,6 +193,11 @@ struct Tally {
     reasons: RefCell<BTreeMap<String, u32>>,
     /// Runs async-graphql answered with errors (the plan declined them).
     errors: Cell<u32>,
+    /// Runs of alternative variables the plan answered before
+    /// async-graphql had seen them (the same bytes).
+    first_answered: Cell<u32>,
+    /// Runs of alternative variables the plan declined.
+    first_declined: Cell<u32>,
 }
 
 /// The executor, its model and the seeded rows the generator draws values
@@ -200,7 +208,8 @@ struct World {
     _store: Store,
     /// Each entity's rows as stored.
     rows: HashMap<String, Vec<Row>>,
-    /// Each connection root field's cursors, in its default order.
+    /// Each connection root field's cursors, by `field|order` (an empty
+    /// order: the default one).
     cursors: HashMap<String, Vec<String>>,
 }
 
@@ -224,8 +233,25 @@ impl World {
         let rows = seed(&store).await;
         let mut cursors = HashMap::new();
         for rf in &model.queries {
-            if let Binding::Connection(_) = rf.binding {
-                let q = format!("{{ {}(first: 100) {{ edges {{ cursor }} }} }}", rf.name);
+            let Binding::Connection(c) = &rf.binding else {
+                continue;
+            };
+            // In the default order and in each one-key order.
+            let mut orders = vec![String::new()];
+            if let Some(o) = &c.list.order_by {
+                let values = &model.order_enum(&o.type_name).unwrap().values;
+                orders.extend(values.iter().map(|v| v.value.clone()));
+            }
+            for order in orders {
+                let args = if order.is_empty() {
+                    String::new()
+                } else {
+                    format!(", orderBy: {order}")
+                };
+                let q = format!(
+                    "{{ {}(first: 100{args}) {{ edges {{ cursor }} }} }}",
+                    rf.name
+                );
                 let r = graphql.execute(request(&q, &json!({}), None)).await;
                 assert!(r.response.errors.is_empty(), "{q}: {:?}", r.response.errors);
                 let v = serde_json::to_value(&r.response.data).unwrap();
@@ -235,7 +261,7 @@ impl World {
                     .iter()
                     .map(|e| e["cursor"].as_str().unwrap().to_string())
                     .collect();
-                cursors.insert(rf.name.clone(), list);
+                cursors.insert(format!("{}|{order}", rf.name), list);
             }
         }
         World {
@@ -247,9 +273,11 @@ impl World {
         }
     }
 
-    /// Runs `query` as every caller through both executors.
+    /// Runs `query` as every caller through both executors, then its
+    /// alternative variables, through the plan first.
     async fn compare(&self, generated: &Generated, tally: &Tally) -> Result<(), String> {
-        let (query, variables) = (&generated.query, &generated.variables);
+        let query = &generated.query;
+        let variables = &generated.variables;
         for (who, p) in callers() {
             // async-graphql first: it validates the variant, which the
             // plan needs before it runs.
@@ -265,6 +293,9 @@ impl World {
             let context = || format!("as {who}:\n{query}\nvariables: {variables}");
             if !slow.response.errors.is_empty() {
                 tally.errors.set(tally.errors.get() + 1);
+                if std::env::var_os("GATEHOUSE_DIFF_SHOW_ERRORS").is_some() {
+                    eprintln!("error {}\n{}", slow.response.errors[0].message, context());
+                }
                 if let Some(planned) = planned {
                     return Err(format!(
                         "{}\nasync-graphql: {slow_text}\nplanned: {}",
@@ -311,6 +342,36 @@ impl World {
                             context()
                         ));
                     }
+                }
+            }
+        }
+        for (who, p) in callers() {
+            for variables in &generated.alternatives {
+                if variables == &generated.variables {
+                    continue;
+                }
+                // The plan first: when it vouches for the values itself,
+                // async-graphql must find them valid and answer the same.
+                let planned = self
+                    .graphql
+                    .execute_planned(&request(query, variables, p.as_ref()))
+                    .await;
+                let slow = self
+                    .graphql
+                    .execute(request(query, variables, p.as_ref()))
+                    .await;
+                let slow_text = serde_json::to_string(&slow.response).unwrap();
+                let Some(planned) = planned else {
+                    tally.first_declined.set(tally.first_declined.get() + 1);
+                    continue;
+                };
+                tally.first_answered.set(tally.first_answered.get() + 1);
+                let planned = String::from_utf8_lossy(&planned);
+                if planned != slow_text {
+                    return Err(format!(
+                        "planned first, as {who}:\n{query}\nvariables: {variables}\n\
+                         async-graphql: {slow_text}\nplanned:       {planned}"
+                    ));
                 }
             }
         }
@@ -625,6 +686,7 @@ async fn seed(store: &Store) -> HashMap<String, Vec<Row>> {
 /// variable (`json`).
 #[derive(Debug, Clone)]
 enum Lit {
+    Null,
     Bool(bool),
     Int(i64),
     Number(serde_json::Number),
@@ -637,6 +699,7 @@ enum Lit {
 impl Lit {
     fn text(&self) -> String {
         match self {
+            Lit::Null => "null".into(),
             Lit::Bool(b) => b.to_string(),
             Lit::Int(i) => i.to_string(),
             Lit::Number(n) => n.to_string(),
@@ -659,6 +722,7 @@ impl Lit {
 
     fn json(&self) -> Value {
         match self {
+            Lit::Null => Value::Null,
             Lit::Bool(b) => json!(b),
             Lit::Int(i) => json!(i),
             Lit::Number(n) => Value::Number(n.clone()),
@@ -707,6 +771,9 @@ impl Choices {
 struct Generated {
     query: String,
     variables: Value,
+    /// Other variable sets, run after `variables`: through the plan first,
+    /// which vouches for them itself when they are certainly valid.
+    alternatives: Vec<Value>,
     features: BTreeSet<&'static str>,
     /// The entities it reads.
     entities: BTreeSet<String>,
@@ -719,10 +786,15 @@ struct Gen<'w> {
     /// Variable declarations (`$v0: Int`) and their values.
     declared: Vec<String>,
     values: Map<String, Value>,
+    /// Other values of the same variables.
+    alternatives: [Map<String, Value>; ALTERNATIVES],
     fragments: Vec<String>,
     features: BTreeSet<&'static str>,
     entities: BTreeSet<String>,
 }
+
+/// Alternative variable sets per document.
+const ALTERNATIVES: usize = 2;
 
 /// The deepest selection level that still selects relations: three levels
 /// of relations below a root field.
@@ -738,6 +810,7 @@ impl<'w> Gen<'w> {
             },
             declared: Vec::new(),
             values: Map::new(),
+            alternatives: Default::default(),
             fragments: Vec::new(),
             features: BTreeSet::new(),
             entities: BTreeSet::new(),
@@ -802,6 +875,7 @@ impl<'w> Gen<'w> {
         Generated {
             query: doc,
             variables: Value::Object(self.values),
+            alternatives: self.alternatives.into_iter().map(Value::Object).collect(),
             features: self.features,
             entities: self.entities,
         }
@@ -825,41 +899,51 @@ impl<'w> Gen<'w> {
             Binding::Lookup { filters, .. } => {
                 let mut args = Vec::new();
                 for f in filters {
-                    let value = if f.field == "id" && self.ch.flip(10) {
-                        Lit::Str("no-such-row".into())
-                    } else {
-                        self.filter_value(entity, &f.field, f.op)
+                    let make = |g: &mut Self| {
+                        if f.field == "id" && g.ch.flip(10) {
+                            Lit::Str("no-such-row".into())
+                        } else {
+                            g.filter_value(entity, &f.field, f.op)
+                        }
                     };
-                    args.push(self.arg(&rf.args, &f.arg, value));
+                    args.push(self.arg(&rf.args, &f.arg, &make).0);
                 }
                 let sel = self.selection(entity, 1);
                 format!("{key}({}) {{ {sel} }}", args.join(", "))
             }
             Binding::Connection(c) => {
-                let mut args = self.list_arg_items(&rf.args, &c.list, entity);
+                let (mut args, order) = self.list_arg_items(&rf.args, &c.list, entity);
+                // Cursors of the page's own order (or of the default order
+                // when it has several keys: those then do not match).
+                let cursor_key = format!("{}|{}", rf.name, order.unwrap_or_default());
+                let world = self.world;
+                let cursors = world
+                    .cursors
+                    .get(&cursor_key)
+                    .map(Vec::as_slice)
+                    .unwrap_or(&[]);
+                let cursor = |g: &mut Self| {
+                    if g.ch.flip(5) {
+                        Lit::Str("not a cursor".to_string())
+                    } else {
+                        Lit::Str(g.ch.pick(cursors).cloned().unwrap_or_default())
+                    }
+                };
                 if let Some(after) = &c.after
                     && self.ch.flip(30)
                 {
-                    let cursors = &self.world.cursors[&rf.name];
-                    let cursor = if self.ch.flip(8) {
-                        "not a cursor".to_string()
-                    } else {
-                        self.ch.pick(cursors).cloned().unwrap_or_default()
-                    };
-                    args.push(self.arg(&rf.args, after, Lit::Str(cursor)));
+                    args.push(self.arg(&rf.args, after, &cursor).0);
                 }
                 if let Some(last) = &c.last
                     && self.ch.flip(10)
                 {
-                    let n = self.ch.below(4) as i64;
-                    args.push(self.arg(&rf.args, last, Lit::Int(n)));
+                    let make = |g: &mut Self| Lit::Int(g.ch.below(4) as i64);
+                    args.push(self.arg(&rf.args, last, &make).0);
                 }
                 if let Some(before) = &c.before
-                    && self.ch.flip(5)
+                    && self.ch.flip(8)
                 {
-                    let cursors = &self.world.cursors[&rf.name];
-                    let cursor = self.ch.pick(cursors).cloned().unwrap_or_default();
-                    args.push(self.arg(&rf.args, before, Lit::Str(cursor)));
+                    args.push(self.arg(&rf.args, before, &cursor).0);
                 }
                 let sel = self.connection_selection(entity);
                 format!("{key}{} {{ {sel} }}", parens(&args))
@@ -918,98 +1002,129 @@ impl<'w> Gen<'w> {
         &mut self,
         declared: &[InputValue],
         list: &ListBinding,
-        entity: &Entity,
+        entity: &'w Entity,
     ) -> String {
-        let args = self.list_arg_items(declared, list, entity);
+        let (args, _) = self.list_arg_items(declared, list, entity);
         parens(&args)
     }
 
+    /// The arguments of a list, and the one key it is ordered by (when
+    /// `orderBy` names one).
     fn list_arg_items(
         &mut self,
         declared: &[InputValue],
         list: &ListBinding,
-        entity: &Entity,
-    ) -> Vec<String> {
+        entity: &'w Entity,
+    ) -> (Vec<String>, Option<String>) {
         let mut args = Vec::new();
         if let Some(count) = &list.count
             && self.ch.flip(55)
         {
-            // Now and then a page above the maximum: an error.
-            let n = if self.ch.flip(3) {
-                // async-graphql refuses it only where it reads the
-                // relation (under no parent row, it never does); the plan
-                // declines it wherever it is.
-                self.features.insert("page above the maximum");
-                100_000
-            } else {
-                self.ch.below(6) as i64
+            let make = |g: &mut Self| {
+                if g.ch.flip(3) {
+                    // A page above the maximum: async-graphql refuses it
+                    // only where it reads the relation (under no parent
+                    // row it never does); the plan declines it wherever
+                    // it is.
+                    g.features.insert("page above the maximum");
+                    Lit::Int(100_000)
+                } else if g.ch.flip(3) {
+                    Lit::Null
+                } else {
+                    Lit::Int(g.ch.below(6) as i64)
+                }
             };
-            args.push(self.arg(declared, count, Lit::Int(n)));
+            args.push(self.arg(declared, count, &make).0);
         }
         if let Some(offset) = &list.offset
             && self.ch.flip(15)
         {
-            let n = self.ch.below(4) as i64;
-            args.push(self.arg(declared, offset, Lit::Int(n)));
+            let make = |g: &mut Self| Lit::Int(g.ch.below(4) as i64);
+            args.push(self.arg(declared, offset, &make).0);
         }
         for f in &list.filters {
             if self.ch.flip(10) {
-                let v = self.filter_value(entity, &f.field, f.op);
-                args.push(self.arg(declared, &f.arg, v));
+                let make = |g: &mut Self| g.filter_value(entity, &f.field, f.op);
+                args.push(self.arg(declared, &f.arg, &make).0);
             }
         }
         if let Some(w) = &list.where_arg
             && self.ch.flip(35)
         {
-            let v = self.where_value(&w.type_name, 0);
-            args.push(self.arg(declared, &w.arg, v));
+            let make = |g: &mut Self| g.where_value(&w.type_name, 0);
+            args.push(self.arg(declared, &w.arg, &make).0);
         }
+        let mut order = None;
         if let Some(o) = &list.order_by
             && self.ch.flip(40)
         {
             let values = &self.model().order_enum(&o.type_name).unwrap().values;
-            let first = self.ch.pick(values).unwrap().value.clone();
-            let v = if self.ch.flip(15) {
-                // A single value stands for a list of one.
-                Lit::Enum(first)
-            } else {
-                let mut items = vec![Lit::Enum(first)];
-                if self.ch.flip(30) {
-                    items.push(Lit::Enum(self.ch.pick(values).unwrap().value.clone()));
+            let make = |g: &mut Self| {
+                let first = g.ch.pick(values).unwrap().value.clone();
+                if g.ch.flip(15) {
+                    // A single value stands for a list of one.
+                    Lit::Enum(first)
+                } else {
+                    let mut items = vec![Lit::Enum(first)];
+                    if g.ch.flip(30) {
+                        items.push(Lit::Enum(g.ch.pick(values).unwrap().value.clone()));
+                    }
+                    Lit::List(items)
                 }
-                Lit::List(items)
             };
-            args.push(self.arg(declared, &o.arg, v));
+            let (arg, value) = self.arg(declared, &o.arg, &make);
+            order = match value {
+                Lit::Enum(e) => Some(e),
+                Lit::List(items) if items.len() == 1 => Some(items[0].text()),
+                _ => None,
+            };
+            args.push(arg);
         }
         // Arguments in any order.
         if args.len() > 1 && self.ch.flip(20) {
             args.reverse();
         }
-        args
+        (args, order)
     }
 
-    /// `name: value`, the value written inline or as a variable of the
-    /// argument's declared type.
-    fn arg(&mut self, declared: &[InputValue], name: &str, value: Lit) -> String {
+    /// `name: value` and the value, written inline or as a variable of the
+    /// argument's declared type (with a default, sent, or left out); for
+    /// a variable, `make` also gives its values in the alternative
+    /// variable sets.
+    fn arg(
+        &mut self,
+        declared: &[InputValue],
+        name: &str,
+        make: &dyn Fn(&mut Self) -> Lit,
+    ) -> (String, Lit) {
         let ty = &declared
             .iter()
             .find(|d| d.name == name)
             .unwrap_or_else(|| panic!("argument {name}"))
             .ty;
-        if self.ch.flip(30) {
-            let var = format!("v{}", self.declared.len());
-            // Now and then a default in place of a sent value.
-            if self.ch.flip(15) {
-                self.declared
-                    .push(format!("${var}: {ty} = {}", value.text()));
-            } else {
-                self.declared.push(format!("${var}: {ty}"));
+        let value = make(self);
+        if !self.ch.flip(30) {
+            return (format!("{name}: {}", value.text()), value);
+        }
+        let var = format!("v{}", self.declared.len());
+        if self.ch.flip(15) {
+            self.declared
+                .push(format!("${var}: {ty} = {}", value.text()));
+        } else {
+            self.declared.push(format!("${var}: {ty}"));
+            // Now and then left out: what it stands for is then absent
+            // (an error, for a non-null variable).
+            if !self.ch.flip(8) {
                 self.values.insert(var.clone(), value.json());
             }
-            format!("{name}: ${var}")
-        } else {
-            format!("{name}: {}", value.text())
         }
+        for i in 0..ALTERNATIVES {
+            let other = make(self);
+            if !self.ch.flip(8) {
+                self.alternatives[i].insert(var.clone(), other.json());
+            }
+        }
+        (format!("{name}: ${var}"), value)
     }
 
     /// A value of the `where` input `name`: one or two filters, and at the
@@ -1031,7 +1146,12 @@ impl<'w> Gen<'w> {
             if fields.iter().any(|(k, _)| *k == f.arg) {
                 continue;
             }
-            let v = self.filter_value(entity, &f.field, f.op);
+            // An explicit null compares null.
+            let v = if self.ch.flip(4) {
+                Lit::Null
+            } else {
+                self.filter_value(entity, &f.field, f.op)
+            };
             fields.push((f.arg.clone(), v));
         }
         if depth == 0 {
