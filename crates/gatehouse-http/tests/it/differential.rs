@@ -687,6 +687,8 @@ async fn seed(store: &Store) -> HashMap<String, Vec<Row>> {
 #[derive(Debug, Clone)]
 enum Lit {
     Null,
+    /// A variable (never inside a variable's value).
+    Var(String),
     Bool(bool),
     Int(i64),
     Number(serde_json::Number),
@@ -700,6 +702,7 @@ impl Lit {
     fn text(&self) -> String {
         match self {
             Lit::Null => "null".into(),
+            Lit::Var(v) => format!("${v}"),
             Lit::Bool(b) => b.to_string(),
             Lit::Int(i) => i.to_string(),
             Lit::Number(n) => n.to_string(),
@@ -723,6 +726,7 @@ impl Lit {
     fn json(&self) -> Value {
         match self {
             Lit::Null => Value::Null,
+            Lit::Var(v) => unreachable!("${v} inside a variable's value"),
             Lit::Bool(b) => json!(b),
             Lit::Int(i) => json!(i),
             Lit::Number(n) => Value::Number(n.clone()),
@@ -789,8 +793,12 @@ struct Gen<'w> {
     /// Other values of the same variables.
     alternatives: [Map<String, Value>; ALTERNATIVES],
     fragments: Vec<String>,
+    /// The named fragments' names by type.
+    fragments_on: HashMap<String, Vec<String>>,
     features: BTreeSet<&'static str>,
     entities: BTreeSet<String>,
+    /// Whether the value being generated is a variable's.
+    in_variable: bool,
 }
 
 /// Alternative variable sets per document.
@@ -812,8 +820,10 @@ impl<'w> Gen<'w> {
             values: Map::new(),
             alternatives: Default::default(),
             fragments: Vec::new(),
+            fragments_on: HashMap::new(),
             features: BTreeSet::new(),
             entities: BTreeSet::new(),
+            in_variable: false,
         }
     }
 
@@ -1102,11 +1112,21 @@ impl<'w> Gen<'w> {
             .find(|d| d.name == name)
             .unwrap_or_else(|| panic!("argument {name}"))
             .ty;
-        let value = make(self);
-        if !self.ch.flip(30) {
+        if self.in_variable || !self.ch.flip(30) {
+            let value = make(self);
             return (format!("{name}: {}", value.text()), value);
         }
+        let (var, value) = self.variable(&ty.to_string(), make);
+        (format!("{name}: ${var}"), value)
+    }
+
+    /// A new variable of type `ty` (with a default, sent, or left out)
+    /// and its value; `make` also gives its values in the alternative
+    /// variable sets.
+    fn variable(&mut self, ty: &str, make: &dyn Fn(&mut Self) -> Lit) -> (String, Lit) {
+        let outer = std::mem::replace(&mut self.in_variable, true);
         let var = format!("v{}", self.declared.len());
+        let value = make(self);
         if self.ch.flip(15) {
             self.declared
                 .push(format!("${var}: {ty} = {}", value.text()));
@@ -1124,7 +1144,8 @@ impl<'w> Gen<'w> {
                 self.alternatives[i].insert(var.clone(), other.json());
             }
         }
-        (format!("{name}: ${var}"), value)
+        self.in_variable = outer;
+        (var, value)
     }
 
     /// A value of the `where` input `name`: one or two filters, and at the
@@ -1146,11 +1167,24 @@ impl<'w> Gen<'w> {
             if fields.iter().any(|(k, _)| *k == f.arg) {
                 continue;
             }
-            // An explicit null compares null.
-            let v = if self.ch.flip(4) {
-                Lit::Null
+            let make = |g: &mut Self| {
+                // An explicit null compares null.
+                if g.ch.flip(4) {
+                    Lit::Null
+                } else {
+                    g.filter_value(entity, &f.field, f.op)
+                }
+            };
+            // A variable inside the input object.
+            let v = if !self.in_variable && self.ch.flip(10) {
+                let ty = &model
+                    .input(name)
+                    .and_then(|i| i.fields.iter().find(|i| i.name == f.arg))
+                    .unwrap()
+                    .ty;
+                Lit::Var(self.variable(&ty.to_string(), &make).0)
             } else {
-                self.filter_value(entity, &f.field, f.op)
+                make(self)
             };
             fields.push((f.arg.clone(), v));
         }
@@ -1338,10 +1372,22 @@ impl<'w> Gen<'w> {
                     let f = format!("F{}", self.fragments.len());
                     self.fragments
                         .push(format!("fragment {f} on {name} {{ {part} }}"));
+                    self.fragments_on
+                        .entry(name.clone())
+                        .or_default()
+                        .push(f.clone());
                     format!("...{f}")
                 }
             };
             items.push(fragment);
+        }
+        // A fragment spread a second time (its fields may then meet the
+        // same fields selected here: merged by async-graphql).
+        if self.ch.flip(6)
+            && let Some(names) = self.fragments_on.get(&entity.name)
+        {
+            let i = self.ch.below(names.len());
+            items.push(format!("...{}", names[i]));
         }
         items.join(" ")
     }
