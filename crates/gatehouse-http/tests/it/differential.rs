@@ -187,6 +187,12 @@ where
         "{backend}: the plan answered {answered} of {} successful runs",
         answered + declined
     );
+    let (answered, declined) = (tally.first_answered.get(), tally.first_declined.get());
+    assert!(
+        answered * 4 >= answered + declined,
+        "{backend}: the plan answered {answered} of {} runs of other variables",
+        answered + declined
+    );
     drop(world);
     drop(db);
 }
@@ -616,6 +622,34 @@ async fn seed(store: &Store) -> HashMap<String, Vec<Row>> {
             json!({"name": name, "nick": nick, "age": age, "score": score, "active": active,
                    "born": born, "seen": seen, "status": status, "mood": mood, "tags": tags,
                    "meta": meta, "salary": salary, "org": org, "manager": manager}),
+        )
+        .await;
+        ids.push(id);
+    }
+    // Text to escape on either side of 16-byte boundaries (the response
+    // writer scans strings in blocks), floats at the edges of `f64`, and
+    // JSON numbers and strings of every form.
+    let specials = [
+        "\"", "\\", "\n", "\u{1}", "é", "😀", "\u{7f}", "\u{2028}", "/",
+    ];
+    let floats = [-0.0, 5e-324, f64::MAX, 123_456_789.125, 0.30000000000000004];
+    let metas = [
+        json!({"b": [1.0, -0.0, 12345678901234567890_u64, -9223372036854775808_i64]}),
+        json!({"s": "tab\there \u{1} \"q\" é 😀 \u{2028}", "": null, "A": {"z": [], "a": {}}}),
+        json!([1e300, 2.5e-8, "x"]),
+        json!(""),
+        json!("\\"),
+    ];
+    for (k, width) in [13, 14, 15, 16, 17, 31, 32, 33].into_iter().enumerate() {
+        let special = specials[k % specials.len()];
+        let name = format!("{}{special}{}", "n".repeat(width), "m".repeat(k));
+        let nick = format!("{special}{}{special}", "k".repeat(width));
+        let id = insert(
+            "Person",
+            json!({"name": name, "nick": nick, "age": 30 + (k % 3) as i64, "score": floats[k % floats.len()],
+                   "active": k % 2 == 0, "status": "DRAFT", "tags": [name.clone(), special],
+                   "meta": metas[k % metas.len()], "salary": k as i64, "org": orgs[k % 3],
+                   "manager": ids[k]}),
         )
         .await;
         ids.push(id);
