@@ -439,6 +439,7 @@ async fn seed(store: &Store) -> HashMap<String, Vec<Row>> {
     for (name, motto, founded) in [
         ("Acme", Some("We make \"everything\""), Some("1949-03-01")),
         ("Globex", None, Some("2000-02-29")),
+        ("100% _real_ \\ org", Some("a%b_c\\d"), None),
         ("Ünïcode ☃ Ltd", Some("línea\nnueva\t\\"), None),
     ] {
         orgs.push(
@@ -670,7 +671,7 @@ async fn seed(store: &Store) -> HashMap<String, Vec<Row>> {
             "Person",
             json!({"name": name, "nick": nick, "age": 30 + (k % 3) as i64, "score": floats[k % floats.len()],
                    "active": k % 2 == 0, "status": "DRAFT", "tags": [name.clone(), special],
-                   "meta": metas[k % metas.len()], "salary": k as i64, "org": orgs[k % 3],
+                   "meta": metas[k % metas.len()], "salary": k as i64, "org": orgs[k % 4],
                    "manager": ids[k]}),
         )
         .await;
@@ -942,7 +943,20 @@ impl<'w> Gen<'w> {
         }
         if self.ch.flip(8) {
             let at = self.ch.below(fields.len() + 1);
-            fields.insert(at, "__typename".into());
+            let t = self.typename();
+            fields.insert(at, t);
+        }
+        // Part of the root selection in a fragment on `Query`.
+        if fields.len() >= 2 && self.ch.flip(10) {
+            let from = 1 + self.ch.below(fields.len() - 1);
+            let part = fields.split_off(from).join(" ");
+            if self.ch.flip(50) {
+                fields.push(format!("... on Query {{ {part} }}"));
+            } else {
+                self.fragments
+                    .push(format!("fragment Root on Query {{ {part} }}"));
+                fields.push("...Root".into());
+            }
         }
         let body = fields.join(" ");
         let mut doc = if self.declared.is_empty() && !self.ch.flip(20) {
@@ -1029,7 +1043,11 @@ impl<'w> Gen<'w> {
                 {
                     args.push(self.arg(&rf.args, before, &cursor).0);
                 }
-                let sel = self.connection_selection(entity);
+                let conn = model.connection(&c.connection).unwrap();
+                let mut sel = self.connection_selection(entity, &conn.edge);
+                if self.ch.flip(10) {
+                    sel = format!("... on {} {{ {sel} }}", conn.name);
+                }
                 format!("{key}{} {{ {sel} }}", parens(&args))
             }
             _ => unreachable!("only reads are generated"),
@@ -1037,7 +1055,7 @@ impl<'w> Gen<'w> {
     }
 
     /// What a connection selects around its nodes.
-    fn connection_selection(&mut self, entity: &'w Entity) -> String {
+    fn connection_selection(&mut self, entity: &'w Entity, edge_type: &str) -> String {
         let mut items = Vec::new();
         if self.ch.flip(40) {
             items.push("totalCount".to_string());
@@ -1048,14 +1066,19 @@ impl<'w> Gen<'w> {
                 edge.push("cursor".to_string());
             }
             if self.ch.flip(10) {
-                edge.push("__typename".to_string());
+                let t = self.typename();
+                edge.push(t);
             }
             if edge.is_empty() || !self.ch.flip(15) {
                 let sel = self.selection(entity, 1);
                 let at = self.ch.below(edge.len() + 1);
                 edge.insert(at, format!("node {{ {sel} }}"));
             }
-            items.push(format!("edges {{ {} }}", edge.join(" ")));
+            let mut edge = edge.join(" ");
+            if self.ch.flip(10) {
+                edge = format!("... on {edge_type} {{ {edge} }}");
+            }
+            items.push(format!("edges {{ {edge} }}"));
         }
         if self.ch.flip(40) {
             let mut page = Vec::new();
@@ -1076,9 +1099,19 @@ impl<'w> Gen<'w> {
             items.push(format!("pageInfo {{ {} }}", page.join(" ")));
         }
         if items.is_empty() || self.ch.flip(8) {
-            items.push("__typename".into());
+            let t = self.typename();
+            items.push(t);
         }
         items.join(" ")
+    }
+
+    /// `__typename`, now and then under an alias.
+    fn typename(&mut self) -> String {
+        if self.ch.flip(25) {
+            "tn: __typename".into()
+        } else {
+            "__typename".into()
+        }
     }
 
     /// The arguments of a list (root or to-many), with their parentheses.
@@ -1106,14 +1139,17 @@ impl<'w> Gen<'w> {
         {
             let make = |g: &mut Self| {
                 if g.ch.flip(3) {
-                    // A page above the maximum: async-graphql refuses it
-                    // only where it reads the relation (under no parent
-                    // row it never does); the plan declines it wherever
-                    // it is.
-                    g.features.insert("page above the maximum");
+                    // A page above the maximum (or below zero): async-graphql
+                    // refuses it only where it reads the relation (under no
+                    // parent row it never does); the plan declines it
+                    // wherever it is.
+                    g.features.insert("refused page size");
                     Lit::Int(100_000)
                 } else if g.ch.flip(3) {
                     Lit::Null
+                } else if g.ch.flip(3) {
+                    g.features.insert("refused page size");
+                    Lit::Int(-1)
                 } else {
                     Lit::Int(g.ch.below(6) as i64)
                 }
@@ -1323,6 +1359,8 @@ impl<'w> Gen<'w> {
         let f = entity.field(field).unwrap();
         match op {
             FilterOp::IsNull => Lit::Bool(self.ch.flip(50)),
+            // A single value stands for a list of one.
+            FilterOp::In | FilterOp::NotIn if self.ch.flip(15) => self.sample(entity, field, true),
             FilterOp::In | FilterOp::NotIn => {
                 let n = 1 + self.ch.below(2);
                 Lit::List((0..n).map(|_| self.sample(entity, field, true)).collect())
@@ -1464,7 +1502,8 @@ impl<'w> Gen<'w> {
         }
         if self.ch.flip(12) {
             let at = self.ch.below(items.len() + 1);
-            items.insert(at, "__typename".into());
+            let t = self.typename();
+            items.insert(at, t);
         }
         if items.len() >= 2 && self.ch.flip(15) {
             let from = 1 + self.ch.below(items.len() - 1);
