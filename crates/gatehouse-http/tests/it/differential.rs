@@ -874,6 +874,8 @@ struct Gen<'w> {
     entities: BTreeSet<String>,
     /// Whether the value being generated is a variable's.
     in_variable: bool,
+    /// Each variable's name, the type of where it is used, and its value.
+    variables: Vec<(String, String, Lit)>,
 }
 
 /// Alternative variable sets per document.
@@ -899,6 +901,7 @@ impl<'w> Gen<'w> {
             features: BTreeSet::new(),
             entities: BTreeSet::new(),
             in_variable: false,
+            variables: Vec::new(),
         }
     }
 
@@ -1234,12 +1237,27 @@ impl<'w> Gen<'w> {
     /// and its value; `make` also gives its values in the alternative
     /// variable sets.
     fn variable(&mut self, ty: &str, make: &dyn Fn(&mut Self) -> Lit) -> (String, Lit) {
+        // Now and then one declared before, of the same type: a variable
+        // used in several places.
+        let earlier: Vec<usize> = (0..self.variables.len())
+            .filter(|&i| self.variables[i].1 == ty)
+            .collect();
+        if !earlier.is_empty() && self.ch.flip(10) {
+            let (var, _, value) = &self.variables[earlier[self.ch.below(earlier.len())]];
+            return (var.clone(), value.clone());
+        }
         let outer = std::mem::replace(&mut self.in_variable, true);
         let var = format!("v{}", self.declared.len());
         let value = make(self);
         if self.ch.flip(15) {
+            // A non-null argument may take a nullable variable with a
+            // default: then a null sent for it is an error.
+            let declared = match ty.strip_suffix('!') {
+                Some(nullable) if self.ch.flip(40) => nullable,
+                _ => ty,
+            };
             self.declared
-                .push(format!("${var}: {ty} = {}", value.text()));
+                .push(format!("${var}: {declared} = {}", value.text()));
         } else {
             self.declared.push(format!("${var}: {ty}"));
             // Now and then left out: what it stands for is then absent
@@ -1258,6 +1276,8 @@ impl<'w> Gen<'w> {
             }
         }
         self.in_variable = outer;
+        self.variables
+            .push((var.clone(), ty.to_string(), value.clone()));
         (var, value)
     }
 
