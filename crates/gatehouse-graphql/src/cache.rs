@@ -355,22 +355,49 @@ impl RequestCache {
     /// Then, for a document with directives, marks the objects the
     /// variables leave without fields (`crate::empty::mark`), for
     /// `parse_query` to hand async-graphql instead of the cached document.
-    fn prepare_document(&self, request: &mut Request) {
-        fn fill(doc: &ExecutableDocument, request: &mut Request) {
+    ///
+    /// A non-null variable sent as null, or left out without a default,
+    /// refuses the request before anything runs (the same section).
+    /// async-graphql checks a variable's value only against the argument
+    /// it stands for, so `$n: Int!` sent as null for `first: Int` was run
+    /// as if no page size were given; and a variable left out failed each
+    /// field using it on its own, an internal error beside a field that
+    /// answered (`__typename`).
+    fn prepare_document(&self, request: &mut Request) -> ServerResult<()> {
+        fn fill(doc: &ExecutableDocument, request: &mut Request) -> ServerResult<()> {
             let Some(op) = operation(doc, request.operation_name.as_deref()) else {
-                return;
+                return Ok(());
             };
             for def in &op.variable_definitions {
                 let name = &def.node.name.node;
+                let ty = &def.node.var_type.node;
+                // Uncoded: `Graphql` codes a refusal before execution as a
+                // validation failure.
+                let refused = |what: &str| {
+                    Err(ServerError::new(
+                        format!("variable `${name}` of non-null type `{ty}` {what}"),
+                        Some(def.pos),
+                    ))
+                };
+                match request.variables.get(name) {
+                    Some(async_graphql::Value::Null) if !ty.nullable => {
+                        return refused("cannot be null");
+                    }
+                    Some(_) => continue,
+                    None => {}
+                }
                 // A declared default only: a nullable variable without one
                 // stays unsent, so what it stands for is absent rather than
                 // null (`args::coerce_args`).
-                if let Some(default) = &def.node.default_value
-                    && !request.variables.contains_key(name)
-                {
-                    request.variables.insert(name.clone(), default.node.clone());
+                match &def.node.default_value {
+                    Some(default) => {
+                        request.variables.insert(name.clone(), default.node.clone());
+                    }
+                    None if !ty.nullable => return refused("has no default and was not sent"),
+                    None => {}
                 }
             }
+            Ok(())
         }
         let mark = |doc: &ExecutableDocument, request: &Request| {
             if !request.query.contains('@') {
@@ -383,17 +410,18 @@ impl RequestCache {
             }
         };
         if let Some(entry) = self.shared.entries.peek(request.query.as_str()) {
-            fill(&entry.doc, request);
+            fill(&entry.doc, request)?;
             mark(&entry.doc, request);
-            return;
+            return Ok(());
         }
         // Not one async-graphql has parsed yet: if it does not parse,
         // async-graphql parses it again and reports why.
         if let Some(doc) = crate::input::parse(&request.query) {
-            fill(&doc, request);
+            fill(&doc, request)?;
             mark(&doc, request);
             request.set_parsed_query(doc);
         }
+        Ok(())
     }
 
     /// Whether this request's variant has passed validation with `entry`.
@@ -434,7 +462,7 @@ impl Extension for RequestCache {
         {
             *key = Some((request.query.clone(), variant));
         }
-        self.prepare_document(&mut request);
+        self.prepare_document(&mut request)?;
         next.run(ctx, request).await
     }
 

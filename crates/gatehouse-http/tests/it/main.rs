@@ -9,6 +9,7 @@ mod connections;
 mod cors;
 mod counts;
 mod defaults;
+mod differential;
 mod executor;
 mod foreign;
 mod graphql;

@@ -967,3 +967,58 @@ async fn planned_answers_equal_async_graphql_under_policies() {
         assert_eq!(titles(&r), ["a-open", "b-open"]);
     }
 }
+
+/// GraphQL spec §6.4.1: a non-null variable sent as null, or left out
+/// without a default, refuses the request before anything runs, whatever
+/// the argument it stands for (here a nullable `first`), and the plan
+/// does not run it. Before, async-graphql checked the value only against
+/// the argument: `$n: Int!` sent as null read every book, and a variable
+/// left out beside `__typename` failed the field with an internal error.
+#[tokio::test]
+async fn a_non_null_variable_null_or_left_out_is_refused_before_execution() {
+    let s = seeded().await;
+    let q = "query($n: Int!) { __typename books(first: $n) { title } }";
+    let with_default = "query($n: Int! = 1) { __typename books(first: $n) { title } }";
+    for (q, v, message) in [
+        (
+            q,
+            json!({"n": null}),
+            "variable `$n` of non-null type `Int!` cannot be null",
+        ),
+        (
+            q,
+            json!({}),
+            "variable `$n` of non-null type `Int!` has no default and was not sent",
+        ),
+        (
+            with_default,
+            json!({"n": null}),
+            "variable `$n` of non-null type `Int!` cannot be null",
+        ),
+    ] {
+        // Twice: a refusal is never cached as validated.
+        for _ in 0..2 {
+            let r = s.graphql.execute(request(q, v.clone(), None)).await;
+            let r = serde_json::to_value(&r.response).unwrap();
+            assert_eq!(r["data"], Value::Null, "{q} {v}: {r}");
+            assert_eq!(r["errors"].as_array().unwrap().len(), 1, "{r}");
+            assert_eq!(r["errors"][0]["message"], message, "{r}");
+            assert_eq!(
+                r["errors"][0]["extensions"]["code"],
+                "GRAPHQL_VALIDATION_FAILED"
+            );
+            assert!(
+                s.graphql
+                    .execute_planned(&request(q, v.clone(), None))
+                    .await
+                    .is_none(),
+                "{q} {v}"
+            );
+        }
+    }
+    // Sent, or left to the default: both executors answer.
+    let d = same_answer(&s, q, json!({"n": 2})).await;
+    assert_eq!(d["data"]["books"].as_array().unwrap().len(), 2);
+    let d = same_answer(&s, with_default, json!({})).await;
+    assert_eq!(d["data"]["books"].as_array().unwrap().len(), 1);
+}
