@@ -21,7 +21,7 @@ use crate::body::{self, Mode};
 use crate::negotiate::negotiate;
 use crate::params;
 use crate::problem::Problem;
-use crate::{Api, Nested, SUPPORTED_VERSIONS};
+use crate::{Api, Nested, SUPPORTED_VERSIONS, routes};
 use gatehouse_telemetry::RouteLabel;
 
 const ALLOW_COLLECTION: &str = "GET, HEAD, POST, OPTIONS";
@@ -128,7 +128,7 @@ async fn route(
     let Some(collection) = segs.get(1) else {
         return Err(unknown_collection(api, None));
     };
-    if segs.len() == 2 && collection == "openapi.json" {
+    if segs.len() == 2 && collection == routes::DOCUMENT {
         *label = Some(api.openapi_label.clone());
         caller.require(api.model.schema_read_scope(), true)?;
         return match *method {
@@ -270,7 +270,10 @@ fn unknown_collection(api: &Api, name: Option<&Cow<'_, str>>) -> Problem {
     let known = sorted(api.collections.keys().map(String::as_str).collect());
     let what = match name {
         Some(n) => format!("there is no collection `{n}`"),
-        None => "name a collection: /v1/<collection>".to_string(),
+        None => format!(
+            "name a collection: {}",
+            routes::path(&["<collection>"])
+        ),
     };
     Problem::not_found(format!("{what}; collections: {}", known.join(", ")))
 }

@@ -22,6 +22,7 @@ mod negotiate;
 mod openapi;
 mod params;
 mod problem;
+mod routes;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -36,10 +37,7 @@ use gatehouse_telemetry::RouteLabel;
 use crate::params::{FilterParam, Paging};
 
 /// The version segments this crate serves.
-pub const SUPPORTED_VERSIONS: &[&str] = &[VERSION];
-
-/// The version served.
-const VERSION: &str = "v1";
+pub const SUPPORTED_VERSIONS: &[&str] = &[routes::VERSION];
 
 /// What the REST API needs from the rest of the service.
 #[derive(Debug, Clone)]
@@ -114,7 +112,7 @@ struct EntityApi {
 
 /// Path-absolute URL of `entity`'s collection under `base_path`.
 fn collection_url(base_path: &str, entity: &gatehouse_schema::Entity) -> String {
-    format!("{base_path}/{VERSION}/{}", entity.rest_path)
+    format!("{base_path}{}", routes::collection(entity))
 }
 
 /// A nested collection: the children of one parent row.
@@ -139,16 +137,6 @@ struct Labels {
     collection: RouteLabel,
     /// `/v1/books/{id}`.
     item: RouteLabel,
-}
-
-/// The label of `/v1/<parts>...`, each part a name from the schema or `{id}`.
-fn route_label(parts: &[&str]) -> RouteLabel {
-    let mut label = String::new();
-    for part in std::iter::once(&VERSION).chain(parts) {
-        label.push('/');
-        label.push_str(part);
-    }
-    RouteLabel(label.into())
 }
 
 impl Api {
@@ -182,7 +170,7 @@ impl Api {
                             child,
                             via: via.clone(),
                             segment: rest_segment.clone(),
-                            label: route_label(&[&e.rest_path, "{id}", rest_segment]),
+                            label: RouteLabel(routes::nested(e, routes::ID, rest_segment).into()),
                         },
                     );
                 }
@@ -192,8 +180,8 @@ impl Api {
                 filters: params::filter_params(e).into_iter().collect(),
                 nested,
                 labels: Labels {
-                    collection: route_label(&[&e.rest_path]),
-                    item: route_label(&[&e.rest_path, "{id}"]),
+                    collection: RouteLabel(routes::collection(e).into()),
+                    item: RouteLabel(routes::item(e, routes::ID).into()),
                 },
                 lists: quick_cache::sync::Cache::new(LIST_STATEMENTS),
                 parsed: quick_cache::sync::Cache::new(LIST_STATEMENTS),
@@ -216,7 +204,7 @@ impl Api {
             collections,
             entities,
             openapi,
-            openapi_label: route_label(&["openapi.json"]),
+            openapi_label: RouteLabel(routes::document().into()),
         }
     }
 }

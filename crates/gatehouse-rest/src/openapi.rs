@@ -10,6 +10,7 @@ use serde_json::{Map, Value as Json, json};
 use crate::negotiate::{JSON, VND};
 use crate::params::{self, MAX_PAGE, Paging};
 use crate::problem::PROBLEM_JSON;
+use crate::routes;
 
 fn schema_ref(name: &str) -> Json {
     json!({ "$ref": format!("#/components/schemas/{name}") })
@@ -442,7 +443,6 @@ pub(crate) fn document(model: &Model, base_path: &str, paging: Paging) -> Json {
     }
 
     for e in &model.entities {
-        let coll = format!("/v1/{}", e.rest_path);
         let plural = e.rest_path.to_upper_camel_case();
         let n = &e.name;
         let id_param = json!({
@@ -450,7 +450,7 @@ pub(crate) fn document(model: &Model, base_path: &str, paging: Paging) -> Json {
             "schema": {"type": "string", "minLength": 1},
         });
         paths.insert(
-            coll.clone(),
+            routes::collection(e),
             json!({
                 "get": list_op(e, &format!("list{plural}"), format!("List {} rows.", n), None),
                 "post": create_op(model, e, &format!("create{n}"), format!("Create a {n}."), None, None),
@@ -464,7 +464,7 @@ pub(crate) fn document(model: &Model, base_path: &str, paging: Paging) -> Json {
             );
         }
         paths.insert(
-            format!("{coll}/{{id}}"),
+            routes::item(e, routes::ID),
             json!({
                 "parameters": [id_param],
                 "get": {
@@ -520,7 +520,7 @@ pub(crate) fn document(model: &Model, base_path: &str, paging: Paging) -> Json {
                 entity_schema(model, child, BodyKind::Create, Some(via)),
             );
             paths.insert(
-                format!("{coll}/{{{parent_param}}}/{rest_segment}"),
+                routes::nested(e, &format!("{{{parent_param}}}"), rest_segment),
                 json!({
                     "parameters": [{
                         "name": parent_param, "in": "path", "required": true,
@@ -537,7 +537,7 @@ pub(crate) fn document(model: &Model, base_path: &str, paging: Paging) -> Json {
     }
 
     paths.insert(
-        "/v1/openapi.json".into(),
+        routes::document(),
         json!({
             "get": {
                 "operationId": "getOpenApi",
@@ -590,7 +590,7 @@ pub(crate) fn document(model: &Model, base_path: &str, paging: Paging) -> Json {
         "openapi": "3.1.0",
         "info": {
             "title": "gatehouse REST API",
-            "version": "v1",
+            "version": routes::VERSION,
             "description": "Collections generated from the GraphQL schema. Bodies use the schema's field names; a to-one relation is read and written as the referenced id. Lists take `page`, `per_page` (or a cursor, `after`), `sort`, `fields` and filters named like the GraphQL arguments (`year_gt`, `status_in`, ...); they answer with `Link` and `X-Total-Count`. Errors are RFC 9457 problem details.",
         },
         "security": [{"bearerAuth": []}, {"basicAuth": []}],
