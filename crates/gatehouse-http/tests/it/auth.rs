@@ -733,7 +733,12 @@ async fn only_the_graphiql_page_and_upgrades_skip_authentication() {
     let env = start(false).await;
     let graphql = format!("{}/graphql", env.base);
     // A browser gets the page whatever credentials it holds.
-    for auth in [None, Some("Bearer not-a-jwt"), Some("Basic !!"), Some("Digest x")] {
+    for auth in [
+        None,
+        Some("Bearer not-a-jwt"),
+        Some("Basic !!"),
+        Some("Digest x"),
+    ] {
         let mut req = env.client.get(&graphql).header("accept", "text/html");
         if let Some(a) = auth {
             req = req.header("authorization", a);
@@ -743,6 +748,23 @@ async fn only_the_graphiql_page_and_upgrades_skip_authentication() {
         let ct = r.headers()["content-type"].to_str().unwrap().to_string();
         assert!(ct.starts_with("text/html"), "{ct}");
     }
+    // A HEAD is dispatched as its GET.
+    let r = env
+        .client
+        .head(&graphql)
+        .header("accept", "text/html")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = env
+        .client
+        .head(&graphql)
+        .query(&[("query", "{ authors { name } }")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     // A query by GET with a bad token: 401, the token's challenge, a GraphQL body.
     let r = env
         .client
