@@ -99,11 +99,10 @@ fn bad_request(media: Media, status: StatusCode, message: &str) -> Response {
     respond(status, media, &error_body(message, Code::BadUserInput))
 }
 
-/// The media type of a GET's or POST's JSON answers. `event_stream`: the
-/// client accepts an event stream, which will answer it; a request whose
-/// Accept header allows neither that nor a GraphQL response type is refused
-/// with 406, and an event stream's errors before it starts are answered as
-/// JSON.
+/// The media type of a GET's or POST's JSON answers (for a request an
+/// event stream answers, of its refusals before the stream starts).
+/// `event_stream`: the client accepts an event stream; without it, an
+/// Accept header that allows no GraphQL JSON type is refused with 406.
 fn response_media(headers: &HeaderMap, event_stream: bool) -> Result<Media, Box<Response>> {
     match negotiate(headers) {
         Some(media) => Ok(media),
