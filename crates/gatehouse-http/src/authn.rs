@@ -466,21 +466,14 @@ impl AuthFailure {
     }
 }
 
-/// Middleware for GraphQL routes: 401 as a GraphQL error body. A browser
-/// navigating to the GraphiQL page needs no credentials.
+/// Middleware for GraphQL routes: 401 as a GraphQL error body. It wraps
+/// only the routes that need credentials; what does not (the GraphiQL page,
+/// WebSocket upgrades) is routed around it.
 pub(crate) async fn graphql_layer(
     State(auth): State<Authenticator>,
     req: Request,
     next: Next,
 ) -> Response {
-    if req.method() == axum::http::Method::GET
-        && (crate::graphql::is_browser_navigation(req.headers())
-            || crate::ws::is_upgrade(req.headers()))
-    {
-        // A WebSocket authenticates with `connection_init` (or these headers,
-        // checked there), and a refusal is a 4403 close, not a 401.
-        return next.run(req).await;
-    }
     let (mut req, result) = auth.authenticate_request(req).await;
     match result {
         Ok(p) => {

@@ -1,25 +1,29 @@
 //! GraphQL over HTTP (the GraphQL-over-HTTP spec, as the `graphql-http`
 //! audit checks it): POST with JSON, GET for queries, content negotiation
 //! between `application/graphql-response+json` and `application/json`.
+//! It reads a request into [`HttpRequest`] and answers it as JSON; which
+//! transport answers (this one or an event stream) the dispatch in
+//! `endpoint.rs` decides, and this module does not know the others.
 
 use std::sync::Arc;
 
 use axum::Extension;
 use axum::body::Bytes;
-use axum::extract::{Query, State};
+use axum::extract::{Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use gatehouse_auth::Principal;
 use gatehouse_graphql::Answer;
+use gatehouse_graphql::async_graphql;
 use gatehouse_graphql::async_graphql::parser::types::OperationType;
-use gatehouse_graphql::async_graphql::{self, Variables};
 use gatehouse_graphql::error::Code;
 use serde_json::{Value as Json, json};
 
 use crate::AppState;
+use crate::params::{self, Params};
 
-const GRAPHQL_RESPONSE: &str = "application/graphql-response+json";
-const JSON: &str = "application/json";
+pub(crate) const GRAPHQL_RESPONSE: &str = "application/graphql-response+json";
+pub(crate) const JSON: &str = "application/json";
 
 /// Which media type the response uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,15 +99,14 @@ fn bad_request(media: Media, status: StatusCode, message: &str) -> Response {
     respond(status, media, &error_body(message, Code::BadUserInput))
 }
 
-/// How a GET or POST is answered: the negotiated media type, and whether
-/// the client asked for an SSE stream. A request whose Accept header allows
-/// no GraphQL response type is refused with 406; an SSE request's errors
-/// before its stream starts are answered as JSON.
-fn response_media(headers: &HeaderMap) -> Result<(Media, bool), Box<Response>> {
-    let sse = crate::sse::wanted(headers);
+/// The media type of a GET's or POST's JSON answers (for a request an
+/// event stream answers, of its refusals before the stream starts).
+/// `event_stream`: the client accepts an event stream; without it, an
+/// Accept header that allows no GraphQL JSON type is refused with 406.
+fn response_media(headers: &HeaderMap, event_stream: bool) -> Result<Media, Box<Response>> {
     match negotiate(headers) {
-        Some(media) => Ok((media, sse)),
-        None if sse => Ok((Media::Json, true)),
+        Some(media) => Ok(media),
+        None if event_stream => Ok(Media::Json),
         None => Err(Box::new(bad_request(
             Media::Json,
             StatusCode::NOT_ACCEPTABLE,
@@ -112,67 +115,16 @@ fn response_media(headers: &HeaderMap) -> Result<(Media, bool), Box<Response>> {
     }
 }
 
-/// The GraphQL request parameters, parsed and type-checked.
-pub(crate) struct Params {
-    query: String,
-    operation_name: Option<String>,
-    variables: Variables,
-    extensions: Option<Json>,
-}
-
-impl Params {
-    /// The async-graphql request, acting for `principal`.
-    pub(crate) fn into_request(self, principal: Option<Principal>) -> async_graphql::Request {
-        let mut request = async_graphql::Request::new(self.query).variables(self.variables);
-        if let Some(p) = principal {
-            request = request.data(p);
-        }
-        if let Some(name) = self.operation_name {
-            request = request.operation_name(name);
-        }
-        if let Some(Json::Object(ext)) = self.extensions {
-            for (k, v) in ext {
-                if let Ok(v) = async_graphql::Value::from_json(v) {
-                    request.extensions.insert(k, v);
-                }
-            }
-        }
-        request
-    }
-}
-
-/// Reads `{query, variables, operationName, extensions}` (the body of a POST,
-/// or a WebSocket `subscribe`/`start` payload).
-pub(crate) fn params_from_json(body: &Json) -> Result<Params, String> {
-    let Json::Object(map) = body else {
-        return Err("the request body must be a JSON object".into());
-    };
-    let query = match map.get("query") {
-        Some(Json::String(q)) => q.clone(),
-        Some(Json::Null) | None => return Err("`query` is required".into()),
-        Some(_) => return Err("`query` must be a string".into()),
-    };
-    let operation_name = match map.get("operationName") {
-        Some(Json::String(s)) => Some(s.clone()),
-        Some(Json::Null) | None => None,
-        Some(_) => return Err("`operationName` must be a string or null".into()),
-    };
-    let variables = match map.get("variables") {
-        Some(Json::Object(v)) => Variables::from_json(Json::Object(v.clone())),
-        Some(Json::Null) | None => Variables::default(),
-        Some(_) => return Err("`variables` must be an object or null".into()),
-    };
-    let extensions = match map.get("extensions") {
-        Some(v @ Json::Object(_)) => Some(v.clone()),
-        Some(Json::Null) | None => None,
-        Some(_) => return Err("`extensions` must be an object or null".into()),
-    };
-    Ok(Params {
-        query,
-        operation_name,
-        variables,
-        extensions,
-    })
+/// A GraphQL request read from HTTP, ready for a transport to answer.
+pub(crate) struct HttpRequest {
+    /// What to run.
+    pub(crate) params: Params,
+    /// Who for (put in the extensions by authentication).
+    pub(crate) principal: Option<Principal>,
+    /// The request's headers (an event stream re-checks its credential).
+    pub(crate) headers: HeaderMap,
+    /// The media type of a JSON answer.
+    media: Media,
 }
 
 /// The operation a request would run, if the document parses (and nests
@@ -192,12 +144,14 @@ fn operation_type(query: &str, name: Option<&str>) -> Option<OperationType> {
     }
 }
 
-async fn run(
-    state: &AppState,
-    media: Media,
-    params: Params,
-    principal: Option<Principal>,
-) -> Response {
+/// Answers a request as JSON (a status per GraphQL over HTTP).
+pub(crate) async fn answer(state: &AppState, req: HttpRequest) -> Response {
+    let HttpRequest {
+        params,
+        principal,
+        media,
+        ..
+    } = req;
     let request = params.into_request(principal);
     let executed = match state.graphql.answer(request).await {
         Answer::Planned(body) => {
@@ -257,20 +211,20 @@ fn store_unavailable(response: &async_graphql::Response) -> bool {
         })
 }
 
-/// `POST {base}/graphql`.
-pub(crate) async fn post(
-    State(state): State<Arc<AppState>>,
-    req: axum::extract::Request,
-) -> Response {
+/// Reads a `POST {base}/graphql`; `event_stream` as for [`response_media`].
+/// A refusal is the answer to send.
+pub(crate) async fn read_post(
+    state: &AppState,
+    req: Request,
+    event_stream: bool,
+) -> Result<HttpRequest, Box<Response>> {
     // Taken apart rather than extracted: the `HeaderMap` and `Extension`
     // extractors clone what they hand over.
     let (mut parts, body) = req.into_parts();
     let principal = parts.extensions.remove::<Principal>();
     let headers = parts.headers;
-    let (media, sse) = match response_media(&headers) {
-        Ok(m) => m,
-        Err(refused) => return *refused,
-    };
+    let media = response_media(&headers, event_stream)?;
+    let refuse = |status, message: &str| Box::new(bad_request(media, status, message));
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -278,87 +232,72 @@ pub(crate) async fn post(
     let mut parts = content_type.split(';');
     let essence = parts.next().unwrap_or("").trim();
     if !essence.eq_ignore_ascii_case(JSON) {
-        return bad_request(
-            media,
+        return Err(refuse(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "send the request as application/json",
-        );
+        ));
     }
     for p in parts {
         if let Some(cs) = p.trim().to_ascii_lowercase().strip_prefix("charset=")
             && cs.trim_matches('"') != "utf-8"
         {
-            return bad_request(
-                media,
+            return Err(refuse(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "only the utf-8 charset is supported",
-            );
+            ));
         }
     }
     let bytes: Bytes = match axum::body::to_bytes(body, state.max_body_bytes).await {
         Ok(b) => b,
         Err(_) => {
-            return bad_request(
-                media,
+            return Err(refuse(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 &format!(
                     "the request body is larger than {} bytes",
                     state.max_body_bytes
                 ),
-            );
+            ));
         }
     };
     let json: Json = match serde_json::from_slice(&bytes) {
         Ok(j) => j,
         Err(e) => {
-            return bad_request(
-                media,
+            return Err(refuse(
                 StatusCode::BAD_REQUEST,
                 &format!("the body is not valid JSON: {e}"),
-            );
+            ));
         }
     };
-    match params_from_json(&json) {
-        Ok(params) if sse => crate::sse::stream(&state, params, principal, &headers),
-        Ok(params) => run(&state, media, params, principal).await,
-        Err(msg) => bad_request(media, StatusCode::BAD_REQUEST, &msg),
+    match params::from_json(&json) {
+        Ok(params) => Ok(HttpRequest {
+            params,
+            principal,
+            headers,
+            media,
+        }),
+        Err(msg) => Err(refuse(StatusCode::BAD_REQUEST, &msg)),
     }
 }
 
-/// A browser navigating to the endpoint (Accept: text/html, no JSON type):
-/// it gets GraphiQL, prefilled from `?query=`; API clients get results.
-pub(crate) fn is_browser_navigation(headers: &HeaderMap) -> bool {
-    let accept = headers
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    accept.contains("text/html") && !accept.contains(JSON) && !accept.contains(GRAPHQL_RESPONSE)
-}
-
-/// `GET {base}/graphql`: queries only; a browser gets GraphiQL.
-pub(crate) async fn get(
-    State(state): State<Arc<AppState>>,
-    principal: Option<Extension<Principal>>,
-    headers: HeaderMap,
-    Query(raw): Query<Vec<(String, String)>>,
-) -> Response {
-    let query = raw
+/// Reads a `GET {base}/graphql` (queries only; with `event_stream`, as for
+/// [`response_media`], subscriptions too). A refusal is the answer to send.
+pub(crate) fn read_get(req: Request, event_stream: bool) -> Result<HttpRequest, Box<Response>> {
+    let (mut parts, _body) = req.into_parts();
+    let Query(raw) = Query::<Vec<(String, String)>>::try_from_uri(&parts.uri)
+        .map_err(|rejection| Box::new(rejection.into_response()))?;
+    let principal = parts.extensions.remove::<Principal>();
+    let headers = parts.headers;
+    let media = response_media(&headers, event_stream)?;
+    let refuse = |status, message: &str| Box::new(bad_request(media, status, message));
+    let Some(query) = raw
         .iter()
         .find(|(k, _)| k == "query")
-        .map(|(_, v)| v.clone());
-    if is_browser_navigation(&headers) {
-        return crate::graphiql::page(&state.base_path);
-    }
-    let (media, sse) = match response_media(&headers) {
-        Ok(m) => m,
-        Err(refused) => return *refused,
-    };
-    let Some(query) = query else {
-        return bad_request(
-            media,
+        .map(|(_, v)| v.clone())
+    else {
+        return Err(refuse(
             StatusCode::BAD_REQUEST,
             "the `query` parameter is required",
-        );
+        ));
     };
     let mut obj = serde_json::Map::new();
     obj.insert("query".into(), Json::String(query));
@@ -372,30 +311,25 @@ pub(crate) async fn get(
                     obj.insert(k.clone(), j);
                 }
                 Err(_) => {
-                    return bad_request(
-                        media,
+                    return Err(refuse(
                         StatusCode::BAD_REQUEST,
                         &format!("`{k}` must be JSON"),
-                    );
+                    ));
                 }
             },
             _ => {}
         }
     }
-    let params = match params_from_json(&Json::Object(obj)) {
-        Ok(p) => p,
-        Err(msg) => return bad_request(media, StatusCode::BAD_REQUEST, &msg),
-    };
+    let params = params::from_json(&Json::Object(obj))
+        .map_err(|msg| refuse(StatusCode::BAD_REQUEST, &msg))?;
     // GraphQL over HTTP: GET must not run mutations (they are not safe);
     // subscriptions need a stream (SSE, which EventSource opens with GET).
-    let op = operation_type(&params.query, params.operation_name.as_deref());
-    if sse && op != Some(OperationType::Mutation) {
-        return crate::sse::stream(&state, params, principal.map(|p| p.0), &headers);
-    }
-    if matches!(
-        op,
-        Some(OperationType::Mutation | OperationType::Subscription)
-    ) {
+    let refused = match operation_type(&params.query, params.operation_name.as_deref()) {
+        Some(OperationType::Mutation) => true,
+        Some(OperationType::Subscription) => !event_stream,
+        _ => false,
+    };
+    if refused {
         let mut resp = bad_request(
             media,
             StatusCode::METHOD_NOT_ALLOWED,
@@ -403,9 +337,14 @@ pub(crate) async fn get(
         );
         resp.headers_mut()
             .insert(header::ALLOW, HeaderValue::from_static("POST"));
-        return resp;
+        return Err(Box::new(resp));
     }
-    run(&state, media, params, principal.map(|p| p.0)).await
+    Ok(HttpRequest {
+        params,
+        principal,
+        headers,
+        media,
+    })
 }
 
 /// Any other method on `{base}/graphql`.

@@ -1,9 +1,14 @@
 //! gatehouse-http: the axum application. `app(state)` returns the whole
 //! router so tests can drive it in-process or on a real socket.
 //!
+//! - `endpoint.rs`: the routes of `/graphql`, and the one place that picks
+//!   the transport of a request (WebSocket upgrade, GraphiQL page, GraphQL
+//!   over HTTP answered as JSON or as an event stream) and which routes are
+//!   behind authentication.
 //! - `graphql.rs`: GraphQL over HTTP (content negotiation and status codes
 //!   per the GraphQL-over-HTTP spec), schema documents; `graphiql.rs` serves
-//!   GraphiQL from vendored assets (`assets/graphiql/`).
+//!   GraphiQL from vendored assets (`assets/graphiql/`); `params.rs`: the
+//!   request parameters every transport reads.
 //! - `authn`: the one authentication layer: Bearer, Basic (with a
 //!   verified-credential cache), OAuth 1.0 signed requests, anonymous reads,
 //!   or another server's introspection endpoint (`introspect.rs`). Every
@@ -21,6 +26,7 @@
 
 pub mod authn;
 mod cors;
+mod endpoint;
 mod fanout;
 mod graphiql;
 mod graphql;
@@ -29,6 +35,7 @@ pub mod telemetry;
 
 pub use introspect::IntrospectionConfig;
 mod live;
+mod params;
 mod sse;
 mod ws;
 
@@ -43,7 +50,7 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, get};
+use axum::routing::get;
 use axum::{Json, Router};
 use gatehouse_graphql::Graphql;
 use serde_json::json;
@@ -94,28 +101,12 @@ impl std::fmt::Debug for AppState {
 pub fn app(state: AppState, extra: Vec<Router>) -> Router {
     // Shared, so a handler's `State` costs one reference count, not one per field.
     let state = Arc::new(state);
-    let mut protected = Router::new()
-        .route(
-            "/graphql",
-            get(ws::get_or_upgrade)
-                .post(graphql::post)
-                .fallback(any(graphql::other_method)),
-        )
-        .route("/graphql/schema.json", get(graphql::schema_json))
-        .route("/graphql/schema.graphql", get(graphql::schema_sdl))
-        .with_state(state.clone());
-    if let Some(authn) = &state.authn {
-        protected = protected.layer(axum::middleware::from_fn_with_state(
-            authn.clone(),
-            authn::graphql_layer,
-        ));
-    }
     let mut routes = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/graphql/assets/{name}", get(graphiql::asset))
         .with_state(state.clone())
-        .merge(protected);
+        .merge(endpoint::routes(&state));
     for r in extra {
         routes = routes.merge(r);
     }

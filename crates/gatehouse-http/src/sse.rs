@@ -1,6 +1,7 @@
 //! GraphQL over Server-Sent Events, "distinct connections mode"
 //! (<https://github.com/enisdenjo/graphql-sse/blob/master/PROTOCOL.md>):
 //! `POST` (or `GET`) `{base}/graphql` with `Accept: text/event-stream`
+//! (read by GraphQL over HTTP, then handed here by `endpoint.rs`)
 //! answers one stream per operation: `event: next` per result, then
 //! `event: complete`. Errors found before execution also arrive as a `next`
 //! event (the protocol's rule: a 400 would lose them in `EventSource`).
@@ -22,8 +23,8 @@ use tokio::sync::mpsc;
 
 use crate::AppState;
 use crate::fanout::{Delivery, Sink};
-use crate::graphql::Params;
 use crate::live::{Credential, stale};
+use crate::params::Params;
 
 /// Whether the client asks for an event stream.
 pub(crate) fn wanted(headers: &HeaderMap) -> bool {

@@ -17,9 +17,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Extension;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{FromRequestParts, Query, Request, State};
+use axum::extract::{FromRequestParts, Request};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use futures::{SinkExt, StreamExt};
@@ -73,35 +72,23 @@ const GOING_AWAY: u16 = 1001;
 /// does not read fast enough; graphql-ws clients reconnect on it.
 const TRY_AGAIN_LATER: u16 = 1013;
 
-/// Whether a request asks to upgrade to a WebSocket.
-pub(crate) fn is_upgrade(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::UPGRADE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
-}
-
-/// `GET {base}/graphql`: a WebSocket upgrade, or GraphQL over HTTP.
-pub(crate) async fn get_or_upgrade(State(state): State<Arc<AppState>>, req: Request) -> Response {
+/// A WebSocket upgrade of `{base}/graphql` (the dispatch in
+/// `endpoint.rs` sends it here). Not behind authentication: the
+/// protocols authenticate in `connection_init` (or with the upgrade
+/// request's `Authorization`, checked there), and refuse with a close
+/// code, not a 401.
+pub(crate) async fn upgrade_request(state: Arc<AppState>, req: Request) -> Response {
     let (mut parts, _body) = req.into_parts();
-    if is_upgrade(&parts.headers) {
-        if let Err(refused) = same_or_allowed_origin(&state, &parts) {
-            return *refused;
-        }
-        return match WebSocketUpgrade::from_request_parts(&mut parts, &state).await {
-            Ok(ws) => {
-                let peer = gatehouse_oauth::client_addr(&parts.extensions);
-                upgrade(state, &parts.headers, ws, peer)
-            }
-            Err(rejection) => rejection.into_response(),
-        };
+    if let Err(refused) = same_or_allowed_origin(&state, &parts) {
+        return *refused;
     }
-    let principal = parts.extensions.get::<Principal>().cloned().map(Extension);
-    let query = match Query::<Vec<(String, String)>>::try_from_uri(&parts.uri) {
-        Ok(q) => q,
-        Err(rejection) => return rejection.into_response(),
-    };
-    crate::graphql::get(State(state), principal, parts.headers, query).await
+    match WebSocketUpgrade::from_request_parts(&mut parts, &state).await {
+        Ok(ws) => {
+            let peer = gatehouse_oauth::client_addr(&parts.extensions);
+            upgrade(state, &parts.headers, ws, peer)
+        }
+        Err(rejection) => rejection.into_response(),
+    }
 }
 
 /// Refuses an upgrade a page of another origin makes (cross-site WebSocket
@@ -540,7 +527,7 @@ impl Connection {
                 id: OperationId(id),
                 payload,
             } => {
-                let params = match crate::graphql::params_from_json(&payload) {
+                let params = match crate::params::from_json(&payload) {
                     Ok(p) => p,
                     Err(e) => {
                         return Ok(Step::Close(
@@ -643,7 +630,7 @@ impl Connection {
                 let params = match payload
                     .as_ref()
                     .ok_or_else(|| "start needs a payload".to_string())
-                    .and_then(crate::graphql::params_from_json)
+                    .and_then(crate::params::from_json)
                 {
                     Ok(p) => p,
                     Err(e) => {
@@ -671,7 +658,7 @@ impl Connection {
         &mut self,
         socket: &mut WebSocket,
         id: String,
-        params: crate::graphql::Params,
+        params: crate::params::Params,
     ) -> Result<Step, ()> {
         if self.operations.contains_key(&id) {
             return Ok(Step::Close(

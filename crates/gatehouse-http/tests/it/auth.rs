@@ -724,3 +724,113 @@ async fn a_nested_child_needs_its_types_write_scope() {
         json!({"data": {"books": [{"title": "T", "reviews": [{"stars": 5}]}]}})
     );
 }
+
+/// What is routed around authentication on `/graphql` (the GraphiQL page,
+/// WebSocket upgrades) and what is not (queries by GET, event streams,
+/// other methods, POSTs whatever their headers), each with today's answer.
+#[tokio::test]
+async fn only_the_graphiql_page_and_upgrades_skip_authentication() {
+    let env = start(false).await;
+    let graphql = format!("{}/graphql", env.base);
+    // A browser gets the page whatever credentials it holds.
+    for auth in [
+        None,
+        Some("Bearer not-a-jwt"),
+        Some("Basic !!"),
+        Some("Digest x"),
+    ] {
+        let mut req = env.client.get(&graphql).header("accept", "text/html");
+        if let Some(a) = auth {
+            req = req.header("authorization", a);
+        }
+        let r = req.send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{auth:?}");
+        let ct = r.headers()["content-type"].to_str().unwrap().to_string();
+        assert!(ct.starts_with("text/html"), "{ct}");
+    }
+    // A HEAD is dispatched as its GET.
+    let r = env
+        .client
+        .head(&graphql)
+        .header("accept", "text/html")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = env
+        .client
+        .head(&graphql)
+        .query(&[("query", "{ authors { name } }")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    // A query by GET with a bad token: 401, the token's challenge, a GraphQL body.
+    let r = env
+        .client
+        .get(&graphql)
+        .query(&[("query", "{ authors { name } }")])
+        .header("accept", "application/json")
+        .header("authorization", "Bearer not-a-jwt")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert!(www(&r).contains("invalid_token"), "{}", www(&r));
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["errors"][0]["extensions"]["code"], "UNAUTHENTICATED");
+    // Authentication comes before the request's own checks.
+    let r = env.client.get(&graphql).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    // An event stream by GET or POST needs credentials.
+    let r = env
+        .client
+        .get(&graphql)
+        .query(&[("query", "{ authors { name } }")])
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let r = env
+        .client
+        .post(&graphql)
+        .header("accept", "text/event-stream")
+        .json(&json!({"query": "{ authors { name } }"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    // A POST asking to upgrade is a POST.
+    let r = env
+        .client
+        .post(&graphql)
+        .header("upgrade", "websocket")
+        .header("accept", "text/html")
+        .json(&json!({"query": "{ authors { name } }"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    // Other methods: authenticated first, then 405.
+    let r = env.client.put(&graphql).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let token = env.access("alice", "alice-password", None).await;
+    let r = env
+        .client
+        .put(&graphql)
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(r.headers()["allow"], "GET, POST");
+    // An unknown path is 404 with or without credentials.
+    let r = env
+        .client
+        .get(format!("{}/graphql/nope", env.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+}

@@ -481,6 +481,29 @@ async fn upgrade_header_credentials_and_scopes() {
     assert_eq!(recv(&mut s).await, json!({"type": "complete", "id": "1"}));
 }
 
+/// The upgrade itself is not authenticated (the protocol authenticates in
+/// `connection_init`): a bad `Authorization` on the upgrade request gets
+/// the socket, and `connection_init` is refused with 4403.
+#[tokio::test]
+async fn a_bad_authorization_on_the_upgrade_is_refused_at_connection_init() {
+    let env = start().await;
+    let url = format!("{}/graphql", env.base.replace("http://", "ws://"));
+    for bad in ["Bearer not-a-jwt", "Basic !!", "Digest x"] {
+        let mut req = url.clone().into_client_request().unwrap();
+        let h = req.headers_mut();
+        h.insert(
+            "sec-websocket-protocol",
+            "graphql-transport-ws".parse().unwrap(),
+        );
+        h.insert("authorization", bad.parse().unwrap());
+        let (mut s, resp) = tokio_tungstenite::connect_async(req).await.unwrap();
+        assert_eq!(resp.status(), 101);
+        send(&mut s, json!({"type": "connection_init"})).await;
+        let (code, reason) = closed(&mut s).await;
+        assert_eq!(code, 4403, "{bad}: {reason}");
+    }
+}
+
 #[tokio::test]
 async fn too_many_subscriptions_on_one_socket_are_refused() {
     let env = start().await;
