@@ -92,7 +92,8 @@ for name, make in cases.items():
 PY
 kill $PID; wait $PID 2>/dev/null || true
 [[ -n "${KEEP:-}" ]] && mkdir -p "$KEEP" && cp "$W"/cg.out.* "$KEEP/"
-for f in "$W"/cg.out.*; do
+# In the order of the dumps (cg.out.10 after cg.out.9).
+for f in $(printf '%s\n' "$W"/cg.out.* | sort -V); do
   query=$(sed -n 's/^desc: Trigger: dump //p' "$f")
   # Rows written per request, for the writes.
   case $query in atomic) rows=2 ;; create) rows=1 ;; *) rows=0 ;; esac
