@@ -270,10 +270,7 @@ fn unknown_collection(api: &Api, name: Option<&Cow<'_, str>>) -> Problem {
     let known = sorted(api.collections.keys().map(String::as_str).collect());
     let what = match name {
         Some(n) => format!("there is no collection `{n}`"),
-        None => format!(
-            "name a collection: {}",
-            routes::path(&["<collection>"])
-        ),
+        None => format!("name a collection: {}", routes::path(&["<collection>"])),
     };
     Problem::not_found(format!("{what}; collections: {}", known.join(", ")))
 }
