@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GraphQL throughput benchmark for gatehouse (issue 4, "bench/").
+# GraphQL throughput benchmark for gatehouse:
 #
 #   bench/graphql/run.sh
 #

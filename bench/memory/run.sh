@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Memory and start-up of the example server (issue 35):
+# Memory and start-up of the example server:
 #
 #   bench/memory/run.sh
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Subscription load test for gatehouse (issue 8):
+# Subscription load test for gatehouse:
 #
 #   bench/subscriptions/run.sh
 #
