@@ -323,6 +323,7 @@ impl ExtensionFactory for ParseCache {
         Arc::new(RequestCache {
             shared: self.clone(),
             key: Mutex::new(None),
+            variables: Mutex::new(None),
             pending: Mutex::new(None),
             marked: Mutex::new(None),
         })
@@ -336,6 +337,9 @@ struct RequestCache {
     shared: ParseCache,
     /// (query, `operation name \0 variables`) when the variant is cacheable.
     key: Mutex<Option<(String, String)>>,
+    /// The request's variables as sent, with `key`: what a mutation's kept
+    /// verdict is checked against (see `validation`).
+    variables: Mutex<Option<Variables>>,
     /// A document parsed by this request, cached once it passes validation.
     pending: Mutex<Option<(String, Entry)>>,
     /// The document this request runs when it differs from the cached one:
@@ -461,6 +465,9 @@ impl Extension for RequestCache {
             && let Ok(mut key) = self.key.lock()
         {
             *key = Some((request.query.clone(), variant));
+            if let Ok(mut v) = self.variables.lock() {
+                *v = Some(request.variables.clone());
+            }
         }
         self.prepare_document(&mut request)?;
         next.run(ctx, request).await
@@ -524,12 +531,34 @@ impl Extension for RequestCache {
         next: NextValidation<'_>,
     ) -> Result<ValidationResult, Vec<ServerError>> {
         let key = self.key.lock().ok().and_then(|mut k| k.take());
+        let variables = self.variables.lock().ok().and_then(|mut v| v.take());
         if let Some((query, variant)) = &key
             && let Some(entry) = self.shared.entries.get(query.as_str())
             && let Ok(seen) = entry.seen.lock()
-            && let Some((_, result)) = seen.validated.iter().find(|(v, _)| v == variant)
         {
-            return Ok(*result);
+            if let Some((_, result)) = seen.validated.iter().find(|(v, _)| v == variant) {
+                return Ok(*result);
+            }
+            // A mutation whose variables change on every request (the row
+            // it writes) keeps the verdict of another variant of the same
+            // operation when these variables certainly pass (as a query's
+            // plan accepts them): the limits were checked with them when
+            // the document was read (`parse_query`).
+            let operation = variant.split('\0').next().unwrap_or_default();
+            if let Some((_, result)) = seen
+                .validated
+                .iter()
+                .find(|(v, _)| v.split('\0').next() == Some(operation))
+                && let Some(variables) = &variables
+                && crate::plan::mutation_accepts(
+                    &self.shared.limits.model,
+                    &entry.doc,
+                    (!operation.is_empty()).then_some(operation),
+                    variables,
+                )
+            {
+                return Ok(*result);
+            }
         }
         let result = next.run(ctx).await?;
         // Validated: the document this request parsed may be cached now.

@@ -84,13 +84,54 @@ impl Plan {
     /// an `Int`, an `ID` that is not a string) answers `false`, and the
     /// request goes through async-graphql, which decides.
     pub(crate) fn accepts(&self, model: &Model, variables: &Variables) -> bool {
-        self.variables.iter().all(|v| match variables.get(&v.name) {
-            Some(Value::Null) => v.null_ok,
-            Some(value) => input_value_ok(model, &v.ty, value),
-            // Absent: its default, or (nullable) what it stands for is left out.
-            None => v.default.is_some() || !v.ty.is_non_null(),
-        })
+        self.variables.iter().all(|v| v.accepts(model, variables))
     }
+}
+
+impl VariableDef {
+    /// Whether the value `variables` give this variable certainly passes
+    /// validation (see [`Plan::accepts`]).
+    fn accepts(&self, model: &Model, variables: &Variables) -> bool {
+        match variables.get(&self.name) {
+            Some(Value::Null) => self.null_ok,
+            Some(value) => input_value_ok(model, &self.ty, value),
+            // Absent: its default, or (nullable) what it stands for is left out.
+            None => self.default.is_some() || !self.ty.is_non_null(),
+        }
+    }
+}
+
+/// The variables `op` declares, none yet known to take a null
+/// ([`VariableDef::null_ok`] is decided by what a plan makes of them).
+fn declared(op: &async_graphql::parser::types::OperationDefinition) -> Vec<VariableDef> {
+    op.variable_definitions
+        .iter()
+        .map(|d| VariableDef {
+            name: d.node.name.node.clone(),
+            ty: type_ref(&d.node.var_type.node),
+            // Only a declared default: a nullable variable the request
+            // leaves out is absent, not null (`args::coerce_args`).
+            default: d.node.default_value.as_ref().map(|v| v.node.clone()),
+            null_ok: false,
+        })
+        .collect()
+}
+
+/// Whether `variables` certainly pass validation for mutation
+/// `operation_name` of `doc`, as [`Plan::accepts`] decides it for a query
+/// (an explicit null never does): a mutation async-graphql has validated
+/// with other variables then keeps that verdict (`cache.rs`), since every
+/// other rule and limit depends on the document alone. `false` for an
+/// operation that is not a mutation.
+pub(crate) fn mutation_accepts(
+    model: &Model,
+    doc: &ExecutableDocument,
+    operation_name: Option<&str>,
+    variables: &Variables,
+) -> bool {
+    crate::cache::operation(doc, operation_name).is_some_and(|op| {
+        op.ty == OperationType::Mutation && declared(op).iter().all(|v| v.accepts(model, variables))
+    })
 }
 
 /// Whether `value` is a value of the enum called `name`.
@@ -423,18 +464,7 @@ pub(crate) fn compile(
     if !op.directives.is_empty() {
         return Err(Unsupported::Directive);
     }
-    let mut variables: Vec<VariableDef> = op
-        .variable_definitions
-        .iter()
-        .map(|d| VariableDef {
-            name: d.node.name.node.clone(),
-            ty: type_ref(&d.node.var_type.node),
-            // Only a declared default: a nullable variable the request
-            // leaves out is absent, not null (`args::coerce_args`).
-            default: d.node.default_value.as_ref().map(|v| v.node.clone()),
-            null_ok: false,
-        })
-        .collect();
+    let mut variables = declared(op);
     let mut fields = Vec::new();
     flatten(doc, &op.selection_set.node, "Query", &mut fields, 0)?;
     let mut roots: Vec<(Key, Root)> = Vec::with_capacity(fields.len());

@@ -211,3 +211,63 @@ async fn an_unsent_variable_does_not_clear_a_book_field() {
         );
     }
 }
+
+/// A mutation validated once keeps its verdict for new variables only
+/// when they certainly pass: a value of the wrong type, an unknown input
+/// field or an explicit null is validated again and refused as before,
+/// and nothing is written.
+#[tokio::test]
+async fn a_mutations_kept_validation_refuses_what_validation_refuses() {
+    for db in TestDb::each().await {
+        let backend = db.backend();
+        let s = server(db).await;
+        let create = "mutation($n: String!, $l: Int, $in: TaskInput!) { \
+                      createMemo(name: $n, level: $l) { name level } \
+                      createTask(input: $in) { name } }";
+        let ok = s
+            .data(create, json!({"n": "a", "l": 1, "in": {"name": "t1"}}))
+            .await;
+        assert_eq!(
+            ok["createMemo"],
+            json!({"name": "a", "level": 1}),
+            "{backend}"
+        );
+        // Another variant: kept, and written.
+        let ok = s
+            .data(create, json!({"n": "b", "l": 2, "in": {"name": "t2"}}))
+            .await;
+        assert_eq!(
+            ok["createMemo"],
+            json!({"name": "b", "level": 2}),
+            "{backend}"
+        );
+        for bad in [
+            json!({"n": "c", "l": "high", "in": {"name": "t3"}}),
+            json!({"n": "c", "l": 1.5, "in": {"name": "t3"}}),
+            json!({"n": 7, "l": 1, "in": {"name": "t3"}}),
+            json!({"n": "c", "l": 1, "in": {"name": "t3", "colour": "red"}}),
+            json!({"n": "c", "l": 1, "in": {"level": 2}}),
+            json!({"n": "c", "l": 1, "in": "t3"}),
+        ] {
+            let r = s.gql(create, bad.clone()).await;
+            assert!(r["errors"].is_array(), "{backend} {bad}: {r}");
+            assert!(
+                r.get("data").is_none_or(Value::is_null),
+                "{backend} {bad}: {r}"
+            );
+        }
+        // A null where the argument is nullable: validated, and written.
+        let ok = s
+            .data(create, json!({"n": "d", "l": null, "in": {"name": "t4"}}))
+            .await;
+        assert_eq!(
+            ok["createMemo"],
+            json!({"name": "d", "level": null}),
+            "{backend}"
+        );
+        let memos = s.data("{ memos { name } }", json!({})).await;
+        assert_eq!(names(&memos["memos"]), ["a", "b", "d"], "{backend}");
+        let tasks = s.data("{ tasks { name } }", json!({})).await;
+        assert_eq!(names(&tasks["tasks"]), ["t1", "t2", "t4"], "{backend}");
+    }
+}
