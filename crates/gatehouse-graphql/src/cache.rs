@@ -101,6 +101,11 @@ pub(crate) fn variant_key(request: &Request) -> Option<String> {
     })
 }
 
+/// The operation name part of a [`variant_key`] (`""` for none).
+fn variant_operation(variant: &str) -> &str {
+    variant.split('\0').next().unwrap_or_default()
+}
+
 /// The limits a document must pass before it is validated and cached.
 #[derive(Clone)]
 pub(crate) struct Limits {
@@ -258,16 +263,12 @@ impl ParseCache {
     ) -> Result<Arc<Plan>, Fallback> {
         let entry = self.entries.get(query).ok_or(Fallback::Validation)?;
         let mut seen = entry.seen.lock().map_err(|_| Fallback::Validation)?;
-        // A variant is `operation name \0 variables`.
-        fn operation(variant: &str) -> &str {
-            variant.split('\0').next().unwrap_or_default()
-        }
         let validated = seen.validated.iter().any(|(v, _)| v == variant);
         if !validated
             && !seen
                 .validated
                 .iter()
-                .any(|(v, _)| operation(v) == operation(variant))
+                .any(|(v, _)| variant_operation(v) == variant_operation(variant))
         {
             return Err(Fallback::Validation);
         }
@@ -544,11 +545,11 @@ impl Extension for RequestCache {
             // operation when these variables certainly pass (as a query's
             // plan accepts them): the limits were checked with them when
             // the document was read (`parse_query`).
-            let operation = variant.split('\0').next().unwrap_or_default();
+            let operation = variant_operation(variant);
             if let Some((_, result)) = seen
                 .validated
                 .iter()
-                .find(|(v, _)| v.split('\0').next() == Some(operation))
+                .find(|(v, _)| variant_operation(v) == operation)
                 && let Some(variables) = &variables
                 && crate::plan::mutation_accepts(
                     &self.shared.limits.model,
