@@ -38,6 +38,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -193,9 +194,13 @@ struct Reader {
     seen: Arc<Mutex<Seen>>,
 }
 
-/// Opens one subscriber; returns once it is subscribed (or failed), with the
-/// task that reads its messages.
-async fn subscriber(target: Arc<Target>, id: usize) -> Result<Reader, Error> {
+/// A `graphql-transport-ws` socket to `target`, opened with `config`
+/// (tungstenite's defaults when `None`), the token sent in
+/// `connection_init`; returns once `connection_ack` arrived.
+pub(crate) async fn open(
+    target: &Target,
+    config: Option<WebSocketConfig>,
+) -> Result<WebSocketStream<TcpStream>, Error> {
     let stream = TcpStream::connect(&target.addr).await?;
     stream.set_nodelay(true)?;
     let mut request =
@@ -204,13 +209,7 @@ async fn subscriber(target: Arc<Target>, id: usize) -> Result<Reader, Error> {
         "Sec-WebSocket-Protocol",
         HeaderValue::from_static("graphql-transport-ws"),
     );
-    // tungstenite's default 128 KiB read buffer per socket would take over a
-    // gigabyte for 10,000 subscribers; the messages here are small.
-    let config = WebSocketConfig::default()
-        .read_buffer_size(4096)
-        .write_buffer_size(0);
-    let (mut ws, _) =
-        tokio_tungstenite::client_async_with_config(request, stream, Some(config)).await?;
+    let (mut ws, _) = tokio_tungstenite::client_async_with_config(request, stream, config).await?;
     let init = json!({"type": "connection_init", "payload": {"Authorization": format!("Bearer {}", target.token)}});
     ws.send(Message::text(init.to_string())).await?;
     loop {
@@ -218,7 +217,7 @@ async fn subscriber(target: Arc<Target>, id: usize) -> Result<Reader, Error> {
             Some(Ok(Message::Text(t))) => {
                 let v: Value = serde_json::from_str(t.as_str())?;
                 if v["type"] == "connection_ack" {
-                    break;
+                    return Ok(ws);
                 }
                 return Err(format!("expected connection_ack, got {t}").into());
             }
@@ -226,6 +225,17 @@ async fn subscriber(target: Arc<Target>, id: usize) -> Result<Reader, Error> {
             other => return Err(format!("no connection_ack: {other:?}").into()),
         }
     }
+}
+
+/// Opens one subscriber; returns once it is subscribed (or failed), with the
+/// task that reads its messages.
+async fn subscriber(target: Arc<Target>, id: usize) -> Result<Reader, Error> {
+    // tungstenite's default 128 KiB read buffer per socket would take over a
+    // gigabyte for 10,000 subscribers; the messages here are small.
+    let config = WebSocketConfig::default()
+        .read_buffer_size(4096)
+        .write_buffer_size(0);
+    let mut ws = open(&target, Some(config)).await?;
     let subscribe = json!({
         "type": "subscribe",
         "id": format!("s{id}"),

@@ -22,8 +22,6 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::http::HeaderValue;
 
 use crate::{Error, Target};
 
@@ -41,34 +39,6 @@ struct Outcome {
 }
 
 type Socket = tokio_tungstenite::WebSocketStream<TcpStream>;
-
-/// Opens a socket and waits for `connection_ack`.
-async fn open(target: &Target) -> Result<Socket, Error> {
-    let stream = TcpStream::connect(&target.addr).await?;
-    stream.set_nodelay(true)?;
-    let mut request =
-        format!("ws://{}{}/graphql", target.addr, target.path).into_client_request()?;
-    request.headers_mut().insert(
-        "Sec-WebSocket-Protocol",
-        HeaderValue::from_static("graphql-transport-ws"),
-    );
-    let (mut ws, _) = tokio_tungstenite::client_async(request, stream).await?;
-    let init = json!({"type": "connection_init", "payload": {"Authorization": format!("Bearer {}", target.token)}});
-    ws.send(Message::text(init.to_string())).await?;
-    loop {
-        match ws.next().await {
-            Some(Ok(Message::Text(t))) => {
-                let v: Value = serde_json::from_str(t.as_str())?;
-                if v["type"] == "connection_ack" {
-                    return Ok(ws);
-                }
-                return Err(format!("expected connection_ack, got {t}").into());
-            }
-            Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
-            other => return Err(format!("no connection_ack: {other:?}").into()),
-        }
-    }
-}
 
 /// Runs operations on `ws` until `deadline`, one at a time.
 async fn drive(
@@ -171,7 +141,7 @@ pub async fn run(
         let target = target.clone();
         let failed = failed_opening.clone();
         tokio::spawn(async move {
-            match open(&target).await {
+            match crate::open(&target, None).await {
                 Ok(ws) => Some(ws),
                 Err(e) => {
                     if failed.fetch_add(1, Ordering::Relaxed) == 0 {
