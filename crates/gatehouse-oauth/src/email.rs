@@ -337,7 +337,7 @@ pub(crate) fn check_verify_page(
             flow,
             origin,
             error,
-            verify_action: format!("{base}/auth/verify"),
+            verify_action: format!("{base}{VERIFY_PATH}"),
             resend_action: format!("{base}/auth/verify/resend"),
             continue_href: (server.verification() == Verification::Optional)
                 .then(|| sign_in_link(state, p))
@@ -346,8 +346,17 @@ pub(crate) fn check_verify_page(
     )
 }
 
-fn verify_page(
+/// Where the verification link's page POSTs (its route, `lib.rs`).
+pub(crate) const VERIFY_PATH: &str = "/auth/verify";
+/// Where the e-mail change link's page POSTs (its route, `lib.rs`).
+pub(crate) const CHANGE_PATH: &str = "/auth/email/confirm";
+
+/// A link's page: a button whose POST to `path` (under the public URL)
+/// spends the link's token, with `error` when the last POST was refused.
+/// The verification link and the e-mail change link share it.
+fn confirm_page(
     state: &OAuthState,
+    path: &str,
     csrf: &str,
     token: &str,
     error: Option<&str>,
@@ -359,7 +368,7 @@ fn verify_page(
             csrf,
             token,
             error,
-            verify_action: format!("{}/auth/verify", state.inner.config.public_url),
+            verify_action: format!("{}{path}", state.inner.config.public_url),
         },
     )
 }
@@ -368,7 +377,7 @@ fn verify_page(
 /// confirms. Never spends the token.
 pub(crate) async fn verify_get(State(state): State<OAuthState>, req: Request) -> Response {
     link_page(&state, req, FlowPurpose::Verify, |csrf, token| {
-        verify_page(&state, csrf, token, None, StatusCode::OK)
+        confirm_page(&state, VERIFY_PATH, csrf, token, None, StatusCode::OK)
     })
     .await
 }
@@ -390,8 +399,9 @@ pub(crate) async fn verify_post(
     let outcome = if let Some(token) = params.get("token") {
         match server.verify_by_link(token, Some(addr)).await {
             Ok(to) => Ok(to),
-            Err(Error::InvalidInput(msg)) => Err(verify_page(
+            Err(Error::InvalidInput(msg)) => Err(confirm_page(
                 &state,
+                VERIFY_PATH,
                 csrf,
                 token,
                 Some(&msg),
@@ -539,27 +549,9 @@ pub(crate) async fn change_post(
 /// whose POST confirms the new address. Never spends the token.
 pub(crate) async fn change_confirm_get(State(state): State<OAuthState>, req: Request) -> Response {
     link_page(&state, req, FlowPurpose::EmailChange, |csrf, token| {
-        change_page(&state, csrf, token, None, StatusCode::OK)
+        confirm_page(&state, CHANGE_PATH, csrf, token, None, StatusCode::OK)
     })
     .await
-}
-
-fn change_page(
-    state: &OAuthState,
-    csrf: &str,
-    token: &str,
-    error: Option<&str>,
-    status: StatusCode,
-) -> Response {
-    pages::html(
-        status,
-        &pages::VerifyPage {
-            csrf,
-            token,
-            error,
-            verify_action: format!("{}/auth/email/confirm", state.inner.config.public_url),
-        },
-    )
 }
 
 /// `POST /auth/email/confirm`: with `Authorization: Bearer` (the account's
@@ -609,9 +601,14 @@ pub(crate) async fn change_confirm_post(
             "Your e-mail address is changed",
             "Messages from this server now go to the new address.",
         ),
-        Err(Error::Conflict(msg) | Error::InvalidInput(msg)) => {
-            change_page(&state, csrf, token, Some(&msg), StatusCode::CONFLICT)
-        }
+        Err(Error::Conflict(msg) | Error::InvalidInput(msg)) => confirm_page(
+            &state,
+            CHANGE_PATH,
+            csrf,
+            token,
+            Some(&msg),
+            StatusCode::CONFLICT,
+        ),
         Err(Error::InvalidGrant(_)) => dead_link(),
         Err(e) => error_page(e),
     }

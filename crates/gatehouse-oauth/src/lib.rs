@@ -237,7 +237,7 @@ pub fn router(state: OAuthState) -> Router {
                 .fallback(|| async { OAuthError::MethodNotAllowed("GET, POST") }),
         )
         .route(
-            "/auth/verify",
+            crate::email::VERIFY_PATH,
             get(email::verify_get)
                 .post(email::verify_post)
                 .fallback(|| async { OAuthError::MethodNotAllowed("GET, POST") }),
@@ -276,7 +276,7 @@ pub fn router(state: OAuthState) -> Router {
                 .layer(same_origin.clone()),
         )
         .route(
-            "/auth/email/confirm",
+            crate::email::CHANGE_PATH,
             get(email::change_confirm_get)
                 .post(email::change_confirm_post)
                 .fallback(|| async { OAuthError::MethodNotAllowed("GET, POST") })
